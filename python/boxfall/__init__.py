@@ -1,0 +1,179 @@
+"""boxfall: an operator dispatcher with a boxed CPU fallback.
+
+Operators are defined with PyTorch's schema language, kernels are Python or NumPy functions (CPU
+tensors are NumPy arrays), and a backend that implements a few operators natively runs every
+other one through one boxed CPU fallback, counted per operator::
+
+    import numpy as np, boxfall as bf
+
+    lib = bf.Library("demo", "DEF")
+    lib.define("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+    lib.impl("add.Tensor", lambda self, other, alpha=1: self + alpha * other, "CPU")
+    x = bf.native.tensor(np.arange(3.0))       # Native falls back to the CPU kernel
+    bf.ops.demo.add(x, x).numpy()              # array([0., 2., 4.])
+    bf.metrics.counter_value("demo::add.Tensor")   # 1
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import _boxfall
+from ._boxfall import (
+    AliasInfo,
+    Argument,
+    Backend,
+    CpuFallback,
+    DispatchKeySet,
+    Fallthrough,
+    FunctionSchema,
+    Library,
+    OpOverload,
+    Tensor,
+    call_fallback,
+    cpu_fallback,
+    fallthrough,
+    parse_schema,
+    register_backend,
+    register_functionality_key,
+)
+from ._errors import (
+    ArgumentError,
+    BoxfallError,
+    FallbackError,
+    FallbackWarning,
+    KernelError,
+    NoKernelError,
+    RegistrationError,
+    SchemaError,
+    UnknownKeyError,
+    UnknownOperatorError,
+)
+from ._ops import OpNamespace, OpOverloadPacket, ops
+
+__version__ = "0.1.0"
+
+
+def set_fallback_policy(policy: str, ops: list[str] | None = None) -> None:
+    """Sets what happens when an operator reaches a backend's CPU fallback.
+
+    ``"allow"`` runs it; ``"warn"`` runs it and warns once per (operator, backend) with
+    :class:`FallbackWarning`; ``"error"`` raises :class:`FallbackError` instead. With ``ops``
+    (names such as ``"demo::matmul"``) the policy applies to those operators only and wins over
+    the process-wide one. The environment variable ``BOXFALL_FALLBACK`` sets the initial
+    process-wide policy.
+    """
+    _boxfall.set_fallback_policy(policy, ops)
+
+
+def get_fallback_policy() -> str:
+    """The process-wide fallback policy."""
+    return _boxfall.get_fallback_policy()
+
+
+def _key_bits(names: tuple[str, ...]) -> int:
+    return _boxfall.key_bits(list(names))
+
+
+@contextlib.contextmanager
+def include_keys(*names: str) -> Iterator[None]:
+    """Adds dispatch keys to this thread's included set for the block (nestable)."""
+    bits = _key_bits(names)
+    inc, exc = _boxfall.local_keys()
+    _boxfall.set_local_keys(inc | bits, exc & ~bits)
+    try:
+        yield
+    finally:
+        _boxfall.set_local_keys(inc, exc)
+
+
+@contextlib.contextmanager
+def exclude_keys(*names: str) -> Iterator[None]:
+    """Removes dispatch keys from every call of this thread for the block (nestable)."""
+    bits = _key_bits(names)
+    inc, exc = _boxfall.local_keys()
+    _boxfall.set_local_keys(inc & ~bits, exc | bits)
+    try:
+        yield
+    finally:
+        _boxfall.set_local_keys(inc, exc)
+
+
+def dispatch_keys() -> list[str]:
+    """Every registered dispatch key, lowest priority first."""
+    return _boxfall.key_names()
+
+
+_impl_libraries: dict[str, Library] = {}
+
+
+def impl(
+    qualname: str,
+    dispatch_key: str = "CPU",
+    *,
+    boxed: bool = False,
+    allow_override: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: registers the function as the kernel of ``qualname`` (``"ns::op.overload"``).
+
+    The registration lives in a library per namespace kept for the life of the process.
+    """
+    if "::" not in qualname:
+        raise RegistrationError(f"bf.impl needs a qualified name ('ns::op'), got {qualname!r}")
+    ns = qualname.split("::", 1)[0]
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        lib = _impl_libraries.get(ns)
+        if lib is None:
+            lib = _impl_libraries[ns] = Library(ns, "IMPL")
+        lib.impl(qualname, fn, dispatch_key, boxed=boxed, allow_override=allow_override)
+        return fn
+
+    return register
+
+
+from . import metrics, native  # noqa: E402  (they use the names above)
+
+get_fallback_policy()  # reads BOXFALL_FALLBACK now, at import
+
+__all__ = [
+    "AliasInfo",
+    "Argument",
+    "ArgumentError",
+    "Backend",
+    "BoxfallError",
+    "CpuFallback",
+    "DispatchKeySet",
+    "FallbackError",
+    "FallbackWarning",
+    "Fallthrough",
+    "FunctionSchema",
+    "KernelError",
+    "Library",
+    "NoKernelError",
+    "OpNamespace",
+    "OpOverload",
+    "OpOverloadPacket",
+    "RegistrationError",
+    "SchemaError",
+    "Tensor",
+    "UnknownKeyError",
+    "UnknownOperatorError",
+    "call_fallback",
+    "cpu_fallback",
+    "dispatch_keys",
+    "exclude_keys",
+    "fallthrough",
+    "get_fallback_policy",
+    "impl",
+    "include_keys",
+    "metrics",
+    "native",
+    "ops",
+    "parse_schema",
+    "register_backend",
+    "register_functionality_key",
+    "set_fallback_policy",
+]

@@ -1,0 +1,65 @@
+"""The exception and warning classes of boxfall (one tree, rooted at ``BoxfallError``).
+
+The Rust bindings raise these classes; they are defined in Python so that each can derive from
+the built-in exception a user would catch (``ValueError`` for a bad schema, ``TypeError`` for
+wrong arguments, ``NotImplementedError`` for a missing kernel).
+"""
+
+from __future__ import annotations
+
+
+class BoxfallError(Exception):
+    """The base of every error boxfall raises itself."""
+
+
+class SchemaError(BoxfallError, ValueError):
+    """A schema that does not parse; the message shows the column and a caret."""
+
+
+class RegistrationError(BoxfallError):
+    """A definition, kernel, fallback, key or backend that cannot be registered."""
+
+
+class UnknownOperatorError(BoxfallError, LookupError):
+    """A name that is no defined operator; the message lists the closest names."""
+
+
+class UnknownKeyError(BoxfallError, KeyError):
+    """A name that is no dispatch key; the message lists the known keys."""
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+class NoKernelError(BoxfallError, NotImplementedError):
+    """No kernel serves the call's backend."""
+
+
+class ArgumentError(BoxfallError, TypeError):
+    """Arguments that do not bind to the operator's schema; the message shows the schema."""
+
+
+class FallbackError(BoxfallError, NotImplementedError):
+    """The CPU fallback refused the call (policy, view operator, two devices) or a step failed."""
+
+
+class KernelError(BoxfallError, RuntimeError):
+    """A Rust kernel reported an error."""
+
+
+class FallbackWarning(UserWarning):
+    """An operator fell back to the CPU (policy "warn"), once per (operator, backend)."""
+
+
+__all__ = [
+    "ArgumentError",
+    "BoxfallError",
+    "FallbackError",
+    "FallbackWarning",
+    "KernelError",
+    "NoKernelError",
+    "RegistrationError",
+    "SchemaError",
+    "UnknownKeyError",
+    "UnknownOperatorError",
+]

@@ -1,0 +1,72 @@
+//! Backends: the hooks that move a backend's tensors to the CPU and back, which is all the CPU
+//! fallback needs to know of a device. Registered once per backend key, read lock-free.
+
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+
+use crate::error::Result;
+use crate::key::{register_backend_key, DispatchKey, NUM_KEYS};
+use crate::tensor::{Device, Tensor};
+
+/// A device's transfer hooks.
+///
+/// ```
+/// use boxfall::{backend::Backend, Device, Tensor, Result};
+/// struct Host;
+/// impl Backend for Host {
+///     fn to_cpu(&self, t: &Tensor, _for_write: bool) -> Result<Tensor> { Ok(Tensor::new(Device::CPU, t.data())) }
+///     fn from_cpu(&self, t: &Tensor, device: Device) -> Result<Tensor> { Ok(Tensor::new(device, t.data())) }
+///     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> { dst.set_data(src.data()); Ok(()) }
+/// }
+/// let key = boxfall::backend::register_backend("DocHostBackend", std::sync::Arc::new(Host)).unwrap();
+/// assert!(boxfall::backend::backend(key).is_some());
+/// ```
+pub trait Backend: Send + Sync + 'static {
+    /// A CPU tensor with `t`'s values. With `for_write`, the kernel will write into it, so it
+    /// must not share memory with `t` (the fallback writes it back only when the kernel succeeds).
+    fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor>;
+
+    /// Moves all of a call's tensors at once; a backend with a batched transfer overrides it.
+    fn to_cpu_many(&self, tensors: &[(&Tensor, bool)]) -> Result<Vec<Tensor>> {
+        tensors.iter().map(|(t, w)| self.to_cpu(t, *w)).collect()
+    }
+
+    /// A tensor on `device` with the CPU tensor's values.
+    fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor>;
+
+    /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.
+    fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
+}
+
+type BackendTable = Vec<Option<Arc<dyn Backend>>>;
+
+fn table() -> &'static ArcSwap<BackendTable> {
+    static TABLE: OnceLock<ArcSwap<BackendTable>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t: BackendTable = vec![None; NUM_KEYS];
+        t[DispatchKey::NATIVE.index()] = Some(Arc::new(crate::native::NativeBackend));
+        ArcSwap::from_pointee(t)
+    })
+}
+
+/// Registers a backend key with its hooks; later backends rank above earlier ones.
+pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchKey> {
+    let key = register_backend_key(name)?;
+    table().rcu(|t| {
+        let mut t = (**t).clone();
+        t[key.index()] = Some(hooks.clone());
+        t
+    });
+    Ok(key)
+}
+
+/// The hooks of a backend key.
+///
+/// ```
+/// assert!(boxfall::backend::backend(boxfall::DispatchKey::NATIVE).is_some());
+/// assert!(boxfall::backend::backend(boxfall::DispatchKey::CPU).is_none());
+/// ```
+pub fn backend(key: DispatchKey) -> Option<Arc<dyn Backend>> {
+    table().load().get(key.index()).cloned().flatten()
+}

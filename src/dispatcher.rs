@@ -1,0 +1,750 @@
+//! The dispatcher: operator entries, their precomputed dispatch tables, and the registry that
+//! recomputes the tables whenever a definition, kernel or fallback comes or goes.
+//!
+//! Calls read an operator's table through one `ArcSwap` load (lock-free, no allocation); the
+//! guard keeps the table, and so the kernel, alive until the call ends. Registration takes one
+//! global mutex, recomputes the affected tables and publishes each with one atomic store.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use arc_swap::ArcSwap;
+use crossbeam_utils::CachePadded;
+
+use crate::error::{Error, Result};
+use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
+use crate::kernel::KernelFunction;
+use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
+use crate::metrics::OpMetrics;
+use crate::schema::{FunctionSchema, SchemaInfo};
+
+/// Where a dispatch table entry comes from.
+///
+/// ```
+/// assert_eq!(boxfall::dispatcher::Source::BackendFallback.to_string(), "backend fallback");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The operator's own kernel for the key.
+    Kernel,
+    /// The operator's `CompositeImplicit` kernel, serving a backend key.
+    CompositeKernel,
+    /// The key's backend fallback.
+    BackendFallback,
+    /// A fallthrough (the key is masked out).
+    Fallthrough,
+    /// Nothing: a call reaching it is a `NoKernel` error.
+    Missing,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::Kernel => "kernel",
+            Source::CompositeKernel => "composite kernel",
+            Source::BackendFallback => "backend fallback",
+            Source::Fallthrough => "fallthrough",
+            Source::Missing => "missing",
+        })
+    }
+}
+
+/// A defined operator's schema with the facts dispatch and the fallback need, computed once.
+///
+/// ```
+/// let s = boxfall::dispatcher::OpSchema::new(boxfall::FunctionSchema::parse("d::f(Tensor x) -> Tensor").unwrap());
+/// assert_eq!(s.info.tensor_args, vec![0]);
+/// ```
+#[derive(Debug)]
+pub struct OpSchema {
+    /// The schema.
+    pub schema: FunctionSchema,
+    /// Its precomputed facts.
+    pub info: SchemaInfo,
+    /// Its canonical text.
+    pub text: String,
+}
+
+impl OpSchema {
+    /// Computes the facts of `schema`.
+    pub fn new(schema: FunctionSchema) -> OpSchema {
+        let info = schema.info();
+        let text = schema.to_string();
+        OpSchema { schema, info, text }
+    }
+}
+
+#[derive(Clone)]
+struct TableEntry {
+    kernel: Option<KernelFunction>,
+    source: Source,
+}
+
+struct DispatchTable {
+    entries: [TableEntry; NUM_KEYS],
+    /// The keys not served by a fallthrough.
+    mask: u64,
+    schema: Option<Arc<OpSchema>>,
+}
+
+impl DispatchTable {
+    fn empty() -> DispatchTable {
+        DispatchTable {
+            entries: std::array::from_fn(|_| TableEntry {
+                kernel: None,
+                source: Source::Missing,
+            }),
+            mask: !0,
+            schema: None,
+        }
+    }
+}
+
+struct OperatorEntry {
+    name: String,
+    table: ArcSwap<DispatchTable>,
+    metrics: CachePadded<OpMetrics>,
+    policy: AtomicU8,
+}
+
+/// A handle to an operator: cheap to clone, valid for the life of the process.
+///
+/// ```
+/// use boxfall::{Library, LibraryKind};
+/// let mut lib = Library::new("doc_handle", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+/// assert_eq!(op.name(), "doc_handle::f");
+/// ```
+#[derive(Clone)]
+pub struct OperatorHandle(Arc<OperatorEntry>);
+
+impl fmt::Debug for OperatorHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OperatorHandle({})", self.0.name)
+    }
+}
+
+impl PartialEq for OperatorHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl OperatorHandle {
+    /// `ns::op` or `ns::op.overload`.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The schema, if the operator is defined now.
+    pub fn schema(&self) -> Result<Arc<OpSchema>> {
+        self.0
+            .table
+            .load()
+            .schema
+            .clone()
+            .ok_or_else(|| self.undefined())
+    }
+
+    fn undefined(&self) -> Error {
+        Error::UnknownOperator {
+            name: self.0.name.clone(),
+            suggestions: vec![],
+        }
+    }
+
+    /// The operator's fallback counters.
+    pub fn metrics(&self) -> &OpMetrics {
+        &self.0.metrics
+    }
+
+    pub(crate) fn policy_cell(&self) -> &AtomicU8 {
+        &self.0.policy
+    }
+
+    /// A boxed call: the stack holds the arguments (defaults filled) and gets the returns.
+    ///
+    /// ```
+    /// use boxfall::{IValue, KernelFunction, Library, LibraryKind, DispatchKey};
+    /// let mut lib = Library::new("doc_boxed", LibraryKind::Def).unwrap();
+    /// let op = lib.define("twice(int x) -> int").unwrap();
+    /// lib.impl_kernel("twice", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(2 * x)), false).unwrap();
+    /// let mut stack = vec![IValue::Int(21)];
+    /// op.call_boxed(&mut stack).unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(42));
+    /// ```
+    pub fn call_boxed(&self, stack: &mut Stack) -> Result<()> {
+        let table = self.0.table.load();
+        let schema = table.schema.as_deref().ok_or_else(|| self.undefined())?;
+        let mut keys = DispatchKeySet::EMPTY;
+        for &i in &schema.info.tensor_args {
+            if let Some(v) = stack.get(i) {
+                keys = keys | v.key_set();
+            }
+        }
+        if keys.is_empty() {
+            keys = match schema.info.device_arg.and_then(|i| stack.get(i)) {
+                Some(IValue::Device(d)) => d.key.set(),
+                _ => DispatchKey::CPU.set(),
+            };
+        }
+        let (inc, exc) = local_keys();
+        let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
+        self.run(&table, keys, masked, stack)
+    }
+
+    /// Continues a call below the current (highest) key of `keys`, as a kernel does to pass a
+    /// call on.
+    pub fn redispatch_boxed(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+        let table = self.0.table.load();
+        let rest = keys.without_highest();
+        let masked = DispatchKeySet(rest.0 & table.mask);
+        self.run(&table, rest, masked, stack)
+    }
+
+    /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
+    /// arguments' keys: how the CPU fallback reaches the CPU kernel.
+    pub fn call_boxed_with_keys(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+        let table = self.0.table.load();
+        let masked = DispatchKeySet(keys.0 & table.mask);
+        self.run(&table, keys, masked, stack)
+    }
+
+    #[inline]
+    fn run(
+        &self,
+        table: &DispatchTable,
+        unmasked: DispatchKeySet,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+    ) -> Result<()> {
+        let key = keys
+            .highest()
+            .ok_or_else(|| self.no_kernel(table, unmasked.highest().unwrap_or(DispatchKey::CPU)))?;
+        match &table.entries[key.index()].kernel {
+            Some(k) => k.call_boxed(self, keys, stack),
+            None => Err(self.no_kernel(table, key)),
+        }
+    }
+
+    #[cold]
+    fn no_kernel(&self, table: &DispatchTable, key: DispatchKey) -> Error {
+        let mut available: Vec<String> = (1..NUM_KEYS)
+            .filter(|&i| table.entries[i].source == Source::Kernel)
+            .filter_map(DispatchKey::from_index)
+            .map(|k| k.name())
+            .collect();
+        if table.entries[0].source == Source::Kernel {
+            available.push(DispatchKey::COMPOSITE_IMPLICIT.name());
+        }
+        Error::NoKernel {
+            op: self.0.name.clone(),
+            key: key.name(),
+            available,
+        }
+    }
+
+    /// A typed handle: calls of an unboxed kernel of this exact signature never box.
+    ///
+    /// ```
+    /// use boxfall::{KernelFunction, Library, LibraryKind, DispatchKey};
+    /// let mut lib = Library::new("doc_typed", LibraryKind::Def).unwrap();
+    /// let op = lib.define("inc(int x) -> int").unwrap();
+    /// lib.impl_kernel("inc", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 1)), false).unwrap();
+    /// let inc = op.typed::<(i64,), i64>().unwrap();
+    /// assert_eq!(inc.call((1,)).unwrap(), 2);
+    /// ```
+    pub fn typed<A: CallArgs + 'static, R: CallReturns + 'static>(
+        &self,
+    ) -> Result<TypedOperatorHandle<A, R>> {
+        let schema = self.schema()?;
+        if schema.schema.arguments.len() != A::LEN {
+            return Err(Error::Argument {
+                op: self.0.name.clone(),
+                message: format!(
+                    "a typed handle with {} arguments does not fit the schema's {}",
+                    A::LEN,
+                    schema.schema.arguments.len()
+                ),
+                schema: schema.text.clone(),
+            });
+        }
+        Ok(TypedOperatorHandle {
+            op: self.clone(),
+            _sig: PhantomData,
+        })
+    }
+
+    /// What serves each key: `(key name, "kernel" | "composite kernel" | "backend fallback" |
+    /// "fallthrough" | "missing")`, for every registered key, lowest first.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_table", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert!(op.dispatch_table().contains(&("CPU".to_string(), "missing".to_string())));
+    /// ```
+    pub fn dispatch_table(&self) -> Vec<(String, String)> {
+        let table = self.0.table.load();
+        registered_keys()
+            .into_iter()
+            .filter(|k| k.kind() != KeyKind::Alias || table.entries[0].kernel.is_some())
+            .map(|k| (k.name(), table.entries[k.index()].source.to_string()))
+            .collect()
+    }
+
+    /// The kernel that serves `key` now, and where it comes from.
+    pub fn kernel_for(&self, key: DispatchKey) -> (Option<KernelFunction>, Source) {
+        let table = self.0.table.load();
+        let e = &table.entries[key.index()];
+        (e.kernel.clone(), e.source)
+    }
+}
+
+/// A handle whose calls are typed: `A` a tuple of arguments, `R` the returns.
+///
+/// ```
+/// # use boxfall::{KernelFunction, Library, LibraryKind, DispatchKey};
+/// # let mut lib = Library::new("doc_typed2", LibraryKind::Def).unwrap();
+/// # let op = lib.define("neg(float x) -> float").unwrap();
+/// # lib.impl_kernel("neg", DispatchKey::CPU, KernelFunction::from_boxed(|_, _, s| { let x = s[0].to_double().unwrap_or(0.0); s[0] = (-x).into(); Ok(()) }), false).unwrap();
+/// let neg = op.typed::<(f64,), f64>().unwrap();
+/// assert_eq!(neg.call((2.0,)).unwrap(), -2.0); // a boxed kernel: boxed once
+/// ```
+pub struct TypedOperatorHandle<A, R> {
+    op: OperatorHandle,
+    _sig: PhantomData<fn(A) -> R>,
+}
+
+impl<A, R> Clone for TypedOperatorHandle<A, R> {
+    fn clone(&self) -> Self {
+        TypedOperatorHandle {
+            op: self.op.clone(),
+            _sig: PhantomData,
+        }
+    }
+}
+
+impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> {
+    /// The untyped handle.
+    pub fn handle(&self) -> &OperatorHandle {
+        &self.op
+    }
+
+    /// Calls the operator: no allocation, lock or lookup when the kernel is unboxed with this
+    /// signature; one boxing otherwise.
+    #[inline]
+    pub fn call(&self, args: A) -> Result<R> {
+        let table = self.op.0.table.load();
+        let keys = args.dispatch_keys();
+        let (inc, exc) = local_keys();
+        let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
+        self.call_on(&table, keys, masked, args)
+    }
+
+    /// Continues below the highest key of `keys`.
+    pub fn redispatch(&self, keys: DispatchKeySet, args: A) -> Result<R> {
+        let table = self.op.0.table.load();
+        let rest = keys.without_highest();
+        self.call_on(&table, rest, DispatchKeySet(rest.0 & table.mask), args)
+    }
+
+    #[inline]
+    fn call_on(
+        &self,
+        table: &DispatchTable,
+        unmasked: DispatchKeySet,
+        keys: DispatchKeySet,
+        args: A,
+    ) -> Result<R> {
+        let Some(key) = keys.highest() else {
+            return Err(self
+                .op
+                .no_kernel(table, unmasked.highest().unwrap_or(DispatchKey::CPU)));
+        };
+        let Some(kernel) = &table.entries[key.index()].kernel else {
+            return Err(self.op.no_kernel(table, key));
+        };
+        if let Some(f) = kernel.unboxed::<A, R>() {
+            return f(keys, args);
+        }
+        let mut stack = Stack::with_capacity(A::LEN);
+        args.push_onto(&mut stack);
+        kernel.call_boxed(&self.op, keys, &mut stack)?;
+        R::pop_from(&mut stack)
+    }
+}
+
+/// Identifies one registration, so its library can undo exactly it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct RegId(u64);
+
+struct Registered<T> {
+    id: RegId,
+    value: T,
+    by: String,
+}
+
+struct OpState {
+    handle: OperatorHandle,
+    def: Option<Registered<Arc<OpSchema>>>,
+    kernels: Vec<Vec<Registered<KernelFunction>>>,
+}
+
+struct Registry {
+    ops: HashMap<String, OpState>,
+    fallbacks: Vec<Vec<Registered<KernelFunction>>>,
+    def_libraries: HashMap<String, String>,
+    next_id: u64,
+}
+
+impl Registry {
+    fn id(&mut self) -> RegId {
+        self.next_id += 1;
+        RegId(self.next_id)
+    }
+
+    fn state(&mut self, name: &str) -> &mut OpState {
+        self.ops.entry(name.to_string()).or_insert_with(|| OpState {
+            handle: OperatorHandle(Arc::new(OperatorEntry {
+                name: name.to_string(),
+                table: ArcSwap::from_pointee(DispatchTable::empty()),
+                metrics: CachePadded::new(OpMetrics::default()),
+                policy: AtomicU8::new(0),
+            })),
+            def: None,
+            kernels: (0..NUM_KEYS).map(|_| Vec::new()).collect(),
+        })
+    }
+
+    fn publish(&self, name: &str) {
+        if let Some(state) = self.ops.get(name) {
+            let table = compute_table(state, &self.fallbacks);
+            state.handle.0.table.store(Arc::new(table));
+        }
+    }
+
+    fn publish_all(&self) {
+        for state in self.ops.values() {
+            state.handle.0.table.store(Arc::new(compute_table(state, &self.fallbacks)));
+        }
+    }
+
+    fn defined_names(&self) -> impl Iterator<Item = &String> {
+        self.ops
+            .iter()
+            .filter(|(_, s)| s.def.is_some())
+            .map(|(n, _)| n)
+    }
+}
+
+/// c10's order for every key: the operator's own kernel; for a backend key, the operator's
+/// CompositeImplicit kernel; the key's backend fallback; missing. Fallthroughs leave the mask.
+fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>]) -> DispatchTable {
+    let mut table = DispatchTable::empty();
+    table.schema = state.def.as_ref().map(|d| d.value.clone());
+    let composite = state.kernels[0].last().map(|r| r.value.clone());
+    for i in 0..NUM_KEYS {
+        let key = DispatchKey::from_index(i).unwrap_or(DispatchKey::CPU);
+        let entry = if let Some(own) = state.kernels[i].last() {
+            if own.value.is_fallthrough() {
+                TableEntry {
+                    kernel: Some(own.value.clone()),
+                    source: Source::Fallthrough,
+                }
+            } else {
+                TableEntry {
+                    kernel: Some(own.value.clone()),
+                    source: Source::Kernel,
+                }
+            }
+        } else if let (true, Some(c)) = (key.is_backend(), &composite) {
+            TableEntry {
+                kernel: Some(c.clone()),
+                source: Source::CompositeKernel,
+            }
+        } else if let Some(fb) = fallbacks[i].last() {
+            TableEntry {
+                kernel: Some(fb.value.as_backend_fallback()),
+                source: if fb.value.is_fallthrough() {
+                    Source::Fallthrough
+                } else {
+                    Source::BackendFallback
+                },
+            }
+        } else {
+            TableEntry {
+                kernel: None,
+                source: Source::Missing,
+            }
+        };
+        if entry.source == Source::Fallthrough {
+            table.mask &= !(1u64 << i);
+        }
+        table.entries[i] = entry;
+    }
+    table
+}
+
+fn registry() -> MutexGuard<'static, Registry> {
+    static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
+    REGISTRY
+        .get_or_init(|| {
+            Mutex::new(Registry {
+                ops: HashMap::new(),
+                fallbacks: (0..NUM_KEYS).map(|_| Vec::new()).collect(),
+                def_libraries: HashMap::new(),
+                next_id: 0,
+            })
+        })
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a registration was, so that it can be undone.
+#[derive(Debug)]
+pub(crate) enum Registration {
+    Def(String, RegId),
+    Impl(String, DispatchKey, RegId),
+    Fallback(DispatchKey, RegId),
+    DefLibrary(String),
+}
+
+/// The process-wide registry of operators, kernels and fallbacks.
+///
+/// ```
+/// assert!(boxfall::Dispatcher::lookup("nobody::nothing").is_none());
+/// ```
+pub struct Dispatcher;
+
+impl Dispatcher {
+    /// The defined operator of that name (`ns::op` or `ns::op.overload`).
+    pub fn lookup(name: &str) -> Option<OperatorHandle> {
+        let reg = registry();
+        reg.ops
+            .get(name)
+            .filter(|s| s.def.is_some())
+            .map(|s| s.handle.clone())
+    }
+
+    /// The defined operator of that name, or an error naming the closest defined names.
+    ///
+    /// ```
+    /// let e = boxfall::Dispatcher::find("nobody::nothing").unwrap_err();
+    /// assert!(e.to_string().contains("nobody::nothing"));
+    /// ```
+    pub fn find(name: &str) -> Result<OperatorHandle> {
+        let reg = registry();
+        match reg.ops.get(name).filter(|s| s.def.is_some()) {
+            Some(s) => Ok(s.handle.clone()),
+            None => Err(Error::UnknownOperator {
+                name: name.to_string(),
+                suggestions: closest(name, reg.defined_names()),
+            }),
+        }
+    }
+
+    /// The defined overloads of `ns::op`, in definition order.
+    ///
+    /// ```
+    /// assert!(boxfall::Dispatcher::overloads("nobody::nothing").is_empty());
+    /// ```
+    pub fn overloads(base: &str) -> Vec<OperatorHandle> {
+        let reg = registry();
+        let mut v: Vec<_> = reg
+            .ops
+            .values()
+            .filter_map(|s| s.def.as_ref().map(|d| (d, s)))
+            .filter(|(d, _)| d.value.schema.name == base)
+            .map(|(d, s)| (d.id, s.handle.clone()))
+            .collect();
+        v.sort_by_key(|(id, _)| *id);
+        v.into_iter().map(|(_, h)| h).collect()
+    }
+
+    /// Every operator that was ever defined (defined now or not), for metrics.
+    pub fn all_operators() -> Vec<OperatorHandle> {
+        registry().ops.values().map(|s| s.handle.clone()).collect()
+    }
+
+    /// The names of the defined operators, sorted.
+    ///
+    /// ```
+    /// let names = boxfall::Dispatcher::operator_names();
+    /// assert!(names.windows(2).all(|w| w[0] <= w[1]));
+    /// ```
+    pub fn operator_names() -> Vec<String> {
+        let reg = registry();
+        let mut v: Vec<String> = reg.defined_names().cloned().collect();
+        v.sort();
+        v
+    }
+
+    pub(crate) fn claim_def_namespace(ns: &str, by: &str) -> Result<Registration> {
+        let mut reg = registry();
+        if let Some(other) = reg.def_libraries.get(ns) {
+            return Err(Error::Registration(format!(
+                "{by}: namespace '{ns}' already has a DEF library ({other}); use a \"FRAGMENT\" library to add definitions"
+            )));
+        }
+        reg.def_libraries.insert(ns.to_string(), by.to_string());
+        Ok(Registration::DefLibrary(ns.to_string()))
+    }
+
+    pub(crate) fn define(schema: FunctionSchema, by: &str) -> Result<(OperatorHandle, Registration)> {
+        let name = schema.operator_name();
+        let mut reg = registry();
+        if let Some(Some(d)) = reg.ops.get(&name).map(|s| s.def.as_ref()) {
+            return Err(Error::Registration(format!(
+                "{by}: operator '{name}' is already defined by {}:\n  {}",
+                d.by, d.value.text
+            )));
+        }
+        let id = reg.id();
+        let op = Arc::new(OpSchema::new(schema));
+        let state = reg.state(&name);
+        state.def = Some(Registered {
+            id,
+            value: op,
+            by: by.to_string(),
+        });
+        let handle = state.handle.clone();
+        reg.publish(&name);
+        Ok((handle, Registration::Def(name, id)))
+    }
+
+    pub(crate) fn register_impl(
+        name: &str,
+        key: DispatchKey,
+        kernel: KernelFunction,
+        allow_override: bool,
+        by: &str,
+    ) -> Result<Registration> {
+        let mut reg = registry();
+        if !reg.ops.get(name).is_some_and(|s| s.def.is_some()) {
+            return Err(Error::UnknownOperator {
+                name: name.to_string(),
+                suggestions: closest(name, reg.defined_names()),
+            });
+        }
+        let id = reg.id();
+        let state = reg.state(name);
+        if let (false, Some(prev)) = (allow_override, state.kernels[key.index()].last()) {
+            return Err(Error::Registration(format!(
+                "{by}: operator '{name}' already has a kernel for '{key}', registered by {}; pass allow_override=True to replace it",
+                prev.by
+            )));
+        }
+        state.kernels[key.index()].push(Registered {
+            id,
+            value: kernel,
+            by: by.to_string(),
+        });
+        reg.publish(name);
+        Ok(Registration::Impl(name.to_string(), key, id))
+    }
+
+    pub(crate) fn register_fallback(
+        key: DispatchKey,
+        kernel: KernelFunction,
+        by: &str,
+    ) -> Result<Registration> {
+        if key.kind() == KeyKind::Alias {
+            return Err(Error::Registration(format!(
+                "{by}: '{key}' cannot have a backend fallback"
+            )));
+        }
+        let mut reg = registry();
+        if let Some(prev) = reg.fallbacks[key.index()].last() {
+            return Err(Error::Registration(format!(
+                "{by}: key '{key}' already has a fallback, registered by {}",
+                prev.by
+            )));
+        }
+        let id = reg.id();
+        reg.fallbacks[key.index()].push(Registered {
+            id,
+            value: kernel,
+            by: by.to_string(),
+        });
+        reg.publish_all();
+        Ok(Registration::Fallback(key, id))
+    }
+
+    pub(crate) fn deregister(r: &Registration) {
+        let mut reg = registry();
+        match r {
+            Registration::Def(name, id) => {
+                if let Some(s) = reg.ops.get_mut(name) {
+                    if s.def.as_ref().is_some_and(|d| d.id == *id) {
+                        s.def = None;
+                    }
+                }
+                reg.publish(name);
+            }
+            Registration::Impl(name, key, id) => {
+                if let Some(s) = reg.ops.get_mut(name) {
+                    s.kernels[key.index()].retain(|k| k.id != *id);
+                }
+                reg.publish(name);
+            }
+            Registration::Fallback(key, id) => {
+                reg.fallbacks[key.index()].retain(|k| k.id != *id);
+                reg.publish_all();
+            }
+            Registration::DefLibrary(ns) => {
+                reg.def_libraries.remove(ns);
+            }
+        }
+    }
+}
+
+/// Up to three defined names closest to `name` by edit distance.
+fn closest<'a>(name: &str, names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut scored: Vec<(usize, &String)> = names
+        .map(|n| (edit_distance(name, n), n))
+        .filter(|(d, n)| *d <= (n.len().max(name.len()) / 3).max(2))
+        .collect();
+    scored.sort();
+    scored.into_iter().take(3).map(|(_, n)| n.clone()).collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+pub(crate) fn policy_of(op: &OperatorHandle) -> u8 {
+    op.policy_cell().load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("demo::add", "demo::add"), 0);
+        assert_eq!(edit_distance("demo::ad", "demo::add"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn closest_names_are_near_ones() {
+        let names = ["demo::add".to_string(), "demo::mul".to_string(), "zzz::q".to_string()];
+        assert_eq!(closest("demo::ad", names.iter()), vec!["demo::add".to_string()]);
+    }
+}

@@ -1,0 +1,147 @@
+//! The one error type of the core. The Python bindings map each variant onto one exception of
+//! the `bf.BoxfallError` tree (see `src/python/errors.rs`).
+
+use std::fmt;
+
+/// A schema that does not parse: what is wrong, where, and the text with a caret under the spot.
+///
+/// ```
+/// let err = boxfall::FunctionSchema::parse("demo::f(Tensr x) -> Tensor").unwrap_err();
+/// assert_eq!(err.column, 9);
+/// assert!(err.to_string().contains("unknown type 'Tensr'"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaError {
+    /// What is wrong, in words.
+    pub message: String,
+    /// The 1-based column (in characters) of the offending spot.
+    pub column: usize,
+    /// The schema text as given.
+    pub text: String,
+}
+
+impl fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pad = " ".repeat(self.column.saturating_sub(1));
+        write!(
+            f,
+            "{} at column {}:\n  {}\n  {}^",
+            self.message, self.column, self.text, pad
+        )
+    }
+}
+
+impl std::error::Error for SchemaError {}
+
+/// Every failure the core reports.
+///
+/// ```
+/// let e = boxfall::Error::UnknownOperator { name: "demo::nope".into(), suggestions: vec![] };
+/// assert!(e.to_string().contains("demo::nope"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A schema did not parse.
+    #[error("{0}")]
+    Schema(#[from] SchemaError),
+    /// A definition, kernel or fallback could not be registered.
+    #[error("{0}")]
+    Registration(String),
+    /// A name that is no operator.
+    #[error("unknown operator '{name}'{}", suggest(.suggestions))]
+    UnknownOperator {
+        /// The name asked for.
+        name: String,
+        /// The closest defined names.
+        suggestions: Vec<String>,
+    },
+    /// A name that is no dispatch key.
+    #[error("unknown dispatch key '{name}'; known keys: [{}]", .known.join(", "))]
+    UnknownKey {
+        /// The name asked for.
+        name: String,
+        /// Every key known now.
+        known: Vec<String>,
+    },
+    /// No kernel serves the call's highest key.
+    #[error("Could not run '{op}' with arguments from the '{key}' backend. '{op}' is only available for these backends: [{}].", .available.join(", "))]
+    NoKernel {
+        /// The operator's name.
+        op: String,
+        /// The key that had nothing.
+        key: String,
+        /// The keys that do have a kernel of the operator's own, lowest priority first.
+        available: Vec<String>,
+    },
+    /// Arguments that do not bind to the operator's schema.
+    #[error("{op}(): {message}\n  schema: {schema}")]
+    Argument {
+        /// The operator's name.
+        op: String,
+        /// What is wrong.
+        message: String,
+        /// The schema, as printed.
+        schema: String,
+    },
+    /// The fallback refused the call or one of its steps failed.
+    #[error("{0}")]
+    Fallback(String),
+    /// A kernel reported an error; `context` names the operator and key.
+    #[error("{context}: {message}")]
+    Kernel {
+        /// Which operator and key ran.
+        context: String,
+        /// The kernel's own message.
+        message: String,
+    },
+    /// An error raised by a foreign (e.g. Python) kernel, carried through the core unchanged.
+    #[error("{message}")]
+    Foreign {
+        /// A short description for Rust callers.
+        message: String,
+        /// The foreign error object itself, for the bindings to re-raise.
+        payload: ForeignError,
+    },
+}
+
+fn suggest(names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean: {}?", names.join(", "))
+    }
+}
+
+/// An opaque foreign error (a Python exception) that travels through the core.
+///
+/// ```
+/// let e = boxfall::ForeignError::new(42_u32);
+/// assert_eq!(e.downcast_ref::<u32>(), Some(&42));
+/// ```
+#[derive(Clone)]
+pub struct ForeignError(std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl ForeignError {
+    /// Wraps any value.
+    pub fn new<T: std::any::Any + Send + Sync>(value: T) -> Self {
+        ForeignError(std::sync::Arc::new(value))
+    }
+    /// The value, if it is a `T`.
+    pub fn downcast_ref<T: std::any::Any>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
+    }
+}
+
+impl fmt::Debug for ForeignError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ForeignError(..)")
+    }
+}
+
+/// The core's result type.
+///
+/// ```
+/// fn f() -> boxfall::Result<i32> { Ok(1) }
+/// assert_eq!(f().unwrap(), 1);
+/// ```
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,504 @@
+//! `IValue`, the type-erased value a boxed kernel reads off a `Stack`, and the conversions
+//! between Rust types and `IValue`s that the boxing adapters use.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::key::DispatchKeySet;
+use crate::tensor::{DType, Device, Tensor};
+
+/// One boxed value.
+///
+/// ```
+/// use boxfall::IValue;
+/// let v = IValue::from(3_i64);
+/// assert_eq!(v.to_int(), Some(3));
+/// assert_eq!(v.type_name(), "int");
+/// ```
+#[derive(Clone)]
+pub enum IValue {
+    /// `None`
+    None,
+    /// `bool`
+    Bool(bool),
+    /// `int` / `SymInt`
+    Int(i64),
+    /// `float`
+    Double(f64),
+    /// `str`
+    Str(Arc<str>),
+    /// `Device`
+    Device(Device),
+    /// `ScalarType`
+    ScalarType(DType),
+    /// `Tensor`
+    Tensor(Tensor),
+    /// `Tensor[]`
+    TensorList(Vec<Tensor>),
+    /// `Tensor?[]`
+    OptionalTensorList(Vec<Option<Tensor>>),
+    /// `int[]`
+    IntList(Vec<i64>),
+    /// `float[]`
+    DoubleList(Vec<f64>),
+    /// `bool[]`
+    BoolList(Vec<bool>),
+    /// any other list
+    List(Vec<IValue>),
+    /// a tuple
+    Tuple(Vec<IValue>),
+    /// a value the core does not look into (a Python object for an `Any` argument)
+    Object(Arc<dyn Any + Send + Sync>),
+}
+
+/// The boxed calling convention: a kernel finds exactly its arguments on the stack (defaults
+/// filled) and leaves exactly its returns there.
+///
+/// ```
+/// let stack: boxfall::Stack = vec![boxfall::IValue::Int(1)];
+/// assert_eq!(stack.len(), 1);
+/// ```
+pub type Stack = Vec<IValue>;
+
+impl IValue {
+    /// The name of the value's kind, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            IValue::None => "None",
+            IValue::Bool(_) => "bool",
+            IValue::Int(_) => "int",
+            IValue::Double(_) => "float",
+            IValue::Str(_) => "str",
+            IValue::Device(_) => "Device",
+            IValue::ScalarType(_) => "ScalarType",
+            IValue::Tensor(_) => "Tensor",
+            IValue::TensorList(_) => "Tensor[]",
+            IValue::OptionalTensorList(_) => "Tensor?[]",
+            IValue::IntList(_) => "int[]",
+            IValue::DoubleList(_) => "float[]",
+            IValue::BoolList(_) => "bool[]",
+            IValue::List(_) => "list",
+            IValue::Tuple(_) => "tuple",
+            IValue::Object(_) => "object",
+        }
+    }
+
+    /// The keys of the tensors this value holds (a tensor, or tensors in a list).
+    ///
+    /// ```
+    /// use boxfall::{IValue, Tensor, DispatchKey};
+    /// let t = Tensor::from_array(ndarray::ArrayD::<f64>::zeros(vec![1]));
+    /// assert_eq!(IValue::TensorList(vec![t]).key_set(), DispatchKey::CPU.set());
+    /// ```
+    #[inline]
+    pub fn key_set(&self) -> DispatchKeySet {
+        match self {
+            IValue::Tensor(t) => t.key().set(),
+            IValue::TensorList(ts) => ts
+                .iter()
+                .fold(DispatchKeySet::EMPTY, |s, t| s | t.key()),
+            IValue::OptionalTensorList(ts) => ts
+                .iter()
+                .flatten()
+                .fold(DispatchKeySet::EMPTY, |s, t| s | t.key()),
+            _ => DispatchKeySet::EMPTY,
+        }
+    }
+
+    /// The int, if this is one.
+    pub fn to_int(&self) -> Option<i64> {
+        match self {
+            IValue::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// The number as a float, if this is an int or a float.
+    ///
+    /// ```
+    /// assert_eq!(boxfall::IValue::Int(2).to_double(), Some(2.0));
+    /// ```
+    pub fn to_double(&self) -> Option<f64> {
+        match self {
+            IValue::Double(d) => Some(*d),
+            IValue::Int(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+
+    /// The tensor, if this is one.
+    pub fn as_tensor(&self) -> Option<&Tensor> {
+        match self {
+            IValue::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Every tensor this value holds, in order.
+    ///
+    /// ```
+    /// assert_eq!(boxfall::IValue::Int(1).tensors().count(), 0);
+    /// ```
+    pub fn tensors(&self) -> Box<dyn Iterator<Item = &Tensor> + '_> {
+        match self {
+            IValue::Tensor(t) => Box::new(std::iter::once(t)),
+            IValue::TensorList(ts) => Box::new(ts.iter()),
+            IValue::OptionalTensorList(ts) => Box::new(ts.iter().flatten()),
+            IValue::List(vs) | IValue::Tuple(vs) => Box::new(vs.iter().flat_map(|v| v.tensors())),
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+}
+
+impl fmt::Debug for IValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IValue::None => f.write_str("None"),
+            IValue::Bool(b) => write!(f, "{b}"),
+            IValue::Int(i) => write!(f, "{i}"),
+            IValue::Double(d) => write!(f, "{d}"),
+            IValue::Str(s) => write!(f, "{s:?}"),
+            IValue::Device(d) => write!(f, "{d}"),
+            IValue::ScalarType(d) => write!(f, "{}", d.name()),
+            IValue::Tensor(t) => write!(f, "{t:?}"),
+            IValue::TensorList(ts) => f.debug_list().entries(ts).finish(),
+            IValue::OptionalTensorList(ts) => f.debug_list().entries(ts).finish(),
+            IValue::IntList(v) => write!(f, "{v:?}"),
+            IValue::DoubleList(v) => write!(f, "{v:?}"),
+            IValue::BoolList(v) => write!(f, "{v:?}"),
+            IValue::List(v) => f.debug_list().entries(v).finish(),
+            IValue::Tuple(v) => {
+                let mut t = f.debug_tuple("");
+                for x in v {
+                    t.field(x);
+                }
+                t.finish()
+            }
+            IValue::Object(_) => f.write_str("<object>"),
+        }
+    }
+}
+
+/// A Rust type that a typed call can pass as one argument or get back as one return.
+///
+/// ```
+/// use boxfall::{ivalue::ArgValue, IValue};
+/// assert_eq!(f64::from_ivalue(IValue::Double(1.5)).unwrap(), 1.5);
+/// assert!(bool::from_ivalue(IValue::Int(1)).is_err());
+/// ```
+pub trait ArgValue: Sized {
+    /// The keys this argument contributes to dispatch.
+    #[inline]
+    fn key_set(&self) -> DispatchKeySet {
+        DispatchKeySet::EMPTY
+    }
+    /// The key of a `Device` argument, which decides a call without tensors.
+    #[inline]
+    fn device_key_set(&self) -> DispatchKeySet {
+        DispatchKeySet::EMPTY
+    }
+    /// Boxes the value.
+    fn into_ivalue(self) -> IValue;
+    /// Unboxes the value.
+    fn from_ivalue(v: IValue) -> Result<Self>;
+}
+
+fn mismatch<T>(expected: &str, got: &IValue) -> Result<T> {
+    Err(Error::Kernel {
+        context: "unboxing".into(),
+        message: format!("expected {expected}, got {}", got.type_name()),
+    })
+}
+
+macro_rules! arg_value {
+    ($t:ty, $name:literal, $var:ident) => {
+        impl ArgValue for $t {
+            #[inline]
+            fn into_ivalue(self) -> IValue {
+                IValue::$var(self.into())
+            }
+            fn from_ivalue(v: IValue) -> Result<Self> {
+                match v {
+                    IValue::$var(x) => Ok(x.into()),
+                    other => mismatch($name, &other),
+                }
+            }
+        }
+        impl From<$t> for IValue {
+            #[inline]
+            fn from(x: $t) -> IValue {
+                x.into_ivalue()
+            }
+        }
+    };
+}
+arg_value!(bool, "bool", Bool);
+arg_value!(i64, "int", Int);
+arg_value!(DType, "ScalarType", ScalarType);
+arg_value!(Vec<i64>, "int[]", IntList);
+arg_value!(Vec<f64>, "float[]", DoubleList);
+arg_value!(Vec<bool>, "bool[]", BoolList);
+
+impl ArgValue for Device {
+    #[inline]
+    fn device_key_set(&self) -> DispatchKeySet {
+        self.key.set()
+    }
+    fn into_ivalue(self) -> IValue {
+        IValue::Device(self)
+    }
+    fn from_ivalue(v: IValue) -> Result<Self> {
+        match v {
+            IValue::Device(d) => Ok(d),
+            other => mismatch("Device", &other),
+        }
+    }
+}
+
+impl From<Device> for IValue {
+    fn from(d: Device) -> IValue {
+        IValue::Device(d)
+    }
+}
+
+impl ArgValue for f64 {
+    #[inline]
+    fn into_ivalue(self) -> IValue {
+        IValue::Double(self)
+    }
+    fn from_ivalue(v: IValue) -> Result<Self> {
+        match v {
+            IValue::Double(x) => Ok(x),
+            IValue::Int(i) => Ok(i as f64),
+            other => mismatch("float", &other),
+        }
+    }
+}
+
+impl From<f64> for IValue {
+    fn from(x: f64) -> IValue {
+        IValue::Double(x)
+    }
+}
+
+impl ArgValue for String {
+    fn into_ivalue(self) -> IValue {
+        IValue::Str(self.into())
+    }
+    fn from_ivalue(v: IValue) -> Result<Self> {
+        match v {
+            IValue::Str(s) => Ok(s.to_string()),
+            other => mismatch("str", &other),
+        }
+    }
+}
+
+impl ArgValue for Tensor {
+    #[inline]
+    fn key_set(&self) -> DispatchKeySet {
+        self.key().set()
+    }
+    #[inline]
+    fn into_ivalue(self) -> IValue {
+        IValue::Tensor(self)
+    }
+    fn from_ivalue(v: IValue) -> Result<Self> {
+        match v {
+            IValue::Tensor(t) => Ok(t),
+            other => mismatch("Tensor", &other),
+        }
+    }
+}
+
+impl From<Tensor> for IValue {
+    fn from(t: Tensor) -> IValue {
+        IValue::Tensor(t)
+    }
+}
+
+impl ArgValue for Option<Tensor> {
+    #[inline]
+    fn key_set(&self) -> DispatchKeySet {
+        self.as_ref()
+            .map_or(DispatchKeySet::EMPTY, |t| t.key().set())
+    }
+    fn into_ivalue(self) -> IValue {
+        self.map_or(IValue::None, IValue::Tensor)
+    }
+    fn from_ivalue(v: IValue) -> Result<Self> {
+        match v {
+            IValue::None => Ok(None),
+            IValue::Tensor(t) => Ok(Some(t)),
+            other => mismatch("Tensor?", &other),
+        }
+    }
+}
+
+impl ArgValue for Vec<Tensor> {
+    fn key_set(&self) -> DispatchKeySet {
+        self.iter().fold(DispatchKeySet::EMPTY, |s, t| s | t.key())
+    }
+    fn into_ivalue(self) -> IValue {
+        IValue::TensorList(self)
+    }
+    fn from_ivalue(v: IValue) -> Result<Self> {
+        match v {
+            IValue::TensorList(t) => Ok(t),
+            other => mismatch("Tensor[]", &other),
+        }
+    }
+}
+
+impl ArgValue for IValue {
+    fn key_set(&self) -> DispatchKeySet {
+        IValue::key_set(self)
+    }
+    fn into_ivalue(self) -> IValue {
+        self
+    }
+    fn from_ivalue(v: IValue) -> Result<Self> {
+        Ok(v)
+    }
+}
+
+/// The arguments of a typed call: a tuple of `ArgValue`s.
+///
+/// ```
+/// use boxfall::ivalue::CallArgs;
+/// let mut stack = vec![];
+/// (1_i64, 2.0_f64).push_onto(&mut stack);
+/// assert_eq!(stack.len(), 2);
+/// let back = <(i64, f64)>::pop_from(&mut stack).unwrap();
+/// assert_eq!(back, (1, 2.0));
+/// ```
+pub trait CallArgs: Sized {
+    /// How many values.
+    const LEN: usize;
+    /// The union of the arguments' tensor keys.
+    fn key_set(&self) -> DispatchKeySet;
+    /// The union of the `Device` arguments' keys.
+    fn device_keys(&self) -> DispatchKeySet;
+    /// The keys a call dispatches on: its tensors', else its `Device` argument's, else CPU.
+    #[inline]
+    fn dispatch_keys(&self) -> DispatchKeySet {
+        let k = self.key_set();
+        if !k.is_empty() {
+            return k;
+        }
+        let d = self.device_keys();
+        if d.is_empty() {
+            crate::key::DispatchKey::CPU.set()
+        } else {
+            d
+        }
+    }
+    /// Pushes every value onto the stack, in order.
+    fn push_onto(self, stack: &mut Stack);
+    /// Takes exactly `LEN` values off the stack.
+    fn pop_from(stack: &mut Stack) -> Result<Self>;
+}
+
+/// The returns of a typed call: `()`, one `ArgValue`, or a tuple of them.
+///
+/// ```
+/// use boxfall::ivalue::CallReturns;
+/// let mut stack = vec![boxfall::IValue::Int(4)];
+/// assert_eq!(<i64 as CallReturns>::pop_from(&mut stack).unwrap(), 4);
+/// ```
+pub trait CallReturns: Sized {
+    /// Pushes the returns onto the stack.
+    fn push_onto(self, stack: &mut Stack);
+    /// Takes the returns off the stack.
+    fn pop_from(stack: &mut Stack) -> Result<Self>;
+}
+
+fn wrong_count(expected: usize, got: usize) -> Error {
+    Error::Kernel {
+        context: "unboxing".into(),
+        message: format!("expected {expected} values on the stack, found {got}"),
+    }
+}
+
+impl CallReturns for () {
+    fn push_onto(self, _stack: &mut Stack) {}
+    fn pop_from(stack: &mut Stack) -> Result<Self> {
+        stack.clear();
+        Ok(())
+    }
+}
+
+impl<T: ArgValue> CallReturns for T {
+    fn push_onto(self, stack: &mut Stack) {
+        stack.push(self.into_ivalue());
+    }
+    fn pop_from(stack: &mut Stack) -> Result<Self> {
+        if stack.len() != 1 {
+            return Err(wrong_count(1, stack.len()));
+        }
+        let v = stack.pop().ok_or_else(|| wrong_count(1, 0))?;
+        T::from_ivalue(v)
+    }
+}
+
+macro_rules! tuple_impls {
+    ($len:literal; $($name:ident),+) => {
+        impl<$($name: ArgValue),+> CallArgs for ($($name,)+) {
+            const LEN: usize = $len;
+            #[inline]
+            #[allow(non_snake_case)]
+            fn key_set(&self) -> DispatchKeySet {
+                let ($($name,)+) = self;
+                DispatchKeySet::EMPTY $(| $name.key_set())+
+            }
+            #[inline]
+            #[allow(non_snake_case)]
+            fn device_keys(&self) -> DispatchKeySet {
+                let ($($name,)+) = self;
+                DispatchKeySet::EMPTY $(| $name.device_key_set())+
+            }
+            #[allow(non_snake_case)]
+            fn push_onto(self, stack: &mut Stack) {
+                let ($($name,)+) = self;
+                $(stack.push($name.into_ivalue());)+
+            }
+            fn pop_from(stack: &mut Stack) -> Result<Self> {
+                if stack.len() < $len {
+                    return Err(wrong_count($len, stack.len()));
+                }
+                let mut it = stack.drain(stack.len() - $len..);
+                let out = ($($name::from_ivalue(it.next().ok_or_else(|| wrong_count($len, 0))?)?,)+);
+                Ok(out)
+            }
+        }
+    };
+}
+tuple_impls!(1; A);
+tuple_impls!(2; A, B);
+tuple_impls!(3; A, B, C);
+tuple_impls!(4; A, B, C, D);
+tuple_impls!(5; A, B, C, D, E);
+tuple_impls!(6; A, B, C, D, E, F);
+
+/// Several returns: `Multi((a, b))` pushes `a` then `b`.
+///
+/// ```
+/// use boxfall::ivalue::{CallReturns, Multi};
+/// let mut s = vec![];
+/// Multi((1_i64, 2_i64)).push_onto(&mut s);
+/// assert_eq!(<Multi<(i64, i64)>>::pop_from(&mut s).unwrap().0, (1, 2));
+/// ```
+pub struct Multi<T>(pub T);
+
+impl<T: CallArgs> CallReturns for Multi<T> {
+    fn push_onto(self, stack: &mut Stack) {
+        self.0.push_onto(stack)
+    }
+    fn pop_from(stack: &mut Stack) -> Result<Self> {
+        if stack.len() != T::LEN {
+            return Err(wrong_count(T::LEN, stack.len()));
+        }
+        T::pop_from(stack).map(Multi)
+    }
+}

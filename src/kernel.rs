@@ -1,0 +1,190 @@
+//! Kernels: every kernel has a boxed entry point `fn(op, keys, stack)`; a kernel made from a
+//! typed Rust function also keeps that function, so a typed call with the same signature runs it
+//! without boxing. The adapters box or unbox exactly once when the two sides differ.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::dispatcher::OperatorHandle;
+use crate::error::Result;
+use crate::fallback::CpuFallback;
+use crate::ivalue::{CallArgs, CallReturns, Stack};
+use crate::key::DispatchKeySet;
+
+/// The boxed calling convention: the operator, the call's key set (whose highest key is the
+/// kernel's own) and the stack, which holds the arguments on entry and the returns on exit.
+///
+/// ```
+/// fn noop(_op: &boxfall::OperatorHandle, _keys: boxfall::DispatchKeySet, _s: &mut boxfall::Stack) -> boxfall::Result<()> { Ok(()) }
+/// let f: &boxfall::kernel::BoxedFn = &noop;
+/// # let _ = f;
+/// ```
+pub type BoxedFn = dyn Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync;
+
+/// The typed calling convention of an unboxed kernel.
+///
+/// ```
+/// let f: boxfall::kernel::UnboxedFn<(f64,), f64> = |_keys, (x,)| Ok(x * 2.0);
+/// assert_eq!(f(boxfall::DispatchKeySet::EMPTY, (2.0,)).unwrap(), 4.0);
+/// ```
+pub type UnboxedFn<A, R> = fn(DispatchKeySet, A) -> Result<R>;
+
+#[derive(Clone)]
+pub(crate) enum KernelKind {
+    Regular,
+    Fallthrough,
+    CpuFallback(CpuFallback),
+}
+
+/// A kernel, as a dispatch table holds it.
+///
+/// ```
+/// use boxfall::KernelFunction;
+/// let k = KernelFunction::from_unboxed::<(f64, f64), f64>(|_, (a, b)| Ok(a + b));
+/// assert!(k.has_unboxed());
+/// assert!(KernelFunction::fallthrough().is_fallthrough());
+/// ```
+#[derive(Clone)]
+pub struct KernelFunction {
+    boxed: Arc<BoxedFn>,
+    unboxed: Option<Arc<dyn Any + Send + Sync>>,
+    pub(crate) kind: KernelKind,
+}
+
+impl KernelFunction {
+    /// A kernel with only a boxed entry point.
+    ///
+    /// ```
+    /// let k = boxfall::KernelFunction::from_boxed(|_op, _keys, stack| { stack.clear(); Ok(()) });
+    /// assert!(!k.has_unboxed());
+    /// ```
+    pub fn from_boxed(
+        f: impl Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync + 'static,
+    ) -> KernelFunction {
+        KernelFunction {
+            boxed: Arc::new(f),
+            unboxed: None,
+            kind: KernelKind::Regular,
+        }
+    }
+
+    /// A kernel from a typed function; boxed callers reach it through an adapter that unboxes
+    /// the stack once and boxes the returns once.
+    pub fn from_unboxed<A, R>(f: UnboxedFn<A, R>) -> KernelFunction
+    where
+        A: CallArgs + 'static,
+        R: CallReturns + 'static,
+    {
+        KernelFunction {
+            boxed: Arc::new(move |_op: &OperatorHandle, keys, stack: &mut Stack| {
+                if stack.len() != A::LEN {
+                    return Err(crate::Error::Kernel {
+                        context: "unboxing".into(),
+                        message: format!(
+                            "the kernel takes {} arguments, the stack holds {}",
+                            A::LEN,
+                            stack.len()
+                        ),
+                    });
+                }
+                let args = A::pop_from(stack)?;
+                f(keys, args)?.push_onto(stack);
+                Ok(())
+            }),
+            unboxed: Some(Arc::new(f)),
+            kind: KernelKind::Regular,
+        }
+    }
+
+    /// The kernel that passes the call on to the next key: registering it for a key takes the
+    /// key out of the operator's dispatch mask, so it costs nothing per call.
+    pub fn fallthrough() -> KernelFunction {
+        KernelFunction {
+            boxed: Arc::new(|op: &OperatorHandle, keys, stack: &mut Stack| {
+                op.redispatch_boxed(keys, stack)
+            }),
+            unboxed: None,
+            kind: KernelKind::Fallthrough,
+        }
+    }
+
+    pub(crate) fn cpu_fallback(config: CpuFallback) -> KernelFunction {
+        let c = config.clone();
+        KernelFunction {
+            boxed: Arc::new(move |op: &OperatorHandle, keys, stack: &mut Stack| {
+                crate::fallback::run_cpu_fallback(&c, false, op, keys, stack)
+            }),
+            unboxed: None,
+            kind: KernelKind::CpuFallback(config),
+        }
+    }
+
+    /// The same kernel as a backend fallback: a CPU fallback then obeys the fallback policy.
+    pub(crate) fn as_backend_fallback(&self) -> KernelFunction {
+        match &self.kind {
+            KernelKind::CpuFallback(c) => {
+                let c = c.clone();
+                KernelFunction {
+                    boxed: Arc::new(move |op: &OperatorHandle, keys, stack: &mut Stack| {
+                        crate::fallback::run_cpu_fallback(&c, true, op, keys, stack)
+                    }),
+                    unboxed: None,
+                    kind: self.kind.clone(),
+                }
+            }
+            _ => self.clone(),
+        }
+    }
+
+    /// Whether this is the fallthrough kernel.
+    pub fn is_fallthrough(&self) -> bool {
+        matches!(self.kind, KernelKind::Fallthrough)
+    }
+
+    /// Whether this is a CPU fallback kernel.
+    ///
+    /// ```
+    /// assert!(boxfall::cpu_fallback().is_cpu_fallback());
+    /// ```
+    pub fn is_cpu_fallback(&self) -> bool {
+        matches!(self.kind, KernelKind::CpuFallback(_))
+    }
+
+    /// Whether a typed entry point exists.
+    pub fn has_unboxed(&self) -> bool {
+        self.unboxed.is_some()
+    }
+
+    /// The typed entry point, if the kernel has one of exactly this signature.
+    #[inline]
+    pub fn unboxed<A: 'static, R: 'static>(&self) -> Option<UnboxedFn<A, R>> {
+        self.unboxed
+            .as_deref()
+            .and_then(|f| f.downcast_ref::<UnboxedFn<A, R>>())
+            .copied()
+    }
+
+    /// Runs the boxed entry point.
+    #[inline]
+    pub fn call_boxed(
+        &self,
+        op: &OperatorHandle,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+    ) -> Result<()> {
+        (self.boxed)(op, keys, stack)
+    }
+}
+
+impl fmt::Debug for KernelFunction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            KernelKind::Regular if self.unboxed.is_some() => "unboxed",
+            KernelKind::Regular => "boxed",
+            KernelKind::Fallthrough => "fallthrough",
+            KernelKind::CpuFallback(_) => "cpu_fallback",
+        };
+        write!(f, "KernelFunction({kind})")
+    }
+}

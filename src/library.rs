@@ -1,0 +1,214 @@
+//! `Library`: a set of registrations (definitions, kernels, fallbacks) that are undone together
+//! when the library is closed or dropped, as torch.library's `Library` does.
+
+use crate::dispatcher::{Dispatcher, OperatorHandle, Registration};
+use crate::error::{Error, Result};
+use crate::kernel::KernelFunction;
+use crate::key::DispatchKey;
+use crate::schema::FunctionSchema;
+
+/// What a library may do.
+///
+/// ```
+/// assert_eq!("FRAGMENT".parse::<boxfall::LibraryKind>().unwrap(), boxfall::LibraryKind::Fragment);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LibraryKind {
+    /// The one library that defines a namespace (define and impl).
+    Def,
+    /// Kernels and fallbacks only.
+    Impl,
+    /// More definitions for a namespace (define and impl).
+    Fragment,
+}
+
+impl std::str::FromStr for LibraryKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "DEF" => Ok(LibraryKind::Def),
+            "IMPL" => Ok(LibraryKind::Impl),
+            "FRAGMENT" => Ok(LibraryKind::Fragment),
+            other => Err(Error::Registration(format!(
+                "library kind must be \"DEF\", \"IMPL\" or \"FRAGMENT\", not {other:?}"
+            ))),
+        }
+    }
+}
+
+impl LibraryKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            LibraryKind::Def => "DEF",
+            LibraryKind::Impl => "IMPL",
+            LibraryKind::Fragment => "FRAGMENT",
+        }
+    }
+}
+
+/// Registrations of one namespace, undone when closed or dropped.
+///
+/// ```
+/// use boxfall::{Dispatcher, Library, LibraryKind};
+/// {
+///     let mut lib = Library::new("doc_lib", LibraryKind::Def).unwrap();
+///     lib.define("f(Tensor x) -> Tensor").unwrap();
+///     assert!(Dispatcher::lookup("doc_lib::f").is_some());
+/// }
+/// assert!(Dispatcher::lookup("doc_lib::f").is_none());
+/// ```
+#[derive(Debug)]
+pub struct Library {
+    ns: String,
+    kind: LibraryKind,
+    description: String,
+    registrations: Vec<Registration>,
+}
+
+impl Library {
+    /// Opens a library. A second `Def` library of one namespace is an error; namespace `_` is
+    /// for fallbacks and takes only `Impl`.
+    pub fn new(ns: &str, kind: LibraryKind) -> Result<Library> {
+        let description = format!("Library(\"{ns}\", \"{}\")", kind.as_str());
+        if ns.is_empty() || !ns.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Error::Registration(format!(
+                "{description}: '{ns}' is not a valid namespace (letters, digits and '_')"
+            )));
+        }
+        if ns == "_" && kind != LibraryKind::Impl {
+            return Err(Error::Registration(format!(
+                "{description}: namespace '_' holds fallbacks only; open it as \"IMPL\""
+            )));
+        }
+        let mut registrations = Vec::new();
+        if kind == LibraryKind::Def {
+            registrations.push(Dispatcher::claim_def_namespace(ns, &description)?);
+        }
+        Ok(Library {
+            ns: ns.to_string(),
+            kind,
+            description,
+            registrations,
+        })
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.ns
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> LibraryKind {
+        self.kind
+    }
+
+    /// Defines an operator from its schema, with or without the namespace
+    /// (`"add.Tensor(Tensor self, Tensor other) -> Tensor"`).
+    pub fn define(&mut self, schema: &str) -> Result<OperatorHandle> {
+        if self.kind == LibraryKind::Impl {
+            return Err(Error::Registration(format!(
+                "{}: an IMPL library cannot define operators; use \"DEF\" or \"FRAGMENT\"",
+                self.description
+            )));
+        }
+        let parsed = match FunctionSchema::parse(schema) {
+            Ok(s) => s,
+            Err(e) if !schema.contains("::") => {
+                let qualified = format!("{}::{schema}", self.ns);
+                FunctionSchema::parse(&qualified).map_err(|mut q| {
+                    // Report the column in the text the user wrote.
+                    let shift = self.ns.len() + 2;
+                    if q.column > shift {
+                        q.column -= shift;
+                        q.text = schema.to_string();
+                        q
+                    } else {
+                        e
+                    }
+                })?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if parsed.namespace() != self.ns {
+            return Err(Error::Registration(format!(
+                "{}: cannot define '{}' outside namespace '{}'",
+                self.description,
+                parsed.operator_name(),
+                self.ns
+            )));
+        }
+        let (handle, reg) = Dispatcher::define(parsed, &self.description)?;
+        self.registrations.push(reg);
+        Ok(handle)
+    }
+
+    /// The full operator name for `name` (`"add.Tensor"` or `"demo::add.Tensor"`).
+    pub fn qualify(&self, name: &str) -> String {
+        if name.contains("::") {
+            name.to_string()
+        } else {
+            format!("{}::{name}", self.ns)
+        }
+    }
+
+    /// Registers `kernel` for operator `name` at `key`. A second kernel for the same operator
+    /// and key needs `allow_override`; closing the newer library brings the older one back.
+    pub fn impl_kernel(
+        &mut self,
+        name: &str,
+        key: DispatchKey,
+        kernel: KernelFunction,
+        allow_override: bool,
+    ) -> Result<()> {
+        let full = self.qualify(name);
+        if self.ns == "_" {
+            return Err(Error::Registration(format!(
+                "{}: namespace '_' holds fallbacks only; register '{full}' in its own namespace",
+                self.description
+            )));
+        }
+        let reg = Dispatcher::register_impl(&full, key, kernel, allow_override, &self.description)?;
+        self.registrations.push(reg);
+        Ok(())
+    }
+
+    /// Registers `kernel` as `key`'s backend fallback, serving every operator without a kernel
+    /// for `key` (only in namespace `_`).
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind, KernelFunction, key::register_functionality_key};
+    /// let key = register_functionality_key("DocFallbackKey").unwrap();
+    /// let mut fb = Library::new("_", LibraryKind::Impl).unwrap();
+    /// fb.fallback(key, KernelFunction::fallthrough()).unwrap();
+    /// assert!(fb.fallback(key, KernelFunction::fallthrough()).is_err());
+    /// ```
+    pub fn fallback(&mut self, key: DispatchKey, kernel: KernelFunction) -> Result<()> {
+        if self.ns != "_" {
+            return Err(Error::Registration(format!(
+                "{}: fallbacks register only in namespace '_' (bf.Library(\"_\", \"IMPL\"))",
+                self.description
+            )));
+        }
+        let reg = Dispatcher::register_fallback(key, kernel, &self.description)?;
+        self.registrations.push(reg);
+        Ok(())
+    }
+
+    /// Undoes every registration of this library, newest first.
+    pub fn close(&mut self) {
+        while let Some(r) = self.registrations.pop() {
+            Dispatcher::deregister(&r);
+        }
+    }
+
+    /// Whether the library still holds registrations.
+    pub fn is_open(&self) -> bool {
+        !self.registrations.is_empty()
+    }
+}
+
+impl Drop for Library {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,205 @@
+//! Backends defined in Python: `bf.register_backend(name, to_cpu=, from_cpu=, copy_from_cpu=)`.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use super::errors::{new_err, IntoPy};
+use super::tensor::{cpu_tensor_to_numpy, hook_error, payload_object, wrap, PyPayload};
+use crate::backend::{register_backend as register_core, Backend};
+use crate::error::{Error, Result};
+use crate::key::DispatchKey;
+use crate::tensor::{Device, Tensor};
+
+struct PyBackendHooks {
+    name: String,
+    to_cpu: Py<PyAny>,
+    from_cpu: Py<PyAny>,
+    copy_from_cpu: Py<PyAny>,
+    to_cpu_many: Option<Py<PyAny>>,
+    shares_memory: bool,
+}
+
+impl PyBackendHooks {
+    fn payload<'py>(&self, py: Python<'py>, t: &Tensor) -> Result<Bound<'py, PyAny>> {
+        payload_object(py, t).ok_or_else(|| {
+            Error::Fallback(format!(
+                "a tensor on {} holds no Python payload of backend '{}'",
+                t.device(),
+                self.name
+            ))
+        })
+    }
+
+    fn fail(&self, py: Python<'_>, hook: &str, e: PyErr) -> Error {
+        hook_error(py, e, format!("in the '{hook}' hook of backend '{}'", self.name))
+    }
+
+    fn cpu_result(&self, py: Python<'_>, arr: Bound<'_, PyAny>, for_write: bool) -> Result<Tensor> {
+        if arr.cast::<numpy::PyUntypedArray>().is_err() {
+            return Err(Error::Fallback(format!(
+                "the 'to_cpu' hook of backend '{}' returned {}, not a NumPy array",
+                self.name,
+                arr.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            )));
+        }
+        let arr = if for_write && self.shares_memory {
+            arr.call_method0("copy").map_err(|e| self.fail(py, "to_cpu", e))?
+        } else {
+            arr
+        };
+        Ok(super::tensor::numpy_tensor(&arr))
+    }
+}
+
+impl Backend for PyBackendHooks {
+    fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor> {
+        Python::attach(|py| {
+            let p = self.payload(py, t)?;
+            let arr = self
+                .to_cpu
+                .bind(py)
+                .call1((p,))
+                .map_err(|e| self.fail(py, "to_cpu", e))?;
+            self.cpu_result(py, arr, for_write)
+        })
+    }
+
+    fn to_cpu_many(&self, tensors: &[(&Tensor, bool)]) -> Result<Vec<Tensor>> {
+        let Some(many) = &self.to_cpu_many else {
+            return tensors.iter().map(|(t, w)| self.to_cpu(t, *w)).collect();
+        };
+        if tensors.is_empty() {
+            return Ok(vec![]);
+        }
+        Python::attach(|py| {
+            let payloads = tensors
+                .iter()
+                .map(|(t, _)| self.payload(py, t))
+                .collect::<Result<Vec<_>>>()?;
+            let list = PyList::new(py, payloads).map_err(|e| self.fail(py, "to_cpu_many", e))?;
+            let out = many
+                .bind(py)
+                .call1((list,))
+                .map_err(|e| self.fail(py, "to_cpu_many", e))?;
+            let arrays: Vec<Bound<'_, PyAny>> = out
+                .try_iter()
+                .and_then(|it| it.collect::<PyResult<Vec<_>>>())
+                .map_err(|e| self.fail(py, "to_cpu_many", e))?;
+            arrays
+                .into_iter()
+                .zip(tensors)
+                .map(|(a, (_, w))| self.cpu_result(py, a, *w))
+                .collect()
+        })
+    }
+
+    fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
+        Python::attach(|py| {
+            let arr = cpu_tensor_to_numpy(py, cpu, false).map_err(|e| self.fail(py, "from_cpu", e))?;
+            let payload = self
+                .from_cpu
+                .bind(py)
+                .call1((arr,))
+                .map_err(|e| self.fail(py, "from_cpu", e))?;
+            Ok(Tensor::foreign(device, Arc::new(PyPayload(payload.unbind()))))
+        })
+    }
+
+    fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
+        Python::attach(|py| {
+            let p = self.payload(py, dst)?;
+            let arr = cpu_tensor_to_numpy(py, src, false).map_err(|e| self.fail(py, "copy_from_cpu", e))?;
+            self.copy_from_cpu
+                .bind(py)
+                .call1((p, arr))
+                .map_err(|e| self.fail(py, "copy_from_cpu", e))?;
+            Ok(())
+        })
+    }
+}
+
+/// A registered backend: makes tensors on its devices.
+#[pyclass(name = "Backend", module = "boxfall", frozen)]
+pub struct PyBackend {
+    key: DispatchKey,
+    name: String,
+    from_cpu: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyBackend {
+    /// The backend's (and its dispatch key's) name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A tensor on device `index` holding `array`'s values (through `from_cpu`).
+    #[pyo3(signature = (array, index=0))]
+    fn tensor<'py>(&self, py: Python<'py>, array: &Bound<'py, PyAny>, index: u16) -> PyResult<Bound<'py, PyAny>> {
+        let device = Device::new(self.key, index);
+        let arr = py.import("numpy")?.getattr("asarray")?.call1((array,))?;
+        let t = match &self.from_cpu {
+            Some(f) => {
+                let payload = f.bind(py).call1((arr,))?;
+                Tensor::foreign(device, Arc::new(PyPayload(payload.unbind())))
+            }
+            None => Tensor::host(device, super::tensor::numpy_to_host(&arr).py(py)?),
+        };
+        wrap(py, t)
+    }
+
+    /// A tensor on device `index` around an existing payload.
+    #[pyo3(signature = (payload, index=0))]
+    fn from_payload<'py>(&self, py: Python<'py>, payload: &Bound<'py, PyAny>, index: u16) -> PyResult<Bound<'py, PyAny>> {
+        if self.from_cpu.is_none() {
+            return Err(new_err(py, "BoxfallError", format!("'{}' tensors hold host memory, not payloads", self.name)));
+        }
+        let t = Tensor::foreign(Device::new(self.key, index), Arc::new(PyPayload(payload.clone().unbind())));
+        wrap(py, t)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("bf.Backend({:?})", self.name)
+    }
+}
+
+impl PyBackend {
+    pub fn native() -> PyBackend {
+        PyBackend {
+            key: DispatchKey::NATIVE,
+            name: "Native".into(),
+            from_cpu: None,
+        }
+    }
+}
+
+/// Registers a Python backend and its dispatch key; later backends rank above earlier ones.
+#[pyfunction]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false))]
+pub fn register_backend(
+    py: Python<'_>,
+    name: &str,
+    to_cpu: Py<PyAny>,
+    from_cpu: Py<PyAny>,
+    copy_from_cpu: Py<PyAny>,
+    to_cpu_many: Option<Py<PyAny>>,
+    shares_memory: bool,
+) -> PyResult<PyBackend> {
+    let hooks = PyBackendHooks {
+        name: name.to_string(),
+        to_cpu,
+        from_cpu: from_cpu.clone_ref(py),
+        copy_from_cpu,
+        to_cpu_many,
+        shares_memory,
+    };
+    let key = register_core(name, Arc::new(hooks)).py(py)?;
+    Ok(PyBackend {
+        key,
+        name: name.to_string(),
+        from_cpu: Some(from_cpu),
+    })
+}

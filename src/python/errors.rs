@@ -1,0 +1,72 @@
+//! The one place that maps `boxfall::Error` onto the Python exception tree of
+//! `boxfall._errors`, and Python exceptions back into the core.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+use crate::error::{Error, ForeignError};
+
+/// A Python exception carried through the core.
+pub struct PyErrPayload(pub PyErr);
+
+fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    let m = MODULE.get_or_try_init(py, || py.import("boxfall._errors").map(Bound::unbind))?;
+    m.bind(py).getattr(name)?.cast_into::<PyType>().map_err(Into::into)
+}
+
+/// A new exception of the named class of `boxfall._errors`.
+pub fn new_err(py: Python<'_>, name: &str, message: String) -> PyErr {
+    match class(py, name) {
+        Ok(t) => PyErr::from_type(t, message),
+        Err(e) => e,
+    }
+}
+
+/// The Python exception for a core error.
+pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
+    let name = match &e {
+        Error::Foreign { payload, .. } => {
+            if let Some(p) = payload.downcast_ref::<PyErrPayload>() {
+                return p.0.clone_ref(py);
+            }
+            "BoxfallError"
+        }
+        Error::Schema(_) => "SchemaError",
+        Error::Registration(_) => "RegistrationError",
+        Error::UnknownOperator { .. } => "UnknownOperatorError",
+        Error::UnknownKey { .. } => "UnknownKeyError",
+        Error::NoKernel { .. } => "NoKernelError",
+        Error::Argument { .. } => "ArgumentError",
+        Error::Fallback(_) => "FallbackError",
+        Error::Kernel { .. } => "KernelError",
+    };
+    new_err(py, name, e.to_string())
+}
+
+/// A Python exception as a core error.
+pub fn from_pyerr(e: PyErr) -> Error {
+    Error::Foreign {
+        message: e.to_string(),
+        payload: ForeignError::new(PyErrPayload(e)),
+    }
+}
+
+/// Adds a note (PEP 678) to a Python exception.
+pub fn with_note(py: Python<'_>, e: PyErr, note: String) -> PyErr {
+    let _ = e.value(py).call_method1("add_note", (note,));
+    e
+}
+
+/// `Result<T, Error>` into `PyResult<T>`.
+pub trait IntoPy<T> {
+    /// Maps the error.
+    fn py(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for Result<T, Error> {
+    fn py(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_pyerr(py, e))
+    }
+}

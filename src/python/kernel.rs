@@ -1,0 +1,174 @@
+//! Python functions as kernels: unboxed-style (arguments by position, keyword-only ones by
+//! keyword; CPU tensors as NumPy arrays) and boxed `fn(op, keys, stack)`.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::convert::{generic, to_ivalue, to_py, Passed, TensorStyle};
+use super::errors::{from_pyerr, with_note};
+use super::ops::{PyKeySet, PyOpOverload};
+use super::tensor::numpy_to_host;
+use crate::dispatcher::OperatorHandle;
+use crate::error::{Error, Result};
+use crate::ivalue::{IValue, Stack};
+use crate::kernel::KernelFunction;
+use crate::key::{DispatchKey, DispatchKeySet};
+use crate::tensor::{Tensor, TensorData};
+
+/// A Python function as a kernel.
+pub fn python_kernel(func: Py<PyAny>, boxed: bool) -> KernelFunction {
+    KernelFunction::from_boxed(move |op, keys, stack| {
+        Python::attach(|py| {
+            if boxed {
+                call_boxed_kernel(py, func.bind(py), op, keys, stack)
+            } else {
+                call_kernel(py, func.bind(py), op, keys, stack)
+            }
+        })
+    })
+}
+
+fn key_name(keys: DispatchKeySet) -> String {
+    keys.highest().unwrap_or(DispatchKey::CPU).name()
+}
+
+fn kernel_error(py: Python<'_>, e: PyErr, op: &OperatorHandle, keys: DispatchKeySet) -> Error {
+    from_pyerr(with_note(
+        py,
+        e,
+        format!(
+            "while running the '{}' kernel of '{}'",
+            key_name(keys),
+            op.name()
+        ),
+    ))
+}
+
+fn bad_return(op: &OperatorHandle, keys: DispatchKeySet, message: String) -> Error {
+    Error::Kernel {
+        context: format!("the '{}' kernel of '{}'", key_name(keys), op.name()),
+        message,
+    }
+}
+
+fn call_kernel(
+    py: Python<'_>,
+    func: &Bound<'_, PyAny>,
+    op: &OperatorHandle,
+    keys: DispatchKeySet,
+    stack: &mut Stack,
+) -> Result<()> {
+    let schema = op.schema()?;
+    let mut passed = Passed::default();
+    let mut written: Vec<(Bound<'_, PyAny>, Tensor)> = Vec::new();
+    let mut positional: Vec<Bound<'_, PyAny>> = Vec::with_capacity(stack.len());
+    let kwargs = PyDict::new(py);
+    let py_err = |e: PyErr| kernel_error(py, e, op, keys);
+    for (arg, v) in schema.schema.arguments.iter().zip(stack.iter()) {
+        let writable = arg.is_write();
+        let obj = to_py(py, v, &passed, TensorStyle::Kernel { writable }).map_err(py_err)?;
+        // Host memory given to a kernel that writes it is a NumPy copy: note it, to copy the
+        // values back into the tensor once the kernel has succeeded.
+        if let IValue::Tensor(t) = v {
+            if writable && matches!(t.data(), TensorData::Host(_)) {
+                written.push((obj.clone(), t.clone()));
+            }
+            if passed.object_for(py, t).is_none() {
+                passed.note(&obj, t);
+            }
+        }
+        if arg.kwarg_only {
+            kwargs.set_item(&arg.name, obj).map_err(py_err)?;
+        } else {
+            positional.push(obj);
+        }
+    }
+    let args = PyTuple::new(py, positional).map_err(py_err)?;
+    let out = func.call(args, Some(&kwargs)).map_err(py_err)?;
+    for (arr, t) in &written {
+        let host = numpy_to_host(arr)?;
+        t.set_data(TensorData::Host(std::sync::Arc::new(host)));
+    }
+    let rets = &schema.schema.returns;
+    let values: Vec<Bound<'_, PyAny>> = match rets.len() {
+        0 => vec![],
+        1 => vec![out],
+        n => {
+            let xs: Vec<_> = match (out.cast::<PyTuple>(), out.cast::<PyList>()) {
+                (Ok(t), _) => t.iter().collect(),
+                (_, Ok(l)) => l.iter().collect(),
+                _ => {
+                    return Err(bad_return(
+                        op,
+                        keys,
+                        format!("expected a tuple of {n} returns, got {}", type_name(&out)),
+                    ))
+                }
+            };
+            if xs.len() != n {
+                return Err(bad_return(
+                    op,
+                    keys,
+                    format!("expected {n} returns, got {}", xs.len()),
+                ));
+            }
+            xs
+        }
+    };
+    let mut result = Vec::with_capacity(values.len());
+    for (r, obj) in rets.iter().zip(values.iter()) {
+        let v = to_ivalue(obj, &r.ty, &mut passed).map_err(|m| {
+            bad_return(op, keys, format!("return '{}' ({}): {m}", r.name, r.type_str()))
+        })?;
+        result.push(v);
+    }
+    *stack = result;
+    Ok(())
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn call_boxed_kernel(
+    py: Python<'_>,
+    func: &Bound<'_, PyAny>,
+    op: &OperatorHandle,
+    keys: DispatchKeySet,
+    stack: &mut Stack,
+) -> Result<()> {
+    let mut passed = Passed::default();
+    let py_err = |e: PyErr| kernel_error(py, e, op, keys);
+    let items = stack
+        .iter()
+        .map(|v| {
+            let o = to_py(py, v, &passed, TensorStyle::Kernel { writable: true })?;
+            if let IValue::Tensor(t) = v {
+                passed.note(&o, t);
+            }
+            Ok(o)
+        })
+        .collect::<PyResult<Vec<_>>>()
+        .map_err(py_err)?;
+    let list = PyList::new(py, items).map_err(py_err)?;
+    let op_obj = Bound::new(py, PyOpOverload::from_handle(op.clone())).map_err(py_err)?;
+    let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
+    func.call1((op_obj, keys_obj, &list)).map_err(py_err)?;
+    let schema = op.schema()?;
+    let rets = &schema.schema.returns;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, obj) in list.iter().enumerate() {
+        let v = match rets.get(i).filter(|_| list.len() == rets.len()) {
+            Some(r) => to_ivalue(&obj, &r.ty, &mut passed).map_err(|m| {
+                bad_return(op, keys, format!("return '{}' ({}): {m}", r.name, r.type_str()))
+            })?,
+            None => generic(&obj, &mut passed),
+        };
+        out.push(v);
+    }
+    *stack = out;
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! The Python bindings (`boxfall._boxfall`): the only part of the crate that names pyo3 or
+//! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error.
+
+mod backend;
+mod convert;
+mod errors;
+mod kernel;
+mod library;
+mod ops;
+mod schema;
+mod tensor;
+
+use std::ffi::CString;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use errors::IntoPy;
+
+use crate::fallback::{FallbackPolicy, WarningKind};
+use crate::key::{DispatchKey, DispatchKeySet};
+
+/// Registers a functionality key (above every backend key); returns its name.
+#[pyfunction]
+fn register_functionality_key(py: Python<'_>, name: &str) -> PyResult<String> {
+    crate::key::register_functionality_key(name).py(py)?;
+    Ok(name.to_string())
+}
+
+/// The bits of the named keys (an unknown name raises KeyError listing the known keys).
+#[pyfunction]
+fn key_bits(py: Python<'_>, names: Vec<String>) -> PyResult<u64> {
+    let mut set = DispatchKeySet::EMPTY;
+    for n in names {
+        set |= DispatchKey::from_name(&n).py(py)?;
+    }
+    Ok(set.0)
+}
+
+/// Every registered key's name, lowest priority first.
+#[pyfunction]
+fn key_names() -> Vec<String> {
+    crate::key::registered_keys()
+        .into_iter()
+        .map(|k| k.name())
+        .collect()
+}
+
+/// This thread's (included, excluded) key bits.
+#[pyfunction]
+fn local_keys() -> (u64, u64) {
+    let (i, e) = crate::key::local_keys();
+    (i.0, e.0)
+}
+
+/// Sets this thread's included/excluded key bits; returns the previous ones.
+#[pyfunction]
+fn set_local_keys(include: u64, exclude: u64) -> (u64, u64) {
+    let (i, e) = crate::key::set_local_keys(DispatchKeySet(include), DispatchKeySet(exclude));
+    (i.0, e.0)
+}
+
+/// Sets the fallback policy, for every operator or (with `ops`) for those operators only.
+#[pyfunction]
+#[pyo3(signature = (policy, ops=None))]
+fn set_fallback_policy(py: Python<'_>, policy: &str, ops: Option<Vec<String>>) -> PyResult<()> {
+    let p: FallbackPolicy = policy.parse().py(py)?;
+    match ops {
+        None => crate::fallback::set_fallback_policy(p),
+        Some(names) => {
+            let handles = names
+                .iter()
+                .map(|n| crate::Dispatcher::find(n))
+                .collect::<crate::Result<Vec<_>>>()
+                .py(py)?;
+            for h in handles {
+                crate::fallback::set_operator_policy(&h, Some(p));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The process-wide fallback policy.
+#[pyfunction]
+fn get_fallback_policy() -> &'static str {
+    crate::fallback::fallback_policy().as_str()
+}
+
+#[pyfunction]
+fn counter_value(name: &str) -> u64 {
+    crate::metrics::counter_value(name)
+}
+
+#[pyfunction]
+fn counters() -> Vec<(String, u64)> {
+    crate::metrics::counters()
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &crate::metrics::OpStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("fallbacks", s.fallbacks)?;
+    d.set_item("failures", s.failures)?;
+    d.set_item("fallback_ns", s.fallback_ns)?;
+    d.set_item("bytes_to_cpu", s.bytes_to_cpu)?;
+    d.set_item("bytes_from_cpu", s.bytes_from_cpu)?;
+    d.set_item("backends", s.backends.names())?;
+    Ok(d)
+}
+
+#[pyfunction]
+fn op_stats<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+    let s = crate::metrics::op_stats(name).unwrap_or_default();
+    stats_dict(py, &s)
+}
+
+#[pyfunction]
+fn all_stats<'py>(py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, PyDict>)>> {
+    crate::metrics::all_stats()
+        .iter()
+        .map(|(n, s)| Ok((n.clone(), stats_dict(py, s)?)))
+        .collect()
+}
+
+#[pyfunction]
+fn report() -> String {
+    crate::metrics::report()
+}
+
+#[pyfunction]
+fn reset_metrics() {
+    crate::metrics::reset()
+}
+
+/// The built-in Native backend.
+#[pyfunction]
+fn native_backend() -> backend::PyBackend {
+    backend::PyBackend::native()
+}
+
+fn warn_in_python(kind: WarningKind, message: &str) -> crate::Result<()> {
+    Python::attach(|py| {
+        let category = match kind {
+            WarningKind::Fallback | WarningKind::ViewCopy => py
+                .import("boxfall._errors")
+                .and_then(|m| m.getattr("FallbackWarning")),
+        };
+        let result = category.and_then(|c| {
+            let msg = CString::new(message.replace('\0', " ")).unwrap_or_default();
+            PyErr::warn(py, &c, &msg, 1)
+        });
+        result.map_err(errors::from_pyerr)
+    })
+}
+
+#[pymodule]
+fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let _ = pyo3_log::try_init();
+    crate::fallback::set_warning_handler(warn_in_python);
+    crate::native::install_fallback().py(py)?;
+
+    m.add_class::<tensor::PyTensor>()?;
+    m.add_class::<schema::PyFunctionSchema>()?;
+    m.add_class::<schema::PyArgument>()?;
+    m.add_class::<schema::PyAliasInfo>()?;
+    m.add_class::<library::PyLibrary>()?;
+    m.add_class::<library::PyFallthrough>()?;
+    m.add_class::<library::PyCpuFallback>()?;
+    m.add_class::<ops::PyOpOverload>()?;
+    m.add_class::<ops::PyKeySet>()?;
+    m.add_class::<backend::PyBackend>()?;
+    m.add("fallthrough", library::PyFallthrough)?;
+    m.add("cpu_fallback", library::PyCpuFallback { config: Default::default() })?;
+
+    m.add_function(wrap_pyfunction!(schema::parse_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(schema::parse_schemas_count, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::overloads, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::find_op, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::call_fallback, m)?)?;
+    m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(native_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(register_functionality_key, m)?)?;
+    m.add_function(wrap_pyfunction!(key_bits, m)?)?;
+    m.add_function(wrap_pyfunction!(key_names, m)?)?;
+    m.add_function(wrap_pyfunction!(local_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(set_local_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(set_fallback_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(get_fallback_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(counter_value, m)?)?;
+    m.add_function(wrap_pyfunction!(counters, m)?)?;
+    m.add_function(wrap_pyfunction!(op_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(all_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(report, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! `OpOverload` (one operator, callable), `DispatchKeySet`, packet calls and `call_fallback`.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::convert::{bind, generic, returns_to_py, to_py, Passed, TensorStyle};
+use super::errors::{new_err, IntoPy};
+use super::schema::PyFunctionSchema;
+use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
+use crate::error::Error;
+use crate::ivalue::{IValue, Stack};
+use crate::key::{local_keys, DispatchKey, DispatchKeySet};
+
+/// The key set of a call, as a boxed kernel receives it.
+#[pyclass(name = "DispatchKeySet", module = "boxfall", frozen)]
+#[derive(Clone, Copy)]
+pub struct PyKeySet(pub DispatchKeySet);
+
+#[pymethods]
+impl PyKeySet {
+    /// The highest key's name (None for an empty set).
+    fn highest(&self) -> Option<String> {
+        self.0.highest().map(|k| k.name())
+    }
+
+    /// The set without its highest key.
+    fn without_highest(&self) -> PyKeySet {
+        PyKeySet(self.0.without_highest())
+    }
+
+    /// The keys' names, highest first.
+    fn names(&self) -> Vec<String> {
+        self.0.names()
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        DispatchKey::from_name(name).is_ok_and(|k| self.0.contains(k))
+    }
+
+    fn __len__(&self) -> usize {
+        self.0 .0.count_ones() as usize
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<PyKeySet>().is_ok_and(|o| o.get().0 == self.0)
+    }
+
+    fn __hash__(&self) -> u64 {
+        self.0 .0
+    }
+
+    fn __repr__(&self) -> String {
+        format!("DispatchKeySet({})", self.0.names().join(", "))
+    }
+}
+
+/// One operator overload: callable, with its schema and dispatch table.
+#[pyclass(name = "OpOverload", module = "boxfall", frozen)]
+pub struct PyOpOverload {
+    pub handle: OperatorHandle,
+}
+
+impl PyOpOverload {
+    pub fn from_handle(handle: OperatorHandle) -> Self {
+        PyOpOverload { handle }
+    }
+}
+
+fn schema_of(py: Python<'_>, op: &OperatorHandle) -> PyResult<std::sync::Arc<OpSchema>> {
+    op.schema().py(py)
+}
+
+fn argument_error(op: &OperatorHandle, schema: &OpSchema, message: String) -> Error {
+    Error::Argument {
+        op: op.name().to_string(),
+        message,
+        schema: schema.text.clone(),
+    }
+}
+
+/// Binds, dispatches and converts the returns: the whole of a Python call.
+pub fn call_op<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let schema = schema_of(py, op)?;
+    let mut passed = Passed::default();
+    let mut stack = bind(&schema, args, kwargs, &mut passed)
+        .map_err(|m| argument_error(op, &schema, m))
+        .py(py)?;
+    op.call_boxed(&mut stack).py(py)?;
+    returns_to_py(py, &stack, &passed)
+}
+
+fn stack_from_list(list: &Bound<'_, PyList>, schema: &OpSchema, passed: &mut Passed) -> Stack {
+    list.iter()
+        .enumerate()
+        .map(|(i, o)| match schema.schema.arguments.get(i) {
+            Some(a) => super::convert::to_ivalue(&o, &a.ty, passed).unwrap_or_else(|_| generic(&o, passed)),
+            None => generic(&o, passed),
+        })
+        .collect()
+}
+
+fn stack_to_list<'py>(py: Python<'py>, stack: &Stack, passed: &Passed) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    stack
+        .iter()
+        .map(|v| to_py(py, v, passed, TensorStyle::Caller))
+        .collect()
+}
+
+#[pymethods]
+impl PyOpOverload {
+    /// `ns::op` or `ns::op.overload`.
+    #[getter]
+    fn name(&self) -> String {
+        self.handle.name().to_string()
+    }
+
+    /// The overload name (`""` for the default overload).
+    #[getter]
+    fn overload_name(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(schema_of(py, &self.handle)?.schema.overload_name.clone())
+    }
+
+    /// The schema.
+    #[getter]
+    fn schema(&self, py: Python<'_>) -> PyResult<PyFunctionSchema> {
+        Ok(PyFunctionSchema::new(schema_of(py, &self.handle)?.schema.clone()))
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        call_op(py, &self.handle, args, kwargs)
+    }
+
+    /// A boxed call: `stack` holds every argument; returns a new list of the returns and leaves
+    /// `stack` as it was.
+    fn call_boxed<'py>(&self, py: Python<'py>, stack: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+        let schema = schema_of(py, &self.handle)?;
+        if stack.len() != schema.schema.arguments.len() {
+            return Err(super::errors::to_pyerr(
+                py,
+                argument_error(
+                    &self.handle,
+                    &schema,
+                    format!(
+                        "call_boxed needs all {} arguments (defaults filled), got {}",
+                        schema.schema.arguments.len(),
+                        stack.len()
+                    ),
+                ),
+            ));
+        }
+        let mut passed = Passed::default();
+        let mut s = Vec::with_capacity(stack.len());
+        for (a, o) in schema.schema.arguments.iter().zip(stack.iter()) {
+            let v = super::convert::to_ivalue(&o, &a.ty, &mut passed)
+                .map_err(|m| argument_error(&self.handle, &schema, format!("argument '{}': {m}", a.name)))
+                .py(py)?;
+            s.push(v);
+        }
+        self.handle.call_boxed(&mut s).py(py)?;
+        PyList::new(py, stack_to_list(py, &s, &passed)?)
+    }
+
+    /// From inside a kernel: dispatches on `keys` without its highest key.
+    #[pyo3(signature = (keys, *args, **kwargs))]
+    fn redispatch<'py>(
+        &self,
+        py: Python<'py>,
+        keys: PyRef<'py, PyKeySet>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let schema = schema_of(py, &self.handle)?;
+        let mut passed = Passed::default();
+        let mut stack = bind(&schema, args, kwargs, &mut passed)
+            .map_err(|m| argument_error(&self.handle, &schema, m))
+            .py(py)?;
+        self.handle.redispatch_boxed(keys.0, &mut stack).py(py)?;
+        returns_to_py(py, &stack, &passed)
+    }
+
+    /// The boxed form of `redispatch`: replaces the contents of `stack` (the arguments) with
+    /// the returns, as a boxed kernel must.
+    fn redispatch_boxed(&self, py: Python<'_>, keys: PyRef<'_, PyKeySet>, stack: &Bound<'_, PyList>) -> PyResult<()> {
+        let schema = schema_of(py, &self.handle)?;
+        let mut passed = Passed::default();
+        let mut s = stack_from_list(stack, &schema, &mut passed);
+        self.handle.redispatch_boxed(keys.0, &mut s).py(py)?;
+        let out = stack_to_list(py, &s, &passed)?;
+        stack.del_slice(0, stack.len())?;
+        for o in out {
+            stack.append(o)?;
+        }
+        Ok(())
+    }
+
+    /// Key name -> what serves it: "kernel", "composite kernel", "backend fallback",
+    /// "fallthrough" or "missing".
+    fn dispatch_table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.handle.dispatch_table() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("OpOverload({})", self.handle.name())
+    }
+}
+
+/// The defined overloads of `ns::op`, in definition order.
+#[pyfunction]
+pub fn overloads(base: &str) -> Vec<PyOpOverload> {
+    Dispatcher::overloads(base)
+        .into_iter()
+        .map(PyOpOverload::from_handle)
+        .collect()
+}
+
+/// The defined operator `name`.
+#[pyfunction]
+pub fn find_op(py: Python<'_>, name: &str) -> PyResult<PyOpOverload> {
+    Dispatcher::find(name).py(py).map(PyOpOverload::from_handle)
+}
+
+/// Calls the first overload, in order, whose schema binds the arguments.
+#[pyfunction]
+#[pyo3(signature = (overloads, args, kwargs=None))]
+pub fn call_first_binding<'py>(
+    py: Python<'py>,
+    overloads: Vec<PyRef<'py, PyOpOverload>>,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut reasons = Vec::new();
+    for o in &overloads {
+        let schema = schema_of(py, &o.handle)?;
+        let mut passed = Passed::default();
+        match bind(&schema, args, kwargs, &mut passed) {
+            Ok(mut stack) => {
+                o.handle.call_boxed(&mut stack).py(py)?;
+                return returns_to_py(py, &stack, &passed);
+            }
+            Err(m) => reasons.push(format!("  {}: {m}", schema.text)),
+        }
+    }
+    let name = overloads
+        .first()
+        .and_then(|o| o.handle.schema().ok().map(|s| s.schema.name.clone()))
+        .unwrap_or_default();
+    Err(new_err(
+        py,
+        "ArgumentError",
+        format!(
+            "{name}(): no overload binds these arguments:\n{}",
+            reasons.join("\n")
+        ),
+    ))
+}
+
+/// The key set a call of `op` with these arguments dispatches on.
+fn call_keys(op: &OperatorHandle, schema: &OpSchema, stack: &Stack) -> DispatchKeySet {
+    let mut keys = DispatchKeySet::EMPTY;
+    for &i in &schema.info.tensor_args {
+        if let Some(v) = stack.get(i) {
+            keys = keys | v.key_set();
+        }
+    }
+    if keys.is_empty() {
+        keys = match schema.info.device_arg.and_then(|i| stack.get(i)) {
+            Some(IValue::Device(d)) => d.key.set(),
+            _ => DispatchKey::CPU.set(),
+        };
+    }
+    let (inc, exc) = local_keys();
+    let _ = op;
+    DispatchKeySet((keys.0 | inc.0) & !exc.0)
+}
+
+/// `bf.call_fallback(fallback, op, *args, **kwargs)`: runs a boxed fallback from typed code.
+#[pyfunction]
+#[pyo3(signature = (fallback, op, *args, **kwargs))]
+pub fn call_fallback<'py>(
+    py: Python<'py>,
+    fallback: &Bound<'py, PyAny>,
+    op: PyRef<'py, PyOpOverload>,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let handle = op.handle.clone();
+    let schema = schema_of(py, &handle)?;
+    let mut passed = Passed::default();
+    let mut stack = bind(&schema, args, kwargs, &mut passed)
+        .map_err(|m| argument_error(&handle, &schema, m))
+        .py(py)?;
+    let keys = call_keys(&handle, &schema, &stack);
+    let kernel = super::library::kernel_from(py, fallback, true)?;
+    crate::fallback::call_fallback(&kernel, &handle, keys, &mut stack).py(py)?;
+    returns_to_py(py, &stack, &passed)
+}

@@ -1,0 +1,220 @@
+//! `bf.parse_schema`, `FunctionSchema`, `Argument`, `AliasInfo`: read-only views of a parsed
+//! schema (frozen classes around the core's values).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use super::errors::IntoPy;
+use crate::schema::{AliasInfo, Argument, FunctionSchema};
+
+/// An alias annotation: `(a!)` is `AliasInfo(before=["a"], after=["a"], is_write=True)`.
+#[pyclass(name = "AliasInfo", module = "boxfall", frozen, eq)]
+#[derive(Clone, PartialEq)]
+pub struct PyAliasInfo {
+    #[pyo3(get)]
+    before: Vec<String>,
+    #[pyo3(get)]
+    after: Vec<String>,
+    #[pyo3(get)]
+    is_write: bool,
+}
+
+#[pymethods]
+impl PyAliasInfo {
+    #[new]
+    #[pyo3(signature = (before, after=None, is_write=false))]
+    fn new(before: Vec<String>, after: Option<Vec<String>>, is_write: bool) -> Self {
+        let after = after.unwrap_or_else(|| before.clone());
+        PyAliasInfo {
+            before,
+            after,
+            is_write,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "AliasInfo(before={:?}, after={:?}, is_write={})",
+            self.before,
+            self.after,
+            if self.is_write { "True" } else { "False" }
+        )
+    }
+}
+
+impl From<&AliasInfo> for PyAliasInfo {
+    fn from(a: &AliasInfo) -> Self {
+        PyAliasInfo {
+            before: a.before.clone(),
+            after: a.after.clone(),
+            is_write: a.is_write,
+        }
+    }
+}
+
+/// One argument or return of a schema.
+#[pyclass(name = "Argument", module = "boxfall", frozen)]
+pub struct PyArgument {
+    arg: Argument,
+}
+
+#[pymethods]
+impl PyArgument {
+    /// The name (`""` for an unnamed return).
+    #[getter]
+    fn name(&self) -> &str {
+        &self.arg.name
+    }
+
+    /// The type as written, without the alias annotation (`"Tensor"` for `Tensor(a!)`).
+    #[getter]
+    fn r#type(&self) -> String {
+        self.arg.type_str()
+    }
+
+    /// The default as written (`"1"`, `"None"`, `"[0,1]"`), or None.
+    #[getter]
+    fn default(&self) -> Option<String> {
+        self.arg.default.as_ref().map(|d| d.text.clone())
+    }
+
+    /// Whether it comes after `*`.
+    #[getter]
+    fn kwarg_only(&self) -> bool {
+        self.arg.kwarg_only
+    }
+
+    /// The alias annotation, or None.
+    #[getter]
+    fn alias(&self) -> Option<PyAliasInfo> {
+        self.arg.alias.as_ref().map(PyAliasInfo::from)
+    }
+
+    /// Whether the operator writes it (`(a!)`, also on a list's elements).
+    #[getter]
+    fn is_write(&self) -> bool {
+        self.arg.is_write()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Argument({:?}, type={:?})", self.arg.name, self.arg.type_str())
+    }
+}
+
+/// A parsed operator schema; `str()` prints it as PyTorch does.
+#[pyclass(name = "FunctionSchema", module = "boxfall", frozen)]
+pub struct PyFunctionSchema {
+    schema: Arc<FunctionSchema>,
+}
+
+impl PyFunctionSchema {
+    pub fn new(schema: FunctionSchema) -> Self {
+        PyFunctionSchema {
+            schema: Arc::new(schema),
+        }
+    }
+}
+
+#[pymethods]
+impl PyFunctionSchema {
+    /// `ns::op` (without the overload).
+    #[getter]
+    fn name(&self) -> &str {
+        &self.schema.name
+    }
+
+    /// The overload name, `""` for the default overload.
+    #[getter]
+    fn overload_name(&self) -> &str {
+        &self.schema.overload_name
+    }
+
+    /// `ns::op` or `ns::op.overload`, as counters and errors name it.
+    #[getter]
+    fn operator_name(&self) -> String {
+        self.schema.operator_name()
+    }
+
+    /// Whether some argument is written (`(a!)`).
+    #[getter]
+    fn is_mutable(&self) -> bool {
+        self.schema.is_mutable()
+    }
+
+    /// Whether the arguments end in `...`.
+    #[getter]
+    fn is_vararg(&self) -> bool {
+        self.schema.is_vararg
+    }
+
+    /// Whether the returns end in `...`.
+    #[getter]
+    fn is_varret(&self) -> bool {
+        self.schema.is_varret
+    }
+
+    /// The arguments.
+    #[getter]
+    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        list(py, &self.schema.arguments)
+    }
+
+    /// The returns.
+    #[getter]
+    fn returns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        list(py, &self.schema.returns)
+    }
+
+    fn __str__(&self) -> String {
+        self.schema.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("FunctionSchema({:?})", self.schema.to_string())
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyFunctionSchema>()
+            .is_ok_and(|o| *o.get().schema == *self.schema)
+    }
+
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.schema.to_string().hash(&mut h);
+        h.finish()
+    }
+}
+
+fn list<'py>(py: Python<'py>, args: &[Argument]) -> PyResult<Bound<'py, PyList>> {
+    let items = args
+        .iter()
+        .map(|a| Bound::new(py, PyArgument { arg: a.clone() }))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, items)
+}
+
+/// Parses a schema (`"ns::op.overload(args) -> returns"`); a malformed one raises
+/// `bf.SchemaError` showing the column and a caret.
+#[pyfunction]
+pub fn parse_schema(py: Python<'_>, text: &str) -> PyResult<PyFunctionSchema> {
+    let s = FunctionSchema::parse(text)
+        .map_err(crate::Error::from)
+        .py(py)?;
+    Ok(PyFunctionSchema::new(s))
+}
+
+/// Parses many schemas and returns how many parsed (for measuring parse speed without the
+/// cost of building Python objects).
+#[pyfunction]
+pub fn parse_schemas_count(py: Python<'_>, texts: Vec<String>) -> usize {
+    py.detach(|| {
+        texts
+            .iter()
+            .filter(|t| FunctionSchema::parse(t).is_ok())
+            .count()
+    })
+}

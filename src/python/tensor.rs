@@ -1,0 +1,259 @@
+//! `bf.Tensor`, Python payloads, and the NumPy <-> host memory conversions.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use numpy::{PyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use super::errors::{from_pyerr, IntoPy};
+use crate::backend::backend;
+use crate::error::{Error, Result};
+use crate::key::DispatchKey;
+use crate::tensor::{HostArray, Payload, Tensor, TensorData};
+
+/// A Python object as a tensor payload: a backend's device payload, or a NumPy array on CPU.
+pub struct PyPayload(pub Py<PyAny>);
+
+impl Payload for PyPayload {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn nbytes(&self) -> usize {
+        Python::attach(|py| {
+            self.0
+                .bind(py)
+                .getattr("nbytes")
+                .and_then(|n| n.extract::<usize>())
+                .unwrap_or(0)
+        })
+    }
+
+    fn to_host(&self) -> Result<HostArray> {
+        Python::attach(|py| numpy_to_host(self.0.bind(py)))
+    }
+
+    fn describe(&self) -> String {
+        Python::attach(|py| {
+            let o = self.0.bind(py);
+            let dtype = o
+                .getattr("dtype")
+                .map(|d| d.to_string())
+                .unwrap_or_else(|_| "?".into());
+            let shape = o
+                .getattr("shape")
+                .and_then(|s| s.extract::<Vec<usize>>())
+                .map(|s| format!("{s:?}"))
+                .unwrap_or_else(|_| "[?]".into());
+            format!("{dtype}{shape}")
+        })
+    }
+}
+
+/// The Python object a tensor's payload is, if it is one.
+pub fn payload_object<'py>(py: Python<'py>, t: &Tensor) -> Option<Bound<'py, PyAny>> {
+    let p = t.payload()?;
+    p.as_any()
+        .downcast_ref::<PyPayload>()
+        .map(|p| p.0.bind(py).clone())
+}
+
+/// A NumPy array as a CPU tensor that holds the array object itself (no copy).
+pub fn numpy_tensor(obj: &Bound<'_, PyAny>) -> Tensor {
+    Tensor::foreign(
+        crate::tensor::Device::CPU,
+        Arc::new(PyPayload(obj.clone().unbind())),
+    )
+}
+
+fn unsupported(dtype: &str) -> Error {
+    Error::Fallback(format!(
+        "NumPy dtype {dtype} is not supported in Rust host memory (float32, float64, int32, int64, bool are)"
+    ))
+}
+
+/// Copies a NumPy array into Rust host memory.
+pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
+    macro_rules! try_as {
+        ($t:ty) => {
+            if let Ok(a) = obj.cast::<PyArrayDyn<$t>>() {
+                return Ok(HostArray::from(a.to_owned_array()));
+            }
+        };
+    }
+    try_as!(f64);
+    try_as!(f32);
+    try_as!(i64);
+    try_as!(i32);
+    try_as!(bool);
+    let dtype = obj
+        .cast::<PyUntypedArray>()
+        .map(|a| a.dtype().to_string())
+        .unwrap_or_else(|_| "of a non-array".into());
+    Err(unsupported(&dtype))
+}
+
+/// Keeps host memory alive for as long as a NumPy array that borrows it.
+#[pyclass(frozen, module = "boxfall._boxfall")]
+struct HostOwner {
+    _data: Arc<HostArray>,
+}
+
+/// Host memory as NumPy: a read-only array that borrows it (lent), or a writable copy.
+pub fn host_to_numpy<'py>(
+    py: Python<'py>,
+    host: &Arc<HostArray>,
+    writable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    if writable {
+        return Ok(match &**host {
+            HostArray::F32(a) => PyArray::from_array(py, a).into_any(),
+            HostArray::F64(a) => PyArray::from_array(py, a).into_any(),
+            HostArray::I32(a) => PyArray::from_array(py, a).into_any(),
+            HostArray::I64(a) => PyArray::from_array(py, a).into_any(),
+            HostArray::Bool(a) => PyArray::from_array(py, a).into_any(),
+        });
+    }
+    let owner = Bound::new(
+        py,
+        HostOwner {
+            _data: host.clone(),
+        },
+    )?
+    .into_any();
+    // SAFETY: the NumPy array borrows the memory of `host`'s ndarray. Its base object `owner`
+    // holds an `Arc` of that same `HostArray`, so the memory lives as long as the array. A
+    // `HostArray` behind an `Arc` is never written in place (a write replaces the tensor's
+    // `Arc`, see tensor.rs), and the array is made read-only below, so neither side can see the
+    // other write. Exercised by tests/python/test_native.py (the lent-memory tests).
+    let arr = unsafe {
+        match &**host {
+            HostArray::F32(a) => PyArray::borrow_from_array(a, owner).into_any(),
+            HostArray::F64(a) => PyArray::borrow_from_array(a, owner).into_any(),
+            HostArray::I32(a) => PyArray::borrow_from_array(a, owner).into_any(),
+            HostArray::I64(a) => PyArray::borrow_from_array(a, owner).into_any(),
+            HostArray::Bool(a) => PyArray::borrow_from_array(a, owner).into_any(),
+        }
+    };
+    let kw = PyDict::new(py);
+    kw.set_item("write", false)?;
+    arr.call_method("setflags", (), Some(&kw))?;
+    Ok(arr)
+}
+
+/// A CPU tensor as the NumPy array a Python kernel receives: the caller's own array, a lent
+/// read-only view of host memory, or (for an argument the kernel writes) a writable copy.
+pub fn cpu_tensor_to_numpy<'py>(
+    py: Python<'py>,
+    t: &Tensor,
+    writable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    match t.data() {
+        TensorData::Foreign(_) => payload_object(py, t).ok_or_else(|| {
+            super::errors::new_err(
+                py,
+                "BoxfallError",
+                format!("a CPU tensor on {} holds a payload Python cannot read", t.device()),
+            )
+        }),
+        TensorData::Host(h) => host_to_numpy(py, &h, writable),
+    }
+}
+
+/// A boxfall tensor on a device: `.device`, `.dtype`, `.shape`, `.payload`, `.numpy()`.
+#[pyclass(name = "Tensor", module = "boxfall", frozen)]
+pub struct PyTensor {
+    pub inner: Tensor,
+}
+
+#[pymethods]
+impl PyTensor {
+    /// `"<Backend>:<index>"`, e.g. `"Accel:0"`.
+    #[getter]
+    fn device(&self) -> String {
+        self.inner.device().to_string()
+    }
+
+    /// The backend's name.
+    #[getter]
+    fn backend(&self) -> String {
+        self.inner.key().name()
+    }
+
+    /// The device index.
+    #[getter]
+    fn index(&self) -> u16 {
+        self.inner.device().index
+    }
+
+    /// The backend payload (None for host memory).
+    #[getter]
+    fn payload<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        payload_object(py, &self.inner)
+    }
+
+    /// The payload's `.dtype`, or the host memory's NumPy dtype.
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.inner.data() {
+            TensorData::Host(h) => numpy_dtype(py, h.dtype().name()),
+            TensorData::Foreign(_) => self.attr(py, "dtype"),
+        }
+    }
+
+    /// The payload's `.shape`, or the host memory's shape.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.inner.data() {
+            TensorData::Host(h) => Ok(PyTuple::new(py, h.shape())?.into_any()),
+            TensorData::Foreign(_) => self.attr(py, "shape"),
+        }
+    }
+
+    /// The values as a NumPy array: the backend's `to_cpu(payload)`; for Native, a read-only
+    /// array sharing the tensor's memory.
+    fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if self.inner.key() == DispatchKey::CPU {
+            return cpu_tensor_to_numpy(py, &self.inner, false);
+        }
+        let hooks = backend(self.inner.key()).ok_or_else(|| {
+            super::errors::new_err(
+                py,
+                "FallbackError",
+                format!("'{}' has no transfer hooks", self.inner.key()),
+            )
+        })?;
+        let cpu = hooks.to_cpu(&self.inner, false).py(py)?;
+        cpu_tensor_to_numpy(py, &cpu, false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("bf.Tensor(device={}, {})", self.inner.device(), self.inner.describe())
+    }
+}
+
+impl PyTensor {
+    fn attr<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        match payload_object(py, &self.inner) {
+            Some(p) => p.getattr(name),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+}
+
+/// `numpy.dtype(name)`.
+pub fn numpy_dtype<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("numpy")?.getattr("dtype")?.call1((name,))
+}
+
+/// Wraps a core tensor for Python (a new `bf.Tensor` object).
+pub fn wrap(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
+    Ok(Bound::new(py, PyTensor { inner: t })?.into_any())
+}
+
+/// A Python error from a hook as a core error.
+pub fn hook_error(py: Python<'_>, e: PyErr, note: String) -> Error {
+    from_pyerr(super::errors::with_note(py, e, note))
+}

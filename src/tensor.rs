@@ -1,0 +1,377 @@
+//! Tensors: a device, and either host memory (an `ndarray` owned by Rust) or a backend's opaque
+//! payload (a Python object, a remote handle...).
+//!
+//! A `Tensor` is a cheap handle (`Arc`); clones share the tensor, and identity is the handle's.
+//! Host data sits behind its own `Arc` so a CPU view of a host-accessible tensor can be lent
+//! without a copy; writing replaces that `Arc` (copy-on-write), so a lent view never dangles.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+use ndarray::ArrayD;
+
+use crate::error::{Error, Result};
+use crate::key::DispatchKey;
+
+/// The element types host memory holds.
+///
+/// ```
+/// assert_eq!(boxfall::DType::F64.size(), 8);
+/// assert_eq!(boxfall::DType::F32.name(), "float32");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// `float32`
+    F32,
+    /// `float64`
+    F64,
+    /// `int32`
+    I32,
+    /// `int64`
+    I64,
+    /// `bool`
+    Bool,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F64 | DType::I64 => 8,
+            DType::Bool => 1,
+        }
+    }
+
+    /// NumPy's name for it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+/// Host memory of one of the supported element types.
+///
+/// ```
+/// use boxfall::{tensor::HostArray, DType};
+/// let a = HostArray::from(ndarray::arr1(&[1.0f32, 2.0]).into_dyn());
+/// assert_eq!(a.dtype(), DType::F32);
+/// assert_eq!(a.nbytes(), 8);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostArray {
+    /// float32 elements
+    F32(ArrayD<f32>),
+    /// float64 elements
+    F64(ArrayD<f64>),
+    /// int32 elements
+    I32(ArrayD<i32>),
+    /// int64 elements
+    I64(ArrayD<i64>),
+    /// bool elements
+    Bool(ArrayD<bool>),
+}
+
+macro_rules! host_from {
+    ($t:ty, $v:ident) => {
+        impl From<ArrayD<$t>> for HostArray {
+            fn from(a: ArrayD<$t>) -> Self {
+                HostArray::$v(a)
+            }
+        }
+    };
+}
+host_from!(f32, F32);
+host_from!(f64, F64);
+host_from!(i32, I32);
+host_from!(i64, I64);
+host_from!(bool, Bool);
+
+impl HostArray {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            HostArray::F32(_) => DType::F32,
+            HostArray::F64(_) => DType::F64,
+            HostArray::I32(_) => DType::I32,
+            HostArray::I64(_) => DType::I64,
+            HostArray::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// The shape.
+    ///
+    /// ```
+    /// let a = boxfall::tensor::HostArray::from(ndarray::ArrayD::<f64>::zeros(vec![2, 3]));
+    /// assert_eq!(a.shape(), &[2, 3]);
+    /// ```
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            HostArray::F32(a) => a.shape(),
+            HostArray::F64(a) => a.shape(),
+            HostArray::I32(a) => a.shape(),
+            HostArray::I64(a) => a.shape(),
+            HostArray::Bool(a) => a.shape(),
+        }
+    }
+
+    /// Element count times element size.
+    pub fn nbytes(&self) -> usize {
+        self.shape().iter().product::<usize>() * self.dtype().size()
+    }
+
+    /// The float64 array, if that is what this is.
+    ///
+    /// ```
+    /// let a = boxfall::tensor::HostArray::from(ndarray::ArrayD::<f64>::zeros(vec![1]));
+    /// assert!(a.as_f64().is_some());
+    /// ```
+    pub fn as_f64(&self) -> Option<&ArrayD<f64>> {
+        match self {
+            HostArray::F64(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// A backend's opaque tensor payload (or a foreign CPU array, such as a NumPy array).
+///
+/// ```
+/// use boxfall::tensor::Payload;
+/// struct Remote(u64);
+/// impl Payload for Remote {
+///     fn as_any(&self) -> &dyn std::any::Any { self }
+/// }
+/// let p: std::sync::Arc<dyn Payload> = std::sync::Arc::new(Remote(7));
+/// assert_eq!(p.nbytes(), 0);
+/// ```
+pub trait Payload: Send + Sync + 'static {
+    /// The payload itself, to downcast.
+    fn as_any(&self) -> &dyn Any;
+    /// Bytes held, for the fallback's byte counters.
+    fn nbytes(&self) -> usize {
+        0
+    }
+    /// A copy in host memory, for Rust code that reads a foreign CPU tensor.
+    fn to_host(&self) -> Result<HostArray> {
+        Err(Error::Fallback(
+            "this tensor's payload cannot be read as host memory".into(),
+        ))
+    }
+    /// Dtype and shape for logs (`"float64[2, 3]"`).
+    fn describe(&self) -> String {
+        "?".into()
+    }
+}
+
+/// What a tensor holds.
+///
+/// ```
+/// use boxfall::{Tensor, tensor::TensorData};
+/// let t = Tensor::from_array(ndarray::ArrayD::<f64>::zeros(vec![2]));
+/// assert!(matches!(t.data(), TensorData::Host(_)));
+/// ```
+#[derive(Clone)]
+pub enum TensorData {
+    /// Rust-owned host memory.
+    Host(Arc<HostArray>),
+    /// A backend's payload.
+    Foreign(Arc<dyn Payload>),
+}
+
+/// A device: a backend key and an index.
+///
+/// ```
+/// use boxfall::{Device, DispatchKey};
+/// let d = Device::new(DispatchKey::NATIVE, 1);
+/// assert_eq!(d.to_string(), "Native:1");
+/// assert_eq!(Device::parse("native:1").unwrap(), d);
+/// assert_eq!(Device::parse("cpu").unwrap(), Device::CPU);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Device {
+    /// The backend key.
+    pub key: DispatchKey,
+    /// The device index within the backend.
+    pub index: u16,
+}
+
+impl Device {
+    /// The host CPU.
+    pub const CPU: Device = Device {
+        key: DispatchKey::CPU,
+        index: 0,
+    };
+
+    /// A device of a backend key.
+    pub const fn new(key: DispatchKey, index: u16) -> Device {
+        Device { key, index }
+    }
+
+    /// Reads `"Backend:index"`, or the backend name alone, ignoring case.
+    pub fn parse(text: &str) -> Result<Device> {
+        let (name, index) = match text.rsplit_once(':') {
+            Some((n, i)) => {
+                let index = i.parse::<u16>().map_err(|_| {
+                    Error::Fallback(format!("'{text}' is not a device: bad index '{i}'"))
+                })?;
+                (n, index)
+            }
+            None => (text, 0),
+        };
+        let key = DispatchKey::from_name_ignore_case(name)
+            .filter(|k| k.is_backend())
+            .ok_or_else(|| Error::UnknownKey {
+                name: name.to_string(),
+                known: crate::key::registered_keys()
+                    .into_iter()
+                    .filter(|k| k.is_backend())
+                    .map(|k| k.name())
+                    .collect(),
+            })?;
+        Ok(Device { key, index })
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.key, self.index)
+    }
+}
+
+struct TensorInner {
+    device: Device,
+    data: RwLock<TensorData>,
+}
+
+/// A tensor handle. Cloning shares the tensor.
+///
+/// ```
+/// use boxfall::{Device, Tensor};
+/// let t = Tensor::from_array(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+/// assert_eq!(t.device(), Device::CPU);
+/// assert!(t.same(&t.clone()));
+/// ```
+#[derive(Clone)]
+pub struct Tensor(Arc<TensorInner>);
+
+impl Tensor {
+    /// A tensor on `device` holding `data`.
+    pub fn new(device: Device, data: TensorData) -> Tensor {
+        Tensor(Arc::new(TensorInner {
+            device,
+            data: RwLock::new(data),
+        }))
+    }
+
+    /// A CPU tensor owning `array`.
+    pub fn from_array(array: impl Into<HostArray>) -> Tensor {
+        Tensor::host(Device::CPU, array.into())
+    }
+
+    /// A tensor on `device` holding host memory.
+    ///
+    /// ```
+    /// use boxfall::{Device, DispatchKey, Tensor, tensor::HostArray};
+    /// let t = Tensor::host(Device::new(DispatchKey::NATIVE, 0), HostArray::from(ndarray::ArrayD::<i64>::zeros(vec![3])));
+    /// assert_eq!(t.host_array().unwrap().shape(), &[3]);
+    /// ```
+    pub fn host(device: Device, array: HostArray) -> Tensor {
+        Tensor::new(device, TensorData::Host(Arc::new(array)))
+    }
+
+    /// A tensor on `device` holding a backend payload.
+    pub fn foreign(device: Device, payload: Arc<dyn Payload>) -> Tensor {
+        Tensor::new(device, TensorData::Foreign(payload))
+    }
+
+    /// The device.
+    #[inline]
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+
+    /// The device's dispatch key.
+    #[inline]
+    pub fn key(&self) -> DispatchKey {
+        self.0.device.key
+    }
+
+    /// Whether two handles are the same tensor.
+    #[inline]
+    pub fn same(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// What the tensor holds now (a cheap clone of an `Arc`).
+    pub fn data(&self) -> TensorData {
+        self.0.data.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces what the tensor holds (an in-place write).
+    pub fn set_data(&self, data: TensorData) {
+        *self.0.data.write().unwrap_or_else(|e| e.into_inner()) = data;
+    }
+
+    /// The host memory, if the tensor holds host memory.
+    pub fn host_array(&self) -> Option<Arc<HostArray>> {
+        match self.data() {
+            TensorData::Host(a) => Some(a),
+            TensorData::Foreign(_) => None,
+        }
+    }
+
+    /// The host memory, or a host copy of a foreign payload that can give one.
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::ArrayD::<f64>::ones(vec![2]));
+    /// assert_eq!(t.to_host().unwrap().nbytes(), 16);
+    /// ```
+    pub fn to_host(&self) -> Result<Arc<HostArray>> {
+        match self.data() {
+            TensorData::Host(a) => Ok(a),
+            TensorData::Foreign(p) => Ok(Arc::new(p.to_host()?)),
+        }
+    }
+
+    /// The payload, if the tensor holds one.
+    pub fn payload(&self) -> Option<Arc<dyn Payload>> {
+        match self.data() {
+            TensorData::Host(_) => None,
+            TensorData::Foreign(p) => Some(p),
+        }
+    }
+
+    /// Bytes held.
+    pub fn nbytes(&self) -> usize {
+        match self.data() {
+            TensorData::Host(a) => a.nbytes(),
+            TensorData::Foreign(p) => p.nbytes(),
+        }
+    }
+
+    /// Dtype and shape, for logs.
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::ArrayD::<f64>::ones(vec![2, 3]));
+    /// assert_eq!(t.describe(), "float64[2, 3]");
+    /// ```
+    pub fn describe(&self) -> String {
+        match self.data() {
+            TensorData::Host(a) => format!("{}{:?}", a.dtype().name(), a.shape()),
+            TensorData::Foreign(p) => p.describe(),
+        }
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor({}, {})", self.device(), self.describe())
+    }
+}

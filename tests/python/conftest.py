@@ -1,0 +1,126 @@
+"""Shared fixtures of the pytest suite of boxfall's Python face (DESIGN.md section 4).
+
+The dispatcher is process-global, so every test defines its operators in a namespace of its
+own (the ``ns`` and ``lib`` fixtures) and every module registers backends and keys under names
+of its own (the ``unique_name`` and ``backend_factory`` fixtures): a backend or key cannot be
+registered twice nor removed. Helpers are handed out as fixtures, so the suite works under any
+pytest import mode.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import boxfall as bf
+import numpy as np
+import pytest
+
+
+def unique(prefix: str = "t") -> str:
+    """A fresh identifier-like name, ``prefix`` followed by 12 hex digits."""
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+class DeviceBuffer:
+    """The payload of the test backends: device memory simulated by a private NumPy array."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.data = np.array(array, copy=True)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+
+def _from_cpu(array: np.ndarray) -> DeviceBuffer:
+    return DeviceBuffer(array)
+
+
+def _to_cpu_copy(buffer: DeviceBuffer) -> np.ndarray:
+    return buffer.data.copy()
+
+
+def _to_cpu_shared(buffer: DeviceBuffer) -> np.ndarray:
+    return buffer.data
+
+
+def _copy_from_cpu(buffer: DeviceBuffer, array: np.ndarray) -> None:
+    array = np.asarray(array)
+    if array.shape == buffer.data.shape:
+        buffer.data[...] = array
+    else:
+        buffer.data = np.array(array, copy=True)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A registered test backend: its key name and the object ``bf.register_backend`` returned."""
+
+    name: str
+    handle: Any
+    payload_type: type = DeviceBuffer
+
+    def tensor(self, array: Any, **kwargs: Any) -> bf.Tensor:
+        """``handle.tensor(np.asarray(array), **kwargs)``."""
+        return self.handle.tensor(np.asarray(array), **kwargs)
+
+    @property
+    def device(self) -> str:
+        """The device string of index 0, ``"<name>:0"``."""
+        return f"{self.name}:0"
+
+
+def make_backend(prefix: str = "Accel", *, shares_memory: bool = False) -> Backend:
+    """Register a new Python backend of :class:`DeviceBuffer` payloads under a unique name.
+
+    With ``shares_memory`` its ``to_cpu`` returns the payload's own array (and says so).
+    """
+    name = unique(prefix)
+    kwargs = {"shares_memory": True} if shares_memory else {}
+    handle = bf.register_backend(
+        name,
+        to_cpu=_to_cpu_shared if shares_memory else _to_cpu_copy,
+        from_cpu=_from_cpu,
+        copy_from_cpu=_copy_from_cpu,
+        **kwargs,
+    )
+    return Backend(name, handle)
+
+
+@pytest.fixture(autouse=True)
+def _allow_fallbacks():
+    """Each test starts and ends with the policy "allow", whatever BOXFALL_FALLBACK says."""
+    bf.set_fallback_policy("allow")
+    yield
+    bf.set_fallback_policy("allow")
+
+
+@pytest.fixture
+def ns() -> str:
+    """A namespace no other test uses."""
+    return unique("t")
+
+
+@pytest.fixture
+def lib(ns: str):
+    """A "DEF" library of the test's own namespace, closed after the test."""
+    with bf.Library(ns, "DEF") as library:
+        yield library
+
+
+@pytest.fixture(scope="session")
+def unique_name():
+    """:func:`unique`, as a fixture: ``unique_name("Trace")`` -> ``"Trace3f9c..."``."""
+    return unique
+
+
+@pytest.fixture(scope="session")
+def backend_factory():
+    """:func:`make_backend`, as a fixture, for module-scoped backend fixtures."""
+    return make_backend
