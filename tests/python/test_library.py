@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import boxfall as bf
 import numpy as np
 import pytest
@@ -43,6 +45,16 @@ def test_close_removes_the_definition(ns):
     lib.define(UNARY)
     assert getattr(bf.ops, ns).foo.default.name == f"{ns}::foo"
     lib.close()
+    with pytest.raises(AttributeError):
+        getattr(bf.ops, ns).foo  # noqa: B018
+
+
+def test_collecting_the_library_removes_its_registrations(ns):
+    lib = bf.Library(ns, "DEF")
+    lib.define(UNARY)
+    assert getattr(bf.ops, ns).foo.default.name == f"{ns}::foo"
+    del lib
+    gc.collect()
     with pytest.raises(AttributeError):
         getattr(bf.ops, ns).foo  # noqa: B018
 
