@@ -1,1 +1,102 @@
-fn main() {}
+//! The boxed CPU fallback against a hand-written unboxed fallback of the same operator on the
+//! same Native tensors, and against the direct CPU call. `cargo bench --bench fallback`.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use boxfall::backend::Backend;
+use boxfall::native::{self, NativeBackend};
+use boxfall::{
+    DispatchKey, DispatchKeySet, KernelFunction, Library, LibraryKind, Tensor, TypedOperatorHandle,
+};
+use criterion::{criterion_group, criterion_main, Criterion};
+use ndarray::ArrayD;
+
+type Binary = TypedOperatorHandle<(Tensor, Tensor), Tensor>;
+
+fn add_cpu(_keys: DispatchKeySet, (a, b): (Tensor, Tensor)) -> boxfall::Result<Tensor> {
+    let (x, y) = (a.to_host()?, b.to_host()?);
+    match (x.as_f64(), y.as_f64()) {
+        (Some(x), Some(y)) => Ok(Tensor::from_array(x + y)),
+        _ => Err(boxfall::Error::Fallback("add_cpu takes float64".into())),
+    }
+}
+
+static HAND_CPU: OnceLock<Binary> = OnceLock::new();
+static HAND_COUNT: AtomicU64 = AtomicU64::new(0);
+static HAND_NS: AtomicU64 = AtomicU64::new(0);
+static HAND_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// What a code generator would write for this one operator: move, call the CPU kernel, move
+/// back, count, time and measure bytes, exactly as the boxed fallback does.
+fn add_hand_fallback(_keys: DispatchKeySet, (a, b): (Tensor, Tensor)) -> boxfall::Result<Tensor> {
+    let start = Instant::now();
+    let device = a.device();
+    let ca = NativeBackend.to_cpu(&a, false)?;
+    let cb = NativeBackend.to_cpu(&b, false)?;
+    let moved = (ca.nbytes() + cb.nbytes()) as u64;
+    let cpu = HAND_CPU
+        .get()
+        .ok_or_else(|| boxfall::Error::Fallback("not set up".into()))?
+        .call((ca, cb))?;
+    let out = NativeBackend.from_cpu(&cpu, device)?;
+    HAND_BYTES.fetch_add(moved + cpu.nbytes() as u64, Ordering::Relaxed);
+    HAND_COUNT.fetch_add(1, Ordering::Relaxed);
+    HAND_NS.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    Ok(out)
+}
+
+fn bench_fallback(c: &mut Criterion) {
+    native::install_fallback().expect("native fallback");
+    let mut lib = Library::new("bench_fallback", LibraryKind::Def).expect("library");
+    let boxed_op = lib
+        .define("add(Tensor self, Tensor other) -> Tensor")
+        .expect("define");
+    let hand_op = lib
+        .define("add_hand(Tensor self, Tensor other) -> Tensor")
+        .expect("define");
+    for name in ["add", "add_hand"] {
+        lib.impl_kernel(
+            name,
+            DispatchKey::CPU,
+            KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_cpu),
+            false,
+        )
+        .expect("impl");
+    }
+    lib.impl_kernel(
+        "add_hand",
+        DispatchKey::NATIVE,
+        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_hand_fallback),
+        false,
+    )
+    .expect("impl");
+    let boxed: Binary = boxed_op.typed().expect("typed");
+    let hand: Binary = hand_op.typed().expect("typed");
+    let _ = HAND_CPU.set(hand.clone());
+
+    for n in [1usize, 1 << 20] {
+        let a = ArrayD::<f64>::from_elem(vec![n], 1.5);
+        let (cpu_a, cpu_b) = (Tensor::from_array(a.clone()), Tensor::from_array(a.clone()));
+        let (nat_a, nat_b) = (native::tensor(a.clone()), native::tensor(a));
+        let mut g = c.benchmark_group(format!("fallback/{n} f64"));
+        if n > 1 {
+            g.sample_size(30);
+        }
+        g.bench_function("direct CPU call", |b| {
+            b.iter(|| boxed.call((black_box(&cpu_a).clone(), cpu_b.clone())))
+        });
+        g.bench_function("hand-written unboxed fallback", |b| {
+            b.iter(|| hand.call((black_box(&nat_a).clone(), nat_b.clone())))
+        });
+        g.bench_function("boxed cpu_fallback", |b| {
+            b.iter(|| boxed.call((black_box(&nat_a).clone(), nat_b.clone())))
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench_fallback);
+criterion_main!(benches);

@@ -33,6 +33,8 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// A tensor on `device` with the CPU tensor's values.
+    // Named as the Python hook is (`from_cpu=`), which every backend author meets first.
+    #[allow(clippy::wrong_self_convention)]
     fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor>;
 
     /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.

@@ -429,7 +429,11 @@ impl Registry {
 
     fn publish_all(&self) {
         for state in self.ops.values() {
-            state.handle.0.table.store(Arc::new(compute_table(state, &self.fallbacks)));
+            state
+                .handle
+                .0
+                .table
+                .store(Arc::new(compute_table(state, &self.fallbacks)));
         }
     }
 
@@ -447,9 +451,9 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
     let mut table = DispatchTable::empty();
     table.schema = state.def.as_ref().map(|d| d.value.clone());
     let composite = state.kernels[0].last().map(|r| r.value.clone());
-    for i in 0..NUM_KEYS {
+    for (i, (own, fallback)) in state.kernels.iter().zip(fallbacks).enumerate() {
         let key = DispatchKey::from_index(i).unwrap_or(DispatchKey::CPU);
-        let entry = if let Some(own) = state.kernels[i].last() {
+        let entry = if let Some(own) = own.last() {
             if own.value.is_fallthrough() {
                 TableEntry {
                     kernel: Some(own.value.clone()),
@@ -466,7 +470,7 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
                 kernel: Some(c.clone()),
                 source: Source::CompositeKernel,
             }
-        } else if let Some(fb) = fallbacks[i].last() {
+        } else if let Some(fb) = fallback.last() {
             TableEntry {
                 kernel: Some(fb.value.as_backend_fallback()),
                 source: if fb.value.is_fallthrough() {
@@ -594,7 +598,10 @@ impl Dispatcher {
         Ok(Registration::DefLibrary(ns.to_string()))
     }
 
-    pub(crate) fn define(schema: FunctionSchema, by: &str) -> Result<(OperatorHandle, Registration)> {
+    pub(crate) fn define(
+        schema: FunctionSchema,
+        by: &str,
+    ) -> Result<(OperatorHandle, Registration)> {
         let name = schema.operator_name();
         let mut reg = registry();
         if let Some(Some(d)) = reg.ops.get(&name).map(|s| s.def.as_ref()) {
@@ -624,7 +631,7 @@ impl Dispatcher {
         by: &str,
     ) -> Result<Registration> {
         let mut reg = registry();
-        if !reg.ops.get(name).is_some_and(|s| s.def.is_some()) {
+        if reg.ops.get(name).is_none_or(|s| s.def.is_none()) {
             return Err(Error::UnknownOperator {
                 name: name.to_string(),
                 suggestions: closest(name, reg.defined_names()),
@@ -744,7 +751,14 @@ mod tests {
 
     #[test]
     fn closest_names_are_near_ones() {
-        let names = ["demo::add".to_string(), "demo::mul".to_string(), "zzz::q".to_string()];
-        assert_eq!(closest("demo::ad", names.iter()), vec!["demo::add".to_string()]);
+        let names = [
+            "demo::add".to_string(),
+            "demo::mul".to_string(),
+            "zzz::q".to_string(),
+        ];
+        assert_eq!(
+            closest("demo::ad", names.iter()),
+            vec!["demo::add".to_string()]
+        );
     }
 }

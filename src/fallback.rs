@@ -381,13 +381,17 @@ fn fallback_body(
     let mut replaced: Vec<(usize, IValue)> = Vec::new();
     for (j, value) in cpu_stack.into_iter().enumerate() {
         let r = &info.returns[j];
-        match r.aliases_arg.filter(|&i| info.args.get(i).is_some_and(|a| a.is_write)) {
+        match r
+            .aliases_arg
+            .filter(|&i| info.args.get(i).is_some_and(|a| a.is_write))
+        {
             Some(i) => {
                 replaced.push((i, value));
                 outputs.push(stack[i].clone());
             }
             None => outputs.push(
-                to_device(&value, hooks, target, bytes).map_err(|e| step_error(op, "from_cpu", e))?,
+                to_device(&value, hooks, target, bytes)
+                    .map_err(|e| step_error(op, "from_cpu", e))?,
             ),
         }
     }
@@ -519,7 +523,12 @@ fn target_device(
     Ok(Device::new(key, 0))
 }
 
-fn log_call(op: &OperatorHandle, key: DispatchKey, info: &crate::schema::SchemaInfo, stack: &Stack) {
+fn log_call(
+    op: &OperatorHandle,
+    key: DispatchKey,
+    info: &crate::schema::SchemaInfo,
+    stack: &Stack,
+) {
     let args: Vec<String> = info
         .tensor_args
         .iter()

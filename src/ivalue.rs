@@ -96,9 +96,7 @@ impl IValue {
     pub fn key_set(&self) -> DispatchKeySet {
         match self {
             IValue::Tensor(t) => t.key().set(),
-            IValue::TensorList(ts) => ts
-                .iter()
-                .fold(DispatchKeySet::EMPTY, |s, t| s | t.key()),
+            IValue::TensorList(ts) => ts.iter().fold(DispatchKeySet::EMPTY, |s, t| s | t.key()),
             IValue::OptionalTensorList(ts) => ts
                 .iter()
                 .flatten()

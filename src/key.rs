@@ -112,7 +112,9 @@ impl DispatchKey {
     /// ```
     pub fn name(self) -> String {
         let reg = registry_read();
-        reg.names[self.index()].clone().unwrap_or_else(|| "?".to_string())
+        reg.names[self.index()]
+            .clone()
+            .unwrap_or_else(|| "?".to_string())
     }
 
     /// Looks a key up by its exact name; the error lists every known key.

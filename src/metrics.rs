@@ -49,7 +49,14 @@ pub struct OpStats {
 
 impl OpMetrics {
     /// Records one fallback call of `backend`.
-    pub(crate) fn record(&self, backend: DispatchKey, ns: u64, to_cpu: u64, from_cpu: u64, ok: bool) {
+    pub(crate) fn record(
+        &self,
+        backend: DispatchKey,
+        ns: u64,
+        to_cpu: u64,
+        from_cpu: u64,
+        ok: bool,
+    ) {
         self.fallbacks.fetch_add(1, Relaxed);
         if !ok {
             self.failures.fetch_add(1, Relaxed);

@@ -311,7 +311,11 @@ impl Tensor {
 
     /// What the tensor holds now (a cheap clone of an `Arc`).
     pub fn data(&self) -> TensorData {
-        self.0.data.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.0
+            .data
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Replaces what the tensor holds (an in-place write).

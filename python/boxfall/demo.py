@@ -22,8 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import boxfall as bf
 import numpy as np
+
+import boxfall as bf
 
 NS = "demo"
 """The namespace the demo defines its operators in."""
@@ -322,7 +323,7 @@ def register_accel_kernels(lib: bf.Library, backend: Any) -> None:
         """``relu`` computed on the device."""
         return backend.tensor(np.maximum(_device_data(self), 0.0))
 
-    kernels = {"matmul": matmul, "add.Tensor": add, "relu": relu}
+    kernels: dict[str, Callable[..., Any]] = {"matmul": matmul, "add.Tensor": add, "relu": relu}
     for name in NATIVE_OPS:
         lib.impl(name, kernels[name], BACKEND)
 

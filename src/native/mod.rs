@@ -37,12 +37,8 @@ pub fn tensor(array: impl Into<HostArray>) -> Tensor {
 pub struct NativeBackend;
 
 fn host_of(t: &Tensor) -> Result<Arc<HostArray>> {
-    t.host_array().ok_or_else(|| {
-        Error::Fallback(format!(
-            "a tensor on {} holds no host memory",
-            t.device()
-        ))
-    })
+    t.host_array()
+        .ok_or_else(|| Error::Fallback(format!("a tensor on {} holds no host memory", t.device())))
 }
 
 impl Backend for NativeBackend {

@@ -33,7 +33,11 @@ impl PyBackendHooks {
     }
 
     fn fail(&self, py: Python<'_>, hook: &str, e: PyErr) -> Error {
-        hook_error(py, e, format!("in the '{hook}' hook of backend '{}'", self.name))
+        hook_error(
+            py,
+            e,
+            format!("in the '{hook}' hook of backend '{}'", self.name),
+        )
     }
 
     fn cpu_result(&self, py: Python<'_>, arr: Bound<'_, PyAny>, for_write: bool) -> Result<Tensor> {
@@ -41,11 +45,15 @@ impl PyBackendHooks {
             return Err(Error::Fallback(format!(
                 "the 'to_cpu' hook of backend '{}' returned {}, not a NumPy array",
                 self.name,
-                arr.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                arr.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
             )));
         }
         let arr = if for_write && self.shares_memory {
-            arr.call_method0("copy").map_err(|e| self.fail(py, "to_cpu", e))?
+            arr.call_method0("copy")
+                .map_err(|e| self.fail(py, "to_cpu", e))?
         } else {
             arr
         };
@@ -97,20 +105,25 @@ impl Backend for PyBackendHooks {
 
     fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
         Python::attach(|py| {
-            let arr = cpu_tensor_to_numpy(py, cpu, false).map_err(|e| self.fail(py, "from_cpu", e))?;
+            let arr =
+                cpu_tensor_to_numpy(py, cpu, false).map_err(|e| self.fail(py, "from_cpu", e))?;
             let payload = self
                 .from_cpu
                 .bind(py)
                 .call1((arr,))
                 .map_err(|e| self.fail(py, "from_cpu", e))?;
-            Ok(Tensor::foreign(device, Arc::new(PyPayload(payload.unbind()))))
+            Ok(Tensor::foreign(
+                device,
+                Arc::new(PyPayload(payload.unbind())),
+            ))
         })
     }
 
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
         Python::attach(|py| {
             let p = self.payload(py, dst)?;
-            let arr = cpu_tensor_to_numpy(py, src, false).map_err(|e| self.fail(py, "copy_from_cpu", e))?;
+            let arr = cpu_tensor_to_numpy(py, src, false)
+                .map_err(|e| self.fail(py, "copy_from_cpu", e))?;
             self.copy_from_cpu
                 .bind(py)
                 .call1((p, arr))
@@ -138,7 +151,12 @@ impl PyBackend {
 
     /// A tensor on device `index` holding `array`'s values (through `from_cpu`).
     #[pyo3(signature = (array, index=0))]
-    fn tensor<'py>(&self, py: Python<'py>, array: &Bound<'py, PyAny>, index: u16) -> PyResult<Bound<'py, PyAny>> {
+    fn tensor<'py>(
+        &self,
+        py: Python<'py>,
+        array: &Bound<'py, PyAny>,
+        index: u16,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let device = Device::new(self.key, index);
         let arr = py.import("numpy")?.getattr("asarray")?.call1((array,))?;
         let t = match &self.from_cpu {
@@ -153,11 +171,23 @@ impl PyBackend {
 
     /// A tensor on device `index` around an existing payload.
     #[pyo3(signature = (payload, index=0))]
-    fn from_payload<'py>(&self, py: Python<'py>, payload: &Bound<'py, PyAny>, index: u16) -> PyResult<Bound<'py, PyAny>> {
+    fn tensor_from_payload<'py>(
+        &self,
+        py: Python<'py>,
+        payload: &Bound<'py, PyAny>,
+        index: u16,
+    ) -> PyResult<Bound<'py, PyAny>> {
         if self.from_cpu.is_none() {
-            return Err(new_err(py, "BoxfallError", format!("'{}' tensors hold host memory, not payloads", self.name)));
+            return Err(new_err(
+                py,
+                "BoxfallError",
+                format!("'{}' tensors hold host memory, not payloads", self.name),
+            ));
         }
-        let t = Tensor::foreign(Device::new(self.key, index), Arc::new(PyPayload(payload.clone().unbind())));
+        let t = Tensor::foreign(
+            Device::new(self.key, index),
+            Arc::new(PyPayload(payload.clone().unbind())),
+        );
         wrap(py, t)
     }
 

@@ -62,7 +62,13 @@ fn numpy_kind(obj: &Bound<'_, PyAny>) -> Option<char> {
     if module.to_str().ok()? != "numpy" {
         return None;
     }
-    let kind: String = obj.getattr("dtype").ok()?.getattr("kind").ok()?.extract().ok()?;
+    let kind: String = obj
+        .getattr("dtype")
+        .ok()?
+        .getattr("kind")
+        .ok()?
+        .extract()
+        .ok()?;
     kind.chars().next()
 }
 
@@ -121,7 +127,12 @@ fn to_dtype(obj: &Bound<'_, PyAny>) -> Result<DType, String> {
     let name: String = obj
         .py()
         .import("numpy")
-        .and_then(|np| np.getattr("dtype")?.call1((obj,))?.getattr("name")?.extract())
+        .and_then(|np| {
+            np.getattr("dtype")?
+                .call1((obj,))?
+                .getattr("name")?
+                .extract()
+        })
         .map_err(|_| format!("expected a dtype, got {}", type_name(obj)))?;
     Ok(match name.as_str() {
         "float32" => DType::F32,
@@ -140,7 +151,10 @@ fn items<'py>(obj: &Bound<'py, PyAny>, what: &str) -> Result<Vec<Bound<'py, PyAn
     if let Ok(t) = obj.cast::<PyTuple>() {
         return Ok(t.iter().collect());
     }
-    Err(format!("expected {what} (a list or tuple), got {}", type_name(obj)))
+    Err(format!(
+        "expected {what} (a list or tuple), got {}",
+        type_name(obj)
+    ))
 }
 
 /// One argument by its schema type.
@@ -233,7 +247,11 @@ pub fn to_ivalue(obj: &Bound<'_, PyAny>, ty: &Type, passed: &mut Passed) -> Resu
         Type::Tuple(tys) => {
             let xs = items(obj, "a tuple")?;
             if xs.len() != tys.len() {
-                return Err(format!("expected a tuple of {}, got {}", tys.len(), xs.len()));
+                return Err(format!(
+                    "expected a tuple of {}, got {}",
+                    tys.len(),
+                    xs.len()
+                ));
             }
             IValue::Tuple(
                 xs.iter()
@@ -327,7 +345,9 @@ pub fn default_ivalue(lit: &Literal, ty: &Type) -> IValue {
             Type::Tensor => IValue::TensorList(vec![]),
             e => IValue::List(xs.iter().map(|x| default_ivalue(x, e)).collect()),
         },
-        (Literal::List(xs), _) => IValue::List(xs.iter().map(|x| default_ivalue(x, inner)).collect()),
+        (Literal::List(xs), _) => {
+            IValue::List(xs.iter().map(|x| default_ivalue(x, inner)).collect())
+        }
     }
 }
 
@@ -357,7 +377,9 @@ pub fn bind(
     }
     if let Some(kw) = kwargs {
         for (k, _) in kw.iter() {
-            let k: String = k.extract().map_err(|_| "keywords must be strings".to_string())?;
+            let k: String = k
+                .extract()
+                .map_err(|_| "keywords must be strings".to_string())?;
             match params.iter().position(|a| a.name == k) {
                 None => return Err(format!("got an unexpected keyword argument '{k}'")),
                 Some(i) if i < args.len() => {
@@ -379,7 +401,11 @@ pub fn bind(
                 .map_err(|m| format!("argument '{}' ({}): {m}", p.name, p.type_str()))?,
             (None, Some(d)) => default_ivalue(&d.value, &p.ty),
             (None, None) => {
-                return Err(format!("missing required argument '{}' ({})", p.name, p.type_str()))
+                return Err(format!(
+                    "missing required argument '{}' ({})",
+                    p.name,
+                    p.type_str()
+                ))
             }
         };
         stack.push(v);

@@ -13,7 +13,10 @@ pub struct PyErrPayload(pub PyErr);
 fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
     let m = MODULE.get_or_try_init(py, || py.import("boxfall._errors").map(Bound::unbind))?;
-    m.bind(py).getattr(name)?.cast_into::<PyType>().map_err(Into::into)
+    m.bind(py)
+        .getattr(name)?
+        .cast_into::<PyType>()
+        .map_err(Into::into)
 }
 
 /// A new exception of the named class of `boxfall._errors`.

@@ -118,7 +118,11 @@ fn call_kernel(
     let mut result = Vec::with_capacity(values.len());
     for (r, obj) in rets.iter().zip(values.iter()) {
         let v = to_ivalue(obj, &r.ty, &mut passed).map_err(|m| {
-            bad_return(op, keys, format!("return '{}' ({}): {m}", r.name, r.type_str()))
+            bad_return(
+                op,
+                keys,
+                format!("return '{}' ({}): {m}", r.name, r.type_str()),
+            )
         })?;
         result.push(v);
     }
@@ -163,7 +167,11 @@ fn call_boxed_kernel(
     for (i, obj) in list.iter().enumerate() {
         let v = match rets.get(i).filter(|_| list.len() == rets.len()) {
             Some(r) => to_ivalue(&obj, &r.ty, &mut passed).map_err(|m| {
-                bad_return(op, keys, format!("return '{}' ({}): {m}", r.name, r.type_str()))
+                bad_return(
+                    op,
+                    keys,
+                    format!("return '{}' ({}): {m}", r.name, r.type_str()),
+                )
             })?,
             None => generic(&obj, &mut passed),
         };

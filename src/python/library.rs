@@ -64,7 +64,11 @@ impl PyCpuFallback {
 
 /// The kernel a Python object stands for: `bf.fallthrough`, a `bf.CpuFallback`, or a function
 /// (boxed `fn(op, keys, stack)` when `boxed`).
-pub fn kernel_from(py: Python<'_>, obj: &Bound<'_, PyAny>, boxed: bool) -> PyResult<KernelFunction> {
+pub fn kernel_from(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    boxed: bool,
+) -> PyResult<KernelFunction> {
     if obj.cast::<PyFallthrough>().is_ok() {
         return Ok(KernelFunction::fallthrough());
     }
@@ -100,9 +104,13 @@ pub struct PyLibrary {
 impl PyLibrary {
     fn lib(&mut self, py: Python<'_>) -> PyResult<&mut Library> {
         let ns = self.ns.clone();
-        self.lib
-            .as_mut()
-            .ok_or_else(|| new_err(py, "RegistrationError", format!("Library(\"{ns}\") is closed")))
+        self.lib.as_mut().ok_or_else(|| {
+            new_err(
+                py,
+                "RegistrationError",
+                format!("Library(\"{ns}\") is closed"),
+            )
+        })
     }
 }
 
@@ -157,7 +165,12 @@ impl PyLibrary {
     /// Registers a backend fallback for `dispatch_key` (namespace "_" only): `bf.cpu_fallback`,
     /// `bf.fallthrough`, or a Python boxed `fn(op, keys, stack)`.
     #[pyo3(signature = (r#fn, dispatch_key))]
-    fn fallback(&mut self, py: Python<'_>, r#fn: &Bound<'_, PyAny>, dispatch_key: &str) -> PyResult<()> {
+    fn fallback(
+        &mut self,
+        py: Python<'_>,
+        r#fn: &Bound<'_, PyAny>,
+        dispatch_key: &str,
+    ) -> PyResult<()> {
         let k = key(py, dispatch_key)?;
         let kernel = kernel_from(py, r#fn, true)?;
         self.lib(py)?.fallback(k, kernel).py(py)

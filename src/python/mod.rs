@@ -181,7 +181,12 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ops::PyKeySet>()?;
     m.add_class::<backend::PyBackend>()?;
     m.add("fallthrough", library::PyFallthrough)?;
-    m.add("cpu_fallback", library::PyCpuFallback { config: Default::default() })?;
+    m.add(
+        "cpu_fallback",
+        library::PyCpuFallback {
+            config: Default::default(),
+        },
+    )?;
 
     m.add_function(wrap_pyfunction!(schema::parse_schema, m)?)?;
     m.add_function(wrap_pyfunction!(schema::parse_schemas_count, m)?)?;

@@ -98,13 +98,19 @@ fn stack_from_list(list: &Bound<'_, PyList>, schema: &OpSchema, passed: &mut Pas
     list.iter()
         .enumerate()
         .map(|(i, o)| match schema.schema.arguments.get(i) {
-            Some(a) => super::convert::to_ivalue(&o, &a.ty, passed).unwrap_or_else(|_| generic(&o, passed)),
+            Some(a) => {
+                super::convert::to_ivalue(&o, &a.ty, passed).unwrap_or_else(|_| generic(&o, passed))
+            }
             None => generic(&o, passed),
         })
         .collect()
 }
 
-fn stack_to_list<'py>(py: Python<'py>, stack: &Stack, passed: &Passed) -> PyResult<Vec<Bound<'py, PyAny>>> {
+fn stack_to_list<'py>(
+    py: Python<'py>,
+    stack: &Stack,
+    passed: &Passed,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
     stack
         .iter()
         .map(|v| to_py(py, v, passed, TensorStyle::Caller))
@@ -128,7 +134,9 @@ impl PyOpOverload {
     /// The schema.
     #[getter]
     fn schema(&self, py: Python<'_>) -> PyResult<PyFunctionSchema> {
-        Ok(PyFunctionSchema::new(schema_of(py, &self.handle)?.schema.clone()))
+        Ok(PyFunctionSchema::new(
+            schema_of(py, &self.handle)?.schema.clone(),
+        ))
     }
 
     #[pyo3(signature = (*args, **kwargs))]
@@ -143,7 +151,11 @@ impl PyOpOverload {
 
     /// A boxed call: `stack` holds every argument; returns a new list of the returns and leaves
     /// `stack` as it was.
-    fn call_boxed<'py>(&self, py: Python<'py>, stack: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    fn call_boxed<'py>(
+        &self,
+        py: Python<'py>,
+        stack: &Bound<'py, PyList>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let schema = schema_of(py, &self.handle)?;
         if stack.len() != schema.schema.arguments.len() {
             return Err(super::errors::to_pyerr(
@@ -163,7 +175,9 @@ impl PyOpOverload {
         let mut s = Vec::with_capacity(stack.len());
         for (a, o) in schema.schema.arguments.iter().zip(stack.iter()) {
             let v = super::convert::to_ivalue(&o, &a.ty, &mut passed)
-                .map_err(|m| argument_error(&self.handle, &schema, format!("argument '{}': {m}", a.name)))
+                .map_err(|m| {
+                    argument_error(&self.handle, &schema, format!("argument '{}': {m}", a.name))
+                })
                 .py(py)?;
             s.push(v);
         }
@@ -191,7 +205,12 @@ impl PyOpOverload {
 
     /// The boxed form of `redispatch`: replaces the contents of `stack` (the arguments) with
     /// the returns, as a boxed kernel must.
-    fn redispatch_boxed(&self, py: Python<'_>, keys: PyRef<'_, PyKeySet>, stack: &Bound<'_, PyList>) -> PyResult<()> {
+    fn redispatch_boxed(
+        &self,
+        py: Python<'_>,
+        keys: PyRef<'_, PyKeySet>,
+        stack: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
         let schema = schema_of(py, &self.handle)?;
         let mut passed = Passed::default();
         let mut s = stack_from_list(stack, &schema, &mut passed);

@@ -99,7 +99,11 @@ impl PyArgument {
     }
 
     fn __repr__(&self) -> String {
-        format!("Argument({:?}, type={:?})", self.arg.name, self.arg.type_str())
+        format!(
+            "Argument({:?}, type={:?})",
+            self.arg.name,
+            self.arg.type_str()
+        )
     }
 }
 

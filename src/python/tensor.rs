@@ -155,7 +155,10 @@ pub fn cpu_tensor_to_numpy<'py>(
             super::errors::new_err(
                 py,
                 "BoxfallError",
-                format!("a CPU tensor on {} holds a payload Python cannot read", t.device()),
+                format!(
+                    "a CPU tensor on {} holds a payload Python cannot read",
+                    t.device()
+                ),
             )
         }),
         TensorData::Host(h) => host_to_numpy(py, &h, writable),
@@ -230,7 +233,11 @@ impl PyTensor {
     }
 
     fn __repr__(&self) -> String {
-        format!("bf.Tensor(device={}, {})", self.inner.device(), self.inner.describe())
+        format!(
+            "bf.Tensor(device={}, {})",
+            self.inner.device(),
+            self.inner.describe()
+        )
     }
 }
 

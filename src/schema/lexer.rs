@@ -163,7 +163,11 @@ impl<'a> Cursor<'a> {
 
     /// What sits at the cursor, for messages: `'x'` or `end of input`.
     pub(crate) fn found(&self) -> String {
-        match self.src.get(self.pos..).and_then(|rest| rest.chars().next()) {
+        match self
+            .src
+            .get(self.pos..)
+            .and_then(|rest| rest.chars().next())
+        {
             Some(c) => format!("'{c}'"),
             None => "end of input".to_owned(),
         }
@@ -191,10 +195,16 @@ impl<'a> Cursor<'a> {
                 self.pos += 1;
             }
             if self.digits() == 0 {
-                return Err(fault(self.pos, "bad number: expected the exponent's digits"));
+                return Err(fault(
+                    self.pos,
+                    "bad number: expected the exponent's digits",
+                ));
             }
         }
-        if self.peek().is_some_and(|b| is_ident_continue(b) || b == b'.') {
+        if self
+            .peek()
+            .is_some_and(|b| is_ident_continue(b) || b == b'.')
+        {
             return Err(fault(start, "bad number"));
         }
         Ok(NumberToken {

@@ -49,11 +49,9 @@ impl FunctionSchema {
         let mut parser = Parser {
             c: Cursor::new(text),
         };
-        parser.schema().map_err(|fault| {
-            unbalanced_bracket(text)
-                .unwrap_or(fault)
-                .into_error(text)
-        })
+        parser
+            .schema()
+            .map_err(|fault| unbalanced_bracket(text).unwrap_or(fault).into_error(text))
     }
 }
 
@@ -222,10 +220,7 @@ impl<'a> Parser<'a> {
         };
         // Schemas have a handful of arguments, so a scan beats building a set.
         if previous.iter().any(|a| a.name == name) {
-            return Err(fault(
-                name_pos,
-                format!("duplicate argument name '{name}'"),
-            ));
+            return Err(fault(name_pos, format!("duplicate argument name '{name}'")));
         }
         self.c.skip_ws();
         let default = if self.c.eat(b'=') {
@@ -301,7 +296,9 @@ impl<'a> Parser<'a> {
     fn ty(&mut self, depth: usize, with_alias: bool) -> PResult<(Type, Option<AliasInfo>)> {
         let mut depth = depth + 1;
         if depth > MAX_DEPTH {
-            return self.fail(format!("type is nested too deeply (more than {MAX_DEPTH} levels)"));
+            return self.fail(format!(
+                "type is nested too deeply (more than {MAX_DEPTH} levels)"
+            ));
         }
         let mut ty = self.core_type(depth)?;
         self.c.skip_ws();
@@ -348,7 +345,9 @@ impl<'a> Parser<'a> {
             }
             depth += 1;
             if depth > MAX_DEPTH {
-                return self.fail(format!("type is nested too deeply (more than {MAX_DEPTH} levels)"));
+                return self.fail(format!(
+                    "type is nested too deeply (more than {MAX_DEPTH} levels)"
+                ));
             }
         }
         if self.c.peek() == Some(b'(') {
@@ -430,7 +429,9 @@ impl<'a> Parser<'a> {
                 })
             }
             _ if name.contains('.') => Ok(Type::Class(name.to_owned())),
-            _ if name.bytes().next().is_some_and(|b| b.is_ascii_lowercase()) => Ok(Type::Var(name.to_owned())),
+            _ if name.bytes().next().is_some_and(|b| b.is_ascii_lowercase()) => {
+                Ok(Type::Var(name.to_owned()))
+            }
             _ => Err(fault(start, format!("unknown type '{name}'"))),
         }
     }
@@ -439,14 +440,21 @@ impl<'a> Parser<'a> {
     fn type_params<const N: usize>(&mut self, name: &str, depth: usize) -> PResult<[Type; N]> {
         self.c.skip_ws();
         if !self.c.eat(b'(') {
-            return self.fail(format!("expected '(' after '{name}', found {}", self.c.found()));
+            return self.fail(format!(
+                "expected '(' after '{name}', found {}",
+                self.c.found()
+            ));
         }
         let mut params: [Type; N] = std::array::from_fn(|_| Type::NoneType);
         for (i, param) in params.iter_mut().enumerate() {
             self.c.skip_ws();
             *param = self.ty(depth, false)?.0;
             self.c.skip_ws();
-            let (sep, what) = if i + 1 == N { (b')', "')'") } else { (b',', "','") };
+            let (sep, what) = if i + 1 == N {
+                (b')', "')'")
+            } else {
+                (b',', "','")
+            };
             if !self.c.eat(sep) {
                 return self.fail(format!(
                     "expected {what} in '{name}(...)' ({N} type parameter{}), found {}",

@@ -48,7 +48,9 @@ impl FunctionSchema {
     /// # Ok::<(), boxfall::SchemaError>(())
     /// ```
     pub fn base_name(&self) -> &str {
-        self.name.split_once("::").map_or(&self.name, |(_, base)| base)
+        self.name
+            .split_once("::")
+            .map_or(&self.name, |(_, base)| base)
     }
 
     /// The name counters, errors and `op.name` use: `ns::op`, or `ns::op.overload`.
@@ -462,7 +464,31 @@ mod tests {
 
     #[test]
     fn names_and_types_agree() {
-        for name in ["Tensor", "int", "float", "bool", "str", "complex", "Scalar", "SymInt", "SymFloat", "SymBool", "ScalarType", "Layout", "Device", "MemoryFormat", "Generator", "Storage", "Stream", "Dimname", "QScheme", "Any", "AnyClassType", "AnyEnumType", "NoneType"] {
+        for name in [
+            "Tensor",
+            "int",
+            "float",
+            "bool",
+            "str",
+            "complex",
+            "Scalar",
+            "SymInt",
+            "SymFloat",
+            "SymBool",
+            "ScalarType",
+            "Layout",
+            "Device",
+            "MemoryFormat",
+            "Generator",
+            "Storage",
+            "Stream",
+            "Dimname",
+            "QScheme",
+            "Any",
+            "AnyClassType",
+            "AnyEnumType",
+            "NoneType",
+        ] {
             let ty = Type::from_name(name).expect(name);
             assert_eq!(ty.simple_name(), Some(name));
         }

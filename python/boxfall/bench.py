@@ -1,0 +1,135 @@
+"""``python -m boxfall bench``: the Python-side figures, each beside the plain-Python baseline it
+is measured against, as ratios from the same run.
+
+The Rust-side figures come from criterion: ``cargo bench --bench dispatch``,
+``cargo bench --bench fallback`` and ``cargo bench --bench schema``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import timeit
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import boxfall as bf
+
+SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "torch_schemas.txt"
+
+
+def per_call_ns(fn: Callable[[], Any], number: int, repeat: int) -> float:
+    """The best of ``repeat`` runs of ``number`` calls, in nanoseconds per call."""
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e9
+
+
+def _row(label: str, ns: float, base_label: str, base_ns: float) -> str:
+    return (
+        f"{label:<48} {ns:>10.0f} ns   {base_label:<28} {base_ns:>8.0f} ns   "
+        f"+{ns - base_ns:>7.0f} ns  {ns / base_ns:>6.2f}x"
+    )
+
+
+def bench_schema(path: Path, repeat: int) -> list[str]:
+    """Parse speed from Python, per schema."""
+    if not path.exists():
+        return [f"(schema file {path} not found: skipped)"]
+    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    n = len(lines)
+    one_by_one = per_call_ns(lambda: [bf.parse_schema(s) for s in lines], 1, repeat) / n
+    batch = per_call_ns(lambda: bf._boxfall.parse_schemas_count(lines), 1, repeat) / n
+    baseline = per_call_ns(lambda: [str(s) for s in lines], 1, repeat) / n
+    return [
+        f"schemas parsed: {n} (PyTorch's torch._C.parse_schema: 6.9 us each, measured by the"
+        " issue's author; torch is not installed here)",
+        _row("bf.parse_schema(s), per schema", one_by_one, "str(s) loop", baseline),
+        _row("parse_schemas_count(lines), per schema", batch, "str(s) loop", baseline),
+    ]
+
+
+def bench_calls(number: int, repeat: int) -> list[str]:
+    """A trivial Python kernel through the dispatcher, and a Python boxed fallback hop."""
+    ns = f"bench{uuid.uuid4().hex[:8]}"
+    rows = []
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("ident(Tensor self) -> Tensor")
+        lib.define("add(Tensor self, Tensor other) -> Tensor")
+
+        def ident(x: Any) -> Any:
+            return x
+
+        def add(a: Any, b: Any) -> Any:
+            return np.add(a, b)
+
+        lib.impl("ident", ident, "CPU")
+        lib.impl("add", add, "CPU")
+        op = getattr(bf.ops, ns).ident.default
+        add_op = getattr(bf.ops, ns).add.default
+        a = np.ones(1)
+        base = per_call_ns(lambda: ident(a), number, repeat)
+        call = per_call_ns(lambda: op(a), number, repeat)
+        rows.append(_row("op(x), trivial Python kernel", call, "the kernel called directly", base))
+
+        key = f"BenchTrace{uuid.uuid4().hex[:6]}"
+        bf.register_functionality_key(key)
+
+        def hop(op: Any, keys: Any, stack: list[Any]) -> None:
+            op.redispatch_boxed(keys, stack)
+
+        with bf.Library("_", "IMPL") as fb:
+            fb.fallback(hop, key)
+            with bf.include_keys(key):
+                hopped = per_call_ns(lambda: op(a), number, repeat)
+        rows.append(_row("op(x) through a Python boxed fallback hop", hopped, "op(x)", call))
+
+        x = bf.native.tensor(np.ones(1))
+        direct = per_call_ns(lambda: add(a, a), number, repeat)
+        through = per_call_ns(lambda: add_op(x, x), number, repeat)
+        cpu_call = per_call_ns(lambda: add_op(a, a), number, repeat)
+        rows.append(
+            _row("add(x, x), Native 1 elem, CPU fallback", through, "NumPy kernel direct", direct)
+        )
+        rows.append(
+            _row("add(a, a), NumPy arrays, CPU kernel", cpu_call, "NumPy kernel direct", direct)
+        )
+        big = np.ones(1 << 20)
+        xb = bf.native.tensor(big)
+        direct_big = per_call_ns(lambda: add(big, big), 20, repeat)
+        through_big = per_call_ns(lambda: add_op(xb, xb), 20, repeat)
+        rows.append(
+            _row(
+                "add(x, x), Native 1M f64, CPU fallback",
+                through_big,
+                "NumPy kernel direct",
+                direct_big,
+            )
+        )
+    bf.metrics.reset()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks and print the table."""
+    parser = argparse.ArgumentParser(prog="python -m boxfall bench", description=__doc__)
+    parser.add_argument("--number", type=int, default=20000, help="calls per timing run")
+    parser.add_argument("--repeat", type=int, default=5, help="timing runs (the best counts)")
+    parser.add_argument("--schemas", type=Path, default=SCHEMAS, help="torch_schemas.txt")
+    args = parser.parse_args(argv)
+    policy = bf.get_fallback_policy()
+    bf.set_fallback_policy("allow")
+    try:
+        print(
+            f"{'measured':<48} {'time':>13}   {'baseline':<28} {'time':>11}   {'added':>10}  ratio"
+        )
+        for line in bench_schema(args.schemas, args.repeat) + bench_calls(args.number, args.repeat):
+            print(line)
+    finally:
+        bf.set_fallback_policy(policy)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
