@@ -394,6 +394,13 @@ struct OpState {
     kernels: Vec<Vec<Registered<KernelFunction>>>,
 }
 
+/// What a registration change replaced; dropped only once the registry lock is released.
+#[derive(Default)]
+struct Garbage {
+    tables: Vec<Arc<DispatchTable>>,
+    kernels: Vec<KernelFunction>,
+}
+
 struct Registry {
     ops: HashMap<String, OpState>,
     fallbacks: Vec<Vec<Registered<KernelFunction>>>,
@@ -420,20 +427,24 @@ impl Registry {
         })
     }
 
-    fn publish(&self, name: &str) {
+    /// Publishes the recomputed table of `name`; the old table goes to `garbage`, to be dropped
+    /// after the registry lock is released (dropping a kernel may run Python code, which may
+    /// register or deregister in turn).
+    fn publish(&self, name: &str, garbage: &mut Garbage) {
         if let Some(state) = self.ops.get(name) {
             let table = compute_table(state, &self.fallbacks);
-            state.handle.0.table.store(Arc::new(table));
+            garbage
+                .tables
+                .push(state.handle.0.table.swap(Arc::new(table)));
         }
     }
 
-    fn publish_all(&self) {
+    fn publish_all(&self, garbage: &mut Garbage) {
         for state in self.ops.values() {
-            state
-                .handle
-                .0
-                .table
-                .store(Arc::new(compute_table(state, &self.fallbacks)));
+            let table = compute_table(state, &self.fallbacks);
+            garbage
+                .tables
+                .push(state.handle.0.table.swap(Arc::new(table)));
         }
     }
 
@@ -619,7 +630,10 @@ impl Dispatcher {
             by: by.to_string(),
         });
         let handle = state.handle.clone();
-        reg.publish(&name);
+        let mut garbage = Garbage::default();
+        reg.publish(&name, &mut garbage);
+        drop(reg);
+        drop(garbage);
         Ok((handle, Registration::Def(name, id)))
     }
 
@@ -650,7 +664,10 @@ impl Dispatcher {
             value: kernel,
             by: by.to_string(),
         });
-        reg.publish(name);
+        let mut garbage = Garbage::default();
+        reg.publish(name, &mut garbage);
+        drop(reg);
+        drop(garbage);
         Ok(Registration::Impl(name.to_string(), key, id))
     }
 
@@ -677,11 +694,15 @@ impl Dispatcher {
             value: kernel,
             by: by.to_string(),
         });
-        reg.publish_all();
+        let mut garbage = Garbage::default();
+        reg.publish_all(&mut garbage);
+        drop(reg);
+        drop(garbage);
         Ok(Registration::Fallback(key, id))
     }
 
     pub(crate) fn deregister(r: &Registration) {
+        let mut garbage = Garbage::default();
         let mut reg = registry();
         match r {
             Registration::Def(name, id) => {
@@ -690,22 +711,30 @@ impl Dispatcher {
                         s.def = None;
                     }
                 }
-                reg.publish(name);
+                reg.publish(name, &mut garbage);
             }
             Registration::Impl(name, key, id) => {
                 if let Some(s) = reg.ops.get_mut(name) {
-                    s.kernels[key.index()].retain(|k| k.id != *id);
+                    take_registration(&mut s.kernels[key.index()], *id, &mut garbage);
                 }
-                reg.publish(name);
+                reg.publish(name, &mut garbage);
             }
             Registration::Fallback(key, id) => {
-                reg.fallbacks[key.index()].retain(|k| k.id != *id);
-                reg.publish_all();
+                take_registration(&mut reg.fallbacks[key.index()], *id, &mut garbage);
+                reg.publish_all(&mut garbage);
             }
             Registration::DefLibrary(ns) => {
                 reg.def_libraries.remove(ns);
             }
         }
+        drop(reg);
+        drop(garbage);
+    }
+}
+
+fn take_registration(list: &mut Vec<Registered<KernelFunction>>, id: RegId, garbage: &mut Garbage) {
+    if let Some(i) = list.iter().position(|k| k.id == id) {
+        garbage.kernels.push(list.remove(i).value);
     }
 }
 

@@ -486,30 +486,30 @@ fn target_device(
     stack: &Stack,
 ) -> Result<Device> {
     let mut target: Option<Device> = None;
+    let mut check = |t: &Tensor| -> Result<()> {
+        let d = t.device();
+        if d.key == DispatchKey::CPU {
+            return Ok(());
+        }
+        match target {
+            None if d.key == key => target = Some(d),
+            Some(first) if first == d => {}
+            first => {
+                return Err(Error::Fallback(format!(
+                    "'{}' got tensors on two devices, {} and {d}; move them to one device first",
+                    op.name(),
+                    first.unwrap_or(Device::new(key, 0))
+                )))
+            }
+        }
+        Ok(())
+    };
     for &i in &info.tensor_args {
-        let Some(v) = stack.get(i) else { continue };
-        for t in v.tensors() {
-            let d = t.device();
-            if d.key == DispatchKey::CPU {
-                continue;
-            }
-            match target {
-                None if d.key == key => target = Some(d),
-                Some(first) if first == d => {}
-                Some(first) => {
-                    return Err(Error::Fallback(format!(
-                        "'{}' got tensors on two devices, {first} and {d}; move them to one device first",
-                        op.name()
-                    )))
-                }
-                None => {
-                    return Err(Error::Fallback(format!(
-                        "'{}' got tensors on two devices, {} and {d}; move them to one device first",
-                        op.name(),
-                        Device::new(key, 0)
-                    )))
-                }
-            }
+        match stack.get(i) {
+            Some(IValue::Tensor(t)) => check(t)?,
+            Some(IValue::TensorList(ts)) => ts.iter().try_for_each(&mut check)?,
+            Some(IValue::OptionalTensorList(ts)) => ts.iter().flatten().try_for_each(&mut check)?,
+            _ => {}
         }
     }
     if let Some(t) = target {

@@ -1,0 +1,116 @@
+"""The Native backend through the CPU fallback: lent read-only memory, copied mutable memory."""
+
+from __future__ import annotations
+
+import gc
+
+import boxfall as bf
+import numpy as np
+import pytest
+
+
+def test_read_only_arguments_are_lent_without_copy(ns, lib):
+    lib.define("peek(Tensor self) -> Tensor")
+    seen = {}
+
+    def peek(self):
+        seen["array"] = self
+        return self * 1.0
+
+    lib.impl("peek", peek, "CPU")
+    x = bf.native.tensor(np.arange(5.0))
+    getattr(bf.ops, ns).peek(x)
+    lent = seen["array"]
+    assert np.shares_memory(lent, x.numpy())
+    assert not lent.flags.writeable
+    with pytest.raises(ValueError):
+        lent[0] = 42.0
+
+
+def test_lent_array_outlives_its_tensor(ns, lib):
+    lib.define("keep(Tensor self) -> Tensor")
+    kept = []
+
+    def keep(self):
+        kept.append(self)
+        return self.copy()
+
+    lib.impl("keep", keep, "CPU")
+    x = bf.native.tensor(np.arange(1000.0))
+    getattr(bf.ops, ns).keep(x)
+    del x
+    gc.collect()
+    # The lent view keeps the Rust memory alive after the tensor is gone.
+    assert kept[0].sum() == pytest.approx(sum(range(1000)))
+
+
+def test_numpy_of_a_native_tensor_is_a_read_only_view():
+    x = bf.native.tensor(np.ones(3))
+    a, b = x.numpy(), x.numpy()
+    assert np.shares_memory(a, b)
+    assert not a.flags.writeable
+
+
+def test_mutable_argument_gets_a_copy_written_back_on_success(ns, lib):
+    lib.define("fill_(Tensor(a!) self, float value) -> Tensor(a!)")
+    seen = {}
+
+    def fill_(self, value):
+        seen["shares"] = np.shares_memory(self, x.numpy())
+        self[...] = value
+        return self
+
+    lib.impl("fill_", fill_, "CPU")
+    x = bf.native.tensor(np.zeros(4))
+    out = getattr(bf.ops, ns).fill_(x, 7.0)
+    assert out is x
+    assert seen["shares"] is False
+    np.testing.assert_array_equal(x.numpy(), np.full(4, 7.0))
+
+
+def test_mutable_argument_unchanged_when_the_kernel_raises(ns, lib):
+    lib.define("half_(Tensor(a!) self) -> Tensor(a!)")
+
+    def half_(self):
+        self[...] = -1.0
+        raise RuntimeError("kernel failed after writing")
+
+    lib.impl("half_", half_, "CPU")
+    x = bf.native.tensor(np.arange(3.0))
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        getattr(bf.ops, ns).half_(x)
+    np.testing.assert_array_equal(x.numpy(), np.arange(3.0))
+    stats = bf.metrics.op_stats(f"{ns}::half_")
+    assert (stats["fallbacks"], stats["failures"]) == (1, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool"])
+def test_dtypes_survive_the_round_trip(ns, lib, dtype):
+    lib.define("same(Tensor self) -> Tensor")
+    lib.impl("same", lambda self: self.copy(), "CPU")
+    a = np.array([1, 0, 1], dtype=dtype)
+    y = getattr(bf.ops, ns).same(bf.native.tensor(a))
+    assert y.device == "Native:0"
+    assert y.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(y.numpy(), a)
+
+
+def test_dropping_a_kernel_that_registers_on_finalize_does_not_deadlock(ns):
+    """A kernel is dropped outside the registry lock, so its finalizer may register."""
+    other = f"{ns}_other"
+    made = []
+
+    class Kernel:
+        def __call__(self, x):
+            return x
+
+        def __del__(self):
+            made.append(bf.Library(other, "DEF"))
+
+    lib = bf.Library(ns, "DEF")
+    lib.define("f(Tensor x) -> Tensor")
+    lib.impl("f", Kernel(), "CPU")
+    lib.close()
+    gc.collect()
+    assert len(made) == 1
+    made[0].close()
