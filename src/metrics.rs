@@ -224,7 +224,11 @@ pub fn report() -> String {
         let _ = writeln!(
             out,
             "{:<width$}  {:<10} {:>8} {:>6} {:>10.3} {:>10} {:>9.3} {:>9.3}",
-            format!("total ({} operators)", rows.len()),
+            format!(
+                "total ({} operator{})",
+                rows.len(),
+                if rows.len() == 1 { "" } else { "s" }
+            ),
             "",
             total.fallbacks,
             total.failures,
