@@ -742,7 +742,7 @@ fn take_registration(list: &mut Vec<Registered<KernelFunction>>, id: RegId, garb
 fn closest<'a>(name: &str, names: impl Iterator<Item = &'a String>) -> Vec<String> {
     let mut scored: Vec<(usize, &String)> = names
         .map(|n| (edit_distance(name, n), n))
-        .filter(|(d, n)| *d <= (n.len().max(name.len()) / 3).max(2))
+        .filter(|(d, n)| *d <= (n.len().max(name.len()) / 4).max(2))
         .collect();
     scored.sort();
     scored.into_iter().take(3).map(|(_, n)| n.clone()).collect()

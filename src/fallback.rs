@@ -366,7 +366,8 @@ fn fallback_body(
     }
 
     // 2. Run the CPU kernel.
-    op.call_boxed_with_keys(DispatchKey::CPU.set(), &mut cpu_stack)?;
+    op.call_boxed_with_keys(DispatchKey::CPU.set(), &mut cpu_stack)
+        .map_err(|e| kernel_error(op, key, e))?;
     if cpu_stack.len() != info.returns.len() {
         return Err(Error::Fallback(format!(
             "CPU kernel of '{}' left {} values for {} returns",
@@ -397,25 +398,64 @@ fn fallback_body(
     }
 
     // 4. Write the mutated arguments back (from the returned value where the kernel gave a
-    // new one for an aliased return).
-    for m in &moved {
-        if !info.args.get(m.arg).is_some_and(|a| a.is_write) {
-            continue;
-        }
-        let src = replaced
+    // new one for an aliased return). With several written tensors, each destination is
+    // backed up first, so a failing copy_from_cpu can put back those already written.
+    let writes: Vec<(&Tensor, &Tensor)> = moved
+        .iter()
+        .filter(|m| info.args.get(m.arg).is_some_and(|a| a.is_write))
+        .filter_map(|m| {
+            let src = replaced
+                .iter()
+                .find(|(i, _)| *i == m.arg)
+                .and_then(|(_, v)| element(v, m.slot))
+                .unwrap_or(&m.cpu);
+            element(&stack[m.arg], m.slot).map(|dst| (dst, src))
+        })
+        .collect();
+    let backups: Vec<Tensor> = if writes.len() > 1 {
+        writes
             .iter()
-            .find(|(i, _)| *i == m.arg)
-            .and_then(|(_, v)| element(v, m.slot))
-            .unwrap_or(&m.cpu);
-        if let Some(dst) = element(&stack[m.arg], m.slot) {
-            hooks
-                .copy_from_cpu(dst, src)
-                .map_err(|e| step_error(op, "copy_from_cpu", e))?;
-            bytes.1 += src.nbytes() as u64;
+            .map(|(dst, _)| hooks.to_cpu(dst, true))
+            .collect::<Result<_>>()
+            .map_err(|e| step_error(op, "to_cpu (backing up the outputs)", e))?
+    } else {
+        Vec::new()
+    };
+    for (k, (dst, src)) in writes.iter().enumerate() {
+        if let Err(e) = hooks.copy_from_cpu(dst, src) {
+            for ((dst, _), backup) in writes.iter().zip(&backups).take(k) {
+                let _ = hooks.copy_from_cpu(dst, backup);
+            }
+            return Err(step_error(op, "copy_from_cpu", e));
+        }
+        bytes.1 += src.nbytes() as u64;
+    }
+    // A CPU tensor the kernel was given as is, but for which it returned a new one.
+    for (i, v) in &replaced {
+        if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (stack.get(*i), v) {
+            if dst.key() == DispatchKey::CPU && !dst.same(src) {
+                dst.set_data(src.data());
+            }
         }
     }
     *stack = outputs;
     Ok(())
+}
+
+/// A CPU kernel's own error, with the operator and the fallback named (a foreign error carries
+/// its own note; a missing CPU kernel keeps its NoKernel form).
+fn kernel_error(op: &OperatorHandle, key: DispatchKey, e: Error) -> Error {
+    match e {
+        Error::Kernel { context, message } => Error::Kernel {
+            context: format!(
+                "{context} (the CPU kernel of '{}', reached through the CPU fallback for '{key}')",
+                op.name()
+            ),
+            message,
+        },
+        Error::Foreign { .. } | Error::NoKernel { .. } => e,
+        other => step_error(op, "the CPU kernel", other),
+    }
 }
 
 fn element(v: &IValue, slot: Option<usize>) -> Option<&Tensor> {
@@ -485,20 +525,17 @@ fn target_device(
     key: DispatchKey,
     stack: &Stack,
 ) -> Result<Device> {
-    let mut target: Option<Device> = None;
+    let mut first: Option<Device> = None;
     let mut check = |t: &Tensor| -> Result<()> {
         let d = t.device();
-        if d.key == DispatchKey::CPU {
-            return Ok(());
-        }
-        match target {
-            None if d.key == key => target = Some(d),
-            Some(first) if first == d => {}
-            first => {
+        match first {
+            _ if d.key == DispatchKey::CPU => {}
+            None => first = Some(d),
+            Some(f) if f == d => {}
+            Some(f) => {
                 return Err(Error::Fallback(format!(
-                    "'{}' got tensors on two devices, {} and {d}; move them to one device first",
-                    op.name(),
-                    first.unwrap_or(Device::new(key, 0))
+                    "'{}' got tensors on two devices, {f} and {d}; move them to one device first",
+                    op.name()
                 )))
             }
         }
@@ -512,6 +549,15 @@ fn target_device(
             _ => {}
         }
     }
+    let target = match first {
+        Some(d) if d.key != key => {
+            return Err(Error::Fallback(format!(
+                "'{}' fell back for '{key}' but got tensors on {d}; move them to one device first",
+                op.name()
+            )))
+        }
+        other => other,
+    };
     if let Some(t) = target {
         return Ok(t);
     }

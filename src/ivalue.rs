@@ -353,6 +353,12 @@ impl ArgValue for IValue {
     fn key_set(&self) -> DispatchKeySet {
         IValue::key_set(self)
     }
+    fn device_key_set(&self) -> DispatchKeySet {
+        match self {
+            IValue::Device(d) => d.key.set(),
+            _ => DispatchKeySet::EMPTY,
+        }
+    }
     fn into_ivalue(self) -> IValue {
         self
     }

@@ -28,14 +28,8 @@ fn functionality_ranks_above_later_backends_above_earlier_above_native_above_cpu
     assert!(f1 > b3);
     assert!(f2 > f1);
 
-    let all = DispatchKeySet::EMPTY
-        | DispatchKey::CPU
-        | DispatchKey::NATIVE
-        | b1
-        | b2
-        | b3
-        | f1
-        | f2;
+    let all =
+        DispatchKeySet::EMPTY | DispatchKey::CPU | DispatchKey::NATIVE | b1 | b2 | b3 | f1 | f2;
     assert_eq!(all.highest(), Some(f2));
     let order: Vec<DispatchKey> = all.iter().collect();
     assert_eq!(
@@ -98,7 +92,10 @@ fn key_set_highest_without_highest_and_iter() {
     let mut t = DispatchKeySet::EMPTY;
     t |= DispatchKey::CPU;
     assert_eq!(t, DispatchKey::CPU.set());
-    assert_eq!(DispatchKey::CPU.set() | DispatchKey::NATIVE.set(), t | DispatchKey::NATIVE);
+    assert_eq!(
+        DispatchKey::CPU.set() | DispatchKey::NATIVE.set(),
+        t | DispatchKey::NATIVE
+    );
 }
 
 #[test]
@@ -147,7 +144,10 @@ fn an_unknown_key_name_lists_the_known_keys() {
     let text = err.to_string();
     assert!(text.contains("NoSuchKey"), "{text}");
     assert!(text.contains("CPU") && text.contains("Native"), "{text}");
-    assert!(text.contains(&b.name()) && text.contains(&f.name()), "{text}");
+    assert!(
+        text.contains(&b.name()) && text.contains(&f.name()),
+        "{text}"
+    );
     // Exact names only.
     assert!(DispatchKey::from_name("cpu").is_err());
 }

@@ -247,6 +247,7 @@ impl Payload for DevPayload {
 }
 
 /// One of the backend's hooks, for counting and for injecting failures.
+#[allow(clippy::enum_variant_names)] // named as the Backend trait's methods
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hook {
     ToCpu,
@@ -407,10 +408,7 @@ impl Dev {
 
     /// A tensor of any dtype on a device index.
     pub fn tensor_at(&self, index: u16, array: impl Into<HostArray>) -> Tensor {
-        Tensor::foreign(
-            self.device(index),
-            Arc::new(DevPayload::new(array.into())),
-        )
+        Tensor::foreign(self.device(index), Arc::new(DevPayload::new(array.into())))
     }
 
     pub fn count(&self, hook: Hook) -> usize {

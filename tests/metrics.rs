@@ -1,0 +1,190 @@
+//! Per-operator fallback counters. `metrics::reset` and `report` are process-wide, so every
+//! test here holds `SERIAL`.
+
+mod common;
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use boxfall::fallback::set_fallback_policy;
+use boxfall::metrics::{self, counter_value, counters, op_stats, OpStats};
+use boxfall::{DispatchKey, DispatchKeySet, FallbackPolicy, KernelFunction, Result, Tensor};
+use common::*;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    set_fallback_policy(FallbackPolicy::Allow);
+    guard
+}
+
+/// One backend with `cpu_fallback`, shared: these tests count operators, not hooks.
+fn dev() -> &'static Dev {
+    static DEV: OnceLock<Dev> = OnceLock::new();
+    DEV.get_or_init(|| Dev::with_cpu_fallback("MetDev"))
+}
+
+fn unary(
+    lib: &mut boxfall::Library,
+    name: &str,
+) -> boxfall::TypedOperatorHandle<(Tensor,), Tensor> {
+    let op = lib
+        .define(&format!("{name}(Tensor self) -> Tensor"))
+        .unwrap();
+    lib.impl_kernel(
+        name,
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), Tensor>(neg_cpu),
+        false,
+    )
+    .unwrap();
+    op.typed().unwrap()
+}
+
+#[test]
+fn two_operators_through_one_boxed_kernel_count_separately_and_exactly() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let foo = unary(&mut lib, "foo");
+    let foo_t = unary(&mut lib, "foo.Tensor");
+    let x = dev().tensor(&[1.0, 2.0]);
+    for _ in 0..3 {
+        foo.call((x.clone(),)).unwrap();
+    }
+    for _ in 0..2 {
+        foo_t.call((x.clone(),)).unwrap();
+    }
+    let (a, b) = (format!("{ns}::foo"), format!("{ns}::foo.Tensor"));
+    assert_eq!(counter_value(&a), 3);
+    assert_eq!(counter_value(&b), 2);
+    let all = counters();
+    assert!(all.contains(&(a.clone(), 3)), "{all:?}");
+    assert!(all.contains(&(b.clone(), 2)), "{all:?}");
+    let s = op_stats(&a).unwrap();
+    assert_eq!(
+        (s.fallbacks, s.failures, s.bytes_to_cpu, s.bytes_from_cpu),
+        (3, 0, 3 * 16, 3 * 16)
+    );
+    assert_eq!(s.backends, dev().key.set());
+    // A CPU call is no fallback.
+    foo.call((cpu(&[1.0]),)).unwrap();
+    assert_eq!(counter_value(&a), 3);
+    assert_eq!(counter_value(&format!("{ns}::nothing")), 0);
+}
+
+#[test]
+fn four_threads_of_500_fallbacks_count_exactly_2000() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let op = unary(&mut lib, "par");
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let op = op.clone();
+            scope.spawn(move || {
+                for i in 0..500 {
+                    let r = op.call((dev().tensor(&[t as f64, i as f64]),)).unwrap();
+                    assert_eq!(values(&r), vec![-(t as f64), -(i as f64)]);
+                }
+            });
+        }
+    });
+    let name = format!("{ns}::par");
+    assert_eq!(counter_value(&name), 2000);
+    let s = op_stats(&name).unwrap();
+    assert_eq!(s.failures, 0);
+    assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (2000 * 16, 2000 * 16));
+}
+
+#[test]
+fn reset_zeroes_every_counter() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let op = unary(&mut lib, "gone");
+    let failing = lib.define("fails(Tensor x) -> Tensor").unwrap();
+    lib.impl_kernel(
+        "fails",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, _| Err(kernel_error("no"))),
+        false,
+    )
+    .unwrap();
+    op.call((dev().tensor(&[1.0]),)).unwrap();
+    assert!(failing
+        .typed::<(Tensor,), Tensor>()
+        .unwrap()
+        .call((dev().tensor(&[1.0]),))
+        .is_err());
+    let name = format!("{ns}::gone");
+    assert_eq!(counter_value(&name), 1);
+    assert_eq!(op_stats(failing.name()).unwrap().failures, 1);
+
+    metrics::reset();
+    assert_eq!(counter_value(&name), 0);
+    assert_eq!(op_stats(&name).unwrap(), OpStats::default());
+    assert_eq!(op_stats(failing.name()).unwrap(), OpStats::default());
+    assert!(
+        counters().is_empty(),
+        "only operators counted since the reset"
+    );
+    assert!(metrics::all_stats().is_empty());
+    assert!(metrics::report().contains("(no operator fell back)"));
+
+    op.call((dev().tensor(&[1.0]),)).unwrap();
+    assert_eq!(counters(), vec![(name, 1)]);
+}
+
+fn slow_neg(keys: DispatchKeySet, args: (Tensor,)) -> Result<Tensor> {
+    std::thread::sleep(Duration::from_millis(50));
+    neg_cpu(keys, args)
+}
+
+#[test]
+fn report_lists_operators_by_fallback_time() {
+    let _s = serial();
+    metrics::reset();
+    let (ns, mut lib) = def_lib("met");
+    let fast = unary(&mut lib, "fast");
+    let slow = lib.define("slow(Tensor self) -> Tensor").unwrap();
+    lib.impl_kernel(
+        "slow",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), Tensor>(slow_neg),
+        false,
+    )
+    .unwrap();
+    let slow = slow.typed::<(Tensor,), Tensor>().unwrap();
+    // The fast operator falls back more often; the slow one takes longer in all.
+    for _ in 0..3 {
+        fast.call((dev().tensor(&[1.0]),)).unwrap();
+    }
+    slow.call((dev().tensor(&[1.0]),)).unwrap();
+
+    let (fast_name, slow_name) = (format!("{ns}::fast"), format!("{ns}::slow"));
+    let stats = metrics::all_stats();
+    let names: Vec<&str> = stats.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, vec![slow_name.as_str(), fast_name.as_str()]);
+    assert!(stats[0].1.fallback_ns >= 50_000_000);
+
+    let report = metrics::report();
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(lines[0].starts_with("operator"), "{report}");
+    for col in ["backend", "count", "fail", "total ms", "mean us"] {
+        assert!(lines[0].contains(col), "{report}");
+    }
+    let row = |name: &str| {
+        lines
+            .iter()
+            .position(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{report}"))
+    };
+    assert!(row(&slow_name) < row(&fast_name), "{report}");
+    let fast_row: Vec<&str> = lines[row(&fast_name)].split_whitespace().collect();
+    assert_eq!(fast_row[1], dev().key.name());
+    assert_eq!(fast_row[2], "3", "{report}");
+    assert_eq!(fast_row[3], "0", "{report}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("total (2 operators)")),
+        "{report}"
+    );
+}

@@ -1,0 +1,265 @@
+//! The fallback policy ("allow", "warn", "error"), process-wide and per operator. The policy is
+//! global, so every test here holds `SERIAL` and puts the policy back to "allow" when it ends.
+//! No warning handler is installed: warnings go to the `log` crate, which a capturing logger
+//! records.
+
+mod common;
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use boxfall::fallback::{fallback_policy, set_fallback_policy, set_operator_policy};
+use boxfall::metrics::op_stats;
+use boxfall::{call_fallback, cpu_fallback, Error, FallbackPolicy, IValue, OperatorHandle, Tensor};
+use common::*;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Holds the policy lock; on drop (also when a test fails) the policy is "allow" again.
+struct Serial(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        set_fallback_policy(FallbackPolicy::Allow);
+    }
+}
+
+fn serial(policy: FallbackPolicy) -> Serial {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    logger();
+    set_fallback_policy(policy);
+    Serial(guard)
+}
+
+// --------------------------------------------------------------------------------- logger
+
+struct Capture(Mutex<Vec<(log::Level, String, String)>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push((
+                record.level(),
+                record.target().to_string(),
+                record.args().to_string(),
+            ));
+        }
+    }
+    fn flush(&self) {}
+}
+
+fn logger() -> &'static Capture {
+    static LOGGER: OnceLock<&'static Capture> = OnceLock::new();
+    LOGGER.get_or_init(|| {
+        let capture: &'static Capture = Box::leak(Box::new(Capture(Mutex::new(Vec::new()))));
+        log::set_logger(capture).expect("the only logger of this test binary");
+        log::set_max_level(log::LevelFilter::Warn);
+        capture
+    })
+}
+
+/// The fallback warnings logged so far about `op` on `dev`.
+fn warnings(op: &OperatorHandle, dev: &Dev) -> usize {
+    let quoted = format!("'{}'", op.name());
+    let key = format!("'{}'", dev.key.name());
+    logger()
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(level, target, msg)| {
+            *level == log::Level::Warn
+                && target == "boxfall"
+                && msg.contains(&quoted)
+                && msg.contains(&key)
+        })
+        .count()
+}
+
+// ---------------------------------------------------------------------------------- setup
+
+fn call_neg(op: &OperatorHandle, x: &Tensor) -> boxfall::Result<Tensor> {
+    op.typed::<(Tensor,), Tensor>()?.call((x.clone(),))
+}
+
+fn fallbacks(op: &OperatorHandle) -> u64 {
+    op_stats(op.name()).unwrap().fallbacks
+}
+
+#[test]
+fn policy_names_parse() {
+    assert_eq!(
+        "allow".parse::<FallbackPolicy>().unwrap(),
+        FallbackPolicy::Allow
+    );
+    assert_eq!(
+        "warn".parse::<FallbackPolicy>().unwrap(),
+        FallbackPolicy::Warn
+    );
+    assert_eq!(
+        "error".parse::<FallbackPolicy>().unwrap(),
+        FallbackPolicy::Error
+    );
+    assert!("loud".parse::<FallbackPolicy>().is_err());
+    assert_eq!(FallbackPolicy::Warn.as_str(), "warn");
+}
+
+#[test]
+fn the_error_policy_refuses_and_does_not_count() {
+    let _s = serial(FallbackPolicy::Error);
+    let d = Dev::with_cpu_fallback("PolErr");
+    let (ns, mut lib) = def_lib("pol");
+    let op = define_neg(&mut lib);
+    let x = d.tensor(&[1.0, 2.0]);
+    let err = call_neg(&op, &x).unwrap_err();
+    assert!(matches!(err, Error::Fallback(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(&format!("'{ns}::neg'")), "{text}");
+    assert!(text.contains(&d.key.name()), "{text}");
+    assert!(text.contains("\"error\""), "{text}");
+    assert_eq!(fallbacks(&op), 0, "a refused fallback is not counted");
+    assert_eq!(op_stats(op.name()).unwrap().failures, 0);
+    assert_eq!(d.count(Hook::ToCpu), 0, "nothing moved");
+    assert_eq!(values(&x), vec![1.0, 2.0]);
+    // CPU calls are not fallbacks and run.
+    assert_eq!(values(&call_neg(&op, &cpu(&[1.0])).unwrap()), vec![-1.0]);
+
+    // The policy can change at any time.
+    set_fallback_policy(FallbackPolicy::Allow);
+    assert_eq!(fallback_policy(), FallbackPolicy::Allow);
+    assert_eq!(values(&call_neg(&op, &x).unwrap()), vec![-1.0, -2.0]);
+    assert_eq!(fallbacks(&op), 1);
+}
+
+#[test]
+fn the_warn_policy_warns_once_per_operator_and_backend() {
+    let _s = serial(FallbackPolicy::Warn);
+    let (d1, d2) = (
+        Dev::with_cpu_fallback("PolWarnA"),
+        Dev::with_cpu_fallback("PolWarnB"),
+    );
+    let (_, mut lib) = def_lib("pol");
+    let a = define_neg(&mut lib);
+    let b = define_add(&mut lib);
+
+    for _ in 0..3 {
+        assert_eq!(
+            values(&call_neg(&a, &d1.tensor(&[1.0])).unwrap()),
+            vec![-1.0]
+        );
+    }
+    assert_eq!(warnings(&a, &d1), 1, "one warning for three calls");
+    let add = b.typed::<(Tensor, Tensor), Tensor>().unwrap();
+    for _ in 0..2 {
+        add.call((d1.tensor(&[1.0]), d1.tensor(&[2.0]))).unwrap();
+    }
+    assert_eq!(warnings(&b, &d1), 1, "another operator warns for itself");
+    call_neg(&a, &d2.tensor(&[1.0])).unwrap();
+    call_neg(&a, &d2.tensor(&[1.0])).unwrap();
+    assert_eq!(warnings(&a, &d2), 1, "another backend warns for itself");
+    assert_eq!(warnings(&a, &d1), 1);
+    // Warned fallbacks run and count.
+    assert_eq!(fallbacks(&a), 5);
+    assert_eq!(fallbacks(&b), 2);
+
+    // metrics::reset forgets which operators warned.
+    boxfall::metrics::reset();
+    call_neg(&a, &d1.tensor(&[1.0])).unwrap();
+    assert_eq!(warnings(&a, &d1), 2);
+    assert_eq!(fallbacks(&a), 1);
+}
+
+#[test]
+fn the_allow_policy_is_silent() {
+    let _s = serial(FallbackPolicy::Allow);
+    let d = Dev::with_cpu_fallback("PolAllow");
+    let (_, mut lib) = def_lib("pol");
+    let op = define_neg(&mut lib);
+    call_neg(&op, &d.tensor(&[1.0])).unwrap();
+    assert_eq!(warnings(&op, &d), 0);
+    assert_eq!(fallbacks(&op), 1);
+}
+
+#[test]
+fn an_operators_own_policy_wins_over_the_global_one() {
+    let _s = serial(FallbackPolicy::Allow);
+    let d = Dev::with_cpu_fallback("PolOwn");
+    let (_, mut lib) = def_lib("pol");
+    let strict = define_neg(&mut lib);
+    let relaxed = define_add(&mut lib);
+    let add = |x: &Tensor| {
+        relaxed
+            .typed::<(Tensor, Tensor), Tensor>()
+            .unwrap()
+            .call((x.clone(), x.clone()))
+    };
+    let x = d.tensor(&[1.0]);
+
+    set_operator_policy(&strict, Some(FallbackPolicy::Error));
+    assert!(matches!(call_neg(&strict, &x), Err(Error::Fallback(_))));
+    assert_eq!(
+        values(&add(&x).unwrap()),
+        vec![2.0],
+        "the global allow holds for the others"
+    );
+
+    set_fallback_policy(FallbackPolicy::Error);
+    set_operator_policy(&relaxed, Some(FallbackPolicy::Allow));
+    assert_eq!(
+        values(&add(&x).unwrap()),
+        vec![2.0],
+        "its own allow beats the global error"
+    );
+    assert!(call_neg(&strict, &x).is_err());
+    assert_eq!((fallbacks(&strict), fallbacks(&relaxed)), (0, 2));
+
+    set_operator_policy(&strict, Some(FallbackPolicy::Warn));
+    assert_eq!(values(&call_neg(&strict, &x).unwrap()), vec![-1.0]);
+    assert_eq!(warnings(&strict, &d), 1);
+
+    // Cleared, the operator follows the global policy again.
+    set_operator_policy(&strict, None);
+    set_operator_policy(&relaxed, None);
+    assert!(call_neg(&strict, &x).is_err());
+    assert!(add(&x).is_err());
+    set_fallback_policy(FallbackPolicy::Allow);
+    assert!(call_neg(&strict, &x).is_ok());
+}
+
+#[test]
+fn call_fallback_ignores_the_policy() {
+    let _s = serial(FallbackPolicy::Error);
+    let d = Dev::with_cpu_fallback("PolCallFb");
+    let (_, mut lib) = def_lib("pol");
+    let op = define_neg(&mut lib);
+    set_operator_policy(&op, Some(FallbackPolicy::Error));
+    let x = d.tensor(&[3.0]);
+    assert!(call_neg(&op, &x).is_err());
+    let mut stack = vec![IValue::Tensor(x)];
+    call_fallback(&cpu_fallback(), &op, d.key.set(), &mut stack).unwrap();
+    let r = tensor_of(&stack[0]);
+    assert_eq!(r.device(), d.device(0));
+    assert_eq!(values(r), vec![-3.0]);
+    assert_eq!(fallbacks(&op), 1, "an explicit fallback counts");
+}
+
+#[test]
+fn cpu_fallback_as_an_operators_own_kernel_ignores_the_policy() {
+    let _s = serial(FallbackPolicy::Error);
+    let d = Dev::new("PolOwnKernel");
+    let (_, mut lib) = def_lib("pol");
+    let op = define_neg(&mut lib);
+    lib.impl_kernel("neg", d.key, cpu_fallback(), false)
+        .unwrap();
+    let r = call_neg(&op, &d.tensor(&[2.0])).unwrap();
+    assert_eq!(r.device(), d.device(0));
+    assert_eq!(values(&r), vec![-2.0]);
+    set_operator_policy(&op, Some(FallbackPolicy::Error));
+    assert!(call_neg(&op, &d.tensor(&[2.0])).is_ok());
+    set_fallback_policy(FallbackPolicy::Warn);
+    assert!(call_neg(&op, &d.tensor(&[2.0])).is_ok());
+    assert_eq!(warnings(&op, &d), 0, "no policy, no warning");
+    assert_eq!(fallbacks(&op), 3);
+}
