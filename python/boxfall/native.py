@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _boxfall
-from ._boxfall import Backend, Tensor
+from ._boxfall import Backend, Library, Tensor
 
 backend: Backend = _boxfall.native_backend()
 """The Native backend object."""
@@ -17,4 +17,16 @@ def tensor(array: Any, index: int = 0) -> Tensor:
     return backend.tensor(array, index)
 
 
-__all__ = ["backend", "tensor"]
+def register_kernels(lib: Library) -> list[str]:
+    """Registers, in ``lib``, Native's Rust kernels for the operators of ``lib``'s namespace that
+    are defined with a schema Native implements (see :func:`kernel_names`); returns their
+    names. Large kernels run with the GIL released. The registrations go with ``lib``."""
+    return lib.register_native_kernels()
+
+
+def kernel_names() -> list[tuple[str, list[str]]]:
+    """The operators Native implements in Rust: ``(name, argument types)``."""
+    return _boxfall.native_kernel_names()
+
+
+__all__ = ["backend", "kernel_names", "register_kernels", "tensor"]

@@ -1,12 +1,18 @@
 //! The built-in `Native` backend: host memory owned by Rust (ndarray). Because it is host
 //! memory, the CPU fallback lends its read-only tensors to CPU kernels without a copy.
 
+mod kernels;
+
 use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 use crate::tensor::{Device, HostArray, Tensor, TensorData};
+
+pub use kernels::{
+    kernel_names, register_kernels, set_blocking_hook, BlockingHook, BLOCKING_ELEMENTS,
+};
 
 /// The `Native` device, index 0.
 ///

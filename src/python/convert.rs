@@ -207,12 +207,9 @@ pub fn to_ivalue(obj: &Bound<'_, PyAny>, ty: &Type, passed: &mut Passed) -> Resu
                     return Ok(IValue::IntList(vec![i; *n]));
                 }
             }
+            // As in PyTorch, `[N]` only says how a single int broadcasts; a list may be longer
+            // (`int[1] dim` takes `[0, 2]`).
             let xs = items(obj, &format!("{ty}"))?;
-            if let Some(n) = size {
-                if xs.len() != *n && !elem.is_tensor() {
-                    return Err(format!("expected {n} elements for {ty}, got {}", xs.len()));
-                }
-            }
             match &**elem {
                 Type::Tensor => IValue::TensorList(
                     xs.iter()

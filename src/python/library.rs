@@ -176,6 +176,12 @@ impl PyLibrary {
         self.lib(py)?.fallback(k, kernel).py(py)
     }
 
+    /// Registers Native's Rust kernels for this library's operators that have one of the
+    /// schemas Native implements; returns their names.
+    fn register_native_kernels(&mut self, py: Python<'_>) -> PyResult<Vec<String>> {
+        crate::native::register_kernels(self.lib(py)?).py(py)
+    }
+
     /// Removes every registration of this library.
     fn close(&mut self) {
         if let Some(mut lib) = self.lib.take() {

@@ -159,6 +159,20 @@ fn warn_in_python(kind: WarningKind, message: &str) -> crate::Result<()> {
     })
 }
 
+/// Runs a large Native kernel with the GIL released, so other Python threads go on.
+fn release_gil(work: &mut (dyn FnMut() + Send)) {
+    Python::attach(|py| py.detach(work));
+}
+
+/// The operators Native implements in Rust: `(name, argument types)`.
+#[pyfunction]
+fn native_kernel_names() -> Vec<(String, Vec<String>)> {
+    crate::native::kernel_names()
+        .into_iter()
+        .map(|(n, t)| (n.to_string(), t.iter().map(|s| s.to_string()).collect()))
+        .collect()
+}
+
 #[pymodule]
 fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -168,6 +182,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let _ = logger.install();
     }
     crate::fallback::set_warning_handler(warn_in_python);
+    crate::native::set_blocking_hook(release_gil);
     crate::native::install_fallback().py(py)?;
 
     m.add_class::<tensor::PyTensor>()?;
@@ -196,6 +211,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::call_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;
     m.add_function(wrap_pyfunction!(native_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(native_kernel_names, m)?)?;
     m.add_function(wrap_pyfunction!(register_functionality_key, m)?)?;
     m.add_function(wrap_pyfunction!(key_bits, m)?)?;
     m.add_function(wrap_pyfunction!(key_names, m)?)?;
