@@ -27,7 +27,14 @@ pub trait Backend: Send + Sync + 'static {
     /// must not share memory with `t` (the fallback writes it back only when the kernel succeeds).
     fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor>;
 
-    /// Moves all of a call's tensors at once; a backend with a batched transfer overrides it.
+    /// Whether `to_cpu_many` is a real batched transfer (the fallback then moves all of a
+    /// call's tensors with one call of it; otherwise it calls `to_cpu` per tensor).
+    fn batches_transfers(&self) -> bool {
+        false
+    }
+
+    /// Moves all of a call's tensors at once; a backend with a batched transfer overrides it
+    /// (and `batches_transfers`).
     fn to_cpu_many(&self, tensors: &[(&Tensor, bool)]) -> Result<Vec<Tensor>> {
         tensors.iter().map(|(t, w)| self.to_cpu(t, *w)).collect()
     }

@@ -312,50 +312,43 @@ fn fallback_body(
         log_call(op, key, info, stack);
     }
 
-    // 1. Move the backend's tensors to the CPU, all at once.
+    // 1. Move the backend's tensors to the CPU (all at once where the backend batches).
     let mut cpu_stack: Stack = stack.clone();
     let mut moved: Vec<Moved> = Vec::new();
-    let mut sources: Vec<(&Tensor, bool)> = Vec::new();
-    let mut places: Vec<(usize, Option<usize>)> = Vec::new();
-    for &i in &info.tensor_args {
-        let write = info.args.get(i).is_some_and(|a| a.is_write);
-        match stack.get(i) {
-            Some(IValue::Tensor(t)) if t.key() == key => {
-                sources.push((t, write));
-                places.push((i, None));
-            }
-            Some(IValue::TensorList(ts)) => {
-                for (j, t) in ts.iter().enumerate().filter(|(_, t)| t.key() == key) {
-                    sources.push((t, write));
-                    places.push((i, Some(j)));
-                }
-            }
-            Some(IValue::OptionalTensorList(ts)) => {
-                for (j, t) in ts.iter().enumerate() {
-                    if let Some(t) = t.as_ref().filter(|t| t.key() == key) {
-                        sources.push((t, write));
-                        places.push((i, Some(j)));
-                    }
-                }
-            }
-            _ => {}
+    if hooks.batches_transfers() {
+        let mut sources: Vec<(&Tensor, bool)> = Vec::new();
+        let mut places: Vec<(usize, Option<usize>)> = Vec::new();
+        each_moved(info, key, stack, |arg, slot, t, write| {
+            sources.push((t, write));
+            places.push((arg, slot));
+            Ok(())
+        })?;
+        let cpus = hooks
+            .to_cpu_many(&sources)
+            .map_err(|e| step_error(op, "to_cpu", e))?;
+        if cpus.len() != sources.len() {
+            return Err(Error::Fallback(format!(
+                "CPU fallback of '{}': to_cpu_many returned {} tensors for {}",
+                op.name(),
+                cpus.len(),
+                sources.len()
+            )));
         }
-    }
-    let cpus = hooks
-        .to_cpu_many(&sources)
-        .map_err(|e| step_error(op, "to_cpu", e))?;
-    if cpus.len() != sources.len() {
-        return Err(Error::Fallback(format!(
-            "CPU fallback of '{}': to_cpu_many returned {} tensors for {}",
-            op.name(),
-            cpus.len(),
-            sources.len()
-        )));
-    }
-    for ((arg, slot), cpu) in places.into_iter().zip(cpus) {
-        bytes.0 += cpu.nbytes() as u64;
-        place(&mut cpu_stack[arg], slot, cpu.clone());
-        moved.push(Moved { arg, slot, cpu });
+        for ((arg, slot), cpu) in places.into_iter().zip(cpus) {
+            bytes.0 += cpu.nbytes() as u64;
+            place(&mut cpu_stack[arg], slot, cpu.clone());
+            moved.push(Moved { arg, slot, cpu });
+        }
+    } else {
+        each_moved(info, key, stack, |arg, slot, t, write| {
+            let cpu = hooks
+                .to_cpu(t, write)
+                .map_err(|e| step_error(op, "to_cpu", e))?;
+            bytes.0 += cpu.nbytes() as u64;
+            place(&mut cpu_stack[arg], slot, cpu.clone());
+            moved.push(Moved { arg, slot, cpu });
+            Ok(())
+        })?;
     }
     if let Some(d) = info.device_arg {
         if let Some(IValue::Device(dev)) = cpu_stack.get(d) {
@@ -377,25 +370,24 @@ fn fallback_body(
         )));
     }
 
-    // 3. Move every result to the device before writing any argument.
-    let mut outputs: Stack = Vec::with_capacity(cpu_stack.len());
+    // 3. Move every result to the device before writing any argument (in place: the CPU
+    // stack becomes the returns).
     let mut replaced: Vec<(usize, IValue)> = Vec::new();
-    for (j, value) in cpu_stack.into_iter().enumerate() {
-        let r = &info.returns[j];
-        match r
+    for (j, r) in info.returns.iter().enumerate() {
+        let value = std::mem::replace(&mut cpu_stack[j], IValue::None);
+        cpu_stack[j] = match r
             .aliases_arg
             .filter(|&i| info.args.get(i).is_some_and(|a| a.is_write))
         {
             Some(i) => {
                 replaced.push((i, value));
-                outputs.push(stack[i].clone());
+                stack[i].clone()
             }
-            None => outputs.push(
-                to_device(&value, hooks, target, bytes)
-                    .map_err(|e| step_error(op, "from_cpu", e))?,
-            ),
-        }
+            None => to_device(&value, hooks, target, bytes)
+                .map_err(|e| step_error(op, "from_cpu", e))?,
+        };
     }
+    let outputs = cpu_stack;
 
     // 4. Write the mutated arguments back (from the returned value where the kernel gave a
     // new one for an aliased return). With several written tensors, each destination is
@@ -456,6 +448,36 @@ fn kernel_error(op: &OperatorHandle, key: DispatchKey, e: Error) -> Error {
         Error::Foreign { .. } | Error::NoKernel { .. } => e,
         other => step_error(op, "the CPU kernel", other),
     }
+}
+
+/// Calls `f(arg, slot, tensor, is_write)` for every tensor of `key` among the arguments, list
+/// elements included.
+fn each_moved<'s>(
+    info: &crate::schema::SchemaInfo,
+    key: DispatchKey,
+    stack: &'s Stack,
+    mut f: impl FnMut(usize, Option<usize>, &'s Tensor, bool) -> Result<()>,
+) -> Result<()> {
+    for &i in &info.tensor_args {
+        let write = info.args.get(i).is_some_and(|a| a.is_write);
+        match stack.get(i) {
+            Some(IValue::Tensor(t)) if t.key() == key => f(i, None, t, write)?,
+            Some(IValue::TensorList(ts)) => {
+                for (j, t) in ts.iter().enumerate().filter(|(_, t)| t.key() == key) {
+                    f(i, Some(j), t, write)?;
+                }
+            }
+            Some(IValue::OptionalTensorList(ts)) => {
+                for (j, t) in ts.iter().enumerate() {
+                    if let Some(t) = t.as_ref().filter(|t| t.key() == key) {
+                        f(i, Some(j), t, write)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn element(v: &IValue, slot: Option<usize>) -> Option<&Tensor> {

@@ -74,6 +74,10 @@ impl Backend for PyBackendHooks {
         })
     }
 
+    fn batches_transfers(&self) -> bool {
+        self.to_cpu_many.is_some()
+    }
+
     fn to_cpu_many(&self, tensors: &[(&Tensor, bool)]) -> Result<Vec<Tensor>> {
         let Some(many) = &self.to_cpu_many else {
             return tensors.iter().map(|(t, w)| self.to_cpu(t, *w)).collect();
