@@ -18,6 +18,7 @@
 //! tuple, dict or future; that is where c10 keeps them too.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::str::FromStr;
 
 use super::lexer::{fault, unbalanced_bracket, Cursor, PResult};
@@ -30,7 +31,19 @@ const MAX_DEPTH: usize = 64;
 
 /// How many elements an int broadcast to a fixed-size list (`int[2] k=1`) may expand to, so
 /// that a hostile `int[999999999] k=1` cannot allocate gigabytes.
-const MAX_BROADCAST: usize = 1024;
+const MAX_BROADCAST: usize = 64;
+
+/// What an argument is pushed as before it is parsed in place.
+const EMPTY_ARGUMENT: Argument = Argument {
+    name: String::new(),
+    ty: Type::NoneType,
+    default: None,
+    kwarg_only: false,
+    alias: None,
+};
+
+/// Up to this many arguments, duplicates are found by scanning the ones already parsed.
+const SCAN_LIMIT: usize = 16;
 
 impl FunctionSchema {
     /// Parses a schema as PyTorch prints it. The namespace and `->` are required.
@@ -131,10 +144,16 @@ impl<'a> Parser<'a> {
             ));
         };
         if !self.c.eat_str("::") {
-            return Err(fault(
-                start,
-                format!("missing namespace: expected 'namespace::{ns}'"),
-            ));
+            return match self.c.peek() {
+                None | Some(b'(' | b'.' | b' ' | b'\t' | b'\n' | b'\r') => Err(fault(
+                    start,
+                    format!("missing namespace: expected 'namespace::{ns}'"),
+                )),
+                Some(_) => self.fail(format!(
+                    "unexpected {} in the operator name",
+                    self.c.found()
+                )),
+            };
         }
         if self.c.ident().is_none() {
             return self.fail(format!(
@@ -162,6 +181,7 @@ impl<'a> Parser<'a> {
     /// After the opening `(`, through the closing `)`.
     fn arguments(&mut self) -> PResult<(Vec<Argument>, bool)> {
         let mut args = Vec::new();
+        let mut seen = SeenNames::default();
         let mut kwarg_only = false;
         self.c.skip_ws();
         if self.c.eat(b')') {
@@ -193,8 +213,7 @@ impl<'a> Parser<'a> {
                 }
                 continue;
             }
-            let arg = self.argument(kwarg_only, &args)?;
-            args.push(arg);
+            self.argument(kwarg_only, &mut args, &mut seen)?;
             self.c.skip_ws();
             if self.c.eat(b')') {
                 return Ok((args, false));
@@ -208,8 +227,36 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn argument(&mut self, kwarg_only: bool, previous: &[Argument]) -> PResult<Argument> {
-        let (ty, alias) = self.ty(0, true)?;
+    /// Parses one argument onto `args`. The argument is pushed first and filled in place:
+    /// moving freshly built 200-byte values through `Result`s cost more than the parsing
+    /// itself (store-to-load forwarding stalls on every move).
+    fn argument(
+        &mut self,
+        kwarg_only: bool,
+        args: &mut Vec<Argument>,
+        seen: &mut SeenNames,
+    ) -> PResult<()> {
+        args.push(EMPTY_ARGUMENT);
+        let result = match args.split_last_mut() {
+            Some((arg, previous)) => {
+                arg.kwarg_only = kwarg_only;
+                self.fill_argument(arg, previous, seen)
+            }
+            None => Ok(()),
+        };
+        if result.is_err() {
+            args.pop();
+        }
+        result
+    }
+
+    fn fill_argument(
+        &mut self,
+        arg: &mut Argument,
+        previous: &[Argument],
+        seen: &mut SeenNames,
+    ) -> PResult<()> {
+        self.ty_into(0, true, &mut arg.ty, &mut arg.alias)?;
         self.c.skip_ws();
         let name_pos = self.c.pos;
         let Some(name) = self.c.ident() else {
@@ -218,42 +265,35 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         };
-        // Schemas have a handful of arguments, so a scan beats building a set.
-        if previous.iter().any(|a| a.name == name) {
+        if seen.contains_or_add(name, previous) {
             return Err(fault(name_pos, format!("duplicate argument name '{name}'")));
         }
+        arg.name = name.to_owned();
         self.c.skip_ws();
-        let default = if self.c.eat(b'=') {
+        if self.c.eat(b'=') {
             self.c.skip_ws();
-            Some(self.default_value(&ty)?)
-        } else {
-            None
-        };
-        Ok(Argument {
-            name: name.to_owned(),
-            ty,
-            default,
-            kwarg_only,
-            alias,
-        })
+            arg.default = Some(self.default_value(&arg.ty)?);
+        }
+        Ok(())
     }
 
     fn returns(&mut self) -> PResult<(Vec<Argument>, bool)> {
-        let mut returns = Vec::new();
         if self.c.eat_str("...") {
-            return Ok((returns, true));
+            return Ok((Vec::new(), true));
         }
         if !self.c.eat(b'(') {
             if self.c.at_end() {
                 return self.fail("expected the returns after '->'");
             }
-            returns.push(self.ret()?);
+            let mut returns = Vec::with_capacity(1);
+            self.ret(&mut returns)?;
             return Ok((returns, false));
         }
         self.c.skip_ws();
         if self.c.eat(b')') {
-            return Ok((returns, false));
+            return Ok((Vec::new(), false));
         }
+        let mut returns = Vec::new();
         loop {
             self.c.skip_ws();
             if self.c.eat_str("...") {
@@ -263,7 +303,7 @@ impl<'a> Parser<'a> {
                 }
                 return Ok((returns, true));
             }
-            returns.push(self.ret()?);
+            self.ret(&mut returns)?;
             self.c.skip_ws();
             if self.c.eat(b')') {
                 return Ok((returns, false));
@@ -277,57 +317,64 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn ret(&mut self) -> PResult<Argument> {
-        let (ty, alias) = self.ty(0, true)?;
-        self.c.skip_ws();
-        let name = self.c.ident().unwrap_or_default().to_owned();
-        Ok(Argument {
-            name,
-            ty,
-            default: None,
-            kwarg_only: false,
-            alias,
-        })
+    fn ret(&mut self, returns: &mut Vec<Argument>) -> PResult<()> {
+        returns.push(EMPTY_ARGUMENT);
+        let result = match returns.last_mut() {
+            Some(ret) => self.fill_return(ret),
+            None => Ok(()),
+        };
+        if result.is_err() {
+            returns.pop();
+        }
+        result
     }
 
-    /// A type with its suffixes; with `with_alias`, also its alias annotations, which are
-    /// folded as c10 folds them: an annotation written before a list suffix belongs to the
-    /// elements and the list's own annotation contains it.
-    fn ty(&mut self, depth: usize, with_alias: bool) -> PResult<(Type, Option<AliasInfo>)> {
+    fn fill_return(&mut self, ret: &mut Argument) -> PResult<()> {
+        self.ty_into(0, true, &mut ret.ty, &mut ret.alias)?;
+        self.c.skip_ws();
+        if let Some(name) = self.c.ident() {
+            ret.name = name.to_owned();
+        }
+        Ok(())
+    }
+
+    /// A type with its suffixes, written into `ty`; with `with_alias`, also its alias
+    /// annotations, into `alias`. They fold as c10 folds them: an annotation written before a
+    /// list suffix belongs to the elements, and the list's own annotation contains it.
+    fn ty_into(
+        &mut self,
+        depth: usize,
+        with_alias: bool,
+        ty: &mut Type,
+        alias: &mut Option<AliasInfo>,
+    ) -> PResult<()> {
         let mut depth = depth + 1;
         if depth > MAX_DEPTH {
-            return self.fail(format!(
-                "type is nested too deeply (more than {MAX_DEPTH} levels)"
-            ));
+            return self.too_deep();
         }
-        let mut ty = self.core_type(depth)?;
+        self.core_type_into(depth, ty)?;
         self.c.skip_ws();
-        let mut alias = if with_alias && self.c.peek() == Some(b'(') {
-            Some(self.alias()?)
-        } else {
-            None
-        };
+        if with_alias && self.c.peek() == Some(b'(') {
+            *alias = Some(self.alias()?);
+        }
         loop {
             self.c.skip_ws();
             match self.c.peek() {
                 Some(b'?') => {
                     self.c.pos += 1;
-                    ty = Type::Optional(Box::new(ty));
+                    wrap(ty, Type::Optional);
                 }
                 Some(b'[') => {
                     self.c.pos += 1;
                     let size = self.list_size()?;
-                    ty = Type::List {
-                        elem: Box::new(ty),
-                        size,
-                    };
+                    wrap(ty, |elem| Type::List { elem, size });
                     self.c.skip_ws();
                     let own = if with_alias && self.c.peek() == Some(b'(') {
                         Some(self.alias()?)
                     } else {
                         None
                     };
-                    alias = match (alias, own) {
+                    *alias = match (alias.take(), own) {
                         (None, own) => own,
                         (Some(elem), Some(mut own)) => {
                             own.contained.push(elem);
@@ -345,9 +392,7 @@ impl<'a> Parser<'a> {
             }
             depth += 1;
             if depth > MAX_DEPTH {
-                return self.fail(format!(
-                    "type is nested too deeply (more than {MAX_DEPTH} levels)"
-                ));
+                return self.too_deep();
             }
         }
         if self.c.peek() == Some(b'(') {
@@ -357,7 +402,19 @@ impl<'a> Parser<'a> {
                 "bad alias annotation: only an argument's own type or its list elements can carry one"
             });
         }
-        Ok((ty, alias))
+        Ok(())
+    }
+
+    fn too_deep<T>(&self) -> PResult<T> {
+        self.fail(format!(
+            "type is nested too deeply (more than {MAX_DEPTH} levels)"
+        ))
+    }
+
+    /// A type that takes no alias annotation, e.g. a tuple's element.
+    fn inner_type_into(&mut self, depth: usize, ty: &mut Type) -> PResult<()> {
+        let mut no_alias = None;
+        self.ty_into(depth, false, ty, &mut no_alias)
     }
 
     /// After `[`: an optional size, then `]`.
@@ -385,55 +442,60 @@ impl<'a> Parser<'a> {
         Ok(size)
     }
 
-    fn core_type(&mut self, depth: usize) -> PResult<Type> {
+    fn core_type_into(&mut self, depth: usize, ty: &mut Type) -> PResult<()> {
         let start = self.c.pos;
         if self.c.eat(b'(') {
             let mut elems = Vec::new();
             self.c.skip_ws();
-            if self.c.eat(b')') {
-                return Ok(Type::Tuple(elems));
-            }
-            loop {
-                self.c.skip_ws();
-                elems.push(self.ty(depth, false)?.0);
-                self.c.skip_ws();
-                if self.c.eat(b')') {
-                    return Ok(Type::Tuple(elems));
+            if !self.c.eat(b')') {
+                loop {
+                    self.c.skip_ws();
+                    elems.push(Type::NoneType);
+                    if let Some(elem) = elems.last_mut() {
+                        self.inner_type_into(depth, elem)?;
+                    }
+                    self.c.skip_ws();
+                    if self.c.eat(b')') {
+                        break;
+                    }
+                    if !self.c.eat(b',') {
+                        return self.fail(format!(
+                            "expected ',' or ')' in a tuple type, found {}",
+                            self.c.found()
+                        ));
+                    }
                 }
-                if !self.c.eat(b',') {
-                    return self.fail(format!(
-                        "expected ',' or ')' in a tuple type, found {}",
-                        self.c.found()
-                    ));
-                }
             }
+            *ty = Type::Tuple(elems);
+            return Ok(());
         }
         let Some(name) = self.c.qualified_ident() else {
             return self.fail(format!("expected a type, found {}", self.c.found()));
         };
-        if let Some(ty) = Type::from_name(name) {
-            return Ok(ty);
+        if Type::set_from_name(name, ty) {
+            return Ok(());
         }
-        match name {
+        *ty = match name {
             "Dict" => {
                 let [key, value] = self.type_params::<2>(name, depth)?;
-                Ok(Type::Dict(Box::new(key), Box::new(value)))
+                Type::Dict(Box::new(key), Box::new(value))
             }
             "Future" | "Await" | "RRef" => {
                 let [inner] = self.type_params::<1>(name, depth)?;
                 let inner = Box::new(inner);
-                Ok(match name {
+                match name {
                     "Future" => Type::Future(inner),
                     "Await" => Type::Await(inner),
                     _ => Type::RRef(inner),
-                })
+                }
             }
-            _ if name.contains('.') => Ok(Type::Class(name.to_owned())),
+            _ if name.contains('.') => Type::Class(name.to_owned()),
             _ if name.bytes().next().is_some_and(|b| b.is_ascii_lowercase()) => {
-                Ok(Type::Var(name.to_owned()))
+                Type::Var(name.to_owned())
             }
-            _ => Err(fault(start, format!("unknown type '{name}'"))),
-        }
+            _ => return Err(fault(start, format!("unknown type '{name}'"))),
+        };
+        Ok(())
     }
 
     /// `(T1, ..., TN)` after a parameterised type's name.
@@ -448,7 +510,7 @@ impl<'a> Parser<'a> {
         let mut params: [Type; N] = std::array::from_fn(|_| Type::NoneType);
         for (i, param) in params.iter_mut().enumerate() {
             self.c.skip_ws();
-            *param = self.ty(depth, false)?.0;
+            self.inner_type_into(depth, param)?;
             self.c.skip_ws();
             let (sep, what) = if i + 1 == N {
                 (b')', "')'")
@@ -476,7 +538,7 @@ impl<'a> Parser<'a> {
         let after = if self.c.eat_str("->") {
             self.alias_sets()?
         } else {
-            before.clone()
+            before.iter().map(|set| set.as_str().to_owned()).collect()
         };
         self.c.skip_ws();
         if !self.c.eat(b')') {
@@ -625,6 +687,39 @@ impl<'a> Parser<'a> {
         }
         Ok(value)
     }
+}
+
+/// The argument names seen so far. Schemas have a handful of arguments, and scanning them
+/// beats hashing; past [`SCAN_LIMIT`] a set takes over, so that a hostile schema with
+/// thousands of arguments is not checked in quadratic time.
+#[derive(Default)]
+struct SeenNames {
+    set: Option<HashSet<String>>,
+}
+
+impl SeenNames {
+    /// Whether `name` is among `previous` (the arguments before it); remembers it if not.
+    fn contains_or_add(&mut self, name: &str, previous: &[Argument]) -> bool {
+        if let Some(set) = &mut self.set {
+            return !set.insert(name.to_owned());
+        }
+        // Comparing lengths and last bytes first skips most calls to memcmp.
+        let last = name.as_bytes().last();
+        let found = previous.iter().any(|a| {
+            a.name.len() == name.len() && a.name.as_bytes().last() == last && a.name == name
+        });
+        if !found && previous.len() >= SCAN_LIMIT {
+            let names = previous.iter().map(|a| a.name.clone());
+            self.set = Some(names.chain([name.to_owned()]).collect());
+        }
+        found
+    }
+}
+
+/// Wraps the type in place (`T` becomes `T?` or `T[]`).
+fn wrap(ty: &mut Type, make: impl FnOnce(Box<Type>) -> Type) {
+    let inner = std::mem::replace(ty, Type::NoneType);
+    *ty = make(Box::new(inner));
 }
 
 enum Mismatch {

@@ -396,9 +396,11 @@ impl Type {
         matches!(self, Type::List { elem, .. } if elem.is_optional_tensor())
     }
 
-    /// The type a parameterless name denotes, if it is a known one.
-    pub(crate) fn from_name(name: &str) -> Option<Type> {
-        Some(match name {
+    /// Sets `ty` to the type a parameterless name denotes, if it is a known one. It writes in
+    /// place rather than returning an `Option<Type>`, which the parser would have to move.
+    #[inline]
+    pub(crate) fn set_from_name(name: &str, ty: &mut Type) -> bool {
+        *ty = match name {
             "Tensor" => Type::Tensor,
             "int" => Type::Int,
             "float" => Type::Float,
@@ -422,8 +424,9 @@ impl Type {
             "AnyClassType" => Type::AnyClassType,
             "AnyEnumType" => Type::AnyEnumType,
             "NoneType" => Type::NoneType,
-            _ => return None,
-        })
+            _ => return false,
+        };
+        true
     }
 
     /// The written name of a type that takes no parameters.
@@ -489,7 +492,8 @@ mod tests {
             "AnyEnumType",
             "NoneType",
         ] {
-            let ty = Type::from_name(name).expect(name);
+            let mut ty = Type::Var(String::new());
+            assert!(Type::set_from_name(name, &mut ty), "{name}");
             assert_eq!(ty.simple_name(), Some(name));
         }
     }
