@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use boxfall::ivalue::ArgValue;
 use boxfall::key::LocalKeysGuard;
 use boxfall::{
-    Device, DispatchKey, DispatchKeySet, Error, IValue, KernelFunction, OperatorHandle, Result,
-    Tensor,
+    Device, DispatchKey, DispatchKeySet, Error, IValue, KernelFunction, Library, OperatorHandle,
+    Result, Tensor,
 };
 use common::*;
 
@@ -205,12 +205,7 @@ fn the_key_set_includes_optional_tensor_list_elements_and_optional_tensors() {
 
 #[test]
 fn a_call_without_tensors_dispatches_on_its_device_argument() {
-    let (_, mut lib) = def_lib("disp");
-    let op = lib.define("make(int n, Device device) -> int").unwrap();
-    lib.impl_kernel("make", DispatchKey::CPU, returns_id(1), false)
-        .unwrap();
-    lib.impl_kernel("make", accel(), returns_id(2), false)
-        .unwrap();
+    let (_lib, op) = make_on_cpu_and_accel("make(int n, Device device) -> int");
     let typed = op.typed::<(i64, Device), i64>().unwrap();
     assert_eq!(typed.call((3, Device::new(accel(), 0))).unwrap(), 2);
     assert_eq!(typed.call((3, Device::new(accel(), 5))).unwrap(), 2);
@@ -223,14 +218,7 @@ fn a_call_without_tensors_dispatches_on_its_device_argument() {
 
 #[test]
 fn an_optional_device_argument_decides_a_boxed_call() {
-    let (_, mut lib) = def_lib("disp");
-    let op = lib
-        .define("make(int n, *, Device? device=None) -> int")
-        .unwrap();
-    lib.impl_kernel("make", DispatchKey::CPU, returns_id(1), false)
-        .unwrap();
-    lib.impl_kernel("make", accel(), returns_id(2), false)
-        .unwrap();
+    let (_lib, op) = make_on_cpu_and_accel("make(int n, *, Device? device=None) -> int");
     let mut stack = vec![IValue::Int(3), IValue::Device(Device::new(accel(), 0))];
     op.call_boxed(&mut stack).unwrap();
     assert_eq!(stack[0].to_int(), Some(2));
@@ -241,14 +229,7 @@ fn an_optional_device_argument_decides_a_boxed_call() {
 
 #[test]
 fn a_typed_call_with_a_boxed_device_argument_dispatches_on_its_key() {
-    let (_, mut lib) = def_lib("disp");
-    let op = lib
-        .define("make(int n, *, Device? device=None) -> int")
-        .unwrap();
-    lib.impl_kernel("make", DispatchKey::CPU, returns_id(1), false)
-        .unwrap();
-    lib.impl_kernel("make", accel(), returns_id(2), false)
-        .unwrap();
+    let (_lib, op) = make_on_cpu_and_accel("make(int n, *, Device? device=None) -> int");
     let typed = op.typed::<(i64, IValue), i64>().unwrap();
     // The boxed call of the same arguments goes to the device's key...
     let mut stack = vec![IValue::Int(3), IValue::Device(Device::new(accel(), 0))];
@@ -745,4 +726,15 @@ fn no_kernel_error_of_an_operator_without_kernels() {
             .ends_with("available for these backends: []."),
         "{err}"
     );
+}
+
+/// Defines `make` from `schema` with a CPU kernel returning 1 and an Accel kernel returning 2.
+fn make_on_cpu_and_accel(schema: &str) -> (Library, OperatorHandle) {
+    let (_, mut lib) = def_lib("disp");
+    let op = lib.define(schema).unwrap();
+    lib.impl_kernel("make", DispatchKey::CPU, returns_id(1), false)
+        .unwrap();
+    lib.impl_kernel("make", accel(), returns_id(2), false)
+        .unwrap();
+    (lib, op)
 }

@@ -15,7 +15,7 @@ use boxfall::native;
 use boxfall::tensor::HostArray;
 use boxfall::{
     call_fallback, cpu_fallback, DType, Device, DispatchKey, DispatchKeySet, Error, FallbackPolicy,
-    IValue, KernelFunction, Library, Result, Tensor,
+    IValue, KernelFunction, Library, OperatorHandle, Result, Tensor,
 };
 use common::*;
 use ndarray::ArrayD;
@@ -247,19 +247,7 @@ fn out_with_one_output_writes_the_out_tensor_and_returns_it() {
 #[test]
 fn out_with_two_outputs_writes_both_and_returns_both() {
     let d = own_dev("FbOut2");
-    let (_, mut lib) = def_lib("fb");
-    let op = lib
-        .define(
-            "lohi.out(Tensor x, *, Tensor(a!) lo, Tensor(b!) hi) -> (Tensor(a!) lo, Tensor(b!) hi)",
-        )
-        .unwrap();
-    impl_cpu(
-        &mut lib,
-        "lohi.out",
-        KernelFunction::from_unboxed::<(Tensor, Tensor, Tensor), Multi<(Tensor, Tensor)>>(
-            lohi_out_cpu,
-        ),
-    );
+    let (_lib, op) = define_lohi_out();
     let (x, lo, hi) = (
         d.tensor(&[1.0, 2.0, 3.0]),
         d.tensor(&[0.0]),
@@ -880,19 +868,7 @@ fn a_failing_copy_from_cpu_changes_no_argument_and_names_the_step() {
 #[test]
 fn a_failing_copy_from_cpu_of_the_second_output_leaves_the_first_unchanged() {
     let d = own_dev("FbCopyFail2");
-    let (_, mut lib) = def_lib("fb");
-    let op = lib
-        .define(
-            "lohi.out(Tensor x, *, Tensor(a!) lo, Tensor(b!) hi) -> (Tensor(a!) lo, Tensor(b!) hi)",
-        )
-        .unwrap();
-    impl_cpu(
-        &mut lib,
-        "lohi.out",
-        KernelFunction::from_unboxed::<(Tensor, Tensor, Tensor), Multi<(Tensor, Tensor)>>(
-            lohi_out_cpu,
-        ),
-    );
+    let (_lib, op) = define_lohi_out();
     let (x, lo, hi) = (
         d.tensor(&[1.0, 2.0]),
         d.tensor(&[0.0, 0.0]),
@@ -1101,4 +1077,22 @@ fn an_operator_without_a_cpu_kernel_fails_through_the_fallback() {
     assert!(text.contains(&format!("{ns}::nocpu")), "{text}");
     assert!(text.contains("CPU"), "{text}");
     assert_eq!(fallbacks(&op), (1, 1));
+}
+
+/// `lohi.out` (an out= operator with two outputs) with its CPU kernel.
+fn define_lohi_out() -> (Library, OperatorHandle) {
+    let (_, mut lib) = def_lib("fb");
+    let op = lib
+        .define(
+            "lohi.out(Tensor x, *, Tensor(a!) lo, Tensor(b!) hi) -> (Tensor(a!) lo, Tensor(b!) hi)",
+        )
+        .unwrap();
+    impl_cpu(
+        &mut lib,
+        "lohi.out",
+        KernelFunction::from_unboxed::<(Tensor, Tensor, Tensor), Multi<(Tensor, Tensor)>>(
+            lohi_out_cpu,
+        ),
+    );
+    (lib, op)
 }
