@@ -165,7 +165,8 @@ impl OperatorHandle {
         &self.0.policy
     }
 
-    /// A boxed call: the stack holds the arguments (defaults filled) and gets the returns.
+    /// A boxed call: the stack holds the arguments (defaults filled) and gets the returns. After
+    /// an error its contents are unspecified (the arguments' tensors themselves are unchanged).
     ///
     /// ```
     /// use boxfall::{IValue, KernelFunction, Library, LibraryKind, DispatchKey};

@@ -312,19 +312,56 @@ fn fallback_body(
         log_call(op, key, info, stack);
     }
 
+    // The stack itself becomes the CPU stack; the arguments are kept aside for the write-back,
+    // and to give a failed call its stack back as it was.
+    let original: Stack = stack.clone();
+    let mut cpu_stack: Stack = std::mem::take(stack);
+    match fallback_steps(
+        op,
+        info,
+        key,
+        hooks,
+        target,
+        &original,
+        &mut cpu_stack,
+        bytes,
+    ) {
+        Ok(()) => {
+            *stack = cpu_stack;
+            Ok(())
+        }
+        Err(e) => {
+            *stack = original;
+            Err(e)
+        }
+    }
+}
+
+/// Moves the tensors (1), runs the CPU kernel (2), moves the results (3), writes back (4).
+#[allow(clippy::too_many_arguments)]
+fn fallback_steps(
+    op: &OperatorHandle,
+    info: &crate::schema::SchemaInfo,
+    key: DispatchKey,
+    hooks: &dyn crate::backend::Backend,
+    target: Device,
+    original: &Stack,
+    cpu_stack: &mut Stack,
+    bytes: &mut (u64, u64),
+) -> Result<()> {
     // 1. Move the backend's tensors to the CPU (all at once where the backend batches).
-    let mut cpu_stack: Stack = stack.clone();
     let mut moved: Vec<Moved> = Vec::new();
     if hooks.batches_transfers() {
-        let mut sources: Vec<(&Tensor, bool)> = Vec::new();
-        let mut places: Vec<(usize, Option<usize>)> = Vec::new();
-        each_moved(info, key, stack, |arg, slot, t, write| {
-            sources.push((t, write));
-            places.push((arg, slot));
+        let mut sources: Vec<(Tensor, bool)> = Vec::new();
+        let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
+        each_moved(info, key, cpu_stack, |arg, slot, t, write| {
+            sources.push((t.clone(), write));
+            places.push((arg, slot, write));
             Ok(())
         })?;
+        let refs: Vec<(&Tensor, bool)> = sources.iter().map(|(t, w)| (t, *w)).collect();
         let cpus = hooks
-            .to_cpu_many(&sources)
+            .to_cpu_many(&refs)
             .map_err(|e| step_error(op, "to_cpu", e))?;
         if cpus.len() != sources.len() {
             return Err(Error::Fallback(format!(
@@ -334,19 +371,31 @@ fn fallback_body(
                 sources.len()
             )));
         }
-        for ((arg, slot), cpu) in places.into_iter().zip(cpus) {
+        for ((arg, slot, write), cpu) in places.into_iter().zip(cpus) {
             bytes.0 += cpu.nbytes() as u64;
-            place(&mut cpu_stack[arg], slot, cpu.clone());
-            moved.push(Moved { arg, slot, cpu });
+            if write {
+                moved.push(Moved {
+                    arg,
+                    slot,
+                    cpu: cpu.clone(),
+                });
+            }
+            place(&mut cpu_stack[arg], slot, cpu);
         }
     } else {
-        each_moved(info, key, stack, |arg, slot, t, write| {
+        each_moved(info, key, cpu_stack, |arg, slot, t, write| {
             let cpu = hooks
                 .to_cpu(t, write)
                 .map_err(|e| step_error(op, "to_cpu", e))?;
             bytes.0 += cpu.nbytes() as u64;
-            place(&mut cpu_stack[arg], slot, cpu.clone());
-            moved.push(Moved { arg, slot, cpu });
+            if write {
+                moved.push(Moved {
+                    arg,
+                    slot,
+                    cpu: cpu.clone(),
+                });
+            }
+            *t = cpu;
             Ok(())
         })?;
     }
@@ -359,7 +408,7 @@ fn fallback_body(
     }
 
     // 2. Run the CPU kernel.
-    op.call_boxed_with_keys(DispatchKey::CPU.set(), &mut cpu_stack)
+    op.call_boxed_with_keys(DispatchKey::CPU.set(), cpu_stack)
         .map_err(|e| kernel_error(op, key, e))?;
     if cpu_stack.len() != info.returns.len() {
         return Err(Error::Fallback(format!(
@@ -381,13 +430,12 @@ fn fallback_body(
         {
             Some(i) => {
                 replaced.push((i, value));
-                stack[i].clone()
+                original.get(i).cloned().unwrap_or(IValue::None)
             }
             None => to_device(&value, hooks, target, bytes)
                 .map_err(|e| step_error(op, "from_cpu", e))?,
         };
     }
-    let outputs = cpu_stack;
 
     // 4. Write the mutated arguments back (from the returned value where the kernel gave a
     // new one for an aliased return). With several written tensors, each destination is
@@ -401,7 +449,10 @@ fn fallback_body(
                 .find(|(i, _)| *i == m.arg)
                 .and_then(|(_, v)| element(v, m.slot))
                 .unwrap_or(&m.cpu);
-            element(&stack[m.arg], m.slot).map(|dst| (dst, src))
+            original
+                .get(m.arg)
+                .and_then(|v| element(v, m.slot))
+                .map(|dst| (dst, src))
         })
         .collect();
     let backups: Vec<Tensor> = if writes.len() > 1 {
@@ -424,13 +475,12 @@ fn fallback_body(
     }
     // A CPU tensor the kernel was given as is, but for which it returned a new one.
     for (i, v) in &replaced {
-        if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (stack.get(*i), v) {
+        if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (original.get(*i), v) {
             if dst.key() == DispatchKey::CPU && !dst.same(src) {
                 dst.set_data(src.data());
             }
         }
     }
-    *stack = outputs;
     Ok(())
 }
 
@@ -451,25 +501,25 @@ fn kernel_error(op: &OperatorHandle, key: DispatchKey, e: Error) -> Error {
 }
 
 /// Calls `f(arg, slot, tensor, is_write)` for every tensor of `key` among the arguments, list
-/// elements included.
-fn each_moved<'s>(
+/// elements included; `f` may replace the tensor.
+fn each_moved(
     info: &crate::schema::SchemaInfo,
     key: DispatchKey,
-    stack: &'s Stack,
-    mut f: impl FnMut(usize, Option<usize>, &'s Tensor, bool) -> Result<()>,
+    stack: &mut Stack,
+    mut f: impl FnMut(usize, Option<usize>, &mut Tensor, bool) -> Result<()>,
 ) -> Result<()> {
     for &i in &info.tensor_args {
         let write = info.args.get(i).is_some_and(|a| a.is_write);
-        match stack.get(i) {
+        match stack.get_mut(i) {
             Some(IValue::Tensor(t)) if t.key() == key => f(i, None, t, write)?,
             Some(IValue::TensorList(ts)) => {
-                for (j, t) in ts.iter().enumerate().filter(|(_, t)| t.key() == key) {
+                for (j, t) in ts.iter_mut().enumerate().filter(|(_, t)| t.key() == key) {
                     f(i, Some(j), t, write)?;
                 }
             }
             Some(IValue::OptionalTensorList(ts)) => {
-                for (j, t) in ts.iter().enumerate() {
-                    if let Some(t) = t.as_ref().filter(|t| t.key() == key) {
+                for (j, t) in ts.iter_mut().enumerate() {
+                    if let Some(t) = t.as_mut().filter(|t| t.key() == key) {
                         f(i, Some(j), t, write)?;
                     }
                 }
