@@ -62,7 +62,13 @@ fn call_kernel(
     let mut passed = Passed::default();
     let mut written: Vec<(Bound<'_, PyAny>, Tensor)> = Vec::new();
     let mut positional: Vec<Bound<'_, PyAny>> = Vec::with_capacity(stack.len());
-    let kwargs = PyDict::new(py);
+    // Most operators have no keyword-only arguments: no dict for them.
+    let kwargs = schema
+        .schema
+        .arguments
+        .iter()
+        .any(|a| a.kwarg_only)
+        .then(|| PyDict::new(py));
     let py_err = |e: PyErr| kernel_error(py, e, op, keys);
     for (arg, v) in schema.schema.arguments.iter().zip(stack.iter()) {
         let writable = arg.is_write();
@@ -78,13 +84,15 @@ fn call_kernel(
             }
         }
         if arg.kwarg_only {
-            kwargs.set_item(&arg.name, obj).map_err(py_err)?;
+            if let Some(kw) = &kwargs {
+                kw.set_item(&arg.name, obj).map_err(py_err)?;
+            }
         } else {
             positional.push(obj);
         }
     }
     let args = PyTuple::new(py, positional).map_err(py_err)?;
-    let out = func.call(args, Some(&kwargs)).map_err(py_err)?;
+    let out = func.call(args, kwargs.as_ref()).map_err(py_err)?;
     for (arr, t) in &written {
         let host = numpy_to_host(arr)?;
         t.set_data(TensorData::Host(std::sync::Arc::new(host)));

@@ -151,16 +151,20 @@ pub fn cpu_tensor_to_numpy<'py>(
     writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     match t.data() {
-        TensorData::Foreign(_) => payload_object(py, t).ok_or_else(|| {
-            super::errors::new_err(
-                py,
-                "BoxfallError",
-                format!(
-                    "a CPU tensor on {} holds a payload Python cannot read",
-                    t.device()
-                ),
-            )
-        }),
+        TensorData::Foreign(p) => p
+            .as_any()
+            .downcast_ref::<PyPayload>()
+            .map(|p| p.0.bind(py).clone())
+            .ok_or_else(|| {
+                super::errors::new_err(
+                    py,
+                    "BoxfallError",
+                    format!(
+                        "a CPU tensor on {} holds a payload Python cannot read",
+                        t.device()
+                    ),
+                )
+            }),
         TensorData::Host(h) => host_to_numpy(py, &h, writable),
     }
 }
