@@ -37,6 +37,8 @@
 //! # Ok::<(), boxfall::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod dispatcher;
 pub mod error;
