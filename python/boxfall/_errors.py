@@ -63,3 +63,19 @@ __all__ = [
     "UnknownKeyError",
     "UnknownOperatorError",
 ]
+
+
+def _warn_fallback(message: str) -> None:
+    """Issue a FallbackWarning attributed to the first frame outside the boxfall package, so
+    the user sees the line of their own code that reached the fallback."""
+    import os
+    import sys
+    import warnings
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    level = 2
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, FallbackWarning, stacklevel=level)

@@ -10,8 +10,6 @@ mod ops;
 mod schema;
 mod tensor;
 
-use std::ffi::CString;
-
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -151,17 +149,14 @@ fn native_backend() -> backend::PyBackend {
 }
 
 fn warn_in_python(kind: WarningKind, message: &str) -> crate::Result<()> {
+    // Both kinds are FallbackWarnings; `_warn_fallback` attributes them to the user's frame.
+    let _ = kind;
     Python::attach(|py| {
-        let category = match kind {
-            WarningKind::Fallback | WarningKind::ViewCopy => py
-                .import("boxfall._errors")
-                .and_then(|m| m.getattr("FallbackWarning")),
-        };
-        let result = category.and_then(|c| {
-            let msg = CString::new(message.replace('\0', " ")).unwrap_or_default();
-            PyErr::warn(py, &c, &msg, 1)
-        });
-        result.map_err(errors::from_pyerr)
+        py.import("boxfall._errors")
+            .and_then(|m| m.getattr("_warn_fallback"))
+            .and_then(|f| f.call1((message,)))
+            .map(|_| ())
+            .map_err(errors::from_pyerr)
     })
 }
 

@@ -114,3 +114,18 @@ def test_dropping_a_kernel_that_registers_on_finalize_does_not_deadlock(ns):
     gc.collect()
     assert len(made) == 1
     made[0].close()
+
+
+def test_fallback_warning_points_at_the_callers_line(ns, lib):
+    import warnings
+
+    lib.define("g(Tensor x) -> Tensor")
+    lib.impl("g", lambda x: x * 1.0, "CPU")
+    bf.set_fallback_policy("warn")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        getattr(bf.ops, ns).g(bf.native.tensor(np.ones(1)))  # through the packet
+    bf.set_fallback_policy("allow")
+    (w,) = [w for w in caught if issubclass(w.category, bf.FallbackWarning)]
+    assert w.filename == __file__
+    assert f"{ns}::g" in str(w.message) and "Native" in str(w.message)
