@@ -60,6 +60,14 @@ fn table() -> &'static ArcSwap<BackendTable> {
 }
 
 /// Registers a backend key with its hooks; later backends rank above earlier ones.
+///
+/// ```
+/// use std::sync::Arc;
+/// use boxfall::{backend::{backend, register_backend}, native::NativeBackend, DispatchKey};
+/// let key = register_backend("DocRegisterBackend", Arc::new(NativeBackend)).unwrap();
+/// assert!(key.is_backend() && key > DispatchKey::NATIVE);
+/// assert!(backend(key).is_some());
+/// ```
 pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchKey> {
     let key = register_backend_key(name)?;
     table().rcu(|t| {

@@ -70,6 +70,13 @@ pub struct OpSchema {
 
 impl OpSchema {
     /// Computes the facts of `schema`.
+    ///
+    /// ```
+    /// use boxfall::{dispatcher::OpSchema, FunctionSchema};
+    /// let s = OpSchema::new(FunctionSchema::parse("doc_opschema::f(int n, Tensor x) -> Tensor").unwrap());
+    /// assert_eq!(s.text, "doc_opschema::f(int n, Tensor x) -> Tensor");
+    /// assert_eq!(s.info.tensor_args, vec![1]);
+    /// ```
     pub fn new(schema: FunctionSchema) -> OpSchema {
         let info = schema.info();
         let text = schema.to_string();
@@ -135,11 +142,27 @@ impl PartialEq for OperatorHandle {
 
 impl OperatorHandle {
     /// `ns::op` or `ns::op.overload`.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_name", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f.overload(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(op.name(), "doc_op_name::f.overload");
+    /// ```
     pub fn name(&self) -> &str {
         &self.0.name
     }
 
     /// The schema, if the operator is defined now.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_schema", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(op.schema().unwrap().text, "doc_op_schema::f(Tensor x) -> Tensor");
+    /// lib.close();
+    /// assert!(op.schema().is_err()); // no longer defined
+    /// ```
     pub fn schema(&self) -> Result<Arc<OpSchema>> {
         self.0
             .table
@@ -157,6 +180,13 @@ impl OperatorHandle {
     }
 
     /// The operator's fallback counters.
+    ///
+    /// ```
+    /// use boxfall::{metrics::OpStats, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_metrics", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(op.metrics().snapshot(), OpStats::default()); // never fell back
+    /// ```
     pub fn metrics(&self) -> &OpMetrics {
         &self.0.metrics
     }
@@ -199,6 +229,16 @@ impl OperatorHandle {
 
     /// Continues a call below the current (highest) key of `keys`, as a kernel does to pass a
     /// call on.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_redispatch_boxed", LibraryKind::Def).unwrap();
+    /// let op = lib.define("twice(int x) -> int").unwrap();
+    /// lib.impl_kernel("twice", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(2 * x)), false).unwrap();
+    /// let mut stack = vec![IValue::Int(4)];
+    /// op.redispatch_boxed(DispatchKey::NATIVE.set() | DispatchKey::CPU, &mut stack).unwrap(); // below Native: CPU
+    /// assert_eq!(stack[0].to_int(), Some(8));
+    /// ```
     pub fn redispatch_boxed(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
         let table = self.0.table.load();
         let rest = keys.without_highest();
@@ -208,6 +248,17 @@ impl OperatorHandle {
 
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
     /// arguments' keys: how the CPU fallback reaches the CPU kernel.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_call_with_keys", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 100)), false).unwrap();
+    /// let mut stack = vec![IValue::Int(1)];
+    /// op.call_boxed_with_keys(DispatchKey::NATIVE.set(), &mut stack).unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(101));
+    /// assert!(op.call_boxed(&mut vec![IValue::Int(1)]).is_err()); // an int alone dispatches to CPU
+    /// ```
     pub fn call_boxed_with_keys(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
         let table = self.0.table.load();
         let masked = DispatchKeySet(keys.0 & table.mask);
@@ -298,6 +349,16 @@ impl OperatorHandle {
     }
 
     /// The kernel that serves `key` now, and where it comes from.
+    ///
+    /// ```
+    /// use boxfall::{dispatcher::Source, DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_kernel_for", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
+    /// let (kernel, source) = op.kernel_for(DispatchKey::CPU);
+    /// assert!(kernel.unwrap().has_unboxed() && source == Source::Kernel);
+    /// assert_eq!(op.kernel_for(DispatchKey::COMPOSITE_IMPLICIT).1, Source::Missing);
+    /// ```
     pub fn kernel_for(&self, key: DispatchKey) -> (Option<KernelFunction>, Source) {
         let table = self.0.table.load();
         let e = &table.entries[key.index()];
@@ -331,12 +392,29 @@ impl<A, R> Clone for TypedOperatorHandle<A, R> {
 
 impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> {
     /// The untyped handle.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_typed_handle", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// let typed = op.typed::<(i64,), i64>().unwrap();
+    /// assert_eq!(typed.handle(), &op);
+    /// ```
     pub fn handle(&self) -> &OperatorHandle {
         &self.op
     }
 
     /// Calls the operator: no allocation, lock or lookup when the kernel is unboxed with this
     /// signature; one boxing otherwise.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_typed_call", LibraryKind::Def).unwrap();
+    /// let op = lib.define("add(int a, int b) -> int").unwrap();
+    /// lib.impl_kernel("add", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64, i64), i64>(|_, (a, b)| Ok(a + b)), false).unwrap();
+    /// let add = op.typed::<(i64, i64), i64>().unwrap();
+    /// assert_eq!(add.call((2, 3)).unwrap(), 5);
+    /// ```
     #[inline]
     pub fn call(&self, args: A) -> Result<R> {
         let table = self.op.0.table.load();
@@ -347,6 +425,16 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     }
 
     /// Continues below the highest key of `keys`.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_typed_redispatch", LibraryKind::Def).unwrap();
+    /// let op = lib.define("inc(int x) -> int").unwrap();
+    /// lib.impl_kernel("inc", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 1)), false).unwrap();
+    /// let inc = op.typed::<(i64,), i64>().unwrap();
+    /// assert_eq!(inc.redispatch(DispatchKey::NATIVE.set() | DispatchKey::CPU, (1,)).unwrap(), 2);
+    /// assert!(inc.redispatch(DispatchKey::CPU.set(), (1,)).is_err()); // nothing below CPU
+    /// ```
     pub fn redispatch(&self, keys: DispatchKeySet, args: A) -> Result<R> {
         let table = self.op.0.table.load();
         let rest = keys.without_highest();
@@ -538,6 +626,14 @@ pub struct Dispatcher;
 
 impl Dispatcher {
     /// The defined operator of that name (`ns::op` or `ns::op.overload`).
+    ///
+    /// ```
+    /// use boxfall::{Dispatcher, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_lookup", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(Dispatcher::lookup("doc_lookup::f"), Some(op));
+    /// assert!(Dispatcher::lookup("doc_lookup::g").is_none());
+    /// ```
     pub fn lookup(name: &str) -> Option<OperatorHandle> {
         let reg = registry();
         reg.ops
@@ -582,6 +678,15 @@ impl Dispatcher {
     }
 
     /// Every operator that was ever defined (defined now or not), for metrics.
+    ///
+    /// ```
+    /// use boxfall::{Dispatcher, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_all_operators", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// lib.close();
+    /// assert!(Dispatcher::lookup("doc_all_operators::f").is_none());
+    /// assert!(Dispatcher::all_operators().contains(&op)); // undefined, but still listed
+    /// ```
     pub fn all_operators() -> Vec<OperatorHandle> {
         registry().ops.values().map(|s| s.handle.clone()).collect()
     }

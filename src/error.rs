@@ -123,10 +123,21 @@ pub struct ForeignError(std::sync::Arc<dyn std::any::Any + Send + Sync>);
 
 impl ForeignError {
     /// Wraps any value.
+    ///
+    /// ```
+    /// let e = boxfall::ForeignError::new(String::from("boom"));
+    /// assert_eq!(e.downcast_ref::<String>().map(String::as_str), Some("boom"));
+    /// ```
     pub fn new<T: std::any::Any + Send + Sync>(value: T) -> Self {
         ForeignError(std::sync::Arc::new(value))
     }
     /// The value, if it is a `T`.
+    ///
+    /// ```
+    /// let e = boxfall::ForeignError::new(7_i32);
+    /// assert_eq!(e.downcast_ref::<i32>(), Some(&7));
+    /// assert!(e.downcast_ref::<u32>().is_none());
+    /// ```
     pub fn downcast_ref<T: std::any::Any>(&self) -> Option<&T> {
         self.0.downcast_ref::<T>()
     }

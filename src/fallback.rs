@@ -48,6 +48,13 @@ pub struct CpuFallback {
 
 impl CpuFallback {
     /// The boxed kernel.
+    ///
+    /// ```
+    /// use boxfall::CpuFallback;
+    /// let k = CpuFallback::default().kernel();
+    /// assert!(k.is_cpu_fallback());
+    /// assert!(!k.has_unboxed()); // boxed only: it serves every signature
+    /// ```
     pub fn kernel(&self) -> KernelFunction {
         KernelFunction::cpu_fallback(self.clone())
     }
@@ -105,6 +112,14 @@ impl FallbackPolicy {
     }
 
     /// The policy's name.
+    ///
+    /// ```
+    /// use boxfall::FallbackPolicy;
+    /// assert_eq!(FallbackPolicy::Warn.as_str(), "warn");
+    /// for p in [FallbackPolicy::Allow, FallbackPolicy::Warn, FallbackPolicy::Error] {
+    ///     assert_eq!(p.as_str().parse::<FallbackPolicy>().unwrap(), p);
+    /// }
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             FallbackPolicy::Allow => "allow",
@@ -147,6 +162,19 @@ pub fn set_fallback_policy(p: FallbackPolicy) {
 }
 
 /// Sets (or with `None` clears) one operator's own policy, which wins over the process-wide one.
+///
+/// ```
+/// use boxfall::{fallback::set_operator_policy, native, *};
+/// native::install_fallback().unwrap();
+/// let mut lib = Library::new("doc_op_policy", LibraryKind::Def).unwrap();
+/// let op = lib.define("id(Tensor x) -> Tensor").unwrap();
+/// lib.impl_kernel("id", DispatchKey::CPU, KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| Ok(x)), false).unwrap();
+/// let id = op.typed::<(Tensor,), Tensor>().unwrap();
+/// set_operator_policy(&op, Some(FallbackPolicy::Error));
+/// assert!(matches!(id.call((native::tensor(ndarray::arr1(&[1.0]).into_dyn()),)), Err(Error::Fallback(_))));
+/// set_operator_policy(&op, Some(FallbackPolicy::Allow));
+/// assert!(id.call((native::tensor(ndarray::arr1(&[1.0]).into_dyn()),)).is_ok());
+/// ```
 pub fn set_operator_policy(op: &OperatorHandle, p: Option<FallbackPolicy>) {
     op.policy_cell()
         .store(p.map_or(0, |p| p as u8), Ordering::Relaxed);
@@ -167,12 +195,29 @@ pub enum WarningKind {
 
 /// Receives the fallback's warnings; an error it returns fails the call (a Python warning
 /// filter set to "error").
+///
+/// ```
+/// use boxfall::fallback::{WarningHandler, WarningKind};
+/// let h: WarningHandler = |kind, _message| match kind {
+///     WarningKind::ViewCopy => Err(boxfall::Error::Fallback("no view copies".into())),
+///     WarningKind::Fallback => Ok(()),
+/// };
+/// assert!(h(WarningKind::Fallback, "falls back").is_ok());
+/// assert!(h(WarningKind::ViewCopy, "copies").is_err());
+/// ```
 pub type WarningHandler = fn(WarningKind, &str) -> Result<()>;
 
 static WARNING_HANDLER: OnceLock<WarningHandler> = OnceLock::new();
 
 /// Installs the warning handler (once; the Python bindings turn warnings into
 /// `bf.FallbackWarning`). Without one, warnings go to the `log` crate.
+///
+/// ```
+/// use boxfall::fallback::{set_warning_handler, WarningKind};
+/// fn quiet(_: WarningKind, _: &str) -> boxfall::Result<()> { Ok(()) }
+/// assert!(set_warning_handler(quiet));
+/// assert!(!set_warning_handler(quiet)); // only the first handler is installed
+/// ```
 pub fn set_warning_handler(h: WarningHandler) -> bool {
     WARNING_HANDLER.set(h).is_ok()
 }

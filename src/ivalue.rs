@@ -64,6 +64,12 @@ pub type Stack = Vec<IValue>;
 
 impl IValue {
     /// The name of the value's kind, for error messages.
+    ///
+    /// ```
+    /// use boxfall::IValue;
+    /// assert_eq!(IValue::Double(1.0).type_name(), "float");
+    /// assert_eq!(IValue::IntList(vec![1, 2]).type_name(), "int[]");
+    /// ```
     pub fn type_name(&self) -> &'static str {
         match self {
             IValue::None => "None",
@@ -106,6 +112,12 @@ impl IValue {
     }
 
     /// The int, if this is one.
+    ///
+    /// ```
+    /// use boxfall::IValue;
+    /// assert_eq!(IValue::Int(7).to_int(), Some(7));
+    /// assert_eq!(IValue::Double(7.0).to_int(), None); // no float-to-int conversion
+    /// ```
     pub fn to_int(&self) -> Option<i64> {
         match self {
             IValue::Int(i) => Some(*i),
@@ -127,6 +139,13 @@ impl IValue {
     }
 
     /// The tensor, if this is one.
+    ///
+    /// ```
+    /// use boxfall::{IValue, Tensor};
+    /// let t = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(IValue::from(t.clone()).as_tensor().unwrap().same(&t));
+    /// assert!(IValue::None.as_tensor().is_none());
+    /// ```
     pub fn as_tensor(&self) -> Option<&Tensor> {
         match self {
             IValue::Tensor(t) => Some(t),

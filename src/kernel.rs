@@ -71,6 +71,13 @@ impl KernelFunction {
 
     /// A kernel from a typed function; boxed callers reach it through an adapter that unboxes
     /// the stack once and boxes the returns once.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKeySet, KernelFunction};
+    /// let k = KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x * 3));
+    /// let f = k.unboxed::<(i64,), i64>().unwrap();
+    /// assert_eq!(f(DispatchKeySet::EMPTY, (2,)).unwrap(), 6);
+    /// ```
     pub fn from_unboxed<A, R>(f: UnboxedFn<A, R>) -> KernelFunction
     where
         A: CallArgs + 'static,
@@ -99,6 +106,18 @@ impl KernelFunction {
 
     /// The kernel that passes the call on to the next key: registering it for a key takes the
     /// key out of the operator's dispatch mask, so it costs nothing per call.
+    ///
+    /// ```
+    /// use boxfall::{dispatcher::Source, DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_fallthrough", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 1)), false).unwrap();
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::fallthrough(), false).unwrap();
+    /// assert_eq!(op.kernel_for(DispatchKey::NATIVE).1, Source::Fallthrough);
+    /// let mut stack = vec![boxfall::IValue::Int(1)];
+    /// op.call_boxed_with_keys(DispatchKey::NATIVE.set() | DispatchKey::CPU, &mut stack).unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(2)); // Native passed the call on to CPU
+    /// ```
     pub fn fallthrough() -> KernelFunction {
         KernelFunction {
             boxed: Arc::new(|op: &OperatorHandle, keys, stack: &mut Stack| {
@@ -138,6 +157,12 @@ impl KernelFunction {
     }
 
     /// Whether this is the fallthrough kernel.
+    ///
+    /// ```
+    /// use boxfall::KernelFunction;
+    /// assert!(KernelFunction::fallthrough().is_fallthrough());
+    /// assert!(!boxfall::cpu_fallback().is_fallthrough());
+    /// ```
     pub fn is_fallthrough(&self) -> bool {
         matches!(self.kind, KernelKind::Fallthrough)
     }
@@ -152,11 +177,24 @@ impl KernelFunction {
     }
 
     /// Whether a typed entry point exists.
+    ///
+    /// ```
+    /// use boxfall::KernelFunction;
+    /// assert!(KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)).has_unboxed());
+    /// assert!(!KernelFunction::fallthrough().has_unboxed());
+    /// ```
     pub fn has_unboxed(&self) -> bool {
         self.unboxed.is_some()
     }
 
     /// The typed entry point, if the kernel has one of exactly this signature.
+    ///
+    /// ```
+    /// use boxfall::KernelFunction;
+    /// let k = KernelFunction::from_unboxed::<(f64,), f64>(|_, (x,)| Ok(-x));
+    /// assert!(k.unboxed::<(f64,), f64>().is_some());
+    /// assert!(k.unboxed::<(i64,), i64>().is_none()); // another signature
+    /// ```
     #[inline]
     pub fn unboxed<A: 'static, R: 'static>(&self) -> Option<UnboxedFn<A, R>> {
         self.unboxed
@@ -166,6 +204,16 @@ impl KernelFunction {
     }
 
     /// Runs the boxed entry point.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_kernel_call_boxed", LibraryKind::Def).unwrap();
+    /// let op = lib.define("sq(int x) -> int").unwrap();
+    /// let k = KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x * x));
+    /// let mut stack = vec![IValue::Int(5)];
+    /// k.call_boxed(&op, DispatchKey::CPU.set(), &mut stack).unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(25));
+    /// ```
     #[inline]
     pub fn call_boxed(
         &self,

@@ -17,6 +17,13 @@ const FIRST_FUNCTIONALITY: u8 = 32;
 /// One past the last bit of the backend keys.
 const END_BACKENDS: u8 = FIRST_FUNCTIONALITY;
 /// How many keys a set can hold.
+///
+/// ```
+/// use boxfall::{key::NUM_KEYS, DispatchKey};
+/// assert_eq!(NUM_KEYS, 64);
+/// assert!(DispatchKey::from_index(NUM_KEYS - 1).is_some());
+/// assert!(DispatchKey::from_index(NUM_KEYS).is_none());
+/// ```
 pub const NUM_KEYS: usize = 64;
 
 /// One dispatch key: a backend (`CPU`, `Native`, `Accel`), a functionality (`Trace`) or the alias
@@ -49,10 +56,28 @@ pub enum KeyKind {
 
 impl DispatchKey {
     /// The alias key whose kernel decomposes an operator into others.
+    ///
+    /// ```
+    /// use boxfall::DispatchKey;
+    /// assert_eq!(DispatchKey::COMPOSITE_IMPLICIT.index(), 0);
+    /// assert!(!DispatchKey::COMPOSITE_IMPLICIT.is_backend());
+    /// ```
     pub const COMPOSITE_IMPLICIT: DispatchKey = DispatchKey(0);
     /// The host CPU, lowest of all backends.
+    ///
+    /// ```
+    /// use boxfall::{key::registered_keys, DispatchKey};
+    /// assert_eq!(DispatchKey::from_name("CPU").unwrap(), DispatchKey::CPU);
+    /// assert!(registered_keys().into_iter().filter(|k| k.is_backend()).all(|k| k >= DispatchKey::CPU));
+    /// ```
     pub const CPU: DispatchKey = DispatchKey(1);
     /// The built-in Rust backend (host memory owned by Rust).
+    ///
+    /// ```
+    /// use boxfall::DispatchKey;
+    /// assert_eq!(DispatchKey::NATIVE.name(), "Native");
+    /// assert!(DispatchKey::NATIVE.is_backend() && DispatchKey::NATIVE > DispatchKey::CPU);
+    /// ```
     pub const NATIVE: DispatchKey = DispatchKey(2);
 
     /// The key's bit position, which is also its table index.
@@ -178,6 +203,12 @@ pub struct DispatchKeySet(pub u64);
 
 impl DispatchKeySet {
     /// No keys.
+    ///
+    /// ```
+    /// use boxfall::DispatchKeySet;
+    /// assert_eq!(DispatchKeySet::EMPTY, DispatchKeySet::default());
+    /// assert_eq!(DispatchKeySet::EMPTY.iter().count(), 0);
+    /// ```
     pub const EMPTY: DispatchKeySet = DispatchKeySet(0);
 
     /// The highest-priority key, if any.
@@ -437,6 +468,16 @@ pub struct LocalKeysGuard {
 
 impl LocalKeysGuard {
     /// Includes `keys` (and takes them out of the excluded set).
+    ///
+    /// ```
+    /// use boxfall::{key::{local_keys, LocalKeysGuard}, DispatchKey};
+    /// let _ex = LocalKeysGuard::exclude(DispatchKey::NATIVE.set());
+    /// {
+    ///     let _inc = LocalKeysGuard::include(DispatchKey::NATIVE.set());
+    ///     assert!(local_keys().0.contains(DispatchKey::NATIVE) && !local_keys().1.contains(DispatchKey::NATIVE));
+    /// }
+    /// assert!(local_keys().1.contains(DispatchKey::NATIVE)); // excluded again
+    /// ```
     pub fn include(keys: DispatchKeySet) -> LocalKeysGuard {
         Self::change(|(i, e)| (i | keys.0, e & !keys.0))
     }

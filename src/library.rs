@@ -68,6 +68,15 @@ pub struct Library {
 impl Library {
     /// Opens a library. A second `Def` library of one namespace is an error; namespace `_` is
     /// for fallbacks and takes only `Impl`.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let _def = Library::new("doc_library_new", LibraryKind::Def).unwrap();
+    /// assert!(Library::new("doc_library_new", LibraryKind::Def).is_err()); // one DEF per namespace
+    /// assert!(Library::new("doc_library_new", LibraryKind::Fragment).is_ok());
+    /// assert!(Library::new("_", LibraryKind::Def).is_err());
+    /// assert!(Library::new("not-a-name", LibraryKind::Impl).is_err());
+    /// ```
     pub fn new(ns: &str, kind: LibraryKind) -> Result<Library> {
         let description = format!("Library(\"{ns}\", \"{}\")", kind.as_str());
         if ns.is_empty() || !ns.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -93,17 +102,37 @@ impl Library {
     }
 
     /// The namespace.
+    ///
+    /// ```
+    /// let lib = boxfall::Library::new("doc_namespace", boxfall::LibraryKind::Impl).unwrap();
+    /// assert_eq!(lib.namespace(), "doc_namespace");
+    /// ```
     pub fn namespace(&self) -> &str {
         &self.ns
     }
 
     /// The kind.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let lib = Library::new("doc_kind", LibraryKind::Fragment).unwrap();
+    /// assert_eq!(lib.kind(), LibraryKind::Fragment);
+    /// ```
     pub fn kind(&self) -> LibraryKind {
         self.kind
     }
 
     /// Defines an operator from its schema, with or without the namespace
     /// (`"add.Tensor(Tensor self, Tensor other) -> Tensor"`).
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_define", LibraryKind::Def).unwrap();
+    /// let op = lib.define("add.Tensor(Tensor self, Tensor other) -> Tensor").unwrap();
+    /// assert_eq!(op.name(), "doc_define::add.Tensor");
+    /// assert!(lib.define("doc_define::neg(Tensor x) -> Tensor").is_ok());
+    /// assert!(lib.define("elsewhere::f(Tensor x) -> Tensor").is_err()); // outside the namespace
+    /// ```
     pub fn define(&mut self, schema: &str) -> Result<OperatorHandle> {
         if self.kind == LibraryKind::Impl {
             return Err(Error::Registration(format!(
@@ -143,6 +172,12 @@ impl Library {
     }
 
     /// The full operator name for `name` (`"add.Tensor"` or `"demo::add.Tensor"`).
+    ///
+    /// ```
+    /// let lib = boxfall::Library::new("doc_qualify", boxfall::LibraryKind::Impl).unwrap();
+    /// assert_eq!(lib.qualify("add.Tensor"), "doc_qualify::add.Tensor");
+    /// assert_eq!(lib.qualify("other::add"), "other::add");
+    /// ```
     pub fn qualify(&self, name: &str) -> String {
         if name.contains("::") {
             name.to_string()
@@ -153,6 +188,19 @@ impl Library {
 
     /// Registers `kernel` for operator `name` at `key`. A second kernel for the same operator
     /// and key needs `allow_override`; closing the newer library brings the older one back.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction as K, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_impl_kernel", LibraryKind::Def).unwrap();
+    /// let f = lib.define("f(int x) -> int").unwrap().typed::<(i64,), i64>().unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, K::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 1)), false).unwrap();
+    /// let mut over = Library::new("doc_impl_kernel", LibraryKind::Impl).unwrap();
+    /// assert!(over.impl_kernel("f", DispatchKey::CPU, K::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 2)), false).is_err());
+    /// over.impl_kernel("f", DispatchKey::CPU, K::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 2)), true).unwrap();
+    /// assert_eq!(f.call((0,)).unwrap(), 2);
+    /// over.close();
+    /// assert_eq!(f.call((0,)).unwrap(), 1); // the older kernel is back
+    /// ```
     pub fn impl_kernel(
         &mut self,
         name: &str,
@@ -195,6 +243,15 @@ impl Library {
     }
 
     /// Undoes every registration of this library, newest first.
+    ///
+    /// ```
+    /// use boxfall::{Dispatcher, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_close", LibraryKind::Def).unwrap();
+    /// lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// lib.close();
+    /// assert!(Dispatcher::lookup("doc_close::f").is_none());
+    /// assert!(Library::new("doc_close", LibraryKind::Def).is_ok()); // the namespace is free again
+    /// ```
     pub fn close(&mut self) {
         while let Some(r) = self.registrations.pop() {
             Dispatcher::deregister(&r);
@@ -202,6 +259,14 @@ impl Library {
     }
 
     /// Whether the library still holds registrations.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_is_open", LibraryKind::Def).unwrap();
+    /// assert!(lib.is_open()); // it holds the namespace
+    /// lib.close();
+    /// assert!(!lib.is_open());
+    /// ```
     pub fn is_open(&self) -> bool {
         !self.registrations.is_empty()
     }

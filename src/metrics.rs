@@ -76,6 +76,18 @@ impl OpMetrics {
     }
 
     /// A copy of the counters.
+    ///
+    /// ```
+    /// # use boxfall::{native, DispatchKey, KernelFunction, Library, LibraryKind, Tensor};
+    /// # native::install_fallback().unwrap();
+    /// # let mut lib = Library::new("doc_snapshot", LibraryKind::Def).unwrap();
+    /// let op = lib.define("id(Tensor x) -> Tensor").unwrap();
+    /// lib.impl_kernel("id", DispatchKey::CPU, KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| Ok(x)), false).unwrap();
+    /// op.typed::<(Tensor,), Tensor>().unwrap().call((native::tensor(ndarray::arr1(&[1.0, 2.0]).into_dyn()),)).unwrap();
+    /// let s = op.metrics().snapshot();
+    /// assert_eq!((s.fallbacks, s.failures, s.bytes_to_cpu, s.bytes_from_cpu), (1, 0, 16, 16));
+    /// assert!(s.backends.contains(DispatchKey::NATIVE));
+    /// ```
     pub fn snapshot(&self) -> OpStats {
         OpStats {
             fallbacks: self.fallbacks.load(Relaxed),
@@ -88,6 +100,18 @@ impl OpMetrics {
     }
 
     /// Zeroes every counter and forgets the warnings.
+    ///
+    /// ```
+    /// # use boxfall::{metrics::OpStats, native, DispatchKey, KernelFunction, Library, LibraryKind, Tensor};
+    /// # native::install_fallback().unwrap();
+    /// # let mut lib = Library::new("doc_op_metrics_reset", LibraryKind::Def).unwrap();
+    /// let op = lib.define("id(Tensor x) -> Tensor").unwrap();
+    /// lib.impl_kernel("id", DispatchKey::CPU, KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| Ok(x)), false).unwrap();
+    /// op.typed::<(Tensor,), Tensor>().unwrap().call((native::tensor(ndarray::arr1(&[1.0]).into_dyn()),)).unwrap();
+    /// assert_eq!(op.metrics().snapshot().fallbacks, 1);
+    /// op.metrics().reset();
+    /// assert_eq!(op.metrics().snapshot(), OpStats::default());
+    /// ```
     pub fn reset(&self) {
         for c in [
             &self.fallbacks,

@@ -36,6 +36,12 @@ pub enum DType {
 
 impl DType {
     /// Bytes per element.
+    ///
+    /// ```
+    /// use boxfall::DType;
+    /// assert_eq!(DType::Bool.size(), 1);
+    /// assert_eq!(DType::I32.size(), 4);
+    /// ```
     pub const fn size(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
@@ -45,6 +51,12 @@ impl DType {
     }
 
     /// NumPy's name for it.
+    ///
+    /// ```
+    /// use boxfall::DType;
+    /// assert_eq!(DType::I64.name(), "int64");
+    /// assert_eq!(DType::Bool.name(), "bool");
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             DType::F32 => "float32",
@@ -95,6 +107,11 @@ host_from!(bool, Bool);
 
 impl HostArray {
     /// The element type.
+    ///
+    /// ```
+    /// use boxfall::{tensor::HostArray, DType};
+    /// assert_eq!(HostArray::from(ndarray::ArrayD::<i32>::zeros(vec![2])).dtype(), DType::I32);
+    /// ```
     pub fn dtype(&self) -> DType {
         match self {
             HostArray::F32(_) => DType::F32,
@@ -122,6 +139,11 @@ impl HostArray {
     }
 
     /// Element count times element size.
+    ///
+    /// ```
+    /// let a = boxfall::tensor::HostArray::from(ndarray::ArrayD::<i64>::zeros(vec![2, 3]));
+    /// assert_eq!(a.nbytes(), 6 * 8);
+    /// ```
     pub fn nbytes(&self) -> usize {
         self.shape().iter().product::<usize>() * self.dtype().size()
     }
@@ -204,17 +226,36 @@ pub struct Device {
 
 impl Device {
     /// The host CPU.
+    ///
+    /// ```
+    /// use boxfall::{Device, DispatchKey};
+    /// assert_eq!(Device::CPU.key, DispatchKey::CPU);
+    /// assert_eq!(Device::CPU.to_string(), "CPU:0");
+    /// ```
     pub const CPU: Device = Device {
         key: DispatchKey::CPU,
         index: 0,
     };
 
     /// A device of a backend key.
+    ///
+    /// ```
+    /// use boxfall::{Device, DispatchKey};
+    /// let d = Device::new(DispatchKey::NATIVE, 3);
+    /// assert_eq!((d.key, d.index), (DispatchKey::NATIVE, 3));
+    /// ```
     pub const fn new(key: DispatchKey, index: u16) -> Device {
         Device { key, index }
     }
 
     /// Reads `"Backend:index"`, or the backend name alone, ignoring case.
+    ///
+    /// ```
+    /// use boxfall::{Device, DispatchKey};
+    /// assert_eq!(Device::parse("NATIVE:2").unwrap(), Device::new(DispatchKey::NATIVE, 2));
+    /// assert!(Device::parse("cpu:x").is_err()); // bad index
+    /// assert!(Device::parse("CompositeImplicit").is_err()); // not a backend
+    /// ```
     pub fn parse(text: &str) -> Result<Device> {
         let (name, index) = match text.rsplit_once(':') {
             Some((n, i)) => {
@@ -263,6 +304,14 @@ pub struct Tensor(Arc<TensorInner>);
 
 impl Tensor {
     /// A tensor on `device` holding `data`.
+    ///
+    /// ```
+    /// use boxfall::{native, Tensor};
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// let t = Tensor::new(native::DEVICE, cpu.data()); // same data, another device
+    /// assert_eq!(t.device(), native::DEVICE);
+    /// assert_eq!(t.describe(), "float64[2]");
+    /// ```
     pub fn new(device: Device, data: TensorData) -> Tensor {
         Tensor(Arc::new(TensorInner {
             device,
@@ -271,6 +320,13 @@ impl Tensor {
     }
 
     /// A CPU tensor owning `array`.
+    ///
+    /// ```
+    /// use boxfall::{Device, Tensor};
+    /// let t = Tensor::from_array(ndarray::ArrayD::<i32>::zeros(vec![4]));
+    /// assert_eq!(t.device(), Device::CPU);
+    /// assert_eq!(t.describe(), "int32[4]");
+    /// ```
     pub fn from_array(array: impl Into<HostArray>) -> Tensor {
         Tensor::host(Device::CPU, array.into())
     }
@@ -287,29 +343,68 @@ impl Tensor {
     }
 
     /// A tensor on `device` holding a backend payload.
+    ///
+    /// ```
+    /// use boxfall::{native, tensor::Payload, Tensor};
+    /// struct Handle;
+    /// impl Payload for Handle {
+    ///     fn as_any(&self) -> &dyn std::any::Any { self }
+    ///     fn nbytes(&self) -> usize { 128 }
+    /// }
+    /// let t = Tensor::foreign(native::DEVICE, std::sync::Arc::new(Handle));
+    /// assert!(t.host_array().is_none());
+    /// assert_eq!(t.nbytes(), 128);
+    /// ```
     pub fn foreign(device: Device, payload: Arc<dyn Payload>) -> Tensor {
         Tensor::new(device, TensorData::Foreign(payload))
     }
 
     /// The device.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert_eq!(t.device(), boxfall::native::DEVICE);
+    /// assert_eq!(t.device().index, 0);
+    /// ```
     #[inline]
     pub fn device(&self) -> Device {
         self.0.device
     }
 
     /// The device's dispatch key.
+    ///
+    /// ```
+    /// use boxfall::{native, DispatchKey, Tensor};
+    /// assert_eq!(native::tensor(ndarray::arr1(&[1.0]).into_dyn()).key(), DispatchKey::NATIVE);
+    /// assert_eq!(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()).key(), DispatchKey::CPU);
+    /// ```
     #[inline]
     pub fn key(&self) -> DispatchKey {
         self.0.device.key
     }
 
     /// Whether two handles are the same tensor.
+    ///
+    /// ```
+    /// use boxfall::Tensor;
+    /// let a = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let b = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(a.same(&a.clone()));
+    /// assert!(!a.same(&b)); // equal values, different tensors
+    /// ```
     #[inline]
     pub fn same(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// What the tensor holds now (a cheap clone of an `Arc`).
+    ///
+    /// ```
+    /// use boxfall::{Device, Tensor};
+    /// let t = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let view = Tensor::new(Device::CPU, t.data());
+    /// assert!(std::sync::Arc::ptr_eq(&view.host_array().unwrap(), &t.host_array().unwrap())); // shared, not copied
+    /// ```
     pub fn data(&self) -> TensorData {
         self.0
             .data
@@ -319,11 +414,24 @@ impl Tensor {
     }
 
     /// Replaces what the tensor holds (an in-place write).
+    ///
+    /// ```
+    /// use boxfall::{tensor::TensorData, Tensor};
+    /// let t = Tensor::from_array(ndarray::ArrayD::<f64>::zeros(vec![2]));
+    /// let alias = t.clone();
+    /// t.set_data(TensorData::Host(std::sync::Arc::new(ndarray::ArrayD::<f64>::ones(vec![3]).into())));
+    /// assert_eq!(alias.describe(), "float64[3]"); // every handle sees the write
+    /// ```
     pub fn set_data(&self, data: TensorData) {
         *self.0.data.write().unwrap_or_else(|e| e.into_inner()) = data;
     }
 
     /// The host memory, if the tensor holds host memory.
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// assert_eq!(t.host_array().unwrap().as_f64().unwrap().sum(), 3.0);
+    /// ```
     pub fn host_array(&self) -> Option<Arc<HostArray>> {
         match self.data() {
             TensorData::Host(a) => Some(a),
@@ -345,6 +453,17 @@ impl Tensor {
     }
 
     /// The payload, if the tensor holds one.
+    ///
+    /// ```
+    /// use boxfall::{native, tensor::Payload, Tensor};
+    /// struct Remote(u64);
+    /// impl Payload for Remote {
+    ///     fn as_any(&self) -> &dyn std::any::Any { self }
+    /// }
+    /// let t = Tensor::foreign(native::DEVICE, std::sync::Arc::new(Remote(7)));
+    /// assert_eq!(t.payload().unwrap().as_any().downcast_ref::<Remote>().unwrap().0, 7);
+    /// assert!(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()).payload().is_none());
+    /// ```
     pub fn payload(&self) -> Option<Arc<dyn Payload>> {
         match self.data() {
             TensorData::Host(_) => None,
@@ -353,6 +472,11 @@ impl Tensor {
     }
 
     /// Bytes held.
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::ArrayD::<f32>::zeros(vec![3]));
+    /// assert_eq!(t.nbytes(), 3 * 4);
+    /// ```
     pub fn nbytes(&self) -> usize {
         match self.data() {
             TensorData::Host(a) => a.nbytes(),

@@ -19,6 +19,21 @@ use crate::tensor::{Device, HostArray, Tensor};
 
 /// Elements above which a kernel runs through the blocking hook (and, from Python, without
 /// the GIL).
+///
+/// ```
+/// # use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+/// # use boxfall::{native, Library, LibraryKind, Tensor};
+/// static RUNS: AtomicUsize = AtomicUsize::new(0);
+/// native::set_blocking_hook(|f| { RUNS.fetch_add(1, SeqCst); f() });
+/// # let mut lib = Library::new("doc_blocking_elements", LibraryKind::Def).unwrap();
+/// # let neg = lib.define("neg(Tensor self) -> Tensor").unwrap().typed::<(Tensor,), Tensor>().unwrap();
+/// # native::register_kernels(&mut lib).unwrap();
+/// let n = native::BLOCKING_ELEMENTS;
+/// neg.call((native::tensor(ndarray::ArrayD::<f64>::ones(vec![n - 1])),)).unwrap();
+/// assert_eq!(RUNS.load(SeqCst), 0); // small: runs in place
+/// neg.call((native::tensor(ndarray::ArrayD::<f64>::ones(vec![n])),)).unwrap();
+/// assert_eq!(RUNS.load(SeqCst), 1); // large: through the hook
+/// ```
 pub const BLOCKING_ELEMENTS: usize = 1 << 16;
 
 type NativeKernel = fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()>;
@@ -95,6 +110,14 @@ pub fn register_kernels(lib: &mut Library) -> Result<Vec<String>> {
 }
 
 /// Runs a large computation; the Python bindings install a hook that releases the GIL.
+///
+/// ```
+/// fn inline(work: &mut (dyn FnMut() + Send)) { work() }
+/// let hook: boxfall::native::BlockingHook = inline;
+/// let mut ran = false;
+/// hook(&mut || ran = true);
+/// assert!(ran);
+/// ```
 pub type BlockingHook = fn(&mut (dyn FnMut() + Send));
 
 static BLOCKING_HOOK: OnceLock<BlockingHook> = OnceLock::new();
