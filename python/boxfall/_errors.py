@@ -71,10 +71,11 @@ def _warn_fallback(message: str) -> None:
     import os
     import sys
     import warnings
+    from types import FrameType
 
     here = os.path.dirname(os.path.abspath(__file__))
     level = 2
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
         frame = frame.f_back
         level += 1
