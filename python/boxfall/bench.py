@@ -18,7 +18,18 @@ import numpy as np
 
 import boxfall as bf
 
-SCHEMAS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "torch_schemas.txt"
+
+def _find_schemas() -> Path:
+    """torch_schemas.txt beside the checkout (from a source tree, or run from the repo)."""
+    relative = Path("shared") / "data" / "torch_schemas.txt"
+    here = Path(__file__).resolve()
+    for base in (Path.cwd().parent, Path.cwd(), here.parents[2].parent):
+        if (base / relative).exists():
+            return base / relative
+    return here.parents[2].parent / relative
+
+
+SCHEMAS = _find_schemas()
 
 
 def per_call_ns(fn: Callable[[], Any], number: int, repeat: int) -> float:
