@@ -5,6 +5,7 @@
 //! guard keeps the table, and so the kernel, alive until the call ends. Registration takes one
 //! global mutex, recomputes the affected tables and publishes each with one atomic store.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -460,12 +461,29 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         if let Some(f) = kernel.unboxed::<A, R>() {
             return f(keys, args);
         }
-        let mut stack = Stack::with_capacity(A::LEN);
+        // Boxing once: the stack comes from this thread's spare, so a typed call of a boxed
+        // kernel allocates only the first time (a nested call finds the spare taken and
+        // allocates its own).
+        let mut stack = SPARE_STACK.with(Cell::take);
         args.push_onto(&mut stack);
-        kernel.call_boxed(&self.op, keys, &mut stack)?;
-        R::pop_from(&mut stack)
+        let result = kernel
+            .call_boxed(&self.op, keys, &mut stack)
+            .and_then(|()| R::pop_from(&mut stack));
+        stack.clear();
+        if stack.capacity() <= SPARE_STACK_MAX {
+            SPARE_STACK.with(|c| c.set(stack));
+        }
+        result
     }
 }
+
+thread_local! {
+    /// A stack buffer kept for the next typed call of a boxed kernel on this thread.
+    static SPARE_STACK: Cell<Stack> = const { Cell::new(Vec::new()) };
+}
+
+/// A spare stack larger than this is dropped rather than kept.
+const SPARE_STACK_MAX: usize = 64;
 
 /// Identifies one registration, so its library can undo exactly it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
