@@ -6,6 +6,7 @@
 //! every result is moved to the device before any argument is written, and nothing is written
 //! unless the kernel succeeded.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -282,6 +283,11 @@ pub fn call_fallback(
     fallback.call_boxed(op, keys, stack)
 }
 
+thread_local! {
+    /// The buffer that holds a call's arguments aside, kept for this thread's next fallback.
+    static SPARE_ORIGINAL: Cell<Stack> = const { Cell::new(Vec::new()) };
+}
+
 /// Where one moved tensor sits in the stack.
 struct Moved {
     arg: usize,
@@ -359,7 +365,8 @@ fn fallback_body(
 
     // The stack itself becomes the CPU stack; the arguments are kept aside for the write-back,
     // and to give a failed call its stack back as it was.
-    let original: Stack = stack.clone();
+    let mut original: Stack = SPARE_ORIGINAL.with(Cell::take);
+    original.extend(stack.iter().cloned());
     let mut cpu_stack: Stack = std::mem::take(stack);
     match fallback_steps(
         op,
@@ -373,6 +380,8 @@ fn fallback_body(
     ) {
         Ok(()) => {
             *stack = cpu_stack;
+            original.clear();
+            SPARE_ORIGINAL.with(|c| c.set(original));
             Ok(())
         }
         Err(e) => {

@@ -478,9 +478,16 @@ impl Tensor {
     /// assert_eq!(t.nbytes(), 3 * 4);
     /// ```
     pub fn nbytes(&self) -> usize {
-        match self.data() {
+        let data = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        match &*data {
             TensorData::Host(a) => a.nbytes(),
-            TensorData::Foreign(p) => p.nbytes(),
+            TensorData::Foreign(p) => {
+                // A payload may need a foreign runtime's lock (Python's GIL): never ask for it
+                // while holding this tensor's lock.
+                let p = p.clone();
+                drop(data);
+                p.nbytes()
+            }
         }
     }
 
