@@ -288,6 +288,25 @@ thread_local! {
     static SPARE_ORIGINAL: Cell<Stack> = const { Cell::new(Vec::new()) };
 }
 
+/// Counts a moved tensor's bytes, and remembers it if the kernel writes it (for the write-back).
+fn record_move(
+    moved: &mut Vec<Moved>,
+    bytes: &mut (u64, u64),
+    arg: usize,
+    slot: Option<usize>,
+    write: bool,
+    cpu: &Tensor,
+) {
+    bytes.0 += cpu.nbytes() as u64;
+    if write {
+        moved.push(Moved {
+            arg,
+            slot,
+            cpu: cpu.clone(),
+        });
+    }
+}
+
 /// Where one moved tensor sits in the stack.
 struct Moved {
     arg: usize,
@@ -426,14 +445,7 @@ fn fallback_steps(
             )));
         }
         for ((arg, slot, write), cpu) in places.into_iter().zip(cpus) {
-            bytes.0 += cpu.nbytes() as u64;
-            if write {
-                moved.push(Moved {
-                    arg,
-                    slot,
-                    cpu: cpu.clone(),
-                });
-            }
+            record_move(&mut moved, bytes, arg, slot, write, &cpu);
             place(&mut cpu_stack[arg], slot, cpu);
         }
     } else {
@@ -441,14 +453,7 @@ fn fallback_steps(
             let cpu = hooks
                 .to_cpu(t, write)
                 .map_err(|e| step_error(op, "to_cpu", e))?;
-            bytes.0 += cpu.nbytes() as u64;
-            if write {
-                moved.push(Moved {
-                    arg,
-                    slot,
-                    cpu: cpu.clone(),
-                });
-            }
+            record_move(&mut moved, bytes, arg, slot, write, &cpu);
             *t = cpu;
             Ok(())
         })?;
