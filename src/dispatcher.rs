@@ -211,21 +211,29 @@ impl OperatorHandle {
     pub fn call_boxed(&self, stack: &mut Stack) -> Result<()> {
         let table = self.0.table.load();
         let schema = table.schema.as_deref().ok_or_else(|| self.undefined())?;
-        let mut keys = DispatchKeySet::EMPTY;
-        for &i in &schema.info.tensor_args {
-            if let Some(v) = stack.get(i) {
-                keys = keys | v.key_set();
-            }
-        }
-        if keys.is_empty() {
-            keys = match schema.info.device_arg.and_then(|i| stack.get(i)) {
-                Some(IValue::Device(d)) => d.key.set(),
-                _ => DispatchKey::CPU.set(),
-            };
-        }
+        let keys = argument_keys(schema, stack);
         let (inc, exc) = local_keys();
         let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
         self.run(&table, keys, masked, stack)
+    }
+
+    /// The key set a boxed call with these arguments dispatches on (before the operator's
+    /// fallthroughs are masked out): its tensors' keys, else its `Device` argument's, else CPU;
+    /// plus this thread's included keys, minus the excluded ones. What a boxed fallback called
+    /// directly (`call_fallback`) receives.
+    ///
+    /// ```
+    /// use boxfall::{IValue, Library, LibraryKind, DispatchKey, native};
+    /// let mut lib = Library::new("doc_call_keys", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// let x = native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert_eq!(op.call_keys(&[IValue::Tensor(x)]).unwrap().highest(), Some(DispatchKey::NATIVE));
+    /// ```
+    pub fn call_keys(&self, stack: &[IValue]) -> Result<DispatchKeySet> {
+        let schema = self.schema()?;
+        let keys = argument_keys(&schema, stack);
+        let (inc, exc) = local_keys();
+        Ok(DispatchKeySet((keys.0 | inc.0) & !exc.0))
     }
 
     /// Continues a call below the current (highest) key of `keys`, as a kernel does to pass a
@@ -365,6 +373,25 @@ impl OperatorHandle {
         let e = &table.entries[key.index()];
         (e.kernel.clone(), e.source)
     }
+}
+
+/// The keys of a boxed call's arguments: its tensors' (list elements included), else its
+/// `Device` argument's, else CPU.
+#[inline]
+fn argument_keys(schema: &OpSchema, stack: &[IValue]) -> DispatchKeySet {
+    let mut keys = DispatchKeySet::EMPTY;
+    for &i in &schema.info.tensor_args {
+        if let Some(v) = stack.get(i) {
+            keys = keys | v.key_set();
+        }
+    }
+    if keys.is_empty() {
+        keys = match schema.info.device_arg.and_then(|i| stack.get(i)) {
+            Some(IValue::Device(d)) => d.key.set(),
+            _ => DispatchKey::CPU.set(),
+        };
+    }
+    keys
 }
 
 /// A handle whose calls are typed: `A` a tuple of arguments, `R` the returns.

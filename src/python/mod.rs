@@ -148,9 +148,8 @@ fn native_backend() -> backend::PyBackend {
     backend::PyBackend::native()
 }
 
-fn warn_in_python(kind: WarningKind, message: &str) -> crate::Result<()> {
+fn warn_in_python(_kind: WarningKind, message: &str) -> crate::Result<()> {
     // Both kinds are FallbackWarnings; `_warn_fallback` attributes them to the user's frame.
-    let _ = kind;
     Python::attach(|py| {
         py.import("boxfall._errors")
             .and_then(|m| m.getattr("_warn_fallback"))

@@ -8,8 +8,8 @@ use super::errors::{new_err, IntoPy};
 use super::schema::PyFunctionSchema;
 use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
 use crate::error::Error;
-use crate::ivalue::{IValue, Stack};
-use crate::key::{local_keys, DispatchKey, DispatchKeySet};
+use crate::ivalue::Stack;
+use crate::key::{DispatchKey, DispatchKeySet};
 
 /// The key set of a call, as a boxed kernel receives it.
 #[pyclass(name = "DispatchKeySet", module = "boxfall", frozen)]
@@ -288,25 +288,6 @@ pub fn call_first_binding<'py>(
     ))
 }
 
-/// The key set a call of `op` with these arguments dispatches on.
-fn call_keys(op: &OperatorHandle, schema: &OpSchema, stack: &Stack) -> DispatchKeySet {
-    let mut keys = DispatchKeySet::EMPTY;
-    for &i in &schema.info.tensor_args {
-        if let Some(v) = stack.get(i) {
-            keys = keys | v.key_set();
-        }
-    }
-    if keys.is_empty() {
-        keys = match schema.info.device_arg.and_then(|i| stack.get(i)) {
-            Some(IValue::Device(d)) => d.key.set(),
-            _ => DispatchKey::CPU.set(),
-        };
-    }
-    let (inc, exc) = local_keys();
-    let _ = op;
-    DispatchKeySet((keys.0 | inc.0) & !exc.0)
-}
-
 /// `bf.call_fallback(fallback, op, *args, **kwargs)`: runs a boxed fallback from typed code.
 #[pyfunction]
 #[pyo3(signature = (fallback, op, *args, **kwargs))]
@@ -323,7 +304,7 @@ pub fn call_fallback<'py>(
     let mut stack = bind(&schema, args, kwargs, &mut passed)
         .map_err(|m| argument_error(&handle, &schema, m))
         .py(py)?;
-    let keys = call_keys(&handle, &schema, &stack);
+    let keys = handle.call_keys(&stack).py(py)?;
     let kernel = super::library::kernel_from(py, fallback, true)?;
     crate::fallback::call_fallback(&kernel, &handle, keys, &mut stack).py(py)?;
     returns_to_py(py, &stack, &passed)
