@@ -446,7 +446,7 @@ class DemoFailure(Exception):
 
 
 def run_steps(args: argparse.Namespace, backend: Any) -> float:
-    """Run ``args.steps`` forward passes on Accel; returns the largest error against NumPy.
+    """Run ``args.steps`` forward passes on the device; returns the largest error against NumPy.
 
     Raises :class:`DemoFailure` if an in-place or out= call does not hand back the caller's
     own device tensor, or a result is not on the device.
@@ -508,19 +508,19 @@ def _have_matplotlib() -> bool:
     return True
 
 
-def _print_header(args: argparse.Namespace) -> None:
-    """What the demo runs, and where each operator is served from on Accel."""
+def _print_header(args: argparse.Namespace, backend_name: str, native_ops: list[str]) -> None:
+    """What the demo runs, and where each operator is served from on the device."""
     print(
         f"boxfall demo: transformer block, batch={args.batch} seq={SEQ} "
-        f"hidden={args.hidden}, {args.steps} steps, float64, on {BACKEND}"
+        f"hidden={args.hidden}, {args.steps} steps, float64, on {backend_name}"
     )
     print(
-        f"{BACKEND} runs natively: {', '.join(f'{NS}::{n}' for n in NATIVE_OPS)}; "
-        f"the other {len(CPU_OPS) - len(NATIVE_OPS)} operators reach the CPU fallback"
+        f"{backend_name} runs natively: {', '.join(native_ops)}; "
+        f"the other {len(CPU_OPS) - len(native_ops)} operators reach the CPU fallback"
     )
     for name in ("matmul", "layer_norm"):
         table = getattr(bf.ops.demo, name).default.dispatch_table()
-        print(f"  dispatch table of {NS}::{name} for {BACKEND}: {table[BACKEND]}")
+        print(f"  dispatch table of {NS}::{name} for {backend_name}: {table[backend_name]}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -532,13 +532,22 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    backend = accel_backend()
     with bf.Library(NS, "DEF") as lib, bf.Library("_", "IMPL") as fb:
         define_operators(lib)
-        register_accel_kernels(lib, backend)
-        fb.fallback(bf.cpu_fallback, BACKEND)
+        if args.backend == "native":
+            # The built-in Rust backend: Rust kernels where a schema matches, and the CPU
+            # fallback (registered at import) for the rest.
+            backend = bf.native.backend
+            backend_name = "Native"
+            native_ops = bf.native.register_kernels(lib)
+        else:
+            backend = accel_backend()
+            backend_name = BACKEND
+            register_accel_kernels(lib, backend)
+            fb.fallback(bf.cpu_fallback, BACKEND)
+            native_ops = [f"{NS}::{n}" for n in NATIVE_OPS]
         bf.metrics.reset()
-        _print_header(args)
+        _print_header(args, backend_name, native_ops)
         start = time.perf_counter()
         try:
             worst = run_steps(args, backend)
@@ -569,6 +578,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hidden", type=_positive_int, default=32, help="width (default 32)")
     parser.add_argument("--steps", type=_positive_int, default=5, help="forward passes (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--backend",
+        choices=("accel", "native"),
+        default="accel",
+        help="accel: a Python device with 3 kernels of its own (default); "
+        "native: the built-in Rust backend with its Rust kernels",
+    )
     parser.add_argument(
         "--plot",
         metavar="FILE",

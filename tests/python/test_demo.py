@@ -73,3 +73,14 @@ def test_demo_plot(tmp_path):
     else:
         assert result.returncode == 0, result.stdout + result.stderr
         assert plot.stat().st_size > 0
+
+
+def test_demo_on_native_uses_rust_kernels_and_the_fallback(tmp_path):
+    run = run_boxfall("demo", "--backend", "native", "--steps", "1", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    match = ERROR_LINE.search(run.stdout)
+    assert match and float(match.group(1)) < 1e-9, run.stdout
+    assert "dispatch table of demo::matmul for Native: kernel" in run.stdout
+    report = run.stdout.split("MB from", 1)[1]
+    assert "demo::layer_norm" in report  # CPU-only: through the fallback
+    assert "demo::relu " not in report  # a Rust kernel: never falls back
