@@ -75,13 +75,34 @@ fn call_kernel(
         let obj = to_py(py, v, &passed, TensorStyle::Kernel { writable }).map_err(py_err)?;
         // Host memory given to a kernel that writes it is a NumPy copy: note it, to copy the
         // values back into the tensor once the kernel has succeeded.
-        if let IValue::Tensor(t) = v {
-            if writable && matches!(t.data(), TensorData::Host(_)) {
-                written.push((obj.clone(), t.clone()));
+        match v {
+            IValue::Tensor(t) => {
+                if writable && matches!(t.data(), TensorData::Host(_)) {
+                    written.push((obj.clone(), t.clone()));
+                }
+                if passed.object_for(py, t).is_none() {
+                    passed.note(&obj, t);
+                }
             }
-            if passed.object_for(py, t).is_none() {
-                passed.note(&obj, t);
+            // The elements of a written list of host tensors are NumPy copies too.
+            IValue::TensorList(ts) if writable => {
+                for (i, t) in ts.iter().enumerate() {
+                    if matches!(t.data(), TensorData::Host(_)) {
+                        written.push((obj.get_item(i).map_err(py_err)?, t.clone()));
+                    }
+                }
             }
+            IValue::OptionalTensorList(ts) if writable => {
+                for (i, t) in ts.iter().enumerate() {
+                    if let Some(t) = t
+                        .as_ref()
+                        .filter(|t| matches!(t.data(), TensorData::Host(_)))
+                    {
+                        written.push((obj.get_item(i).map_err(py_err)?, t.clone()));
+                    }
+                }
+            }
+            _ => {}
         }
         if arg.kwarg_only {
             if let Some(kw) = &kwargs {

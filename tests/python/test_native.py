@@ -129,3 +129,17 @@ def test_fallback_warning_points_at_the_callers_line(ns, lib):
     (w,) = [w for w in caught if issubclass(w.category, bf.FallbackWarning)]
     assert w.filename == __file__
     assert f"{ns}::g" in str(w.message) and "Native" in str(w.message)
+
+
+def test_mutable_tensor_list_on_native_is_written_back(ns, lib):
+    lib.define("fill_all_(Tensor(a!)[] xs, float value) -> ()")
+
+    def fill_all_(xs, value):
+        for x in xs:
+            x[...] = value
+
+    lib.impl("fill_all_", fill_all_, "CPU")
+    xs = [bf.native.tensor(np.zeros(2)), bf.native.tensor(np.zeros(3))]
+    assert getattr(bf.ops, ns).fill_all_(xs, 4.0) is None
+    np.testing.assert_array_equal(xs[0].numpy(), np.full(2, 4.0))
+    np.testing.assert_array_equal(xs[1].numpy(), np.full(3, 4.0))
