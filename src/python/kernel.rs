@@ -70,40 +70,9 @@ fn call_kernel(
         .any(|a| a.kwarg_only)
         .then(|| PyDict::new(py));
     let py_err = |e: PyErr| kernel_error(py, e, op, keys);
-    for (arg, v) in schema.schema.arguments.iter().zip(stack.iter()) {
-        let writable = arg.is_write();
-        let obj = to_py(py, v, &passed, TensorStyle::Kernel { writable }).map_err(py_err)?;
-        // Host memory given to a kernel that writes it is a NumPy copy: note it, to copy the
-        // values back into the tensor once the kernel has succeeded.
-        match v {
-            IValue::Tensor(t) => {
-                if writable && matches!(t.data(), TensorData::Host(_)) {
-                    written.push((obj.clone(), t.clone()));
-                }
-                if passed.object_for(py, t).is_none() {
-                    passed.note(&obj, t);
-                }
-            }
-            // The elements of a written list of host tensors are NumPy copies too.
-            IValue::TensorList(ts) if writable => {
-                for (i, t) in ts.iter().enumerate() {
-                    if matches!(t.data(), TensorData::Host(_)) {
-                        written.push((obj.get_item(i).map_err(py_err)?, t.clone()));
-                    }
-                }
-            }
-            IValue::OptionalTensorList(ts) if writable => {
-                for (i, t) in ts.iter().enumerate() {
-                    if let Some(t) = t
-                        .as_ref()
-                        .filter(|t| matches!(t.data(), TensorData::Host(_)))
-                    {
-                        written.push((obj.get_item(i).map_err(py_err)?, t.clone()));
-                    }
-                }
-            }
-            _ => {}
-        }
+    let objects =
+        kernel_arguments(py, &schema, stack, &mut passed, &mut written).map_err(py_err)?;
+    for (arg, obj) in schema.schema.arguments.iter().zip(objects) {
         if arg.kwarg_only {
             if let Some(kw) = &kwargs {
                 kw.set_item(&arg.name, obj).map_err(py_err)?;
@@ -114,10 +83,7 @@ fn call_kernel(
     }
     let args = PyTuple::new(py, positional).map_err(py_err)?;
     let out = func.call(args, kwargs.as_ref()).map_err(py_err)?;
-    for (arr, t) in &written {
-        let host = numpy_to_host(arr)?;
-        t.set_data(TensorData::Host(std::sync::Arc::new(host)));
-    }
+    copy_back(&written)?;
     let rets = &schema.schema.returns;
     let values: Vec<Bound<'_, PyAny>> = match rets.len() {
         0 => vec![],
@@ -159,6 +125,58 @@ fn call_kernel(
     Ok(())
 }
 
+/// The arguments as the Python objects a kernel gets: CPU tensors as NumPy arrays (host memory
+/// lent read-only, or copied where the kernel writes it; those copies go in `written`, to be
+/// copied back once the kernel has succeeded), device tensors as `bf.Tensor`.
+fn kernel_arguments<'py>(
+    py: Python<'py>,
+    schema: &crate::dispatcher::OpSchema,
+    stack: &Stack,
+    passed: &mut Passed,
+    written: &mut Vec<(Bound<'py, PyAny>, Tensor)>,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let is_host = |t: &Tensor| matches!(t.data(), TensorData::Host(_));
+    let mut objects = Vec::with_capacity(stack.len());
+    for (i, v) in stack.iter().enumerate() {
+        let writable = schema.schema.arguments.get(i).is_some_and(|a| a.is_write());
+        let obj = to_py(py, v, passed, TensorStyle::Kernel { writable })?;
+        match v {
+            IValue::Tensor(t) => {
+                if writable && is_host(t) {
+                    written.push((obj.clone(), t.clone()));
+                }
+                if passed.object_for(py, t).is_none() {
+                    passed.note(&obj, t);
+                }
+            }
+            IValue::TensorList(ts) if writable => {
+                for (j, t) in ts.iter().enumerate().filter(|(_, t)| is_host(t)) {
+                    written.push((obj.get_item(j)?, t.clone()));
+                }
+            }
+            IValue::OptionalTensorList(ts) if writable => {
+                for (j, t) in ts.iter().enumerate() {
+                    if let Some(t) = t.as_ref().filter(|t| is_host(t)) {
+                        written.push((obj.get_item(j)?, t.clone()));
+                    }
+                }
+            }
+            _ => {}
+        }
+        objects.push(obj);
+    }
+    Ok(objects)
+}
+
+/// Copies what a kernel wrote into NumPy copies back into their host tensors.
+fn copy_back(written: &[(Bound<'_, PyAny>, Tensor)]) -> Result<()> {
+    for (arr, t) in written {
+        let host = numpy_to_host(arr)?;
+        t.set_data(TensorData::Host(std::sync::Arc::new(host)));
+    }
+    Ok(())
+}
+
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
@@ -173,24 +191,16 @@ fn call_boxed_kernel(
     keys: DispatchKeySet,
     stack: &mut Stack,
 ) -> Result<()> {
+    let schema = op.schema()?;
     let mut passed = Passed::default();
+    let mut written = Vec::new();
     let py_err = |e: PyErr| kernel_error(py, e, op, keys);
-    let items = stack
-        .iter()
-        .map(|v| {
-            let o = to_py(py, v, &passed, TensorStyle::Kernel { writable: true })?;
-            if let IValue::Tensor(t) = v {
-                passed.note(&o, t);
-            }
-            Ok(o)
-        })
-        .collect::<PyResult<Vec<_>>>()
-        .map_err(py_err)?;
+    let items = kernel_arguments(py, &schema, stack, &mut passed, &mut written).map_err(py_err)?;
     let list = PyList::new(py, items).map_err(py_err)?;
     let op_obj = Bound::new(py, PyOpOverload::from_handle(op.clone())).map_err(py_err)?;
     let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
     func.call1((op_obj, keys_obj, &list)).map_err(py_err)?;
-    let schema = op.schema()?;
+    copy_back(&written)?;
     let rets = &schema.schema.returns;
     let mut out = Vec::with_capacity(list.len());
     for (i, obj) in list.iter().enumerate() {

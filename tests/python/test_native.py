@@ -143,3 +143,16 @@ def test_mutable_tensor_list_on_native_is_written_back(ns, lib):
     assert getattr(bf.ops, ns).fill_all_(xs, 4.0) is None
     np.testing.assert_array_equal(xs[0].numpy(), np.full(2, 4.0))
     np.testing.assert_array_equal(xs[1].numpy(), np.full(3, 4.0))
+
+
+def test_boxed_cpu_kernel_writing_a_native_tensor_is_written_back(ns, lib):
+    lib.define("zero_(Tensor(a!) self) -> Tensor(a!)")
+
+    def zero_(op, keys, stack):
+        stack[0][...] = 0.0  # the kernel writes its argument, which is also the return
+        del stack[1:]
+
+    lib.impl("zero_", zero_, "CPU", boxed=True)
+    x = bf.native.tensor(np.arange(3.0))
+    assert getattr(bf.ops, ns).zero_(x) is x
+    np.testing.assert_array_equal(x.numpy(), np.zeros(3))
