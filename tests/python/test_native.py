@@ -156,3 +156,18 @@ def test_boxed_cpu_kernel_writing_a_native_tensor_is_written_back(ns, lib):
     x = bf.native.tensor(np.arange(3.0))
     assert getattr(bf.ops, ns).zero_(x) is x
     np.testing.assert_array_equal(x.numpy(), np.zeros(3))
+
+
+def test_metrics_to_dict_is_json_with_every_counted_operator(ns, lib):
+    import json
+
+    lib.define("h(Tensor x) -> Tensor")
+    lib.impl("h", lambda x: x + 1.0, "CPU")
+    bf.metrics.reset()
+    for _ in range(3):
+        getattr(bf.ops, ns).h(bf.native.tensor(np.ones(4)))
+    data = json.loads(json.dumps(bf.metrics.to_dict()))
+    entry = data[f"{ns}::h"]
+    assert entry["fallbacks"] == 3 and entry["failures"] == 0
+    assert entry["bytes_to_cpu"] == 3 * 32 and entry["bytes_from_cpu"] == 3 * 32
+    assert entry["backends"] == ["Native"]
