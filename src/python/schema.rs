@@ -171,6 +171,38 @@ impl PyFunctionSchema {
         list(py, &self.schema.returns)
     }
 
+    /// Indices of the arguments that hold tensors (Tensor, Tensor?, Tensor[], Tensor?[]).
+    #[getter]
+    fn tensor_arguments(&self) -> Vec<usize> {
+        self.schema.info().tensor_args
+    }
+
+    /// Indices of the arguments the operator writes (`(a!)`, also on a list's elements).
+    #[getter]
+    fn written_arguments(&self) -> Vec<usize> {
+        let info = self.schema.info();
+        (0..info.args.len())
+            .filter(|&i| info.args[i].is_write)
+            .collect()
+    }
+
+    /// For each return, the index of the argument it aliases, or None.
+    #[getter]
+    fn return_aliases(&self) -> Vec<Option<usize>> {
+        self.schema
+            .info()
+            .returns
+            .iter()
+            .map(|r| r.aliases_arg)
+            .collect()
+    }
+
+    /// Whether some return is a view of an argument (`Tensor(a)`, not written).
+    #[getter]
+    fn has_view_returns(&self) -> bool {
+        self.schema.info().has_view_returns
+    }
+
     fn __str__(&self) -> String {
         self.schema.to_string()
     }

@@ -294,3 +294,18 @@ def test_fields_agree_with_torch_schemas_jsonl():
         if got != want:
             failures.append(f"{row['schema']}\n    got  {got}\n    want {want}")
     assert not failures, f"{len(failures)} schemas differ, e.g.:\n" + "\n".join(failures[:3])
+
+
+def test_dispatch_facts_are_exposed():
+    out = bf.parse_schema(
+        "aten::max.dim_max(Tensor self, int dim, bool keepdim=False, *, "
+        "Tensor(a!) max, Tensor(b!) max_values) -> (Tensor(a!) values, Tensor(b!) indices)"
+    )
+    assert out.tensor_arguments == [0, 3, 4]
+    assert out.written_arguments == [3, 4]
+    assert out.return_aliases == [3, 4]
+    assert not out.has_view_returns
+    view = bf.parse_schema("aten::t(Tensor(a) self) -> Tensor(a)")
+    assert view.has_view_returns and view.return_aliases == [0] and view.written_arguments == []
+    lists = bf.parse_schema("demo::f(Tensor?[] xs, int n, Tensor(a!)[] out) -> ()")
+    assert lists.tensor_arguments == [0, 2] and lists.written_arguments == [2]
