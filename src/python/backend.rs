@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use super::errors::{new_err, IntoPy};
-use super::tensor::{cpu_tensor_to_numpy, hook_error, payload_object, wrap, PyPayload};
+use super::tensor::{cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, wrap};
 use crate::backend::{register_backend as register_core, Backend};
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
@@ -116,10 +116,7 @@ impl Backend for PyBackendHooks {
                 .bind(py)
                 .call1((arr,))
                 .map_err(|e| self.fail(py, "from_cpu", e))?;
-            Ok(Tensor::foreign(
-                device,
-                Arc::new(PyPayload(payload.unbind())),
-            ))
+            Ok(object_tensor(device, &payload))
         })
     }
 
@@ -166,7 +163,7 @@ impl PyBackend {
         let t = match &self.from_cpu {
             Some(f) => {
                 let payload = f.bind(py).call1((arr,))?;
-                Tensor::foreign(device, Arc::new(PyPayload(payload.unbind())))
+                object_tensor(device, &payload)
             }
             None => Tensor::host(device, super::tensor::numpy_to_host(&arr).py(py)?),
         };
@@ -188,11 +185,7 @@ impl PyBackend {
                 format!("'{}' tensors hold host memory, not payloads", self.name),
             ));
         }
-        let t = Tensor::foreign(
-            Device::new(self.key, index),
-            Arc::new(PyPayload(payload.clone().unbind())),
-        );
-        wrap(py, t)
+        wrap(py, object_tensor(Device::new(self.key, index), payload))
     }
 
     fn __repr__(&self) -> String {

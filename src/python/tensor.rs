@@ -60,12 +60,14 @@ pub fn payload_object<'py>(py: Python<'py>, t: &Tensor) -> Option<Bound<'py, PyA
         .map(|p| p.0.bind(py).clone())
 }
 
+/// A tensor on `device` whose payload is the Python object itself (no copy).
+pub fn object_tensor(device: crate::tensor::Device, obj: &Bound<'_, PyAny>) -> Tensor {
+    Tensor::foreign(device, Arc::new(PyPayload(obj.clone().unbind())))
+}
+
 /// A NumPy array as a CPU tensor that holds the array object itself (no copy).
 pub fn numpy_tensor(obj: &Bound<'_, PyAny>) -> Tensor {
-    Tensor::foreign(
-        crate::tensor::Device::CPU,
-        Arc::new(PyPayload(obj.clone().unbind())),
-    )
+    object_tensor(crate::tensor::Device::CPU, obj)
 }
 
 fn unsupported(dtype: &str) -> Error {
