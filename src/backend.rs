@@ -3,8 +3,6 @@
 
 use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwap;
-
 use crate::error::Result;
 use crate::key::{register_backend_key, DispatchKey, NUM_KEYS};
 use crate::tensor::{Device, Tensor};
@@ -48,14 +46,14 @@ pub trait Backend: Send + Sync + 'static {
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
 }
 
-type BackendTable = Vec<Option<Arc<dyn Backend>>>;
-
-fn table() -> &'static ArcSwap<BackendTable> {
-    static TABLE: OnceLock<ArcSwap<BackendTable>> = OnceLock::new();
+/// One cell per key: a backend key gets its hooks once, when it is registered, and keeps them,
+/// so a read is one acquire load and no reference count moves.
+fn table() -> &'static [OnceLock<Arc<dyn Backend>>; NUM_KEYS] {
+    static TABLE: OnceLock<[OnceLock<Arc<dyn Backend>>; NUM_KEYS]> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut t: BackendTable = vec![None; NUM_KEYS];
-        t[DispatchKey::NATIVE.index()] = Some(Arc::new(crate::native::NativeBackend));
-        ArcSwap::from_pointee(t)
+        let t: [OnceLock<Arc<dyn Backend>>; NUM_KEYS] = std::array::from_fn(|_| OnceLock::new());
+        let _ = t[DispatchKey::NATIVE.index()].set(Arc::new(crate::native::NativeBackend));
+        t
     })
 }
 
@@ -70,11 +68,8 @@ fn table() -> &'static ArcSwap<BackendTable> {
 /// ```
 pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchKey> {
     let key = register_backend_key(name)?;
-    table().rcu(|t| {
-        let mut t = (**t).clone();
-        t[key.index()] = Some(hooks.clone());
-        t
-    });
+    // A fresh key: its cell is empty (key registration refuses a name twice).
+    let _ = table()[key.index()].set(hooks);
     Ok(key)
 }
 
@@ -84,6 +79,9 @@ pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchK
 /// assert!(boxfall::backend::backend(boxfall::DispatchKey::NATIVE).is_some());
 /// assert!(boxfall::backend::backend(boxfall::DispatchKey::CPU).is_none());
 /// ```
-pub fn backend(key: DispatchKey) -> Option<Arc<dyn Backend>> {
-    table().load().get(key.index()).cloned().flatten()
+pub fn backend(key: DispatchKey) -> Option<&'static dyn Backend> {
+    table()
+        .get(key.index())
+        .and_then(OnceLock::get)
+        .map(|b| &**b)
 }

@@ -1,9 +1,11 @@
 //! The dispatcher: operator entries, their precomputed dispatch tables, and the registry that
 //! recomputes the tables whenever a definition, kernel or fallback comes or goes.
 //!
-//! Calls read an operator's table through one `ArcSwap` load (lock-free, no allocation); the
-//! guard keeps the table, and so the kernel, alive until the call ends. Registration takes one
-//! global mutex, recomputes the affected tables and publishes each with one atomic store.
+//! Calls read an operator's table inside a read section of [`crate::rcu`] (two plain stores to a
+//! per-thread slot: no lock, no allocation, no read-modify-write); the section keeps the table,
+//! and so the kernel, alive until the call ends. Registration takes one global mutex,
+//! recomputes the affected tables, publishes each with one atomic swap, and frees the replaced
+//! ones once no call that could see them is still running.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -12,7 +14,6 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use arc_swap::ArcSwap;
 use crossbeam_utils::CachePadded;
 
 use crate::error::{Error, Result};
@@ -20,6 +21,7 @@ use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
 use crate::metrics::OpMetrics;
+use crate::rcu::{self, RcuCell};
 use crate::schema::{FunctionSchema, SchemaInfo};
 
 /// Where a dispatch table entry comes from.
@@ -113,7 +115,7 @@ impl DispatchTable {
 
 struct OperatorEntry {
     name: String,
-    table: ArcSwap<DispatchTable>,
+    table: RcuCell<DispatchTable>,
     metrics: CachePadded<OpMetrics>,
     policy: AtomicU8,
 }
@@ -165,9 +167,10 @@ impl OperatorHandle {
     /// assert!(op.schema().is_err()); // no longer defined
     /// ```
     pub fn schema(&self) -> Result<Arc<OpSchema>> {
+        let g = rcu::read();
         self.0
             .table
-            .load()
+            .load(&g)
             .schema
             .clone()
             .ok_or_else(|| self.undefined())
@@ -209,12 +212,13 @@ impl OperatorHandle {
     /// assert_eq!(stack[0].to_int(), Some(42));
     /// ```
     pub fn call_boxed(&self, stack: &mut Stack) -> Result<()> {
-        let table = self.0.table.load();
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
         let schema = table.schema.as_deref().ok_or_else(|| self.undefined())?;
         let keys = argument_keys(schema, stack);
         let (inc, exc) = local_keys();
         let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
-        self.run(&table, keys, masked, stack)
+        self.run(table, keys, masked, stack)
     }
 
     /// The key set a boxed call with these arguments dispatches on (before the operator's
@@ -249,10 +253,11 @@ impl OperatorHandle {
     /// assert_eq!(stack[0].to_int(), Some(8));
     /// ```
     pub fn redispatch_boxed(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        let table = self.0.table.load();
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
         let rest = keys.without_highest();
         let masked = DispatchKeySet(rest.0 & table.mask);
-        self.run(&table, rest, masked, stack)
+        self.run(table, rest, masked, stack)
     }
 
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
@@ -269,9 +274,10 @@ impl OperatorHandle {
     /// assert!(op.call_boxed(&mut vec![IValue::Int(1)]).is_err()); // an int alone dispatches to CPU
     /// ```
     pub fn call_boxed_with_keys(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        let table = self.0.table.load();
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
         let masked = DispatchKeySet(keys.0 & table.mask);
-        self.run(&table, keys, masked, stack)
+        self.run(table, keys, masked, stack)
     }
 
     #[inline]
@@ -349,7 +355,8 @@ impl OperatorHandle {
     /// assert!(op.dispatch_table().contains(&("CPU".to_string(), "missing".to_string())));
     /// ```
     pub fn dispatch_table(&self) -> Vec<(String, String)> {
-        let table = self.0.table.load();
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
         registered_keys()
             .into_iter()
             .filter(|k| k.kind() != KeyKind::Alias || table.entries[0].kernel.is_some())
@@ -369,7 +376,8 @@ impl OperatorHandle {
     /// assert_eq!(op.kernel_for(DispatchKey::COMPOSITE_IMPLICIT).1, Source::Missing);
     /// ```
     pub fn kernel_for(&self, key: DispatchKey) -> (Option<KernelFunction>, Source) {
-        let table = self.0.table.load();
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
         let e = &table.entries[key.index()];
         (e.kernel.clone(), e.source)
     }
@@ -445,11 +453,12 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     /// ```
     #[inline]
     pub fn call(&self, args: A) -> Result<R> {
-        let table = self.op.0.table.load();
+        let g = rcu::read();
+        let table = self.op.0.table.load(&g);
         let keys = args.dispatch_keys();
         let (inc, exc) = local_keys();
         let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
-        self.call_on(&table, keys, masked, args)
+        self.call_on(table, keys, masked, args)
     }
 
     /// Continues below the highest key of `keys`.
@@ -464,9 +473,10 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     /// assert!(inc.redispatch(DispatchKey::CPU.set(), (1,)).is_err()); // nothing below CPU
     /// ```
     pub fn redispatch(&self, keys: DispatchKeySet, args: A) -> Result<R> {
-        let table = self.op.0.table.load();
+        let g = rcu::read();
+        let table = self.op.0.table.load(&g);
         let rest = keys.without_highest();
-        self.call_on(&table, rest, DispatchKeySet(rest.0 & table.mask), args)
+        self.call_on(table, rest, DispatchKeySet(rest.0 & table.mask), args)
     }
 
     #[inline]
@@ -528,11 +538,17 @@ struct OpState {
     kernels: Vec<Vec<Registered<KernelFunction>>>,
 }
 
-/// What a registration change replaced; dropped only once the registry lock is released.
+/// What a registration change replaced; dropped only once the registry lock is released, with
+/// the replaced tables no call can see any more.
 #[derive(Default)]
 struct Garbage {
-    tables: Vec<Arc<DispatchTable>>,
     kernels: Vec<KernelFunction>,
+}
+
+impl Drop for Garbage {
+    fn drop(&mut self) {
+        drop(rcu::collect());
+    }
 }
 
 struct Registry {
@@ -552,7 +568,7 @@ impl Registry {
         self.ops.entry(name.to_string()).or_insert_with(|| OpState {
             handle: OperatorHandle(Arc::new(OperatorEntry {
                 name: name.to_string(),
-                table: ArcSwap::from_pointee(DispatchTable::empty()),
+                table: RcuCell::new(DispatchTable::empty()),
                 metrics: CachePadded::new(OpMetrics::default()),
                 policy: AtomicU8::new(0),
             })),
@@ -564,21 +580,23 @@ impl Registry {
     /// Publishes the recomputed table of `name`; the old table goes to `garbage`, to be dropped
     /// after the registry lock is released (dropping a kernel may run Python code, which may
     /// register or deregister in turn).
-    fn publish(&self, name: &str, garbage: &mut Garbage) {
+    fn publish(&self, name: &str, _garbage: &mut Garbage) {
         if let Some(state) = self.ops.get(name) {
-            let table = compute_table(state, &self.fallbacks);
-            garbage
-                .tables
-                .push(state.handle.0.table.swap(Arc::new(table)));
+            state
+                .handle
+                .0
+                .table
+                .replace(compute_table(state, &self.fallbacks));
         }
     }
 
-    fn publish_all(&self, garbage: &mut Garbage) {
+    fn publish_all(&self, _garbage: &mut Garbage) {
         for state in self.ops.values() {
-            let table = compute_table(state, &self.fallbacks);
-            garbage
-                .tables
-                .push(state.handle.0.table.swap(Arc::new(table)));
+            state
+                .handle
+                .0
+                .table
+                .replace(compute_table(state, &self.fallbacks));
         }
     }
 

@@ -352,7 +352,7 @@ pub(crate) fn run_cpu_fallback(
     })?;
     let start = Instant::now();
     let mut bytes = (0u64, 0u64);
-    let result = fallback_body(op, &schema.info, key, &*hooks, stack, &mut bytes);
+    let result = fallback_body(op, &schema.info, key, hooks, stack, &mut bytes);
     let ns = start.elapsed().as_nanos() as u64;
     op.metrics()
         .record(key, ns, bytes.0, bytes.1, result.is_ok());

@@ -2,7 +2,7 @@
 //! typed Rust function also keeps that function, so a typed call with the same signature runs it
 //! without boxing. The adapters box or unbox exactly once when the two sides differ.
 
-use std::any::Any;
+use std::any::TypeId;
 use std::fmt;
 use std::sync::Arc;
 
@@ -48,8 +48,16 @@ pub(crate) enum KernelKind {
 #[derive(Clone)]
 pub struct KernelFunction {
     boxed: Arc<BoxedFn>,
-    unboxed: Option<Arc<dyn Any + Send + Sync>>,
+    unboxed: Option<UnboxedPtr>,
     pub(crate) kind: KernelKind,
+}
+
+/// A typed kernel's function pointer with the `TypeId` of its signature, so that a typed call
+/// checks the signature by comparing two words: no virtual call, no pointer chase.
+#[derive(Clone, Copy)]
+struct UnboxedPtr {
+    signature: TypeId,
+    address: usize,
 }
 
 impl KernelFunction {
@@ -99,7 +107,10 @@ impl KernelFunction {
                 f(keys, args)?.push_onto(stack);
                 Ok(())
             }),
-            unboxed: Some(Arc::new(f)),
+            unboxed: Some(UnboxedPtr {
+                signature: TypeId::of::<UnboxedFn<A, R>>(),
+                address: f as usize,
+            }),
             kind: KernelKind::Regular,
         }
     }
@@ -197,10 +208,15 @@ impl KernelFunction {
     /// ```
     #[inline]
     pub fn unboxed<A: 'static, R: 'static>(&self) -> Option<UnboxedFn<A, R>> {
-        self.unboxed
-            .as_deref()
-            .and_then(|f| f.downcast_ref::<UnboxedFn<A, R>>())
-            .copied()
+        match self.unboxed {
+            Some(p) if p.signature == TypeId::of::<UnboxedFn<A, R>>() => {
+                // SAFETY: `address` is a `UnboxedFn<A, R>` cast to `usize` in `from_unboxed`,
+                // which recorded that type's id as `signature`; equal ids mean this is the
+                // same function pointer type, and function pointers are address-sized.
+                Some(unsafe { std::mem::transmute::<usize, UnboxedFn<A, R>>(p.address) })
+            }
+            _ => None,
+        }
     }
 
     /// Runs the boxed entry point.

@@ -49,6 +49,7 @@ pub mod key;
 pub mod library;
 pub mod metrics;
 pub mod native;
+mod rcu;
 pub mod schema;
 pub mod tensor;
 
