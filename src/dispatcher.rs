@@ -500,23 +500,46 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         }
         // Boxing once: the stack comes from this thread's spare, so a typed call of a boxed
         // kernel allocates only the first time (a nested call finds the spare taken and
-        // allocates its own).
-        let mut stack = SPARE_STACK.with(Cell::take);
-        args.push_onto(&mut stack);
-        let result = kernel
-            .call_boxed(&self.op, keys, &mut stack)
-            .and_then(|()| R::pop_from(&mut stack));
-        stack.clear();
-        if stack.capacity() <= SPARE_STACK_MAX {
-            SPARE_STACK.with(|c| c.set(stack));
+        // allocates its own). The spare is boxed so that taking and returning it moves one
+        // word: moving the three words of a Vec that were just written one by one stalls the
+        // wide loads of the move, a few ns a call.
+        let mut spare = SpareStack::take();
+        let stack = spare.0.get_or_insert_with(Box::default);
+        args.push_onto(stack);
+        // The tail expression, so the result is built in the caller's slot; the spare goes
+        // back when `spare` drops, after.
+        kernel
+            .call_boxed(&self.op, keys, stack)
+            .and_then(|()| R::pop_from(stack))
+    }
+}
+
+/// This thread's spare stack while a typed call of a boxed kernel uses it; cleared and given
+/// back on drop.
+struct SpareStack(Option<Box<Stack>>);
+
+impl SpareStack {
+    #[inline]
+    fn take() -> SpareStack {
+        SpareStack(SPARE_STACK.try_with(Cell::take).ok().flatten())
+    }
+}
+
+impl Drop for SpareStack {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(mut stack) = self.0.take() {
+            stack.clear();
+            if stack.capacity() <= SPARE_STACK_MAX {
+                let _ = SPARE_STACK.try_with(|c| c.set(Some(stack)));
+            }
         }
-        result
     }
 }
 
 thread_local! {
     /// A stack buffer kept for the next typed call of a boxed kernel on this thread.
-    static SPARE_STACK: Cell<Stack> = const { Cell::new(Vec::new()) };
+    static SPARE_STACK: Cell<Option<Box<Stack>>> = const { Cell::new(None) };
 }
 
 /// A spare stack larger than this is dropped rather than kept.

@@ -222,7 +222,9 @@ pub trait ArgValue: Sized {
     fn from_ivalue(v: IValue) -> Result<Self>;
 }
 
-fn mismatch<T>(expected: &str, got: &IValue) -> Result<T> {
+#[cold]
+#[inline(never)]
+fn mismatch<T>(expected: &str, got: IValue) -> Result<T> {
     Err(Error::Kernel {
         context: "unboxing".into(),
         message: format!("expected {expected}, got {}", got.type_name()),
@@ -236,10 +238,11 @@ macro_rules! arg_value {
             fn into_ivalue(self) -> IValue {
                 IValue::$var(self.into())
             }
+            #[inline]
             fn from_ivalue(v: IValue) -> Result<Self> {
                 match v {
                     IValue::$var(x) => Ok(x.into()),
-                    other => mismatch($name, &other),
+                    other => mismatch($name, other),
                 }
             }
         }
@@ -269,7 +272,7 @@ impl ArgValue for Device {
     fn from_ivalue(v: IValue) -> Result<Self> {
         match v {
             IValue::Device(d) => Ok(d),
-            other => mismatch("Device", &other),
+            other => mismatch("Device", other),
         }
     }
 }
@@ -289,7 +292,7 @@ impl ArgValue for f64 {
         match v {
             IValue::Double(x) => Ok(x),
             IValue::Int(i) => Ok(i as f64),
-            other => mismatch("float", &other),
+            other => mismatch("float", other),
         }
     }
 }
@@ -307,7 +310,7 @@ impl ArgValue for String {
     fn from_ivalue(v: IValue) -> Result<Self> {
         match v {
             IValue::Str(s) => Ok(s.to_string()),
-            other => mismatch("str", &other),
+            other => mismatch("str", other),
         }
     }
 }
@@ -321,10 +324,11 @@ impl ArgValue for Tensor {
     fn into_ivalue(self) -> IValue {
         IValue::Tensor(self)
     }
+    #[inline]
     fn from_ivalue(v: IValue) -> Result<Self> {
         match v {
             IValue::Tensor(t) => Ok(t),
-            other => mismatch("Tensor", &other),
+            other => mismatch("Tensor", other),
         }
     }
 }
@@ -348,7 +352,7 @@ impl ArgValue for Option<Tensor> {
         match v {
             IValue::None => Ok(None),
             IValue::Tensor(t) => Ok(Some(t)),
-            other => mismatch("Tensor?", &other),
+            other => mismatch("Tensor?", other),
         }
     }
 }
@@ -363,7 +367,7 @@ impl ArgValue for Vec<Tensor> {
     fn from_ivalue(v: IValue) -> Result<Self> {
         match v {
             IValue::TensorList(t) => Ok(t),
-            other => mismatch("Tensor[]", &other),
+            other => mismatch("Tensor[]", other),
         }
     }
 }
@@ -437,6 +441,20 @@ pub trait CallReturns: Sized {
     fn pop_from(stack: &mut Stack) -> Result<Self>;
 }
 
+/// Pushes the value `build` makes, built straight in the stack's memory: a value built on the
+/// machine stack and then pushed is copied with wide loads that stall on its narrow stores,
+/// a few ns a call here.
+#[inline(always)]
+fn push_in_place(stack: &mut Stack, build: impl FnOnce() -> IValue) {
+    stack.reserve(1);
+    let len = stack.len();
+    if let Some(slot) = stack.spare_capacity_mut().first_mut() {
+        slot.write(build());
+        // SAFETY: the slot at `len` was initialized just above (`reserve` made room for it).
+        unsafe { stack.set_len(len + 1) }
+    }
+}
+
 fn wrong_count(expected: usize, got: usize) -> Error {
     Error::Kernel {
         context: "unboxing".into(),
@@ -453,8 +471,9 @@ impl CallReturns for () {
 }
 
 impl<T: ArgValue> CallReturns for T {
+    #[inline]
     fn push_onto(self, stack: &mut Stack) {
-        stack.push(self.into_ivalue());
+        push_in_place(stack, || self.into_ivalue());
     }
     fn pop_from(stack: &mut Stack) -> Result<Self> {
         if stack.len() != 1 {
@@ -482,17 +501,35 @@ macro_rules! tuple_impls {
                 DispatchKeySet::EMPTY $(| $name.device_key_set())+
             }
             #[allow(non_snake_case)]
+            #[inline]
             fn push_onto(self, stack: &mut Stack) {
                 let ($($name,)+) = self;
-                $(stack.push($name.into_ivalue());)+
+                stack.reserve($len);
+                $(push_in_place(stack, || $name.into_ivalue());)+
             }
+            #[inline]
+            #[allow(non_snake_case)]
             fn pop_from(stack: &mut Stack) -> Result<Self> {
                 if stack.len() < $len {
                     return Err(wrong_count($len, stack.len()));
                 }
-                let mut it = stack.drain(stack.len() - $len..);
-                let out = ($($name::from_ivalue(it.next().ok_or_else(|| wrong_count($len, 0))?)?,)+);
-                Ok(out)
+                // Moved out by reads, in order: a `drain` (or swapping Nones in and cutting
+                // them off) costs a guard and a drop loop, a few ns of a boxed hop.
+                let start = stack.len() - $len;
+                // SAFETY: the `$len` values from `start` are initialized (`start + $len` is the
+                // length). Shortening the Vec first hands their ownership to the reads below,
+                // which take each exactly once; the Vec neither drops nor exposes them again.
+                let mut p = unsafe {
+                    stack.set_len(start);
+                    stack.as_ptr().add(start)
+                };
+                $(
+                    // SAFETY: `p` walks the `$len` values just given up by the Vec, in bounds.
+                    let $name = unsafe { std::ptr::read(p) };
+                    p = p.wrapping_add(1);
+                )+
+                let _ = p;
+                Ok(($($name::from_ivalue($name)?,)+))
             }
         }
     };
@@ -523,5 +560,70 @@ impl<T: CallArgs> CallReturns for Multi<T> {
             return Err(wrong_count(T::LEN, stack.len()));
         }
         T::pop_from(stack).map(Multi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn object(o: &Arc<dyn Any + Send + Sync>) -> IValue {
+        IValue::Object(o.clone())
+    }
+
+    #[test]
+    fn a_tuple_goes_onto_the_stack_and_back_in_order_above_what_was_there() {
+        let mut stack = vec![IValue::Str("below".into())];
+        (1_i64, 2.5_f64, String::from("s")).push_onto(&mut stack);
+        assert_eq!(stack.len(), 4);
+        let (a, b, c) = <(i64, f64, String)>::pop_from(&mut stack).unwrap();
+        assert_eq!((a, b, c.as_str()), (1, 2.5, "s"));
+        assert_eq!(stack.len(), 1);
+        assert!(matches!(&stack[0], IValue::Str(s) if &**s == "below"));
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_kind_mid_tuple_drops_every_value_exactly_once() {
+        let o: Arc<dyn Any + Send + Sync> = Arc::new(7_u8);
+        let mut stack = vec![object(&o), IValue::Int(1), object(&o), object(&o)];
+        // (IValue, i64, i64): the third value is an object, not an int.
+        let err = <(IValue, i64, i64)>::pop_from(&mut stack).err().unwrap();
+        assert!(err.to_string().contains("expected int"), "{err}");
+        assert_eq!(
+            stack.len(),
+            1,
+            "the three values are gone, the one below stays"
+        );
+        assert_eq!(
+            Arc::strong_count(&o),
+            2,
+            "the popped objects were dropped, once each"
+        );
+        drop(stack);
+        assert_eq!(Arc::strong_count(&o), 1);
+    }
+
+    #[test]
+    fn too_few_values_is_an_error_that_leaves_the_stack_alone() {
+        let mut stack = vec![IValue::Int(1)];
+        assert!(<(i64, i64)>::pop_from(&mut stack).is_err());
+        assert_eq!(stack.len(), 1);
+    }
+
+    #[test]
+    fn returns_are_pushed_in_place_and_popped_back() {
+        let o: Arc<dyn Any + Send + Sync> = Arc::new(1_u8);
+        let mut stack = Vec::new();
+        for _ in 0..100 {
+            object(&o).push_onto(&mut stack); // growing past the first capacity
+        }
+        assert_eq!(stack.len(), 100);
+        assert_eq!(Arc::strong_count(&o), 101);
+        stack.truncate(1);
+        let v = <IValue as CallReturns>::pop_from(&mut stack).unwrap();
+        assert!(matches!(v, IValue::Object(_)));
+        drop(v);
+        assert_eq!(Arc::strong_count(&o), 1);
     }
 }

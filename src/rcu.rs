@@ -13,7 +13,6 @@
 //! may be dropped and the caller drops it after unlocking (a Python kernel's finalizer may
 //! register again).
 
-use std::any::Any;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr;
@@ -189,11 +188,11 @@ fn collect_held_back() {
 }
 
 /// An owned object that readers load without any atomic read-modify-write.
-pub(crate) struct RcuCell<T: Send + 'static> {
+pub(crate) struct RcuCell<T: Send + Sync + 'static> {
     ptr: AtomicPtr<T>,
 }
 
-impl<T: Send + 'static> RcuCell<T> {
+impl<T: Send + Sync + 'static> RcuCell<T> {
     /// A cell holding `value`.
     pub(crate) fn new(value: T) -> RcuCell<T> {
         init();
@@ -216,14 +215,27 @@ impl<T: Send + 'static> RcuCell<T> {
         let old = self
             .ptr
             .swap(Box::into_raw(Box::new(value)), Ordering::SeqCst);
-        // SAFETY: `old` came from `Box::into_raw` and was just unpublished: only readers that
-        // entered before the swap can still see it, and `collect` waits for them.
-        let old: Box<T> = unsafe { Box::from_raw(old) };
-        retired().push((EPOCH.load(Ordering::SeqCst), old));
+        retired().push((EPOCH.load(Ordering::SeqCst), Box::new(Unpublished(old))));
     }
 }
 
-impl<T: Send + 'static> Drop for RcuCell<T> {
+/// An object swapped out of its cell, freed when dropped. It stays a raw pointer until then:
+/// readers may still hold shared references, which a `Box` (a unique owner) would contradict.
+struct Unpublished<T>(*mut T);
+
+// SAFETY: it owns a `T: Send`; readers on other threads only read it (`T: Sync`) until
+// `collect` has seen them leave, and only then is it dropped.
+unsafe impl<T: Send + Sync> Send for Unpublished<T> {}
+
+impl<T> Drop for Unpublished<T> {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `Box::into_raw` in `RcuCell`, was unpublished by one
+        // swap, and `collect` released it only once no reader can reach it.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+impl<T: Send + Sync + 'static> Drop for RcuCell<T> {
     fn drop(&mut self) {
         // Readers borrow from a cell they can reach, so none can be inside once it is dropped.
         // SAFETY: the pointer is the cell's own, from `Box::into_raw`.
@@ -231,7 +243,7 @@ impl<T: Send + 'static> Drop for RcuCell<T> {
     }
 }
 
-type Retired = Vec<(u64, Box<dyn Any + Send>)>;
+type Retired = Vec<(u64, Box<dyn Send>)>;
 
 fn retired() -> MutexGuard<'static, Retired> {
     static RETIRED: Mutex<Retired> = Mutex::new(Vec::new());
@@ -240,7 +252,7 @@ fn retired() -> MutexGuard<'static, Retired> {
 
 /// Takes out the retired objects no reader can see any more; the caller drops them with no
 /// lock held. Objects a reader may still see stay for a later call.
-pub(crate) fn collect() -> Vec<Box<dyn Any + Send>> {
+pub(crate) fn collect() -> Vec<Box<dyn Send>> {
     let mut list = retired();
     if list.is_empty() {
         return Vec::new();
@@ -272,7 +284,7 @@ pub(crate) fn collect() -> Vec<Box<dyn Any + Send>> {
 }
 
 /// The process-wide barrier of Linux's `membarrier(2)`.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 mod membarrier {
     const CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
     const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
@@ -314,7 +326,8 @@ mod membarrier {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+// Miri has no membarrier: it checks the readers' fence path instead.
+#[cfg(any(not(target_os = "linux"), miri))]
 mod membarrier {
     pub(super) fn register() -> bool {
         false
