@@ -44,14 +44,14 @@ impl Passed {
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub(super) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".into())
 }
 
-fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
+pub(super) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
     obj.cast::<PyUntypedArray>().is_ok()
 }
 

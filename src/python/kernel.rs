@@ -4,8 +4,11 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use std::sync::Arc;
+
 use super::convert::{generic, to_ivalue, to_py, Passed, TensorStyle};
 use super::errors::{from_pyerr, with_note};
+use super::fast::PyKernel;
 use super::ops::{PyKeySet, PyOpOverload};
 use super::tensor::numpy_to_host;
 use crate::dispatcher::OperatorHandle;
@@ -16,23 +19,35 @@ use crate::key::{DispatchKey, DispatchKeySet};
 use crate::tensor::{Tensor, TensorData};
 
 /// A Python function as a kernel.
+/// A Python function as a kernel. It carries its function as its tag, so that a Python call
+/// whose kernel it is can call the function directly (`fast.rs`).
 pub fn python_kernel(func: Py<PyAny>, boxed: bool) -> KernelFunction {
-    KernelFunction::from_boxed(move |op, keys, stack| {
-        Python::attach(|py| {
-            if boxed {
-                call_boxed_kernel(py, func.bind(py), op, keys, stack)
-            } else {
-                call_kernel(py, func.bind(py), op, keys, stack)
-            }
-        })
-    })
+    let tag = Arc::new(PyKernel { func, boxed });
+    let k = tag.clone();
+    KernelFunction::from_boxed_with_tag(
+        move |op, keys, stack| {
+            Python::attach(|py| {
+                if k.boxed {
+                    call_boxed_kernel(py, k.func.bind(py), op, keys, stack)
+                } else {
+                    call_kernel(py, k.func.bind(py), op, keys, stack)
+                }
+            })
+        },
+        tag,
+    )
 }
 
 fn key_name(keys: DispatchKeySet) -> String {
     keys.highest().unwrap_or(DispatchKey::CPU).name()
 }
 
-fn kernel_error(py: Python<'_>, e: PyErr, op: &OperatorHandle, keys: DispatchKeySet) -> Error {
+pub(super) fn kernel_error(
+    py: Python<'_>,
+    e: PyErr,
+    op: &OperatorHandle,
+    keys: DispatchKeySet,
+) -> Error {
     from_pyerr(with_note(
         py,
         e,
@@ -44,7 +59,7 @@ fn kernel_error(py: Python<'_>, e: PyErr, op: &OperatorHandle, keys: DispatchKey
     ))
 }
 
-fn bad_return(op: &OperatorHandle, keys: DispatchKeySet, message: String) -> Error {
+pub(super) fn bad_return(op: &OperatorHandle, keys: DispatchKeySet, message: String) -> Error {
     Error::Kernel {
         context: format!("the '{}' kernel of '{}'", key_name(keys), op.name()),
         message,

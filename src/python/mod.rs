@@ -4,6 +4,7 @@
 mod backend;
 mod convert;
 mod errors;
+mod fast;
 mod kernel;
 mod library;
 mod ops;
