@@ -281,6 +281,32 @@ struct Bound_<'py> {
     keys: DispatchKeySet,
     /// The kernel objects are the caller's tuple, item by item: call with it.
     reuse: bool,
+    /// Some kernel objects are device tensors still to be wrapped (`wrapped`).
+    wraps: bool,
+}
+
+/// The kernel objects with every device tensor as a new `bf.Tensor` of its tensor, one per
+/// tensor in the call (what the general path's `to_py` gives a kernel).
+fn wrapped<'py>(b: &Bound_<'py>) -> PyResult<Objs<'py>> {
+    let mut out = Objs::new();
+    for (i, k) in b.kernel.iter().enumerate() {
+        let Ok(t) = k.cast::<PyTensor>() else {
+            out.push(k.clone());
+            continue;
+        };
+        let inner = &t.get().inner;
+        let earlier = b.kernel.range(0, i).zip(out.iter()).find_map(|(e, w)| {
+            e.cast::<PyTensor>()
+                .ok()
+                .filter(|e| e.get().inner.same(inner))
+                .map(|_| w.clone())
+        });
+        out.push(match earlier {
+            Some(w) => w,
+            None => wrap(k.py(), inner.clone())?,
+        });
+    }
+    Ok(out)
 }
 
 fn fits_i64(obj: &Bound<'_, PyAny>) -> bool {
@@ -292,33 +318,28 @@ fn fits_i64(obj: &Bound<'_, PyAny>) -> bool {
 fn kernel_arg<'py>(
     obj: &Bound<'py, PyAny>,
     a: &ArgPlan,
-    so_far: &Bound_<'py>,
     keys: &mut DispatchKeySet,
+    wraps: &mut bool,
 ) -> Option<Bound<'py, PyAny>> {
     if a.optional && obj.is_none() {
         return Some(obj.clone());
     }
     let exact = match a.kind {
         Kind::Tensor => {
+            if is_numpy_array(obj) {
+                *keys |= DispatchKey::CPU;
+                return Some(obj.clone());
+            }
             if let Ok(t) = obj.cast::<PyTensor>() {
-                // A device tensor reaches a kernel as a new `bf.Tensor` of the same tensor (one
-                // per tensor in a call); CPU ones, and written ones, go the general way.
+                // A device tensor reaches a kernel as a new `bf.Tensor` of the same tensor
+                // (made in `run` once the kernel is known to be a Python one); CPU ones, and
+                // written ones, go the general way.
                 let inner = &t.get().inner;
                 if a.write || inner.key() == DispatchKey::CPU {
                     return None;
                 }
                 *keys |= inner.key();
-                for (g, k) in so_far.given.iter().zip(so_far.kernel.iter()) {
-                    if let Ok(gt) = g.cast::<PyTensor>() {
-                        if gt.get().inner.same(inner) {
-                            return Some(k.clone());
-                        }
-                    }
-                }
-                return wrap(obj.py(), inner.clone()).ok();
-            }
-            if is_numpy_array(obj) {
-                *keys |= DispatchKey::CPU;
+                *wraps = true;
                 return Some(obj.clone());
             }
             return None;
@@ -360,6 +381,7 @@ fn bind_call<'py>(
         given: Objs::new(),
         keys: DispatchKeySet::EMPTY,
         reuse: n == body.args.len() && !body.kwonly,
+        wraps: false,
     };
     let mut keys = DispatchKeySet::EMPTY;
     for (i, a) in body.args.iter().enumerate() {
@@ -373,7 +395,7 @@ fn bind_call<'py>(
             None
         };
         let (obj, given) = match given {
-            Some(g) => (kernel_arg(&g, a, &b, &mut keys)?, g),
+            Some(g) => (kernel_arg(&g, a, &mut keys, &mut b.wraps)?, g),
             None => {
                 let d = a.default.as_ref()?.bind(py).clone();
                 (d.clone(), d)
@@ -400,10 +422,11 @@ fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>) -> Option<Bound_<'py
         given: Objs::new(),
         keys: DispatchKeySet::EMPTY,
         reuse: false,
+        wraps: false,
     };
     let mut keys = DispatchKeySet::EMPTY;
     for (a, g) in body.args.iter().zip(stack.iter()) {
-        let obj = kernel_arg(&g, a, &b, &mut keys)?;
+        let obj = kernel_arg(&g, a, &mut keys, &mut b.wraps)?;
         b.kernel.push(obj);
         b.given.push(g);
     }
@@ -491,19 +514,21 @@ fn run<'py>(
         }
         let k = kernel?.tag::<Arc<PyKernel>>()?;
         let func = k.func.bind(py);
-        Some(if k.boxed {
-            call_boxed(py, func, slf, op, schema, masked, body, b)
+        let fixed;
+        let kobjs = if b.wraps {
+            fixed = match wrapped(b) {
+                Ok(o) => o,
+                Err(e) => return Some(Err(to_pyerr(py, kernel_error(py, e, op, masked)))),
+            };
+            &fixed
         } else {
-            call_unboxed(
-                py,
-                func,
-                op,
-                schema,
-                masked,
-                body,
-                b,
-                args.filter(|_| b.reuse),
-            )
+            &b.kernel
+        };
+        let reuse = args.filter(|_| b.reuse && !b.wraps);
+        Some(if k.boxed {
+            call_boxed(py, func, slf, op, schema, masked, body, kobjs, b)
+        } else {
+            call_unboxed(py, func, op, schema, masked, body, kobjs, b, reuse)
         })
     })
     .flatten()
@@ -517,6 +542,7 @@ fn call_unboxed<'py>(
     schema: &OpSchema,
     keys: DispatchKeySet,
     body: &Body,
+    kobjs: &Objs<'py>,
     b: &Bound_<'py>,
     reuse: Option<&Bound<'py, PyTuple>>,
 ) -> PyResult<Rets<'py>> {
@@ -528,7 +554,7 @@ fn call_unboxed<'py>(
                 let d = PyDict::new(py);
                 for (a, o) in body.args[body.positional..]
                     .iter()
-                    .zip(b.kernel.range(body.positional, body.args.len()))
+                    .zip(kobjs.range(body.positional, body.args.len()))
                 {
                     d.set_item(a.name.bind(py), o).map_err(py_err)?;
                 }
@@ -536,7 +562,7 @@ fn call_unboxed<'py>(
             } else {
                 None
             };
-            let args = PyTuple::new(py, b.kernel.range(0, body.positional)).map_err(py_err)?;
+            let args = PyTuple::new(py, kobjs.range(0, body.positional)).map_err(py_err)?;
             func.call(args, kwargs.as_ref())
         }
     }
@@ -591,15 +617,16 @@ fn call_boxed<'py>(
     schema: &OpSchema,
     keys: DispatchKeySet,
     body: &Body,
+    kobjs: &Objs<'py>,
     b: &Bound_<'py>,
 ) -> PyResult<Rets<'py>> {
     let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
-    let list = PyList::new(py, b.kernel.iter()).map_err(py_err)?;
+    let list = PyList::new(py, kobjs.iter()).map_err(py_err)?;
     let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
     func.call1((slf, keys_obj, &list)).map_err(py_err)?;
     let n = list.len();
     if n != body.rets.len() || n > MAX {
-        return leftovers(py, &list, b);
+        return leftovers(py, &list, kobjs, b);
     }
     let mut rets = Objs::new();
     for (i, o) in list.iter().enumerate() {
@@ -616,11 +643,12 @@ fn call_boxed<'py>(
 fn leftovers<'py>(
     py: Python<'py>,
     list: &Bound<'py, PyList>,
+    kobjs: &Objs<'py>,
     b: &Bound_<'py>,
 ) -> PyResult<Rets<'py>> {
     let mut kernel = Passed::default();
     let mut caller = Passed::default();
-    for (k, g) in b.kernel.iter().zip(b.given.iter()) {
+    for (k, g) in kobjs.iter().zip(b.given.iter()) {
         if k.cast::<PyTensor>().is_ok() || is_numpy_array(k) {
             if let Ok(t) = to_tensor(k, &mut kernel) {
                 caller.note(g, &t);
