@@ -12,6 +12,7 @@
 //! converts it (the same functions give the same errors).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use pyo3::prelude::*;
@@ -35,6 +36,19 @@ pub struct PyKernel {
     pub func: Py<PyAny>,
     /// Boxed: `fn(op, keys, stack)`; else called with the arguments.
     pub boxed: bool,
+}
+
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Turns the fast path on or off (for tests that compare it with the general path); returns
+/// whether it was on.
+#[pyfunction]
+pub fn set_fast_path(on: bool) -> bool {
+    ENABLED.swap(on, Ordering::Relaxed)
+}
+
+fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
 }
 
 /// Operators with more arguments or returns than this take the general path.
@@ -669,6 +683,9 @@ pub fn call<'py>(
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
+    if !enabled() {
+        return None;
+    }
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
@@ -690,6 +707,9 @@ pub fn redispatch_boxed<'py>(
     keys: DispatchKeySet,
     stack: &Bound<'py, PyList>,
 ) -> Option<PyResult<()>> {
+    if !enabled() {
+        return None;
+    }
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;

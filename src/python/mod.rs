@@ -225,5 +225,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(all_stats, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
     Ok(())
 }
