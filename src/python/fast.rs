@@ -52,7 +52,7 @@ fn enabled() -> bool {
 }
 
 /// Operators with more arguments or returns than this take the general path.
-const MAX: usize = 12;
+const MAX: usize = 8;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {

@@ -88,6 +88,14 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     macro_rules! try_as {
         ($t:ty) => {
             if let Ok(a) = obj.cast::<PyArrayDyn<$t>>() {
+                // A contiguous array copies as one slice (no strided view to build).
+                if a.is_c_contiguous() {
+                    if let Ok(v) = a.to_vec() {
+                        if let Ok(arr) = ndarray::ArrayD::from_shape_vec(a.shape(), v) {
+                            return Ok(HostArray::from(arr));
+                        }
+                    }
+                }
                 return Ok(HostArray::from(a.to_owned_array()));
             }
         };
