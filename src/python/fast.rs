@@ -19,7 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::convert::{
-    default_ivalue, generic, is_numpy_array, to_ivalue, to_py, to_tensor, Passed, TensorStyle,
+    default_ivalue, generic, is_numpy_array, returns_to_py, to_ivalue, to_py, to_tensor, Passed,
+    TensorStyle,
 };
 use super::errors::{to_pyerr, IntoPy};
 use super::kernel::{bad_return, kernel_error};
@@ -91,6 +92,8 @@ struct ArgPlan {
     /// The default as the object a kernel gets (only immutable ones: None, bool, int, float,
     /// str).
     default: Option<Py<PyAny>>,
+    /// The default as the general path binds it.
+    default_value: Option<IValue>,
 }
 
 struct RetPlan {
@@ -133,6 +136,7 @@ impl Plan {
         let mut args = Vec::with_capacity(s.arguments.len());
         for a in &s.arguments {
             let (kind, optional) = kind_of(&a.ty)?;
+            let default_value = a.default.as_ref().map(|d| default_ivalue(&d.value, &a.ty));
             let default = match &a.default {
                 None => None,
                 Some(d) => {
@@ -158,6 +162,7 @@ impl Plan {
                 ty: a.ty.clone(),
                 name: PyString::intern(py, &a.name).unbind(),
                 default,
+                default_value,
             });
         }
         let mut rets = Vec::with_capacity(s.returns.len());
@@ -228,6 +233,16 @@ impl<'py> Objs<'py> {
         self.range(0, self.len)
     }
 
+    /// The objects, if there are at most `MAX`.
+    fn from_slice(xs: &[Bound<'py, PyAny>]) -> Option<Self> {
+        if xs.len() > MAX {
+            return None;
+        }
+        let mut o = Objs::new();
+        xs.iter().for_each(|x| o.push(x.clone()));
+        Some(o)
+    }
+
     fn range(&self, from: usize, to: usize) -> Items<'_, 'py> {
         Items(self.items[from..to].iter())
     }
@@ -254,6 +269,8 @@ impl ExactSizeIterator for Items<'_, '_> {}
 enum Rets<'py> {
     Few(Objs<'py>),
     Many(Vec<Bound<'py, PyAny>>),
+    /// A call's result, already as the caller gets it (only for calls, not redispatches).
+    Done(PyResult<Bound<'py, PyAny>>),
 }
 
 impl<'py> Rets<'py> {
@@ -274,16 +291,45 @@ impl<'py> Rets<'py> {
                 1 => Ok(v[0].clone()),
                 _ => Ok(PyTuple::new(py, v)?.into_any()),
             },
+            Rets::Done(r) => r,
         }
     }
 
-    /// Replaces the contents of `list` with the returns.
+    /// Replaces the contents of `list` with the returns (as deleting them all and appending
+    /// the returns would, with the slots reused).
     pub fn into_list(self, list: &Bound<'py, PyList>) -> PyResult<()> {
-        list.del_slice(0, list.len())?;
-        match &self {
-            Rets::Few(o) => o.iter().try_for_each(|x| list.append(x)),
-            Rets::Many(m) => m.iter().try_for_each(|x| list.append(x)),
+        let many;
+        let items: Items<'_, 'py> = match &self {
+            Rets::Few(o) => o.iter(),
+            Rets::Many(m) => {
+                many = Objs::from_slice(m);
+                match &many {
+                    Some(o) => o.iter(),
+                    None => {
+                        list.del_slice(0, list.len())?;
+                        return m.iter().try_for_each(|x| list.append(x));
+                    }
+                }
+            }
+            Rets::Done(_) => {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "boxfall: a call's result cannot fill a boxed stack",
+                ))
+            }
+        };
+        let n = items.len();
+        let old = list.len();
+        for (i, x) in items.enumerate() {
+            if i < old {
+                list.set_item(i, x)?;
+            } else {
+                list.append(x)?;
+            }
         }
+        if old > n {
+            list.del_slice(n, old)?;
+        }
+        Ok(())
     }
 }
 
@@ -297,6 +343,8 @@ struct Bound_<'py> {
     reuse: bool,
     /// Some kernel objects are device tensors still to be wrapped (`wrapped`).
     wraps: bool,
+    /// Bit i: argument i took its default.
+    defaulted: u32,
 }
 
 /// The kernel objects with every device tensor as a new `bf.Tensor` of its tensor, one per
@@ -396,6 +444,7 @@ fn bind_call<'py>(
         keys: DispatchKeySet::EMPTY,
         reuse: n == body.args.len() && !body.kwonly,
         wraps: false,
+        defaulted: 0,
     };
     let mut keys = DispatchKeySet::EMPTY;
     for (i, a) in body.args.iter().enumerate() {
@@ -412,6 +461,7 @@ fn bind_call<'py>(
             Some(g) => (kernel_arg(&g, a, &mut keys, &mut b.wraps)?, g),
             None => {
                 let d = a.default.as_ref()?.bind(py).clone();
+                b.defaulted |= 1 << i;
                 (d.clone(), d)
             }
         };
@@ -437,6 +487,7 @@ fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>) -> Option<Bound_<'py
         keys: DispatchKeySet::EMPTY,
         reuse: false,
         wraps: false,
+        defaulted: 0,
     };
     let mut keys = DispatchKeySet::EMPTY;
     for (a, g) in body.args.iter().zip(stack.iter()) {
@@ -526,7 +577,19 @@ fn run<'py>(
         if !Arc::ptr_eq(schema, &plan.schema) {
             return None;
         }
-        let k = kernel?.tag::<Arc<PyKernel>>()?;
+        let kernel = kernel?;
+        let Some(k) = kernel.tag::<Arc<PyKernel>>() else {
+            // Another kernel (the CPU fallback, a Rust kernel): a call (not a redispatch)
+            // runs it with the stack `bind` would build, from the same table.
+            if args.is_none() {
+                return None;
+            }
+            let mut passed = Passed::default();
+            let stack = boxed_stack(body, b, &mut passed)?;
+            return Some(Ok(Rets::Done(call_kernel_boxed(
+                py, op, kernel, masked, stack, &passed,
+            ))));
+        };
         let func = k.func.bind(py);
         let fixed;
         let kobjs = if b.wraps {
@@ -546,6 +609,34 @@ fn run<'py>(
         })
     })
     .flatten()
+}
+
+/// The stack `convert::bind` builds for the bound arguments (None if one does not convert,
+/// which the fast bind has ruled out).
+fn boxed_stack(body: &Body, b: &Bound_<'_>, passed: &mut Passed) -> Option<Stack> {
+    let mut stack = Vec::with_capacity(body.args.len());
+    for (i, (a, g)) in body.args.iter().zip(b.given.iter()).enumerate() {
+        let v = if b.defaulted & (1 << i) != 0 {
+            a.default_value.clone()?
+        } else {
+            to_ivalue(g, &a.ty, passed).ok()?
+        };
+        stack.push(v);
+    }
+    Some(stack)
+}
+
+/// Runs a kernel that is not a Python function, and converts its returns as `call_op` does.
+fn call_kernel_boxed<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    kernel: &crate::KernelFunction,
+    keys: DispatchKeySet,
+    mut stack: Stack,
+    passed: &Passed,
+) -> PyResult<Bound<'py, PyAny>> {
+    kernel.call_boxed(op, keys, &mut stack).py(py)?;
+    returns_to_py(py, &stack, passed)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -576,8 +667,16 @@ fn call_unboxed<'py>(
             } else {
                 None
             };
-            let args = PyTuple::new(py, kobjs.range(0, body.positional)).map_err(py_err)?;
-            func.call(args, kwargs.as_ref())
+            match (kwargs, body.positional) {
+                // A few positional arguments go by vectorcall, without a tuple.
+                (None, 1) => func.call1((&kobjs.items[0],)),
+                (None, 2) => func.call1((&kobjs.items[0], &kobjs.items[1])),
+                (None, 3) => func.call1((&kobjs.items[0], &kobjs.items[1], &kobjs.items[2])),
+                (kwargs, _) => {
+                    let args = PyTuple::new(py, kobjs.range(0, body.positional)).map_err(py_err)?;
+                    func.call(args, kwargs.as_ref())
+                }
+            }
         }
     }
     .map_err(py_err)?;
