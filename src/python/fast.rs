@@ -581,9 +581,7 @@ fn run<'py>(
         let Some(k) = kernel.tag::<Arc<PyKernel>>() else {
             // Another kernel (the CPU fallback, a Rust kernel): a call (not a redispatch)
             // runs it with the stack `bind` would build, from the same table.
-            if args.is_none() {
-                return None;
-            }
+            args?;
             let mut passed = Passed::default();
             let stack = boxed_stack(body, b, &mut passed)?;
             return Some(Ok(Rets::Done(call_kernel_boxed(

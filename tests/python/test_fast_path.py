@@ -394,3 +394,56 @@ def test_fallback_debug_logs_follow_level_changes(ns, lib, caplog):
     assert len(records()) == 1
     op(x)
     assert len(records()) == 2
+
+
+# ---------------------------------------------------------------------------- other kernels
+
+
+def test_a_rust_kernel_reached_from_python_gives_the_same_on_both_paths(ns, lib):
+    lib.define(ADD)
+    lib.impl("add.Tensor", lambda self, other, alpha=1: self + alpha * other, "CPU")
+    assert bf.native.register_kernels(lib) == [f"{ns}::add.Tensor"]
+    x = bf.native.tensor(np.arange(3.0))
+    op = op_of(ns, "add", "Tensor")
+    bf.metrics.reset()
+    fast, general = both(lambda: op(x, x, alpha=2))
+    assert fast.device == general.device == "Native:0"
+    assert fast.numpy().tolist() == general.numpy().tolist() == [0.0, 3.0, 6.0]
+    assert bf.metrics.counter_value(f"{ns}::add.Tensor") == 0  # Rust kernel: no fallback
+    assert (
+        both(lambda: error_of(lambda: op(x, x, alpha="no")))
+        == (error_of(lambda: op(x, x, alpha="no")),) * 2
+    )
+
+
+def test_the_fallback_policy_and_counters_are_the_same_on_both_paths(ns, lib):
+    lib.define("neg(Tensor x) -> Tensor")
+    lib.impl("neg", lambda x: -x, "CPU")
+    x = bf.native.tensor(np.ones(2))
+    op = op_of(ns, "neg")
+    bf.metrics.reset()
+    bf.set_fallback_policy("error")
+    fast, general = both(lambda: error_of(lambda: op(x)))
+    assert fast == general and fast[0] is bf.FallbackError
+    assert bf.metrics.counter_value(f"{ns}::neg") == 0  # a refused fallback is not counted
+    bf.set_fallback_policy("allow")
+    fast, general = both(lambda: op(x))
+    assert fast.numpy().tolist() == general.numpy().tolist() == [-1.0, -1.0]
+    assert bf.metrics.counter_value(f"{ns}::neg") == 2
+
+
+def test_a_failing_cpu_kernel_through_the_fallback_changes_nothing(ns, lib, paths):
+    lib.define("bad_(Tensor(a!) x) -> Tensor(a!)")
+
+    def bad_(x):
+        x += 1
+        raise RuntimeError("half done")
+
+    lib.impl("bad_", bad_, "CPU")
+    x = bf.native.tensor(np.ones(2))
+    bf.metrics.reset()
+    with pytest.raises(RuntimeError, match="half done"):
+        op_of(ns, "bad_")(x)
+    assert x.numpy().tolist() == [1.0, 1.0]
+    stats = bf.metrics.op_stats(f"{ns}::bad_")
+    assert stats["fallbacks"] == 1 and stats["failures"] == 1
