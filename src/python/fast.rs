@@ -512,6 +512,9 @@ fn ret_to_caller<'py>(
     }
     let exact = match r.kind {
         Kind::Tensor => {
+            if is_numpy_array(obj) {
+                return Ok(Ok(obj.clone()));
+            }
             if let Ok(t) = obj.cast::<PyTensor>() {
                 let inner = &t.get().inner;
                 // An argument's tensor comes back as the caller's object.
@@ -528,7 +531,7 @@ fn ret_to_caller<'py>(
                     wrap(py, inner.clone())
                 });
             }
-            is_numpy_array(obj)
+            false
         }
         Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
         Kind::Float => obj.is_exact_instance_of::<PyFloat>(),

@@ -92,13 +92,23 @@ fn call_kernel(
     } else {
         None
     };
-    let args = if params[npos..].iter().all(|a| a.kwarg_only) {
-        PyTuple::new(py, objects.iter().take(npos)).map_err(py_err)?
-    } else {
-        let positional = params.iter().zip(&objects).filter(|(a, _)| !a.kwarg_only);
-        PyTuple::new(py, positional.map(|(_, o)| o).collect::<Vec<_>>()).map_err(py_err)?
-    };
-    let out = func.call(args, kwargs.as_ref()).map_err(py_err)?;
+    let regular = params[npos..].iter().all(|a| a.kwarg_only);
+    let out = match (&kwargs, objects.as_slice()) {
+        // A few positional arguments go by vectorcall, without a tuple.
+        (None, [a]) if regular && npos == 1 => func.call1((a,)),
+        (None, [a, b]) if regular && npos == 2 => func.call1((a, b)),
+        (None, [a, b, c]) if regular && npos == 3 => func.call1((a, b, c)),
+        _ => {
+            let args = if regular {
+                PyTuple::new(py, objects.iter().take(npos)).map_err(py_err)?
+            } else {
+                let positional = params.iter().zip(&objects).filter(|(a, _)| !a.kwarg_only);
+                PyTuple::new(py, positional.map(|(_, o)| o).collect::<Vec<_>>()).map_err(py_err)?
+            };
+            func.call(args, kwargs.as_ref())
+        }
+    }
+    .map_err(py_err)?;
     copy_back(&written)?;
     let rets = &schema.schema.returns;
     let convert = |r: &crate::schema::Argument, obj: &Bound<'_, PyAny>, passed: &mut Passed| {
