@@ -121,11 +121,11 @@ struct HostOwner {
 /// Host memory as NumPy: a read-only array that borrows it (lent), or a writable copy.
 pub fn host_to_numpy<'py>(
     py: Python<'py>,
-    host: &Arc<HostArray>,
+    host: Arc<HostArray>,
     writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if writable {
-        return Ok(match &**host {
+        return Ok(match &*host {
             HostArray::F32(a) => PyArray::from_array(py, a).into_any(),
             HostArray::F64(a) => PyArray::from_array(py, a).into_any(),
             HostArray::I32(a) => PyArray::from_array(py, a).into_any(),
@@ -133,13 +133,10 @@ pub fn host_to_numpy<'py>(
             HostArray::Bool(a) => PyArray::from_array(py, a).into_any(),
         });
     }
-    let owner = Bound::new(
-        py,
-        HostOwner {
-            _data: host.clone(),
-        },
-    )?
-    .into_any();
+    // The owner takes the `Arc` itself (no second count to take and drop).
+    let owner = Bound::new(py, HostOwner { _data: host })?;
+    let host: &HostArray = &owner.get()._data;
+    let owner = owner.clone().into_any();
     // SAFETY: the NumPy array borrows the memory of `host`'s ndarray. Its base object `owner`
     // holds an `Arc` of that same `HostArray`, so the memory lives as long as the array. A
     // `HostArray` behind an `Arc` is never written in place (a write replaces the tensor's
@@ -148,7 +145,7 @@ pub fn host_to_numpy<'py>(
     // and ours alone), so neither side can see the other write. Exercised by
     // tests/python/test_native.py (the lent-memory tests).
     unsafe {
-        Ok(match &**host {
+        Ok(match host {
             HostArray::F32(a) => read_only(PyArray::borrow_from_array(a, owner)),
             HostArray::F64(a) => read_only(PyArray::borrow_from_array(a, owner)),
             HostArray::I32(a) => read_only(PyArray::borrow_from_array(a, owner)),
@@ -196,7 +193,7 @@ pub fn cpu_tensor_to_numpy<'py>(
                     ),
                 )
             }),
-        TensorData::Host(h) => host_to_numpy(py, &h, writable),
+        TensorData::Host(h) => host_to_numpy(py, h, writable),
     }
 }
 
