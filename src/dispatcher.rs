@@ -260,6 +260,37 @@ impl OperatorHandle {
         self.run(table, rest, masked, stack)
     }
 
+    /// Resolves a call without making it, from one load of the table: `f` gets the schema, the
+    /// key set the kernel would get (`keys` masked by the operator's fallthroughs) and the kernel
+    /// that serves its highest key (None: the call would be a `NoKernel` error). `keys` are a
+    /// call's keys as `call_keys` gives them, or for a redispatch the keys below the current
+    /// one. None if the operator is not defined. For bindings that call kernels they recognise
+    /// their own way (see `KernelFunction::tag`); the table, and so the kernel, lives until `f`
+    /// returns.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_resolve", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), 7u8), false).unwrap();
+    /// let tag = op.resolve(DispatchKey::CPU.set(), |_, keys, k| (keys, k.and_then(|k| k.tag::<u8>().copied())));
+    /// assert_eq!(tag, Some((DispatchKey::CPU.set(), Some(7))));
+    /// ```
+    #[inline]
+    pub fn resolve<T>(
+        &self,
+        keys: DispatchKeySet,
+        f: impl FnOnce(&Arc<OpSchema>, DispatchKeySet, Option<&KernelFunction>) -> T,
+    ) -> Option<T> {
+        let table = self.0.table.load();
+        let schema = table.schema.as_ref()?;
+        let masked = DispatchKeySet(keys.0 & table.mask);
+        let kernel = masked
+            .highest()
+            .and_then(|k| table.entries[k.index()].kernel.as_ref());
+        Some(f(schema, masked, kernel))
+    }
+
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
     /// arguments' keys: how the CPU fallback reaches the CPU kernel.
     ///

@@ -50,6 +50,8 @@ pub struct KernelFunction {
     boxed: Arc<BoxedFn>,
     unboxed: Option<UnboxedPtr>,
     pub(crate) kind: KernelKind,
+    /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
+    tag: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 /// A typed kernel's function pointer with the `TypeId` of its signature, so that a typed call
@@ -74,6 +76,7 @@ impl KernelFunction {
             boxed: Arc::new(f),
             unboxed: None,
             kind: KernelKind::Regular,
+            tag: None,
         }
     }
 
@@ -112,7 +115,35 @@ impl KernelFunction {
                 address: f as usize,
             }),
             kind: KernelKind::Regular,
+            tag: None,
         }
+    }
+
+    /// A boxed kernel carrying `tag`, by which the code that made it recognises it later (the
+    /// Python bindings call their own kernels without boxing when they can).
+    ///
+    /// ```
+    /// let k = boxfall::KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), "mine");
+    /// assert_eq!(k.tag::<&str>(), Some(&"mine"));
+    /// assert!(k.tag::<u32>().is_none() && !k.has_unboxed());
+    /// ```
+    pub fn from_boxed_with_tag<T: Any + Send + Sync>(
+        f: impl Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync + 'static,
+        tag: T,
+    ) -> KernelFunction {
+        let mut k = KernelFunction::from_boxed(f);
+        k.tag = Some(Arc::new(tag));
+        k
+    }
+
+    /// The tag given to `from_boxed_with_tag`, if it is a `T`.
+    ///
+    /// ```
+    /// assert!(boxfall::cpu_fallback().tag::<u32>().is_none());
+    /// ```
+    #[inline]
+    pub fn tag<T: Any>(&self) -> Option<&T> {
+        self.tag.as_deref().and_then(|t| t.downcast_ref::<T>())
     }
 
     /// The kernel that passes the call on to the next key: registering it for a key takes the
@@ -136,6 +167,7 @@ impl KernelFunction {
             }),
             unboxed: None,
             kind: KernelKind::Fallthrough,
+            tag: None,
         }
     }
 
@@ -147,6 +179,7 @@ impl KernelFunction {
             }),
             unboxed: None,
             kind: KernelKind::CpuFallback(config),
+            tag: None,
         }
     }
 
@@ -161,6 +194,7 @@ impl KernelFunction {
                     }),
                     unboxed: None,
                     kind: self.kind.clone(),
+                    tag: None,
                 }
             }
             _ => self.clone(),

@@ -13,23 +13,36 @@ use crate::schema::{Argument, Literal, Type};
 use crate::tensor::{DType, Device, Tensor};
 
 /// The Python objects that went into a call, by identity, with the tensors they became: a
-/// returned tensor that is one of them comes back as that same object.
+/// returned tensor that is one of them comes back as that same object. The first few live
+/// inline (most calls pass one to three tensors), so a call allocates nothing for them.
 #[derive(Default)]
 pub struct Passed {
-    items: Vec<(usize, Tensor, Py<PyAny>)>,
+    inline: [Option<(usize, Tensor, Py<PyAny>)>; PASSED_INLINE],
+    more: Vec<(usize, Tensor, Py<PyAny>)>,
 }
 
+const PASSED_INLINE: usize = 4;
+
 impl Passed {
+    fn items(&self) -> impl Iterator<Item = &(usize, Tensor, Py<PyAny>)> {
+        self.inline
+            .iter()
+            .map_while(Option::as_ref)
+            .chain(&self.more)
+    }
+
     /// Remembers that `obj` stands for `t`.
     pub fn note(&mut self, obj: &Bound<'_, PyAny>, t: &Tensor) {
-        self.items
-            .push((obj.as_ptr() as usize, t.clone(), obj.clone().unbind()));
+        let item = (obj.as_ptr() as usize, t.clone(), obj.clone().unbind());
+        match self.inline.iter_mut().find(|s| s.is_none()) {
+            Some(slot) => *slot = Some(item),
+            None => self.more.push(item),
+        }
     }
 
     /// The object that became `t`.
     pub fn object_for<'py>(&self, py: Python<'py>, t: &Tensor) -> Option<Bound<'py, PyAny>> {
-        self.items
-            .iter()
+        self.items()
             .find(|(_, x, _)| x.same(t))
             .map(|(_, _, o)| o.bind(py).clone())
     }
@@ -37,21 +50,20 @@ impl Passed {
     /// The tensor an object became.
     pub fn tensor_for(&self, obj: &Bound<'_, PyAny>) -> Option<Tensor> {
         let p = obj.as_ptr() as usize;
-        self.items
-            .iter()
+        self.items()
             .find(|(q, _, _)| *q == p)
             .map(|(_, t, _)| t.clone())
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub(super) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".into())
 }
 
-fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
+pub(super) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
     obj.cast::<PyUntypedArray>().is_ok()
 }
 

@@ -4,8 +4,11 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use std::sync::Arc;
+
 use super::convert::{generic, to_ivalue, to_py, Passed, TensorStyle};
 use super::errors::{from_pyerr, with_note};
+use super::fast::PyKernel;
 use super::ops::{PyKeySet, PyOpOverload};
 use super::tensor::numpy_to_host;
 use crate::dispatcher::OperatorHandle;
@@ -16,23 +19,35 @@ use crate::key::{DispatchKey, DispatchKeySet};
 use crate::tensor::{Tensor, TensorData};
 
 /// A Python function as a kernel.
+/// A Python function as a kernel. It carries its function as its tag, so that a Python call
+/// whose kernel it is can call the function directly (`fast.rs`).
 pub fn python_kernel(func: Py<PyAny>, boxed: bool) -> KernelFunction {
-    KernelFunction::from_boxed(move |op, keys, stack| {
-        Python::attach(|py| {
-            if boxed {
-                call_boxed_kernel(py, func.bind(py), op, keys, stack)
-            } else {
-                call_kernel(py, func.bind(py), op, keys, stack)
-            }
-        })
-    })
+    let tag = Arc::new(PyKernel { func, boxed });
+    let k = tag.clone();
+    KernelFunction::from_boxed_with_tag(
+        move |op, keys, stack| {
+            Python::attach(|py| {
+                if k.boxed {
+                    call_boxed_kernel(py, k.func.bind(py), op, keys, stack)
+                } else {
+                    call_kernel(py, k.func.bind(py), op, keys, stack)
+                }
+            })
+        },
+        tag,
+    )
 }
 
 fn key_name(keys: DispatchKeySet) -> String {
     keys.highest().unwrap_or(DispatchKey::CPU).name()
 }
 
-fn kernel_error(py: Python<'_>, e: PyErr, op: &OperatorHandle, keys: DispatchKeySet) -> Error {
+pub(super) fn kernel_error(
+    py: Python<'_>,
+    e: PyErr,
+    op: &OperatorHandle,
+    keys: DispatchKeySet,
+) -> Error {
     from_pyerr(with_note(
         py,
         e,
@@ -44,7 +59,7 @@ fn kernel_error(py: Python<'_>, e: PyErr, op: &OperatorHandle, keys: DispatchKey
     ))
 }
 
-fn bad_return(op: &OperatorHandle, keys: DispatchKeySet, message: String) -> Error {
+pub(super) fn bad_return(op: &OperatorHandle, keys: DispatchKeySet, message: String) -> Error {
     Error::Kernel {
         context: format!("the '{}' kernel of '{}'", key_name(keys), op.name()),
         message,
@@ -61,33 +76,55 @@ fn call_kernel(
     let schema = op.schema()?;
     let mut passed = Passed::default();
     let mut written: Vec<(Bound<'_, PyAny>, Tensor)> = Vec::new();
-    let mut positional: Vec<Bound<'_, PyAny>> = Vec::with_capacity(stack.len());
-    // Most operators have no keyword-only arguments: no dict for them.
-    let kwargs = schema
-        .schema
-        .arguments
-        .iter()
-        .any(|a| a.kwarg_only)
-        .then(|| PyDict::new(py));
+    let params = &schema.schema.arguments;
+    // Keyword-only arguments come after the positional ones; most operators have none, and
+    // then no dict.
+    let npos = params.iter().take_while(|a| !a.kwarg_only).count();
     let py_err = |e: PyErr| kernel_error(py, e, op, keys);
     let objects =
         kernel_arguments(py, &schema, stack, &mut passed, &mut written).map_err(py_err)?;
-    for (arg, obj) in schema.schema.arguments.iter().zip(objects) {
-        if arg.kwarg_only {
-            if let Some(kw) = &kwargs {
-                kw.set_item(&arg.name, obj).map_err(py_err)?;
-            }
-        } else {
-            positional.push(obj);
+    let kwargs = if params.iter().any(|a| a.kwarg_only) {
+        let kw = PyDict::new(py);
+        for (arg, obj) in params.iter().zip(&objects).filter(|(a, _)| a.kwarg_only) {
+            kw.set_item(&arg.name, obj).map_err(py_err)?;
+        }
+        Some(kw)
+    } else {
+        None
+    };
+    let regular = params[npos..].iter().all(|a| a.kwarg_only);
+    let out = match (&kwargs, objects.as_slice()) {
+        // A few positional arguments go by vectorcall, without a tuple.
+        (None, [a]) if regular && npos == 1 => func.call1((a,)),
+        (None, [a, b]) if regular && npos == 2 => func.call1((a, b)),
+        (None, [a, b, c]) if regular && npos == 3 => func.call1((a, b, c)),
+        _ => {
+            let args = if regular {
+                PyTuple::new(py, objects.iter().take(npos)).map_err(py_err)?
+            } else {
+                let positional = params.iter().zip(&objects).filter(|(a, _)| !a.kwarg_only);
+                PyTuple::new(py, positional.map(|(_, o)| o).collect::<Vec<_>>()).map_err(py_err)?
+            };
+            func.call(args, kwargs.as_ref())
         }
     }
-    let args = PyTuple::new(py, positional).map_err(py_err)?;
-    let out = func.call(args, kwargs.as_ref()).map_err(py_err)?;
+    .map_err(py_err)?;
     copy_back(&written)?;
     let rets = &schema.schema.returns;
-    let values: Vec<Bound<'_, PyAny>> = match rets.len() {
-        0 => vec![],
-        1 => vec![out],
+    let convert = |r: &crate::schema::Argument, obj: &Bound<'_, PyAny>, passed: &mut Passed| {
+        to_ivalue(obj, &r.ty, passed).map_err(|m| {
+            bad_return(
+                op,
+                keys,
+                format!("return '{}' ({}): {m}", r.name, r.type_str()),
+            )
+        })
+    };
+    // The stack's buffer takes the returns.
+    stack.clear();
+    match rets.len() {
+        0 => {}
+        1 => stack.push(convert(&rets[0], &out, &mut passed)?),
         n => {
             let xs: Vec<_> = match (out.cast::<PyTuple>(), out.cast::<PyList>()) {
                 (Ok(t), _) => t.iter().collect(),
@@ -107,21 +144,12 @@ fn call_kernel(
                     format!("expected {n} returns, got {}", xs.len()),
                 ));
             }
-            xs
+            for (r, obj) in rets.iter().zip(xs.iter()) {
+                let v = convert(r, obj, &mut passed)?;
+                stack.push(v);
+            }
         }
-    };
-    let mut result = Vec::with_capacity(values.len());
-    for (r, obj) in rets.iter().zip(values.iter()) {
-        let v = to_ivalue(obj, &r.ty, &mut passed).map_err(|m| {
-            bad_return(
-                op,
-                keys,
-                format!("return '{}' ({}): {m}", r.name, r.type_str()),
-            )
-        })?;
-        result.push(v);
     }
-    *stack = result;
     Ok(())
 }
 

@@ -4,8 +4,10 @@
 mod backend;
 mod convert;
 mod errors;
+mod fast;
 mod kernel;
 mod library;
+mod logging;
 mod ops;
 mod schema;
 mod tensor;
@@ -176,11 +178,9 @@ fn native_kernel_names() -> Vec<(String, Vec<String>)> {
 #[pymodule]
 fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    // Levels are not cached: a user who turns on DEBUG for "boxfall" after import gets the
-    // records (caching levels would save ~0.3 us per fallback but ignore later changes).
-    if let Ok(logger) = pyo3_log::Logger::new(py, pyo3_log::Caching::Loggers) {
-        let _ = logger.install();
-    }
+    // The core's log records go to Python's `logging`; levels are checked as `logging` itself
+    // checks them, so a user who turns on DEBUG for "boxfall" after import gets the records.
+    logging::install(py)?;
     crate::fallback::set_warning_handler(warn_in_python);
     crate::native::set_blocking_hook(release_gil);
     crate::native::install_fallback().py(py)?;
@@ -225,5 +225,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(all_stats, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
     Ok(())
 }

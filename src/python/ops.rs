@@ -4,7 +4,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::convert::{bind, generic, returns_to_py, to_py, Passed, TensorStyle};
+use std::sync::Arc;
+
+use pyo3::sync::PyOnceLock;
+
 use super::errors::{new_err, IntoPy};
+use super::fast::{self, schema_for_plan, Plan};
 use super::schema::PyFunctionSchema;
 use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
 use crate::error::Error;
@@ -58,11 +63,25 @@ impl PyKeySet {
 #[pyclass(name = "OpOverload", module = "boxfall", frozen)]
 pub struct PyOpOverload {
     pub handle: OperatorHandle,
+    /// The schema facts of the fast path, made at the first call.
+    plan: PyOnceLock<Arc<Plan>>,
 }
 
 impl PyOpOverload {
     pub fn from_handle(handle: OperatorHandle) -> Self {
-        PyOpOverload { handle }
+        PyOpOverload {
+            handle,
+            plan: PyOnceLock::new(),
+        }
+    }
+
+    /// The fast path's plan (None while the operator is not defined).
+    pub fn plan(&self, py: Python<'_>) -> Option<&Arc<Plan>> {
+        if let Some(p) = self.plan.get(py) {
+            return Some(p);
+        }
+        let schema = schema_for_plan(py, &self.handle)?;
+        Some(self.plan.get_or_init(py, || Plan::of(py, schema)))
     }
 }
 
@@ -141,12 +160,14 @@ impl PyOpOverload {
 
     #[pyo3(signature = (*args, **kwargs))]
     fn __call__<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        call_op(py, &self.handle, args, kwargs)
+        if let Some(r) = fast::call(slf, args, kwargs) {
+            return r;
+        }
+        call_op(slf.py(), &slf.get().handle, args, kwargs)
     }
 
     /// A boxed call: `stack` holds every argument; returns a new list of the returns and leaves
@@ -205,16 +226,20 @@ impl PyOpOverload {
 
     /// The boxed form of `redispatch`: replaces the contents of `stack` (the arguments) with
     /// the returns, as a boxed kernel must.
-    fn redispatch_boxed(
-        &self,
-        py: Python<'_>,
-        keys: PyRef<'_, PyKeySet>,
-        stack: &Bound<'_, PyList>,
+    fn redispatch_boxed<'py>(
+        slf: &Bound<'py, Self>,
+        keys: PyRef<'py, PyKeySet>,
+        stack: &Bound<'py, PyList>,
     ) -> PyResult<()> {
-        let schema = schema_of(py, &self.handle)?;
+        if let Some(r) = fast::redispatch_boxed(slf, keys.0, stack) {
+            return r;
+        }
+        let py = slf.py();
+        let handle = &slf.get().handle;
+        let schema = schema_of(py, handle)?;
         let mut passed = Passed::default();
         let mut s = stack_from_list(stack, &schema, &mut passed);
-        self.handle.redispatch_boxed(keys.0, &mut s).py(py)?;
+        handle.redispatch_boxed(keys.0, &mut s).py(py)?;
         let out = stack_to_list(py, &s, &passed)?;
         stack.del_slice(0, stack.len())?;
         for o in out {

@@ -3,9 +3,11 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use numpy::{PyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    PyArray, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::PyTuple;
 
 use super::errors::{from_pyerr, IntoPy};
 use crate::backend::backend;
@@ -23,9 +25,14 @@ impl Payload for PyPayload {
 
     fn nbytes(&self) -> usize {
         Python::attach(|py| {
-            self.0
-                .bind(py)
-                .getattr("nbytes")
+            let o = self.0.bind(py);
+            // A plain ndarray's `nbytes` is its size times its item size.
+            if o.is_exact_instance_of::<PyUntypedArray>() {
+                if let Ok(a) = o.cast::<PyUntypedArray>() {
+                    return a.len() * a.dtype().itemsize();
+                }
+            }
+            o.getattr("nbytes")
                 .and_then(|n| n.extract::<usize>())
                 .unwrap_or(0)
         })
@@ -81,6 +88,14 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     macro_rules! try_as {
         ($t:ty) => {
             if let Ok(a) = obj.cast::<PyArrayDyn<$t>>() {
+                // A contiguous array copies as one slice (no strided view to build).
+                if a.is_c_contiguous() {
+                    if let Ok(v) = a.to_vec() {
+                        if let Ok(arr) = ndarray::ArrayD::from_shape_vec(a.shape(), v) {
+                            return Ok(HostArray::from(arr));
+                        }
+                    }
+                }
                 return Ok(HostArray::from(a.to_owned_array()));
             }
         };
@@ -106,11 +121,11 @@ struct HostOwner {
 /// Host memory as NumPy: a read-only array that borrows it (lent), or a writable copy.
 pub fn host_to_numpy<'py>(
     py: Python<'py>,
-    host: &Arc<HostArray>,
+    host: Arc<HostArray>,
     writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if writable {
-        return Ok(match &**host {
+        return Ok(match &*host {
             HostArray::F32(a) => PyArray::from_array(py, a).into_any(),
             HostArray::F64(a) => PyArray::from_array(py, a).into_any(),
             HostArray::I32(a) => PyArray::from_array(py, a).into_any(),
@@ -118,31 +133,42 @@ pub fn host_to_numpy<'py>(
             HostArray::Bool(a) => PyArray::from_array(py, a).into_any(),
         });
     }
-    let owner = Bound::new(
-        py,
-        HostOwner {
-            _data: host.clone(),
-        },
-    )?
-    .into_any();
+    // The owner takes the `Arc` itself (no second count to take and drop).
+    let owner = Bound::new(py, HostOwner { _data: host })?;
+    let host: &HostArray = &owner.get()._data;
+    let owner = owner.clone().into_any();
     // SAFETY: the NumPy array borrows the memory of `host`'s ndarray. Its base object `owner`
     // holds an `Arc` of that same `HostArray`, so the memory lives as long as the array. A
     // `HostArray` behind an `Arc` is never written in place (a write replaces the tensor's
-    // `Arc`, see tensor.rs), and the array is made read-only below, so neither side can see the
-    // other write. Exercised by tests/python/test_native.py (the lent-memory tests).
-    let arr = unsafe {
-        match &**host {
-            HostArray::F32(a) => PyArray::borrow_from_array(a, owner).into_any(),
-            HostArray::F64(a) => PyArray::borrow_from_array(a, owner).into_any(),
-            HostArray::I32(a) => PyArray::borrow_from_array(a, owner).into_any(),
-            HostArray::I64(a) => PyArray::borrow_from_array(a, owner).into_any(),
-            HostArray::Bool(a) => PyArray::borrow_from_array(a, owner).into_any(),
-        }
-    };
-    let kw = PyDict::new(py);
-    kw.set_item("write", false)?;
-    arr.call_method("setflags", (), Some(&kw))?;
-    Ok(arr)
+    // `Arc`, see tensor.rs), and the array is made read-only before anyone else sees it (by
+    // clearing its WRITEABLE flag, as NumPy's own `PyArray_CLEARFLAGS` does: the array is new
+    // and ours alone), so neither side can see the other write. Exercised by
+    // tests/python/test_native.py (the lent-memory tests).
+    unsafe {
+        Ok(match host {
+            HostArray::F32(a) => read_only(PyArray::borrow_from_array(a, owner)),
+            HostArray::F64(a) => read_only(PyArray::borrow_from_array(a, owner)),
+            HostArray::I32(a) => read_only(PyArray::borrow_from_array(a, owner)),
+            HostArray::I64(a) => read_only(PyArray::borrow_from_array(a, owner)),
+            HostArray::Bool(a) => read_only(PyArray::borrow_from_array(a, owner)),
+        })
+    }
+}
+
+/// Clears a new array's WRITEABLE flag (what `arr.setflags(write=False)` does, without the
+/// Python call).
+///
+/// # Safety
+/// `arr` must be a new array that no other code has seen yet.
+unsafe fn read_only<'py, T: numpy::Element, D: numpy::ndarray::Dimension>(
+    arr: Bound<'py, PyArray<T, D>>,
+) -> Bound<'py, PyAny> {
+    // SAFETY: `as_array_ptr` points at the live array object `arr` holds; the caller
+    // guarantees no one else uses it while its flags change.
+    unsafe {
+        (*arr.as_array_ptr()).fields.flags &= !numpy::npyffi::flags::NPY_ARRAY_WRITEABLE;
+    }
+    arr.into_any()
 }
 
 /// A CPU tensor as the NumPy array a Python kernel receives: the caller's own array, a lent
@@ -167,7 +193,7 @@ pub fn cpu_tensor_to_numpy<'py>(
                     ),
                 )
             }),
-        TensorData::Host(h) => host_to_numpy(py, &h, writable),
+        TensorData::Host(h) => host_to_numpy(py, h, writable),
     }
 }
 

@@ -1,0 +1,824 @@
+//! The fast path of a Python call. When the kernel that serves a call is a Python function
+//! (registered through `Library.impl` or as a Python boxed fallback), the function is called
+//! with the caller's own objects, checked against the schema as binding checks them, without
+//! building `IValue`s or asking the core to box anything; only the function's result is checked
+//! and converted. The schema facts it needs are computed once per schema ([`Plan`]).
+//!
+//! The fast path never raises an error of its own before the kernel runs: whatever it does not
+//! handle (an argument type it has no plan for, an argument that fails the check, a written
+//! `bf.Tensor`, a kernel that is not a Python function, an operator redefined since the plan
+//! was made) returns `None`, and the caller takes the general path, which raises the same errors
+//! as before. Once the kernel has run, its result is converted exactly as the general path
+//! converts it (the same functions give the same errors).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use super::convert::{
+    default_ivalue, generic, is_numpy_array, returns_to_py, to_ivalue, to_py, to_tensor, Passed,
+    TensorStyle,
+};
+use super::errors::{to_pyerr, IntoPy};
+use super::kernel::{bad_return, kernel_error};
+use super::ops::{PyKeySet, PyOpOverload};
+use super::tensor::{cpu_tensor_to_numpy, wrap, PyTensor};
+use crate::dispatcher::{OpSchema, OperatorHandle};
+use crate::ivalue::{IValue, Stack};
+use crate::key::{local_keys, DispatchKey, DispatchKeySet};
+use crate::schema::Type;
+
+/// What a Python kernel carries as its [`crate::KernelFunction::tag`].
+pub struct PyKernel {
+    /// The function.
+    pub func: Py<PyAny>,
+    /// Boxed: `fn(op, keys, stack)`; else called with the arguments.
+    pub boxed: bool,
+}
+
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Turns the fast path on or off (for tests that compare it with the general path); returns
+/// whether it was on.
+#[pyfunction]
+pub fn set_fast_path(on: bool) -> bool {
+    ENABLED.swap(on, Ordering::Relaxed)
+}
+
+fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Operators with more arguments or returns than this take the general path.
+const MAX: usize = 8;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tensor,
+    Int,
+    Float,
+    Bool,
+    Scalar,
+    Str,
+}
+
+/// The kind of a schema type the fast path handles, and whether it is optional.
+fn kind_of(ty: &Type) -> Option<(Kind, bool)> {
+    let k = |t: &Type| match t {
+        Type::Tensor => Some(Kind::Tensor),
+        Type::Int | Type::SymInt => Some(Kind::Int),
+        Type::Float | Type::SymFloat => Some(Kind::Float),
+        Type::Bool | Type::SymBool => Some(Kind::Bool),
+        Type::Scalar => Some(Kind::Scalar),
+        Type::Str => Some(Kind::Str),
+        _ => None,
+    };
+    match ty {
+        Type::Optional(inner) => k(inner).map(|k| (k, true)),
+        t => k(t).map(|k| (k, false)),
+    }
+}
+
+struct ArgPlan {
+    kind: Kind,
+    optional: bool,
+    write: bool,
+    ty: Type,
+    /// The name, interned (keyword lookups hash it once).
+    name: Py<PyString>,
+    /// The default as the object a kernel gets (only immutable ones: None, bool, int, float,
+    /// str).
+    default: Option<Py<PyAny>>,
+    /// The default as the general path binds it.
+    default_value: Option<IValue>,
+}
+
+struct RetPlan {
+    kind: Kind,
+    optional: bool,
+    ty: Type,
+}
+
+struct Body {
+    args: Vec<ArgPlan>,
+    /// How many arguments come before the keyword-only ones.
+    positional: usize,
+    /// Whether the schema has keyword-only arguments (the kernel then gets a kwargs dict).
+    kwonly: bool,
+    rets: Vec<RetPlan>,
+}
+
+/// The facts of one schema the fast path needs; `body` is None when the schema has an
+/// argument or return the fast path does not handle.
+pub struct Plan {
+    schema: Arc<OpSchema>,
+    body: Option<Body>,
+}
+
+impl Plan {
+    fn new(py: Python<'_>, schema: Arc<OpSchema>) -> Plan {
+        let body = Self::body(py, &schema);
+        Plan { schema, body }
+    }
+
+    fn body(py: Python<'_>, schema: &OpSchema) -> Option<Body> {
+        let s = &schema.schema;
+        if s.arguments.len() > MAX || s.returns.len() > MAX || s.is_vararg || s.is_varret {
+            return None;
+        }
+        let positional = s.arguments.iter().take_while(|a| !a.kwarg_only).count();
+        if s.arguments[positional..].iter().any(|a| !a.kwarg_only) {
+            return None;
+        }
+        let mut args = Vec::with_capacity(s.arguments.len());
+        for a in &s.arguments {
+            let (kind, optional) = kind_of(&a.ty)?;
+            let default_value = a.default.as_ref().map(|d| default_ivalue(&d.value, &a.ty));
+            let default = match &a.default {
+                None => None,
+                Some(d) => {
+                    let v = default_ivalue(&d.value, &a.ty);
+                    if !matches!(
+                        v,
+                        IValue::None
+                            | IValue::Bool(_)
+                            | IValue::Int(_)
+                            | IValue::Double(_)
+                            | IValue::Str(_)
+                    ) {
+                        return None;
+                    }
+                    let o = to_py(py, &v, &Passed::default(), TensorStyle::Caller).ok()?;
+                    Some(o.unbind())
+                }
+            };
+            args.push(ArgPlan {
+                kind,
+                optional,
+                write: a.is_write(),
+                ty: a.ty.clone(),
+                name: PyString::intern(py, &a.name).unbind(),
+                default,
+                default_value,
+            });
+        }
+        let mut rets = Vec::with_capacity(s.returns.len());
+        for r in &s.returns {
+            let (kind, optional) = kind_of(&r.ty)?;
+            rets.push(RetPlan {
+                kind,
+                optional,
+                ty: r.ty.clone(),
+            });
+        }
+        Some(Body {
+            kwonly: positional < args.len(),
+            args,
+            positional,
+            rets,
+        })
+    }
+
+    /// The plan of `schema`, shared by every `OpOverload` object of it (made once per schema;
+    /// the lock is taken only when an `OpOverload` object first calls, never per call).
+    pub fn of(py: Python<'_>, schema: Arc<OpSchema>) -> Arc<Plan> {
+        type Cache = Mutex<HashMap<usize, Weak<Plan>>>;
+        static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+        let cache = CACHE.get_or_init(Default::default);
+        let key = Arc::as_ptr(&schema) as usize;
+        // A live plan holds its schema, so an address in the map with a live plan is that
+        // schema's.
+        let found = cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .and_then(Weak::upgrade);
+        if let Some(p) = found {
+            return p;
+        }
+        let plan = Arc::new(Plan::new(py, schema));
+        let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= 64 && map.len().is_power_of_two() {
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        map.insert(key, Arc::downgrade(&plan));
+        drop(map);
+        plan
+    }
+}
+
+/// Up to `MAX` objects, kept on the stack.
+struct Objs<'py> {
+    items: [Option<Bound<'py, PyAny>>; MAX],
+    len: usize,
+}
+
+impl<'py> Objs<'py> {
+    fn new() -> Self {
+        Objs {
+            items: Default::default(),
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, o: Bound<'py, PyAny>) {
+        self.items[self.len] = Some(o);
+        self.len += 1;
+    }
+
+    fn iter(&self) -> Items<'_, 'py> {
+        self.range(0, self.len)
+    }
+
+    /// The objects, if there are at most `MAX`.
+    fn from_slice(xs: &[Bound<'py, PyAny>]) -> Option<Self> {
+        if xs.len() > MAX {
+            return None;
+        }
+        let mut o = Objs::new();
+        xs.iter().for_each(|x| o.push(x.clone()));
+        Some(o)
+    }
+
+    fn range(&self, from: usize, to: usize) -> Items<'_, 'py> {
+        Items(self.items[from..to].iter())
+    }
+}
+
+/// The objects of a range of `Objs` (every slot below `len` is filled).
+struct Items<'a, 'py>(std::slice::Iter<'a, Option<Bound<'py, PyAny>>>);
+
+impl<'a, 'py> Iterator for Items<'a, 'py> {
+    type Item = &'a Bound<'py, PyAny>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().and_then(Option::as_ref)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Items<'_, '_> {}
+
+/// A kernel's returns, as the caller gets them.
+enum Rets<'py> {
+    Few(Objs<'py>),
+    Many(Vec<Bound<'py, PyAny>>),
+    /// A call's result, already as the caller gets it (only for calls, not redispatches).
+    Done(PyResult<Bound<'py, PyAny>>),
+}
+
+impl<'py> Rets<'py> {
+    /// None for no return, the value for one, else a tuple (as `returns_to_py`).
+    pub fn into_result(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Rets::Few(o) => match o.len {
+                0 => Ok(py.None().into_bound(py)),
+                1 => Ok(o
+                    .iter()
+                    .next()
+                    .cloned()
+                    .unwrap_or_else(|| py.None().into_bound(py))),
+                _ => Ok(PyTuple::new(py, o.iter())?.into_any()),
+            },
+            Rets::Many(v) => match v.len() {
+                0 => Ok(py.None().into_bound(py)),
+                1 => Ok(v[0].clone()),
+                _ => Ok(PyTuple::new(py, v)?.into_any()),
+            },
+            Rets::Done(r) => r,
+        }
+    }
+
+    /// Replaces the contents of `list` with the returns (as deleting them all and appending
+    /// the returns would, with the slots reused).
+    pub fn into_list(self, list: &Bound<'py, PyList>) -> PyResult<()> {
+        let many;
+        let items: Items<'_, 'py> = match &self {
+            Rets::Few(o) => o.iter(),
+            Rets::Many(m) => {
+                many = Objs::from_slice(m);
+                match &many {
+                    Some(o) => o.iter(),
+                    None => {
+                        list.del_slice(0, list.len())?;
+                        return m.iter().try_for_each(|x| list.append(x));
+                    }
+                }
+            }
+            Rets::Done(_) => {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "boxfall: a call's result cannot fill a boxed stack",
+                ))
+            }
+        };
+        let n = items.len();
+        let old = list.len();
+        for (i, x) in items.enumerate() {
+            if i < old {
+                list.set_item(i, x)?;
+            } else {
+                list.append(x)?;
+            }
+        }
+        if old > n {
+            list.del_slice(n, old)?;
+        }
+        Ok(())
+    }
+}
+
+/// The arguments as the kernel gets them, with what the caller gave (for the identity of
+/// returned tensors) and the key set of their tensors.
+struct Bound_<'py> {
+    kernel: Objs<'py>,
+    given: Objs<'py>,
+    keys: DispatchKeySet,
+    /// The kernel objects are the caller's tuple, item by item: call with it.
+    reuse: bool,
+    /// Some kernel objects are device tensors still to be wrapped (`wrapped`).
+    wraps: bool,
+    /// Bit i: argument i took its default.
+    defaulted: u32,
+}
+
+/// The kernel objects with every device tensor as a new `bf.Tensor` of its tensor, one per
+/// tensor in the call (what the general path's `to_py` gives a kernel).
+fn wrapped<'py>(b: &Bound_<'py>) -> PyResult<Objs<'py>> {
+    let mut out = Objs::new();
+    for (i, k) in b.kernel.iter().enumerate() {
+        let Ok(t) = k.cast::<PyTensor>() else {
+            out.push(k.clone());
+            continue;
+        };
+        let inner = &t.get().inner;
+        let earlier = b.kernel.range(0, i).zip(out.iter()).find_map(|(e, w)| {
+            e.cast::<PyTensor>()
+                .ok()
+                .filter(|e| e.get().inner.same(inner))
+                .map(|_| w.clone())
+        });
+        out.push(match earlier {
+            Some(w) => w,
+            None => wrap(k.py(), inner.clone())?,
+        });
+    }
+    Ok(out)
+}
+
+fn fits_i64(obj: &Bound<'_, PyAny>) -> bool {
+    obj.extract::<i64>().is_ok()
+}
+
+/// An argument as the kernel gets it (the object the general path would build from its
+/// `IValue`); None where the general path would raise, or where the fast path does not go.
+fn kernel_arg<'py>(
+    obj: &Bound<'py, PyAny>,
+    a: &ArgPlan,
+    keys: &mut DispatchKeySet,
+    wraps: &mut bool,
+) -> Option<Bound<'py, PyAny>> {
+    if a.optional && obj.is_none() {
+        return Some(obj.clone());
+    }
+    let exact = match a.kind {
+        Kind::Tensor => {
+            if is_numpy_array(obj) {
+                *keys |= DispatchKey::CPU;
+                return Some(obj.clone());
+            }
+            if let Ok(t) = obj.cast::<PyTensor>() {
+                // A device tensor reaches a kernel as a new `bf.Tensor` of the same tensor
+                // (made in `run` once the kernel is known to be a Python one); CPU ones, and
+                // written ones, go the general way.
+                let inner = &t.get().inner;
+                if a.write || inner.key() == DispatchKey::CPU {
+                    return None;
+                }
+                *keys |= inner.key();
+                *wraps = true;
+                return Some(obj.clone());
+            }
+            return None;
+        }
+        Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
+        Kind::Float => obj.is_exact_instance_of::<PyFloat>(),
+        Kind::Bool => obj.is_exact_instance_of::<PyBool>(),
+        Kind::Scalar => {
+            obj.is_exact_instance_of::<PyBool>()
+                || obj.is_exact_instance_of::<PyFloat>()
+                || (obj.is_exact_instance_of::<PyInt>() && fits_i64(obj))
+        }
+        Kind::Str => false,
+    };
+    if exact {
+        return Some(obj.clone());
+    }
+    let v = to_ivalue(obj, &a.ty, &mut Passed::default()).ok()?;
+    to_py(obj.py(), &v, &Passed::default(), TensorStyle::Caller).ok()
+}
+
+/// Binds a call's arguments as `convert::bind` does, or None (the general path then binds, and
+/// raises if they do not bind).
+fn bind_call<'py>(
+    body: &Body,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> Option<Bound_<'py>> {
+    let py = args.py();
+    let n = args.len();
+    if n > body.positional {
+        return None;
+    }
+    let kw = kwargs.filter(|k| !k.is_empty());
+    let nkw = kw.map_or(0, |k| k.len());
+    let mut matched = 0;
+    let mut b = Bound_ {
+        kernel: Objs::new(),
+        given: Objs::new(),
+        keys: DispatchKeySet::EMPTY,
+        reuse: n == body.args.len() && !body.kwonly,
+        wraps: false,
+        defaulted: 0,
+    };
+    let mut keys = DispatchKeySet::EMPTY;
+    for (i, a) in body.args.iter().enumerate() {
+        let given = if i < n {
+            Some(args.get_item(i).ok()?)
+        } else if let Some(kw) = kw {
+            let g = kw.get_item(a.name.bind(py)).ok()?;
+            matched += usize::from(g.is_some());
+            g
+        } else {
+            None
+        };
+        let (obj, given) = match given {
+            Some(g) => (kernel_arg(&g, a, &mut keys, &mut b.wraps)?, g),
+            None => {
+                let d = a.default.as_ref()?.bind(py).clone();
+                b.defaulted |= 1 << i;
+                (d.clone(), d)
+            }
+        };
+        b.reuse &= obj.is(&given);
+        b.kernel.push(obj);
+        b.given.push(given);
+    }
+    if matched != nkw {
+        return None;
+    }
+    b.keys = keys;
+    Some(b)
+}
+
+/// The objects of a boxed stack (every argument), as `redispatch_boxed` converts them.
+fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>) -> Option<Bound_<'py>> {
+    if stack.len() != body.args.len() {
+        return None;
+    }
+    let mut b = Bound_ {
+        kernel: Objs::new(),
+        given: Objs::new(),
+        keys: DispatchKeySet::EMPTY,
+        reuse: false,
+        wraps: false,
+        defaulted: 0,
+    };
+    let mut keys = DispatchKeySet::EMPTY;
+    for (a, g) in body.args.iter().zip(stack.iter()) {
+        let obj = kernel_arg(&g, a, &mut keys, &mut b.wraps)?;
+        b.kernel.push(obj);
+        b.given.push(g);
+    }
+    b.keys = keys;
+    Some(b)
+}
+
+/// A kernel's return as the caller gets it (`to_ivalue` in the kernel wrapper, then `to_py`
+/// for the caller), or the message of the error.
+fn ret_to_caller<'py>(
+    obj: &Bound<'py, PyAny>,
+    r: &RetPlan,
+    given: &Objs<'py>,
+) -> Result<PyResult<Bound<'py, PyAny>>, String> {
+    let py = obj.py();
+    if r.optional && obj.is_none() {
+        return Ok(Ok(obj.clone()));
+    }
+    let exact = match r.kind {
+        Kind::Tensor => {
+            if is_numpy_array(obj) {
+                return Ok(Ok(obj.clone()));
+            }
+            if let Ok(t) = obj.cast::<PyTensor>() {
+                let inner = &t.get().inner;
+                // An argument's tensor comes back as the caller's object.
+                for g in given.iter() {
+                    if let Ok(gt) = g.cast::<PyTensor>() {
+                        if gt.get().inner.same(inner) {
+                            return Ok(Ok(g.clone()));
+                        }
+                    }
+                }
+                return Ok(if inner.key() == DispatchKey::CPU {
+                    cpu_tensor_to_numpy(py, inner, true)
+                } else {
+                    wrap(py, inner.clone())
+                });
+            }
+            false
+        }
+        Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
+        Kind::Float => obj.is_exact_instance_of::<PyFloat>(),
+        Kind::Bool => obj.is_exact_instance_of::<PyBool>(),
+        Kind::Scalar => {
+            obj.is_exact_instance_of::<PyBool>()
+                || obj.is_exact_instance_of::<PyFloat>()
+                || (obj.is_exact_instance_of::<PyInt>() && fits_i64(obj))
+        }
+        Kind::Str => false,
+    };
+    if exact {
+        return Ok(Ok(obj.clone()));
+    }
+    let v = to_ivalue(obj, &r.ty, &mut Passed::default())?;
+    Ok(to_py(py, &v, &Passed::default(), TensorStyle::Caller))
+}
+
+fn ret_error(
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    i: usize,
+    m: String,
+) -> crate::Error {
+    let r = &schema.schema.returns[i];
+    bad_return(
+        op,
+        keys,
+        format!("return '{}' ({}): {m}", r.name, r.type_str()),
+    )
+}
+
+/// Runs the Python kernel that serves the call, or None where the general path must.
+fn run<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    plan: &Plan,
+    body: &Body,
+    keys: DispatchKeySet,
+    b: &Bound_<'py>,
+    args: Option<&Bound<'py, PyTuple>>,
+) -> Option<PyResult<Rets<'py>>> {
+    let py = slf.py();
+    let op = &slf.get().handle;
+    op.resolve(keys, |schema, masked, kernel| {
+        if !Arc::ptr_eq(schema, &plan.schema) {
+            return None;
+        }
+        let kernel = kernel?;
+        let Some(k) = kernel.tag::<Arc<PyKernel>>() else {
+            // Another kernel (the CPU fallback, a Rust kernel): a call (not a redispatch)
+            // runs it with the stack `bind` would build, from the same table.
+            args?;
+            let mut passed = Passed::default();
+            let stack = boxed_stack(body, b, &mut passed)?;
+            return Some(Ok(Rets::Done(call_kernel_boxed(
+                py, op, kernel, masked, stack, &passed,
+            ))));
+        };
+        let func = k.func.bind(py);
+        let fixed;
+        let kobjs = if b.wraps {
+            fixed = match wrapped(b) {
+                Ok(o) => o,
+                Err(e) => return Some(Err(to_pyerr(py, kernel_error(py, e, op, masked)))),
+            };
+            &fixed
+        } else {
+            &b.kernel
+        };
+        let reuse = args.filter(|_| b.reuse && !b.wraps);
+        Some(if k.boxed {
+            call_boxed(py, func, slf, op, schema, masked, body, kobjs, b)
+        } else {
+            call_unboxed(py, func, op, schema, masked, body, kobjs, b, reuse)
+        })
+    })
+    .flatten()
+}
+
+/// The stack `convert::bind` builds for the bound arguments (None if one does not convert,
+/// which the fast bind has ruled out).
+fn boxed_stack(body: &Body, b: &Bound_<'_>, passed: &mut Passed) -> Option<Stack> {
+    let mut stack = Vec::with_capacity(body.args.len());
+    for (i, (a, g)) in body.args.iter().zip(b.given.iter()).enumerate() {
+        let v = if b.defaulted & (1 << i) != 0 {
+            a.default_value.clone()?
+        } else {
+            to_ivalue(g, &a.ty, passed).ok()?
+        };
+        stack.push(v);
+    }
+    Some(stack)
+}
+
+/// Runs a kernel that is not a Python function, and converts its returns as `call_op` does.
+fn call_kernel_boxed<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    kernel: &crate::KernelFunction,
+    keys: DispatchKeySet,
+    mut stack: Stack,
+    passed: &Passed,
+) -> PyResult<Bound<'py, PyAny>> {
+    kernel.call_boxed(op, keys, &mut stack).py(py)?;
+    returns_to_py(py, &stack, passed)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn call_unboxed<'py>(
+    py: Python<'py>,
+    func: &Bound<'py, PyAny>,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    body: &Body,
+    kobjs: &Objs<'py>,
+    b: &Bound_<'py>,
+    reuse: Option<&Bound<'py, PyTuple>>,
+) -> PyResult<Rets<'py>> {
+    let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
+    let out = match reuse {
+        Some(t) => func.call(t, None),
+        None => {
+            let kwargs = if body.kwonly {
+                let d = PyDict::new(py);
+                for (a, o) in body.args[body.positional..]
+                    .iter()
+                    .zip(kobjs.range(body.positional, body.args.len()))
+                {
+                    d.set_item(a.name.bind(py), o).map_err(py_err)?;
+                }
+                Some(d)
+            } else {
+                None
+            };
+            match (kwargs, body.positional) {
+                // A few positional arguments go by vectorcall, without a tuple.
+                (None, 1) => func.call1((&kobjs.items[0],)),
+                (None, 2) => func.call1((&kobjs.items[0], &kobjs.items[1])),
+                (None, 3) => func.call1((&kobjs.items[0], &kobjs.items[1], &kobjs.items[2])),
+                (kwargs, _) => {
+                    let args = PyTuple::new(py, kobjs.range(0, body.positional)).map_err(py_err)?;
+                    func.call(args, kwargs.as_ref())
+                }
+            }
+        }
+    }
+    .map_err(py_err)?;
+    let n = body.rets.len();
+    let mut rets = Objs::new();
+    let mut one = |i: usize, o: &Bound<'py, PyAny>| -> PyResult<()> {
+        match ret_to_caller(o, &body.rets[i], &b.given) {
+            Ok(r) => {
+                rets.push(r?);
+                Ok(())
+            }
+            Err(m) => Err(to_pyerr(py, ret_error(op, schema, keys, i, m))),
+        }
+    };
+    match n {
+        0 => {}
+        1 => one(0, &out)?,
+        _ => {
+            let bad = |m: String| to_pyerr(py, bad_return(op, keys, m));
+            let mut items = Objs::new();
+            if let Ok(t) = out.cast::<PyTuple>() {
+                if t.len() != n {
+                    return Err(bad(format!("expected {n} returns, got {}", t.len())));
+                }
+                t.iter().for_each(|x| items.push(x));
+            } else if let Ok(l) = out.cast::<PyList>() {
+                if l.len() != n {
+                    return Err(bad(format!("expected {n} returns, got {}", l.len())));
+                }
+                l.iter().take(n).for_each(|x| items.push(x));
+            } else {
+                return Err(bad(format!(
+                    "expected a tuple of {n} returns, got {}",
+                    super::convert::type_name(&out)
+                )));
+            }
+            for (i, o) in items.iter().enumerate() {
+                one(i, o)?;
+            }
+        }
+    }
+    Ok(Rets::Few(rets))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn call_boxed<'py>(
+    py: Python<'py>,
+    func: &Bound<'py, PyAny>,
+    slf: &Bound<'py, PyOpOverload>,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    body: &Body,
+    kobjs: &Objs<'py>,
+    b: &Bound_<'py>,
+) -> PyResult<Rets<'py>> {
+    let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
+    let list = PyList::new(py, kobjs.iter()).map_err(py_err)?;
+    let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
+    func.call1((slf, keys_obj, &list)).map_err(py_err)?;
+    let n = list.len();
+    if n != body.rets.len() || n > MAX {
+        return leftovers(py, &list, kobjs, b);
+    }
+    let mut rets = Objs::new();
+    for (i, o) in list.iter().enumerate() {
+        match ret_to_caller(&o, &body.rets[i], &b.given) {
+            Ok(r) => rets.push(r?),
+            Err(m) => return Err(to_pyerr(py, ret_error(op, schema, keys, i, m))),
+        }
+    }
+    Ok(Rets::Few(rets))
+}
+
+/// A boxed kernel that left another number of values than the schema's returns: they are
+/// converted by their own types, as the general path does (rare).
+fn leftovers<'py>(
+    py: Python<'py>,
+    list: &Bound<'py, PyList>,
+    kobjs: &Objs<'py>,
+    b: &Bound_<'py>,
+) -> PyResult<Rets<'py>> {
+    let mut kernel = Passed::default();
+    let mut caller = Passed::default();
+    for (k, g) in kobjs.iter().zip(b.given.iter()) {
+        if k.cast::<PyTensor>().is_ok() || is_numpy_array(k) {
+            if let Ok(t) = to_tensor(k, &mut kernel) {
+                caller.note(g, &t);
+            }
+        }
+    }
+    let stack: Stack = list.iter().map(|o| generic(&o, &mut kernel)).collect();
+    let out = stack
+        .iter()
+        .map(|v| to_py(py, v, &caller, TensorStyle::Caller))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(Rets::Many(out))
+}
+
+/// `op(*args, **kwargs)` by the fast path, or None.
+pub fn call<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    if !enabled() {
+        return None;
+    }
+    let py = slf.py();
+    let plan = slf.get().plan(py)?;
+    let body = plan.body.as_ref()?;
+    let b = bind_call(body, args, kwargs)?;
+    let arg_keys = if b.keys.is_empty() {
+        DispatchKey::CPU.set()
+    } else {
+        b.keys
+    };
+    let (inc, exc) = local_keys();
+    let keys = DispatchKeySet((arg_keys.0 | inc.0) & !exc.0);
+    let r = run(slf, plan, body, keys, &b, Some(args))?;
+    Some(r.and_then(|r| r.into_result(py)))
+}
+
+/// `op.redispatch_boxed(keys, stack)` by the fast path, or None.
+pub fn redispatch_boxed<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    keys: DispatchKeySet,
+    stack: &Bound<'py, PyList>,
+) -> Option<PyResult<()>> {
+    if !enabled() {
+        return None;
+    }
+    let py = slf.py();
+    let plan = slf.get().plan(py)?;
+    let body = plan.body.as_ref()?;
+    let b = bind_stack(body, stack)?;
+    let r = run(slf, plan, body, keys.without_highest(), &b, None)?;
+    Some(r.and_then(|r| r.into_list(stack)))
+}
+
+/// The schema of a defined operator, for plans (None: undefined; the general path raises).
+pub fn schema_for_plan(py: Python<'_>, op: &OperatorHandle) -> Option<Arc<OpSchema>> {
+    op.schema().py(py).ok()
+}

@@ -1,0 +1,144 @@
+//! The core's `log` records into Python's `logging`, as pyo3-log forwards them (logger named by
+//! the target with `::` as `.`, `makeRecord` then `handle`), but with a cheap level check: the
+//! fallback asks `log_enabled!(Debug)` on every call, and most of the time DEBUG is off.
+//!
+//! The check reads what `logging.Logger.isEnabledFor` reads: the logger's `disabled` flag and
+//! its `_cache` of answers, which `logging` itself clears whenever a level changes (`setLevel`,
+//! `logging.disable`), so a user who turns on DEBUG for "boxfall" after import gets the records.
+//! Where the cache has no answer (or the logger is not a plain `logging.Logger`), it calls
+//! `isEnabledFor`, which fills the cache.
+
+use log::{Level, LevelFilter, Metadata, Record};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt, PyTuple};
+
+struct PyLogging {
+    logging: Py<PyModule>,
+    /// The logger "boxfall" (the core's target).
+    boxfall: Py<PyAny>,
+    /// Its instance dict, when `isEnabledFor` is `logging.Logger`'s own (else None: call it).
+    dict: Option<Py<PyDict>>,
+}
+
+fn py_level(level: Level) -> usize {
+    match level {
+        Level::Error => 40,
+        Level::Warn => 30,
+        Level::Info => 20,
+        Level::Debug => 10,
+        Level::Trace => 5,
+    }
+}
+
+impl PyLogging {
+    fn logger<'py>(&self, py: Python<'py>, target: &str) -> PyResult<Bound<'py, PyAny>> {
+        if target == "boxfall" {
+            return Ok(self.boxfall.bind(py).clone());
+        }
+        self.logging
+            .bind(py)
+            .getattr("getLogger")?
+            .call1((target.replace("::", "."),))
+    }
+
+    fn cached(&self, py: Python<'_>, target: &str, level: usize) -> Option<bool> {
+        if target != "boxfall" {
+            return None;
+        }
+        let d = self.dict.as_ref()?.bind(py);
+        let disabled = d.get_item(pyo3::intern!(py, "disabled")).ok()??;
+        if disabled.is_truthy().ok()? {
+            return Some(false);
+        }
+        let cache = d.get_item(pyo3::intern!(py, "_cache")).ok()??;
+        let cache = cache.cast::<PyDict>().ok()?;
+        let v = cache.get_item(PyInt::new(py, level)).ok()??;
+        v.is_truthy().ok()
+    }
+
+    fn enabled_for(&self, py: Python<'_>, target: &str, level: Level) -> bool {
+        let level = py_level(level);
+        if let Some(b) = self.cached(py, target, level) {
+            return b;
+        }
+        self.logger(py, target)
+            .and_then(|l| l.call_method1("isEnabledFor", (level,)))
+            .and_then(|r| r.is_truthy())
+            .unwrap_or(false)
+    }
+
+    fn emit(&self, py: Python<'_>, record: &Record) -> PyResult<()> {
+        let target = record.target().replace("::", ".");
+        let logger = self.logger(py, record.target())?;
+        let none = py.None();
+        let r = logger.call_method1(
+            "makeRecord",
+            (
+                target,
+                py_level(record.level()),
+                record.file(),
+                record.line().unwrap_or_default(),
+                format!("{}", record.args()),
+                PyTuple::empty(py),
+                &none,
+                &none,
+                &none,
+            ),
+        )?;
+        logger.call_method1("handle", (r,))?;
+        Ok(())
+    }
+}
+
+impl log::Log for PyLogging {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        metadata.level() <= LevelFilter::Debug
+            && Python::attach(|py| self.enabled_for(py, metadata.target(), metadata.level()))
+    }
+
+    fn log(&self, record: &Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        Python::attach(|py| {
+            // An exception pending before the record stays the one the caller sees.
+            let pending = PyErr::take(py);
+            if let Err(e) = self.emit(py, record) {
+                e.restore(py);
+            }
+            if let Some(e) = pending {
+                e.restore(py);
+            }
+        })
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the forwarding logger (once per process; a second call does nothing).
+pub fn install(py: Python<'_>) -> PyResult<()> {
+    let logging = py.import("logging")?;
+    let boxfall = logging.getattr("getLogger")?.call1(("boxfall",))?;
+    let plain = boxfall
+        .get_type()
+        .getattr("isEnabledFor")?
+        .is(&logging.getattr("Logger")?.getattr("isEnabledFor")?);
+    let dict = if plain {
+        boxfall
+            .getattr("__dict__")?
+            .cast_into::<PyDict>()
+            .ok()
+            .map(Bound::unbind)
+    } else {
+        None
+    };
+    let logger = PyLogging {
+        logging: logging.unbind(),
+        boxfall: boxfall.unbind(),
+        dict,
+    };
+    if log::set_boxed_logger(Box::new(logger)).is_ok() {
+        log::set_max_level(LevelFilter::Debug);
+    }
+    Ok(())
+}
