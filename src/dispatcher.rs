@@ -282,7 +282,8 @@ impl OperatorHandle {
         keys: DispatchKeySet,
         f: impl FnOnce(&Arc<OpSchema>, DispatchKeySet, Option<&KernelFunction>) -> T,
     ) -> Option<T> {
-        let table = self.0.table.load();
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
         let schema = table.schema.as_ref()?;
         let masked = DispatchKeySet(keys.0 & table.mask);
         let kernel = masked

@@ -2,7 +2,7 @@
 //! typed Rust function also keeps that function, so a typed call with the same signature runs it
 //! without boxing. The adapters box or unbox exactly once when the two sides differ.
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 
