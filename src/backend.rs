@@ -42,6 +42,14 @@ pub trait Backend: Send + Sync + 'static {
     #[allow(clippy::wrong_self_convention)]
     fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor>;
 
+    /// `from_cpu` of a CPU result that the caller owns and gives up (the fallback's results):
+    /// a backend whose device tensors hold host memory can take the tensor itself
+    /// ([`Tensor::into_device`]). The default calls `from_cpu`.
+    #[allow(clippy::wrong_self_convention)]
+    fn from_cpu_owned(&self, cpu: Tensor, device: Device) -> Result<Tensor> {
+        self.from_cpu(&cpu, device)
+    }
+
     /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
 }

@@ -176,6 +176,17 @@ impl OperatorHandle {
             .ok_or_else(|| self.undefined())
     }
 
+    /// The schema, borrowed for as long as the caller's read section lasts: no reference count
+    /// moves (the CPU fallback reads it on every call).
+    pub(crate) fn schema_in<'g>(&self, g: &'g rcu::ReadGuard) -> Result<&'g OpSchema> {
+        self.0
+            .table
+            .load(g)
+            .schema
+            .as_deref()
+            .ok_or_else(|| self.undefined())
+    }
+
     fn undefined(&self) -> Error {
         Error::UnknownOperator {
             name: self.0.name.clone(),

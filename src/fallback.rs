@@ -9,14 +9,15 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use crate::backend::backend;
+use crate::clock;
 use crate::dispatcher::{policy_of, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
+use crate::rcu;
 use crate::tensor::{Device, Tensor};
 
 /// What the fallback does with a view operator (a return that aliases an input without
@@ -284,8 +285,8 @@ pub fn call_fallback(
 }
 
 thread_local! {
-    /// The buffer that holds a call's arguments aside, kept for this thread's next fallback.
-    static SPARE_ORIGINAL: Cell<Stack> = const { Cell::new(Vec::new()) };
+    /// The buffer the CPU stack is built in, kept for this thread's next fallback.
+    static SPARE_STACK: Cell<Stack> = const { Cell::new(Vec::new()) };
 }
 
 /// Counts a moved tensor's bytes, and remembers it if the kernel writes it (for the write-back).
@@ -322,8 +323,10 @@ pub(crate) fn run_cpu_fallback(
     stack: &mut Stack,
 ) -> Result<()> {
     let key = keys.highest().unwrap_or(DispatchKey::CPU);
-    let schema = op.schema()?;
-    let info = &schema.info;
+    // The schema is borrowed for the whole call (a typed call is inside a read section
+    // already, so this one nests for free).
+    let guard = rcu::read();
+    let info = &op.schema_in(&guard)?.info;
     if check {
         check_policy(op, key)?;
     }
@@ -350,12 +353,12 @@ pub(crate) fn run_cpu_fallback(
             op.name()
         ))
     })?;
-    let start = Instant::now();
+    let start = clock::ticks();
     let mut bytes = (0u64, 0u64);
-    let result = fallback_body(op, &schema.info, key, hooks, stack, &mut bytes);
-    let ns = start.elapsed().as_nanos() as u64;
+    let result = fallback_body(op, info, key, hooks, stack, &mut bytes);
+    let ticks = clock::ticks().wrapping_sub(start);
     op.metrics()
-        .record(key, ns, bytes.0, bytes.1, result.is_ok());
+        .record(key, ticks, bytes.0, bytes.1, result.is_ok());
     result
 }
 
@@ -382,32 +385,18 @@ fn fallback_body(
         log_call(op, key, info, stack);
     }
 
-    // The stack itself becomes the CPU stack; the arguments are kept aside for the write-back,
-    // and to give a failed call its stack back as it was.
-    let mut original: Stack = SPARE_ORIGINAL.with(Cell::take);
-    original.extend(stack.iter().cloned());
-    let mut cpu_stack: Stack = std::mem::take(stack);
-    match fallback_steps(
-        op,
-        info,
-        key,
-        hooks,
-        target,
-        &original,
-        &mut cpu_stack,
-        bytes,
-    ) {
-        Ok(()) => {
-            *stack = cpu_stack;
-            original.clear();
-            SPARE_ORIGINAL.with(|c| c.set(original));
-            Ok(())
-        }
-        Err(e) => {
-            *stack = original;
-            Err(e)
-        }
+    // The arguments stay where they are, for the write-back and so that a failed call leaves
+    // its stack as it was; the CPU stack is built beside them and, on success, takes their
+    // place. Nothing is cloned for a moved tensor, and the two buffers trade places, so a
+    // steady stream of calls allocates no stack.
+    let mut cpu_stack: Stack = SPARE_STACK.with(Cell::take);
+    let result = fallback_steps(op, info, key, hooks, target, stack, &mut cpu_stack, bytes);
+    if result.is_ok() {
+        std::mem::swap(stack, &mut cpu_stack);
     }
+    cpu_stack.clear();
+    SPARE_STACK.with(|c| c.set(cpu_stack));
+    result
 }
 
 /// Moves the tensors (1), runs the CPU kernel (2), moves the results (3), writes back (4).
@@ -422,19 +411,22 @@ fn fallback_steps(
     cpu_stack: &mut Stack,
     bytes: &mut (u64, u64),
 ) -> Result<()> {
-    // 1. Move the backend's tensors to the CPU (all at once where the backend batches).
+    // 1. Move the backend's tensors to the CPU (all at once where the backend batches). A
+    // tensor to move gets a placeholder, so it is not cloned only to be replaced.
+    cpu_stack.extend(original.iter().enumerate().map(|(i, v)| match v {
+        IValue::Tensor(t) if t.key() == key && info.tensor_args.contains(&i) => IValue::None,
+        other => other.clone(),
+    }));
     let mut moved: Vec<Moved> = Vec::new();
     if hooks.batches_transfers() {
-        let mut sources: Vec<(Tensor, bool)> = Vec::new();
+        let mut sources: Vec<(&Tensor, bool)> = Vec::new();
         let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
-        each_moved(info, key, cpu_stack, |arg, slot, t, write| {
-            sources.push((t.clone(), write));
+        each_moved(info, key, original, |arg, slot, t, write| {
+            sources.push((t, write));
             places.push((arg, slot, write));
-            Ok(())
-        })?;
-        let refs: Vec<(&Tensor, bool)> = sources.iter().map(|(t, w)| (t, *w)).collect();
+        });
         let cpus = hooks
-            .to_cpu_many(&refs)
+            .to_cpu_many(&sources)
             .map_err(|e| step_error(op, "to_cpu", e))?;
         if cpus.len() != sources.len() {
             return Err(Error::Fallback(format!(
@@ -449,14 +441,22 @@ fn fallback_steps(
             place(&mut cpu_stack[arg], slot, cpu);
         }
     } else {
-        each_moved(info, key, cpu_stack, |arg, slot, t, write| {
-            let cpu = hooks
-                .to_cpu(t, write)
-                .map_err(|e| step_error(op, "to_cpu", e))?;
-            record_move(&mut moved, bytes, arg, slot, write, &cpu);
-            *t = cpu;
-            Ok(())
-        })?;
+        let mut failed = None;
+        each_moved(info, key, original, |arg, slot, t, write| {
+            if failed.is_some() {
+                return;
+            }
+            match hooks.to_cpu(t, write) {
+                Ok(cpu) => {
+                    record_move(&mut moved, bytes, arg, slot, write, &cpu);
+                    place(&mut cpu_stack[arg], slot, cpu);
+                }
+                Err(e) => failed = Some(step_error(op, "to_cpu", e)),
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
     }
     if let Some(d) = info.device_arg {
         if let Some(IValue::Device(dev)) = cpu_stack.get(d) {
@@ -491,8 +491,9 @@ fn fallback_steps(
                 replaced.push((i, value));
                 original.get(i).cloned().unwrap_or(IValue::None)
             }
-            None => to_device(&value, hooks, target, bytes)
-                .map_err(|e| step_error(op, "from_cpu", e))?,
+            None => {
+                to_device(value, hooks, target, bytes).map_err(|e| step_error(op, "from_cpu", e))?
+            }
         };
     }
 
@@ -560,33 +561,32 @@ fn kernel_error(op: &OperatorHandle, key: DispatchKey, e: Error) -> Error {
 }
 
 /// Calls `f(arg, slot, tensor, is_write)` for every tensor of `key` among the arguments, list
-/// elements included; `f` may replace the tensor.
-fn each_moved(
+/// elements included.
+fn each_moved<'s>(
     info: &crate::schema::SchemaInfo,
     key: DispatchKey,
-    stack: &mut Stack,
-    mut f: impl FnMut(usize, Option<usize>, &mut Tensor, bool) -> Result<()>,
-) -> Result<()> {
+    stack: &'s Stack,
+    mut f: impl FnMut(usize, Option<usize>, &'s Tensor, bool),
+) {
     for &i in &info.tensor_args {
         let write = info.args.get(i).is_some_and(|a| a.is_write);
-        match stack.get_mut(i) {
-            Some(IValue::Tensor(t)) if t.key() == key => f(i, None, t, write)?,
+        match stack.get(i) {
+            Some(IValue::Tensor(t)) if t.key() == key => f(i, None, t, write),
             Some(IValue::TensorList(ts)) => {
-                for (j, t) in ts.iter_mut().enumerate().filter(|(_, t)| t.key() == key) {
-                    f(i, Some(j), t, write)?;
+                for (j, t) in ts.iter().enumerate().filter(|(_, t)| t.key() == key) {
+                    f(i, Some(j), t, write);
                 }
             }
             Some(IValue::OptionalTensorList(ts)) => {
-                for (j, t) in ts.iter_mut().enumerate() {
-                    if let Some(t) = t.as_mut().filter(|t| t.key() == key) {
-                        f(i, Some(j), t, write)?;
+                for (j, t) in ts.iter().enumerate() {
+                    if let Some(t) = t.as_ref().filter(|t| t.key() == key) {
+                        f(i, Some(j), t, write);
                     }
                 }
             }
             _ => {}
         }
     }
-    Ok(())
 }
 
 fn element(v: &IValue, slot: Option<usize>) -> Option<&Tensor> {
@@ -600,7 +600,7 @@ fn element(v: &IValue, slot: Option<usize>) -> Option<&Tensor> {
 
 fn place(v: &mut IValue, slot: Option<usize>, t: Tensor) {
     match (v, slot) {
-        (v @ IValue::Tensor(_), None) => *v = IValue::Tensor(t),
+        (v, None) => *v = IValue::Tensor(t),
         (IValue::TensorList(ts), Some(j)) => {
             if let Some(x) = ts.get_mut(j) {
                 *x = t;
@@ -616,34 +616,34 @@ fn place(v: &mut IValue, slot: Option<usize>, t: Tensor) {
 }
 
 fn to_device(
-    v: &IValue,
+    v: IValue,
     hooks: &dyn crate::backend::Backend,
     target: Device,
     bytes: &mut (u64, u64),
 ) -> Result<IValue> {
-    let mut move_one = |t: &Tensor| -> Result<Tensor> {
+    let mut move_one = |t: Tensor| -> Result<Tensor> {
         if t.key() != DispatchKey::CPU {
-            return Ok(t.clone());
+            return Ok(t);
         }
         bytes.1 += t.nbytes() as u64;
-        hooks.from_cpu(t, target)
+        hooks.from_cpu_owned(t, target)
     };
     Ok(match v {
         IValue::Tensor(t) => IValue::Tensor(move_one(t)?),
         IValue::TensorList(ts) => {
-            IValue::TensorList(ts.iter().map(&mut move_one).collect::<Result<_>>()?)
+            IValue::TensorList(ts.into_iter().map(&mut move_one).collect::<Result<_>>()?)
         }
         IValue::OptionalTensorList(ts) => IValue::OptionalTensorList(
-            ts.iter()
-                .map(|t| t.as_ref().map(&mut move_one).transpose())
+            ts.into_iter()
+                .map(|t| t.map(&mut move_one).transpose())
                 .collect::<Result<_>>()?,
         ),
         IValue::Tuple(vs) => IValue::Tuple(
-            vs.iter()
+            vs.into_iter()
                 .map(|x| to_device(x, hooks, target, bytes))
                 .collect::<Result<_>>()?,
         ),
-        other => other.clone(),
+        other => other,
     })
 }
 

@@ -40,6 +40,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod clock;
 pub mod dispatcher;
 pub mod error;
 pub mod fallback;

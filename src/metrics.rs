@@ -18,7 +18,8 @@ use crate::key::{DispatchKey, DispatchKeySet};
 pub struct OpMetrics {
     fallbacks: AtomicU64,
     failures: AtomicU64,
-    fallback_ns: AtomicU64,
+    /// In [`crate::clock`] ticks, converted when read.
+    fallback_ticks: AtomicU64,
     bytes_to_cpu: AtomicU64,
     bytes_from_cpu: AtomicU64,
     backends: AtomicU64,
@@ -52,7 +53,7 @@ impl OpMetrics {
     pub(crate) fn record(
         &self,
         backend: DispatchKey,
-        ns: u64,
+        ticks: u64,
         to_cpu: u64,
         from_cpu: u64,
         ok: bool,
@@ -61,7 +62,7 @@ impl OpMetrics {
         if !ok {
             self.failures.fetch_add(1, Relaxed);
         }
-        self.fallback_ns.fetch_add(ns, Relaxed);
+        self.fallback_ticks.fetch_add(ticks, Relaxed);
         self.bytes_to_cpu.fetch_add(to_cpu, Relaxed);
         self.bytes_from_cpu.fetch_add(from_cpu, Relaxed);
         if self.backends.load(Relaxed) & backend.set().0 == 0 {
@@ -92,7 +93,7 @@ impl OpMetrics {
         OpStats {
             fallbacks: self.fallbacks.load(Relaxed),
             failures: self.failures.load(Relaxed),
-            fallback_ns: self.fallback_ns.load(Relaxed),
+            fallback_ns: crate::clock::ticks_to_ns(self.fallback_ticks.load(Relaxed)),
             bytes_to_cpu: self.bytes_to_cpu.load(Relaxed),
             bytes_from_cpu: self.bytes_from_cpu.load(Relaxed),
             backends: DispatchKeySet(self.backends.load(Relaxed)),
@@ -116,7 +117,7 @@ impl OpMetrics {
         for c in [
             &self.fallbacks,
             &self.failures,
-            &self.fallback_ns,
+            &self.fallback_ticks,
             &self.bytes_to_cpu,
             &self.bytes_from_cpu,
             &self.backends,

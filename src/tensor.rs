@@ -7,6 +7,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ndarray::ArrayD;
@@ -289,6 +290,18 @@ impl fmt::Display for Device {
 struct TensorInner {
     device: Device,
     data: RwLock<TensorData>,
+    /// The host data's byte count, or `FOREIGN_NBYTES` (ask the payload). Kept beside the data,
+    /// stored under the write lock, so the fallback's byte counters read it without locking.
+    nbytes: AtomicUsize,
+}
+
+const FOREIGN_NBYTES: usize = usize::MAX;
+
+fn nbytes_of(data: &TensorData) -> usize {
+    match data {
+        TensorData::Host(a) => a.nbytes(),
+        TensorData::Foreign(_) => FOREIGN_NBYTES,
+    }
 }
 
 /// A tensor handle. Cloning shares the tensor.
@@ -315,6 +328,7 @@ impl Tensor {
     pub fn new(device: Device, data: TensorData) -> Tensor {
         Tensor(Arc::new(TensorInner {
             device,
+            nbytes: AtomicUsize::new(nbytes_of(&data)),
             data: RwLock::new(data),
         }))
     }
@@ -423,7 +437,48 @@ impl Tensor {
     /// assert_eq!(alias.describe(), "float64[3]"); // every handle sees the write
     /// ```
     pub fn set_data(&self, data: TensorData) {
-        *self.0.data.write().unwrap_or_else(|e| e.into_inner()) = data;
+        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        // Stored before the lock is released: whoever reads the new data after taking the
+        // lock also sees its byte count.
+        self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
+        *slot = data;
+    }
+
+    /// The same data on `device`. When this handle is the tensor's only one, the tensor itself
+    /// moves (nobody else can see it change, and nothing is allocated); otherwise a new tensor
+    /// shares the data.
+    ///
+    /// ```
+    /// use boxfall::{native, Tensor};
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// let kept = cpu.clone();
+    /// let shared = cpu.into_device(native::DEVICE); // `kept` still sees a CPU tensor
+    /// assert_eq!((shared.device(), kept.device()), (native::DEVICE, boxfall::Device::CPU));
+    /// let alone = Tensor::from_array(ndarray::arr1(&[3.0]).into_dyn()).into_device(native::DEVICE);
+    /// assert_eq!(alone.device(), native::DEVICE);
+    /// ```
+    pub fn into_device(mut self, device: Device) -> Tensor {
+        match Arc::get_mut(&mut self.0) {
+            Some(inner) => {
+                inner.device = device;
+                self
+            }
+            None => Tensor::new(device, self.data()),
+        }
+    }
+
+    /// Whether the tensor holds host memory (read without taking the tensor's lock).
+    ///
+    /// ```
+    /// use boxfall::{native, tensor::Payload, Tensor};
+    /// struct Remote;
+    /// impl Payload for Remote { fn as_any(&self) -> &dyn std::any::Any { self } }
+    /// assert!(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()).is_host());
+    /// assert!(!Tensor::foreign(native::DEVICE, std::sync::Arc::new(Remote)).is_host());
+    /// ```
+    #[inline]
+    pub fn is_host(&self) -> bool {
+        self.0.nbytes.load(Ordering::Relaxed) != FOREIGN_NBYTES
     }
 
     /// The host memory, if the tensor holds host memory.
@@ -478,16 +533,15 @@ impl Tensor {
     /// assert_eq!(t.nbytes(), 3 * 4);
     /// ```
     pub fn nbytes(&self) -> usize {
-        let data = self.0.data.read().unwrap_or_else(|e| e.into_inner());
-        match &*data {
+        match self.0.nbytes.load(Ordering::Relaxed) {
+            FOREIGN_NBYTES => {}
+            host => return host,
+        }
+        // A payload may need a foreign runtime's lock (Python's GIL): `data` clones it, so it
+        // is never asked while this tensor's lock is held.
+        match self.data() {
             TensorData::Host(a) => a.nbytes(),
-            TensorData::Foreign(p) => {
-                // A payload may need a foreign runtime's lock (Python's GIL): never ask for it
-                // while holding this tensor's lock.
-                let p = p.clone();
-                drop(data);
-                p.nbytes()
-            }
+            TensorData::Foreign(p) => p.nbytes(),
         }
     }
 

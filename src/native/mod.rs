@@ -61,6 +61,14 @@ impl Backend for NativeBackend {
         Ok(Tensor::new(device, TensorData::Host(cpu.to_host()?)))
     }
 
+    fn from_cpu_owned(&self, cpu: Tensor, device: Device) -> Result<Tensor> {
+        if cpu.is_host() {
+            Ok(cpu.into_device(device))
+        } else {
+            self.from_cpu(&cpu, device)
+        }
+    }
+
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
         dst.set_data(TensorData::Host(src.to_host()?));
         Ok(())
