@@ -7,10 +7,49 @@
 //! `logging.disable`), so a user who turns on DEBUG for "boxfall" after import gets the records.
 //! Where the cache has no answer (or the logger is not a plain `logging.Logger`), it calls
 //! `isEnabledFor`, which fills the cache.
+//!
+//! Cheaper still, for the question asked on every fallback ("is DEBUG on for boxfall?"): the
+//! logger's `_cache` is replaced by a `dict` subclass whose `clear` counts, so a "no" stays
+//! good, with no Python call at all, until `logging` next clears the cache, which it does on
+//! every `setLevel` of any logger and on `logging.disable`. Only "no"s that the levels alone
+//! decide are kept (the `disabled` flag is read each time otherwise).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use log::{Level, LevelFilter, Metadata, Record};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyTuple};
+
+/// How many times `logging` has cleared the boxfall logger's level cache.
+static CLEARS: AtomicU64 = AtomicU64::new(0);
+
+/// `CLEARS + 1` when the levels last said DEBUG is off for boxfall (0: not known).
+static DEBUG_OFF_SINCE: AtomicU64 = AtomicU64::new(0);
+
+/// The boxfall logger's `_cache`: a dict whose `clear` tells the bridge the levels changed.
+#[pyclass(extends = PyDict, module = "boxfall._boxfall")]
+#[derive(Default)]
+pub struct LevelCache;
+
+#[pymethods]
+impl LevelCache {
+    #[new]
+    fn new() -> Self {
+        LevelCache
+    }
+
+    /// Empties the cache, as `logging` does when a level changes.
+    fn clear(slf: &Bound<'_, Self>) {
+        // Counted first: a "DEBUG is off" stored after this was computed from the new levels.
+        CLEARS.fetch_add(1, Ordering::AcqRel);
+        slf.as_super().clear();
+    }
+}
+
+fn debug_known_off() -> bool {
+    let off = DEBUG_OFF_SINCE.load(Ordering::Acquire);
+    off != 0 && off == CLEARS.load(Ordering::Acquire) + 1
+}
 
 struct PyLogging {
     logging: Py<PyModule>,
@@ -18,6 +57,8 @@ struct PyLogging {
     boxfall: Py<PyAny>,
     /// Its instance dict, when `isEnabledFor` is `logging.Logger`'s own (else None: call it).
     dict: Option<Py<PyDict>>,
+    /// Whether its `_cache` is a [`LevelCache`], so "DEBUG is off" can be remembered.
+    tracked: bool,
 }
 
 fn py_level(level: Level) -> usize {
@@ -56,7 +97,22 @@ impl PyLogging {
         v.is_truthy().ok()
     }
 
+    /// Whether the levels alone (`logging.disable`, the effective level) turn DEBUG off.
+    fn levels_say_debug_off(&self, py: Python<'_>) -> PyResult<bool> {
+        let logger = self.boxfall.bind(py);
+        let disable: usize = logger.getattr("manager")?.getattr("disable")?.extract()?;
+        let effective: usize = logger.call_method0("getEffectiveLevel")?.extract()?;
+        Ok(disable >= 10 || 10 < effective)
+    }
+
     fn enabled_for(&self, py: Python<'_>, target: &str, level: Level) -> bool {
+        if self.tracked && target == "boxfall" && level == Level::Debug {
+            let clears = CLEARS.load(Ordering::Acquire);
+            if self.levels_say_debug_off(py).unwrap_or(false) {
+                DEBUG_OFF_SINCE.store(clears + 1, Ordering::Release);
+                return false;
+            }
+        }
         let level = py_level(level);
         if let Some(b) = self.cached(py, target, level) {
             return b;
@@ -92,6 +148,9 @@ impl PyLogging {
 
 impl log::Log for PyLogging {
     fn enabled(&self, metadata: &Metadata) -> bool {
+        if metadata.level() == Level::Debug && metadata.target() == "boxfall" && debug_known_off() {
+            return false;
+        }
         metadata.level() <= LevelFilter::Debug
             && Python::attach(|py| self.enabled_for(py, metadata.target(), metadata.level()))
     }
@@ -132,10 +191,17 @@ pub fn install(py: Python<'_>) -> PyResult<()> {
     } else {
         None
     };
+    // The level cache that tells when levels change; kept only where `isEnabledFor` is the
+    // plain one (which reads `_cache` as a mapping, so a dict subclass serves it unchanged).
+    let tracked = plain
+        && boxfall
+            .setattr("_cache", Bound::new(py, LevelCache)?)
+            .is_ok();
     let logger = PyLogging {
         logging: logging.unbind(),
         boxfall: boxfall.unbind(),
         dict,
+        tracked,
     };
     if log::set_boxed_logger(Box::new(logger)).is_ok() {
         log::set_max_level(LevelFilter::Debug);

@@ -396,6 +396,43 @@ def test_fallback_debug_logs_follow_level_changes(ns, lib, caplog):
     assert len(records()) == 2
 
 
+def test_a_remembered_debug_off_is_forgotten_when_any_level_changes(ns, lib, caplog):
+    lib.define("lv(Tensor x) -> Tensor")
+    lib.impl("lv", lambda x: x + 1, "CPU")
+    op = op_of(ns, "lv")
+    x = bf.native.tensor(np.ones(1))
+    logger = logging.getLogger("boxfall")
+    root = logging.getLogger()
+
+    def count():
+        return sum(1 for r in caplog.records if f"{ns}::lv" in r.getMessage())
+
+    before = (logger.level, root.level)
+    try:
+        caplog.set_level(logging.DEBUG, logger="boxfall")  # the capturing handler takes DEBUG
+        logger.setLevel(logging.INFO)
+        op(x)
+        op(x)  # "DEBUG is off" is remembered here
+        assert count() == 0
+        # Through the parent: boxfall's own level unset, the root's set to DEBUG.
+        logger.setLevel(logging.NOTSET)
+        root.setLevel(logging.DEBUG)
+        op(x)
+        assert count() == 1
+        # logging.disable turns it off, and back on.
+        logging.disable(logging.DEBUG)
+        op(x)
+        op(x)
+        assert count() == 1
+        logging.disable(logging.NOTSET)
+        op(x)
+        assert count() == 2
+    finally:
+        logging.disable(logging.NOTSET)
+        logger.setLevel(before[0])
+        root.setLevel(before[1])
+
+
 # ---------------------------------------------------------------------------- other kernels
 
 
