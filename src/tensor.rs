@@ -181,6 +181,12 @@ pub trait Payload: Send + Sync + 'static {
     fn nbytes(&self) -> usize {
         0
     }
+    /// The byte count, if it can never change: a tensor made with this payload then keeps it
+    /// and answers `nbytes` without asking again (a NumPy array's size is fixed while it is
+    /// referenced).
+    fn fixed_nbytes(&self) -> Option<usize> {
+        None
+    }
     /// A copy in host memory, for Rust code that reads a foreign CPU tensor.
     fn to_host(&self) -> Result<HostArray> {
         Err(Error::Fallback(
@@ -290,17 +296,19 @@ impl fmt::Display for Device {
 struct TensorInner {
     device: Device,
     data: RwLock<TensorData>,
-    /// The host data's byte count, or `FOREIGN_NBYTES` (ask the payload). Kept beside the data,
-    /// stored under the write lock, so the fallback's byte counters read it without locking.
+    /// The data's byte count, with `FOREIGN` set for a payload, or `ASK_PAYLOAD` for a
+    /// payload whose count may change. Kept beside the data, stored under the write lock, so
+    /// the fallback's byte counters read it without locking.
     nbytes: AtomicUsize,
 }
 
-const FOREIGN_NBYTES: usize = usize::MAX;
+const FOREIGN: usize = 1 << (usize::BITS - 1);
+const ASK_PAYLOAD: usize = usize::MAX;
 
 fn nbytes_of(data: &TensorData) -> usize {
     match data {
-        TensorData::Host(a) => a.nbytes(),
-        TensorData::Foreign(_) => FOREIGN_NBYTES,
+        TensorData::Host(a) => a.nbytes() & !FOREIGN,
+        TensorData::Foreign(p) => p.fixed_nbytes().map_or(ASK_PAYLOAD, |n| FOREIGN | n),
     }
 }
 
@@ -478,7 +486,7 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn is_host(&self) -> bool {
-        self.0.nbytes.load(Ordering::Relaxed) != FOREIGN_NBYTES
+        self.0.nbytes.load(Ordering::Relaxed) & FOREIGN == 0
     }
 
     /// The host memory, if the tensor holds host memory.
@@ -534,8 +542,8 @@ impl Tensor {
     /// ```
     pub fn nbytes(&self) -> usize {
         match self.0.nbytes.load(Ordering::Relaxed) {
-            FOREIGN_NBYTES => {}
-            host => return host,
+            ASK_PAYLOAD => {}
+            known => return known & !FOREIGN,
         }
         // A payload may need a foreign runtime's lock (Python's GIL): `data` clones it, so it
         // is never asked while this tensor's lock is held.

@@ -54,3 +54,25 @@ fn into_device_moves_a_tensor_alone_and_copies_the_handle_of_a_shared_one() {
         &kept.host_array().unwrap()
     ));
 }
+
+struct Fixed(usize);
+impl Payload for Fixed {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn nbytes(&self) -> usize {
+        unreachable!("a fixed byte count is read once, through fixed_nbytes")
+    }
+    fn fixed_nbytes(&self) -> Option<usize> {
+        Some(self.0)
+    }
+}
+
+#[test]
+fn a_fixed_payload_size_is_kept_by_the_tensor_and_it_stays_foreign() {
+    let t = Tensor::foreign(native::DEVICE, Arc::new(Fixed(64)));
+    assert_eq!(t.nbytes(), 64);
+    assert!(!t.is_host());
+    t.set_data(TensorData::Foreign(Arc::new(Fixed(0))));
+    assert_eq!((t.nbytes(), t.is_host()), (0, false));
+}

@@ -612,10 +612,16 @@ fn run<'py>(
     .flatten()
 }
 
+thread_local! {
+    /// The buffer of this thread's next boxed call from Python (a nested call allocates its own).
+    static SPARE_STACK: std::cell::Cell<Stack> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// The stack `convert::bind` builds for the bound arguments (None if one does not convert,
 /// which the fast bind has ruled out).
 fn boxed_stack(body: &Body, b: &Bound_<'_>, passed: &mut Passed) -> Option<Stack> {
-    let mut stack = Vec::with_capacity(body.args.len());
+    let mut stack = SPARE_STACK.with(std::cell::Cell::take);
+    stack.reserve(body.args.len());
     for (i, (a, g)) in body.args.iter().zip(b.given.iter()).enumerate() {
         let v = if b.defaulted & (1 << i) != 0 {
             a.default_value.clone()?
@@ -636,8 +642,13 @@ fn call_kernel_boxed<'py>(
     mut stack: Stack,
     passed: &Passed,
 ) -> PyResult<Bound<'py, PyAny>> {
-    kernel.call_boxed(op, keys, &mut stack).py(py)?;
-    returns_to_py(py, &stack, passed)
+    let result = kernel
+        .call_boxed(op, keys, &mut stack)
+        .py(py)
+        .and_then(|()| returns_to_py(py, &stack, passed));
+    stack.clear();
+    SPARE_STACK.with(|c| c.set(stack));
+    result
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -73,7 +73,10 @@ fn call_kernel(
     keys: DispatchKeySet,
     stack: &mut Stack,
 ) -> Result<()> {
-    let schema = op.schema()?;
+    // Borrowed for the call (no reference count moves); a kernel that redefines the operator
+    // while it runs only retires this schema, which lives until the section ends.
+    let guard = crate::rcu::read();
+    let schema = op.schema_in(&guard)?;
     let mut passed = Passed::default();
     let mut written: Vec<(Bound<'_, PyAny>, Tensor)> = Vec::new();
     let params = &schema.schema.arguments;
@@ -81,8 +84,7 @@ fn call_kernel(
     // then no dict.
     let npos = params.iter().take_while(|a| !a.kwarg_only).count();
     let py_err = |e: PyErr| kernel_error(py, e, op, keys);
-    let objects =
-        kernel_arguments(py, &schema, stack, &mut passed, &mut written).map_err(py_err)?;
+    let objects = kernel_arguments(py, schema, stack, &mut passed, &mut written).map_err(py_err)?;
     let kwargs = if params.iter().any(|a| a.kwarg_only) {
         let kw = PyDict::new(py);
         for (arg, obj) in params.iter().zip(&objects).filter(|(a, _)| a.kwarg_only) {
@@ -163,7 +165,7 @@ fn kernel_arguments<'py>(
     passed: &mut Passed,
     written: &mut Vec<(Bound<'py, PyAny>, Tensor)>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let is_host = |t: &Tensor| matches!(t.data(), TensorData::Host(_));
+    let is_host = |t: &Tensor| t.is_host();
     let mut objects = Vec::with_capacity(stack.len());
     for (i, v) in stack.iter().enumerate() {
         let writable = schema.schema.arguments.get(i).is_some_and(|a| a.is_write());

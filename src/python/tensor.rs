@@ -16,14 +16,32 @@ use crate::key::DispatchKey;
 use crate::tensor::{HostArray, Payload, Tensor, TensorData};
 
 /// A Python object as a tensor payload: a backend's device payload, or a NumPy array on CPU.
-pub struct PyPayload(pub Py<PyAny>);
+pub struct PyPayload(pub Py<PyAny>, Option<usize>);
+
+impl PyPayload {
+    /// The payload of `obj`; a plain ndarray's byte count is read now, once.
+    pub fn new(obj: &Bound<'_, PyAny>) -> PyPayload {
+        let fixed = obj
+            .cast_exact::<PyUntypedArray>()
+            .ok()
+            .map(|a| a.len() * a.dtype().itemsize());
+        PyPayload(obj.clone().unbind(), fixed)
+    }
+}
 
 impl Payload for PyPayload {
     fn as_any(&self) -> &dyn Any {
         self
     }
 
+    fn fixed_nbytes(&self) -> Option<usize> {
+        self.1
+    }
+
     fn nbytes(&self) -> usize {
+        if let Some(n) = self.1 {
+            return n;
+        }
         Python::attach(|py| {
             let o = self.0.bind(py);
             // A plain ndarray's `nbytes` is its size times its item size.
@@ -69,7 +87,7 @@ pub fn payload_object<'py>(py: Python<'py>, t: &Tensor) -> Option<Bound<'py, PyA
 
 /// A tensor on `device` whose payload is the Python object itself (no copy).
 pub fn object_tensor(device: crate::tensor::Device, obj: &Bound<'_, PyAny>) -> Tensor {
-    Tensor::foreign(device, Arc::new(PyPayload(obj.clone().unbind())))
+    Tensor::foreign(device, Arc::new(PyPayload::new(obj)))
 }
 
 /// A NumPy array as a CPU tensor that holds the array object itself (no copy).
@@ -83,6 +101,25 @@ fn unsupported(dtype: &str) -> Error {
     ))
 }
 
+/// A C-ordered array of `shape` over `v`. Arrays of up to four dimensions are built with a
+/// fixed dimension first: ndarray's dynamic-dimension constructor spends about 40 ns on
+/// strides and checks, as long as a one-element copy takes.
+fn array_from_vec<T>(shape: &[usize], v: Vec<T>) -> Option<ndarray::ArrayD<T>> {
+    use ndarray::Array;
+    match *shape {
+        [] => Array::from_shape_vec((), v).ok().map(Array::into_dyn),
+        [n] if n == v.len() => Some(Array::from_vec(v).into_dyn()),
+        [a, b] => Array::from_shape_vec((a, b), v).ok().map(Array::into_dyn),
+        [a, b, c] => Array::from_shape_vec((a, b, c), v)
+            .ok()
+            .map(Array::into_dyn),
+        [a, b, c, d] => Array::from_shape_vec((a, b, c, d), v)
+            .ok()
+            .map(Array::into_dyn),
+        _ => ndarray::ArrayD::from_shape_vec(shape, v).ok(),
+    }
+}
+
 /// Copies a NumPy array into Rust host memory.
 pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     macro_rules! try_as {
@@ -91,7 +128,7 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
                 // A contiguous array copies as one slice (no strided view to build).
                 if a.is_c_contiguous() {
                     if let Ok(v) = a.to_vec() {
-                        if let Ok(arr) = ndarray::ArrayD::from_shape_vec(a.shape(), v) {
+                        if let Some(arr) = array_from_vec(a.shape(), v) {
                             return Ok(HostArray::from(arr));
                         }
                     }

@@ -95,6 +95,22 @@ def test_dtypes_survive_the_round_trip(ns, lib, dtype):
     np.testing.assert_array_equal(y.numpy(), a)
 
 
+@pytest.mark.parametrize("shape", [(), (0,), (5,), (2, 3), (2, 1, 3), (1, 2, 2, 2), (2, 1, 1, 2, 2)])
+def test_shapes_survive_the_round_trip(ns, lib, shape):
+    lib.define("twice(Tensor self) -> Tensor")
+    lib.impl("twice", lambda self: np.asarray(self * 2), "CPU")
+    a = np.arange(int(np.prod(shape)), dtype="float64").reshape(shape)
+    y = getattr(bf.ops, ns).twice(bf.native.tensor(a))
+    assert y.device == "Native:0"
+    assert y.shape == shape
+    np.testing.assert_array_equal(y.numpy(), a * 2)
+    # A Fortran-ordered result is copied in its logical order.
+    lib.define("flip(Tensor self) -> Tensor")
+    lib.impl("flip", lambda self: np.asfortranarray(self.T), "CPU")
+    z = getattr(bf.ops, ns).flip(bf.native.tensor(a))
+    np.testing.assert_array_equal(z.numpy(), a.T)
+
+
 def test_dropping_a_kernel_that_registers_on_finalize_does_not_deadlock(ns):
     """A kernel is dropped outside the registry lock, so its finalizer may register."""
     other = f"{ns}_other"
