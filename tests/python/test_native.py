@@ -95,7 +95,10 @@ def test_dtypes_survive_the_round_trip(ns, lib, dtype):
     np.testing.assert_array_equal(y.numpy(), a)
 
 
-@pytest.mark.parametrize("shape", [(), (0,), (5,), (2, 3), (2, 1, 3), (1, 2, 2, 2), (2, 1, 1, 2, 2)])
+SHAPES = [(), (0,), (5,), (2, 3), (2, 1, 3), (1, 2, 2, 2), (2, 1, 1, 2, 2)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
 def test_shapes_survive_the_round_trip(ns, lib, shape):
     lib.define("twice(Tensor self) -> Tensor")
     lib.impl("twice", lambda self: np.asarray(self * 2), "CPU")
