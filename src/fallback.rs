@@ -413,10 +413,21 @@ fn fallback_steps(
 ) -> Result<()> {
     // 1. Move the backend's tensors to the CPU (all at once where the backend batches). A
     // tensor to move gets a placeholder, so it is not cloned only to be replaced.
-    cpu_stack.extend(original.iter().enumerate().map(|(i, v)| match v {
-        IValue::Tensor(t) if t.key() == key && info.tensor_args.contains(&i) => IValue::None,
-        other => other.clone(),
-    }));
+    if original.len() != info.args.len() {
+        return Err(Error::Fallback(format!(
+            "CPU fallback of '{}': the stack holds {} values for {} arguments",
+            op.name(),
+            original.len(),
+            info.args.len()
+        )));
+    }
+    cpu_stack.reserve(original.len());
+    for (v, arg) in original.iter().zip(info.args.iter()) {
+        cpu_stack.push(match v {
+            IValue::Tensor(t) if t.key() == key && arg.kind.holds_tensors() => IValue::None,
+            other => other.clone(),
+        });
+    }
     let mut moved: Vec<Moved> = Vec::new();
     if hooks.batches_transfers() {
         let mut sources: Vec<(&Tensor, bool)> = Vec::new();
