@@ -1,14 +1,17 @@
 //! The boxed CPU fallback against a hand-written unboxed fallback of the same operator on the
-//! same Native tensors, and against the direct CPU call. `cargo bench --bench fallback`.
+//! same tensors, and against the direct CPU call: on Native, which lends its memory to the CPU
+//! kernel, and on `Copying`, a backend whose every transfer copies (where the hand-written
+//! fallback is "the copies + the kernel"). `cargo bench --bench fallback`.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use boxfall::backend::Backend;
+use boxfall::backend::{register_backend, Backend};
 use boxfall::native::{self, NativeBackend};
 use boxfall::{
-    DispatchKey, DispatchKeySet, KernelFunction, Library, LibraryKind, Tensor, TypedOperatorHandle,
+    Device, DispatchKey, DispatchKeySet, KernelFunction, Library, LibraryKind, Tensor,
+    TypedOperatorHandle,
 };
 use criterion::{criterion_group, criterion_main, Criterion};
 use ndarray::ArrayD;
@@ -23,6 +26,22 @@ fn add_cpu(_keys: DispatchKeySet, (a, b): (Tensor, Tensor)) -> boxfall::Result<T
     }
 }
 
+/// Host memory like Native, but every transfer copies: what a real device's fallback pays.
+struct Copying;
+
+impl Backend for Copying {
+    fn to_cpu(&self, t: &Tensor, _for_write: bool) -> boxfall::Result<Tensor> {
+        Ok(Tensor::host(Device::CPU, (*t.to_host()?).clone()))
+    }
+    fn from_cpu(&self, cpu: &Tensor, device: Device) -> boxfall::Result<Tensor> {
+        Ok(Tensor::host(device, (*cpu.to_host()?).clone()))
+    }
+    fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> boxfall::Result<()> {
+        dst.set_data(Tensor::host(Device::CPU, (*src.to_host()?).clone()).data());
+        Ok(())
+    }
+}
+
 static HAND_CPU: OnceLock<Binary> = OnceLock::new();
 static HAND_COUNT: AtomicU64 = AtomicU64::new(0);
 static HAND_TICKS: AtomicU64 = AtomicU64::new(0);
@@ -32,17 +51,27 @@ static HAND_BYTES: AtomicU64 = AtomicU64::new(0);
 /// back, count, time (with the fallback's clock) and measure bytes, exactly as the boxed fallback
 /// does.
 fn add_hand_fallback(_keys: DispatchKeySet, (a, b): (Tensor, Tensor)) -> boxfall::Result<Tensor> {
+    hand_fallback(&NativeBackend, a, b)
+}
+
+/// The same, on `Copying`.
+fn add_hand_copying(_keys: DispatchKeySet, (a, b): (Tensor, Tensor)) -> boxfall::Result<Tensor> {
+    hand_fallback(&Copying, a, b)
+}
+
+#[inline(always)]
+fn hand_fallback(backend: &dyn Backend, a: Tensor, b: Tensor) -> boxfall::Result<Tensor> {
     let start = boxfall::clock::ticks();
     let device = a.device();
-    let ca = NativeBackend.to_cpu(&a, false)?;
-    let cb = NativeBackend.to_cpu(&b, false)?;
+    let ca = backend.to_cpu(&a, false)?;
+    let cb = backend.to_cpu(&b, false)?;
     let moved = (ca.nbytes() + cb.nbytes()) as u64;
     let cpu = HAND_CPU
         .get()
         .ok_or_else(|| boxfall::Error::Fallback("not set up".into()))?
         .call((ca, cb))?;
     let back = cpu.nbytes() as u64;
-    let out = NativeBackend.from_cpu_owned(cpu, device)?;
+    let out = backend.from_cpu_owned(cpu, device)?;
     HAND_BYTES.fetch_add(moved + back, Ordering::Relaxed);
     HAND_COUNT.fetch_add(1, Ordering::Relaxed);
     HAND_TICKS.fetch_add(boxfall::clock::ticks() - start, Ordering::Relaxed);
@@ -74,6 +103,18 @@ fn bench_fallback(c: &mut Criterion) {
         false,
     )
     .expect("impl");
+    let copying = register_backend("Copying", std::sync::Arc::new(Copying)).expect("backend");
+    let mut copy_fb = Library::new("_", LibraryKind::Impl).expect("fallback library");
+    copy_fb
+        .fallback(copying, boxfall::cpu_fallback())
+        .expect("fallback");
+    lib.impl_kernel(
+        "add_hand",
+        copying,
+        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_hand_copying),
+        false,
+    )
+    .expect("impl");
     let boxed: Binary = boxed_op.typed().expect("typed");
     let hand: Binary = hand_op.typed().expect("typed");
     let _ = HAND_CPU.set(hand.clone());
@@ -81,7 +122,9 @@ fn bench_fallback(c: &mut Criterion) {
     for n in [1usize, 1 << 20] {
         let a = ArrayD::<f64>::from_elem(vec![n], 1.5);
         let (cpu_a, cpu_b) = (Tensor::from_array(a.clone()), Tensor::from_array(a.clone()));
-        let (nat_a, nat_b) = (native::tensor(a.clone()), native::tensor(a));
+        let (nat_a, nat_b) = (native::tensor(a.clone()), native::tensor(a.clone()));
+        let on_copying = |a: &ArrayD<f64>| Tensor::host(Device::new(copying, 0), a.clone().into());
+        let (copy_a, copy_b) = (on_copying(&a), on_copying(&a));
         let mut g = c.benchmark_group(format!("fallback/{n} f64"));
         if n > 1 {
             g.sample_size(30);
@@ -94,6 +137,12 @@ fn bench_fallback(c: &mut Criterion) {
         });
         g.bench_function("boxed cpu_fallback", |b| {
             b.iter(|| boxed.call((black_box(&nat_a).clone(), nat_b.clone())))
+        });
+        g.bench_function("Copying: hand-written (the copies + the kernel)", |b| {
+            b.iter(|| hand.call((black_box(&copy_a).clone(), copy_b.clone())))
+        });
+        g.bench_function("Copying: boxed cpu_fallback", |b| {
+            b.iter(|| boxed.call((black_box(&copy_a).clone(), copy_b.clone())))
         });
         g.finish();
     }
