@@ -411,8 +411,6 @@ fn fallback_steps(
     cpu_stack: &mut Stack,
     bytes: &mut (u64, u64),
 ) -> Result<()> {
-    // 1. Move the backend's tensors to the CPU (all at once where the backend batches). A
-    // tensor to move gets a placeholder, so it is not cloned only to be replaced.
     if original.len() != info.args.len() {
         return Err(Error::Fallback(format!(
             "CPU fallback of '{}': the stack holds {} values for {} arguments",
@@ -421,6 +419,8 @@ fn fallback_steps(
             info.args.len()
         )));
     }
+    // 1. Move the backend's tensors to the CPU (all at once where the backend batches). A
+    // tensor to move gets a placeholder, so it is not cloned only to be replaced.
     cpu_stack.reserve(original.len());
     for (v, arg) in original.iter().zip(info.args.iter()) {
         cpu_stack.push(match v {

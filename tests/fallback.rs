@@ -1096,3 +1096,19 @@ fn define_lohi_out() -> (Library, OperatorHandle) {
     );
     (lib, op)
 }
+
+#[test]
+fn a_stack_that_does_not_fit_the_schema_is_an_error_and_is_left_as_it_was() {
+    let (_, mut lib) = def_lib("fb");
+    let op = lib.define("pair(Tensor a, Tensor b) -> Tensor").unwrap();
+    let x = dev().tensor(&[1.0]);
+    let mut stack = vec![IValue::Tensor(x.clone())];
+    let err = call_fallback(&cpu_fallback(), &op, dev().key.set(), &mut stack).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the stack holds 1 values for 2 arguments"),
+        "{err}"
+    );
+    assert_eq!(stack.len(), 1);
+    assert!(Tensor::same(tensor_of(&stack[0]), &x));
+}

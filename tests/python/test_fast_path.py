@@ -370,12 +370,15 @@ def test_lent_native_memory_is_read_only_for_the_kernel(ns, lib):
     assert x.numpy().tolist() == [1.0, 1.0, 1.0]
 
 
+def _native_fallback_op(ns, lib, name):
+    """An operator with only a CPU kernel, and a Native tensor to call it on (so it falls back)."""
+    lib.define(f"{name}(Tensor x) -> Tensor")
+    lib.impl(name, lambda x: x + 1, "CPU")
+    return op_of(ns, name), bf.native.tensor(np.ones(1)), logging.getLogger("boxfall")
+
+
 def test_fallback_debug_logs_follow_level_changes(ns, lib, caplog):
-    lib.define("lg(Tensor x) -> Tensor")
-    lib.impl("lg", lambda x: x + 1, "CPU")
-    op = op_of(ns, "lg")
-    x = bf.native.tensor(np.ones(1))
-    logger = logging.getLogger("boxfall")
+    op, x, logger = _native_fallback_op(ns, lib, "lg")
 
     def records():
         return [r for r in caplog.records if r.name == "boxfall" and f"{ns}::lg" in r.getMessage()]
@@ -397,11 +400,7 @@ def test_fallback_debug_logs_follow_level_changes(ns, lib, caplog):
 
 
 def test_a_remembered_debug_off_is_forgotten_when_any_level_changes(ns, lib, caplog):
-    lib.define("lv(Tensor x) -> Tensor")
-    lib.impl("lv", lambda x: x + 1, "CPU")
-    op = op_of(ns, "lv")
-    x = bf.native.tensor(np.ones(1))
-    logger = logging.getLogger("boxfall")
+    op, x, logger = _native_fallback_op(ns, lib, "lv")
     root = logging.getLogger()
 
     def count():
