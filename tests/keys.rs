@@ -227,3 +227,35 @@ fn set_local_keys_returns_the_previous_sets() {
     assert_eq!(back, (f.set(), DispatchKey::NATIVE.set()));
     assert_eq!(local_keys(), (DispatchKeySet::EMPTY, DispatchKeySet::EMPTY));
 }
+
+#[test]
+fn each_thread_sees_only_its_own_keys_whatever_the_others_hold() {
+    use std::sync::{Arc, Barrier};
+    let f = register_functionality_key(&ns("ThreadF")).unwrap();
+    let g = register_functionality_key(&ns("ThreadG")).unwrap();
+    let both_set = Arc::new(Barrier::new(2));
+    let checked = Arc::new(Barrier::new(2));
+    let other = {
+        let (both_set, checked) = (both_set.clone(), checked.clone());
+        std::thread::spawn(move || {
+            let prev = boxfall::key::set_local_keys(g.set(), DispatchKeySet::EMPTY);
+            both_set.wait();
+            let seen = local_keys();
+            checked.wait();
+            boxfall::key::set_local_keys(prev.0, prev.1);
+            // Keys set and cleared again; this thread's sets are empty.
+            (seen, local_keys())
+        })
+    };
+    {
+        let _mine = LocalKeysGuard::exclude(f.set());
+        both_set.wait();
+        assert_eq!(local_keys(), (DispatchKeySet::EMPTY, f.set()));
+        checked.wait();
+    }
+    // Another thread holding keys does not give them to this one.
+    assert_eq!(local_keys(), (DispatchKeySet::EMPTY, DispatchKeySet::EMPTY));
+    let (seen, after) = other.join().unwrap();
+    assert_eq!(seen, (g.set(), DispatchKeySet::EMPTY));
+    assert_eq!(after, (DispatchKeySet::EMPTY, DispatchKeySet::EMPTY));
+}
