@@ -19,6 +19,9 @@ use crate::tensor::{DType, Device, Tensor};
 pub struct Passed {
     inline: [Option<(usize, Tensor, Py<PyAny>)>; PASSED_INLINE],
     more: Vec<(usize, Tensor, Py<PyAny>)>,
+    /// Nothing is noted any more: the last value of a call is being converted, and no later
+    /// one can be the same object.
+    sealed: bool,
 }
 
 const PASSED_INLINE: usize = 4;
@@ -33,11 +36,19 @@ impl Passed {
 
     /// Remembers that `obj` stands for `t`.
     pub fn note(&mut self, obj: &Bound<'_, PyAny>, t: &Tensor) {
+        if self.sealed {
+            return;
+        }
         let item = (obj.as_ptr() as usize, t.clone(), obj.clone().unbind());
         match self.inline.iter_mut().find(|s| s.is_none()) {
             Some(slot) => *slot = Some(item),
             None => self.more.push(item),
         }
+    }
+
+    /// Stops noting (see `sealed`); lookups still find what was noted.
+    pub fn seal(&mut self) {
+        self.sealed = true;
     }
 
     /// The object that became `t`.

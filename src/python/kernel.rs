@@ -126,7 +126,13 @@ fn call_kernel(
     stack.clear();
     match rets.len() {
         0 => {}
-        1 => stack.push(convert(&rets[0], &out, &mut passed)?),
+        1 => {
+            // One tensor cannot alias another return (a list might hold one object twice).
+            if crate::schema::ArgKind::of(&rets[0].ty) == crate::schema::ArgKind::Tensor {
+                passed.seal();
+            }
+            stack.push(convert(&rets[0], &out, &mut passed)?)
+        }
         n => {
             let xs: Vec<_> = match (out.cast::<PyTuple>(), out.cast::<PyList>()) {
                 (Ok(t), _) => t.iter().collect(),
