@@ -485,11 +485,11 @@ impl Bound_<'_> {
 }
 
 /// The objects of a boxed stack (every argument), as `redispatch_boxed` converts them.
-fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>) -> Option<Bound_<'py>> {
+/// Fills `b`, which starts empty (as `bind_call` does, to spare two copies of it).
+fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>, b: &mut Bound_<'py>) -> Option<()> {
     if stack.len() != body.args.len() {
         return None;
     }
-    let mut b = Bound_::empty();
     let mut keys = DispatchKeySet::EMPTY;
     for (a, g) in body.args.iter().zip(stack.iter()) {
         let obj = kernel_arg(&g, a, &mut keys, &mut b.wraps)?;
@@ -497,7 +497,7 @@ fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>) -> Option<Bound_<'py
         b.given.push(g);
     }
     b.keys = keys;
-    Some(b)
+    Some(())
 }
 
 /// A kernel's return as the caller gets it (`to_ivalue` in the kernel wrapper, then `to_py`
@@ -826,7 +826,8 @@ pub fn redispatch_boxed<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
-    let b = bind_stack(body, stack)?;
+    let mut b = Bound_::empty();
+    bind_stack(body, stack, &mut b)?;
     let r = run(slf, plan, body, keys.without_highest(), &b, None)?;
     Some(r.and_then(|r| r.into_list(stack)))
 }
