@@ -45,11 +45,12 @@ impl Backend for Copying {
 static HAND_CPU: OnceLock<Binary> = OnceLock::new();
 static HAND_COUNT: AtomicU64 = AtomicU64::new(0);
 static HAND_TICKS: AtomicU64 = AtomicU64::new(0);
-static HAND_BYTES: AtomicU64 = AtomicU64::new(0);
+static HAND_BYTES_TO_CPU: AtomicU64 = AtomicU64::new(0);
+static HAND_BYTES_FROM_CPU: AtomicU64 = AtomicU64::new(0);
 
 /// What a code generator would write for this one operator: move, call the CPU kernel, move
-/// back, count, time (with the fallback's clock) and measure bytes, exactly as the boxed fallback
-/// does.
+/// back, count, time (with the fallback's clock) and measure the bytes each way: the same four
+/// counters the boxed fallback keeps per operator.
 fn add_hand_fallback(_keys: DispatchKeySet, (a, b): (Tensor, Tensor)) -> boxfall::Result<Tensor> {
     hand_fallback(&NativeBackend, a, b)
 }
@@ -72,8 +73,9 @@ fn hand_fallback(backend: &dyn Backend, a: Tensor, b: Tensor) -> boxfall::Result
         .call((ca, cb))?;
     let back = cpu.nbytes() as u64;
     let out = backend.from_cpu_owned(cpu, device)?;
-    HAND_BYTES.fetch_add(moved + back, Ordering::Relaxed);
     HAND_COUNT.fetch_add(1, Ordering::Relaxed);
+    HAND_BYTES_TO_CPU.fetch_add(moved, Ordering::Relaxed);
+    HAND_BYTES_FROM_CPU.fetch_add(back, Ordering::Relaxed);
     HAND_TICKS.fetch_add(boxfall::clock::ticks() - start, Ordering::Relaxed);
     Ok(out)
 }

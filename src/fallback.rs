@@ -285,8 +285,9 @@ pub fn call_fallback(
 }
 
 thread_local! {
-    /// The buffer the CPU stack is built in, kept for this thread's next fallback.
-    static SPARE_STACK: Cell<Stack> = const { Cell::new(Vec::new()) };
+    /// The buffer the CPU stack is built in, kept for this thread's next fallback. Boxed, so
+    /// taking and returning it moves one word (see the dispatcher's spare stack).
+    static SPARE_STACK: Cell<Option<Box<Stack>>> = const { Cell::new(None) };
 }
 
 /// Counts a moved tensor's bytes, and remembers it if the kernel writes it (for the write-back).
@@ -389,13 +390,13 @@ fn fallback_body(
     // its stack as it was; the CPU stack is built beside them and, on success, takes their
     // place. Nothing is cloned for a moved tensor, and the two buffers trade places, so a
     // steady stream of calls allocates no stack.
-    let mut cpu_stack: Stack = SPARE_STACK.with(Cell::take);
+    let mut cpu_stack: Box<Stack> = SPARE_STACK.with(Cell::take).unwrap_or_default();
     let result = fallback_steps(op, info, key, hooks, target, stack, &mut cpu_stack, bytes);
     if result.is_ok() {
-        std::mem::swap(stack, &mut cpu_stack);
+        std::mem::swap(stack, &mut *cpu_stack);
     }
     cpu_stack.clear();
-    SPARE_STACK.with(|c| c.set(cpu_stack));
+    SPARE_STACK.with(|c| c.set(Some(cpu_stack)));
     result
 }
 
@@ -419,17 +420,17 @@ fn fallback_steps(
             info.args.len()
         )));
     }
-    // 1. Move the backend's tensors to the CPU (all at once where the backend batches). A
-    // tensor to move gets a placeholder, so it is not cloned only to be replaced.
+    // 1. Move the backend's tensors to the CPU: one by one as the CPU stack is built (a moved
+    // tensor is never cloned only to be replaced), or all at once where the backend batches.
     cpu_stack.reserve(original.len());
-    for (v, arg) in original.iter().zip(info.args.iter()) {
-        cpu_stack.push(match v {
-            IValue::Tensor(t) if t.key() == key && arg.kind.holds_tensors() => IValue::None,
-            other => other.clone(),
-        });
-    }
     let mut moved: Vec<Moved> = Vec::new();
     if hooks.batches_transfers() {
+        for (v, arg) in original.iter().zip(info.args.iter()) {
+            cpu_stack.push(match v {
+                IValue::Tensor(t) if t.key() == key && arg.kind.holds_tensors() => IValue::None,
+                other => other.clone(),
+            });
+        }
         let mut sources: Vec<(&Tensor, bool)> = Vec::new();
         let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
         each_moved(info, key, original, |arg, slot, t, write| {
@@ -452,21 +453,41 @@ fn fallback_steps(
             place(&mut cpu_stack[arg], slot, cpu);
         }
     } else {
-        let mut failed = None;
-        each_moved(info, key, original, |arg, slot, t, write| {
-            if failed.is_some() {
-                return;
-            }
-            match hooks.to_cpu(t, write) {
-                Ok(cpu) => {
-                    record_move(&mut moved, bytes, arg, slot, write, &cpu);
-                    place(&mut cpu_stack[arg], slot, cpu);
+        let mut move_one = |arg: usize, slot: Option<usize>, t: &Tensor, write: bool| {
+            let cpu = hooks
+                .to_cpu(t, write)
+                .map_err(|e| step_error(op, "to_cpu", e))?;
+            record_move(&mut moved, bytes, arg, slot, write, &cpu);
+            Ok::<Tensor, Error>(cpu)
+        };
+        for (i, (v, arg)) in original.iter().zip(info.args.iter()).enumerate() {
+            let holds = arg.kind.holds_tensors();
+            cpu_stack.push(match v {
+                IValue::Tensor(t) if t.key() == key && holds => {
+                    IValue::Tensor(move_one(i, None, t, arg.is_write)?)
                 }
-                Err(e) => failed = Some(step_error(op, "to_cpu", e)),
-            }
-        });
-        if let Some(e) = failed {
-            return Err(e);
+                IValue::TensorList(ts) if holds => IValue::TensorList(
+                    ts.iter()
+                        .enumerate()
+                        .map(|(j, t)| match t.key() == key {
+                            true => move_one(i, Some(j), t, arg.is_write),
+                            false => Ok(t.clone()),
+                        })
+                        .collect::<Result<_>>()?,
+                ),
+                IValue::OptionalTensorList(ts) if holds => IValue::OptionalTensorList(
+                    ts.iter()
+                        .enumerate()
+                        .map(|(j, t)| match t {
+                            Some(t) if t.key() == key => {
+                                move_one(i, Some(j), t, arg.is_write).map(Some)
+                            }
+                            other => Ok(other.clone()),
+                        })
+                        .collect::<Result<_>>()?,
+                ),
+                other => other.clone(),
+            });
         }
     }
     if let Some(d) = info.device_arg {

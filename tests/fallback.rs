@@ -825,6 +825,31 @@ fn a_failing_to_cpu_changes_no_argument_and_names_the_step() {
 }
 
 #[test]
+fn a_failing_to_cpu_inside_a_mutable_list_changes_no_element() {
+    let d = own_dev("FbListToCpuFail");
+    let (ns, mut lib) = def_lib("fb");
+    let op = lib.define("fill_(Tensor(a!)[] xs, float v) -> ()").unwrap();
+    impl_cpu(
+        &mut lib,
+        "fill_",
+        KernelFunction::from_unboxed::<(Vec<Tensor>, f64), ()>(fill_list_cpu),
+    );
+    let xs = vec![d.tensor(&[1.0]), cpu(&[2.0]), d.tensor(&[3.0, 4.0])];
+    d.hooks.fail(Hook::ToCpu, 1); // the second device element fails to move
+    let mut stack = vec![IValue::TensorList(xs.clone()), IValue::Double(9.0)];
+    let err = op.call_boxed(&mut stack).unwrap_err();
+    assert_failed_in_step(&err, &format!("'{ns}::fill_'"), "to_cpu");
+    assert_eq!(
+        (values(&xs[0]), values(&xs[1]), values(&xs[2])),
+        (vec![1.0], vec![2.0], vec![3.0, 4.0]),
+        "the kernel never ran, so no element is written"
+    );
+    assert_eq!(d.count(Hook::CopyFromCpu), 0);
+    assert_eq!(stack.len(), 2, "the stack is left as it was");
+    assert_eq!(fallbacks(&op), (1, 1));
+}
+
+#[test]
 fn a_failing_from_cpu_changes_no_argument_and_names_the_step() {
     let d = own_dev("FbFromCpuFail");
     let (ns, mut lib) = def_lib("fb");
