@@ -7,7 +7,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ndarray::ArrayD;
@@ -295,11 +295,19 @@ impl fmt::Display for Device {
 
 struct TensorInner {
     device: Device,
-    data: RwLock<TensorData>,
+    data: RwLock<Slot>,
     /// The data's byte count, with `FOREIGN` set for a payload, or `ASK_PAYLOAD` for a
     /// payload whose count may change. Kept beside the data, stored under the write lock, so
     /// the fallback's byte counters read it without locking.
     nbytes: AtomicUsize,
+    /// Set by `set_data`: a loan whose data was replaced is not lent again.
+    replaced: AtomicBool,
+}
+
+/// What the lock guards: the data, and the CPU loan of it handed out last (`host_loan`).
+struct Slot {
+    data: TensorData,
+    loan: Option<Tensor>,
 }
 
 const FOREIGN: usize = 1 << (usize::BITS - 1);
@@ -337,7 +345,8 @@ impl Tensor {
         Tensor(Arc::new(TensorInner {
             device,
             nbytes: AtomicUsize::new(nbytes_of(&data)),
-            data: RwLock::new(data),
+            data: RwLock::new(Slot { data, loan: None }),
+            replaced: AtomicBool::new(false),
         }))
     }
 
@@ -432,7 +441,53 @@ impl Tensor {
             .data
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .data
             .clone()
+    }
+
+    /// A CPU tensor sharing this tensor's host memory, for a kernel that only reads it (the
+    /// fallback's loan of a read-only argument). The same handle comes back each time until
+    /// either tensor's data is replaced, so lending a tensor over and over allocates once.
+    /// `None` for a tensor without host memory.
+    ///
+    /// ```
+    /// use boxfall::{native, Device, tensor::TensorData};
+    /// let t = native::tensor(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// let loan = t.host_loan().unwrap();
+    /// assert_eq!(loan.device(), Device::CPU);
+    /// assert!(std::sync::Arc::ptr_eq(&loan.host_array().unwrap(), &t.host_array().unwrap()));
+    /// assert!(t.host_loan().unwrap().same(&loan)); // lent again: the same handle
+    /// t.set_data(TensorData::Host(std::sync::Arc::new(ndarray::arr1(&[3.0]).into_dyn().into())));
+    /// assert!(!t.host_loan().unwrap().same(&loan)); // new data, a new loan
+    /// assert_eq!(loan.describe(), "float64[2]"); // the old loan keeps what it lent
+    /// ```
+    pub fn host_loan(&self) -> Option<Tensor> {
+        {
+            let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+            if !matches!(slot.data, TensorData::Host(_)) {
+                return None;
+            }
+            if let Some(loan) = slot.loan.as_ref().filter(|l| l.unchanged()) {
+                return Some(loan.clone());
+            }
+        }
+        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        let TensorData::Host(host) = &slot.data else {
+            return None;
+        };
+        if let Some(loan) = slot.loan.as_ref().filter(|l| l.unchanged()) {
+            return Some(loan.clone());
+        }
+        let loan = Tensor::new(Device::CPU, TensorData::Host(host.clone()));
+        // The loan handed out before (if any) is dropped with the lock held: it holds host
+        // memory only, so dropping it runs no foreign code.
+        slot.loan = Some(loan.clone());
+        Some(loan)
+    }
+
+    /// Whether the data is still what the tensor was made with.
+    fn unchanged(&self) -> bool {
+        !self.0.replaced.load(Ordering::Relaxed)
     }
 
     /// Replaces what the tensor holds (an in-place write).
@@ -449,7 +504,13 @@ impl Tensor {
         // Stored before the lock is released: whoever reads the new data after taking the
         // lock also sees its byte count.
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
-        *slot = data;
+        self.0.replaced.store(true, Ordering::Relaxed);
+        let old_loan = slot.loan.take();
+        let old = std::mem::replace(&mut slot.data, data);
+        drop(slot);
+        // Dropped after the lock is released: the old data may be a foreign payload whose drop
+        // runs foreign code (a Python object's finalizer) that could read this tensor.
+        drop((old, old_loan));
     }
 
     /// The same data on `device`. When this handle is the tensor's only one, the tensor itself

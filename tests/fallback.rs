@@ -1021,6 +1021,54 @@ fn native_lends_read_only_arguments_and_copies_mutable_ones() {
 }
 
 #[test]
+fn native_lends_one_loan_per_data_and_a_kernel_writing_its_input_does_not_reach_the_tensor() {
+    native::install_fallback().unwrap();
+    dev();
+    let (_, mut lib) = def_lib("fb");
+    let op = lib
+        .define("scribble(Tensor x, Tensor y) -> Tensor")
+        .unwrap();
+    let seen: Arc<Mutex<Vec<Tensor>>> = Arc::default();
+    let s = seen.clone();
+    impl_cpu(
+        &mut lib,
+        "scribble",
+        KernelFunction::from_boxed(move |_op, _keys, stack| {
+            let (x, y) = (tensor_of(&stack[0]).clone(), tensor_of(&stack[1]).clone());
+            s.lock().unwrap().extend([x.clone(), y.clone()]);
+            let sum = f64_array(&x)? + f64_array(&y)?;
+            // Against its schema, the kernel writes its read-only input.
+            write(&x, arr(&[-1.0, -1.0]));
+            *stack = vec![IValue::Tensor(Tensor::from_array(sum))];
+            Ok(())
+        }),
+    );
+    let scribble = op.typed::<(Tensor, Tensor), Tensor>().unwrap();
+    let x = native::tensor(arr(&[1.0, 2.0]));
+    let r = scribble.call((x.clone(), x.clone())).unwrap();
+    assert_eq!(values(&r), vec![2.0, 4.0]);
+    assert_eq!(
+        values(&x),
+        vec![1.0, 2.0],
+        "the write went to the loan only"
+    );
+    let r = scribble.call((x.clone(), x.clone())).unwrap();
+    assert_eq!(
+        values(&r),
+        vec![2.0, 4.0],
+        "a written loan is not lent again"
+    );
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen[0].same(&seen[1]),
+        "one tensor passed twice is lent once"
+    );
+    assert!(!seen[2].same(&seen[0]), "the written loan was replaced");
+    assert!(seen[2].same(&seen[3]));
+    assert_eq!(values(&x), vec![1.0, 2.0]);
+}
+
+#[test]
 fn native_keeps_a_mutable_argument_when_the_kernel_fails() {
     native::install_fallback().unwrap();
     dev();

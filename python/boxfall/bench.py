@@ -113,30 +113,33 @@ def bench_calls(number: int, repeat: int) -> list[str]:
             hopped, plain = hopped / number * 1e9, plain / number * 1e9
         rows.append(_row("op(x) through a Python boxed fallback hop", hopped, "op(x)", plain))
 
-        x = bf.native.tensor(np.ones(1))
-        through, direct = paired_ns(lambda: add_op(x, x), lambda: add(a, a), number, repeat)
-        cpu_call, direct_cpu = paired_ns(lambda: add_op(a, a), lambda: add(a, a), number, repeat)
+        # Two tensors, not one passed twice: one tensor twice is lent once, which would
+        # flatter the figure.
+        a2 = np.ones(1)
+        x, y = bf.native.tensor(a), bf.native.tensor(a2)
+        through, direct = paired_ns(lambda: add_op(x, y), lambda: add(a, a2), number, repeat)
+        cpu_call, direct_cpu = paired_ns(lambda: add_op(a, a2), lambda: add(a, a2), number, repeat)
         rows.append(
-            _row("add(x, x), Native 1 elem, CPU fallback", through, "NumPy kernel direct", direct)
+            _row("add(x, y), Native 1 elem, CPU fallback", through, "NumPy kernel direct", direct)
         )
         rows.append(
-            _row("add(a, a), NumPy arrays, CPU kernel", cpu_call, "NumPy kernel direct", direct_cpu)
+            _row("add(a, b), NumPy arrays, CPU kernel", cpu_call, "NumPy kernel direct", direct_cpu)
         )
-        big = np.ones(1 << 20)
-        xb = bf.native.tensor(big)
+        big, big2 = np.ones(1 << 20), np.ones(1 << 20)
+        xb, yb = bf.native.tensor(big), bf.native.tensor(big2)
         # Native memory is Rust's, so the NumPy kernel's result is copied into it: the fair
         # baseline is the kernel and that one copy (into memory already mapped, as Rust's
         # allocator reuses it).
         dest = np.empty_like(big)
         through_big, direct_big = paired_ns(
-            lambda: add_op(xb, xb), lambda: add(big, big), 20, repeat
+            lambda: add_op(xb, yb), lambda: add(big, big2), 20, repeat
         )
         through_big2, copied_big = paired_ns(
-            lambda: add_op(xb, xb), lambda: np.copyto(dest, add(big, big)), 20, repeat
+            lambda: add_op(xb, yb), lambda: np.copyto(dest, add(big, big2)), 20, repeat
         )
         rows.append(
             _row(
-                "add(x, x), Native 1M f64, CPU fallback",
+                "add(x, y), Native 1M f64, CPU fallback",
                 through_big,
                 "NumPy kernel direct",
                 direct_big,
@@ -144,7 +147,7 @@ def bench_calls(number: int, repeat: int) -> list[str]:
         )
         rows.append(
             _row(
-                "add(x, x), Native 1M f64, CPU fallback",
+                "add(x, y), Native 1M f64, CPU fallback",
                 through_big2,
                 "kernel + copy of its result",
                 copied_big,

@@ -49,11 +49,12 @@ fn host_of(t: &Tensor) -> Result<Arc<HostArray>> {
 
 impl Backend for NativeBackend {
     fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor> {
-        let host = host_of(t)?;
-        Ok(if for_write {
-            Tensor::host(Device::CPU, (*host).clone())
-        } else {
-            Tensor::new(Device::CPU, TensorData::Host(host))
+        if for_write {
+            return Ok(Tensor::host(Device::CPU, (*host_of(t)?).clone()));
+        }
+        // Lent, not copied: the same loan each time while the data is unchanged.
+        t.host_loan().ok_or_else(|| {
+            Error::Fallback(format!("a tensor on {} holds no host memory", t.device()))
         })
     }
 

@@ -27,6 +27,26 @@ def test_read_only_arguments_are_lent_without_copy(ns, lib):
         lent[0] = 42.0
 
 
+def test_one_tensor_passed_twice_reaches_the_kernel_as_one_array(ns, lib):
+    lib.define("pair(Tensor self, Tensor other) -> Tensor")
+    seen = []
+
+    def pair(a, b):
+        seen.append((a, b))
+        return a + b
+
+    lib.impl("pair", pair, "CPU")
+    x, y = bf.native.tensor(np.ones(3)), bf.native.tensor(np.ones(3))
+    op = getattr(bf.ops, ns).pair
+    op(x, x)
+    op(x, y)
+    (a, b), (c, d) = seen
+    # As for CPU arrays: the kernel sees the caller's aliasing, and nothing more.
+    assert a is b
+    assert c is not d
+    assert np.shares_memory(a, x.numpy()) and np.shares_memory(d, y.numpy())
+
+
 def test_lent_array_outlives_its_tensor(ns, lib):
     lib.define("keep(Tensor self) -> Tensor")
     kept = []
