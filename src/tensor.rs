@@ -304,11 +304,21 @@ struct TensorInner {
     replaced: AtomicBool,
 }
 
-/// What the lock guards: the data, and the CPU loan of it handed out last (`host_loan`).
+/// What the lock guards: the data, the CPU loan of it handed out last (`host_loan`), and a
+/// foreign runtime's view of it (`host_view`).
 struct Slot {
     data: TensorData,
     loan: Option<Tensor>,
+    view: Option<HostView>,
 }
+
+/// A foreign runtime's object that sees a tensor's host memory (see [`Tensor::host_view`]).
+///
+/// ```
+/// let view: boxfall::tensor::HostView = std::sync::Arc::new(());
+/// assert!(view.downcast_ref::<()>().is_some());
+/// ```
+pub type HostView = Arc<dyn Any + Send + Sync>;
 
 const FOREIGN: usize = 1 << (usize::BITS - 1);
 const ASK_PAYLOAD: usize = usize::MAX;
@@ -345,7 +355,11 @@ impl Tensor {
         Tensor(Arc::new(TensorInner {
             device,
             nbytes: AtomicUsize::new(nbytes_of(&data)),
-            data: RwLock::new(Slot { data, loan: None }),
+            data: RwLock::new(Slot {
+                data,
+                loan: None,
+                view: None,
+            }),
             replaced: AtomicBool::new(false),
         }))
     }
@@ -479,10 +493,44 @@ impl Tensor {
             return Some(loan.clone());
         }
         let loan = Tensor::new(Device::CPU, TensorData::Host(host.clone()));
-        // The loan handed out before (if any) is dropped with the lock held: it holds host
-        // memory only, so dropping it runs no foreign code.
-        slot.loan = Some(loan.clone());
+        let old = slot.loan.replace(loan.clone());
+        drop(slot);
+        // The loan handed out before may hold a foreign view: dropped after the lock.
+        drop(old);
         Some(loan)
+    }
+
+    /// The view a foreign runtime keeps of this tensor's host memory, if one was set: the
+    /// Python bindings keep their read-only NumPy view of a loan here, so a tensor lent again
+    /// reaches a Python kernel without a new array. Gone once the data is replaced.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(t.host_view().is_none());
+    /// t.set_host_view(Arc::new("a view"));
+    /// assert_eq!(t.host_view().unwrap().downcast_ref::<&str>(), Some(&"a view"));
+    /// t.set_data(t.data()); // a write: the view may no longer match
+    /// assert!(t.host_view().is_none());
+    /// ```
+    pub fn host_view(&self) -> Option<HostView> {
+        let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        slot.view.clone()
+    }
+
+    /// Keeps `view` with the tensor until its data is replaced (see [`Tensor::host_view`]).
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// t.set_host_view(std::sync::Arc::new(7_u32));
+    /// assert_eq!(t.host_view().unwrap().downcast_ref::<u32>(), Some(&7));
+    /// ```
+    pub fn set_host_view(&self, view: HostView) {
+        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        let old = slot.view.replace(view);
+        drop(slot);
+        // A foreign object's drop may run foreign code: not under the lock.
+        drop(old);
     }
 
     /// Whether the data is still what the tensor was made with.
@@ -506,11 +554,12 @@ impl Tensor {
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
         self.0.replaced.store(true, Ordering::Relaxed);
         let old_loan = slot.loan.take();
+        let old_view = slot.view.take();
         let old = std::mem::replace(&mut slot.data, data);
         drop(slot);
         // Dropped after the lock is released: the old data may be a foreign payload whose drop
         // runs foreign code (a Python object's finalizer) that could read this tensor.
-        drop((old, old_loan));
+        drop((old, old_loan, old_view));
     }
 
     /// The same data on `device`. When this handle is the tensor's only one, the tensor itself

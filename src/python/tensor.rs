@@ -208,14 +208,95 @@ unsafe fn read_only<'py, T: numpy::Element, D: numpy::ndarray::Dimension>(
     arr.into_any()
 }
 
+/// A read-only NumPy view kept with the tensor it sees (`Tensor::host_view`), and what it
+/// looked like when made: a kernel may reshape or retype the array object in place
+/// (`a.shape = ...`), and such a view is not handed out again.
+struct LentView {
+    array: Py<PyAny>,
+    data: usize,
+    descr: usize,
+    dims: Box<[isize]>,
+    strides: Box<[isize]>,
+}
+
+impl LentView {
+    fn new(array: &Bound<'_, PyAny>) -> Option<LentView> {
+        let (data, descr, dims, strides) = array_fields(array)?;
+        Some(LentView {
+            array: array.clone().unbind(),
+            data,
+            descr,
+            dims: dims.into(),
+            strides: strides.into(),
+        })
+    }
+
+    /// The view, if it is still read-only and as it was made.
+    fn intact<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        let array = self.array.bind(py);
+        let (data, descr, dims, strides) = array_fields(array)?;
+        let same = data == self.data
+            && descr == self.descr
+            && dims == &*self.dims
+            && strides == &*self.strides;
+        same.then(|| array.clone())
+    }
+}
+
+/// A read-only array's data pointer, dtype, shape and strides, as NumPy holds them (`None` for
+/// a writable array or a non-array).
+fn array_fields<'a>(
+    array: &'a Bound<'_, PyAny>,
+) -> Option<(usize, usize, &'a [isize], &'a [isize])> {
+    let arr = array.cast::<PyUntypedArray>().ok()?;
+    let raw = arr.as_array_ptr();
+    // SAFETY: `raw` points at the live array object `array` holds (it is borrowed for 'a, with
+    // the GIL held, so no other thread changes it); its `dimensions` and `strides` point at
+    // `nd` values each, owned by the array, as NumPy's `PyArray_DIMS`/`PyArray_STRIDES` read them.
+    // Exercised by tests/python/test_native.py (the lent-view tests).
+    unsafe {
+        let f = &(*raw).fields;
+        if f.flags & numpy::npyffi::flags::NPY_ARRAY_WRITEABLE != 0 {
+            return None;
+        }
+        let nd = usize::try_from(f.nd).ok()?;
+        let (dims, strides) = if nd == 0 {
+            (&[][..], &[][..])
+        } else {
+            (
+                std::slice::from_raw_parts(f.dimensions, nd),
+                std::slice::from_raw_parts(f.strides, nd),
+            )
+        };
+        Some((f.data as usize, f.descr as usize, dims, strides))
+    }
+}
+
 /// A CPU tensor as the NumPy array a Python kernel receives: the caller's own array, a lent
-/// read-only view of host memory, or (for an argument the kernel writes) a writable copy.
+/// read-only view of host memory (made once per tensor and data, and kept with the tensor:
+/// Native lends the same tensor while its data is unchanged), or (for an argument the kernel
+/// writes) a writable copy.
 pub fn cpu_tensor_to_numpy<'py>(
     py: Python<'py>,
     t: &Tensor,
     writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
+    if !writable {
+        let kept = t.host_view();
+        if let Some(view) = kept.as_ref().and_then(|v| v.downcast_ref::<LentView>()) {
+            if let Some(array) = view.intact(py) {
+                return Ok(array);
+            }
+        }
+    }
     match t.data() {
+        TensorData::Host(h) if !writable => {
+            let array = host_to_numpy(py, h, false)?;
+            if let Some(view) = LentView::new(&array) {
+                t.set_host_view(Arc::new(view));
+            }
+            Ok(array)
+        }
         TensorData::Foreign(p) => p
             .as_any()
             .downcast_ref::<PyPayload>()

@@ -47,6 +47,48 @@ def test_one_tensor_passed_twice_reaches_the_kernel_as_one_array(ns, lib):
     assert np.shares_memory(a, x.numpy()) and np.shares_memory(d, y.numpy())
 
 
+def test_a_lent_view_is_made_once_per_data_and_never_shows_stale_or_reshaped_data(ns, lib):
+    lib.define("peek(Tensor self) -> Tensor")
+    lib.define("fill_(Tensor(a!) self, float v) -> Tensor(a!)")
+    seen = []
+
+    def peek(a):
+        seen.append((a, a.copy()))
+        return a * 1.0
+
+    def reshape_peek(a):
+        seen.append((a, a.copy()))
+        a.shape = (3, 1)  # legal NumPy on a view, and it must not reach the next call
+        return a.reshape(3) * 1.0
+
+    def fill_(a, v):
+        a[...] = v
+        return a
+
+    lib.impl("peek", peek, "CPU")
+    lib.impl("fill_", fill_, "CPU")
+    ops = getattr(bf.ops, ns)
+    x = bf.native.tensor(np.arange(3.0))
+    ops.peek(x)
+    ops.peek(x)
+    assert seen[0][0] is seen[1][0], "lent again while unchanged: the same view"
+
+    ops.fill_(x, 7.0)  # a write replaces the data: the old view is retired
+    ops.peek(x)
+    assert seen[2][0] is not seen[0][0]
+    assert seen[2][1].tolist() == [7.0, 7.0, 7.0]
+    assert seen[0][0].tolist() == [0.0, 1.0, 2.0], "a kept view keeps what it saw"
+
+    lib.impl("peek", reshape_peek, "CPU", allow_override=True)
+    ops.peek(x)
+    lib.impl("peek", peek, "CPU", allow_override=True)
+    ops.peek(x)
+    reshaped, fresh = seen[3][0], seen[4][0]
+    assert reshaped.shape == (3, 1)
+    assert fresh is not reshaped and fresh.shape == (3,)
+    assert fresh.tolist() == [7.0, 7.0, 7.0]
+
+
 def test_lent_array_outlives_its_tensor(ns, lib):
     lib.define("keep(Tensor self) -> Tensor")
     kept = []
