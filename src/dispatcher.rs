@@ -1,11 +1,11 @@
 //! The dispatcher: operator entries, their precomputed dispatch tables, and the registry that
 //! recomputes the tables whenever a definition, kernel or fallback comes or goes.
 //!
-//! Calls read an operator's table inside a read section of [`crate::rcu`] (two plain stores to a
-//! per-thread slot: no lock, no allocation, no read-modify-write); the section keeps the table,
-//! and so the kernel, alive until the call ends. Registration takes one global mutex,
-//! recomputes the affected tables, publishes each with one atomic swap, and frees the replaced
-//! ones once no call that could see them is still running.
+//! Calls read an operator's table inside a read section of the crate's RCU (`rcu.rs`: two plain
+//! stores to a per-thread slot: no lock, no allocation, no read-modify-write); the section keeps
+//! the table, and so the kernel, alive until the call ends. Registration takes one global
+//! mutex, recomputes the affected tables, publishes each with one atomic swap, and frees the
+//! replaced ones once no call that could see them is still running.
 
 use std::cell::Cell;
 use std::collections::HashMap;
