@@ -5,7 +5,7 @@ use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use super::tensor::{cpu_tensor_to_numpy, numpy_tensor, wrap, PyTensor};
+use super::tensor::{cpu_tensor_to_numpy, kernel_array, numpy_tensor, wrap, PyTensor};
 use crate::dispatcher::OpSchema;
 use crate::ivalue::{IValue, Stack};
 use crate::key::DispatchKey;
@@ -453,11 +453,10 @@ pub fn tensor_to_py<'py>(
         return Ok(o);
     }
     if t.key() == DispatchKey::CPU {
-        let writable = match style {
-            TensorStyle::Caller => true,
-            TensorStyle::Kernel { writable } => writable,
+        return match style {
+            TensorStyle::Caller => cpu_tensor_to_numpy(py, t, true),
+            TensorStyle::Kernel { writable } => kernel_array(py, t, writable),
         };
-        return cpu_tensor_to_numpy(py, t, writable);
     }
     wrap(py, t.clone())
 }

@@ -272,31 +272,40 @@ fn array_fields<'a>(
     }
 }
 
-/// A CPU tensor as the NumPy array a Python kernel receives: the caller's own array, a lent
-/// read-only view of host memory (made once per tensor and data, and kept with the tensor:
-/// Native lends the same tensor while its data is unchanged), or (for an argument the kernel
-/// writes) a writable copy.
+/// A CPU tensor as the NumPy array a Python kernel receives: as `cpu_tensor_to_numpy`, except
+/// that a read-only view of host memory is made once per tensor and data and kept with the
+/// tensor (Native lends the same tensor while its data is unchanged), so a tensor lent on every
+/// call costs one view. Only kernels get kept views: a caller's `x.numpy()` is a new array each
+/// time, as NumPy users expect of a method that returns a view.
+pub fn kernel_array<'py>(
+    py: Python<'py>,
+    t: &Tensor,
+    writable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    if writable || !t.is_host() {
+        return cpu_tensor_to_numpy(py, t, writable);
+    }
+    let kept = t.host_view();
+    if let Some(view) = kept.as_ref().and_then(|v| v.downcast_ref::<LentView>()) {
+        if let Some(array) = view.intact(py) {
+            return Ok(array);
+        }
+    }
+    let array = cpu_tensor_to_numpy(py, t, false)?;
+    if let Some(view) = LentView::new(&array) {
+        t.set_host_view(Arc::new(view));
+    }
+    Ok(array)
+}
+
+/// A CPU tensor as a NumPy array: the caller's own array, a read-only view of host memory, or
+/// (for an argument the kernel writes) a writable copy.
 pub fn cpu_tensor_to_numpy<'py>(
     py: Python<'py>,
     t: &Tensor,
     writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if !writable {
-        let kept = t.host_view();
-        if let Some(view) = kept.as_ref().and_then(|v| v.downcast_ref::<LentView>()) {
-            if let Some(array) = view.intact(py) {
-                return Ok(array);
-            }
-        }
-    }
     match t.data() {
-        TensorData::Host(h) if !writable => {
-            let array = host_to_numpy(py, h, false)?;
-            if let Some(view) = LentView::new(&array) {
-                t.set_host_view(Arc::new(view));
-            }
-            Ok(array)
-        }
         TensorData::Foreign(p) => p
             .as_any()
             .downcast_ref::<PyPayload>()

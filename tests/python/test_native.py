@@ -113,6 +113,17 @@ def test_numpy_of_a_native_tensor_is_a_read_only_view():
     assert not a.flags.writeable
 
 
+def test_numpy_gives_the_caller_a_new_array_each_time(ns, lib):
+    lib.define("peek(Tensor self) -> Tensor")
+    lib.impl("peek", lambda a: a * 1.0, "CPU")
+    x = bf.native.tensor(np.arange(3.0))
+    getattr(bf.ops, ns).peek(x)  # a kernel's view is kept with the loan; the caller's is not
+    a, b = x.numpy(), x.numpy()
+    assert a is not b
+    a.shape = (3, 1)
+    assert b.shape == (3,) and x.numpy().shape == (3,)
+
+
 def test_mutable_argument_gets_a_copy_written_back_on_success(ns, lib):
     lib.define("fill_(Tensor(a!) self, float value) -> Tensor(a!)")
     seen = {}
