@@ -63,7 +63,18 @@ fn add_hand_copying(_keys: DispatchKeySet, (a, b): (Tensor, Tensor)) -> boxfall:
 #[inline(always)]
 fn hand_fallback(backend: &dyn Backend, a: Tensor, b: Tensor) -> boxfall::Result<Tensor> {
     let start = boxfall::clock::ticks();
+    // What the boxed fallback guarantees too: one device for the results (two devices are an
+    // error), and a DEBUG record when asked for.
     let device = a.device();
+    if b.device() != device && b.device() != Device::CPU {
+        return Err(boxfall::Error::Fallback(format!(
+            "add_hand got tensors on two devices, {device} and {}",
+            b.device()
+        )));
+    }
+    if log::log_enabled!(target: "boxfall", log::Level::Debug) {
+        log::debug!(target: "boxfall", "add_hand on {device}: {a:?}, {b:?}");
+    }
     let ca = backend.to_cpu(&a, false)?;
     let cb = backend.to_cpu(&b, false)?;
     let moved = (ca.nbytes() + cb.nbytes()) as u64;
