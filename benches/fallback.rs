@@ -4,14 +4,13 @@
 //! fallback is "the copies + the kernel"). `cargo bench --bench fallback`.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use boxfall::backend::{register_backend, Backend};
 use boxfall::native::{self, NativeBackend};
 use boxfall::{
-    Device, DispatchKey, DispatchKeySet, KernelFunction, Library, LibraryKind, Tensor,
-    TypedOperatorHandle,
+    Device, DispatchKey, DispatchKeySet, KernelFunction, Library, LibraryKind, OperatorHandle,
+    Tensor, TypedOperatorHandle,
 };
 use criterion::{criterion_group, criterion_main, Criterion};
 use ndarray::ArrayD;
@@ -43,14 +42,11 @@ impl Backend for Copying {
 }
 
 static HAND_CPU: OnceLock<Binary> = OnceLock::new();
-static HAND_COUNT: AtomicU64 = AtomicU64::new(0);
-static HAND_TICKS: AtomicU64 = AtomicU64::new(0);
-static HAND_BYTES_TO_CPU: AtomicU64 = AtomicU64::new(0);
-static HAND_BYTES_FROM_CPU: AtomicU64 = AtomicU64::new(0);
+static HAND_OP: OnceLock<OperatorHandle> = OnceLock::new();
 
 /// What a code generator would write for this one operator: move, call the CPU kernel, move
-/// back, count, time (with the fallback's clock) and measure the bytes each way: the same four
-/// counters the boxed fallback keeps per operator.
+/// back, count, time (with the fallback's clock) and measure the bytes each way, in the
+/// operator's own counters, as the boxed fallback does.
 fn add_hand_fallback(_keys: DispatchKeySet, (a, b): (Tensor, Tensor)) -> boxfall::Result<Tensor> {
     hand_fallback(&NativeBackend, a, b)
 }
@@ -84,10 +80,10 @@ fn hand_fallback(backend: &dyn Backend, a: Tensor, b: Tensor) -> boxfall::Result
         .call((ca, cb))?;
     let back = cpu.nbytes() as u64;
     let out = backend.from_cpu_owned(cpu, device)?;
-    HAND_COUNT.fetch_add(1, Ordering::Relaxed);
-    HAND_BYTES_TO_CPU.fetch_add(moved, Ordering::Relaxed);
-    HAND_BYTES_FROM_CPU.fetch_add(back, Ordering::Relaxed);
-    HAND_TICKS.fetch_add(boxfall::clock::ticks() - start, Ordering::Relaxed);
+    if let Some(op) = HAND_OP.get() {
+        let ticks = boxfall::clock::ticks() - start;
+        op.metrics().record(device.key, ticks, moved, back, true);
+    }
     Ok(out)
 }
 
@@ -131,6 +127,7 @@ fn bench_fallback(c: &mut Criterion) {
     let boxed: Binary = boxed_op.typed().expect("typed");
     let hand: Binary = hand_op.typed().expect("typed");
     let _ = HAND_CPU.set(hand.clone());
+    let _ = HAND_OP.set(hand_op.clone());
 
     for n in [1usize, 1 << 20] {
         let a = ArrayD::<f64>::from_elem(vec![n], 1.5);

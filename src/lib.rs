@@ -53,6 +53,7 @@ pub mod native;
 mod rcu;
 pub mod schema;
 pub mod tensor;
+mod thread_slot;
 
 #[cfg(feature = "python")]
 mod python;

@@ -97,6 +97,50 @@ fn four_threads_of_500_fallbacks_count_exactly_2000() {
 }
 
 #[test]
+fn more_threads_than_counter_slots_at_once_and_threads_that_come_and_go_count_exactly() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let op = unary(&mut lib, "crowd");
+    // 100 threads alive at once (more than the 64 that own a set of counts: the others share
+    // one), then 100 more one after another (each reusing a set another thread gave back).
+    let barrier = std::sync::Barrier::new(100);
+    std::thread::scope(|scope| {
+        for _ in 0..100 {
+            let (op, barrier) = (op.clone(), &barrier);
+            scope.spawn(move || {
+                barrier.wait();
+                for _ in 0..30 {
+                    op.call((dev().tensor(&[1.0]),)).unwrap();
+                }
+            });
+        }
+    });
+    for _ in 0..100 {
+        let op = op.clone();
+        std::thread::spawn(move || op.call((dev().tensor(&[1.0]),)).unwrap())
+            .join()
+            .unwrap();
+    }
+    let s = op_stats(&format!("{ns}::crowd")).unwrap();
+    assert_eq!(s.fallbacks, 100 * 30 + 100);
+    assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (3100 * 8, 3100 * 8));
+
+    // After a reset every thread's counts start again from zero.
+    metrics::reset();
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            let op = op.clone();
+            scope.spawn(move || {
+                for _ in 0..250 {
+                    op.call((dev().tensor(&[1.0]),)).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(op_stats(&format!("{ns}::crowd")).unwrap().fallbacks, 1000);
+}
+
+#[test]
 fn reset_zeroes_every_counter() {
     let _s = serial();
     let (ns, mut lib) = def_lib("met");
