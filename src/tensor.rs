@@ -8,7 +8,7 @@
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use ndarray::ArrayD;
 
@@ -300,15 +300,17 @@ struct TensorInner {
     /// payload whose count may change. Kept beside the data, stored under the write lock, so
     /// the fallback's byte counters read it without locking.
     nbytes: AtomicUsize,
-    /// Set by `set_data`: a loan whose data was replaced is not lent again.
+    /// Set by `set_data`, cleared when the tensor this one is the loan of writes its data in:
+    /// a loan a kernel wrote into (against its schema) is put right before it is lent again.
     replaced: AtomicBool,
+    /// This tensor's CPU loan (`host_loan`): made once, then kept holding this tensor's data
+    /// by `set_data`, so that lending it takes no lock.
+    loan: OnceLock<Tensor>,
 }
 
-/// What the lock guards: the data, the CPU loan of it handed out last (`host_loan`), and a
-/// foreign runtime's view of it (`host_view`).
+/// What the lock guards: the data, and a foreign runtime's view of it (`host_view`).
 struct Slot {
     data: TensorData,
-    loan: Option<Tensor>,
     view: Option<HostView>,
 }
 
@@ -355,12 +357,9 @@ impl Tensor {
         Tensor(Arc::new(TensorInner {
             device,
             nbytes: AtomicUsize::new(nbytes_of(&data)),
-            data: RwLock::new(Slot {
-                data,
-                loan: None,
-                view: None,
-            }),
+            data: RwLock::new(Slot { data, view: None }),
             replaced: AtomicBool::new(false),
+            loan: OnceLock::new(),
         }))
     }
 
@@ -460,9 +459,10 @@ impl Tensor {
     }
 
     /// A CPU tensor sharing this tensor's host memory, for a kernel that only reads it (the
-    /// fallback's loan of a read-only argument). The same handle comes back each time until
-    /// either tensor's data is replaced, so lending a tensor over and over allocates once.
-    /// `None` for a tensor without host memory.
+    /// fallback's loan of a read-only argument). It is one handle for the tensor's whole life,
+    /// holding the tensor's data as it is now (`set_data` writes the loan too), so lending a
+    /// tensor again takes no lock and allocates nothing. `None` for a tensor without host
+    /// memory.
     ///
     /// ```
     /// use boxfall::{native, Device, tensor::TensorData};
@@ -472,32 +472,45 @@ impl Tensor {
     /// assert!(std::sync::Arc::ptr_eq(&loan.host_array().unwrap(), &t.host_array().unwrap()));
     /// assert!(t.host_loan().unwrap().same(&loan)); // lent again: the same handle
     /// t.set_data(TensorData::Host(std::sync::Arc::new(ndarray::arr1(&[3.0]).into_dyn().into())));
-    /// assert!(!t.host_loan().unwrap().same(&loan)); // new data, a new loan
-    /// assert_eq!(loan.describe(), "float64[2]"); // the old loan keeps what it lent
+    /// assert_eq!(loan.describe(), "float64[1]"); // the loan holds the tensor's data as it is
+    /// loan.set_data(TensorData::Host(std::sync::Arc::new(ndarray::arr1(&[9.0]).into_dyn().into())));
+    /// assert_eq!(t.host_array().unwrap().as_f64().unwrap()[[0]], 3.0); // the tensor is not written
+    /// assert!(std::sync::Arc::ptr_eq(&t.host_loan().unwrap().host_array().unwrap(), &t.host_array().unwrap()));
     /// ```
     pub fn host_loan(&self) -> Option<Tensor> {
-        {
-            let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
-            if !matches!(slot.data, TensorData::Host(_)) {
-                return None;
-            }
-            if let Some(loan) = slot.loan.as_ref().filter(|l| l.unchanged()) {
+        if !self.is_host() {
+            return None;
+        }
+        if let Some(loan) = self.0.loan.get() {
+            if loan.unchanged() {
                 return Some(loan.clone());
             }
         }
-        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
-        let TensorData::Host(host) = &slot.data else {
+        // The first loan, or one a kernel wrote into: made or put right under the read lock,
+        // which `set_data` (taking the write lock) waits for, so no write is missed.
+        let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        if !matches!(slot.data, TensorData::Host(_)) {
             return None;
-        };
-        if let Some(loan) = slot.loan.as_ref().filter(|l| l.unchanged()) {
-            return Some(loan.clone());
         }
-        let loan = Tensor::new(Device::CPU, TensorData::Host(host.clone()));
-        let old = slot.loan.replace(loan.clone());
+        let loan = self
+            .0
+            .loan
+            .get_or_init(|| Tensor::new(Device::CPU, slot.data.clone()));
+        let stale = (!loan.unchanged()).then(|| loan.hold(slot.data.clone()));
+        let lent = loan.clone();
         drop(slot);
-        // The loan handed out before may hold a foreign view: dropped after the lock.
-        drop(old);
-        Some(loan)
+        drop(stale);
+        Some(lent)
+    }
+
+    /// Writes `data` in as this loan's tensor's data (its `set_data`); hands back what to drop
+    /// once every lock is released.
+    fn hold(&self, data: TensorData) -> (TensorData, Option<HostView>) {
+        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
+        self.0.replaced.store(false, Ordering::Relaxed);
+        let view = slot.view.take();
+        (std::mem::replace(&mut slot.data, data), view)
     }
 
     /// The view a foreign runtime keeps of this tensor's host memory, if one was set: the
@@ -553,13 +566,14 @@ impl Tensor {
         // lock also sees its byte count.
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
         self.0.replaced.store(true, Ordering::Relaxed);
-        let old_loan = slot.loan.take();
         let old_view = slot.view.take();
+        // The loan follows under this tensor's lock (always taken before the loan's).
+        let old_lent = self.0.loan.get().map(|loan| loan.hold(data.clone()));
         let old = std::mem::replace(&mut slot.data, data);
         drop(slot);
         // Dropped after the lock is released: the old data may be a foreign payload whose drop
         // runs foreign code (a Python object's finalizer) that could read this tensor.
-        drop((old, old_loan, old_view));
+        drop((old, old_view, old_lent));
     }
 
     /// The same data on `device`. When this handle is the tensor's only one, the tensor itself
