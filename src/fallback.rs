@@ -460,40 +460,55 @@ fn fallback_steps(
             record_move(&mut moved, bytes, arg, slot, write, &cpu);
             Ok::<Tensor, Error>(cpu)
         };
-        for (i, (v, arg)) in original.iter().zip(info.args.iter()).enumerate() {
-            let holds = arg.kind.holds_tensors();
-            if let IValue::Tensor(t) = v {
-                if t.key() == key && holds {
-                    // Pushed as built (a value merged from the arms below is built aside and
-                    // copied, a store-forwarding stall of a few ns per argument).
-                    let cpu = move_one(i, None, t, arg.is_write)?;
-                    cpu_stack.push(IValue::Tensor(cpu));
-                    continue;
-                }
-            }
-            cpu_stack.push(match v {
-                IValue::TensorList(ts) if holds => IValue::TensorList(
-                    ts.iter()
-                        .enumerate()
-                        .map(|(j, t)| match t.key() == key {
-                            true => move_one(i, Some(j), t, arg.is_write),
-                            false => Ok(t.clone()),
-                        })
-                        .collect::<Result<_>>()?,
-                ),
-                IValue::OptionalTensorList(ts) if holds => IValue::OptionalTensorList(
-                    ts.iter()
-                        .enumerate()
-                        .map(|(j, t)| match t {
-                            Some(t) if t.key() == key => {
-                                move_one(i, Some(j), t, arg.is_write).map(Some)
-                            }
-                            other => Ok(other.clone()),
-                        })
-                        .collect::<Result<_>>()?,
-                ),
-                other => other.clone(),
-            });
+        let mut move_arg =
+            |i: usize, v: &IValue, arg: &crate::schema::ArgFacts| -> Result<IValue> {
+                let holds = arg.kind.holds_tensors();
+                Ok(match v {
+                    IValue::Tensor(t) if t.key() == key && holds => {
+                        IValue::Tensor(move_one(i, None, t, arg.is_write)?)
+                    }
+                    IValue::TensorList(ts) if holds => IValue::TensorList(
+                        ts.iter()
+                            .enumerate()
+                            .map(|(j, t)| match t.key() == key {
+                                true => move_one(i, Some(j), t, arg.is_write),
+                                false => Ok(t.clone()),
+                            })
+                            .collect::<Result<_>>()?,
+                    ),
+                    IValue::OptionalTensorList(ts) if holds => IValue::OptionalTensorList(
+                        ts.iter()
+                            .enumerate()
+                            .map(|(j, t)| match t {
+                                Some(t) if t.key() == key => {
+                                    move_one(i, Some(j), t, arg.is_write).map(Some)
+                                }
+                                other => Ok(other.clone()),
+                            })
+                            .collect::<Result<_>>()?,
+                    ),
+                    other => other.clone(),
+                })
+            };
+        // One `extend` over an iterator of known length: each value is written straight into
+        // the buffer (a push per value builds it aside first and copies it, a store-forwarding
+        // stall of a few ns per argument).
+        let mut failed = None;
+        cpu_stack.extend(
+            original
+                .iter()
+                .zip(info.args.iter())
+                .enumerate()
+                .map(|(i, (v, arg))| match failed {
+                    Some(_) => IValue::None,
+                    None => move_arg(i, v, arg).unwrap_or_else(|e| {
+                        failed = Some(e);
+                        IValue::None
+                    }),
+                }),
+        );
+        if let Some(e) = failed {
+            return Err(e);
         }
     }
     if let Some(d) = info.device_arg {
