@@ -76,3 +76,34 @@ fn a_fixed_payload_size_is_kept_by_the_tensor_and_it_stays_foreign() {
     t.set_data(TensorData::Foreign(Arc::new(Fixed(0))));
     assert_eq!((t.nbytes(), t.is_host()), (0, false));
 }
+
+#[test]
+fn loans_taken_while_another_thread_writes_always_hold_one_whole_write() {
+    // Four threads lend one tensor and read their loan while a fifth writes the tensor over
+    // and over: no deadlock (the writer takes the tensor's lock, then the loan's), and every
+    // loan read sees one of the written arrays whole.
+    let t = native::tensor(ArrayD::from_elem(vec![4], 0.0));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads < 1000 {
+                    let loan = t.host_loan().expect("host memory");
+                    assert_eq!(loan.device(), Device::CPU);
+                    let a = loan.host_array().expect("host memory");
+                    let v = a.as_f64().expect("float64");
+                    assert!(v.iter().all(|x| *x == v[[0]]), "a torn write: {v}");
+                    reads += 1;
+                }
+            });
+        }
+        for i in 1..=20_000 {
+            let next = HostArray::from(ArrayD::from_elem(vec![4], f64::from(i)));
+            t.set_data(TensorData::Host(Arc::new(next)));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let last = t.host_loan().expect("host memory");
+    assert_eq!(last.host_array().unwrap().as_f64().unwrap()[[0]], 20_000.0);
+}
