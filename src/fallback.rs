@@ -400,7 +400,8 @@ fn fallback_body(
     result
 }
 
-/// Moves the tensors (1), runs the CPU kernel (2), moves the results (3), writes back (4).
+/// Moves the tensors (1, `move_to_cpu`), runs the CPU kernel (2), moves the results (3), writes
+/// back (4).
 #[allow(clippy::too_many_arguments)]
 fn fallback_steps(
     op: &OperatorHandle,
@@ -420,8 +421,99 @@ fn fallback_steps(
             info.args.len()
         )));
     }
-    // 1. Move the backend's tensors to the CPU: one by one as the CPU stack is built (a moved
-    // tensor is never cloned only to be replaced), or all at once where the backend batches.
+    let moved = move_to_cpu(op, info, key, hooks, original, cpu_stack, bytes)?;
+
+    // 2. Run the CPU kernel.
+    op.call_boxed_with_keys(DispatchKey::CPU.set(), cpu_stack)
+        .map_err(|e| kernel_error(op, key, e))?;
+    if cpu_stack.len() != info.returns.len() {
+        return Err(Error::Fallback(format!(
+            "CPU kernel of '{}' left {} values for {} returns",
+            op.name(),
+            cpu_stack.len(),
+            info.returns.len()
+        )));
+    }
+
+    // 3. Move every result to the device before writing any argument (in place: the CPU
+    // stack becomes the returns).
+    let mut replaced: Vec<(usize, IValue)> = Vec::new();
+    for (j, r) in info.returns.iter().enumerate() {
+        let value = std::mem::replace(&mut cpu_stack[j], IValue::None);
+        cpu_stack[j] = match r
+            .aliases_arg
+            .filter(|&i| info.args.get(i).is_some_and(|a| a.is_write))
+        {
+            Some(i) => {
+                replaced.push((i, value));
+                original.get(i).cloned().unwrap_or(IValue::None)
+            }
+            None => {
+                to_device(value, hooks, target, bytes).map_err(|e| step_error(op, "from_cpu", e))?
+            }
+        };
+    }
+
+    // 4. Write the mutated arguments back (from the returned value where the kernel gave a
+    // new one for an aliased return). With several written tensors, each destination is
+    // backed up first, so a failing copy_from_cpu can put back those already written.
+    let writes: Vec<(&Tensor, &Tensor)> = moved
+        .iter()
+        .filter(|m| info.args.get(m.arg).is_some_and(|a| a.is_write))
+        .filter_map(|m| {
+            let src = replaced
+                .iter()
+                .find(|(i, _)| *i == m.arg)
+                .and_then(|(_, v)| element(v, m.slot))
+                .unwrap_or(&m.cpu);
+            original
+                .get(m.arg)
+                .and_then(|v| element(v, m.slot))
+                .map(|dst| (dst, src))
+        })
+        .collect();
+    let backups: Vec<Tensor> = if writes.len() > 1 {
+        writes
+            .iter()
+            .map(|(dst, _)| hooks.to_cpu(dst, true))
+            .collect::<Result<_>>()
+            .map_err(|e| step_error(op, "to_cpu (backing up the outputs)", e))?
+    } else {
+        Vec::new()
+    };
+    for (k, (dst, src)) in writes.iter().enumerate() {
+        if let Err(e) = hooks.copy_from_cpu(dst, src) {
+            for ((dst, _), backup) in writes.iter().zip(&backups).take(k) {
+                let _ = hooks.copy_from_cpu(dst, backup);
+            }
+            return Err(step_error(op, "copy_from_cpu", e));
+        }
+        bytes.1 += src.nbytes() as u64;
+    }
+    // A CPU tensor the kernel was given as is, but for which it returned a new one.
+    for (i, v) in &replaced {
+        if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (original.get(*i), v) {
+            if dst.key() == DispatchKey::CPU && !dst.same(src) {
+                dst.set_data(src.data());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Step 1: moves the backend's tensors to the CPU, building the CPU stack: one by one as the
+/// stack is built (a moved tensor is never cloned only to be replaced), or all at once where
+/// the backend batches. A `Device` argument naming the backend becomes the CPU. Returns the
+/// moved tensors the kernel will write.
+fn move_to_cpu(
+    op: &OperatorHandle,
+    info: &crate::schema::SchemaInfo,
+    key: DispatchKey,
+    hooks: &dyn crate::backend::Backend,
+    original: &Stack,
+    cpu_stack: &mut Stack,
+    bytes: &mut (u64, u64),
+) -> Result<Vec<Moved>> {
     cpu_stack.reserve(original.len());
     let mut moved: Vec<Moved> = Vec::new();
     if hooks.batches_transfers() {
@@ -518,83 +610,7 @@ fn fallback_steps(
             }
         }
     }
-
-    // 2. Run the CPU kernel.
-    op.call_boxed_with_keys(DispatchKey::CPU.set(), cpu_stack)
-        .map_err(|e| kernel_error(op, key, e))?;
-    if cpu_stack.len() != info.returns.len() {
-        return Err(Error::Fallback(format!(
-            "CPU kernel of '{}' left {} values for {} returns",
-            op.name(),
-            cpu_stack.len(),
-            info.returns.len()
-        )));
-    }
-
-    // 3. Move every result to the device before writing any argument (in place: the CPU
-    // stack becomes the returns).
-    let mut replaced: Vec<(usize, IValue)> = Vec::new();
-    for (j, r) in info.returns.iter().enumerate() {
-        let value = std::mem::replace(&mut cpu_stack[j], IValue::None);
-        cpu_stack[j] = match r
-            .aliases_arg
-            .filter(|&i| info.args.get(i).is_some_and(|a| a.is_write))
-        {
-            Some(i) => {
-                replaced.push((i, value));
-                original.get(i).cloned().unwrap_or(IValue::None)
-            }
-            None => {
-                to_device(value, hooks, target, bytes).map_err(|e| step_error(op, "from_cpu", e))?
-            }
-        };
-    }
-
-    // 4. Write the mutated arguments back (from the returned value where the kernel gave a
-    // new one for an aliased return). With several written tensors, each destination is
-    // backed up first, so a failing copy_from_cpu can put back those already written.
-    let writes: Vec<(&Tensor, &Tensor)> = moved
-        .iter()
-        .filter(|m| info.args.get(m.arg).is_some_and(|a| a.is_write))
-        .filter_map(|m| {
-            let src = replaced
-                .iter()
-                .find(|(i, _)| *i == m.arg)
-                .and_then(|(_, v)| element(v, m.slot))
-                .unwrap_or(&m.cpu);
-            original
-                .get(m.arg)
-                .and_then(|v| element(v, m.slot))
-                .map(|dst| (dst, src))
-        })
-        .collect();
-    let backups: Vec<Tensor> = if writes.len() > 1 {
-        writes
-            .iter()
-            .map(|(dst, _)| hooks.to_cpu(dst, true))
-            .collect::<Result<_>>()
-            .map_err(|e| step_error(op, "to_cpu (backing up the outputs)", e))?
-    } else {
-        Vec::new()
-    };
-    for (k, (dst, src)) in writes.iter().enumerate() {
-        if let Err(e) = hooks.copy_from_cpu(dst, src) {
-            for ((dst, _), backup) in writes.iter().zip(&backups).take(k) {
-                let _ = hooks.copy_from_cpu(dst, backup);
-            }
-            return Err(step_error(op, "copy_from_cpu", e));
-        }
-        bytes.1 += src.nbytes() as u64;
-    }
-    // A CPU tensor the kernel was given as is, but for which it returned a new one.
-    for (i, v) in &replaced {
-        if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (original.get(*i), v) {
-            if dst.key() == DispatchKey::CPU && !dst.same(src) {
-                dst.set_data(src.data());
-            }
-        }
-    }
-    Ok(())
+    Ok(moved)
 }
 
 /// A CPU kernel's own error, with the operator and the fallback named (a foreign error carries
