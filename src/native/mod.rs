@@ -52,7 +52,7 @@ impl Backend for NativeBackend {
         if for_write {
             return Ok(Tensor::host(Device::CPU, (*host_of(t)?).clone()));
         }
-        // Lent, not copied: the same loan each time while the data is unchanged.
+        // Lent, not copied: the tensor's one loan, which holds its data as it is now.
         t.host_loan().ok_or_else(|| {
             Error::Fallback(format!("a tensor on {} holds no host memory", t.device()))
         })

@@ -274,8 +274,8 @@ fn array_fields<'a>(
 
 /// A CPU tensor as the NumPy array a Python kernel receives: as `cpu_tensor_to_numpy`, except
 /// that a read-only view of host memory is made once per tensor and data and kept with the
-/// tensor (Native lends the same tensor while its data is unchanged), so a tensor lent on every
-/// call costs one view. Only kernels get kept views: a caller's `x.numpy()` is a new array each
+/// tensor (Native lends one tensor, its loan, for its whole life; a write drops the view), so a
+/// tensor lent on every call costs one view. Only kernels get kept views: a caller's `x.numpy()` is a new array each
 /// time, as NumPy users expect of a method that returns a view.
 pub fn kernel_array<'py>(
     py: Python<'py>,
