@@ -6,7 +6,6 @@
 //! every result is moved to the device before any argument is written, and nothing is written
 //! unless the kernel succeeded.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
@@ -138,10 +137,17 @@ static POLICY: AtomicU8 = AtomicU8::new(0);
 /// ```
 /// let _ = boxfall::fallback::fallback_policy();
 /// ```
+#[inline]
 pub fn fallback_policy() -> FallbackPolicy {
-    if let Some(p) = FallbackPolicy::from_u8(POLICY.load(Ordering::Relaxed)) {
-        return p;
+    match FallbackPolicy::from_u8(POLICY.load(Ordering::Relaxed)) {
+        Some(p) => p,
+        None => policy_from_env(),
     }
+}
+
+/// The first read of the policy: `BOXFALL_FALLBACK`, else allow.
+#[cold]
+fn policy_from_env() -> FallbackPolicy {
     let p = std::env::var("BOXFALL_FALLBACK")
         .ok()
         .and_then(|v| v.trim().to_ascii_lowercase().parse().ok())
@@ -283,16 +289,11 @@ pub fn call_fallback(
 ) -> Result<()> {
     fallback.call_boxed(op, keys, stack)
 }
-
-thread_local! {
-    /// The buffer the CPU stack is built in, kept for this thread's next fallback. Boxed, so
-    /// taking and returning it moves one word (see the dispatcher's spare stack).
-    static SPARE_STACK: Cell<Option<Box<Stack>>> = const { Cell::new(None) };
-}
-
-/// Counts a moved tensor's bytes, and remembers it if the kernel writes it (for the write-back).
+/// Counts a moved tensor's bytes, and keeps a handle on its CPU copy if the kernel writes it
+/// (for the write-back).
+#[inline]
 fn record_move(
-    moved: &mut Vec<Moved>,
+    written: &mut Vec<Written>,
     bytes: &mut (u64, u64),
     arg: usize,
     slot: Option<usize>,
@@ -301,7 +302,7 @@ fn record_move(
 ) {
     bytes.0 += cpu.nbytes() as u64;
     if write {
-        moved.push(Moved {
+        written.push(Written {
             arg,
             slot,
             cpu: cpu.clone(),
@@ -309,8 +310,9 @@ fn record_move(
     }
 }
 
-/// Where one moved tensor sits in the stack.
-struct Moved {
+/// A moved tensor the kernel writes: the CPU copy, and where its device tensor sits among the
+/// arguments (`slot` is the list index).
+struct Written {
     arg: usize,
     slot: Option<usize>,
     cpu: Tensor,
@@ -363,6 +365,7 @@ pub(crate) fn run_cpu_fallback(
     result
 }
 
+#[cold]
 fn step_error(op: &OperatorHandle, step: &str, e: Error) -> Error {
     match e {
         Error::Foreign { .. } => e,
@@ -373,6 +376,15 @@ fn step_error(op: &OperatorHandle, step: &str, e: Error) -> Error {
     }
 }
 
+/// Moves the tensors (1, `move_to_cpu`), runs the CPU kernel (2), moves the results (3), writes
+/// back (4).
+///
+/// The CPU tensors take the device tensors' places in the caller's stack, so a call builds no
+/// second stack and clones no argument; the arguments the kernel writes are kept aside first,
+/// for the write-back and for the returns that alias them. After an error the stack's contents
+/// are unspecified, as after any boxed call that fails, but no argument has changed: the
+/// kernel only ever sees loans and copies, and nothing is written back unless every step before
+/// succeeded.
 fn fallback_body(
     op: &OperatorHandle,
     info: &crate::schema::SchemaInfo,
@@ -381,94 +393,82 @@ fn fallback_body(
     stack: &mut Stack,
     bytes: &mut (u64, u64),
 ) -> Result<()> {
+    if stack.len() != info.args.len() {
+        return Err(Error::Fallback(format!(
+            "CPU fallback of '{}': the stack holds {} values for {} arguments",
+            op.name(),
+            stack.len(),
+            info.args.len()
+        )));
+    }
     let target = target_device(op, info, key, stack)?;
     if log::log_enabled!(target: "boxfall", log::Level::Debug) {
         log_call(op, key, info, stack);
     }
-
-    // The arguments stay where they are, for the write-back and so that a failed call leaves
-    // its stack as it was; the CPU stack is built beside them and, on success, takes their
-    // place. Nothing is cloned for a moved tensor, and the two buffers trade places, so a
-    // steady stream of calls allocates no stack.
-    let mut cpu_stack: Box<Stack> = SPARE_STACK.with(Cell::take).unwrap_or_default();
-    let result = fallback_steps(op, info, key, hooks, target, stack, &mut cpu_stack, bytes);
-    if result.is_ok() {
-        std::mem::swap(stack, &mut *cpu_stack);
+    if !info.is_mutable {
+        // A functional operator: nothing to keep aside or write back.
+        move_to_cpu(op, info, key, hooks, stack, bytes)?;
+        run_cpu_kernel(op, info, key, stack)?;
+        return stack
+            .iter_mut()
+            .try_for_each(|v| to_device(v, hooks, target, bytes))
+            .map_err(|e| step_error(op, "from_cpu", e));
     }
-    cpu_stack.clear();
-    SPARE_STACK.with(|c| c.set(Some(cpu_stack)));
-    result
+    with_writes(op, info, key, hooks, target, stack, bytes)
 }
 
-/// Moves the tensors (1, `move_to_cpu`), runs the CPU kernel (2), moves the results (3), writes
-/// back (4).
-#[allow(clippy::too_many_arguments)]
-fn fallback_steps(
+/// `fallback_body` for an operator that writes some argument.
+#[inline(never)]
+fn with_writes(
     op: &OperatorHandle,
     info: &crate::schema::SchemaInfo,
     key: DispatchKey,
     hooks: &dyn crate::backend::Backend,
     target: Device,
-    original: &Stack,
-    cpu_stack: &mut Stack,
+    stack: &mut Stack,
     bytes: &mut (u64, u64),
 ) -> Result<()> {
-    if original.len() != info.args.len() {
-        return Err(Error::Fallback(format!(
-            "CPU fallback of '{}': the stack holds {} values for {} arguments",
-            op.name(),
-            original.len(),
-            info.args.len()
-        )));
-    }
-    let moved = move_to_cpu(op, info, key, hooks, original, cpu_stack, bytes)?;
+    // The written arguments as the caller passed them.
+    let kept: Vec<(usize, IValue)> = info
+        .args
+        .iter()
+        .zip(stack.iter())
+        .enumerate()
+        .filter(|(_, (a, _))| a.is_write)
+        .map(|(i, (_, v))| (i, v.clone()))
+        .collect();
+    let written = move_to_cpu(op, info, key, hooks, stack, bytes)?;
+    run_cpu_kernel(op, info, key, stack)?;
 
-    // 2. Run the CPU kernel.
-    op.call_boxed_with_keys(DispatchKey::CPU.set(), cpu_stack)
-        .map_err(|e| kernel_error(op, key, e))?;
-    if cpu_stack.len() != info.returns.len() {
-        return Err(Error::Fallback(format!(
-            "CPU kernel of '{}' left {} values for {} returns",
-            op.name(),
-            cpu_stack.len(),
-            info.returns.len()
-        )));
-    }
-
-    // 3. Move every result to the device before writing any argument (in place: the CPU
-    // stack becomes the returns).
+    // 3. Move every result to the device before writing any argument. A return that aliases a
+    // written argument is that argument, as the caller passed it.
     let mut replaced: Vec<(usize, IValue)> = Vec::new();
-    for (j, r) in info.returns.iter().enumerate() {
-        let value = std::mem::replace(&mut cpu_stack[j], IValue::None);
-        cpu_stack[j] = match r
+    for (r, v) in info.returns.iter().zip(stack.iter_mut()) {
+        match r
             .aliases_arg
-            .filter(|&i| info.args.get(i).is_some_and(|a| a.is_write))
+            .and_then(|i| kept.iter().find(|(k, _)| *k == i))
         {
-            Some(i) => {
-                replaced.push((i, value));
-                original.get(i).cloned().unwrap_or(IValue::None)
-            }
+            Some((i, arg)) => replaced.push((*i, std::mem::replace(v, arg.clone()))),
             None => {
-                to_device(value, hooks, target, bytes).map_err(|e| step_error(op, "from_cpu", e))?
+                to_device(v, hooks, target, bytes).map_err(|e| step_error(op, "from_cpu", e))?
             }
-        };
+        }
     }
 
     // 4. Write the mutated arguments back (from the returned value where the kernel gave a
     // new one for an aliased return). With several written tensors, each destination is
     // backed up first, so a failing copy_from_cpu can put back those already written.
-    let writes: Vec<(&Tensor, &Tensor)> = moved
+    let writes: Vec<(&Tensor, &Tensor)> = written
         .iter()
-        .filter(|m| info.args.get(m.arg).is_some_and(|a| a.is_write))
-        .filter_map(|m| {
+        .filter_map(|w| {
             let src = replaced
                 .iter()
-                .find(|(i, _)| *i == m.arg)
-                .and_then(|(_, v)| element(v, m.slot))
-                .unwrap_or(&m.cpu);
-            original
-                .get(m.arg)
-                .and_then(|v| element(v, m.slot))
+                .find(|(i, _)| *i == w.arg)
+                .and_then(|(_, v)| element(v, w.slot))
+                .unwrap_or(&w.cpu);
+            kept.iter()
+                .find(|(i, _)| *i == w.arg)
+                .and_then(|(_, v)| element(v, w.slot))
                 .map(|dst| (dst, src))
         })
         .collect();
@@ -492,7 +492,8 @@ fn fallback_steps(
     }
     // A CPU tensor the kernel was given as is, but for which it returned a new one.
     for (i, v) in &replaced {
-        if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (original.get(*i), v) {
+        let dst = kept.iter().find(|(k, _)| k == i).map(|(_, d)| d);
+        if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (dst, v) {
             if dst.key() == DispatchKey::CPU && !dst.same(src) {
                 dst.set_data(src.data());
             }
@@ -501,31 +502,44 @@ fn fallback_steps(
     Ok(())
 }
 
-/// Step 1: moves the backend's tensors to the CPU, building the CPU stack: one by one as the
-/// stack is built (a moved tensor is never cloned only to be replaced), or all at once where
-/// the backend batches. A `Device` argument naming the backend becomes the CPU. Returns the
-/// moved tensors the kernel will write.
+/// Step 2: runs the CPU kernel on the CPU stack, which it leaves holding the returns.
+#[inline(always)]
+fn run_cpu_kernel(
+    op: &OperatorHandle,
+    info: &crate::schema::SchemaInfo,
+    key: DispatchKey,
+    stack: &mut Stack,
+) -> Result<()> {
+    op.call_boxed_with_keys(DispatchKey::CPU.set(), stack)
+        .map_err(|e| kernel_error(op, key, e))?;
+    if stack.len() != info.returns.len() {
+        return Err(Error::Fallback(format!(
+            "CPU kernel of '{}' left {} values for {} returns",
+            op.name(),
+            stack.len(),
+            info.returns.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Step 1: moves the backend's tensors to the CPU, each into its device tensor's place in the
+/// stack: one by one, or all at once where the backend batches. A `Device` argument naming the
+/// backend becomes the CPU. Returns the moved tensors the kernel will write.
+#[inline(always)]
 fn move_to_cpu(
     op: &OperatorHandle,
     info: &crate::schema::SchemaInfo,
     key: DispatchKey,
     hooks: &dyn crate::backend::Backend,
-    original: &Stack,
-    cpu_stack: &mut Stack,
+    stack: &mut Stack,
     bytes: &mut (u64, u64),
-) -> Result<Vec<Moved>> {
-    cpu_stack.reserve(original.len());
-    let mut moved: Vec<Moved> = Vec::new();
+) -> Result<Vec<Written>> {
+    let mut written: Vec<Written> = Vec::new();
     if hooks.batches_transfers() {
-        for (v, arg) in original.iter().zip(info.args.iter()) {
-            cpu_stack.push(match v {
-                IValue::Tensor(t) if t.key() == key && arg.kind.holds_tensors() => IValue::None,
-                other => other.clone(),
-            });
-        }
         let mut sources: Vec<(&Tensor, bool)> = Vec::new();
         let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
-        each_moved(info, key, original, |arg, slot, t, write| {
+        each_moved(info, key, stack, |arg, slot, t, write| {
             sources.push((t, write));
             places.push((arg, slot, write));
         });
@@ -541,76 +555,81 @@ fn move_to_cpu(
             )));
         }
         for ((arg, slot, write), cpu) in places.into_iter().zip(cpus) {
-            record_move(&mut moved, bytes, arg, slot, write, &cpu);
-            place(&mut cpu_stack[arg], slot, cpu);
+            record_move(&mut written, bytes, arg, slot, write, &cpu);
+            if let Some(v) = stack.get_mut(arg) {
+                place(v, slot, cpu);
+            }
         }
     } else {
-        let mut move_one = |arg: usize, slot: Option<usize>, t: &Tensor, write: bool| {
-            let cpu = hooks
-                .to_cpu(t, write)
-                .map_err(|e| step_error(op, "to_cpu", e))?;
-            record_move(&mut moved, bytes, arg, slot, write, &cpu);
-            Ok::<Tensor, Error>(cpu)
-        };
-        let mut move_arg =
-            |i: usize, v: &IValue, arg: &crate::schema::ArgFacts| -> Result<IValue> {
-                let holds = arg.kind.holds_tensors();
-                Ok(match v {
-                    IValue::Tensor(t) if t.key() == key && holds => {
-                        IValue::Tensor(move_one(i, None, t, arg.is_write)?)
-                    }
-                    IValue::TensorList(ts) if holds => IValue::TensorList(
-                        ts.iter()
-                            .enumerate()
-                            .map(|(j, t)| match t.key() == key {
-                                true => move_one(i, Some(j), t, arg.is_write),
-                                false => Ok(t.clone()),
-                            })
-                            .collect::<Result<_>>()?,
-                    ),
-                    IValue::OptionalTensorList(ts) if holds => IValue::OptionalTensorList(
-                        ts.iter()
-                            .enumerate()
-                            .map(|(j, t)| match t {
-                                Some(t) if t.key() == key => {
-                                    move_one(i, Some(j), t, arg.is_write).map(Some)
-                                }
-                                other => Ok(other.clone()),
-                            })
-                            .collect::<Result<_>>()?,
-                    ),
-                    other => other.clone(),
-                })
-            };
-        // One `extend` over an iterator of known length: each value is written straight into
-        // the buffer (a push per value builds it aside first and copies it, a store-forwarding
-        // stall of a few ns per argument).
-        let mut failed = None;
-        cpu_stack.extend(
-            original
-                .iter()
-                .zip(info.args.iter())
-                .enumerate()
-                .map(|(i, (v, arg))| match failed {
-                    Some(_) => IValue::None,
-                    None => move_arg(i, v, arg).unwrap_or_else(|e| {
-                        failed = Some(e);
-                        IValue::None
-                    }),
-                }),
-        );
-        if let Some(e) = failed {
-            return Err(e);
-        }
-    }
-    if let Some(d) = info.device_arg {
-        if let Some(IValue::Device(dev)) = cpu_stack.get(d) {
-            if dev.key == key {
-                cpu_stack[d] = IValue::Device(Device::CPU);
+        for &i in &info.tensor_args {
+            let write = info.args.get(i).is_some_and(|a| a.is_write);
+            match stack.get_mut(i) {
+                Some(IValue::Tensor(t)) if t.key() == key => {
+                    let cpu = to_cpu_step(op, hooks, t, write)?;
+                    record_move(&mut written, bytes, i, None, write, &cpu);
+                    *t = cpu;
+                }
+                Some(v @ (IValue::TensorList(_) | IValue::OptionalTensorList(_))) => {
+                    list_to_cpu(op, key, hooks, i, write, v, &mut written, bytes)?
+                }
+                _ => {}
             }
         }
     }
-    Ok(moved)
+    if let Some(IValue::Device(dev)) = info.device_arg.and_then(|d| stack.get_mut(d)) {
+        if dev.key == key {
+            *dev = Device::CPU;
+        }
+    }
+    Ok(written)
+}
+
+/// `to_cpu` of one tensor, its error naming the operator and the step.
+#[inline]
+fn to_cpu_step(
+    op: &OperatorHandle,
+    hooks: &dyn crate::backend::Backend,
+    t: &Tensor,
+    write: bool,
+) -> Result<Tensor> {
+    hooks
+        .to_cpu(t, write)
+        .map_err(|e| step_error(op, "to_cpu", e))
+}
+
+/// Step 1 for the elements of a `Tensor[]` or `Tensor?[]` argument.
+#[allow(clippy::too_many_arguments)]
+fn list_to_cpu(
+    op: &OperatorHandle,
+    key: DispatchKey,
+    hooks: &dyn crate::backend::Backend,
+    arg: usize,
+    write: bool,
+    v: &mut IValue,
+    written: &mut Vec<Written>,
+    bytes: &mut (u64, u64),
+) -> Result<()> {
+    let mut move_one = |slot: usize, t: &mut Tensor| -> Result<()> {
+        if t.key() == key {
+            let cpu = to_cpu_step(op, hooks, t, write)?;
+            record_move(written, bytes, arg, Some(slot), write, &cpu);
+            *t = cpu;
+        }
+        Ok(())
+    };
+    match v {
+        IValue::TensorList(ts) => ts
+            .iter_mut()
+            .enumerate()
+            .try_for_each(|(j, t)| move_one(j, t)),
+        IValue::OptionalTensorList(ts) => {
+            ts.iter_mut().enumerate().try_for_each(|(j, t)| match t {
+                Some(t) => move_one(j, t),
+                None => Ok(()),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A CPU kernel's own error, with the operator and the fallback named (a foreign error carries
@@ -684,12 +703,38 @@ fn place(v: &mut IValue, slot: Option<usize>, t: Tensor) {
     }
 }
 
+/// Step 3 for one return: its CPU tensors go to the device (a tensor the kernel gave on
+/// another device, or a CPU tensor the caller passed and got back, stays).
+#[inline(always)]
 fn to_device(
-    v: IValue,
+    v: &mut IValue,
     hooks: &dyn crate::backend::Backend,
     target: Device,
     bytes: &mut (u64, u64),
-) -> Result<IValue> {
+) -> Result<()> {
+    match v {
+        // Taken out and put back, so that a backend keeping host memory can take the tensor
+        // itself; only the tensor moves, not the whole value.
+        IValue::Tensor(t) if t.key() == DispatchKey::CPU => {
+            bytes.1 += t.nbytes() as u64;
+            if let IValue::Tensor(t) = std::mem::replace(v, IValue::None) {
+                *v = IValue::Tensor(hooks.from_cpu_owned(t, target)?);
+            }
+            Ok(())
+        }
+        IValue::TensorList(_) | IValue::OptionalTensorList(_) | IValue::Tuple(_) => {
+            lists_to_device(v, hooks, target, bytes)
+        }
+        _ => Ok(()),
+    }
+}
+
+fn lists_to_device(
+    v: &mut IValue,
+    hooks: &dyn crate::backend::Backend,
+    target: Device,
+    bytes: &mut (u64, u64),
+) -> Result<()> {
     let mut move_one = |t: Tensor| -> Result<Tensor> {
         if t.key() != DispatchKey::CPU {
             return Ok(t);
@@ -697,23 +742,27 @@ fn to_device(
         bytes.1 += t.nbytes() as u64;
         hooks.from_cpu_owned(t, target)
     };
-    Ok(match v {
-        IValue::Tensor(t) => IValue::Tensor(move_one(t)?),
+    match v {
         IValue::TensorList(ts) => {
-            IValue::TensorList(ts.into_iter().map(&mut move_one).collect::<Result<_>>()?)
+            *ts = std::mem::take(ts)
+                .into_iter()
+                .map(&mut move_one)
+                .collect::<Result<_>>()?;
         }
-        IValue::OptionalTensorList(ts) => IValue::OptionalTensorList(
-            ts.into_iter()
+        IValue::OptionalTensorList(ts) => {
+            *ts = std::mem::take(ts)
+                .into_iter()
                 .map(|t| t.map(&mut move_one).transpose())
-                .collect::<Result<_>>()?,
-        ),
-        IValue::Tuple(vs) => IValue::Tuple(
-            vs.into_iter()
-                .map(|x| to_device(x, hooks, target, bytes))
-                .collect::<Result<_>>()?,
-        ),
-        other => other,
-    })
+                .collect::<Result<_>>()?;
+        }
+        IValue::Tuple(vs) => {
+            for x in vs.iter_mut() {
+                to_device(x, hooks, target, bytes)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The device the results go to: the first tensor of the fallback's backend (lists included),
