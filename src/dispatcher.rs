@@ -317,8 +317,18 @@ impl OperatorHandle {
     /// assert!(op.call_boxed(&mut vec![IValue::Int(1)]).is_err()); // an int alone dispatches to CPU
     /// ```
     pub fn call_boxed_with_keys(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        let g = rcu::read();
-        let table = self.0.table.load(&g);
+        self.call_boxed_in(&rcu::read(), keys, stack)
+    }
+
+    /// `call_boxed_with_keys` inside a read section the caller holds (the CPU fallback's).
+    #[inline]
+    pub(crate) fn call_boxed_in(
+        &self,
+        g: &rcu::ReadGuard,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+    ) -> Result<()> {
+        let table = self.0.table.load(g);
         let masked = DispatchKeySet(keys.0 & table.mask);
         self.run(table, keys, masked, stack)
     }

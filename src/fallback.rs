@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-use crate::backend::backend;
+use crate::backend::{backend, Backend};
 use crate::clock;
 use crate::dispatcher::{policy_of, OperatorHandle};
 use crate::error::{Error, Result};
@@ -17,6 +17,7 @@ use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::rcu;
+use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
 
 /// What the fallback does with a view operator (a return that aliases an input without
@@ -289,33 +290,26 @@ pub fn call_fallback(
 ) -> Result<()> {
     fallback.call_boxed(op, keys, stack)
 }
-/// Counts a moved tensor's bytes, and keeps a handle on its CPU copy if the kernel writes it
-/// (for the write-back).
-#[inline]
-fn record_move(
-    written: &mut Vec<Written>,
-    bytes: &mut (u64, u64),
-    arg: usize,
-    slot: Option<usize>,
-    write: bool,
-    cpu: &Tensor,
-) {
-    bytes.0 += cpu.nbytes() as u64;
-    if write {
-        written.push(Written {
-            arg,
-            slot,
-            cpu: cpu.clone(),
-        });
-    }
-}
-
 /// A moved tensor the kernel writes: the CPU copy, and where its device tensor sits among the
 /// arguments (`slot` is the list index).
 struct Written {
     arg: usize,
     slot: Option<usize>,
     cpu: Tensor,
+}
+
+/// One fallback call: what each step needs, and what it has moved so far.
+struct FallbackCall<'a> {
+    op: &'a OperatorHandle,
+    info: &'a SchemaInfo,
+    key: DispatchKey,
+    hooks: &'a dyn Backend,
+    /// The read section the schema is borrowed in; the CPU kernel is looked up in it too.
+    guard: &'a rcu::ReadGuard,
+    bytes_to_cpu: u64,
+    bytes_from_cpu: u64,
+    /// The moved tensors the kernel writes (none for a functional operator).
+    written: Vec<Written>,
 }
 
 pub(crate) fn run_cpu_fallback(
@@ -357,14 +351,324 @@ pub(crate) fn run_cpu_fallback(
         ))
     })?;
     let start = clock::ticks();
-    let mut bytes = (0u64, 0u64);
-    let result = fallback_body(op, info, key, hooks, stack, &mut bytes);
+    let mut call = FallbackCall {
+        op,
+        info,
+        key,
+        hooks,
+        guard: &guard,
+        bytes_to_cpu: 0,
+        bytes_from_cpu: 0,
+        written: Vec::new(),
+    };
+    let result = call.run(stack);
     let ticks = clock::ticks().wrapping_sub(start);
-    op.metrics()
-        .record(key, ticks, bytes.0, bytes.1, result.is_ok());
+    op.metrics().record(
+        key,
+        ticks,
+        call.bytes_to_cpu,
+        call.bytes_from_cpu,
+        result.is_ok(),
+    );
     result
 }
 
+impl FallbackCall<'_> {
+    /// Moves the tensors (1), runs the CPU kernel (2), moves the results (3), writes back (4).
+    ///
+    /// The CPU tensors take the device tensors' places in the caller's stack, so a call builds
+    /// no second stack and clones no argument; the arguments the kernel writes are kept aside
+    /// first, for the write-back and for the returns that alias them. After an error the
+    /// stack's contents are unspecified, as after any boxed call that fails, but no argument
+    /// has changed: the kernel only ever sees loans and copies, and nothing is written back
+    /// unless every step before succeeded.
+    fn run(&mut self, stack: &mut Stack) -> Result<()> {
+        let info = self.info;
+        if stack.len() != info.args.len() {
+            return Err(Error::Fallback(format!(
+                "CPU fallback of '{}': the stack holds {} values for {} arguments",
+                self.op.name(),
+                stack.len(),
+                info.args.len()
+            )));
+        }
+        let target = target_device(self.op, info, self.key, stack)?;
+        if log::log_enabled!(target: "boxfall", log::Level::Debug) {
+            log_call(self.op, self.key, info, stack);
+        }
+        if info.is_mutable {
+            return self.run_with_writes(target, stack);
+        }
+        // A functional operator: nothing to keep aside or write back.
+        self.move_to_cpu(stack)?;
+        self.run_cpu_kernel(stack)?;
+        for v in stack.iter_mut() {
+            self.return_to_device(v, target)?;
+        }
+        Ok(())
+    }
+
+    /// `run` for an operator that writes some argument.
+    #[inline(never)]
+    fn run_with_writes(&mut self, target: Device, stack: &mut Stack) -> Result<()> {
+        let (info, hooks) = (self.info, self.hooks);
+        // The written arguments as the caller passed them.
+        let kept: Vec<(usize, IValue)> = info
+            .args
+            .iter()
+            .zip(stack.iter())
+            .enumerate()
+            .filter(|(_, (a, _))| a.is_write)
+            .map(|(i, (_, v))| (i, v.clone()))
+            .collect();
+        self.move_to_cpu(stack)?;
+        self.run_cpu_kernel(stack)?;
+
+        // 3. Move every result to the device before writing any argument. A return that
+        // aliases a written argument is that argument, as the caller passed it.
+        let mut replaced: Vec<(usize, IValue)> = Vec::new();
+        for (r, v) in info.returns.iter().zip(stack.iter_mut()) {
+            match r
+                .aliases_arg
+                .and_then(|i| kept.iter().find(|(k, _)| *k == i))
+            {
+                Some((i, arg)) => replaced.push((*i, std::mem::replace(v, arg.clone()))),
+                None => self.return_to_device(v, target)?,
+            }
+        }
+
+        // 4. Write the mutated arguments back (from the returned value where the kernel gave
+        // a new one for an aliased return). With several written tensors, each destination is
+        // backed up first, so a failing copy_from_cpu can put back those already written.
+        let writes: Vec<(&Tensor, &Tensor)> = self
+            .written
+            .iter()
+            .filter_map(|w| {
+                let src = replaced
+                    .iter()
+                    .find(|(i, _)| *i == w.arg)
+                    .and_then(|(_, v)| element(v, w.slot))
+                    .unwrap_or(&w.cpu);
+                kept.iter()
+                    .find(|(i, _)| *i == w.arg)
+                    .and_then(|(_, v)| element(v, w.slot))
+                    .map(|dst| (dst, src))
+            })
+            .collect();
+        let backups: Vec<Tensor> = if writes.len() > 1 {
+            writes
+                .iter()
+                .map(|(dst, _)| hooks.to_cpu(dst, true))
+                .collect::<Result<_>>()
+                .map_err(|e| step_error(self.op, "to_cpu (backing up the outputs)", e))?
+        } else {
+            Vec::new()
+        };
+        let mut back = 0;
+        for (k, (dst, src)) in writes.iter().enumerate() {
+            if let Err(e) = hooks.copy_from_cpu(dst, src) {
+                for ((dst, _), backup) in writes.iter().zip(&backups).take(k) {
+                    let _ = hooks.copy_from_cpu(dst, backup);
+                }
+                return Err(step_error(self.op, "copy_from_cpu", e));
+            }
+            back += src.nbytes() as u64;
+        }
+        self.bytes_from_cpu += back;
+        // A CPU tensor the kernel was given as is, but for which it returned a new one.
+        for (i, v) in &replaced {
+            let dst = kept.iter().find(|(k, _)| k == i).map(|(_, d)| d);
+            if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (dst, v) {
+                if dst.key() == DispatchKey::CPU && !dst.same(src) {
+                    dst.set_data(src.data());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 1: moves the backend's tensors to the CPU, each into its device tensor's place in
+    /// the stack: one by one, or all at once where the backend batches. A `Device` argument
+    /// naming the backend becomes the CPU.
+    #[inline(always)]
+    fn move_to_cpu(&mut self, stack: &mut Stack) -> Result<()> {
+        let (info, key) = (self.info, self.key);
+        if self.hooks.batches_transfers() {
+            self.move_batched(stack)?;
+        } else {
+            for &i in &info.tensor_args {
+                let write = info.args.get(i).is_some_and(|a| a.is_write);
+                match stack.get_mut(i) {
+                    Some(IValue::Tensor(t)) if t.key() == key => {
+                        self.move_one(i, None, write, t)?
+                    }
+                    Some(IValue::TensorList(ts)) => {
+                        for (j, t) in ts.iter_mut().enumerate() {
+                            if t.key() == key {
+                                self.move_one(i, Some(j), write, t)?;
+                            }
+                        }
+                    }
+                    Some(IValue::OptionalTensorList(ts)) => {
+                        for (j, t) in ts.iter_mut().enumerate() {
+                            if let Some(t) = t.as_mut().filter(|t| t.key() == key) {
+                                self.move_one(i, Some(j), write, t)?;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(IValue::Device(dev)) = info.device_arg.and_then(|d| stack.get_mut(d)) {
+            if dev.key == key {
+                *dev = Device::CPU;
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 1 for one tensor: its CPU loan or copy takes its place.
+    #[inline(always)]
+    fn move_one(
+        &mut self,
+        arg: usize,
+        slot: Option<usize>,
+        write: bool,
+        t: &mut Tensor,
+    ) -> Result<()> {
+        let cpu = self
+            .hooks
+            .to_cpu(t, write)
+            .map_err(|e| step_error(self.op, "to_cpu", e))?;
+        self.moved(arg, slot, write, &cpu);
+        *t = cpu;
+        Ok(())
+    }
+
+    /// Counts a moved tensor's bytes, and keeps a handle on its CPU copy if the kernel writes
+    /// it (for the write-back).
+    #[inline(always)]
+    fn moved(&mut self, arg: usize, slot: Option<usize>, write: bool, cpu: &Tensor) {
+        self.bytes_to_cpu += cpu.nbytes() as u64;
+        if write {
+            self.written.push(Written {
+                arg,
+                slot,
+                cpu: cpu.clone(),
+            });
+        }
+    }
+
+    /// Step 1 on a backend that batches: every tensor in one `to_cpu_many`.
+    fn move_batched(&mut self, stack: &mut Stack) -> Result<()> {
+        let mut sources: Vec<(&Tensor, bool)> = Vec::new();
+        let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
+        each_moved(self.info, self.key, stack, |arg, slot, t, write| {
+            sources.push((t, write));
+            places.push((arg, slot, write));
+        });
+        let cpus = self
+            .hooks
+            .to_cpu_many(&sources)
+            .map_err(|e| step_error(self.op, "to_cpu", e))?;
+        if cpus.len() != sources.len() {
+            return Err(Error::Fallback(format!(
+                "CPU fallback of '{}': to_cpu_many returned {} tensors for {}",
+                self.op.name(),
+                cpus.len(),
+                sources.len()
+            )));
+        }
+        for ((arg, slot, write), cpu) in places.into_iter().zip(cpus) {
+            self.moved(arg, slot, write, &cpu);
+            if let Some(v) = stack.get_mut(arg) {
+                place(v, slot, cpu);
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 2: runs the CPU kernel on the CPU stack, which it leaves holding the returns.
+    #[inline(always)]
+    fn run_cpu_kernel(&self, stack: &mut Stack) -> Result<()> {
+        self.op
+            .call_boxed_in(self.guard, DispatchKey::CPU.set(), stack)
+            .map_err(|e| kernel_error(self.op, self.key, e))?;
+        if stack.len() != self.info.returns.len() {
+            return Err(Error::Fallback(format!(
+                "CPU kernel of '{}' left {} values for {} returns",
+                self.op.name(),
+                stack.len(),
+                self.info.returns.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Step 3 for one return: its CPU tensors go to the device (a tensor the kernel gave on
+    /// another device, or a CPU tensor the caller passed and got back, stays).
+    #[inline(always)]
+    fn return_to_device(&mut self, v: &mut IValue, target: Device) -> Result<()> {
+        self.value_to_device(v, target)
+            .map_err(|e| step_error(self.op, "from_cpu", e))
+    }
+
+    #[inline(always)]
+    fn value_to_device(&mut self, v: &mut IValue, target: Device) -> Result<()> {
+        match v {
+            // Taken out and put back, so that a backend keeping host memory can take the
+            // tensor itself; only the tensor moves, not the whole value.
+            IValue::Tensor(t) if t.key() == DispatchKey::CPU => {
+                self.bytes_from_cpu += t.nbytes() as u64;
+                if let IValue::Tensor(t) = std::mem::replace(v, IValue::None) {
+                    *v = IValue::Tensor(self.hooks.from_cpu_owned(t, target)?);
+                }
+                Ok(())
+            }
+            IValue::TensorList(_) | IValue::OptionalTensorList(_) | IValue::Tuple(_) => {
+                self.lists_to_device(v, target)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn lists_to_device(&mut self, v: &mut IValue, target: Device) -> Result<()> {
+        if let IValue::Tuple(vs) = v {
+            return vs
+                .iter_mut()
+                .try_for_each(|x| self.value_to_device(x, target));
+        }
+        let hooks = self.hooks;
+        let bytes = &mut self.bytes_from_cpu;
+        let mut move_one = |t: Tensor| -> Result<Tensor> {
+            if t.key() != DispatchKey::CPU {
+                return Ok(t);
+            }
+            *bytes += t.nbytes() as u64;
+            hooks.from_cpu_owned(t, target)
+        };
+        match v {
+            IValue::TensorList(ts) => {
+                *ts = std::mem::take(ts)
+                    .into_iter()
+                    .map(&mut move_one)
+                    .collect::<Result<_>>()?;
+            }
+            IValue::OptionalTensorList(ts) => {
+                *ts = std::mem::take(ts)
+                    .into_iter()
+                    .map(|t| t.map(&mut move_one).transpose())
+                    .collect::<Result<_>>()?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// A fallback step's error, naming the operator and the step (a foreign error carries its own
+/// note, and is kept as it is so that the bindings can raise the original exception).
 #[cold]
 fn step_error(op: &OperatorHandle, step: &str, e: Error) -> Error {
     match e {
@@ -373,262 +677,6 @@ fn step_error(op: &OperatorHandle, step: &str, e: Error) -> Error {
             "CPU fallback of '{}' failed in {step}: {other}",
             op.name()
         )),
-    }
-}
-
-/// Moves the tensors (1, `move_to_cpu`), runs the CPU kernel (2), moves the results (3), writes
-/// back (4).
-///
-/// The CPU tensors take the device tensors' places in the caller's stack, so a call builds no
-/// second stack and clones no argument; the arguments the kernel writes are kept aside first,
-/// for the write-back and for the returns that alias them. After an error the stack's contents
-/// are unspecified, as after any boxed call that fails, but no argument has changed: the
-/// kernel only ever sees loans and copies, and nothing is written back unless every step before
-/// succeeded.
-fn fallback_body(
-    op: &OperatorHandle,
-    info: &crate::schema::SchemaInfo,
-    key: DispatchKey,
-    hooks: &dyn crate::backend::Backend,
-    stack: &mut Stack,
-    bytes: &mut (u64, u64),
-) -> Result<()> {
-    if stack.len() != info.args.len() {
-        return Err(Error::Fallback(format!(
-            "CPU fallback of '{}': the stack holds {} values for {} arguments",
-            op.name(),
-            stack.len(),
-            info.args.len()
-        )));
-    }
-    let target = target_device(op, info, key, stack)?;
-    if log::log_enabled!(target: "boxfall", log::Level::Debug) {
-        log_call(op, key, info, stack);
-    }
-    if !info.is_mutable {
-        // A functional operator: nothing to keep aside or write back.
-        move_to_cpu(op, info, key, hooks, stack, bytes)?;
-        run_cpu_kernel(op, info, key, stack)?;
-        return stack
-            .iter_mut()
-            .try_for_each(|v| to_device(v, hooks, target, bytes))
-            .map_err(|e| step_error(op, "from_cpu", e));
-    }
-    with_writes(op, info, key, hooks, target, stack, bytes)
-}
-
-/// `fallback_body` for an operator that writes some argument.
-#[inline(never)]
-fn with_writes(
-    op: &OperatorHandle,
-    info: &crate::schema::SchemaInfo,
-    key: DispatchKey,
-    hooks: &dyn crate::backend::Backend,
-    target: Device,
-    stack: &mut Stack,
-    bytes: &mut (u64, u64),
-) -> Result<()> {
-    // The written arguments as the caller passed them.
-    let kept: Vec<(usize, IValue)> = info
-        .args
-        .iter()
-        .zip(stack.iter())
-        .enumerate()
-        .filter(|(_, (a, _))| a.is_write)
-        .map(|(i, (_, v))| (i, v.clone()))
-        .collect();
-    let written = move_to_cpu(op, info, key, hooks, stack, bytes)?;
-    run_cpu_kernel(op, info, key, stack)?;
-
-    // 3. Move every result to the device before writing any argument. A return that aliases a
-    // written argument is that argument, as the caller passed it.
-    let mut replaced: Vec<(usize, IValue)> = Vec::new();
-    for (r, v) in info.returns.iter().zip(stack.iter_mut()) {
-        match r
-            .aliases_arg
-            .and_then(|i| kept.iter().find(|(k, _)| *k == i))
-        {
-            Some((i, arg)) => replaced.push((*i, std::mem::replace(v, arg.clone()))),
-            None => {
-                to_device(v, hooks, target, bytes).map_err(|e| step_error(op, "from_cpu", e))?
-            }
-        }
-    }
-
-    // 4. Write the mutated arguments back (from the returned value where the kernel gave a
-    // new one for an aliased return). With several written tensors, each destination is
-    // backed up first, so a failing copy_from_cpu can put back those already written.
-    let writes: Vec<(&Tensor, &Tensor)> = written
-        .iter()
-        .filter_map(|w| {
-            let src = replaced
-                .iter()
-                .find(|(i, _)| *i == w.arg)
-                .and_then(|(_, v)| element(v, w.slot))
-                .unwrap_or(&w.cpu);
-            kept.iter()
-                .find(|(i, _)| *i == w.arg)
-                .and_then(|(_, v)| element(v, w.slot))
-                .map(|dst| (dst, src))
-        })
-        .collect();
-    let backups: Vec<Tensor> = if writes.len() > 1 {
-        writes
-            .iter()
-            .map(|(dst, _)| hooks.to_cpu(dst, true))
-            .collect::<Result<_>>()
-            .map_err(|e| step_error(op, "to_cpu (backing up the outputs)", e))?
-    } else {
-        Vec::new()
-    };
-    for (k, (dst, src)) in writes.iter().enumerate() {
-        if let Err(e) = hooks.copy_from_cpu(dst, src) {
-            for ((dst, _), backup) in writes.iter().zip(&backups).take(k) {
-                let _ = hooks.copy_from_cpu(dst, backup);
-            }
-            return Err(step_error(op, "copy_from_cpu", e));
-        }
-        bytes.1 += src.nbytes() as u64;
-    }
-    // A CPU tensor the kernel was given as is, but for which it returned a new one.
-    for (i, v) in &replaced {
-        let dst = kept.iter().find(|(k, _)| k == i).map(|(_, d)| d);
-        if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (dst, v) {
-            if dst.key() == DispatchKey::CPU && !dst.same(src) {
-                dst.set_data(src.data());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Step 2: runs the CPU kernel on the CPU stack, which it leaves holding the returns.
-#[inline(always)]
-fn run_cpu_kernel(
-    op: &OperatorHandle,
-    info: &crate::schema::SchemaInfo,
-    key: DispatchKey,
-    stack: &mut Stack,
-) -> Result<()> {
-    op.call_boxed_with_keys(DispatchKey::CPU.set(), stack)
-        .map_err(|e| kernel_error(op, key, e))?;
-    if stack.len() != info.returns.len() {
-        return Err(Error::Fallback(format!(
-            "CPU kernel of '{}' left {} values for {} returns",
-            op.name(),
-            stack.len(),
-            info.returns.len()
-        )));
-    }
-    Ok(())
-}
-
-/// Step 1: moves the backend's tensors to the CPU, each into its device tensor's place in the
-/// stack: one by one, or all at once where the backend batches. A `Device` argument naming the
-/// backend becomes the CPU. Returns the moved tensors the kernel will write.
-#[inline(always)]
-fn move_to_cpu(
-    op: &OperatorHandle,
-    info: &crate::schema::SchemaInfo,
-    key: DispatchKey,
-    hooks: &dyn crate::backend::Backend,
-    stack: &mut Stack,
-    bytes: &mut (u64, u64),
-) -> Result<Vec<Written>> {
-    let mut written: Vec<Written> = Vec::new();
-    if hooks.batches_transfers() {
-        let mut sources: Vec<(&Tensor, bool)> = Vec::new();
-        let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
-        each_moved(info, key, stack, |arg, slot, t, write| {
-            sources.push((t, write));
-            places.push((arg, slot, write));
-        });
-        let cpus = hooks
-            .to_cpu_many(&sources)
-            .map_err(|e| step_error(op, "to_cpu", e))?;
-        if cpus.len() != sources.len() {
-            return Err(Error::Fallback(format!(
-                "CPU fallback of '{}': to_cpu_many returned {} tensors for {}",
-                op.name(),
-                cpus.len(),
-                sources.len()
-            )));
-        }
-        for ((arg, slot, write), cpu) in places.into_iter().zip(cpus) {
-            record_move(&mut written, bytes, arg, slot, write, &cpu);
-            if let Some(v) = stack.get_mut(arg) {
-                place(v, slot, cpu);
-            }
-        }
-    } else {
-        for &i in &info.tensor_args {
-            let write = info.args.get(i).is_some_and(|a| a.is_write);
-            match stack.get_mut(i) {
-                Some(IValue::Tensor(t)) if t.key() == key => {
-                    let cpu = to_cpu_step(op, hooks, t, write)?;
-                    record_move(&mut written, bytes, i, None, write, &cpu);
-                    *t = cpu;
-                }
-                Some(v @ (IValue::TensorList(_) | IValue::OptionalTensorList(_))) => {
-                    list_to_cpu(op, key, hooks, i, write, v, &mut written, bytes)?
-                }
-                _ => {}
-            }
-        }
-    }
-    if let Some(IValue::Device(dev)) = info.device_arg.and_then(|d| stack.get_mut(d)) {
-        if dev.key == key {
-            *dev = Device::CPU;
-        }
-    }
-    Ok(written)
-}
-
-/// `to_cpu` of one tensor, its error naming the operator and the step.
-#[inline]
-fn to_cpu_step(
-    op: &OperatorHandle,
-    hooks: &dyn crate::backend::Backend,
-    t: &Tensor,
-    write: bool,
-) -> Result<Tensor> {
-    hooks
-        .to_cpu(t, write)
-        .map_err(|e| step_error(op, "to_cpu", e))
-}
-
-/// Step 1 for the elements of a `Tensor[]` or `Tensor?[]` argument.
-#[allow(clippy::too_many_arguments)]
-fn list_to_cpu(
-    op: &OperatorHandle,
-    key: DispatchKey,
-    hooks: &dyn crate::backend::Backend,
-    arg: usize,
-    write: bool,
-    v: &mut IValue,
-    written: &mut Vec<Written>,
-    bytes: &mut (u64, u64),
-) -> Result<()> {
-    let mut move_one = |slot: usize, t: &mut Tensor| -> Result<()> {
-        if t.key() == key {
-            let cpu = to_cpu_step(op, hooks, t, write)?;
-            record_move(written, bytes, arg, Some(slot), write, &cpu);
-            *t = cpu;
-        }
-        Ok(())
-    };
-    match v {
-        IValue::TensorList(ts) => ts
-            .iter_mut()
-            .enumerate()
-            .try_for_each(|(j, t)| move_one(j, t)),
-        IValue::OptionalTensorList(ts) => {
-            ts.iter_mut().enumerate().try_for_each(|(j, t)| match t {
-                Some(t) => move_one(j, t),
-                None => Ok(()),
-            })
-        }
-        _ => Ok(()),
     }
 }
 
@@ -701,68 +749,6 @@ fn place(v: &mut IValue, slot: Option<usize>, t: Tensor) {
         }
         _ => {}
     }
-}
-
-/// Step 3 for one return: its CPU tensors go to the device (a tensor the kernel gave on
-/// another device, or a CPU tensor the caller passed and got back, stays).
-#[inline(always)]
-fn to_device(
-    v: &mut IValue,
-    hooks: &dyn crate::backend::Backend,
-    target: Device,
-    bytes: &mut (u64, u64),
-) -> Result<()> {
-    match v {
-        // Taken out and put back, so that a backend keeping host memory can take the tensor
-        // itself; only the tensor moves, not the whole value.
-        IValue::Tensor(t) if t.key() == DispatchKey::CPU => {
-            bytes.1 += t.nbytes() as u64;
-            if let IValue::Tensor(t) = std::mem::replace(v, IValue::None) {
-                *v = IValue::Tensor(hooks.from_cpu_owned(t, target)?);
-            }
-            Ok(())
-        }
-        IValue::TensorList(_) | IValue::OptionalTensorList(_) | IValue::Tuple(_) => {
-            lists_to_device(v, hooks, target, bytes)
-        }
-        _ => Ok(()),
-    }
-}
-
-fn lists_to_device(
-    v: &mut IValue,
-    hooks: &dyn crate::backend::Backend,
-    target: Device,
-    bytes: &mut (u64, u64),
-) -> Result<()> {
-    let mut move_one = |t: Tensor| -> Result<Tensor> {
-        if t.key() != DispatchKey::CPU {
-            return Ok(t);
-        }
-        bytes.1 += t.nbytes() as u64;
-        hooks.from_cpu_owned(t, target)
-    };
-    match v {
-        IValue::TensorList(ts) => {
-            *ts = std::mem::take(ts)
-                .into_iter()
-                .map(&mut move_one)
-                .collect::<Result<_>>()?;
-        }
-        IValue::OptionalTensorList(ts) => {
-            *ts = std::mem::take(ts)
-                .into_iter()
-                .map(|t| t.map(&mut move_one).transpose())
-                .collect::<Result<_>>()?;
-        }
-        IValue::Tuple(vs) => {
-            for x in vs.iter_mut() {
-                to_device(x, hooks, target, bytes)?;
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 /// The device the results go to: the first tensor of the fallback's backend (lists included),
