@@ -241,7 +241,23 @@ fn warn(kind: WarningKind, message: &str) -> Result<()> {
     }
 }
 
+/// Whether the policy lets this fallback run (an operator's own policy, else the process's).
+#[inline(always)]
 fn check_policy(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
+    let own = policy_of(op);
+    let p = if own != 0 {
+        own
+    } else {
+        POLICY.load(Ordering::Relaxed)
+    };
+    if p == FallbackPolicy::Allow as u8 {
+        return Ok(());
+    }
+    check_policy_slow(op, key)
+}
+
+#[cold]
+fn check_policy_slow(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let policy = FallbackPolicy::from_u8(policy_of(op)).unwrap_or_else(fallback_policy);
     match policy {
         FallbackPolicy::Allow => Ok(()),
@@ -392,15 +408,14 @@ impl FallbackCall<'_> {
                 info.args.len()
             )));
         }
-        let target = target_device(self.op, info, self.key, stack)?;
         if log::log_enabled!(target: "boxfall", log::Level::Debug) {
             log_call(self.op, self.key, info, stack);
         }
         if info.is_mutable {
-            return self.run_with_writes(target, stack);
+            return self.run_with_writes(stack);
         }
         // A functional operator: nothing to keep aside or write back.
-        self.move_to_cpu(stack)?;
+        let target = self.move_to_cpu(stack)?;
         self.run_cpu_kernel(stack)?;
         for v in stack.iter_mut() {
             self.return_to_device(v, target)?;
@@ -410,7 +425,7 @@ impl FallbackCall<'_> {
 
     /// `run` for an operator that writes some argument.
     #[inline(never)]
-    fn run_with_writes(&mut self, target: Device, stack: &mut Stack) -> Result<()> {
+    fn run_with_writes(&mut self, stack: &mut Stack) -> Result<()> {
         let (info, hooks) = (self.info, self.hooks);
         // The written arguments as the caller passed them.
         let kept: Vec<(usize, IValue)> = info
@@ -421,7 +436,7 @@ impl FallbackCall<'_> {
             .filter(|(_, (a, _))| a.is_write)
             .map(|(i, (_, v))| (i, v.clone()))
             .collect();
-        self.move_to_cpu(stack)?;
+        let target = self.move_to_cpu(stack)?;
         self.run_cpu_kernel(stack)?;
 
         // 3. Move every result to the device before writing any argument. A return that
@@ -488,22 +503,29 @@ impl FallbackCall<'_> {
     }
 
     /// Step 1: moves the backend's tensors to the CPU, each into its device tensor's place in
-    /// the stack: one by one, or all at once where the backend batches. A `Device` argument
-    /// naming the backend becomes the CPU.
+    /// the stack: one by one, or all at once where the backend batches. Finds the device the
+    /// results go to on the way (two devices are an error before any tensor is written), and
+    /// a `Device` argument naming the backend becomes the CPU.
     #[inline(always)]
-    fn move_to_cpu(&mut self, stack: &mut Stack) -> Result<()> {
-        let (info, key) = (self.info, self.key);
+    fn move_to_cpu(&mut self, stack: &mut Stack) -> Result<Device> {
+        let (op, info, key) = (self.op, self.info, self.key);
+        let mut target = TargetDevice::default();
         if self.hooks.batches_transfers() {
+            target.see_all(op, info, stack)?;
             self.move_batched(stack)?;
         } else {
             for &i in &info.tensor_args {
                 let write = info.args.get(i).is_some_and(|a| a.is_write);
                 match stack.get_mut(i) {
-                    Some(IValue::Tensor(t)) if t.key() == key => {
-                        self.move_one(i, None, write, t)?
+                    Some(IValue::Tensor(t)) => {
+                        target.see(op, t)?;
+                        if t.key() == key {
+                            self.move_one(i, None, write, t)?;
+                        }
                     }
                     Some(IValue::TensorList(ts)) => {
                         for (j, t) in ts.iter_mut().enumerate() {
+                            target.see(op, t)?;
                             if t.key() == key {
                                 self.move_one(i, Some(j), write, t)?;
                             }
@@ -511,8 +533,11 @@ impl FallbackCall<'_> {
                     }
                     Some(IValue::OptionalTensorList(ts)) => {
                         for (j, t) in ts.iter_mut().enumerate() {
-                            if let Some(t) = t.as_mut().filter(|t| t.key() == key) {
-                                self.move_one(i, Some(j), write, t)?;
+                            if let Some(t) = t {
+                                target.see(op, t)?;
+                                if t.key() == key {
+                                    self.move_one(i, Some(j), write, t)?;
+                                }
                             }
                         }
                     }
@@ -520,12 +545,13 @@ impl FallbackCall<'_> {
                 }
             }
         }
+        let target = target.finish(op, info, key, stack)?;
         if let Some(IValue::Device(dev)) = info.device_arg.and_then(|d| stack.get_mut(d)) {
             if dev.key == key {
                 *dev = Device::CPU;
             }
         }
-        Ok(())
+        Ok(target)
     }
 
     /// Step 1 for one tensor: its CPU loan or copy takes its place.
@@ -751,57 +777,70 @@ fn place(v: &mut IValue, slot: Option<usize>, t: Tensor) {
     }
 }
 
-/// The device the results go to: the first tensor of the fallback's backend (lists included),
-/// else a `Device` argument naming the backend, else index 0. Two different non-CPU devices
-/// are an error naming both.
-fn target_device(
-    op: &OperatorHandle,
-    info: &crate::schema::SchemaInfo,
-    key: DispatchKey,
-    stack: &Stack,
-) -> Result<Device> {
-    let mut first: Option<Device> = None;
-    let mut check = |t: &Tensor| -> Result<()> {
+/// The device the results go to, found as the arguments' tensors are looked at: the first
+/// tensor of the fallback's backend (lists included), else a `Device` argument naming the
+/// backend, else index 0. Two different non-CPU devices are an error naming both.
+#[derive(Default)]
+struct TargetDevice(Option<Device>);
+
+impl TargetDevice {
+    #[inline(always)]
+    fn see(&mut self, op: &OperatorHandle, t: &Tensor) -> Result<()> {
         let d = t.device();
-        match first {
-            _ if d.key == DispatchKey::CPU => {}
-            None => first = Some(d),
-            Some(f) if f == d => {}
-            Some(f) => {
-                return Err(Error::Fallback(format!(
-                    "'{}' got tensors on two devices, {f} and {d}; move them to one device first",
-                    op.name()
-                )))
+        match self.0 {
+            _ if d.key == DispatchKey::CPU => Ok(()),
+            None => {
+                self.0 = Some(d);
+                Ok(())
+            }
+            Some(f) if f == d => Ok(()),
+            Some(f) => Err(two_devices(op, f, d)),
+        }
+    }
+
+    /// Every tensor of the stack, as `see` would be called on each.
+    fn see_all(&mut self, op: &OperatorHandle, info: &SchemaInfo, stack: &Stack) -> Result<()> {
+        for &i in &info.tensor_args {
+            match stack.get(i) {
+                Some(IValue::Tensor(t)) => self.see(op, t)?,
+                Some(IValue::TensorList(ts)) => ts.iter().try_for_each(|t| self.see(op, t))?,
+                Some(IValue::OptionalTensorList(ts)) => {
+                    ts.iter().flatten().try_for_each(|t| self.see(op, t))?
+                }
+                _ => {}
             }
         }
         Ok(())
-    };
-    for &i in &info.tensor_args {
-        match stack.get(i) {
-            Some(IValue::Tensor(t)) => check(t)?,
-            Some(IValue::TensorList(ts)) => ts.iter().try_for_each(&mut check)?,
-            Some(IValue::OptionalTensorList(ts)) => ts.iter().flatten().try_for_each(&mut check)?,
-            _ => {}
-        }
     }
-    let target = match first {
-        Some(d) if d.key != key => {
-            return Err(Error::Fallback(format!(
+
+    /// The target, once every tensor was seen (before the `Device` argument is rewritten).
+    fn finish(
+        self,
+        op: &OperatorHandle,
+        info: &SchemaInfo,
+        key: DispatchKey,
+        stack: &Stack,
+    ) -> Result<Device> {
+        match self.0 {
+            Some(d) if d.key != key => Err(Error::Fallback(format!(
                 "'{}' fell back for '{key}' but got tensors on {d}; move them to one device first",
                 op.name()
-            )))
-        }
-        other => other,
-    };
-    if let Some(t) = target {
-        return Ok(t);
-    }
-    if let Some(IValue::Device(d)) = info.device_arg.and_then(|i| stack.get(i)) {
-        if d.key == key {
-            return Ok(*d);
+            ))),
+            Some(d) => Ok(d),
+            None => match info.device_arg.and_then(|i| stack.get(i)) {
+                Some(IValue::Device(d)) if d.key == key => Ok(*d),
+                _ => Ok(Device::new(key, 0)),
+            },
         }
     }
-    Ok(Device::new(key, 0))
+}
+
+#[cold]
+fn two_devices(op: &OperatorHandle, f: Device, d: Device) -> Error {
+    Error::Fallback(format!(
+        "'{}' got tensors on two devices, {f} and {d}; move them to one device first",
+        op.name()
+    ))
 }
 
 fn log_call(
