@@ -1,17 +1,14 @@
 //! The boxed CPU fallback: one kernel, written once, that runs any operator on any backend by
 //! moving the backend's tensors to the CPU, running the CPU kernel, writing mutated arguments
-//! back and moving the results to the device. Also the fallback policy and `call_fallback`.
+//! back and moving the results to the device; and `call_fallback`. The policy is in `policy`.
 //!
 //! Failure atomicity: the CPU kernel works on CPU copies (or read-only loans) of the arguments,
 //! every result is moved to the device before any argument is written, and nothing is written
 //! unless the kernel succeeded.
 
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
-
 use crate::backend::{backend, Backend};
 use crate::clock;
-use crate::dispatcher::{policy_of, OperatorHandle};
+use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
@@ -19,6 +16,16 @@ use crate::key::{DispatchKey, DispatchKeySet};
 use crate::rcu;
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
+
+mod policy;
+mod target;
+
+use policy::{check_policy, warn};
+pub use policy::{
+    fallback_policy, set_fallback_policy, set_operator_policy, set_warning_handler, FallbackPolicy,
+    WarningHandler, WarningKind,
+};
+use target::TargetDevice;
 
 /// What the fallback does with a view operator (a return that aliases an input without
 /// writing it), whose storage cannot be shared across devices.
@@ -71,213 +78,6 @@ impl CpuFallback {
 /// ```
 pub fn cpu_fallback() -> KernelFunction {
     CpuFallback::default().kernel()
-}
-
-/// Whether fallbacks reached through a backend fallback registration run.
-///
-/// ```
-/// assert_eq!("warn".parse::<boxfall::FallbackPolicy>().unwrap(), boxfall::FallbackPolicy::Warn);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum FallbackPolicy {
-    /// Run silently.
-    Allow = 1,
-    /// Run, warning once per (operator, backend).
-    Warn = 2,
-    /// Refuse with a `Fallback` error.
-    Error = 3,
-}
-
-impl std::str::FromStr for FallbackPolicy {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "allow" => Ok(FallbackPolicy::Allow),
-            "warn" => Ok(FallbackPolicy::Warn),
-            "error" => Ok(FallbackPolicy::Error),
-            other => Err(Error::Fallback(format!(
-                "fallback policy must be \"allow\", \"warn\" or \"error\", not {other:?}"
-            ))),
-        }
-    }
-}
-
-impl FallbackPolicy {
-    fn from_u8(v: u8) -> Option<FallbackPolicy> {
-        match v {
-            1 => Some(FallbackPolicy::Allow),
-            2 => Some(FallbackPolicy::Warn),
-            3 => Some(FallbackPolicy::Error),
-            _ => None,
-        }
-    }
-
-    /// The policy's name.
-    ///
-    /// ```
-    /// use boxfall::FallbackPolicy;
-    /// assert_eq!(FallbackPolicy::Warn.as_str(), "warn");
-    /// for p in [FallbackPolicy::Allow, FallbackPolicy::Warn, FallbackPolicy::Error] {
-    ///     assert_eq!(p.as_str().parse::<FallbackPolicy>().unwrap(), p);
-    /// }
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FallbackPolicy::Allow => "allow",
-            FallbackPolicy::Warn => "warn",
-            FallbackPolicy::Error => "error",
-        }
-    }
-}
-
-static POLICY: AtomicU8 = AtomicU8::new(0);
-
-/// The process-wide policy: as set, else `BOXFALL_FALLBACK` from the environment, else allow.
-///
-/// ```
-/// let _ = boxfall::fallback::fallback_policy();
-/// ```
-#[inline]
-pub fn fallback_policy() -> FallbackPolicy {
-    match FallbackPolicy::from_u8(POLICY.load(Ordering::Relaxed)) {
-        Some(p) => p,
-        None => policy_from_env(),
-    }
-}
-
-/// The first read of the policy: `BOXFALL_FALLBACK`, else allow.
-#[cold]
-fn policy_from_env() -> FallbackPolicy {
-    let p = std::env::var("BOXFALL_FALLBACK")
-        .ok()
-        .and_then(|v| v.trim().to_ascii_lowercase().parse().ok())
-        .unwrap_or(FallbackPolicy::Allow);
-    let _ = POLICY.compare_exchange(0, p as u8, Ordering::Relaxed, Ordering::Relaxed);
-    p
-}
-
-/// Sets the process-wide policy.
-///
-/// ```
-/// use boxfall::{fallback::{fallback_policy, set_fallback_policy}, FallbackPolicy};
-/// let before = fallback_policy();
-/// set_fallback_policy(FallbackPolicy::Warn);
-/// assert_eq!(fallback_policy(), FallbackPolicy::Warn);
-/// set_fallback_policy(before);
-/// ```
-pub fn set_fallback_policy(p: FallbackPolicy) {
-    POLICY.store(p as u8, Ordering::Relaxed);
-}
-
-/// Sets (or with `None` clears) one operator's own policy, which wins over the process-wide one.
-///
-/// ```
-/// use boxfall::{fallback::set_operator_policy, native, *};
-/// native::install_fallback().unwrap();
-/// let mut lib = Library::new("doc_op_policy", LibraryKind::Def).unwrap();
-/// let op = lib.define("id(Tensor x) -> Tensor").unwrap();
-/// lib.impl_kernel("id", DispatchKey::CPU, KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| Ok(x)), false).unwrap();
-/// let id = op.typed::<(Tensor,), Tensor>().unwrap();
-/// set_operator_policy(&op, Some(FallbackPolicy::Error));
-/// assert!(matches!(id.call((native::tensor(ndarray::arr1(&[1.0]).into_dyn()),)), Err(Error::Fallback(_))));
-/// set_operator_policy(&op, Some(FallbackPolicy::Allow));
-/// assert!(id.call((native::tensor(ndarray::arr1(&[1.0]).into_dyn()),)).is_ok());
-/// ```
-pub fn set_operator_policy(op: &OperatorHandle, p: Option<FallbackPolicy>) {
-    op.policy_cell()
-        .store(p.map_or(0, |p| p as u8), Ordering::Relaxed);
-}
-
-/// What a warning is about.
-///
-/// ```
-/// assert_ne!(boxfall::fallback::WarningKind::Fallback, boxfall::fallback::WarningKind::ViewCopy);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WarningKind {
-    /// An operator fell back (policy "warn").
-    Fallback,
-    /// A view operator was copied.
-    ViewCopy,
-}
-
-/// Receives the fallback's warnings; an error it returns fails the call (a Python warning
-/// filter set to "error").
-///
-/// ```
-/// use boxfall::fallback::{WarningHandler, WarningKind};
-/// let h: WarningHandler = |kind, _message| match kind {
-///     WarningKind::ViewCopy => Err(boxfall::Error::Fallback("no view copies".into())),
-///     WarningKind::Fallback => Ok(()),
-/// };
-/// assert!(h(WarningKind::Fallback, "falls back").is_ok());
-/// assert!(h(WarningKind::ViewCopy, "copies").is_err());
-/// ```
-pub type WarningHandler = fn(WarningKind, &str) -> Result<()>;
-
-static WARNING_HANDLER: OnceLock<WarningHandler> = OnceLock::new();
-
-/// Installs the warning handler (once; the Python bindings turn warnings into
-/// `bf.FallbackWarning`). Without one, warnings go to the `log` crate.
-///
-/// ```
-/// use boxfall::fallback::{set_warning_handler, WarningKind};
-/// fn quiet(_: WarningKind, _: &str) -> boxfall::Result<()> { Ok(()) }
-/// assert!(set_warning_handler(quiet));
-/// assert!(!set_warning_handler(quiet)); // only the first handler is installed
-/// ```
-pub fn set_warning_handler(h: WarningHandler) -> bool {
-    WARNING_HANDLER.set(h).is_ok()
-}
-
-fn warn(kind: WarningKind, message: &str) -> Result<()> {
-    match WARNING_HANDLER.get() {
-        Some(h) => h(kind, message),
-        None => {
-            log::warn!(target: "boxfall", "{message}");
-            Ok(())
-        }
-    }
-}
-
-/// Whether the policy lets this fallback run (an operator's own policy, else the process's).
-#[inline(always)]
-fn check_policy(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
-    let own = policy_of(op);
-    let p = if own != 0 {
-        own
-    } else {
-        POLICY.load(Ordering::Relaxed)
-    };
-    if p == FallbackPolicy::Allow as u8 {
-        return Ok(());
-    }
-    check_policy_slow(op, key)
-}
-
-#[cold]
-fn check_policy_slow(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
-    let policy = FallbackPolicy::from_u8(policy_of(op)).unwrap_or_else(fallback_policy);
-    match policy {
-        FallbackPolicy::Allow => Ok(()),
-        FallbackPolicy::Warn => {
-            if op.metrics().first_warning(key) {
-                warn(
-                    WarningKind::Fallback,
-                    &format!(
-                        "'{}' has no kernel for the '{key}' backend and falls back to the CPU (its tensors are copied to the CPU and back); implement it for '{key}' to keep it on the device",
-                        op.name()
-                    ),
-                )?;
-            }
-            Ok(())
-        }
-        FallbackPolicy::Error => Err(Error::Fallback(format!(
-            "'{}' has no kernel for the '{key}' backend, and the fallback policy \"error\" forbids the CPU fallback",
-            op.name()
-        ))),
-    }
 }
 
 /// Runs a boxed fallback from typed code: a backend kernel hands one case to the fallback
@@ -775,72 +575,6 @@ fn place(v: &mut IValue, slot: Option<usize>, t: Tensor) {
         }
         _ => {}
     }
-}
-
-/// The device the results go to, found as the arguments' tensors are looked at: the first
-/// tensor of the fallback's backend (lists included), else a `Device` argument naming the
-/// backend, else index 0. Two different non-CPU devices are an error naming both.
-#[derive(Default)]
-struct TargetDevice(Option<Device>);
-
-impl TargetDevice {
-    #[inline(always)]
-    fn see(&mut self, op: &OperatorHandle, t: &Tensor) -> Result<()> {
-        let d = t.device();
-        match self.0 {
-            _ if d.key == DispatchKey::CPU => Ok(()),
-            None => {
-                self.0 = Some(d);
-                Ok(())
-            }
-            Some(f) if f == d => Ok(()),
-            Some(f) => Err(two_devices(op, f, d)),
-        }
-    }
-
-    /// Every tensor of the stack, as `see` would be called on each.
-    fn see_all(&mut self, op: &OperatorHandle, info: &SchemaInfo, stack: &Stack) -> Result<()> {
-        for &i in &info.tensor_args {
-            match stack.get(i) {
-                Some(IValue::Tensor(t)) => self.see(op, t)?,
-                Some(IValue::TensorList(ts)) => ts.iter().try_for_each(|t| self.see(op, t))?,
-                Some(IValue::OptionalTensorList(ts)) => {
-                    ts.iter().flatten().try_for_each(|t| self.see(op, t))?
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// The target, once every tensor was seen (before the `Device` argument is rewritten).
-    fn finish(
-        self,
-        op: &OperatorHandle,
-        info: &SchemaInfo,
-        key: DispatchKey,
-        stack: &Stack,
-    ) -> Result<Device> {
-        match self.0 {
-            Some(d) if d.key != key => Err(Error::Fallback(format!(
-                "'{}' fell back for '{key}' but got tensors on {d}; move them to one device first",
-                op.name()
-            ))),
-            Some(d) => Ok(d),
-            None => match info.device_arg.and_then(|i| stack.get(i)) {
-                Some(IValue::Device(d)) if d.key == key => Ok(*d),
-                _ => Ok(Device::new(key, 0)),
-            },
-        }
-    }
-}
-
-#[cold]
-fn two_devices(op: &OperatorHandle, f: Device, d: Device) -> Error {
-    Error::Fallback(format!(
-        "'{}' got tensors on two devices, {f} and {d}; move them to one device first",
-        op.name()
-    ))
 }
 
 fn log_call(

@@ -1,0 +1,79 @@
+//! Where a fallback's results go, and the check that a call's tensors are on one device.
+
+use crate::dispatcher::OperatorHandle;
+use crate::error::{Error, Result};
+use crate::ivalue::{IValue, Stack};
+use crate::key::DispatchKey;
+use crate::schema::SchemaInfo;
+use crate::tensor::{Device, Tensor};
+
+/// The device the results go to, found as the arguments' tensors are looked at: the first
+/// tensor of the fallback's backend (lists included), else a `Device` argument naming the
+/// backend, else index 0. Two different non-CPU devices are an error naming both.
+#[derive(Default)]
+pub(super) struct TargetDevice(Option<Device>);
+
+impl TargetDevice {
+    #[inline(always)]
+    pub(super) fn see(&mut self, op: &OperatorHandle, t: &Tensor) -> Result<()> {
+        let d = t.device();
+        match self.0 {
+            _ if d.key == DispatchKey::CPU => Ok(()),
+            None => {
+                self.0 = Some(d);
+                Ok(())
+            }
+            Some(f) if f == d => Ok(()),
+            Some(f) => Err(two_devices(op, f, d)),
+        }
+    }
+
+    /// Every tensor of the stack, as `see` would be called on each.
+    pub(super) fn see_all(
+        &mut self,
+        op: &OperatorHandle,
+        info: &SchemaInfo,
+        stack: &Stack,
+    ) -> Result<()> {
+        for &i in &info.tensor_args {
+            match stack.get(i) {
+                Some(IValue::Tensor(t)) => self.see(op, t)?,
+                Some(IValue::TensorList(ts)) => ts.iter().try_for_each(|t| self.see(op, t))?,
+                Some(IValue::OptionalTensorList(ts)) => {
+                    ts.iter().flatten().try_for_each(|t| self.see(op, t))?
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The target, once every tensor was seen (before the `Device` argument is rewritten).
+    pub(super) fn finish(
+        self,
+        op: &OperatorHandle,
+        info: &SchemaInfo,
+        key: DispatchKey,
+        stack: &Stack,
+    ) -> Result<Device> {
+        match self.0 {
+            Some(d) if d.key != key => Err(Error::Fallback(format!(
+                "'{}' fell back for '{key}' but got tensors on {d}; move them to one device first",
+                op.name()
+            ))),
+            Some(d) => Ok(d),
+            None => match info.device_arg.and_then(|i| stack.get(i)) {
+                Some(IValue::Device(d)) if d.key == key => Ok(*d),
+                _ => Ok(Device::new(key, 0)),
+            },
+        }
+    }
+}
+
+#[cold]
+fn two_devices(op: &OperatorHandle, f: Device, d: Device) -> Error {
+    Error::Fallback(format!(
+        "'{}' got tensors on two devices, {f} and {d}; move them to one device first",
+        op.name()
+    ))
+}
