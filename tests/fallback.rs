@@ -106,6 +106,66 @@ fn impl_cpu(lib: &mut Library, name: &str, kernel: KernelFunction) {
 // ------------------------------------------------------------------------------ functional
 
 #[test]
+fn a_tuple_a_boxed_cpu_kernel_returns_comes_back_with_every_tensor_on_the_device() {
+    let d = own_dev("FbTuple");
+    let (_, mut lib) = def_lib("fb");
+    let op = lib.define("pack(Tensor x, Tensor[] ys) -> Any").unwrap();
+    // (x + 1, [y * 2 for y in ys], (x, 7)): tensors at the top, in a list and in a nested tuple.
+    impl_cpu(
+        &mut lib,
+        "pack",
+        KernelFunction::from_boxed(|_, _, stack| {
+            let ys: Vec<Tensor> = match stack.pop() {
+                Some(IValue::TensorList(ys)) => ys,
+                other => return Err(kernel_error(format!("ys was {other:?}"))),
+            };
+            let x = tensor_of(&stack[0]).clone();
+            stack.clear();
+            let doubled = ys
+                .iter()
+                .map(|y| Ok(Tensor::from_array(f64_array(y)? * 2.0)))
+                .collect::<Result<Vec<_>>>()?;
+            stack.push(IValue::Tuple(vec![
+                IValue::Tensor(Tensor::from_array(f64_array(&x)? + 1.0)),
+                IValue::TensorList(doubled),
+                IValue::Tuple(vec![IValue::Tensor(x), IValue::Int(7)]),
+            ]));
+            Ok(())
+        }),
+    );
+    let (x, y0, y1) = (d.tensor(&[1.0]), d.tensor(&[2.0, 3.0]), d.tensor(&[4.0]));
+    let mut stack = vec![
+        IValue::Tensor(x.clone()),
+        IValue::TensorList(vec![y0.clone(), y1.clone()]),
+    ];
+    op.call_boxed(&mut stack).unwrap();
+    let IValue::Tuple(out) = &stack[0] else {
+        panic!("not a tuple: {:?}", stack[0]);
+    };
+    let on_device = |t: &Tensor| t.device() == d.device(0);
+    assert!(on_device(tensor_of(&out[0])));
+    assert_eq!(values(tensor_of(&out[0])), vec![2.0]);
+    let IValue::TensorList(ys) = &out[1] else {
+        panic!("not a list: {:?}", out[1]);
+    };
+    assert!(ys.iter().all(on_device));
+    assert_eq!(
+        ys.iter().map(values).collect::<Vec<_>>(),
+        [vec![4.0, 6.0], vec![8.0]]
+    );
+    let IValue::Tuple(inner) = &out[2] else {
+        panic!("not a tuple: {:?}", out[2]);
+    };
+    assert!(on_device(tensor_of(&inner[0])));
+    assert_eq!(values(tensor_of(&inner[0])), vec![1.0]);
+    assert_eq!(inner[1].to_int(), Some(7));
+    // Four tensors of 8, 16, 8 and 8 bytes came back (x went out once, y0 and y1 once each).
+    let s = op_stats(op.name()).unwrap();
+    assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (32, 40));
+    assert_eq!(values(&x), vec![1.0]);
+}
+
+#[test]
 fn a_functional_operator_runs_on_the_cpu_and_returns_a_device_tensor() {
     let d = own_dev("FbFunc");
     let (_, mut lib) = def_lib("fb");
