@@ -215,7 +215,7 @@ impl FallbackCall<'_> {
             return self.run_with_writes(stack);
         }
         // A functional operator: nothing to keep aside or write back.
-        let target = self.move_to_cpu(stack)?;
+        let target = self.move_to_cpu::<false>(stack)?;
         self.run_cpu_kernel(stack)?;
         for v in stack.iter_mut() {
             self.return_to_device(v, target)?;
@@ -236,7 +236,7 @@ impl FallbackCall<'_> {
             .filter(|(_, (a, _))| a.is_write)
             .map(|(i, (_, v))| (i, v.clone()))
             .collect();
-        let target = self.move_to_cpu(stack)?;
+        let target = self.move_to_cpu::<true>(stack)?;
         self.run_cpu_kernel(stack)?;
 
         // 3. Move every result to the device before writing any argument. A return that
@@ -305,9 +305,10 @@ impl FallbackCall<'_> {
     /// Step 1: moves the backend's tensors to the CPU, each into its device tensor's place in
     /// the stack: one by one, or all at once where the backend batches. Finds the device the
     /// results go to on the way (two devices are an error before any tensor is written), and
-    /// a `Device` argument naming the backend becomes the CPU.
+    /// a `Device` argument naming the backend becomes the CPU. `WRITES`: the operator writes
+    /// some argument (for a functional one the write bookkeeping compiles away).
     #[inline(always)]
-    fn move_to_cpu(&mut self, stack: &mut Stack) -> Result<Device> {
+    fn move_to_cpu<const WRITES: bool>(&mut self, stack: &mut Stack) -> Result<Device> {
         let (op, info, key) = (self.op, self.info, self.key);
         let mut target = TargetDevice::default();
         if self.hooks.batches_transfers() {
@@ -315,7 +316,7 @@ impl FallbackCall<'_> {
             self.move_batched(stack)?;
         } else {
             for &i in &info.tensor_args {
-                let write = info.args.get(i).is_some_and(|a| a.is_write);
+                let write = WRITES && info.args.get(i).is_some_and(|a| a.is_write);
                 match stack.get_mut(i) {
                     Some(IValue::Tensor(t)) => {
                         target.see(op, t)?;
