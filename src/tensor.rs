@@ -664,11 +664,17 @@ impl Tensor {
     /// let t = boxfall::Tensor::from_array(ndarray::ArrayD::<f32>::zeros(vec![3]));
     /// assert_eq!(t.nbytes(), 3 * 4);
     /// ```
+    #[inline]
     pub fn nbytes(&self) -> usize {
         match self.0.nbytes.load(Ordering::Relaxed) {
-            ASK_PAYLOAD => {}
-            known => return known & !FOREIGN,
+            ASK_PAYLOAD => self.payload_nbytes(),
+            known => known & !FOREIGN,
         }
+    }
+
+    /// `nbytes` of a payload whose size may change, asked each time.
+    #[cold]
+    fn payload_nbytes(&self) -> usize {
         // A payload may need a foreign runtime's lock (Python's GIL): `data` clones it, so it
         // is never asked while this tensor's lock is held.
         match self.data() {
