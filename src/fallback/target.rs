@@ -49,6 +49,7 @@ impl TargetDevice {
     }
 
     /// The target, once every tensor was seen (before the `Device` argument is rewritten).
+    #[inline(always)]
     pub(super) fn finish(
         self,
         op: &OperatorHandle,
@@ -57,10 +58,7 @@ impl TargetDevice {
         stack: &Stack,
     ) -> Result<Device> {
         match self.0 {
-            Some(d) if d.key != key => Err(Error::Fallback(format!(
-                "'{}' fell back for '{key}' but got tensors on {d}; move them to one device first",
-                op.name()
-            ))),
+            Some(d) if d.key != key => Err(other_backend(op, key, d)),
             Some(d) => Ok(d),
             None => match info.device_arg.and_then(|i| stack.get(i)) {
                 Some(IValue::Device(d)) if d.key == key => Ok(*d),
@@ -68,6 +66,14 @@ impl TargetDevice {
             },
         }
     }
+}
+
+#[cold]
+fn other_backend(op: &OperatorHandle, key: DispatchKey, d: Device) -> Error {
+    Error::Fallback(format!(
+        "'{}' fell back for '{key}' but got tensors on {d}; move them to one device first",
+        op.name()
+    ))
 }
 
 #[cold]
