@@ -135,6 +135,20 @@ fn bench_fallback(c: &mut Criterion) {
         let (nat_a, nat_b) = (native::tensor(a.clone()), native::tensor(a.clone()));
         let on_copying = |a: &ArrayD<f64>| Tensor::host(Device::new(copying, 0), a.clone().into());
         let (copy_a, copy_b) = (on_copying(&a), on_copying(&a));
+        if let Some((which, calls)) = loop_request().filter(|_| n == 1) {
+            let (op, x, y) = match which.as_str() {
+                "direct" => (&boxed, &cpu_a, &cpu_b),
+                "hand" => (&hand, &nat_a, &nat_b),
+                "copying-hand" => (&hand, &copy_a, &copy_b),
+                "copying-boxed" => (&boxed, &copy_a, &copy_b),
+                "boxed" => (&boxed, &nat_a, &nat_b),
+                other => panic!("BOXFALL_BENCH_LOOP: no call {other:?} (boxed, hand, direct, copying-hand, copying-boxed)"),
+            };
+            for _ in 0..calls {
+                let _ = black_box(op.call((black_box(x).clone(), y.clone())));
+            }
+            return;
+        }
         let mut g = c.benchmark_group(format!("fallback/{n} f64"));
         if n > 1 {
             g.sample_size(30);
@@ -174,6 +188,15 @@ fn bench_fallback(c: &mut Criterion) {
             [&direct, &copying_hand, &copying_boxed],
         );
     }
+}
+
+/// `BOXFALL_BENCH_LOOP=boxed:100000` (or `hand`, `direct`, `copying-hand`, `copying-boxed`):
+/// runs that 1-element call so many times and nothing else, for a profiler or an instruction
+/// count (`valgrind --tool=callgrind`, with a run of 0 calls to subtract the setup).
+fn loop_request() -> Option<(String, u64)> {
+    let v = std::env::var("BOXFALL_BENCH_LOOP").ok()?;
+    let (which, calls) = v.split_once(':')?;
+    Some((which.to_owned(), calls.parse().ok()?))
 }
 
 /// The direct call, the hand-written and the boxed fallback timed in turn (best of 31 runs
