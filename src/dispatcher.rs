@@ -582,7 +582,10 @@ impl Drop for SpareStack {
     #[inline]
     fn drop(&mut self) {
         if let Some(mut stack) = self.0.take() {
-            stack.clear();
+            // Empty after a call that went well: no drop loop to run.
+            if !stack.is_empty() {
+                stack.clear();
+            }
             if stack.capacity() <= SPARE_STACK_MAX {
                 let _ = SPARE_STACK.try_with(|c| c.set(Some(stack)));
             }
