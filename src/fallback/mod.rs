@@ -106,6 +106,7 @@ pub fn call_fallback(
 ) -> Result<()> {
     fallback.call_boxed(op, keys, stack)
 }
+
 /// A moved tensor the kernel writes: the CPU copy, and where its device tensor sits among the
 /// arguments (`slot` is the list index).
 struct Written {
@@ -128,6 +129,8 @@ struct FallbackCall<'a> {
     written: Vec<Written>,
 }
 
+/// The CPU fallback kernel's body; `check` applies the fallback policy (a backend fallback
+/// registration, not an explicit call).
 pub(crate) fn run_cpu_fallback(
     cfg: &CpuFallback,
     check: bool,
@@ -195,9 +198,9 @@ impl FallbackCall<'_> {
     /// The CPU tensors take the device tensors' places in the caller's stack, so a call builds
     /// no second stack and clones no argument; the arguments the kernel writes are kept aside
     /// first, for the write-back and for the returns that alias them. After an error the
-    /// stack's contents are unspecified, as after any boxed call that fails, but no argument
-    /// has changed: the kernel only ever sees loans and copies, and nothing is written back
-    /// unless every step before succeeded.
+    /// stack's contents are unspecified, as after any boxed call that fails, but no tensor
+    /// of the backend has changed: the kernel sees them only as loans and copies, and nothing
+    /// is written back unless every step before succeeded.
     fn run(&mut self, stack: &mut Stack) -> Result<()> {
         let info = self.info;
         if stack.len() != info.args.len() {
