@@ -315,8 +315,7 @@ impl FallbackCall<'_> {
         let (op, info, key) = (self.op, self.info, self.key);
         let mut target = TargetDevice::default();
         if self.hooks.batches_transfers() {
-            target.see_all(op, info, stack)?;
-            self.move_batched(stack)?;
+            self.move_batched(&mut target, stack)?;
         } else {
             for &i in &info.tensor_args {
                 let write = WRITES && info.args.get(i).is_some_and(|a| a.is_write);
@@ -390,14 +389,20 @@ impl FallbackCall<'_> {
         }
     }
 
-    /// Step 1 on a backend that batches: every tensor in one `to_cpu_many`.
-    fn move_batched(&mut self, stack: &mut Stack) -> Result<()> {
+    /// Step 1 on a backend that batches: every tensor in one `to_cpu_many`, after all of them
+    /// were seen to be on one device.
+    fn move_batched(&mut self, target: &mut TargetDevice, stack: &mut Stack) -> Result<()> {
+        let (op, key) = (self.op, self.key);
         let mut sources: Vec<(&Tensor, bool)> = Vec::new();
         let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
-        each_moved(self.info, self.key, stack, |arg, slot, t, write| {
-            sources.push((t, write));
-            places.push((arg, slot, write));
-        });
+        try_each_tensor(self.info, stack, |arg, slot, t, write| {
+            target.see(op, t)?;
+            if t.key() == key {
+                sources.push((t, write));
+                places.push((arg, slot, write));
+            }
+            Ok(())
+        })?;
         let cpus = self
             .hooks
             .to_cpu_many(&sources)
@@ -526,33 +531,33 @@ fn kernel_error(op: &OperatorHandle, key: DispatchKey, e: Error) -> Error {
     }
 }
 
-/// Calls `f(arg, slot, tensor, is_write)` for every tensor of `key` among the arguments, list
-/// elements included.
-fn each_moved<'s>(
-    info: &crate::schema::SchemaInfo,
-    key: DispatchKey,
+/// Calls `f(arg, slot, tensor, is_write)` for every tensor among the arguments, list elements
+/// included, and stops at its first error.
+fn try_each_tensor<'s>(
+    info: &SchemaInfo,
     stack: &'s Stack,
-    mut f: impl FnMut(usize, Option<usize>, &'s Tensor, bool),
-) {
+    mut f: impl FnMut(usize, Option<usize>, &'s Tensor, bool) -> Result<()>,
+) -> Result<()> {
     for &i in &info.tensor_args {
         let write = info.args.get(i).is_some_and(|a| a.is_write);
         match stack.get(i) {
-            Some(IValue::Tensor(t)) if t.key() == key => f(i, None, t, write),
+            Some(IValue::Tensor(t)) => f(i, None, t, write)?,
             Some(IValue::TensorList(ts)) => {
-                for (j, t) in ts.iter().enumerate().filter(|(_, t)| t.key() == key) {
-                    f(i, Some(j), t, write);
+                for (j, t) in ts.iter().enumerate() {
+                    f(i, Some(j), t, write)?;
                 }
             }
             Some(IValue::OptionalTensorList(ts)) => {
                 for (j, t) in ts.iter().enumerate() {
-                    if let Some(t) = t.as_ref().filter(|t| t.key() == key) {
-                        f(i, Some(j), t, write);
+                    if let Some(t) = t {
+                        f(i, Some(j), t, write)?;
                     }
                 }
             }
             _ => {}
         }
     }
+    Ok(())
 }
 
 fn element(v: &IValue, slot: Option<usize>) -> Option<&Tensor> {

@@ -28,26 +28,6 @@ impl TargetDevice {
         }
     }
 
-    /// Every tensor of the stack, as `see` would be called on each.
-    pub(super) fn see_all(
-        &mut self,
-        op: &OperatorHandle,
-        info: &SchemaInfo,
-        stack: &Stack,
-    ) -> Result<()> {
-        for &i in &info.tensor_args {
-            match stack.get(i) {
-                Some(IValue::Tensor(t)) => self.see(op, t)?,
-                Some(IValue::TensorList(ts)) => ts.iter().try_for_each(|t| self.see(op, t))?,
-                Some(IValue::OptionalTensorList(ts)) => {
-                    ts.iter().flatten().try_for_each(|t| self.see(op, t))?
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
     /// The target, once every tensor was seen (before the `Device` argument is rewritten).
     #[inline(always)]
     pub(super) fn finish(

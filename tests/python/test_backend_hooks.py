@@ -94,6 +94,14 @@ def test_to_cpu_many_moves_all_of_a_calls_tensors_at_once(ops, device):
     assert hooks.calls["to_cpu"] == 1  # only y.numpy() above
 
 
+def test_a_batched_backend_checks_every_tensors_device_before_moving_any(ops, device):
+    backend, hooks = device
+    xs = [backend.tensor(np.zeros(2)), backend.tensor(np.ones(2), index=1)]
+    with pytest.raises(bf.FallbackError, match=r"two devices.*:0.*:1"):
+        ops.addn(xs, backend.tensor(np.ones(2)))
+    assert hooks.calls["to_cpu_many"] == 0
+
+
 @pytest.mark.parametrize("hook", ["to_cpu_many", "copy_from_cpu"])
 def test_a_failing_hook_changes_nothing_and_says_where(ns, ops, device, hook):
     backend, hooks = device
