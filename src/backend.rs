@@ -56,6 +56,7 @@ pub trait Backend: Send + Sync + 'static {
 
 /// One cell per key: a backend key gets its hooks once, when it is registered, and keeps them,
 /// so a read is one acquire load and no reference count moves.
+#[inline]
 fn table() -> &'static [OnceLock<Arc<dyn Backend>>; NUM_KEYS] {
     static TABLE: OnceLock<[OnceLock<Arc<dyn Backend>>; NUM_KEYS]> = OnceLock::new();
     TABLE.get_or_init(|| {
@@ -87,6 +88,7 @@ pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchK
 /// assert!(boxfall::backend::backend(boxfall::DispatchKey::NATIVE).is_some());
 /// assert!(boxfall::backend::backend(boxfall::DispatchKey::CPU).is_none());
 /// ```
+#[inline]
 pub fn backend(key: DispatchKey) -> Option<&'static dyn Backend> {
     table()
         .get(key.index())

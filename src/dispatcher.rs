@@ -18,7 +18,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::{Error, Result};
 use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
-use crate::kernel::KernelFunction;
+use crate::kernel::{KernelFunction, UnboxedFn};
 use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
 use crate::metrics::OpMetrics;
 use crate::rcu::{self, RcuCell};
@@ -551,6 +551,16 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         if let Some(f) = kernel.unboxed::<A, R>() {
             return f(keys, args);
         }
+        // The CPU fallback of a functional operator whose CPU kernel has this signature runs
+        // typed, without boxing (`fallback::typed`); the test is compiled out for signatures
+        // it cannot take.
+        if A::TYPED_FALLBACK && R::TYPED_FALLBACK {
+            if let Some(policy) = kernel.cpu_fallback_policy() {
+                if let Some((hooks, cpu)) = typed_fallback_parts::<A, R>(table, key) {
+                    return crate::fallback::call_typed(policy, &self.op, key, hooks, cpu, args);
+                }
+            }
+        }
         // Boxing once: the stack comes from this thread's spare, so a typed call of a boxed
         // kernel allocates only the first time (a nested call finds the spare taken and
         // allocates its own). The spare is boxed so that taking and returning it moves one
@@ -565,6 +575,25 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
             .call_boxed(&self.op, keys, stack)
             .and_then(|()| R::pop_from(stack))
     }
+}
+
+/// What the typed CPU fallback needs to serve a call on `key`: the backend's hooks and the CPU
+/// kernel's typed function; `None` sends the call down the boxed fallback.
+#[inline(always)]
+fn typed_fallback_parts<A: 'static, R: 'static>(
+    table: &DispatchTable,
+    key: DispatchKey,
+) -> Option<(&'static dyn crate::backend::Backend, UnboxedFn<A, R>)> {
+    let info = &table.schema.as_deref()?.info;
+    let hooks = crate::fallback::typed_hooks(info, key)?;
+    if !DispatchKeySet(table.mask).contains(DispatchKey::CPU) {
+        return None;
+    }
+    let cpu = table.entries[DispatchKey::CPU.index()]
+        .kernel
+        .as_ref()?
+        .unboxed::<A, R>()?;
+    Some((hooks, cpu))
 }
 
 /// This thread's spare stack while a typed call of a boxed kernel uses it; cleared and given

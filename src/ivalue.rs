@@ -198,6 +198,28 @@ impl fmt::Debug for IValue {
     }
 }
 
+/// What `map_tensors` does to each tensor of a typed call's values (the typed CPU fallback
+/// moves them to the CPU and back with it); every `FnMut(Tensor) -> Result<Tensor>` is one.
+///
+/// ```
+/// use boxfall::{ivalue::CallArgs, Tensor};
+/// let t = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// let mut seen = 0;
+/// let (_, k) = (t, 3_i64).map_tensors(&mut |t: Tensor| { seen += 1; Ok(t) }).unwrap();
+/// assert_eq!((seen, k), (1, 3)); // the tensor was mapped, the int passed as it is
+/// ```
+pub trait TensorMap {
+    /// The tensor that takes `t`'s place.
+    fn map(&mut self, t: Tensor) -> Result<Tensor>;
+}
+
+impl<F: FnMut(Tensor) -> Result<Tensor>> TensorMap for F {
+    #[inline]
+    fn map(&mut self, t: Tensor) -> Result<Tensor> {
+        self(t)
+    }
+}
+
 /// A Rust type that a typed call can pass as one argument or get back as one return.
 ///
 /// ```
@@ -220,6 +242,17 @@ pub trait ArgValue: Sized {
     fn into_ivalue(self) -> IValue;
     /// Unboxes the value.
     fn from_ivalue(v: IValue) -> Result<Self>;
+    /// Whether the CPU fallback of a typed call can take this value without boxing it: a value
+    /// without tensors as it is, a tensor (or tensors) through `map_tensors`. `false` (the
+    /// default) sends a typed call with such a value down the boxed fallback.
+    const TYPED_FALLBACK: bool = false;
+    /// The value with each of its tensors replaced by `f`'s result (a value without tensors
+    /// as it is); the typed CPU fallback moves the tensors to the CPU and back with it.
+    #[inline]
+    fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+        let _ = f;
+        Ok(self)
+    }
 }
 
 #[cold]
@@ -234,6 +267,7 @@ fn mismatch<T>(expected: &str, got: IValue) -> Result<T> {
 macro_rules! arg_value {
     ($t:ty, $name:literal, $var:ident) => {
         impl ArgValue for $t {
+            const TYPED_FALLBACK: bool = true;
             #[inline]
             fn into_ivalue(self) -> IValue {
                 IValue::$var(self.into())
@@ -284,6 +318,7 @@ impl From<Device> for IValue {
 }
 
 impl ArgValue for f64 {
+    const TYPED_FALLBACK: bool = true;
     #[inline]
     fn into_ivalue(self) -> IValue {
         IValue::Double(self)
@@ -304,6 +339,7 @@ impl From<f64> for IValue {
 }
 
 impl ArgValue for String {
+    const TYPED_FALLBACK: bool = true;
     fn into_ivalue(self) -> IValue {
         IValue::Str(self.into())
     }
@@ -316,6 +352,11 @@ impl ArgValue for String {
 }
 
 impl ArgValue for Tensor {
+    const TYPED_FALLBACK: bool = true;
+    #[inline(always)]
+    fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+        f.map(self)
+    }
     #[inline]
     fn key_set(&self) -> DispatchKeySet {
         self.key().set()
@@ -340,6 +381,11 @@ impl From<Tensor> for IValue {
 }
 
 impl ArgValue for Option<Tensor> {
+    const TYPED_FALLBACK: bool = true;
+    #[inline]
+    fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+        self.map(|t| f.map(t)).transpose()
+    }
     #[inline]
     fn key_set(&self) -> DispatchKeySet {
         self.as_ref()
@@ -358,6 +404,11 @@ impl ArgValue for Option<Tensor> {
 }
 
 impl ArgValue for Vec<Tensor> {
+    const TYPED_FALLBACK: bool = true;
+    fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+        // Collected in place: the list's buffer is reused.
+        self.into_iter().map(|t| f.map(t)).collect()
+    }
     fn key_set(&self) -> DispatchKeySet {
         self.iter().fold(DispatchKeySet::EMPTY, |s, t| s | t.key())
     }
@@ -425,6 +476,15 @@ pub trait CallArgs: Sized {
     fn push_onto(self, stack: &mut Stack);
     /// Takes exactly `LEN` values off the stack.
     fn pop_from(stack: &mut Stack) -> Result<Self>;
+    /// Whether the CPU fallback can take these arguments without boxing them (every value's
+    /// `ArgValue::TYPED_FALLBACK`).
+    const TYPED_FALLBACK: bool = false;
+    /// The arguments with each tensor replaced by `f`'s result, in order.
+    #[inline]
+    fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+        let _ = f;
+        Ok(self)
+    }
 }
 
 /// The returns of a typed call: `()`, one `ArgValue`, or a tuple of them.
@@ -439,6 +499,14 @@ pub trait CallReturns: Sized {
     fn push_onto(self, stack: &mut Stack);
     /// Takes the returns off the stack.
     fn pop_from(stack: &mut Stack) -> Result<Self>;
+    /// Whether the CPU fallback can give these returns back without boxing them.
+    const TYPED_FALLBACK: bool = false;
+    /// The returns with each tensor replaced by `f`'s result.
+    #[inline]
+    fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+        let _ = f;
+        Ok(self)
+    }
 }
 
 /// Pushes the value `build` makes, built straight in the stack's memory: a value built on the
@@ -463,6 +531,7 @@ fn wrong_count(expected: usize, got: usize) -> Error {
 }
 
 impl CallReturns for () {
+    const TYPED_FALLBACK: bool = true;
     fn push_onto(self, _stack: &mut Stack) {}
     fn pop_from(stack: &mut Stack) -> Result<Self> {
         stack.clear();
@@ -471,6 +540,11 @@ impl CallReturns for () {
 }
 
 impl<T: ArgValue> CallReturns for T {
+    const TYPED_FALLBACK: bool = T::TYPED_FALLBACK;
+    #[inline(always)]
+    fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+        ArgValue::map_tensors(self, f)
+    }
     #[inline]
     fn push_onto(self, stack: &mut Stack) {
         push_in_place(stack, || self.into_ivalue());
@@ -488,6 +562,13 @@ macro_rules! tuple_impls {
     ($len:literal; $($name:ident),+) => {
         impl<$($name: ArgValue),+> CallArgs for ($($name,)+) {
             const LEN: usize = $len;
+            const TYPED_FALLBACK: bool = $($name::TYPED_FALLBACK)&&+;
+            #[inline(always)]
+            #[allow(non_snake_case)]
+            fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+                let ($($name,)+) = self;
+                Ok(($($name.map_tensors(f)?,)+))
+            }
             #[inline]
             #[allow(non_snake_case)]
             fn key_set(&self) -> DispatchKeySet {
@@ -552,6 +633,11 @@ tuple_impls!(6; A, B, C, D, E, F);
 pub struct Multi<T>(pub T);
 
 impl<T: CallArgs> CallReturns for Multi<T> {
+    const TYPED_FALLBACK: bool = T::TYPED_FALLBACK;
+    #[inline]
+    fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
+        self.0.map_tensors(f).map(Multi)
+    }
     fn push_onto(self, stack: &mut Stack) {
         self.0.push_onto(stack)
     }

@@ -34,7 +34,12 @@ pub type UnboxedFn<A, R> = fn(DispatchKeySet, A) -> Result<R>;
 pub(crate) enum KernelKind {
     Regular,
     Fallthrough,
-    CpuFallback(CpuFallback),
+    /// `policy`: the kernel obeys the fallback policy (it serves a backend fallback
+    /// registration, not an explicit call).
+    CpuFallback {
+        config: CpuFallback,
+        policy: bool,
+    },
 }
 
 /// A kernel, as a dispatch table holds it.
@@ -178,7 +183,10 @@ impl KernelFunction {
                 crate::fallback::run_cpu_fallback(&c, false, op, keys, stack)
             }),
             unboxed: None,
-            kind: KernelKind::CpuFallback(config),
+            kind: KernelKind::CpuFallback {
+                config,
+                policy: false,
+            },
             tag: None,
         }
     }
@@ -186,14 +194,17 @@ impl KernelFunction {
     /// The same kernel as a backend fallback: a CPU fallback then obeys the fallback policy.
     pub(crate) fn as_backend_fallback(&self) -> KernelFunction {
         match &self.kind {
-            KernelKind::CpuFallback(c) => {
-                let c = c.clone();
+            KernelKind::CpuFallback { config, .. } => {
+                let c = config.clone();
                 KernelFunction {
                     boxed: Arc::new(move |op: &OperatorHandle, keys, stack: &mut Stack| {
                         crate::fallback::run_cpu_fallback(&c, true, op, keys, stack)
                     }),
                     unboxed: None,
-                    kind: self.kind.clone(),
+                    kind: KernelKind::CpuFallback {
+                        config: config.clone(),
+                        policy: true,
+                    },
                     tag: None,
                 }
             }
@@ -218,7 +229,17 @@ impl KernelFunction {
     /// assert!(boxfall::cpu_fallback().is_cpu_fallback());
     /// ```
     pub fn is_cpu_fallback(&self) -> bool {
-        matches!(self.kind, KernelKind::CpuFallback(_))
+        matches!(self.kind, KernelKind::CpuFallback { .. })
+    }
+
+    /// For a CPU fallback kernel, whether it obeys the fallback policy; `None` for any other
+    /// kernel.
+    #[inline]
+    pub(crate) fn cpu_fallback_policy(&self) -> Option<bool> {
+        match self.kind {
+            KernelKind::CpuFallback { policy, .. } => Some(policy),
+            _ => None,
+        }
     }
 
     /// Whether a typed entry point exists.
@@ -281,7 +302,7 @@ impl fmt::Debug for KernelFunction {
             KernelKind::Regular if self.unboxed.is_some() => "unboxed",
             KernelKind::Regular => "boxed",
             KernelKind::Fallthrough => "fallthrough",
-            KernelKind::CpuFallback(_) => "cpu_fallback",
+            KernelKind::CpuFallback { .. } => "cpu_fallback",
         };
         write!(f, "KernelFunction({kind})")
     }

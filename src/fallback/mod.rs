@@ -19,6 +19,7 @@ use crate::tensor::{Device, Tensor};
 
 mod policy;
 mod target;
+mod typed;
 
 use policy::{check_policy, warn};
 pub use policy::{
@@ -26,6 +27,7 @@ pub use policy::{
     WarningHandler, WarningKind,
 };
 use target::TargetDevice;
+pub(crate) use typed::{call_typed, typed_hooks};
 
 /// What the fallback does with a view operator (a return that aliases an input without
 /// writing it), whose storage cannot be shared across devices.
@@ -348,7 +350,8 @@ impl FallbackCall<'_> {
                 }
             }
         }
-        let target = target.finish(op, info, key, stack)?;
+        let device_arg = info.device_arg.and_then(|d| stack.get(d));
+        let target = target.finish(op, key, device_arg)?;
         if let Some(IValue::Device(dev)) = info.device_arg.and_then(|d| stack.get_mut(d)) {
             if dev.key == key {
                 *dev = Device::CPU;

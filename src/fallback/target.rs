@@ -2,9 +2,8 @@
 
 use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};
-use crate::ivalue::{IValue, Stack};
+use crate::ivalue::IValue;
 use crate::key::DispatchKey;
-use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
 
 /// The device the results go to, found as the arguments' tensors are looked at: the first
@@ -28,19 +27,19 @@ impl TargetDevice {
         }
     }
 
-    /// The target, once every tensor was seen (before the `Device` argument is rewritten).
+    /// The target, once every tensor was seen; `device_arg` is the call's `Device` argument,
+    /// if it has one (before it is rewritten).
     #[inline(always)]
     pub(super) fn finish(
         self,
         op: &OperatorHandle,
-        info: &SchemaInfo,
         key: DispatchKey,
-        stack: &Stack,
+        device_arg: Option<&IValue>,
     ) -> Result<Device> {
         match self.0 {
             Some(d) if d.key != key => Err(other_backend(op, key, d)),
             Some(d) => Ok(d),
-            None => match info.device_arg.and_then(|i| stack.get(i)) {
+            None => match device_arg {
                 Some(IValue::Device(d)) if d.key == key => Ok(*d),
                 _ => Ok(Device::new(key, 0)),
             },

@@ -1,0 +1,126 @@
+//! The CPU fallback of a typed call, without boxing: when a typed call of a functional operator
+//! reaches the CPU fallback and the operator's CPU kernel is unboxed with the call's own
+//! signature, the fallback moves the tensors of the typed arguments, calls that kernel's function
+//! and moves the tensors of its typed returns, with no stack in between. It is the same fallback,
+//! generic over the signature rather than over the stack: the same steps, checks, errors,
+//! counters and policy as the boxed one, which serves every other call (boxed callers, operators
+//! that write an argument, view operators, a `Device` argument, backends that batch transfers,
+//! DEBUG logging, and CPU kernels without that typed entry point).
+
+use crate::backend::{backend, Backend};
+use crate::clock;
+use crate::dispatcher::OperatorHandle;
+use crate::error::Result;
+use crate::ivalue::{CallArgs, CallReturns, TensorMap};
+use crate::kernel::UnboxedFn;
+use crate::key::DispatchKey;
+use crate::schema::SchemaInfo;
+use crate::tensor::{Device, Tensor};
+
+use super::policy::check_policy;
+use super::target::TargetDevice;
+use super::{kernel_error, step_error};
+
+/// The backend's hooks if the typed fallback can serve this operator on `key`, else `None`
+/// (the boxed fallback then does).
+#[inline(always)]
+pub(crate) fn typed_hooks(info: &SchemaInfo, key: DispatchKey) -> Option<&'static dyn Backend> {
+    if info.is_mutable || info.has_view_returns || info.device_arg.is_some() {
+        return None;
+    }
+    if log::log_enabled!(target: "boxfall", log::Level::Debug) {
+        return None;
+    }
+    backend(key).filter(|hooks| !hooks.batches_transfers())
+}
+
+/// Runs the fallback of a typed call: `cpu` is the operator's CPU kernel, `hooks` what
+/// `typed_hooks` gave; `policy` applies the fallback policy.
+#[inline(always)]
+pub(crate) fn call_typed<A: CallArgs, R: CallReturns>(
+    policy: bool,
+    op: &OperatorHandle,
+    key: DispatchKey,
+    hooks: &dyn Backend,
+    cpu: UnboxedFn<A, R>,
+    args: A,
+) -> Result<R> {
+    if policy {
+        check_policy(op, key)?;
+    }
+    let start = clock::ticks();
+    let mut moves = Moves {
+        op,
+        key,
+        hooks,
+        target: TargetDevice::default(),
+        to_cpu: 0,
+        from_cpu: 0,
+    };
+    let result = moves.run(cpu, args);
+    let ticks = clock::ticks().wrapping_sub(start);
+    op.metrics()
+        .record(key, ticks, moves.to_cpu, moves.from_cpu, result.is_ok());
+    result
+}
+
+/// One typed fallback call: moves its tensors, and counts their bytes.
+struct Moves<'a> {
+    op: &'a OperatorHandle,
+    key: DispatchKey,
+    hooks: &'a dyn Backend,
+    target: TargetDevice,
+    to_cpu: u64,
+    from_cpu: u64,
+}
+
+impl Moves<'_> {
+    #[inline(always)]
+    fn run<A: CallArgs, R: CallReturns>(&mut self, cpu: UnboxedFn<A, R>, args: A) -> Result<R> {
+        // 1. The backend's tensors to the CPU, each checked to be on the call's one device.
+        let args = args.map_tensors(&mut ToCpu(self))?;
+        let target = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
+        // 2. The CPU kernel.
+        let returns =
+            cpu(DispatchKey::CPU.set(), args).map_err(|e| kernel_error(self.op, self.key, e))?;
+        // 3. The returns' CPU tensors to the device.
+        returns.map_tensors(&mut ToDevice(self, target))
+    }
+}
+
+/// Step 1 for one tensor.
+struct ToCpu<'m, 'a>(&'m mut Moves<'a>);
+
+impl TensorMap for ToCpu<'_, '_> {
+    #[inline(always)]
+    fn map(&mut self, t: Tensor) -> Result<Tensor> {
+        let m = &mut *self.0;
+        m.target.see(m.op, &t)?;
+        if t.key() != m.key {
+            return Ok(t);
+        }
+        let cpu = m
+            .hooks
+            .to_cpu(&t, false)
+            .map_err(|e| step_error(m.op, "to_cpu", e))?;
+        m.to_cpu += cpu.nbytes() as u64;
+        Ok(cpu)
+    }
+}
+
+/// Step 3 for one tensor: a CPU tensor goes to the device, any other stays.
+struct ToDevice<'m, 'a>(&'m mut Moves<'a>, Device);
+
+impl TensorMap for ToDevice<'_, '_> {
+    #[inline(always)]
+    fn map(&mut self, t: Tensor) -> Result<Tensor> {
+        if t.key() != DispatchKey::CPU {
+            return Ok(t);
+        }
+        let m = &mut *self.0;
+        m.from_cpu += t.nbytes() as u64;
+        m.hooks
+            .from_cpu_owned(t, self.1)
+            .map_err(|e| step_error(m.op, "from_cpu", e))
+    }
+}
