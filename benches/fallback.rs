@@ -1,16 +1,20 @@
-//! The boxed CPU fallback against a hand-written unboxed fallback of the same operator on the
-//! same tensors, and against the direct CPU call: on Native, which lends its memory to the CPU
+//! The CPU fallback against a hand-written unboxed fallback of the same operator on the same
+//! tensors, and against the direct CPU call: on Native, which lends its memory to the CPU
 //! kernel, and on `Copying`, a backend whose every transfer copies (where the hand-written
-//! fallback is "the copies + the kernel"). `cargo bench --bench fallback`.
+//! fallback is "the copies + the kernel"). A typed call of `cpu_fallback` runs without boxing
+//! (the operator is functional and its CPU kernel typed); a boxed call (a stack, as Python's)
+//! takes the boxed path, measured against the hand-written kernel called the same way.
+//! `cargo bench --bench fallback`.
 
+use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::OnceLock;
 
 use boxfall::backend::{register_backend, Backend};
 use boxfall::native::{self, NativeBackend};
 use boxfall::{
-    Device, DispatchKey, DispatchKeySet, KernelFunction, Library, LibraryKind, OperatorHandle,
-    Tensor, TypedOperatorHandle,
+    Device, DispatchKey, DispatchKeySet, IValue, KernelFunction, Library, LibraryKind,
+    OperatorHandle, Stack, Tensor, TypedOperatorHandle,
 };
 use criterion::{criterion_group, criterion_main, Criterion};
 use ndarray::ArrayD;
@@ -138,14 +142,19 @@ fn bench_fallback(c: &mut Criterion) {
         if let Some((which, calls)) = loop_request().filter(|_| n == 1) {
             let (op, x, y) = match which.as_str() {
                 "direct" => (&boxed, &cpu_a, &cpu_b),
-                "hand" => (&hand, &nat_a, &nat_b),
+                "hand" | "boxed-hand" => (&hand, &nat_a, &nat_b),
                 "copying-hand" => (&hand, &copy_a, &copy_b),
-                "copying-boxed" => (&boxed, &copy_a, &copy_b),
-                "boxed" => (&boxed, &nat_a, &nat_b),
-                other => panic!("BOXFALL_BENCH_LOOP: no call {other:?} (boxed, hand, direct, copying-hand, copying-boxed)"),
+                "copying-fallback" => (&boxed, &copy_a, &copy_b),
+                "fallback" | "boxed-fallback" => (&boxed, &nat_a, &nat_b),
+                other => panic!("BOXFALL_BENCH_LOOP: no call {other:?} (fallback, hand, direct, copying-hand, copying-fallback, boxed-fallback, boxed-hand)"),
             };
+            let boxed_caller = which.starts_with("boxed-");
             for _ in 0..calls {
-                let _ = black_box(op.call((black_box(x).clone(), y.clone())));
+                if boxed_caller {
+                    let _ = black_box(call_boxed(op.handle(), black_box(x), y));
+                } else {
+                    let _ = black_box(op.call((black_box(x).clone(), y.clone())));
+                }
             }
             return;
         }
@@ -159,22 +168,28 @@ fn bench_fallback(c: &mut Criterion) {
         g.bench_function("hand-written unboxed fallback", |b| {
             b.iter(|| hand.call((black_box(&nat_a).clone(), nat_b.clone())))
         });
-        g.bench_function("boxed cpu_fallback", |b| {
+        g.bench_function("cpu_fallback", |b| {
             b.iter(|| boxed.call((black_box(&nat_a).clone(), nat_b.clone())))
+        });
+        g.bench_function("boxed call: hand-written", |b| {
+            b.iter(|| call_boxed(hand.handle(), black_box(&nat_a), &nat_b))
+        });
+        g.bench_function("boxed call: cpu_fallback", |b| {
+            b.iter(|| call_boxed(boxed.handle(), black_box(&nat_a), &nat_b))
         });
         g.bench_function("Copying: hand-written (the copies + the kernel)", |b| {
             b.iter(|| hand.call((black_box(&copy_a).clone(), copy_b.clone())))
         });
-        g.bench_function("Copying: boxed cpu_fallback", |b| {
+        g.bench_function("Copying: cpu_fallback", |b| {
             b.iter(|| boxed.call((black_box(&copy_a).clone(), copy_b.clone())))
         });
         g.finish();
-        // Paired figures: 20,000 calls a run for 1 element, 10 for 1M (about 5 ms a run); only
+        // Paired figures: rounds of 2,000 calls for 1 element, 4 for 1M (under 1 ms and about 35 ms); only
         // under `cargo bench` (`cargo test` runs each benchmark once, unoptimized, as a test).
         if !std::env::args().any(|a| a == "--bench") {
             continue;
         }
-        let calls = if n == 1 { 20_000 } else { 10 };
+        let calls = if n == 1 { 2_000 } else { 4 };
         let direct = || boxed.call((black_box(&cpu_a).clone(), cpu_b.clone()));
         let native_hand = || hand.call((black_box(&nat_a).clone(), nat_b.clone()));
         let native_boxed = || boxed.call((black_box(&nat_a).clone(), nat_b.clone()));
@@ -187,11 +202,39 @@ fn bench_fallback(c: &mut Criterion) {
             calls,
             [&direct, &copying_hand, &copying_boxed],
         );
+        let boxed_hand = || call_boxed(hand.handle(), black_box(&nat_a), &nat_b);
+        let boxed_fallback = || call_boxed(boxed.handle(), black_box(&nat_a), &nat_b);
+        paired(
+            n,
+            "Native, boxed calls",
+            calls,
+            [&direct, &boxed_hand, &boxed_fallback],
+        );
     }
 }
 
-/// `BOXFALL_BENCH_LOOP=boxed:100000` (or `hand`, `direct`, `copying-hand`, `copying-boxed`):
-/// runs that 1-element call so many times and nothing else, for a profiler or an instruction
+thread_local! {
+    static STACK: RefCell<Stack> = RefCell::new(Vec::with_capacity(4));
+}
+
+/// A boxed call of `op(x, y)`, on a stack kept for the next call (as a boxed caller keeps its
+/// own): the path every call of a Python operator takes.
+fn call_boxed(op: &OperatorHandle, x: &Tensor, y: &Tensor) -> boxfall::Result<Tensor> {
+    STACK.with_borrow_mut(|stack| {
+        stack.push(IValue::Tensor(x.clone()));
+        stack.push(IValue::Tensor(y.clone()));
+        let r = op.call_boxed(stack).and_then(|()| match stack.pop() {
+            Some(IValue::Tensor(t)) => Ok(t),
+            other => Err(boxfall::Error::Fallback(format!("add returned {other:?}"))),
+        });
+        stack.clear();
+        r
+    })
+}
+
+/// `BOXFALL_BENCH_LOOP=fallback:100000` (or `hand`, `direct`, `copying-hand`,
+/// `copying-fallback`, and the boxed calls `boxed-fallback`, `boxed-hand`): runs that 1-element
+/// call so many times and nothing else, for a profiler or an instruction
 /// count (`valgrind --tool=callgrind`, with a run of 0 calls to subtract the setup).
 fn loop_request() -> Option<(String, u64)> {
     let v = std::env::var("BOXFALL_BENCH_LOOP").ok()?;
@@ -199,9 +242,11 @@ fn loop_request() -> Option<(String, u64)> {
     Some((which.to_owned(), calls.parse().ok()?))
 }
 
-/// The direct call, the hand-written and the boxed fallback timed in turn (best of 31 runs
-/// each), so that the machine's drift between criterion's separate measurements does not enter
-/// the ratios.
+/// The direct call, the hand-written fallback and `cpu_fallback` timed in turn, `rounds` times
+/// `calls` calls each, the order reversed every other round: the ratios are the medians of each
+/// round's own ratios, so the machine's drift (10-30% between runs here) cancels between
+/// neighbours instead of entering them, as it does between criterion's separate measurements.
+/// The times are the best rounds'.
 fn paired(n: usize, backend: &str, calls: u32, run: [&dyn Fn() -> boxfall::Result<Tensor>; 3]) {
     let time = |f: &dyn Fn() -> boxfall::Result<Tensor>| {
         let start = std::time::Instant::now();
@@ -210,19 +255,30 @@ fn paired(n: usize, backend: &str, calls: u32, run: [&dyn Fn() -> boxfall::Resul
         }
         start.elapsed().as_secs_f64() * 1e9 / f64::from(calls)
     };
+    let rounds = if n == 1 { 101 } else { 15 };
     let mut best = [f64::INFINITY; 3];
-    for _ in 0..31 {
-        for (b, f) in best.iter_mut().zip(run) {
-            *b = b.min(time(f));
+    let (mut ratios, mut over) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let mut t = [0.0; 3];
+        let order = if round % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
+        for i in order {
+            t[i] = time(run[i]);
+            best[i] = best[i].min(t[i]);
         }
+        ratios.push(t[2] / t[1]);
+        over.push(t[2] - t[0]);
     }
     let [direct, hand, boxed] = best;
     println!(
-        "fallback/{n} f64/{backend}, paired: direct {direct:.0} ns, hand-written {hand:.0} ns, boxed {boxed:.0} ns: {:.3}x the hand-written, {:.3}x and {:+.0} ns the direct call",
-        boxed / hand,
-        boxed / direct,
-        boxed - direct
+        "fallback/{n} f64/{backend}, paired: direct {direct:.0} ns, hand-written {hand:.0} ns, cpu_fallback {boxed:.0} ns: {:.3}x the hand-written, {:+.0} ns over the direct call (medians of {rounds} rounds)",
+        median(&mut ratios),
+        median(&mut over),
     );
+}
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
 }
 
 criterion_group!(benches, bench_fallback);
