@@ -184,13 +184,9 @@ pub(crate) fn run_cpu_fallback(
     };
     let result = call.run(stack);
     let ticks = clock::ticks().wrapping_sub(start);
-    op.metrics().record(
-        key,
-        ticks,
-        call.bytes_to_cpu,
-        call.bytes_from_cpu,
-        result.is_ok(),
-    );
+    let ok = result.is_ok();
+    op.metrics()
+        .record(key, ticks, call.bytes_to_cpu, call.bytes_from_cpu, ok);
     result
 }
 
@@ -460,7 +456,10 @@ impl FallbackCall<'_> {
             IValue::Tensor(t) if t.key() == DispatchKey::CPU => {
                 self.bytes_from_cpu += t.nbytes() as u64;
                 if let IValue::Tensor(t) = std::mem::replace(v, IValue::None) {
-                    *v = IValue::Tensor(self.hooks.from_cpu_owned(t, target)?);
+                    let on_device = IValue::Tensor(self.hooks.from_cpu_owned(t, target)?);
+                    // What is replaced is the None put there above: forgetting it leaks
+                    // nothing, and saves the drop call an assignment would make.
+                    std::mem::forget(std::mem::replace(v, on_device));
                 }
                 Ok(())
             }
