@@ -54,16 +54,38 @@ pub trait Backend: Send + Sync + 'static {
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
 }
 
+/// A registered backend: its hooks, and whether it batches transfers, which the fallback asks
+/// on every call (asked of the hooks once, here, rather than by a virtual call each time).
+#[derive(Clone, Copy)]
+pub(crate) struct Registered {
+    pub(crate) hooks: &'static dyn Backend,
+    pub(crate) batches: bool,
+}
+
+impl Registered {
+    /// A backend's hooks live as long as its key, that is for the process: they are leaked
+    /// once, so that reading them is a plain load (no reference count, no `Arc` offset).
+    fn new(hooks: Arc<dyn Backend>) -> Registered {
+        let hooks: &'static dyn Backend = &**Box::leak(Box::new(hooks));
+        Registered {
+            hooks,
+            batches: hooks.batches_transfers(),
+        }
+    }
+}
+
 /// One cell per key: a backend key gets its hooks once, when it is registered, and keeps them,
 /// so a read is one acquire load and no reference count moves.
+static TABLE: [OnceLock<Registered>; NUM_KEYS] = [const { OnceLock::new() }; NUM_KEYS];
+
+/// The registered backend of `key`: Native's from the first look, any other's once registered.
 #[inline]
-fn table() -> &'static [OnceLock<Arc<dyn Backend>>; NUM_KEYS] {
-    static TABLE: OnceLock<[OnceLock<Arc<dyn Backend>>; NUM_KEYS]> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let t: [OnceLock<Arc<dyn Backend>>; NUM_KEYS] = std::array::from_fn(|_| OnceLock::new());
-        let _ = t[DispatchKey::NATIVE.index()].set(Arc::new(crate::native::NativeBackend));
-        t
-    })
+pub(crate) fn registered(key: DispatchKey) -> Option<&'static Registered> {
+    let cell = TABLE.get(key.index())?;
+    if key == DispatchKey::NATIVE {
+        return Some(cell.get_or_init(|| Registered::new(Arc::new(crate::native::NativeBackend))));
+    }
+    cell.get()
 }
 
 /// Registers a backend key with its hooks; later backends rank above earlier ones.
@@ -78,7 +100,9 @@ fn table() -> &'static [OnceLock<Arc<dyn Backend>>; NUM_KEYS] {
 pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchKey> {
     let key = register_backend_key(name)?;
     // A fresh key: its cell is empty (key registration refuses a name twice).
-    let _ = table()[key.index()].set(hooks);
+    if let Some(cell) = TABLE.get(key.index()) {
+        let _ = cell.set(Registered::new(hooks));
+    }
     Ok(key)
 }
 
@@ -90,8 +114,5 @@ pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchK
 /// ```
 #[inline]
 pub fn backend(key: DispatchKey) -> Option<&'static dyn Backend> {
-    table()
-        .get(key.index())
-        .and_then(OnceLock::get)
-        .map(|b| &**b)
+    registered(key).map(|r| r.hooks)
 }

@@ -93,7 +93,9 @@ struct TableEntry {
     source: Source,
 }
 
-struct DispatchTable {
+/// An operator's table as one call sees it: its kernels by key, its fallthrough mask and its
+/// schema, all from one load (a kernel in it lives while the read section does).
+pub(crate) struct DispatchTable {
     entries: [TableEntry; NUM_KEYS],
     /// The keys not served by a fallthrough.
     mask: u64,
@@ -101,6 +103,12 @@ struct DispatchTable {
 }
 
 impl DispatchTable {
+    /// The operator's schema, or the error for an operator declared but not defined.
+    #[inline]
+    pub(crate) fn schema(&self, op: &OperatorHandle) -> Result<&OpSchema> {
+        self.schema.as_deref().ok_or_else(|| op.undefined())
+    }
+
     fn empty() -> DispatchTable {
         DispatchTable {
             entries: std::array::from_fn(|_| TableEntry {
@@ -176,15 +184,10 @@ impl OperatorHandle {
             .ok_or_else(|| self.undefined())
     }
 
-    /// The schema, borrowed for as long as the caller's read section lasts: no reference count
-    /// moves (the CPU fallback reads it on every call).
-    pub(crate) fn schema_in<'g>(&self, g: &'g rcu::ReadGuard) -> Result<&'g OpSchema> {
-        self.0
-            .table
-            .load(g)
-            .schema
-            .as_deref()
-            .ok_or_else(|| self.undefined())
+    /// The dispatch table, borrowed for as long as the caller's read section lasts.
+    #[inline]
+    pub(crate) fn table_in<'g>(&self, g: &'g rcu::ReadGuard) -> &'g DispatchTable {
+        self.0.table.load(g)
     }
 
     fn undefined(&self) -> Error {
@@ -317,18 +320,31 @@ impl OperatorHandle {
     /// assert!(op.call_boxed(&mut vec![IValue::Int(1)]).is_err()); // an int alone dispatches to CPU
     /// ```
     pub fn call_boxed_with_keys(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        self.call_boxed_in(&rcu::read(), keys, stack)
+        let g = rcu::read();
+        self.call_boxed_on(self.0.table.load(&g), keys, stack)
     }
 
-    /// `call_boxed_with_keys` inside a read section the caller holds (the CPU fallback's).
+    /// The CPU kernel of a table the caller has loaded, called boxed: the CPU fallback's step 2.
+    /// The same as `call_boxed_on` with the CPU key alone, less the CPU fallback's direct
+    /// entry: a CPU fallback registered for the CPU key has no device to move tensors from,
+    /// and its boxed entry point says so.
+    #[inline(always)]
+    pub(crate) fn call_cpu_kernel(&self, table: &DispatchTable, stack: &mut Stack) -> Result<()> {
+        let cpu = DispatchKey::CPU;
+        match &table.entries[cpu.index()].kernel {
+            Some(k) if table.mask & cpu.set().0 != 0 => k.call_boxed(self, cpu.set(), stack),
+            _ => Err(self.no_kernel(table, cpu)),
+        }
+    }
+
+    /// `call_boxed_with_keys` on a table the caller has loaded (the CPU fallback's).
     #[inline]
-    pub(crate) fn call_boxed_in(
+    pub(crate) fn call_boxed_on(
         &self,
-        g: &rcu::ReadGuard,
+        table: &DispatchTable,
         keys: DispatchKeySet,
         stack: &mut Stack,
     ) -> Result<()> {
-        let table = self.0.table.load(g);
         let masked = DispatchKeySet(keys.0 & table.mask);
         self.run(table, keys, masked, stack)
     }
@@ -345,8 +361,29 @@ impl OperatorHandle {
             .highest()
             .ok_or_else(|| self.no_kernel(table, unmasked.highest().unwrap_or(DispatchKey::CPU)))?;
         match &table.entries[key.index()].kernel {
-            Some(k) => k.call_boxed(self, keys, stack),
+            Some(k) => self.call_kernel(table, k, keys, stack),
             None => Err(self.no_kernel(table, key)),
+        }
+    }
+
+    /// Runs `kernel`, from `table`, on the stack. The CPU fallback is called here directly,
+    /// with the table this call loaded, rather than through its boxed entry point, which
+    /// would enter a read section and load the table again to find the schema and the CPU
+    /// kernel.
+    #[inline(always)]
+    fn call_kernel(
+        &self,
+        table: &DispatchTable,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+    ) -> Result<()> {
+        match kernel.cpu_fallback_config() {
+            Some((config, check)) => {
+                let mode = crate::fallback::FallbackMode::new(config, check);
+                crate::fallback::run_cpu_fallback_on(mode, self, table, keys, stack)
+            }
+            None => kernel.call_boxed(self, keys, stack),
         }
     }
 
@@ -571,8 +608,8 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         args.push_onto(stack);
         // The tail expression, so the result is built in the caller's slot; the spare goes
         // back when `spare` drops, after.
-        kernel
-            .call_boxed(&self.op, keys, stack)
+        self.op
+            .call_kernel(table, kernel, keys, stack)
             .and_then(|()| R::pop_from(stack))
     }
 }

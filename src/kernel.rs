@@ -234,6 +234,15 @@ impl KernelFunction {
 
     /// For a CPU fallback kernel, whether it obeys the fallback policy; `None` for any other
     /// kernel.
+    /// A CPU fallback's configuration, and whether the fallback policy applies to it.
+    #[inline(always)]
+    pub(crate) fn cpu_fallback_config(&self) -> Option<(&CpuFallback, bool)> {
+        match &self.kind {
+            KernelKind::CpuFallback { config, policy } => Some((config, *policy)),
+            _ => None,
+        }
+    }
+
     #[inline]
     pub(crate) fn cpu_fallback_policy(&self) -> Option<bool> {
         match self.kind {

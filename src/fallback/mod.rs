@@ -6,9 +6,9 @@
 //! every result is moved to the device before any argument is written, and nothing is written
 //! unless the kernel succeeded.
 
-use crate::backend::{backend, Backend};
+use crate::backend::{registered, Backend};
 use crate::clock;
-use crate::dispatcher::OperatorHandle;
+use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
@@ -123,15 +123,38 @@ struct FallbackCall<'a> {
     info: &'a SchemaInfo,
     key: DispatchKey,
     hooks: &'a dyn Backend,
-    /// The read section the schema is borrowed in; the CPU kernel is looked up in it too.
-    guard: &'a rcu::ReadGuard,
+    /// The backend moves a call's tensors in one `to_cpu_many`.
+    batches: bool,
+    /// The operator's table as the call loaded it: the schema is borrowed from it, and the CPU
+    /// kernel is looked up in it.
+    table: &'a DispatchTable,
     bytes_to_cpu: u64,
     bytes_from_cpu: u64,
-    /// The moved tensors the kernel writes (none for a functional operator).
-    written: Vec<Written>,
 }
 
-/// The CPU fallback kernel's body; `check` applies the fallback policy (a backend fallback
+/// Where step 1 keeps the moved tensors the kernel writes: a list for an operator that writes
+/// some argument; nothing at all for a functional one, whose fallback then carries no list.
+trait WriteLog {
+    /// Whether the operator writes some argument.
+    const WRITES: bool;
+    fn keep(&mut self, w: Written);
+}
+
+impl WriteLog for Vec<Written> {
+    const WRITES: bool = true;
+    fn keep(&mut self, w: Written) {
+        self.push(w);
+    }
+}
+
+impl WriteLog for () {
+    const WRITES: bool = false;
+    #[inline(always)]
+    fn keep(&mut self, _: Written) {}
+}
+
+/// The CPU fallback kernel's body, as its boxed entry point runs it (`call_fallback`, or a
+/// caller outside the dispatcher); `check` applies the fallback policy (a backend fallback
 /// registration, not an explicit call).
 pub(crate) fn run_cpu_fallback(
     cfg: &CpuFallback,
@@ -140,57 +163,128 @@ pub(crate) fn run_cpu_fallback(
     keys: DispatchKeySet,
     stack: &mut Stack,
 ) -> Result<()> {
-    let key = keys.highest().unwrap_or(DispatchKey::CPU);
-    // The schema is borrowed for the whole call (a typed call is inside a read section
-    // already, so this one nests for free).
     let guard = rcu::read();
-    let info = &op.schema_in(&guard)?.info;
-    if check {
+    run_cpu_fallback_on(
+        FallbackMode::new(cfg, check),
+        op,
+        op.table_in(&guard),
+        keys,
+        stack,
+    )
+}
+
+/// How one registration of the CPU fallback runs: its view policy, and whether the fallback
+/// policy applies (a backend fallback registration, not an explicit call). One byte, so that
+/// with the call's other arguments it is passed in registers.
+#[derive(Clone, Copy)]
+pub(crate) struct FallbackMode(u8);
+
+impl FallbackMode {
+    const CHECK: u8 = 1;
+    const COPY_VIEWS: u8 = 2;
+
+    #[inline(always)]
+    pub(crate) fn new(cfg: &CpuFallback, check: bool) -> FallbackMode {
+        let views = match cfg.views {
+            ViewPolicy::Refuse => 0,
+            ViewPolicy::Copy => FallbackMode::COPY_VIEWS,
+        };
+        FallbackMode(views | if check { FallbackMode::CHECK } else { 0 })
+    }
+
+    #[inline(always)]
+    fn check(self) -> bool {
+        self.0 & FallbackMode::CHECK != 0
+    }
+
+    fn views(self) -> ViewPolicy {
+        if self.0 & FallbackMode::COPY_VIEWS != 0 {
+            ViewPolicy::Copy
+        } else {
+            ViewPolicy::Refuse
+        }
+    }
+}
+
+/// The CPU fallback on the table the caller loaded (the dispatcher's, in a dispatched call):
+/// the schema and the CPU kernel are read from it, without a second load.
+#[inline(never)]
+pub(crate) fn run_cpu_fallback_on(
+    mode: FallbackMode,
+    op: &OperatorHandle,
+    table: &DispatchTable,
+    keys: DispatchKeySet,
+    stack: &mut Stack,
+) -> Result<()> {
+    let key = keys.highest().unwrap_or(DispatchKey::CPU);
+    let info = &table.schema(op)?.info;
+    if mode.check() {
         check_policy(op, key)?;
     }
     if info.has_view_returns {
-        match cfg.views {
-            ViewPolicy::Refuse => {
-                return Err(Error::Fallback(format!(
-                    "'{}' is a view operator: its result aliases its input, and the CPU fallback cannot share storage between '{key}' and the CPU; implement it for '{key}', or use CpuFallback(views=\"copy\") to get copies",
-                    op.name()
-                )))
-            }
-            ViewPolicy::Copy => warn(
-                WarningKind::ViewCopy,
-                &format!(
-                    "'{}' is a view operator; the CPU fallback for '{key}' returns a copy, which does not share storage with its input",
-                    op.name()
-                ),
-            )?,
-        }
+        view_operator(mode.views(), op, key)?;
     }
-    let hooks = backend(key).ok_or_else(|| {
-        Error::Fallback(format!(
-            "cannot run '{}' through the CPU fallback: '{key}' is not a backend with transfer hooks (register it with register_backend)",
-            op.name()
-        ))
-    })?;
+    let backend = registered(key).ok_or_else(|| not_a_backend(op, key))?;
     let start = clock::ticks();
     let mut call = FallbackCall {
         op,
         info,
         key,
-        hooks,
-        guard: &guard,
+        hooks: backend.hooks,
+        batches: backend.batches,
+        table,
         bytes_to_cpu: 0,
         bytes_from_cpu: 0,
-        written: Vec::new(),
     };
-    let result = call.run(stack);
-    let ticks = clock::ticks().wrapping_sub(start);
-    let ok = result.is_ok();
-    op.metrics()
-        .record(key, ticks, call.bytes_to_cpu, call.bytes_from_cpu, ok);
-    result
+    // The error case apart, so that a call that went well returns without copying a `Result`.
+    match call.run(stack) {
+        Ok(()) => {
+            call.record(start, true);
+            Ok(())
+        }
+        Err(e) => {
+            call.record(start, false);
+            Err(e)
+        }
+    }
+}
+
+/// A view operator: refused, or copied with a warning.
+#[cold]
+fn view_operator(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Result<()> {
+    match views {
+        ViewPolicy::Refuse => Err(Error::Fallback(format!(
+            "'{}' is a view operator: its result aliases its input, and the CPU fallback cannot share storage between '{key}' and the CPU; implement it for '{key}', or use CpuFallback(views=\"copy\") to get copies",
+            op.name()
+        ))),
+        ViewPolicy::Copy => warn(
+            WarningKind::ViewCopy,
+            &format!(
+                "'{}' is a view operator; the CPU fallback for '{key}' returns a copy, which does not share storage with its input",
+                op.name()
+            ),
+        ),
+    }
+}
+
+#[cold]
+fn not_a_backend(op: &OperatorHandle, key: DispatchKey) -> Error {
+    Error::Fallback(format!(
+        "cannot run '{}' through the CPU fallback: '{key}' is not a backend with transfer hooks (register it with register_backend)",
+        op.name()
+    ))
 }
 
 impl FallbackCall<'_> {
+    /// Counts the call in the operator's counters.
+    #[inline(always)]
+    fn record(&self, start: u64, ok: bool) {
+        let ticks = clock::ticks().wrapping_sub(start);
+        self.op
+            .metrics()
+            .record(self.key, ticks, self.bytes_to_cpu, self.bytes_from_cpu, ok);
+    }
+
     /// Moves the tensors (1), runs the CPU kernel (2), moves the results (3), writes back (4).
     ///
     /// The CPU tensors take the device tensors' places in the caller's stack, so a call builds
@@ -216,7 +310,7 @@ impl FallbackCall<'_> {
             return self.run_with_writes(stack);
         }
         // A functional operator: nothing to keep aside or write back.
-        let target = self.move_to_cpu::<false>(stack)?;
+        let target = self.move_to_cpu(stack, &mut ())?;
         self.run_cpu_kernel(stack)?;
         for v in stack.iter_mut() {
             self.return_to_device(v, target)?;
@@ -237,7 +331,9 @@ impl FallbackCall<'_> {
             .filter(|(_, (a, _))| a.is_write)
             .map(|(i, (_, v))| (i, v.clone()))
             .collect();
-        let target = self.move_to_cpu::<true>(stack)?;
+        // The moved tensors the kernel writes.
+        let mut written: Vec<Written> = Vec::new();
+        let target = self.move_to_cpu(stack, &mut written)?;
         self.run_cpu_kernel(stack)?;
 
         // 3. Move every result to the device before writing any argument. A return that
@@ -256,8 +352,7 @@ impl FallbackCall<'_> {
         // 4. Write the mutated arguments back (from the returned value where the kernel gave
         // a new one for an aliased return). With several written tensors, each destination is
         // backed up first, so a failing copy_from_cpu can put back those already written.
-        let writes: Vec<(&Tensor, &Tensor)> = self
-            .written
+        let writes: Vec<(&Tensor, &Tensor)> = written
             .iter()
             .filter_map(|w| {
                 let src = replaced
@@ -306,29 +401,29 @@ impl FallbackCall<'_> {
     /// Step 1: moves the backend's tensors to the CPU, each into its device tensor's place in
     /// the stack: one by one, or all at once where the backend batches. Finds the device the
     /// results go to on the way (two devices are an error before any tensor is written), and
-    /// a `Device` argument naming the backend becomes the CPU. `WRITES`: the operator writes
-    /// some argument (for a functional one the write bookkeeping compiles away).
+    /// a `Device` argument naming the backend becomes the CPU. `log` keeps the tensors the
+    /// kernel writes (for a functional operator it is `()`, and the bookkeeping compiles away).
     #[inline(always)]
-    fn move_to_cpu<const WRITES: bool>(&mut self, stack: &mut Stack) -> Result<Device> {
+    fn move_to_cpu<W: WriteLog>(&mut self, stack: &mut Stack, log: &mut W) -> Result<Device> {
         let (op, info, key) = (self.op, self.info, self.key);
         let mut target = TargetDevice::default();
-        if self.hooks.batches_transfers() {
-            self.move_batched(&mut target, stack)?;
+        if self.batches {
+            target = self.move_batched(target, stack, log)?;
         } else {
             for &i in &info.tensor_args {
-                let write = WRITES && info.args.get(i).is_some_and(|a| a.is_write);
+                let write = W::WRITES && info.args.get(i).is_some_and(|a| a.is_write);
                 match stack.get_mut(i) {
                     Some(IValue::Tensor(t)) => {
                         target.see(op, t)?;
                         if t.key() == key {
-                            self.move_one(i, None, write, t)?;
+                            self.move_one(i, None, write, t, log)?;
                         }
                     }
                     Some(IValue::TensorList(ts)) => {
                         for (j, t) in ts.iter_mut().enumerate() {
                             target.see(op, t)?;
                             if t.key() == key {
-                                self.move_one(i, Some(j), write, t)?;
+                                self.move_one(i, Some(j), write, t, log)?;
                             }
                         }
                     }
@@ -337,7 +432,7 @@ impl FallbackCall<'_> {
                             if let Some(t) = t {
                                 target.see(op, t)?;
                                 if t.key() == key {
-                                    self.move_one(i, Some(j), write, t)?;
+                                    self.move_one(i, Some(j), write, t, log)?;
                                 }
                             }
                         }
@@ -364,12 +459,13 @@ impl FallbackCall<'_> {
         slot: Option<usize>,
         write: bool,
         t: &mut Tensor,
+        log: &mut impl WriteLog,
     ) -> Result<()> {
         let cpu = self
             .hooks
             .to_cpu(t, write)
             .map_err(|e| step_error(self.op, "to_cpu", e))?;
-        self.moved(arg, slot, write, &cpu);
+        self.moved(arg, slot, write, &cpu, log);
         *t = cpu;
         Ok(())
     }
@@ -377,10 +473,17 @@ impl FallbackCall<'_> {
     /// Counts a moved tensor's bytes, and keeps a handle on its CPU copy if the kernel writes
     /// it (for the write-back).
     #[inline(always)]
-    fn moved(&mut self, arg: usize, slot: Option<usize>, write: bool, cpu: &Tensor) {
+    fn moved(
+        &mut self,
+        arg: usize,
+        slot: Option<usize>,
+        write: bool,
+        cpu: &Tensor,
+        log: &mut impl WriteLog,
+    ) {
         self.bytes_to_cpu += cpu.nbytes() as u64;
         if write {
-            self.written.push(Written {
+            log.keep(Written {
                 arg,
                 slot,
                 cpu: cpu.clone(),
@@ -390,7 +493,12 @@ impl FallbackCall<'_> {
 
     /// Step 1 on a backend that batches: every tensor in one `to_cpu_many`, after all of them
     /// were seen to be on one device.
-    fn move_batched(&mut self, target: &mut TargetDevice, stack: &mut Stack) -> Result<()> {
+    fn move_batched(
+        &mut self,
+        mut target: TargetDevice,
+        stack: &mut Stack,
+        log: &mut impl WriteLog,
+    ) -> Result<TargetDevice> {
         let (op, key) = (self.op, self.key);
         let mut sources: Vec<(&Tensor, bool)> = Vec::new();
         let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
@@ -415,19 +523,19 @@ impl FallbackCall<'_> {
             )));
         }
         for ((arg, slot, write), cpu) in places.into_iter().zip(cpus) {
-            self.moved(arg, slot, write, &cpu);
+            self.moved(arg, slot, write, &cpu, log);
             if let Some(v) = stack.get_mut(arg) {
                 place(v, slot, cpu);
             }
         }
-        Ok(())
+        Ok(target)
     }
 
     /// Step 2: runs the CPU kernel on the CPU stack, which it leaves holding the returns.
     #[inline(always)]
     fn run_cpu_kernel(&self, stack: &mut Stack) -> Result<()> {
         self.op
-            .call_boxed_in(self.guard, DispatchKey::CPU.set(), stack)
+            .call_cpu_kernel(self.table, stack)
             .map_err(|e| kernel_error(self.op, self.key, e))?;
         if stack.len() != self.info.returns.len() {
             return Err(Error::Fallback(format!(

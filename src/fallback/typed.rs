@@ -7,7 +7,7 @@
 //! that write an argument, view operators, a `Device` argument, backends that batch transfers,
 //! DEBUG logging, and CPU kernels without that typed entry point).
 
-use crate::backend::{backend, Backend};
+use crate::backend::{registered, Backend};
 use crate::clock;
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
@@ -31,7 +31,7 @@ pub(crate) fn typed_hooks(info: &SchemaInfo, key: DispatchKey) -> Option<&'stati
     if log::log_enabled!(target: "boxfall", log::Level::Debug) {
         return None;
     }
-    backend(key).filter(|hooks| !hooks.batches_transfers())
+    registered(key).filter(|r| !r.batches).map(|r| r.hooks)
 }
 
 /// Runs the fallback of a typed call: `cpu` is the operator's CPU kernel, `hooks` what

@@ -76,7 +76,7 @@ fn call_kernel(
     // Borrowed for the call (no reference count moves); a kernel that redefines the operator
     // while it runs only retires this schema, which lives until the section ends.
     let guard = crate::rcu::read();
-    let schema = op.schema_in(&guard)?;
+    let schema = op.table_in(&guard).schema(op)?;
     let mut passed = Passed::default();
     let mut written: Vec<(Bound<'_, PyAny>, Tensor)> = Vec::new();
     let params = &schema.schema.arguments;
