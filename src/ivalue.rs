@@ -242,6 +242,18 @@ pub trait ArgValue: Sized {
     fn into_ivalue(self) -> IValue;
     /// Unboxes the value.
     fn from_ivalue(v: IValue) -> Result<Self>;
+    /// `from_ivalue` of a value in a stack slot that the caller has given up (an unboxing
+    /// adapter taking its arguments off the stack), reading only what the value needs.
+    ///
+    /// # Safety
+    /// `p` points to an initialized value that the caller owns and neither uses nor drops
+    /// again.
+    #[doc(hidden)]
+    #[inline(always)]
+    unsafe fn read_from(p: *const IValue) -> Result<Self> {
+        // SAFETY: the caller gives up the value at `p`, which is read once.
+        Self::from_ivalue(unsafe { std::ptr::read(p) })
+    }
     /// Whether the CPU fallback of a typed call can take this value without boxing it: a value
     /// without tensors as it is, a tensor (or tensors) through `map_tensors`. `false` (the
     /// default) sends a typed call with such a value down the boxed fallback.
@@ -370,6 +382,20 @@ impl ArgValue for Tensor {
         match v {
             IValue::Tensor(t) => Ok(t),
             other => mismatch("Tensor", other),
+        }
+    }
+    /// Reads the tag and the tensor's pointer only. The whole 32-byte value, moved, is read
+    /// with wide loads; when the slot was just written by narrower stores (the CPU fallback
+    /// puts each CPU tensor in its device tensor's place), those loads cannot be forwarded
+    /// from the stores and stall until they reach the cache.
+    #[inline(always)]
+    unsafe fn read_from(p: *const IValue) -> Result<Self> {
+        // SAFETY: the caller gives up the initialized value at `p`. An `IValue::Tensor` owns
+        // nothing but its tensor, which is read out once here; any other value is read whole,
+        // once, and dropped by `from_ivalue`.
+        match unsafe { &*p } {
+            IValue::Tensor(t) => Ok(unsafe { std::ptr::read(t) }),
+            _ => Self::from_ivalue(unsafe { std::ptr::read(p) }),
         }
     }
 }
@@ -605,12 +631,13 @@ macro_rules! tuple_impls {
                     stack.as_ptr().add(start)
                 };
                 $(
-                    // SAFETY: `p` walks the `$len` values just given up by the Vec, in bounds.
-                    let $name = unsafe { std::ptr::read(p) };
+                    // SAFETY: `p` walks the `$len` values just given up by the Vec, in bounds;
+                    // each is read (and so owned) by exactly one `read_from`.
+                    let $name = unsafe { $name::read_from(p) };
                     p = p.wrapping_add(1);
                 )+
                 let _ = p;
-                Ok(($($name::from_ivalue($name)?,)+))
+                Ok(($($name?,)+))
             }
         }
     };
@@ -688,6 +715,34 @@ mod tests {
         );
         drop(stack);
         assert_eq!(Arc::strong_count(&o), 1);
+    }
+
+    #[test]
+    fn tensors_are_read_out_of_their_slots_and_other_values_in_tensor_slots_dropped_once() {
+        let o: Arc<dyn Any + Send + Sync> = Arc::new(3_u8);
+        let t = Tensor::from_array(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+        let mut stack = vec![IValue::Tensor(t.clone()), IValue::Tensor(t.clone())];
+        let (a, b) = <(Tensor, Tensor)>::pop_from(&mut stack).unwrap();
+        assert!(stack.is_empty());
+        assert!(
+            a.same(&t) && b.same(&t),
+            "the tensors themselves, not copies"
+        );
+        drop((a, b));
+        // A tensor slot holding something else: an error, and the value dropped once; the
+        // tensor before it is read out and dropped with the error, once.
+        let mut stack = vec![IValue::Tensor(t.clone()), object(&o), object(&o)];
+        let err = <(Tensor, Tensor, Tensor)>::pop_from(&mut stack)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("expected Tensor"), "{err}");
+        assert!(stack.is_empty());
+        assert_eq!(Arc::strong_count(&o), 1, "each object dropped exactly once");
+        // The tensor is still whole: its data reads back as before.
+        assert_eq!(
+            t.to_host().unwrap().as_f64().unwrap().as_slice().unwrap(),
+            &[1.0, 2.0]
+        );
     }
 
     #[test]

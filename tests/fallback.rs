@@ -1254,3 +1254,40 @@ fn a_stack_that_does_not_fit_the_schema_is_an_error_and_is_left_as_it_was() {
     assert_eq!(stack.len(), 1);
     assert!(Tensor::same(tensor_of(&stack[0]), &x));
 }
+
+/// Transfers like a host backend, but `from_cpu` panics: a backend's bug, not an error.
+struct PanicsFromCpu;
+
+impl boxfall::backend::Backend for PanicsFromCpu {
+    fn to_cpu(&self, t: &Tensor, _for_write: bool) -> Result<Tensor> {
+        Ok(Tensor::host(Device::CPU, (*t.to_host()?).clone()))
+    }
+    fn from_cpu(&self, _cpu: &Tensor, _device: Device) -> Result<Tensor> {
+        panic!("from_cpu of a buggy backend")
+    }
+    fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
+        dst.set_data(src.data());
+        Ok(())
+    }
+}
+
+#[test]
+fn a_backend_hook_that_panics_while_a_result_moves_drops_every_tensor_once() {
+    // The fallback takes each result tensor out of its stack slot to give it to `from_cpu`
+    // (`value_to_device`); a panic there must leave nothing owned twice.
+    let key = boxfall::backend::register_backend("FbPanicsFromCpu", Arc::new(PanicsFromCpu))
+        .expect("backend");
+    let mut fb = fallback_lib();
+    fb.fallback(key, cpu_fallback()).expect("fallback");
+    let (_ns, mut lib) = def_lib("fb");
+    let op = define_neg(&mut lib);
+    let x = on_key(key, &[1.0, -2.0]);
+    let mut stack = vec![IValue::Tensor(x.clone())];
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.call_boxed(&mut stack)));
+    assert!(outcome.is_err(), "the hook's panic reaches the caller");
+    // The stack (whatever it holds) drops cleanly, and the argument is whole and unchanged.
+    drop(stack);
+    assert_eq!(values(&x), vec![1.0, -2.0]);
+    assert_eq!(x.device().key, key);
+}

@@ -560,15 +560,25 @@ impl FallbackCall<'_> {
     fn value_to_device(&mut self, v: &mut IValue, target: Device) -> Result<()> {
         match v {
             // Taken out and put back, so that a backend keeping host memory can take the
-            // tensor itself; only the tensor moves, not the whole value.
+            // tensor itself.
             IValue::Tensor(t) if t.key() == DispatchKey::CPU => {
                 self.bytes_from_cpu += t.nbytes() as u64;
-                if let IValue::Tensor(t) = std::mem::replace(v, IValue::None) {
-                    let on_device = IValue::Tensor(self.hooks.from_cpu_owned(t, target)?);
-                    // What is replaced is the None put there above: forgetting it leaks
-                    // nothing, and saves the drop call an assignment would make.
-                    std::mem::forget(std::mem::replace(v, on_device));
-                }
+                // Only the tensor's pointer is read, not the whole value: the CPU kernel has
+                // just written this value with two stores, and a wide load across them (as
+                // moving the value out makes) cannot be forwarded from them, which stalled
+                // every fallback until they reached the cache.
+                // SAFETY: `t` is valid (borrowed from `v`), and is not used after this read.
+                // Its place is overwritten at once with `IValue::None`, without dropping the
+                // old value, so the tensor read is from then on the only owner of its
+                // reference: no drop is lost or doubled, even if `from_cpu_owned` panics (the
+                // stack then holds None).
+                let cpu = unsafe { std::ptr::read(t) };
+                // SAFETY: `v` is valid for writes; see above for the value it held.
+                unsafe { std::ptr::write(v, IValue::None) };
+                let on_device = self.hooks.from_cpu_owned(cpu, target)?;
+                // SAFETY: `v` holds the None written above, which owns nothing, so writing over
+                // it without a drop leaks nothing.
+                unsafe { std::ptr::write(v, IValue::Tensor(on_device)) };
                 Ok(())
             }
             IValue::TensorList(_) | IValue::OptionalTensorList(_) | IValue::Tuple(_) => {

@@ -9,21 +9,28 @@ use crate::tensor::{Device, Tensor};
 /// The device the results go to, found as the arguments' tensors are looked at: the first
 /// tensor of the fallback's backend (lists included), else a `Device` argument naming the
 /// backend, else index 0. Two different non-CPU devices are an error naming both.
-#[derive(Default)]
-pub(super) struct TargetDevice(Option<Device>);
+///
+/// The CPU stands for "none seen yet" (a CPU tensor never becomes the target), which keeps
+/// the check to two compares a tensor.
+pub(super) struct TargetDevice(Device);
+
+impl Default for TargetDevice {
+    fn default() -> TargetDevice {
+        TargetDevice(Device::CPU)
+    }
+}
 
 impl TargetDevice {
     #[inline(always)]
     pub(super) fn see(&mut self, op: &OperatorHandle, t: &Tensor) -> Result<()> {
         let d = t.device();
-        match self.0 {
-            _ if d.key == DispatchKey::CPU => Ok(()),
-            None => {
-                self.0 = Some(d);
-                Ok(())
-            }
-            Some(f) if f == d => Ok(()),
-            Some(f) => Err(two_devices(op, f, d)),
+        if d.key == DispatchKey::CPU || d == self.0 {
+            Ok(())
+        } else if self.0.key == DispatchKey::CPU {
+            self.0 = d;
+            Ok(())
+        } else {
+            Err(two_devices(op, self.0, d))
         }
     }
 
@@ -37,9 +44,9 @@ impl TargetDevice {
         device_arg: Option<&IValue>,
     ) -> Result<Device> {
         match self.0 {
-            Some(d) if d.key != key => Err(other_backend(op, key, d)),
-            Some(d) => Ok(d),
-            None => match device_arg {
+            d if d.key == key => Ok(d),
+            d if d.key != DispatchKey::CPU => Err(other_backend(op, key, d)),
+            _ => match device_arg {
                 Some(IValue::Device(d)) if d.key == key => Ok(*d),
                 _ => Ok(Device::new(key, 0)),
             },
