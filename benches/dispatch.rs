@@ -1,6 +1,10 @@
 //! The cost of dispatch itself: a trivial kernel called directly, through a typed handle
 //! (unboxed and boxed kernels), through a boxed call, and through a functionality key whose
 //! boxed fallback redispatches. `cargo bench --bench dispatch`.
+//!
+//! `BOXFALL_BENCH_LOOP=hop:1000000` (or `direct`, `typed-unboxed`, `typed-boxed`, `boxed`) runs
+//! just that call so many times, for a profiler or an instruction count
+//! (`valgrind --tool=callgrind`, with a run of 0 calls to subtract the setup).
 
 use std::hint::black_box;
 
@@ -45,6 +49,28 @@ fn bench_dispatch(c: &mut Criterion) {
     let typed_unboxed = unboxed_op.typed::<(Tensor,), Tensor>().expect("typed");
     let typed_boxed = boxed_op.typed::<(Tensor,), Tensor>().expect("typed");
 
+    if let Some((which, calls)) = loop_request() {
+        let _g = (which == "hop").then(|| LocalKeysGuard::include(trace.set()));
+        let f: boxfall::kernel::UnboxedFn<(Tensor,), Tensor> = identity;
+        let mut stack = Vec::with_capacity(1);
+        match which.as_str() {
+            "direct" => repeat(calls, || {
+                black_box(f)(DispatchKey::CPU.set(), (black_box(&t).clone(),))
+            }),
+            "typed-unboxed" | "hop" => repeat(calls, || typed_unboxed.call((black_box(&t).clone(),))),
+            "typed-boxed" => repeat(calls, || typed_boxed.call((black_box(&t).clone(),))),
+            // On a stack kept between calls, so that the loop counts dispatch only.
+            "boxed" => repeat(calls, || {
+                stack.push(IValue::Tensor(black_box(&t).clone()));
+                let r = unboxed_op.call_boxed(&mut stack);
+                stack.clear();
+                r
+            }),
+            other => panic!("BOXFALL_BENCH_LOOP: no call {other:?} (direct, typed-unboxed, typed-boxed, boxed, hop)"),
+        }
+        return;
+    }
+
     let mut g = c.benchmark_group("dispatch");
     g.bench_function("direct function call", |b| {
         let f: boxfall::kernel::UnboxedFn<(Tensor,), Tensor> = identity;
@@ -67,6 +93,20 @@ fn bench_dispatch(c: &mut Criterion) {
         b.iter(|| typed_unboxed.call((black_box(&t).clone(),)))
     });
     g.finish();
+}
+
+/// Makes `calls` calls with `f`, and nothing else.
+fn repeat<T>(calls: u64, mut f: impl FnMut() -> T) {
+    for _ in 0..calls {
+        black_box(f());
+    }
+}
+
+/// `BOXFALL_BENCH_LOOP=<call>:<count>`, if set.
+fn loop_request() -> Option<(String, u64)> {
+    let v = std::env::var("BOXFALL_BENCH_LOOP").ok()?;
+    let (which, calls) = v.split_once(':')?;
+    Some((which.to_owned(), calls.parse().ok()?))
 }
 
 criterion_group!(benches, bench_dispatch);

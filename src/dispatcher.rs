@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use crossbeam_utils::CachePadded;
 
 use crate::error::{Error, Result};
+use crate::fallback::FallbackMode;
 use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
 use crate::kernel::{KernelFunction, UnboxedFn};
 use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
@@ -380,7 +381,7 @@ impl OperatorHandle {
     ) -> Result<()> {
         match kernel.cpu_fallback_config() {
             Some((config, check)) => {
-                let mode = crate::fallback::FallbackMode::new(config, check);
+                let mode = FallbackMode::new(config, check);
                 crate::fallback::run_cpu_fallback_on(mode, self, table, keys, stack)
             }
             None => kernel.call_boxed(self, keys, stack),
@@ -588,29 +589,54 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         if let Some(f) = kernel.unboxed::<A, R>() {
             return f(keys, args);
         }
-        // The CPU fallback of a functional operator whose CPU kernel has this signature runs
-        // typed, without boxing (`fallback::typed`); the test is compiled out for signatures
-        // it cannot take.
+        if let Some((config, check)) = kernel.cpu_fallback_config() {
+            return self.call_cpu_fallback(
+                table,
+                key,
+                keys,
+                FallbackMode::new(config, check),
+                args,
+            );
+        }
+        self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
+    }
+
+    /// A typed call that reached the CPU fallback. The fallback of a functional operator whose
+    /// CPU kernel has this signature runs typed, without boxing (`fallback::typed`; the test
+    /// is compiled out for signatures it cannot take); any other runs boxed, on this table.
+    /// Out of line, so that a typed call of a kernel keeps its own code small.
+    #[inline(never)]
+    fn call_cpu_fallback(
+        &self,
+        table: &DispatchTable,
+        key: DispatchKey,
+        keys: DispatchKeySet,
+        mode: FallbackMode,
+        args: A,
+    ) -> Result<R> {
         if A::TYPED_FALLBACK && R::TYPED_FALLBACK {
-            if let Some(policy) = kernel.cpu_fallback_policy() {
-                if let Some((hooks, cpu)) = typed_fallback_parts::<A, R>(table, key) {
-                    return crate::fallback::call_typed(policy, &self.op, key, hooks, cpu, args);
-                }
+            if let Some((hooks, cpu)) = typed_fallback_parts::<A, R>(table, key) {
+                return crate::fallback::call_typed(mode.check(), &self.op, key, hooks, cpu, args);
             }
         }
-        // Boxing once: the stack comes from this thread's spare, so a typed call of a boxed
-        // kernel allocates only the first time (a nested call finds the spare taken and
-        // allocates its own). The spare is boxed so that taking and returning it moves one
-        // word: moving the three words of a Vec that were just written one by one stalls the
-        // wide loads of the move, a few ns a call.
+        self.call_boxing(args, |stack| {
+            crate::fallback::run_cpu_fallback_on(mode, &self.op, table, keys, stack)
+        })
+    }
+
+    /// Boxes the arguments once, runs `call` on the stack, and unboxes its returns. The stack
+    /// comes from this thread's spare, so a typed call of a boxed kernel allocates only the
+    /// first time (a nested call finds the spare taken and allocates its own). The spare is
+    /// boxed so that taking and returning it moves one word: moving the three words of a Vec
+    /// that were just written one by one stalls the wide loads of the move, a few ns a call.
+    #[inline(always)]
+    fn call_boxing(&self, args: A, call: impl FnOnce(&mut Stack) -> Result<()>) -> Result<R> {
         let mut spare = SpareStack::take();
         let stack = spare.0.get_or_insert_with(Box::default);
         args.push_onto(stack);
         // The tail expression, so the result is built in the caller's slot; the spare goes
         // back when `spare` drops, after.
-        self.op
-            .call_kernel(table, kernel, keys, stack)
-            .and_then(|()| R::pop_from(stack))
+        call(stack).and_then(|()| R::pop_from(stack))
     }
 }
 

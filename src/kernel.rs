@@ -242,15 +242,6 @@ impl KernelFunction {
             _ => None,
         }
     }
-
-    #[inline]
-    pub(crate) fn cpu_fallback_policy(&self) -> Option<bool> {
-        match self.kind {
-            KernelKind::CpuFallback { policy, .. } => Some(policy),
-            _ => None,
-        }
-    }
-
     /// Whether a typed entry point exists.
     ///
     /// ```

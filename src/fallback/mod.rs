@@ -192,8 +192,9 @@ impl FallbackMode {
         FallbackMode(views | if check { FallbackMode::CHECK } else { 0 })
     }
 
+    /// Whether the fallback policy applies.
     #[inline(always)]
-    fn check(self) -> bool {
+    pub(crate) fn check(self) -> bool {
         self.0 & FallbackMode::CHECK != 0
     }
 
