@@ -442,14 +442,10 @@ impl FallbackCall<'_> {
                 }
             }
         }
-        let device_arg = info.device_arg.and_then(|d| stack.get(d));
-        let target = target.finish(op, key, device_arg)?;
-        if let Some(IValue::Device(dev)) = info.device_arg.and_then(|d| stack.get_mut(d)) {
-            if dev.key == key {
-                *dev = Device::CPU;
-            }
+        match info.device_arg {
+            None => target.finish(op, key, None),
+            Some(d) => device_argument(op, key, target, stack.get_mut(d)),
         }
-        Ok(target)
     }
 
     /// Step 1 for one tensor: its CPU loan or copy takes its place.
@@ -559,10 +555,11 @@ impl FallbackCall<'_> {
 
     #[inline(always)]
     fn value_to_device(&mut self, v: &mut IValue, target: Device) -> Result<()> {
-        match v {
+        // A tensor is tested for first: it is what almost every return is.
+        if let IValue::Tensor(t) = v {
             // Taken out and put back, so that a backend keeping host memory can take the
-            // tensor itself.
-            IValue::Tensor(t) if t.key() == DispatchKey::CPU => {
+            // tensor itself; a tensor on a device stays.
+            if t.key() == DispatchKey::CPU {
                 self.bytes_from_cpu += t.nbytes() as u64;
                 // Only the tensor's pointer is read, not the whole value: the CPU kernel has
                 // just written this value with two stores, and a wide load across them (as
@@ -580,8 +577,10 @@ impl FallbackCall<'_> {
                 // SAFETY: `v` holds the None written above, which owns nothing, so writing over
                 // it without a drop leaks nothing.
                 unsafe { std::ptr::write(v, IValue::Tensor(on_device)) };
-                Ok(())
             }
+            return Ok(());
+        }
+        match v {
             IValue::TensorList(_) | IValue::OptionalTensorList(_) | IValue::Tuple(_) => {
                 self.lists_to_device(v, target)
             }
@@ -621,6 +620,24 @@ impl FallbackCall<'_> {
         }
         Ok(())
     }
+}
+
+/// The end of step 1 for an operator with a `Device` argument: the argument decides the
+/// results' device when no tensor did, and one naming the backend becomes the CPU.
+#[inline(never)]
+fn device_argument(
+    op: &OperatorHandle,
+    key: DispatchKey,
+    target: TargetDevice,
+    arg: Option<&mut IValue>,
+) -> Result<Device> {
+    let target = target.finish(op, key, arg.as_deref())?;
+    if let Some(IValue::Device(dev)) = arg {
+        if dev.key == key {
+            *dev = Device::CPU;
+        }
+    }
+    Ok(target)
 }
 
 /// A fallback step's error, naming the operator and the step (a foreign error carries its own
