@@ -608,7 +608,7 @@ macro_rules! tuple_impls {
                 DispatchKeySet::EMPTY $(| $name.device_key_set())+
             }
             #[allow(non_snake_case)]
-            #[inline]
+            #[inline(always)]
             fn push_onto(self, stack: &mut Stack) {
                 let ($($name,)+) = self;
                 stack.reserve($len);
