@@ -110,6 +110,16 @@ impl DispatchTable {
         self.schema.as_deref().ok_or_else(|| op.undefined())
     }
 
+    /// The CPU kernel, unless a fallthrough at the CPU key hides it.
+    #[inline(always)]
+    pub(crate) fn cpu_kernel(&self) -> Option<&KernelFunction> {
+        let cpu = DispatchKey::CPU;
+        if self.mask & cpu.set().0 == 0 {
+            return None;
+        }
+        self.entries[cpu.index()].kernel.as_ref()
+    }
+
     fn empty() -> DispatchTable {
         DispatchTable {
             entries: std::array::from_fn(|_| TableEntry {

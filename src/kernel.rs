@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
-use crate::fallback::CpuFallback;
+use crate::fallback::{stack_entry, CpuFallback, StackEntry};
 use crate::ivalue::{CallArgs, CallReturns, Stack};
 use crate::key::DispatchKeySet;
 
@@ -54,6 +54,9 @@ pub(crate) enum KernelKind {
 pub struct KernelFunction {
     boxed: Arc<BoxedFn>,
     unboxed: Option<UnboxedPtr>,
+    /// For a kernel made from a typed function: its entry for the CPU fallback of a boxed
+    /// call (`fallback::typed`).
+    stack_entry: Option<Arc<StackEntry>>,
     pub(crate) kind: KernelKind,
     /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
     tag: Option<Arc<dyn Any + Send + Sync>>,
@@ -80,6 +83,7 @@ impl KernelFunction {
         KernelFunction {
             boxed: Arc::new(f),
             unboxed: None,
+            stack_entry: None,
             kind: KernelKind::Regular,
             tag: None,
         }
@@ -119,6 +123,7 @@ impl KernelFunction {
                 signature: TypeId::of::<UnboxedFn<A, R>>(),
                 address: f as usize,
             }),
+            stack_entry: stack_entry(f),
             kind: KernelKind::Regular,
             tag: None,
         }
@@ -171,6 +176,7 @@ impl KernelFunction {
                 op.redispatch_boxed(keys, stack)
             }),
             unboxed: None,
+            stack_entry: None,
             kind: KernelKind::Fallthrough,
             tag: None,
         }
@@ -183,6 +189,7 @@ impl KernelFunction {
                 crate::fallback::run_cpu_fallback(&c, false, op, keys, stack)
             }),
             unboxed: None,
+            stack_entry: None,
             kind: KernelKind::CpuFallback {
                 config,
                 policy: false,
@@ -201,6 +208,7 @@ impl KernelFunction {
                         crate::fallback::run_cpu_fallback(&c, true, op, keys, stack)
                     }),
                     unboxed: None,
+                    stack_entry: None,
                     kind: KernelKind::CpuFallback {
                         config: config.clone(),
                         policy: true,
@@ -234,6 +242,13 @@ impl KernelFunction {
 
     /// For a CPU fallback kernel, whether it obeys the fallback policy; `None` for any other
     /// kernel.
+    /// The entry for the CPU fallback of a boxed call, if the kernel was made from a typed
+    /// function whose signature the typed fallback takes.
+    #[inline(always)]
+    pub(crate) fn stack_entry(&self) -> Option<&StackEntry> {
+        self.stack_entry.as_deref()
+    }
+
     /// A CPU fallback's configuration, and whether the fallback policy applies to it.
     #[inline(always)]
     pub(crate) fn cpu_fallback_config(&self) -> Option<(&CpuFallback, bool)> {

@@ -1,8 +1,10 @@
-//! The CPU fallback of a typed call, which runs without boxing when the operator is functional
-//! and its CPU kernel has the call's signature: over random mixes of device, second-device and
-//! CPU tensors, with failures injected in each step, it gives what the boxed fallback gives (the
-//! same values on the same devices, or the same error), calls the same hooks as often, and moves
-//! the counters alike. Calls it leaves to the boxed fallback still fall back, in full.
+//! The typed CPU fallback, which serves a functional operator whose CPU kernel is typed: from a
+//! typed call, without boxing, and from a boxed call, through the CPU kernel's stack entry.
+//! Over random mixes of device, second-device and CPU tensors, with failures injected in each
+//! step, both give what the schema-driven walk of the boxed fallback gives (which a boxed-only
+//! CPU kernel gets): the same values on the same devices, or the same error; they call the same
+//! hooks as often, and move the counters alike. Calls they leave to the walk still fall back,
+//! in full.
 //!
 //! The fallback policy is process-wide: these tests keep it at "allow" (tests/policy.rs owns it).
 
@@ -44,7 +46,9 @@ fn blend_cpu(_keys: DispatchKeySet, (a, b, cs, k): BlendArgs) -> Result<BlendRet
 struct Fixture {
     dev: Dev,
     blend: OperatorHandle,
-    _lib: boxfall::Library,
+    /// `blend` again, with a boxed-only CPU kernel: its fallback is the schema-driven walk.
+    blend_walk: OperatorHandle,
+    _libs: [boxfall::Library; 2],
 }
 
 fn fixture() -> &'static Fixture {
@@ -53,10 +57,12 @@ fn fixture() -> &'static Fixture {
         set_fallback_policy(FallbackPolicy::Allow);
         let dev = Dev::with_cpu_fallback("FbTyped");
         let (lib, blend) = define_blend();
+        let (walk_lib, blend_walk) = define_blend_walk();
         Fixture {
             dev,
             blend,
-            _lib: lib,
+            blend_walk,
+            _libs: [lib, walk_lib],
         }
     })
 }
@@ -75,6 +81,46 @@ fn define_blend() -> (boxfall::Library, OperatorHandle) {
     )
     .unwrap();
     (lib, blend)
+}
+
+/// `blend` with a CPU kernel made boxed-only (the same `blend_cpu`, unboxed by hand), so that
+/// no typed entry reaches it.
+fn define_blend_walk() -> (boxfall::Library, OperatorHandle) {
+    let (_, mut lib) = def_lib("fbwalk");
+    let blend = lib
+        .define("blend(Tensor a, Tensor? b, Tensor[] cs, int k) -> (Tensor, Tensor[])")
+        .unwrap();
+    lib.impl_kernel(
+        "blend",
+        DispatchKey::CPU,
+        KernelFunction::from_boxed(|_, keys, stack| {
+            use boxfall::ivalue::{CallArgs, CallReturns};
+            let args = BlendArgs::pop_from(stack)?;
+            blend_cpu(keys, args)?.push_onto(stack);
+            Ok(())
+        }),
+        false,
+    )
+    .unwrap();
+    (lib, blend)
+}
+
+/// A boxed call of a `blend`, its two returns taken off the stack.
+fn call_boxed(
+    op: &OperatorHandle,
+    (a, b, cs, k): (&Tensor, Option<&Tensor>, &[Tensor], i64),
+) -> Result<(Tensor, Vec<Tensor>)> {
+    let mut stack = vec![
+        IValue::Tensor(a.clone()),
+        b.cloned().map_or(IValue::None, IValue::Tensor),
+        IValue::TensorList(cs.to_vec()),
+        IValue::Int(k),
+    ];
+    op.call_boxed(&mut stack)?;
+    match (stack.pop(), stack.pop()) {
+        (Some(IValue::TensorList(rest)), Some(IValue::Tensor(first))) => Ok((first, rest)),
+        other => Err(kernel_error(format!("boxed returns: {other:?}"))),
+    }
 }
 
 /// Where a tensor lives: 0 the CPU, 1 the test device's index 0, 2 its index 1.
@@ -104,9 +150,9 @@ fn outcome(r: Result<(Tensor, Vec<Tensor>)>) -> Outcome {
     ))
 }
 
-/// The operator's counters and the backend's hook calls, to compare two calls' effects.
-fn effects(f: &Fixture) -> [u64; 7] {
-    let s = op_stats(f.blend.name()).expect("a defined operator");
+/// An operator's counters and the backend's hook calls, to compare two calls' effects.
+fn effects(f: &Fixture, op: &OperatorHandle) -> [u64; 7] {
+    let s = op_stats(op.name()).expect("a defined operator");
     let hooks = [Hook::ToCpu, Hook::FromCpu, Hook::CopyFromCpu].map(|h| f.dev.count(h) as u64);
     [
         s.fallbacks,
@@ -127,7 +173,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn a_typed_call_falls_back_exactly_as_a_boxed_one(
+    fn the_typed_fallback_from_typed_and_boxed_calls_gives_what_the_walk_gives(
         a in spec(),
         b in prop::option::of(spec()),
         cs in prop::collection::vec(spec(), 0..4),
@@ -137,46 +183,35 @@ proptest! {
         let f = fixture();
         let (ta, tb) = (make(&f.dev, &a), b.as_ref().map(|b| make(&f.dev, b)));
         let tcs: Vec<Tensor> = cs.iter().map(|c| make(&f.dev, c)).collect();
-        let inject = || {
+        // Each call with the same failure injected, its effects measured on its own operator.
+        let run = |op: &OperatorHandle, call: &dyn Fn() -> Result<(Tensor, Vec<Tensor>)>| {
             if let Some((hook, after)) = failure {
                 f.dev.hooks.fail([Hook::ToCpu, Hook::FromCpu][hook], after);
             }
+            let before = effects(f, op);
+            let r = call();
+            let after = effects(f, op);
+            f.dev.hooks.fail(Hook::ToCpu, -1);
+            f.dev.hooks.fail(Hook::FromCpu, -1);
+            // The two operators' names differ; what the errors say otherwise may not.
+            let r = outcome(r).map_err(|e| e.replace(op.name(), "<blend>"));
+            (r, delta(before, after))
         };
-
-        inject();
-        let before = effects(f);
-        let mut stack = vec![
-            IValue::Tensor(ta.clone()),
-            tb.clone().map_or(IValue::None, IValue::Tensor),
-            IValue::TensorList(tcs.clone()),
-            IValue::Int(k),
-        ];
-        let boxed = f.blend.call_boxed(&mut stack).and_then(|()| {
-            match (stack.pop(), stack.pop()) {
-                (Some(IValue::TensorList(rest)), Some(IValue::Tensor(first))) => Ok((first, rest)),
-                other => Err(kernel_error(format!("boxed returns: {other:?}"))),
-            }
+        let args = (&ta, tb.as_ref(), tcs.as_slice(), k);
+        let (walk, walk_effects) = run(&f.blend_walk, &|| call_boxed(&f.blend_walk, args));
+        let (boxed, boxed_effects) = run(&f.blend, &|| call_boxed(&f.blend, args));
+        let (typed, typed_effects) = run(&f.blend, &|| {
+            f.blend
+                .typed::<BlendArgs, BlendReturns>()
+                .unwrap()
+                .call((ta.clone(), tb.clone(), tcs.clone(), k))
+                .map(|Multi(r)| r)
         });
-        let boxed_effects = delta(before, effects(f));
-        f.dev.hooks.fail(Hook::ToCpu, -1);
-        f.dev.hooks.fail(Hook::FromCpu, -1);
-
-        inject();
-        let before = effects(f);
-        let typed = f
-            .blend
-            .typed::<BlendArgs, BlendReturns>()
-            .unwrap()
-            .call((ta.clone(), tb.clone(), tcs.clone(), k))
-            .map(|Multi(r)| r);
-        let typed_effects = delta(before, effects(f));
-        f.dev.hooks.fail(Hook::ToCpu, -1);
-        f.dev.hooks.fail(Hook::FromCpu, -1);
-
+        prop_assert_eq!(&boxed, &walk);
+        prop_assert_eq!(boxed_effects, walk_effects);
         let on_device = a.0 > 0 || b.iter().any(|b| b.0 > 0) || cs.iter().any(|c| c.0 > 0);
-        let (boxed, typed) = (outcome(boxed), outcome(typed));
-        prop_assert_eq!(&typed, &boxed);
-        prop_assert_eq!(typed_effects, boxed_effects);
+        prop_assert_eq!(&typed, &walk);
+        prop_assert_eq!(typed_effects, walk_effects);
         prop_assert_eq!(typed_effects[0], u64::from(on_device), "one fallback when a tensor is on the device");
         if let Ok((_, device, rest)) = &typed {
             prop_assert_eq!(device.key == f.dev.key, on_device);
@@ -339,4 +374,30 @@ fn a_typed_call_with_debug_logging_on_logs_its_fallback_with_every_tensor() {
         "both tensors, with their devices: {}",
         ours[0]
     );
+}
+
+#[test]
+fn a_boxed_call_whose_values_the_typed_cpu_kernel_does_not_take_fails_naming_the_operator() {
+    let f = fixture();
+    let (_, mut lib) = def_lib("fbtyped");
+    let op = lib.define("tag(Tensor x, int k) -> Tensor").unwrap();
+    // Registered with a signature that does not fit the schema: `k` is no string.
+    lib.impl_kernel(
+        "tag",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor, String), Tensor>(|_, (x, _)| Ok(x)),
+        false,
+    )
+    .unwrap();
+    let x = f.dev.tensor(&[1.0, 2.0]);
+    let mut stack = vec![IValue::Tensor(x.clone()), IValue::Int(3)];
+    let err = op.call_boxed(&mut stack).unwrap_err().to_string();
+    assert!(err.contains("expected str"), "{err}");
+    assert!(
+        err.contains(&format!("the CPU kernel of '{}'", op.name())),
+        "{err}"
+    );
+    let s = op_stats(op.name()).unwrap();
+    assert_eq!((s.fallbacks, s.failures), (1, 1));
+    assert_eq!((values(&x), x.device()), (vec![1.0, 2.0], f.dev.device(0)));
 }

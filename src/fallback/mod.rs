@@ -6,7 +6,7 @@
 //! every result is moved to the device before any argument is written, and nothing is written
 //! unless the kernel succeeded.
 
-use crate::backend::{registered, Backend};
+use crate::backend::{registered, Backend, Registered};
 use crate::clock;
 use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ pub use policy::{
     WarningHandler, WarningKind,
 };
 use target::TargetDevice;
-pub(crate) use typed::{call_typed, typed_hooks};
+pub(crate) use typed::{call_typed, stack_entry, typed_hooks, StackEntry};
 
 /// What the fallback does with a view operator (a return that aliases an input without
 /// writing it), whose storage cannot be shared across devices.
@@ -227,6 +227,10 @@ pub(crate) fn run_cpu_fallback_on(
     }
     let backend = registered(key).ok_or_else(|| not_a_backend(op, key))?;
     let start = clock::ticks();
+    // A functional operator whose CPU kernel is typed runs the typed fallback from the stack.
+    if let Some(entry) = typed_stack_entry(info, backend, table, stack) {
+        return typed::call_stack_entry(op, key, backend.hooks, entry, start, stack);
+    }
     let mut call = FallbackCall {
         op,
         info,
@@ -248,6 +252,27 @@ pub(crate) fn run_cpu_fallback_on(
             Err(e)
         }
     }
+}
+
+/// The CPU kernel's stack entry, where the typed fallback can serve this boxed call: the
+/// conditions of `typed::typed_hooks` (a functional operator, no view, no `Device` argument,
+/// a backend that moves tensors one by one, no DEBUG record to write), a stack that fits the
+/// schema (a call that does not goes the boxed way, which says so), and a CPU kernel that the
+/// operator's fallthroughs let through and that was made from a typed function.
+#[inline(always)]
+fn typed_stack_entry<'t>(
+    info: &SchemaInfo,
+    backend: &Registered,
+    table: &'t DispatchTable,
+    stack: &Stack,
+) -> Option<&'t StackEntry> {
+    if info.is_mutable || info.has_view_returns || info.device_arg.is_some() || backend.batches {
+        return None;
+    }
+    if stack.len() != info.args.len() || log::log_enabled!(target: "boxfall", log::Level::Debug) {
+        return None;
+    }
+    table.cpu_kernel()?.stack_entry()
 }
 
 /// A view operator: refused, or copied with a warning.

@@ -6,12 +6,18 @@
 //! counters and policy as the boxed one, which serves every other call (boxed callers, operators
 //! that write an argument, view operators, a `Device` argument, backends that batch transfers,
 //! DEBUG logging, and CPU kernels without that typed entry point).
+//!
+//! A boxed call (Python's, or any caller holding a stack) of such an operator runs the same
+//! typed fallback through the CPU kernel's stack entry (`stack_entry`): made with the kernel,
+//! generic over its signature, it unboxes the stack as the kernel's boxed entry point would,
+//! runs the typed fallback on the arguments and pushes the device returns. The schema-driven
+//! walk over the stack, and the second unboxing it leads to, are skipped.
 
 use crate::backend::{registered, Backend};
 use crate::clock;
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
-use crate::ivalue::{CallArgs, CallReturns, TensorMap};
+use crate::ivalue::{CallArgs, CallReturns, Stack, TensorMap};
 use crate::kernel::UnboxedFn;
 use crate::key::DispatchKey;
 use crate::schema::SchemaInfo;
@@ -49,23 +55,57 @@ pub(crate) fn call_typed<A: CallArgs, R: CallReturns>(
         check_policy(op, key)?;
     }
     let start = clock::ticks();
-    let mut moves = Moves {
-        op,
-        key,
-        hooks,
-        target: TargetDevice::default(),
-        to_cpu: 0,
-        from_cpu: 0,
-    };
+    let mut moves = Moves::new(op, key, hooks);
     let result = moves.run(cpu, args);
-    let ticks = clock::ticks().wrapping_sub(start);
-    op.metrics()
-        .record(key, ticks, moves.to_cpu, moves.from_cpu, result.is_ok());
+    moves.record(start, result.is_ok());
+    result
+}
+
+/// A CPU kernel's stack entry for the typed fallback of a boxed call: `Moves::run` on the
+/// arguments the stack holds, the returns pushed back.
+pub(crate) type StackEntry =
+    dyn for<'a, 'b> Fn(&'a mut Moves<'b>, &mut Stack) -> Result<()> + Send + Sync;
+
+/// The stack entry of a CPU kernel made from `cpu`, for the signatures the typed fallback
+/// takes (`None` for the others).
+pub(crate) fn stack_entry<A, R>(cpu: UnboxedFn<A, R>) -> Option<std::sync::Arc<StackEntry>>
+where
+    A: CallArgs + 'static,
+    R: CallReturns + 'static,
+{
+    if !(A::TYPED_FALLBACK && R::TYPED_FALLBACK) {
+        return None;
+    }
+    Some(std::sync::Arc::new(
+        move |moves: &mut Moves<'_>, stack: &mut Stack| {
+            // The caller checked the stack's length against the schema. A value the kernel's
+            // signature does not take fails as the kernel's boxed entry point would fail.
+            let args = A::pop_from(stack).map_err(|e| kernel_error(moves.op, moves.key, e))?;
+            moves.run(cpu, args)?.push_onto(stack);
+            Ok(())
+        },
+    ))
+}
+
+/// Runs the typed fallback of a boxed call through the CPU kernel's stack entry, and counts it
+/// (the policy was applied by the caller; `start` is when the fallback began).
+#[inline(always)]
+pub(crate) fn call_stack_entry(
+    op: &OperatorHandle,
+    key: DispatchKey,
+    hooks: &dyn Backend,
+    entry: &StackEntry,
+    start: u64,
+    stack: &mut Stack,
+) -> Result<()> {
+    let mut moves = Moves::new(op, key, hooks);
+    let result = entry(&mut moves, stack);
+    moves.record(start, result.is_ok());
     result
 }
 
 /// One typed fallback call: moves its tensors, and counts their bytes.
-struct Moves<'a> {
+pub(crate) struct Moves<'a> {
     op: &'a OperatorHandle,
     key: DispatchKey,
     hooks: &'a dyn Backend,
@@ -74,7 +114,28 @@ struct Moves<'a> {
     from_cpu: u64,
 }
 
-impl Moves<'_> {
+impl<'a> Moves<'a> {
+    #[inline(always)]
+    fn new(op: &'a OperatorHandle, key: DispatchKey, hooks: &'a dyn Backend) -> Moves<'a> {
+        Moves {
+            op,
+            key,
+            hooks,
+            target: TargetDevice::default(),
+            to_cpu: 0,
+            from_cpu: 0,
+        }
+    }
+
+    /// Counts the call in the operator's counters.
+    #[inline(always)]
+    fn record(&self, start: u64, ok: bool) {
+        let ticks = clock::ticks().wrapping_sub(start);
+        self.op
+            .metrics()
+            .record(self.key, ticks, self.to_cpu, self.from_cpu, ok);
+    }
+
     #[inline(always)]
     fn run<A: CallArgs, R: CallReturns>(&mut self, cpu: UnboxedFn<A, R>, args: A) -> Result<R> {
         // 1. The backend's tensors to the CPU, each checked to be on the call's one device.
