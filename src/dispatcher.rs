@@ -600,13 +600,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
             return f(keys, args);
         }
         if let Some((config, check)) = kernel.cpu_fallback_config() {
-            return self.call_cpu_fallback(
-                table,
-                key,
-                keys,
-                FallbackMode::new(config, check),
-                args,
-            );
+            return self.call_cpu_fallback(table, keys, FallbackMode::new(config, check), args);
         }
         self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
     }
@@ -619,11 +613,12 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     fn call_cpu_fallback(
         &self,
         table: &DispatchTable,
-        key: DispatchKey,
         keys: DispatchKeySet,
         mode: FallbackMode,
         args: A,
     ) -> Result<R> {
+        // The key the call was dispatched on (fewer arguments than passing it too).
+        let key = keys.highest().unwrap_or(DispatchKey::CPU);
         if A::TYPED_FALLBACK && R::TYPED_FALLBACK {
             if let Some((hooks, cpu)) = typed_fallback_parts::<A, R>(table, key) {
                 return crate::fallback::call_typed(mode.check(), &self.op, key, hooks, cpu, args);
