@@ -332,32 +332,21 @@ impl OperatorHandle {
     /// ```
     pub fn call_boxed_with_keys(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
         let g = rcu::read();
-        self.call_boxed_on(self.0.table.load(&g), keys, stack)
+        let table = self.0.table.load(&g);
+        let masked = DispatchKeySet(keys.0 & table.mask);
+        self.run(table, keys, masked, stack)
     }
 
     /// The CPU kernel of a table the caller has loaded, called boxed: the CPU fallback's step 2.
-    /// The same as `call_boxed_on` with the CPU key alone, less the CPU fallback's direct
+    /// The same as `call_boxed_with_keys` with the CPU key alone, less the CPU fallback's direct
     /// entry: a CPU fallback registered for the CPU key has no device to move tensors from,
     /// and its boxed entry point says so.
     #[inline(always)]
     pub(crate) fn call_cpu_kernel(&self, table: &DispatchTable, stack: &mut Stack) -> Result<()> {
-        let cpu = DispatchKey::CPU;
-        match &table.entries[cpu.index()].kernel {
-            Some(k) if table.mask & cpu.set().0 != 0 => k.call_boxed(self, cpu.set(), stack),
-            _ => Err(self.no_kernel(table, cpu)),
+        match table.cpu_kernel() {
+            Some(k) => k.call_boxed(self, DispatchKey::CPU.set(), stack),
+            None => Err(self.no_kernel(table, DispatchKey::CPU)),
         }
-    }
-
-    /// `call_boxed_with_keys` on a table the caller has loaded (the CPU fallback's).
-    #[inline]
-    pub(crate) fn call_boxed_on(
-        &self,
-        table: &DispatchTable,
-        keys: DispatchKeySet,
-        stack: &mut Stack,
-    ) -> Result<()> {
-        let masked = DispatchKeySet(keys.0 & table.mask);
-        self.run(table, keys, masked, stack)
     }
 
     #[inline]
@@ -389,11 +378,8 @@ impl OperatorHandle {
         keys: DispatchKeySet,
         stack: &mut Stack,
     ) -> Result<()> {
-        match kernel.cpu_fallback_config() {
-            Some((config, check)) => {
-                let mode = FallbackMode::new(config, check);
-                crate::fallback::run_cpu_fallback_on(mode, self, table, keys, stack)
-            }
+        match kernel.cpu_fallback_mode() {
+            Some(mode) => crate::fallback::run_cpu_fallback_on(mode, self, table, keys, stack),
             None => kernel.call_boxed(self, keys, stack),
         }
     }
@@ -599,8 +585,8 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         if let Some(f) = kernel.unboxed::<A, R>() {
             return f(keys, args);
         }
-        if let Some((config, check)) = kernel.cpu_fallback_config() {
-            return self.call_cpu_fallback(table, keys, FallbackMode::new(config, check), args);
+        if let Some(mode) = kernel.cpu_fallback_mode() {
+            return self.call_cpu_fallback(table, keys, mode, args);
         }
         self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
     }

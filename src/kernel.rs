@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
-use crate::fallback::{stack_entry, CpuFallback, StackEntry};
+use crate::fallback::{stack_entry, CpuFallback, FallbackMode, StackEntry};
 use crate::ivalue::{CallArgs, CallReturns, Stack};
 use crate::key::DispatchKeySet;
 
@@ -34,11 +34,10 @@ pub type UnboxedFn<A, R> = fn(DispatchKeySet, A) -> Result<R>;
 pub(crate) enum KernelKind {
     Regular,
     Fallthrough,
-    /// `policy`: the kernel obeys the fallback policy (it serves a backend fallback
-    /// registration, not an explicit call).
+    /// `mode`: its view policy, and whether it obeys the fallback policy (it serves a backend
+    /// fallback registration, not an explicit call).
     CpuFallback {
-        config: CpuFallback,
-        policy: bool,
+        mode: FallbackMode,
     },
 }
 
@@ -183,39 +182,25 @@ impl KernelFunction {
     }
 
     pub(crate) fn cpu_fallback(config: CpuFallback) -> KernelFunction {
-        let c = config.clone();
+        KernelFunction::cpu_fallback_with(FallbackMode::new(&config, false))
+    }
+
+    fn cpu_fallback_with(mode: FallbackMode) -> KernelFunction {
         KernelFunction {
             boxed: Arc::new(move |op: &OperatorHandle, keys, stack: &mut Stack| {
-                crate::fallback::run_cpu_fallback(&c, false, op, keys, stack)
+                crate::fallback::run_cpu_fallback(mode, op, keys, stack)
             }),
             unboxed: None,
             stack_entry: None,
-            kind: KernelKind::CpuFallback {
-                config,
-                policy: false,
-            },
+            kind: KernelKind::CpuFallback { mode },
             tag: None,
         }
     }
 
     /// The same kernel as a backend fallback: a CPU fallback then obeys the fallback policy.
     pub(crate) fn as_backend_fallback(&self) -> KernelFunction {
-        match &self.kind {
-            KernelKind::CpuFallback { config, .. } => {
-                let c = config.clone();
-                KernelFunction {
-                    boxed: Arc::new(move |op: &OperatorHandle, keys, stack: &mut Stack| {
-                        crate::fallback::run_cpu_fallback(&c, true, op, keys, stack)
-                    }),
-                    unboxed: None,
-                    stack_entry: None,
-                    kind: KernelKind::CpuFallback {
-                        config: config.clone(),
-                        policy: true,
-                    },
-                    tag: None,
-                }
-            }
+        match self.kind {
+            KernelKind::CpuFallback { mode } => KernelFunction::cpu_fallback_with(mode.checked()),
             _ => self.clone(),
         }
     }
@@ -240,8 +225,6 @@ impl KernelFunction {
         matches!(self.kind, KernelKind::CpuFallback { .. })
     }
 
-    /// For a CPU fallback kernel, whether it obeys the fallback policy; `None` for any other
-    /// kernel.
     /// The entry for the CPU fallback of a boxed call, if the kernel was made from a typed
     /// function whose signature the typed fallback takes.
     #[inline(always)]
@@ -249,14 +232,15 @@ impl KernelFunction {
         self.stack_entry.as_deref()
     }
 
-    /// A CPU fallback's configuration, and whether the fallback policy applies to it.
+    /// How a CPU fallback kernel runs; `None` for any other kernel.
     #[inline(always)]
-    pub(crate) fn cpu_fallback_config(&self) -> Option<(&CpuFallback, bool)> {
-        match &self.kind {
-            KernelKind::CpuFallback { config, policy } => Some((config, *policy)),
+    pub(crate) fn cpu_fallback_mode(&self) -> Option<FallbackMode> {
+        match self.kind {
+            KernelKind::CpuFallback { mode } => Some(mode),
             _ => None,
         }
     }
+
     /// Whether a typed entry point exists.
     ///
     /// ```

@@ -69,39 +69,34 @@ fn fixture() -> &'static Fixture {
 
 /// A `blend` operator of its own (its counters are its own), with `blend_cpu` as its CPU kernel.
 fn define_blend() -> (boxfall::Library, OperatorHandle) {
-    let (_, mut lib) = def_lib("fbtyped");
-    let blend = lib
-        .define("blend(Tensor a, Tensor? b, Tensor[] cs, int k) -> (Tensor, Tensor[])")
-        .unwrap();
-    lib.impl_kernel(
-        "blend",
-        DispatchKey::CPU,
+    define_blend_with(
+        "fbtyped",
         KernelFunction::from_unboxed::<BlendArgs, BlendReturns>(blend_cpu),
-        false,
     )
-    .unwrap();
-    (lib, blend)
 }
 
 /// `blend` with a CPU kernel made boxed-only (the same `blend_cpu`, unboxed by hand), so that
 /// no typed entry reaches it.
 fn define_blend_walk() -> (boxfall::Library, OperatorHandle) {
-    let (_, mut lib) = def_lib("fbwalk");
-    let blend = lib
-        .define("blend(Tensor a, Tensor? b, Tensor[] cs, int k) -> (Tensor, Tensor[])")
-        .unwrap();
-    lib.impl_kernel(
-        "blend",
-        DispatchKey::CPU,
+    define_blend_with(
+        "fbwalk",
         KernelFunction::from_boxed(|_, keys, stack| {
             use boxfall::ivalue::{CallArgs, CallReturns};
             let args = BlendArgs::pop_from(stack)?;
             blend_cpu(keys, args)?.push_onto(stack);
             Ok(())
         }),
-        false,
     )
-    .unwrap();
+}
+
+/// `blend` in a library of its own namespace, with `cpu` as its CPU kernel.
+fn define_blend_with(prefix: &str, cpu: KernelFunction) -> (boxfall::Library, OperatorHandle) {
+    let (_, mut lib) = def_lib(prefix);
+    let blend = lib
+        .define("blend(Tensor a, Tensor? b, Tensor[] cs, int k) -> (Tensor, Tensor[])")
+        .unwrap();
+    lib.impl_kernel("blend", DispatchKey::CPU, cpu, false)
+        .unwrap();
     (lib, blend)
 }
 

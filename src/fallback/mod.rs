@@ -154,42 +154,38 @@ impl WriteLog for () {
 }
 
 /// The CPU fallback kernel's body, as its boxed entry point runs it (`call_fallback`, or a
-/// caller outside the dispatcher); `check` applies the fallback policy (a backend fallback
-/// registration, not an explicit call).
+/// caller outside the dispatcher).
 pub(crate) fn run_cpu_fallback(
-    cfg: &CpuFallback,
-    check: bool,
+    mode: FallbackMode,
     op: &OperatorHandle,
     keys: DispatchKeySet,
     stack: &mut Stack,
 ) -> Result<()> {
     let guard = rcu::read();
-    run_cpu_fallback_on(
-        FallbackMode::new(cfg, check),
-        op,
-        op.table_in(&guard),
-        keys,
-        stack,
-    )
+    run_cpu_fallback_on(mode, op, op.table_in(&guard), keys, stack)
 }
 
 /// How one registration of the CPU fallback runs: its view policy, and whether the fallback
 /// policy applies (a backend fallback registration, not an explicit call). One byte, so that
 /// with the call's other arguments it is passed in registers.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FallbackMode(u8);
 
 impl FallbackMode {
     const CHECK: u8 = 1;
     const COPY_VIEWS: u8 = 2;
 
-    #[inline(always)]
     pub(crate) fn new(cfg: &CpuFallback, check: bool) -> FallbackMode {
         let views = match cfg.views {
             ViewPolicy::Refuse => 0,
             ViewPolicy::Copy => FallbackMode::COPY_VIEWS,
         };
         FallbackMode(views | if check { FallbackMode::CHECK } else { 0 })
+    }
+
+    /// The same, obeying the fallback policy (for a backend fallback registration).
+    pub(crate) fn checked(self) -> FallbackMode {
+        FallbackMode(self.0 | FallbackMode::CHECK)
     }
 
     /// Whether the fallback policy applies.
@@ -254,11 +250,10 @@ pub(crate) fn run_cpu_fallback_on(
     }
 }
 
-/// The CPU kernel's stack entry, where the typed fallback can serve this boxed call: the
-/// conditions of `typed::typed_hooks` (a functional operator, no view, no `Device` argument,
-/// a backend that moves tensors one by one, no DEBUG record to write), a stack that fits the
-/// schema (a call that does not goes the boxed way, which says so), and a CPU kernel that the
-/// operator's fallthroughs let through and that was made from a typed function.
+/// The CPU kernel's stack entry, where the typed fallback can serve this boxed call: what
+/// `typed::serves` asks, a stack that fits the schema (a call that does not goes the boxed
+/// way, which says so), and a CPU kernel that the operator's fallthroughs let through and that
+/// was made from a typed function.
 #[inline(always)]
 fn typed_stack_entry<'t>(
     info: &SchemaInfo,
@@ -266,10 +261,7 @@ fn typed_stack_entry<'t>(
     table: &'t DispatchTable,
     stack: &Stack,
 ) -> Option<&'t StackEntry> {
-    if info.is_mutable || info.has_view_returns || info.device_arg.is_some() || backend.batches {
-        return None;
-    }
-    if stack.len() != info.args.len() || log::log_enabled!(target: "boxfall", log::Level::Debug) {
+    if !typed::serves(info, backend) || stack.len() != info.args.len() {
         return None;
     }
     table.cpu_kernel()?.stack_entry()
@@ -305,10 +297,13 @@ impl FallbackCall<'_> {
     /// Counts the call in the operator's counters.
     #[inline(always)]
     fn record(&self, start: u64, ok: bool) {
-        let ticks = clock::ticks().wrapping_sub(start);
-        self.op
-            .metrics()
-            .record(self.key, ticks, self.bytes_to_cpu, self.bytes_from_cpu, ok);
+        record(
+            self.op,
+            self.key,
+            start,
+            [self.bytes_to_cpu, self.bytes_from_cpu],
+            ok,
+        );
     }
 
     /// Moves the tensors (1), runs the CPU kernel (2), moves the results (3), writes back (4).
@@ -663,6 +658,14 @@ fn device_argument(
         }
     }
     Ok(target)
+}
+
+/// Counts one fallback of `op` for `key`, begun at `start` (clock ticks), that moved `bytes`
+/// (to the CPU, back from it).
+#[inline(always)]
+fn record(op: &OperatorHandle, key: DispatchKey, start: u64, bytes: [u64; 2], ok: bool) {
+    let ticks = clock::ticks().wrapping_sub(start);
+    op.metrics().record(key, ticks, bytes[0], bytes[1], ok);
 }
 
 /// A fallback step's error, naming the operator and the step (a foreign error carries its own

@@ -13,7 +13,7 @@
 //! runs the typed fallback on the arguments and pushes the device returns. The schema-driven
 //! walk over the stack, and the second unboxing it leads to, are skipped.
 
-use crate::backend::{registered, Backend};
+use crate::backend::{registered, Backend, Registered};
 use crate::clock;
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
@@ -31,13 +31,16 @@ use super::{kernel_error, step_error};
 /// (the boxed fallback then does).
 #[inline(always)]
 pub(crate) fn typed_hooks(info: &SchemaInfo, key: DispatchKey) -> Option<&'static dyn Backend> {
-    if info.is_mutable || info.has_view_returns || info.device_arg.is_some() {
-        return None;
-    }
-    if log::log_enabled!(target: "boxfall", log::Level::Debug) {
-        return None;
-    }
-    registered(key).filter(|r| !r.batches).map(|r| r.hooks)
+    registered(key).filter(|r| serves(info, r)).map(|r| r.hooks)
+}
+
+/// Whether the typed fallback can serve this operator on this backend: a functional operator
+/// with no view return and no `Device` argument, a backend that moves tensors one by one, and
+/// no DEBUG record to write (the boxed fallback writes it).
+#[inline(always)]
+pub(crate) fn serves(info: &SchemaInfo, backend: &Registered) -> bool {
+    let blocked = info.is_mutable || info.has_view_returns || info.device_arg.is_some();
+    !blocked && !backend.batches && !log::log_enabled!(target: "boxfall", log::Level::Debug)
 }
 
 /// Runs the fallback of a typed call: `cpu` is the operator's CPU kernel, `hooks` what
@@ -130,10 +133,7 @@ impl<'a> Moves<'a> {
     /// Counts the call in the operator's counters.
     #[inline(always)]
     fn record(&self, start: u64, ok: bool) {
-        let ticks = clock::ticks().wrapping_sub(start);
-        self.op
-            .metrics()
-            .record(self.key, ticks, self.to_cpu, self.from_cpu, ok);
+        super::record(self.op, self.key, start, [self.to_cpu, self.from_cpu], ok);
     }
 
     #[inline(always)]
