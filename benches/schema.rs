@@ -7,7 +7,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const SCHEMAS_TXT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/data/torch_schemas.txt"
+    "/tests/data/torch_schemas.txt"
 );
 
 fn schema_lines() -> Vec<String> {

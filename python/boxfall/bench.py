@@ -20,13 +20,15 @@ import boxfall as bf
 
 
 def _find_schemas() -> Path:
-    """torch_schemas.txt beside the checkout (from a source tree, or run from the repo)."""
-    relative = Path("shared") / "data" / "torch_schemas.txt"
+    """torch_schemas.txt of the checkout this package runs from (``maturin develop`` and editable
+    installs run from ``python/`` inside it), else of the checkout in the working directory.
+    Nothing outside the package or the checkout is looked at."""
+    relative = Path("tests") / "data" / "torch_schemas.txt"
     here = Path(__file__).resolve()
-    for base in (Path.cwd().parent, Path.cwd(), here.parents[2].parent):
+    for base in (here.parents[2], Path.cwd()):
         if (base / relative).exists():
             return base / relative
-    return here.parents[2].parent / relative
+    return here.parents[2] / relative
 
 
 SCHEMAS = _find_schemas()

@@ -8,7 +8,7 @@ from pathlib import Path
 import boxfall as bf
 import pytest
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 TXT = DATA / "torch_schemas.txt"
 JSONL = DATA / "torch_schemas.jsonl"
 
@@ -246,7 +246,7 @@ def test_known_pytorch_schemas_round_trip(text):
     assert str(bf.parse_schema(text)) == text
 
 
-@pytest.mark.skipif(not TXT.exists(), reason="shared/data/torch_schemas.txt is missing")
+@pytest.mark.skipif(not TXT.exists(), reason="tests/data/torch_schemas.txt is missing")
 def test_every_line_of_torch_schemas_txt_round_trips():
     failures = []
     for line in schema_lines(TXT):
@@ -273,7 +273,7 @@ def _argument_fields(arg) -> dict:
     }
 
 
-@pytest.mark.skipif(not JSONL.exists(), reason="shared/data/torch_schemas.jsonl is missing")
+@pytest.mark.skipif(not JSONL.exists(), reason="tests/data/torch_schemas.jsonl is missing")
 def test_fields_agree_with_torch_schemas_jsonl():
     failures = []
     for line in JSONL.read_text(encoding="utf-8").splitlines():

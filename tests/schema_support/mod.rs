@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 pub const SCHEMAS_TXT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/data/torch_schemas.txt"
+    "/tests/data/torch_schemas.txt"
 );
 pub const SCHEMAS_JSONL: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/data/torch_schemas.jsonl"
+    "/tests/data/torch_schemas.jsonl"
 );
 
 /// The schema lines of torch_schemas.txt, comments left out.

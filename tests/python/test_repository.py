@@ -1,0 +1,45 @@
+"""The repository stands alone: nothing its tests, benches or commands read lies outside it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# A path that climbs out of the checkout into a sibling folder (e.g. "../shared/data").
+OUTSIDE = re.compile(r"""(\.\./|parents\[\d\]\.parent|Path\.cwd\(\)\.parent)""")
+SOURCES = ["tests", "benches", "examples", "python/boxfall", "src", ".ci"]
+SUFFIXES = {".rs", ".py", ".toml", ""}
+
+
+def _sources() -> list[Path]:
+    files = []
+    for folder in SOURCES:
+        for p in (ROOT / folder).rglob("*"):
+            if p.is_file() and p.suffix in SUFFIXES and "venv" not in p.parts:
+                files.append(p)
+    return files
+
+
+def test_no_source_reads_a_path_outside_the_checkout():
+    offenders = []
+    for p in _sources():
+        for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            code = line.split("//")[0] if p.suffix == ".rs" else line.split("#")[0]
+            if OUTSIDE.search(code):
+                offenders.append(f"{p.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, "paths outside the checkout:\n" + "\n".join(offenders)
+
+
+def test_the_reference_data_is_in_the_repository():
+    data = ROOT / "tests" / "data"
+    lines = (data / "torch_schemas.txt").read_text(encoding="utf-8").splitlines()
+    assert len([ln for ln in lines if ln and not ln.startswith("#")]) == 2187
+    assert (data / "torch_schemas.jsonl").stat().st_size > 0
+
+
+def test_the_bench_finds_the_schemas_in_the_checkout():
+    from boxfall import bench
+
+    assert bench.SCHEMAS.is_relative_to(ROOT), bench.SCHEMAS
+    assert bench.SCHEMAS.exists()
