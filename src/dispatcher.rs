@@ -100,6 +100,9 @@ pub(crate) struct DispatchTable {
     entries: [TableEntry; NUM_KEYS],
     /// The keys not served by a fallthrough.
     mask: u64,
+    /// The keys whose kernel runs long (`KernelFunction::long_running`; a CPU fallback whose
+    /// CPU kernel does): a call that may reach one leaves the read section first.
+    long: u64,
     schema: Option<Arc<OpSchema>>,
 }
 
@@ -120,6 +123,14 @@ impl DispatchTable {
         self.entries[cpu.index()].kernel.as_ref()
     }
 
+    /// Whether a call on `keys` may reach a kernel that runs long. A long key below the
+    /// highest one also counts: leaving the read section is always safe, and this test is one
+    /// AND on the path of every call.
+    #[inline(always)]
+    fn may_run_long(&self, keys: DispatchKeySet) -> bool {
+        keys.0 & self.long != 0
+    }
+
     fn empty() -> DispatchTable {
         DispatchTable {
             entries: std::array::from_fn(|_| TableEntry {
@@ -127,6 +138,7 @@ impl DispatchTable {
                 source: Source::Missing,
             }),
             mask: !0,
+            long: 0,
             schema: None,
         }
     }
@@ -243,6 +255,12 @@ impl OperatorHandle {
         let keys = argument_keys(schema, stack);
         let (inc, exc) = local_keys();
         let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
+        if table.may_run_long(masked) {
+            // SAFETY: `table` was loaded under `g`, which is alive here.
+            let owned = unsafe { rcu::own(table) };
+            drop(g);
+            return self.run_detached(owned, keys, masked, stack);
+        }
         self.run(table, keys, masked, stack)
     }
 
@@ -282,6 +300,12 @@ impl OperatorHandle {
         let table = self.0.table.load(&g);
         let rest = keys.without_highest();
         let masked = DispatchKeySet(rest.0 & table.mask);
+        if table.may_run_long(masked) {
+            // SAFETY: `table` was loaded under `g`, which is alive here.
+            let owned = unsafe { rcu::own(table) };
+            drop(g);
+            return self.run_detached(owned, rest, masked, stack);
+        }
         self.run(table, rest, masked, stack)
     }
 
@@ -309,12 +333,24 @@ impl OperatorHandle {
     ) -> Option<T> {
         let g = rcu::read();
         let table = self.0.table.load(&g);
-        let schema = table.schema.as_ref()?;
+        table.schema.as_ref()?;
         let masked = DispatchKeySet(keys.0 & table.mask);
-        let kernel = masked
-            .highest()
-            .and_then(|k| table.entries[k.index()].kernel.as_ref());
-        Some(f(schema, masked, kernel))
+        let resolved = |table: &DispatchTable| {
+            let kernel = masked
+                .highest()
+                .and_then(|k| table.entries[k.index()].kernel.as_ref());
+            table
+                .schema
+                .as_ref()
+                .map(|schema| f(schema, masked, kernel))
+        };
+        if table.may_run_long(masked) {
+            // SAFETY: `table` was loaded under `g`, which is alive here.
+            let owned = unsafe { rcu::own(table) };
+            drop(g);
+            return resolved(&owned);
+        }
+        resolved(table)
     }
 
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
@@ -334,6 +370,12 @@ impl OperatorHandle {
         let g = rcu::read();
         let table = self.0.table.load(&g);
         let masked = DispatchKeySet(keys.0 & table.mask);
+        if table.may_run_long(masked) {
+            // SAFETY: `table` was loaded under `g`, which is alive here.
+            let owned = unsafe { rcu::own(table) };
+            drop(g);
+            return self.run_detached(owned, keys, masked, stack);
+        }
         self.run(table, keys, masked, stack)
     }
 
@@ -347,6 +389,20 @@ impl OperatorHandle {
             Some(k) => k.call_boxed(self, DispatchKey::CPU.set(), stack),
             None => Err(self.no_kernel(table, DispatchKey::CPU)),
         }
+    }
+
+    /// `run` on a table held by a count, outside any read section this call entered: for a
+    /// call that may reach a kernel that runs long.
+    #[cold]
+    #[inline(never)]
+    fn run_detached(
+        &self,
+        table: Arc<DispatchTable>,
+        unmasked: DispatchKeySet,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+    ) -> Result<()> {
+        self.run(&table, unmasked, keys, stack)
     }
 
     #[inline]
@@ -545,6 +601,12 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let keys = args.dispatch_keys();
         let (inc, exc) = local_keys();
         let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
+        if table.may_run_long(masked) {
+            // SAFETY: `table` was loaded under `g`, which is alive here.
+            let owned = unsafe { rcu::own(table) };
+            drop(g);
+            return self.call_detached(owned, keys, masked, args);
+        }
         self.call_on(table, keys, masked, args)
     }
 
@@ -563,7 +625,27 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let g = rcu::read();
         let table = self.op.0.table.load(&g);
         let rest = keys.without_highest();
-        self.call_on(table, rest, DispatchKeySet(rest.0 & table.mask), args)
+        let masked = DispatchKeySet(rest.0 & table.mask);
+        if table.may_run_long(masked) {
+            // SAFETY: `table` was loaded under `g`, which is alive here.
+            let owned = unsafe { rcu::own(table) };
+            drop(g);
+            return self.call_detached(owned, rest, masked, args);
+        }
+        self.call_on(table, rest, masked, args)
+    }
+
+    /// `call_on` on a table held by a count, outside any read section this call entered.
+    #[cold]
+    #[inline(never)]
+    fn call_detached(
+        &self,
+        table: Arc<DispatchTable>,
+        unmasked: DispatchKeySet,
+        keys: DispatchKeySet,
+        args: A,
+    ) -> Result<R> {
+        self.call_on(&table, unmasked, keys, args)
     }
 
     #[inline]
@@ -705,6 +787,8 @@ struct OpState {
 #[derive(Default)]
 struct Garbage {
     kernels: Vec<KernelFunction>,
+    /// Entries removed from the registry (their tables hold kernels too).
+    entries: Vec<OperatorHandle>,
 }
 
 impl Drop for Garbage {
@@ -714,7 +798,18 @@ impl Drop for Garbage {
 }
 
 struct Registry {
+    /// The operators with a definition or a kernel; an entry that loses its last one leaves.
     ops: HashMap<String, OpState>,
+    /// For each `ns::op`, the names of its defined overloads, in definition order (so that
+    /// `overloads` is one look-up, whatever else was ever defined).
+    overloads: HashMap<String, Vec<String>>,
+    /// Entries removed while a handle still held them (a Python `OpOverload` object, a typed
+    /// handle): a new definition of the name takes the same entry back, so those handles see
+    /// it. Dead ones are swept out as the map grows.
+    orphans: HashMap<String, std::sync::Weak<OperatorEntry>>,
+    /// What removed entries had counted since the last reset, so that the metrics still report
+    /// operators whose library was closed (a few words a name, where the entry is kilobytes).
+    retired_stats: HashMap<String, crate::metrics::OpStats>,
     fallbacks: Vec<Vec<Registered<KernelFunction>>>,
     def_libraries: HashMap<String, String>,
     next_id: u64,
@@ -727,16 +822,59 @@ impl Registry {
     }
 
     fn state(&mut self, name: &str) -> &mut OpState {
+        let orphan = if self.ops.contains_key(name) {
+            None
+        } else {
+            self.orphans.remove(name).and_then(|w| w.upgrade())
+        };
         self.ops.entry(name.to_string()).or_insert_with(|| OpState {
-            handle: OperatorHandle(Arc::new(OperatorEntry {
-                name: name.to_string(),
-                table: RcuCell::new(DispatchTable::empty()),
-                metrics: CachePadded::new(OpMetrics::default()),
-                policy: AtomicU8::new(0),
+            handle: OperatorHandle(orphan.unwrap_or_else(|| {
+                Arc::new(OperatorEntry {
+                    name: name.to_string(),
+                    table: RcuCell::new(DispatchTable::empty()),
+                    metrics: CachePadded::new(OpMetrics::default()),
+                    policy: AtomicU8::new(0),
+                })
             })),
             def: None,
             kernels: (0..NUM_KEYS).map(|_| Vec::new()).collect(),
         })
+    }
+
+    /// Removes the entry of `name` if nothing is registered for it any more (and it has no
+    /// operator policy of its own, which the user set by name and expects to stay). Its table
+    /// was published empty already; what it counted moves to `retired_stats`.
+    fn remove_if_unused(&mut self, name: &str, garbage: &mut Garbage) {
+        let unused = self.ops.get(name).is_some_and(|s| {
+            s.def.is_none()
+                && s.kernels.iter().all(Vec::is_empty)
+                && s.handle.0.policy.load(Ordering::Relaxed) == 0
+        });
+        if !unused {
+            return;
+        }
+        let Some(state) = self.ops.remove(name) else {
+            return;
+        };
+        let entry = state.handle.0.clone();
+        garbage.entries.push(state.handle);
+        let counted = entry.metrics.snapshot();
+        if counted.fallbacks > 0 {
+            // The entry may come back (an orphan): its own counts then start from zero.
+            entry.metrics.reset();
+            self.retired_stats
+                .entry(name.to_string())
+                .or_default()
+                .add(&counted);
+        }
+        // Held here and by `garbage`: any other count is a handle outside the registry.
+        if Arc::strong_count(&entry) > 2 {
+            if self.orphans.len() >= 64 && self.orphans.len().is_power_of_two() {
+                self.orphans.retain(|_, w| w.strong_count() > 0);
+            }
+            self.orphans
+                .insert(name.to_string(), Arc::downgrade(&entry));
+        }
     }
 
     /// Publishes the recomputed table of `name`; the old table goes to `garbage`, to be dropped
@@ -760,6 +898,11 @@ impl Registry {
                 .table
                 .replace(compute_table(state, &self.fallbacks));
         }
+    }
+
+    /// The entry of a defined operator.
+    fn defined(&self, name: &str) -> Option<&OpState> {
+        self.ops.get(name).filter(|s| s.def.is_some())
     }
 
     fn defined_names(&self) -> impl Iterator<Item = &String> {
@@ -815,6 +958,17 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
         }
         table.entries[i] = entry;
     }
+    let cpu_long = table.entries[DispatchKey::CPU.index()]
+        .kernel
+        .as_ref()
+        .is_some_and(KernelFunction::runs_long);
+    for (i, e) in table.entries.iter().enumerate() {
+        if let Some(k) = &e.kernel {
+            if k.runs_long() || (cpu_long && k.is_cpu_fallback()) {
+                table.long |= 1u64 << i;
+            }
+        }
+    }
     table
 }
 
@@ -824,6 +978,9 @@ fn registry() -> MutexGuard<'static, Registry> {
         .get_or_init(|| {
             Mutex::new(Registry {
                 ops: HashMap::new(),
+                overloads: HashMap::new(),
+                orphans: HashMap::new(),
+                retired_stats: HashMap::new(),
                 fallbacks: (0..NUM_KEYS).map(|_| Vec::new()).collect(),
                 def_libraries: HashMap::new(),
                 next_id: 0,
@@ -860,11 +1017,7 @@ impl Dispatcher {
     /// assert!(Dispatcher::lookup("doc_lookup::g").is_none());
     /// ```
     pub fn lookup(name: &str) -> Option<OperatorHandle> {
-        let reg = registry();
-        reg.ops
-            .get(name)
-            .filter(|s| s.def.is_some())
-            .map(|s| s.handle.clone())
+        registry().defined(name).map(|s| s.handle.clone())
     }
 
     /// The defined operator of that name, or an error naming the closest defined names.
@@ -875,7 +1028,7 @@ impl Dispatcher {
     /// ```
     pub fn find(name: &str) -> Result<OperatorHandle> {
         let reg = registry();
-        match reg.ops.get(name).filter(|s| s.def.is_some()) {
+        match reg.defined(name) {
             Some(s) => Ok(s.handle.clone()),
             None => Err(Error::UnknownOperator {
                 name: name.to_string(),
@@ -891,29 +1044,47 @@ impl Dispatcher {
     /// ```
     pub fn overloads(base: &str) -> Vec<OperatorHandle> {
         let reg = registry();
-        let mut v: Vec<_> = reg
-            .ops
-            .values()
-            .filter_map(|s| s.def.as_ref().map(|d| (d, s)))
-            .filter(|(d, _)| d.value.schema.name == base)
-            .map(|(d, s)| (d.id, s.handle.clone()))
-            .collect();
-        v.sort_by_key(|(id, _)| *id);
-        v.into_iter().map(|(_, h)| h).collect()
+        reg.overloads
+            .get(base)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| reg.defined(name).map(|s| s.handle.clone()))
+            .collect()
     }
 
-    /// Every operator that was ever defined (defined now or not), for metrics.
+    /// Every operator with a definition or a kernel now, for metrics. An operator whose
+    /// registrations are all gone is not listed (its entry was freed; what it counted is in
+    /// [`retired_stats`](Self::retired_stats)).
     ///
     /// ```
     /// use boxfall::{Dispatcher, Library, LibraryKind};
     /// let mut lib = Library::new("doc_all_operators", LibraryKind::Def).unwrap();
     /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert!(Dispatcher::all_operators().contains(&op));
     /// lib.close();
-    /// assert!(Dispatcher::lookup("doc_all_operators::f").is_none());
-    /// assert!(Dispatcher::all_operators().contains(&op)); // undefined, but still listed
+    /// assert!(!Dispatcher::all_operators().contains(&op)); // nothing registered: freed
     /// ```
     pub fn all_operators() -> Vec<OperatorHandle> {
         registry().ops.values().map(|s| s.handle.clone()).collect()
+    }
+
+    /// What operators whose entries were freed (every registration of theirs gone) had
+    /// counted since the last [`metrics::reset`](crate::metrics::reset), by name.
+    ///
+    /// ```
+    /// assert!(boxfall::Dispatcher::retired_stats().iter().all(|(_, s)| s.fallbacks > 0));
+    /// ```
+    pub fn retired_stats() -> Vec<(String, crate::metrics::OpStats)> {
+        let reg = registry();
+        reg.retired_stats
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect()
+    }
+
+    /// Forgets the counts of freed entries (part of `metrics::reset`).
+    pub(crate) fn clear_retired_stats() {
+        registry().retired_stats.clear();
     }
 
     /// The names of the defined operators, sorted.
@@ -954,6 +1125,7 @@ impl Dispatcher {
         }
         let id = reg.id();
         let op = Arc::new(OpSchema::new(schema));
+        let base = op.schema.name.clone();
         let state = reg.state(&name);
         state.def = Some(Registered {
             id,
@@ -961,6 +1133,7 @@ impl Dispatcher {
             by: by.to_string(),
         });
         let handle = state.handle.clone();
+        reg.overloads.entry(base).or_default().push(name.clone());
         let mut garbage = Garbage::default();
         reg.publish(&name, &mut garbage);
         drop(reg);
@@ -1037,18 +1210,29 @@ impl Dispatcher {
         let mut reg = registry();
         match r {
             Registration::Def(name, id) => {
+                let mut base = None;
                 if let Some(s) = reg.ops.get_mut(name) {
                     if s.def.as_ref().is_some_and(|d| d.id == *id) {
-                        s.def = None;
+                        base = s.def.take().map(|d| d.value.schema.name.clone());
+                    }
+                }
+                if let Some(base) = base {
+                    if let Some(names) = reg.overloads.get_mut(&base) {
+                        names.retain(|n| n != name);
+                        if names.is_empty() {
+                            reg.overloads.remove(&base);
+                        }
                     }
                 }
                 reg.publish(name, &mut garbage);
+                reg.remove_if_unused(name, &mut garbage);
             }
             Registration::Impl(name, key, id) => {
                 if let Some(s) = reg.ops.get_mut(name) {
                     take_registration(&mut s.kernels[key.index()], *id, &mut garbage);
                 }
                 reg.publish(name, &mut garbage);
+                reg.remove_if_unused(name, &mut garbage);
             }
             Registration::Fallback(key, id) => {
                 take_registration(&mut reg.fallbacks[key.index()], *id, &mut garbage);
@@ -1101,6 +1285,98 @@ pub(crate) fn policy_of(op: &OperatorHandle) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `call` on another thread while its long-running kernel waits, and meanwhile makes
+    /// `cycles` registrations that each retire a table; returns how many retired objects were
+    /// still waiting for readers at the end.
+    fn retired_while_a_long_call_runs(
+        churn_ns: &str,
+        cycles: usize,
+        call: impl FnOnce(std::sync::mpsc::Receiver<()>) + Send + 'static,
+    ) -> usize {
+        use std::sync::mpsc::channel;
+        let (entered_tx, entered_rx) = channel::<()>();
+        let (release_tx, release_rx) = channel::<()>();
+        let runner = std::thread::spawn(move || {
+            let _ = entered_tx.send(());
+            call(release_rx)
+        });
+        entered_rx.recv().expect("the caller started");
+        // The kernel blocks on `release_rx` once it runs; give it a moment to get there.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut lib =
+            crate::Library::new(churn_ns, crate::LibraryKind::Def).expect("a namespace of its own");
+        lib.define("f(int x) -> int").expect("defines");
+        let kernel = KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x));
+        for _ in 0..cycles {
+            let mut imp =
+                crate::Library::new(churn_ns, crate::LibraryKind::Impl).expect("an impl library");
+            imp.impl_kernel("f", DispatchKey::CPU, kernel.clone(), false)
+                .expect("registers");
+        }
+        let held = rcu::retired_count();
+        release_tx.send(()).expect("the kernel waits");
+        runner.join().expect("the long call");
+        held
+    }
+
+    fn waiting_kernel(release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>) -> KernelFunction {
+        KernelFunction::from_boxed(move |_, _, stack| {
+            let _ = release.lock().map(|r| r.recv());
+            stack.clear();
+            stack.push(IValue::Int(7));
+            Ok(())
+        })
+        .long_running()
+    }
+
+    #[test]
+    fn a_long_running_kernel_holds_back_no_replaced_table() {
+        let held = retired_while_a_long_call_runs("rcu_churn_a", 2000, |release| {
+            let mut lib = crate::Library::new("rcu_long_kernel", crate::LibraryKind::Def)
+                .expect("a namespace of its own");
+            let op = lib.define("slow(int x) -> int").expect("defines");
+            lib.impl_kernel(
+                "slow",
+                DispatchKey::CPU,
+                waiting_kernel(std::sync::Mutex::new(release)),
+                false,
+            )
+            .expect("registers");
+            let mut stack = vec![IValue::Int(1)];
+            op.call_boxed(&mut stack).expect("the call");
+            assert_eq!(stack[0].to_int(), Some(7));
+        });
+        // Other tests of this binary hold a reader for moments, never for 2000 registrations.
+        assert!(
+            held < 200,
+            "{held} retired tables held back by one long call"
+        );
+    }
+
+    #[test]
+    fn a_cpu_fallback_whose_cpu_kernel_runs_long_holds_back_no_replaced_table() {
+        let held = retired_while_a_long_call_runs("rcu_churn_b", 2000, |release| {
+            crate::native::install_fallback().expect("Native's fallback");
+            let mut lib = crate::Library::new("rcu_long_fallback", crate::LibraryKind::Def)
+                .expect("a namespace of its own");
+            let op = lib.define("slow(Tensor x) -> int").expect("defines");
+            lib.impl_kernel(
+                "slow",
+                DispatchKey::CPU,
+                waiting_kernel(std::sync::Mutex::new(release)),
+                false,
+            )
+            .expect("registers");
+            let x = crate::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+            let typed = op.typed::<(crate::Tensor,), i64>().expect("typed");
+            assert_eq!(typed.call((x,)).expect("the call"), 7);
+        });
+        assert!(
+            held < 200,
+            "{held} retired tables held back by one long call"
+        );
+    }
 
     #[test]
     fn edit_distance_counts_edits() {

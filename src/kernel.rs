@@ -59,6 +59,8 @@ pub struct KernelFunction {
     pub(crate) kind: KernelKind,
     /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
     tag: Option<Arc<dyn Any + Send + Sync>>,
+    /// Calls of it run outside the dispatcher's read section (`long_running`).
+    long_running: bool,
 }
 
 /// A typed kernel's function pointer with the `TypeId` of its signature, so that a typed call
@@ -85,6 +87,7 @@ impl KernelFunction {
             stack_entry: None,
             kind: KernelKind::Regular,
             tag: None,
+            long_running: false,
         }
     }
 
@@ -125,6 +128,7 @@ impl KernelFunction {
             stack_entry: stack_entry(f),
             kind: KernelKind::Regular,
             tag: None,
+            long_running: false,
         }
     }
 
@@ -178,6 +182,7 @@ impl KernelFunction {
             stack_entry: None,
             kind: KernelKind::Fallthrough,
             tag: None,
+            long_running: false,
         }
     }
 
@@ -194,6 +199,7 @@ impl KernelFunction {
             stack_entry: None,
             kind: KernelKind::CpuFallback { mode },
             tag: None,
+            long_running: false,
         }
     }
 
@@ -203,6 +209,33 @@ impl KernelFunction {
             KernelKind::CpuFallback { mode } => KernelFunction::cpu_fallback_with(mode.checked()),
             _ => self.clone(),
         }
+    }
+
+    /// The same kernel, marked as one whose calls may run for long (a Python function, a
+    /// remote call, anything that blocks). The dispatcher calls it outside its read section,
+    /// holding the operator's table by a reference count, so that while it runs, tables
+    /// replaced by registrations on other threads are freed as usual; a quick kernel runs
+    /// inside the section, which costs no atomic operation. Python kernels are marked so.
+    ///
+    /// ```
+    /// let k = boxfall::KernelFunction::from_boxed(|_, _, _| Ok(())).long_running();
+    /// assert!(k.runs_long());
+    /// assert!(!boxfall::KernelFunction::from_boxed(|_, _, _| Ok(())).runs_long());
+    /// ```
+    pub fn long_running(mut self) -> KernelFunction {
+        self.long_running = true;
+        self
+    }
+
+    /// Whether calls of this kernel run outside the dispatcher's read section
+    /// ([`long_running`](Self::long_running)).
+    ///
+    /// ```
+    /// assert!(!boxfall::cpu_fallback().runs_long()); // it is long only if its CPU kernel is
+    /// ```
+    #[inline]
+    pub fn runs_long(&self) -> bool {
+        self.long_running
     }
 
     /// Whether this is the fallthrough kernel.

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use crossbeam_utils::CachePadded;
 
-use crate::dispatcher::{Dispatcher, OperatorHandle};
+use crate::dispatcher::Dispatcher;
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::thread_slot;
 
@@ -83,6 +83,25 @@ pub struct OpStats {
     pub bytes_from_cpu: u64,
     /// The backends whose tensors fell back.
     pub backends: DispatchKeySet,
+}
+
+impl OpStats {
+    /// Adds `other`'s counts to these (the backends are joined).
+    ///
+    /// ```
+    /// use boxfall::metrics::OpStats;
+    /// let mut a = OpStats { fallbacks: 1, fallback_ns: 10, ..OpStats::default() };
+    /// a.add(&OpStats { fallbacks: 2, failures: 1, ..OpStats::default() });
+    /// assert_eq!((a.fallbacks, a.failures, a.fallback_ns), (3, 1, 10));
+    /// ```
+    pub fn add(&mut self, other: &OpStats) {
+        self.fallbacks += other.fallbacks;
+        self.failures += other.failures;
+        self.fallback_ns += other.fallback_ns;
+        self.bytes_to_cpu += other.bytes_to_cpu;
+        self.bytes_from_cpu += other.bytes_from_cpu;
+        self.backends = self.backends | other.backends;
+    }
 }
 
 impl OpMetrics {
@@ -189,15 +208,35 @@ impl OpMetrics {
     }
 }
 
-fn counted() -> Vec<(OperatorHandle, OpStats)> {
-    Dispatcher::all_operators()
+/// Every operator counted since the last reset, by name: the live entries' counters plus what
+/// freed entries (every registration gone) had counted.
+fn counted() -> Vec<(String, OpStats)> {
+    let mut by_name: std::collections::HashMap<String, OpStats> =
+        Dispatcher::retired_stats().into_iter().collect();
+    for op in Dispatcher::all_operators() {
+        let s = op.metrics().snapshot();
+        if s.fallbacks > 0 {
+            by_name.entry(op.name().to_string()).or_default().add(&s);
+        }
+    }
+    by_name.into_iter().collect()
+}
+
+/// The counters of `name`: its entry's (if it has one) plus what a freed entry of that name
+/// had counted.
+fn stats_of(name: &str) -> Option<OpStats> {
+    let retired = Dispatcher::retired_stats()
         .into_iter()
-        .map(|op| {
-            let s = op.metrics().snapshot();
-            (op, s)
-        })
-        .filter(|(_, s)| s.fallbacks > 0)
-        .collect()
+        .find(|(n, _)| n == name)
+        .map(|(_, s)| s);
+    let live = Dispatcher::lookup(name).map(|op| op.metrics().snapshot());
+    match (live, retired) {
+        (Some(mut l), Some(r)) => {
+            l.add(&r);
+            Some(l)
+        }
+        (l, r) => l.or(r),
+    }
 }
 
 /// The fallback count of one operator (`"ns::name"` or `"ns::name.overload"`), 0 if none.
@@ -206,7 +245,7 @@ fn counted() -> Vec<(OperatorHandle, OpStats)> {
 /// assert_eq!(boxfall::metrics::counter_value("nobody::nothing"), 0);
 /// ```
 pub fn counter_value(name: &str) -> u64 {
-    Dispatcher::lookup(name).map_or(0, |op| op.metrics().snapshot().fallbacks)
+    stats_of(name).map_or(0, |s| s.fallbacks)
 }
 
 /// Every operator counted since the last reset, with its count, sorted by name.
@@ -218,7 +257,7 @@ pub fn counter_value(name: &str) -> u64 {
 pub fn counters() -> Vec<(String, u64)> {
     let mut v: Vec<_> = counted()
         .into_iter()
-        .map(|(op, s)| (op.name().to_string(), s.fallbacks))
+        .map(|(name, s)| (name, s.fallbacks))
         .collect();
     v.sort();
     v
@@ -230,7 +269,7 @@ pub fn counters() -> Vec<(String, u64)> {
 /// assert!(boxfall::metrics::op_stats("nobody::nothing").is_none());
 /// ```
 pub fn op_stats(name: &str) -> Option<OpStats> {
-    Dispatcher::lookup(name).map(|op| op.metrics().snapshot())
+    stats_of(name)
 }
 
 /// Every operator counted since the last reset with its full counters, by fallback time.
@@ -240,10 +279,7 @@ pub fn op_stats(name: &str) -> Option<OpStats> {
 /// assert!(all.windows(2).all(|w| w[0].1.fallback_ns >= w[1].1.fallback_ns));
 /// ```
 pub fn all_stats() -> Vec<(String, OpStats)> {
-    let mut v: Vec<_> = counted()
-        .into_iter()
-        .map(|(op, s)| (op.name().to_string(), s))
-        .collect();
+    let mut v = counted();
     v.sort_by(|a, b| b.1.fallback_ns.cmp(&a.1.fallback_ns).then(a.0.cmp(&b.0)));
     v
 }
@@ -258,6 +294,7 @@ pub fn reset() {
     for op in Dispatcher::all_operators() {
         op.metrics().reset();
     }
+    Dispatcher::clear_retired_stats();
 }
 
 /// A table for people: operator, backend, count, failures, total ms, mean us, MB moved;

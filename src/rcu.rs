@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crossbeam_utils::CachePadded;
 
@@ -188,6 +188,11 @@ fn collect_held_back() {
 }
 
 /// An owned object that readers load without any atomic read-modify-write.
+///
+/// The object lives in an `Arc` (its pointer is the `Arc`'s own, so a load is one plain load, as
+/// for a `Box`): a reader that is about to run for long takes a counted reference with
+/// [`own`] and leaves its read section, so that it holds back only that one object, not the
+/// reclamation of every object retired while it runs.
 pub(crate) struct RcuCell<T: Send + Sync + 'static> {
     ptr: AtomicPtr<T>,
 }
@@ -197,49 +202,68 @@ impl<T: Send + Sync + 'static> RcuCell<T> {
     pub(crate) fn new(value: T) -> RcuCell<T> {
         init();
         RcuCell {
-            ptr: AtomicPtr::new(Box::into_raw(Box::new(value))),
+            ptr: AtomicPtr::new(Arc::into_raw(Arc::new(value)).cast_mut()),
         }
     }
 
     /// The current object, valid as long as the guard.
     #[inline]
     pub(crate) fn load<'g>(&self, _guard: &'g ReadGuard) -> &'g T {
-        // SAFETY: the pointer came from `Box::into_raw` and is freed only by `collect`, after
-        // every reader that entered before it was swapped out has left; this thread is inside
-        // a read section for the guard's lifetime.
+        // SAFETY: the pointer came from `Arc::into_raw`; the cell's reference (or, once the
+        // object is swapped out, the retired list's) is released only by `collect`, after
+        // every reader that entered before the swap has left; this thread is inside a read
+        // section for the guard's lifetime.
         unsafe { &*self.ptr.load(Ordering::Acquire) }
     }
 
-    /// Publishes `value` and retires the old object; [`collect`] frees it later.
+    /// Publishes `value` and retires the old object; [`collect`] releases it later.
     pub(crate) fn replace(&self, value: T) {
         let old = self
             .ptr
-            .swap(Box::into_raw(Box::new(value)), Ordering::SeqCst);
+            .swap(Arc::into_raw(Arc::new(value)).cast_mut(), Ordering::SeqCst);
         retired().push((EPOCH.load(Ordering::SeqCst), Box::new(Unpublished(old))));
     }
 }
 
-/// An object swapped out of its cell, freed when dropped. It stays a raw pointer until then:
-/// readers may still hold shared references, which a `Box` (a unique owner) would contradict.
+/// A counted reference to an object that [`RcuCell::load`] gave under a guard that is still
+/// alive: it keeps the object after the read section ends.
+///
+/// # Safety
+/// `value` must come from `RcuCell::<T>::load` under a `ReadGuard` this thread still holds.
+#[inline]
+pub(crate) unsafe fn own<T: Send + Sync + 'static>(value: &T) -> Arc<T> {
+    let p: *const T = value;
+    // SAFETY: per the contract, `p` is the data pointer of an `Arc<T>` (from `Arc::into_raw` in
+    // `RcuCell`) whose reference the cell or the retired list still holds, since the caller's
+    // read section has not ended; adding a count and taking it as a new `Arc` is then sound.
+    unsafe {
+        Arc::increment_strong_count(p);
+        Arc::from_raw(p)
+    }
+}
+
+/// An object swapped out of its cell, released when dropped. It stays a raw pointer until then:
+/// readers may still hold plain references, which an `Arc` value would not show.
 struct Unpublished<T>(*mut T);
 
-// SAFETY: it owns a `T: Send`; readers on other threads only read it (`T: Sync`) until
-// `collect` has seen them leave, and only then is it dropped.
+// SAFETY: it owns a reference to a `T: Send + Sync`; readers on other threads only read it until
+// `collect` has seen them leave, and only then is it dropped (readers that took their own count
+// with `own` keep the object after that, which `Arc` allows for `T: Send + Sync`).
 unsafe impl<T: Send + Sync> Send for Unpublished<T> {}
 
 impl<T> Drop for Unpublished<T> {
     fn drop(&mut self) {
-        // SAFETY: the pointer came from `Box::into_raw` in `RcuCell`, was unpublished by one
-        // swap, and `collect` released it only once no reader can reach it.
-        drop(unsafe { Box::from_raw(self.0) });
+        // SAFETY: the pointer came from `Arc::into_raw` in `RcuCell`, was unpublished by one
+        // swap, and `collect` released it only once no reader without a count can reach it.
+        drop(unsafe { Arc::from_raw(self.0) });
     }
 }
 
 impl<T: Send + Sync + 'static> Drop for RcuCell<T> {
     fn drop(&mut self) {
         // Readers borrow from a cell they can reach, so none can be inside once it is dropped.
-        // SAFETY: the pointer is the cell's own, from `Box::into_raw`.
-        drop(unsafe { Box::from_raw(*self.ptr.get_mut()) });
+        // SAFETY: the pointer is the cell's own, from `Arc::into_raw`.
+        drop(unsafe { Arc::from_raw(*self.ptr.get_mut()) });
     }
 }
 
@@ -248,6 +272,13 @@ type Retired = Vec<(u64, Box<dyn Send>)>;
 fn retired() -> MutexGuard<'static, Retired> {
     static RETIRED: Mutex<Retired> = Mutex::new(Vec::new());
     RETIRED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How many retired objects wait for readers to leave (for tests of what a long call holds
+/// back).
+#[cfg(test)]
+pub(crate) fn retired_count() -> usize {
+    retired().len()
 }
 
 /// Takes out the retired objects no reader can see any more; the caller drops them with no
@@ -449,6 +480,33 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn an_owned_reference_outlives_its_read_section_and_holds_back_nothing_else() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let cell = RcuCell::new(Counted(drops.clone()));
+        let g = read();
+        // SAFETY: loaded under `g`, which is alive.
+        let owned = unsafe { own(cell.load(&g)) };
+        drop(g);
+        cell.replace(Counted(drops.clone()));
+        // No reader is inside: the retired reference is released, but the owned one keeps
+        // the object whole.
+        for _ in 0..100 {
+            drop(collect());
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "the owner still holds it");
+        assert!(Arc::ptr_eq(&owned.0, &drops));
+        // Later replacements are freed while the owner runs on.
+        cell.replace(Counted(drops.clone()));
+        assert_eq!(
+            collect_until(&drops, 1),
+            1,
+            "the next object is not held back"
+        );
+        drop(owned);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
     }
 
     #[test]

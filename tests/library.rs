@@ -444,3 +444,83 @@ proptest! {
         prop_assert_eq!(table_of(&op, &keys), empty);
     }
 }
+
+#[test]
+fn an_operator_with_nothing_registered_left_leaves_the_registry() {
+    let (ns, mut lib) = def_lib("gone");
+    let names: Vec<String> = (0..200)
+        .map(|i| {
+            let op = define_which(&mut lib, &format!("f{i}"));
+            op.name().to_string()
+        })
+        .collect();
+    let listed = |n: &String| Dispatcher::all_operators().iter().any(|op| op.name() == n);
+    assert!(names.iter().all(listed));
+    // A kernel of an IMPL library keeps the entry after its definition goes.
+    let mut imp = impl_lib(&ns);
+    imp.impl_kernel("f0", DispatchKey::CPU, returns_id(1), false)
+        .unwrap();
+    lib.close();
+    assert!(listed(&names[0]), "a kernel is still registered for it");
+    assert!(!names[1..].iter().any(listed), "nothing left: freed");
+    imp.close();
+    assert!(!listed(&names[0]));
+    assert!(Dispatcher::overloads(&format!("{ns}::f0")).is_empty());
+}
+
+#[test]
+fn define_and_close_cycles_with_fresh_names_leave_nothing_behind() {
+    let prefix = ns("cycle");
+    for i in 0..2000 {
+        let mut lib = Library::new(&format!("{prefix}_{i}"), LibraryKind::Def).unwrap();
+        define_which(&mut lib, "f");
+        lib.impl_kernel("f", DispatchKey::CPU, returns_id(1), false)
+            .unwrap();
+    }
+    let left: Vec<String> = Dispatcher::all_operators()
+        .iter()
+        .map(|op| op.name().to_string())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "entries left: {}", left.len());
+}
+
+#[test]
+fn a_handle_kept_across_a_close_sees_the_next_definition_of_its_name() {
+    let (ns, mut lib) = def_lib("kept");
+    let op = define_which(&mut lib, "which");
+    lib.impl_kernel("which", DispatchKey::CPU, returns_id(1), false)
+        .unwrap();
+    lib.close();
+    let mut again = Library::new(&ns, LibraryKind::Def).unwrap();
+    define_which(&mut again, "which");
+    again
+        .impl_kernel("which", DispatchKey::CPU, returns_id(2), false)
+        .unwrap();
+    assert_eq!(call_which(&op, cpu(&[1.0])).unwrap(), 2);
+}
+
+#[test]
+fn overloads_are_listed_in_definition_order_and_leave_with_their_definition() {
+    let (ns, mut lib) = def_lib("ovl");
+    let mut frag = Library::new(&ns, LibraryKind::Fragment).unwrap();
+    lib.define("g.b(Tensor x) -> Tensor").unwrap();
+    frag.define("g(Tensor x) -> Tensor").unwrap();
+    lib.define("g.a(Tensor x) -> Tensor").unwrap();
+    let names = |ns: &str| -> Vec<String> {
+        Dispatcher::overloads(&format!("{ns}::g"))
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&ns),
+        [
+            format!("{ns}::g.b"),
+            format!("{ns}::g"),
+            format!("{ns}::g.a")
+        ]
+    );
+    frag.close();
+    assert_eq!(names(&ns), [format!("{ns}::g.b"), format!("{ns}::g.a")]);
+}

@@ -232,3 +232,33 @@ fn report_lists_operators_by_fallback_time() {
         "{report}"
     );
 }
+
+#[test]
+fn counts_outlive_the_library_of_their_operator_until_a_reset() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let op = unary(&mut lib, "closed");
+    for _ in 0..3 {
+        op.call((dev().tensor(&[1.0, 2.0]),)).unwrap();
+    }
+    let name = format!("{ns}::closed");
+    drop(op);
+    lib.close();
+    // The entry is freed (nothing is registered for it), its counts are not.
+    assert!(!boxfall::Dispatcher::all_operators()
+        .iter()
+        .any(|o| o.name() == name));
+    assert_eq!(counter_value(&name), 3);
+    assert!(counters().contains(&(name.clone(), 3)));
+    assert_eq!(op_stats(&name).unwrap().bytes_to_cpu, 3 * 16);
+    // Defined again, it counts on from there.
+    let mut again = boxfall::Library::new(&ns, boxfall::LibraryKind::Def).unwrap();
+    let op = unary(&mut again, "closed");
+    op.call((dev().tensor(&[1.0]),)).unwrap();
+    assert_eq!(counter_value(&name), 4);
+    assert!(metrics::report().contains(&name));
+    metrics::reset();
+    assert_eq!(counter_value(&name), 0);
+    again.close();
+    assert!(!counters().iter().any(|(n, _)| n == &name));
+}

@@ -159,6 +159,60 @@ def bench_calls(number: int, repeat: int) -> list[str]:
     return rows
 
 
+def bench_registration(rounds: int) -> list[str]:
+    """Registration while another thread sleeps inside a Python kernel, against registration
+    with no such thread: medians of paired rounds (one round of each, back to back), so that
+    a long call is seen to hold back no reclamation (issue 15, section 3)."""
+    import statistics
+    import threading
+    import time
+
+    ns = f"benchreg{uuid.uuid4().hex[:8]}"
+    cycles = 300
+
+    def churn() -> float:
+        start = time.perf_counter()
+        for _ in range(cycles):
+            with bf.Library(ns, "IMPL") as imp:
+                imp.impl("churn", lambda x: x, "CPU")
+        return (time.perf_counter() - start) / cycles * 1e9
+
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("churn(Tensor x) -> Tensor")
+        lib.define("sleep(Tensor x) -> Tensor")
+        entered, release = threading.Event(), threading.Event()
+
+        def sleep(x: Any) -> Any:
+            entered.set()
+            release.wait(60)
+            return x
+
+        lib.impl("sleep", sleep, "CPU")
+        op = getattr(bf.ops, ns).sleep.default
+        churn()
+        plain, slept, ratios = [], [], []
+        for _ in range(rounds):
+            alone = churn()
+            entered.clear()
+            release.clear()
+            sleeper = threading.Thread(target=op, args=(np.ones(1),))
+            sleeper.start()
+            entered.wait(10)
+            beside = churn()
+            release.set()
+            sleeper.join()
+            plain.append(alone)
+            slept.append(beside)
+            ratios.append(beside / alone)
+    ratio = statistics.median(ratios)
+    return [
+        f"register + close, a thread asleep in a kernel   {statistics.median(slept):>10.0f} ns   "
+        f"{'no thread asleep':<28} {statistics.median(plain):>8.0f} ns   "
+        f"median of {rounds} paired rounds {ratio:.2f}x "
+        f"(rounds {min(ratios):.2f}-{max(ratios):.2f}x)"
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print the table."""
     parser = argparse.ArgumentParser(prog="python -m boxfall bench", description=__doc__)
@@ -173,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{'measured':<48} {'time':>13}   {'baseline':<28} {'time':>11}   {'added':>10}  ratio"
         )
         for line in bench_schema(args.schemas, args.repeat) + bench_calls(args.number, args.repeat):
+            print(line)
+        for line in bench_registration(args.repeat):
             print(line)
     finally:
         bf.set_fallback_policy(policy)

@@ -162,7 +162,15 @@ pub(crate) fn run_cpu_fallback(
     stack: &mut Stack,
 ) -> Result<()> {
     let guard = rcu::read();
-    run_cpu_fallback_on(mode, op, op.table_in(&guard), keys, stack)
+    let table = op.table_in(&guard);
+    if table.cpu_kernel().is_some_and(KernelFunction::runs_long) {
+        // A CPU kernel that runs long runs outside the read section, on a counted table.
+        // SAFETY: `table` was loaded under `guard`, which is alive here.
+        let owned = unsafe { rcu::own(table) };
+        drop(guard);
+        return run_cpu_fallback_on(mode, op, &owned, keys, stack);
+    }
+    run_cpu_fallback_on(mode, op, table, keys, stack)
 }
 
 /// How one registration of the CPU fallback runs: its view policy, and whether the fallback

@@ -36,6 +36,7 @@ pub fn python_kernel(func: Py<PyAny>, boxed: bool) -> KernelFunction {
         },
         tag,
     )
+    .long_running()
 }
 
 fn key_name(keys: DispatchKeySet) -> String {
@@ -73,10 +74,10 @@ fn call_kernel(
     keys: DispatchKeySet,
     stack: &mut Stack,
 ) -> Result<()> {
-    // Borrowed for the call (no reference count moves); a kernel that redefines the operator
-    // while it runs only retires this schema, which lives until the section ends.
-    let guard = crate::rcu::read();
-    let schema = op.table_in(&guard).schema(op)?;
+    // Held by a count, not borrowed from a read section: the kernel may run for long, and a
+    // thread inside a read section holds back the reclamation of every replaced table.
+    let schema = op.schema()?;
+    let schema = &*schema;
     let mut passed = Passed::default();
     let mut written: Vec<(Bound<'_, PyAny>, Tensor)> = Vec::new();
     let params = &schema.schema.arguments;
