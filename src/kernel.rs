@@ -216,6 +216,7 @@ impl KernelFunction {
     /// holding the operator's table by a reference count, so that while it runs, tables
     /// replaced by registrations on other threads are freed as usual; a quick kernel runs
     /// inside the section, which costs no atomic operation. Python kernels are marked so.
+    /// A long-running kernel keeps only its boxed entry point: typed calls box once.
     ///
     /// ```
     /// let k = boxfall::KernelFunction::from_boxed(|_, _, _| Ok(())).long_running();
@@ -224,6 +225,11 @@ impl KernelFunction {
     /// ```
     pub fn long_running(mut self) -> KernelFunction {
         self.long_running = true;
+        // Typed calls of an unboxed kernel run it inside the read section with no test; a
+        // long-running one is reached boxed, where the dispatcher looks (its cost is the
+        // kernel's, not the boxing).
+        self.unboxed = None;
+        self.stack_entry = None;
         self
     }
 
