@@ -168,7 +168,7 @@ def bench_registration(rounds: int) -> list[str]:
     import time
 
     ns = f"benchreg{uuid.uuid4().hex[:8]}"
-    cycles = 300
+    cycles = 1000
 
     def churn() -> float:
         start = time.perf_counter()
