@@ -4,7 +4,7 @@ mod schema_support;
 
 use boxfall::schema::{AliasInfo, Argument};
 use boxfall::FunctionSchema;
-use schema_support::{parse_json, schema_lines, Json, SCHEMAS_JSONL};
+use schema_support::{parse_json, schema_lines, Json, NATIVE_FUNCTIONS_JSONL, SCHEMAS_JSONL};
 
 #[test]
 fn every_torch_schema_prints_back_unchanged() {
@@ -30,6 +30,41 @@ fn every_torch_schema_prints_back_unchanged() {
         "{} of {} schemas failed to round-trip (listed above)",
         failures.len(),
         lines.len()
+    );
+}
+
+/// native_functions.yaml writes what PyTorch's printer never prints (enum names such as
+/// `reduction=Mean` and `dtype=long`, the type `DeviceIndex`, `SymInt[2] stride=1`, floats such
+/// as `1e-05`, single-quoted strings); each line must parse and print as torch prints it.
+#[test]
+fn every_native_functions_schema_prints_as_torch_prints_it() {
+    let text = std::fs::read_to_string(NATIVE_FUNCTIONS_JSONL)
+        .unwrap_or_else(|e| panic!("cannot read {NATIVE_FUNCTIONS_JSONL}: {e}"));
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        n += 1;
+        let row = parse_json(line);
+        let (written, torch) = (row.get("text").str(), row.get("torch_str").str());
+        match FunctionSchema::parse(written) {
+            Ok(s) if s.to_string() == torch => {}
+            Ok(s) => failures.push(format!(
+                "  {written}
+  printed as
+  {s}
+  torch: {torch}"
+            )),
+            Err(e) => failures.push(format!("  {e}")),
+        }
+    }
+    assert_eq!(n, 1352, "the data file changed");
+    for f in &failures {
+        eprintln!("{f}\n");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {n} schemas differ from torch (listed above)",
+        failures.len()
     );
 }
 

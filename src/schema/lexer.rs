@@ -259,6 +259,19 @@ impl<'a> Cursor<'a> {
             if b == b'\\' {
                 let escape = self.pos;
                 self.pos += 1;
+                // Up to three octal digits, as C (and c10's printer, for unprintable bytes).
+                let digits = self.src.as_bytes()[self.pos..]
+                    .iter()
+                    .take(3)
+                    .take_while(|d| (b'0'..=b'7').contains(d))
+                    .count();
+                if digits > 0 {
+                    let code =
+                        u32::from_str_radix(&self.src[self.pos..self.pos + digits], 8).unwrap_or(0);
+                    self.pos += digits;
+                    value.push(char::from_u32(code).unwrap_or('\0'));
+                    continue;
+                }
                 let resolved = match self.peek() {
                     Some(b'n') => '\n',
                     Some(b't') => '\t',
@@ -267,7 +280,6 @@ impl<'a> Cursor<'a> {
                     Some(b'v') => '\x0b',
                     Some(b'a') => '\x07',
                     Some(b'b') => '\x08',
-                    Some(b'0') => '\0',
                     Some(b'\\') => '\\',
                     Some(b'\'') => '\'',
                     Some(b'"') => '"',

@@ -578,7 +578,7 @@ impl<'a> Parser<'a> {
 
     fn default_value(&mut self, ty: &Type) -> PResult<DefaultValue> {
         let start = self.c.pos;
-        let literal = self.literal(0)?;
+        let literal = self.literal(0, takes_dtype_names(ty))?;
         let text = self.c.slice(start, self.c.pos);
         match coerce(ty, literal) {
             Ok(value) => Ok(DefaultValue {
@@ -598,7 +598,9 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn literal(&mut self, depth: usize) -> PResult<Literal> {
+    /// A default value. `dtypes`: the argument is a `ScalarType`, whose defaults may also be
+    /// dtype names (`float32`, `int64`), as PyTorch's parser reads them.
+    fn literal(&mut self, depth: usize, dtypes: bool) -> PResult<Literal> {
         if depth >= MAX_DEPTH {
             return self.fail(format!(
                 "default value is nested too deeply (more than {MAX_DEPTH} levels)"
@@ -615,7 +617,7 @@ impl<'a> Parser<'a> {
                 }
                 loop {
                     self.c.skip_ws();
-                    items.push(self.literal(depth + 1)?);
+                    items.push(self.literal(depth + 1, dtypes)?);
                     self.c.skip_ws();
                     if self.c.eat(b']') {
                         return Ok(Literal::List(items));
@@ -657,12 +659,22 @@ impl<'a> Parser<'a> {
                     Some("False") => Literal::Bool(false),
                     Some("inf") => Literal::Float(f64::INFINITY),
                     Some("nan") => Literal::Float(f64::NAN),
-                    Some(word) => {
-                        return Err(fault(
-                            start,
-                            format!("bad default value '{word}': expected a number, a string, a list, True, False or None"),
-                        ))
-                    }
+                    Some(word) => match enum_default(word, dtypes) {
+                        Some(code) => Literal::Int(code),
+                        None => {
+                            return Err(fault(
+                                start,
+                                format!(
+                                    "bad default value '{word}': expected a number, a string, a list, True, False, None{}",
+                                    if dtypes {
+                                        ", or a dtype name such as float32 or long"
+                                    } else {
+                                        ", or one of the enum names PyTorch's sources use (Mean, long, float, complex, strided, contiguous_format)"
+                                    }
+                                ),
+                            ))
+                        }
+                    },
                     None => {
                         return self.fail(format!(
                             "expected a default value, found {}",
@@ -687,6 +699,61 @@ impl<'a> Parser<'a> {
         }
         Ok(value)
     }
+}
+
+/// Whether a default of this type may be a dtype name (`ScalarType`, optional or not).
+fn takes_dtype_names(ty: &Type) -> bool {
+    match ty {
+        Type::Optional(inner) => takes_dtype_names(inner),
+        t => *t == Type::ScalarType,
+    }
+}
+
+/// The enum names that native_functions.yaml writes as defaults, as the integers PyTorch's
+/// parser turns them into (`function_schema_parser.cpp`): a few names for any type, and for a
+/// `ScalarType` every dtype name of `c10::getStringToDtypeMap`.
+fn enum_default(word: &str, dtypes: bool) -> Option<i64> {
+    let any = match word {
+        "float" => Some(6),   // at::kFloat
+        "complex" => Some(9), // at::kComplexFloat
+        "long" => Some(4),    // at::kLong
+        "strided" => Some(0), // at::kStrided
+        "Mean" => Some(1),    // at::Reduction::Mean
+        "contiguous_format" => Some(0),
+        _ => None,
+    };
+    if any.is_some() || !dtypes {
+        return any;
+    }
+    // c10::ScalarType's numbering.
+    Some(match word {
+        "uint8" => 0,
+        "int8" => 1,
+        "int16" | "short" => 2,
+        "int32" | "int" => 3,
+        "int64" => 4,
+        "float16" | "half" => 5,
+        "float32" => 6,
+        "float64" | "double" => 7,
+        "complex32" | "chalf" => 8,
+        "complex64" | "cfloat" => 9,
+        "complex128" | "cdouble" => 10,
+        "bool" => 11,
+        "qint8" => 12,
+        "quint8" => 13,
+        "qint32" => 14,
+        "bfloat16" => 15,
+        "quint4x2" => 16,
+        "quint2x4" => 17,
+        "float8_e5m2" => 23,
+        "float8_e4m3fn" => 24,
+        "float8_e5m2fnuz" => 25,
+        "float8_e4m3fnuz" => 26,
+        "uint16" => 27,
+        "uint32" => 28,
+        "uint64" => 29,
+        _ => return None,
+    })
 }
 
 /// The argument names seen so far. Schemas have a handful of arguments, and scanning them
@@ -733,6 +800,12 @@ fn coerce(ty: &Type, literal: Literal) -> Result<Literal, Mismatch> {
     use Literal as L;
     match (ty, literal) {
         (Type::Optional(_) | Type::NoneType, L::None) => Ok(L::None),
+        // c10 reads an optional's number as written: `float? x=1` holds the int 1.
+        (Type::Optional(inner), literal @ L::Int(_))
+            if matches!(**inner, Type::Float | Type::SymFloat | Type::Complex) =>
+        {
+            Ok(literal)
+        }
         (Type::Optional(inner), literal) => coerce(inner, literal),
         (Type::Any | Type::Var(_), literal) => Ok(literal),
         (Type::Bool | Type::SymBool, literal @ L::Bool(_)) => Ok(literal),

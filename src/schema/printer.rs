@@ -3,7 +3,7 @@
 
 use std::fmt::{self, Display, Formatter, Write};
 
-use super::types::{AliasInfo, Argument, DefaultValue, FunctionSchema, Type};
+use super::types::{AliasInfo, Argument, DefaultValue, FunctionSchema, Literal, Type};
 
 /// Prints the schema as PyTorch does.
 ///
@@ -97,10 +97,119 @@ impl Display for Argument {
         }
         if let Some(default) = &self.default {
             f.write_char('=')?;
-            f.write_str(&default.text)?;
+            match (&self.ty, &default.value) {
+                // c10 prints an int list of one repeated value as that value (`int[2] stride=1`,
+                // as native_functions.yaml writes it); SymInt lists and optional ones it does not.
+                // c10 does it for unsized lists too, which its parser then refuses; those print
+                // as lists here, so that every printed schema reads back.
+                (
+                    Type::List {
+                        elem,
+                        size: Some(n),
+                    },
+                    Literal::List(items),
+                ) if **elem == Type::Int
+                    && items.len() > 1
+                    && items.len() == *n
+                    && items.iter().all(|i| *i == items[0]) =>
+                {
+                    write_literal(f, &items[0])?
+                }
+                (_, value) => write_literal(f, value)?,
+            }
         }
         Ok(())
     }
+}
+
+/// Writes a default's value as PyTorch's `IValue` printer does: `True`, `None`, `-1`, floats
+/// by [`write_double`], strings in double quotes with C escapes, lists as `[a, b]`.
+fn write_literal(f: &mut Formatter<'_>, value: &Literal) -> fmt::Result {
+    match value {
+        Literal::None => f.write_str("None"),
+        Literal::Bool(true) => f.write_str("True"),
+        Literal::Bool(false) => f.write_str("False"),
+        Literal::Int(i) => write!(f, "{i}"),
+        Literal::Float(d) => write_double(f, *d),
+        Literal::Str(s) => write_quoted(f, s),
+        Literal::List(items) => {
+            f.write_char('[')?;
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write_literal(f, item)?;
+            }
+            f.write_char(']')
+        }
+    }
+}
+
+/// A double as c10 prints one: a whole number below 1e10 with a trailing dot (`2.`, `-0.`),
+/// anything else with 17 significant digits in `%g` form (`1.0000000000000001e-05`, `inf`).
+fn write_double(f: &mut Formatter<'_>, d: f64) -> fmt::Result {
+    if d.is_nan() {
+        return f.write_str("nan");
+    }
+    if d.is_infinite() {
+        return f.write_str(if d < 0.0 { "-inf" } else { "inf" });
+    }
+    if (d.is_normal() || d == 0.0) && d.abs() < 1e10 {
+        let i = d as i64;
+        if i as f64 == d {
+            let sign = if i == 0 && d.is_sign_negative() {
+                "-"
+            } else {
+                ""
+            };
+            return write!(f, "{sign}{i}.");
+        }
+    }
+    f.write_str(&format_g17(d))
+}
+
+/// `printf("%.17g", d)` for a finite `d`.
+fn format_g17(d: f64) -> String {
+    const PRECISION: i32 = 17;
+    let sci = format!("{:.*e}", (PRECISION - 1) as usize, d);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= PRECISION {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    } else {
+        trim(&format!("{:.*}", (PRECISION - 1 - exp) as usize, d))
+    }
+}
+
+/// A string as c10's `printQuotedString` writes it: double quotes, C escapes, other
+/// unprintable bytes in octal.
+fn write_quoted(f: &mut Formatter<'_>, s: &str) -> fmt::Result {
+    f.write_char('"')?;
+    for c in s.chars() {
+        match c {
+            '\\' => f.write_str("\\\\")?,
+            '\'' => f.write_str("\\'")?,
+            '"' => f.write_str("\\\"")?,
+            '\x07' => f.write_str("\\a")?,
+            '\x08' => f.write_str("\\b")?,
+            '\x0c' => f.write_str("\\f")?,
+            '\n' => f.write_str("\\n")?,
+            '\r' => f.write_str("\\r")?,
+            '\t' => f.write_str("\\t")?,
+            '\x0b' => f.write_str("\\v")?,
+            c if c.is_ascii_control() => write!(f, "\\{:03o}", c as u32)?,
+            c => f.write_char(c)?,
+        }
+    }
+    f.write_char('"')
 }
 
 /// Writes a type with its annotations in the places the parser reads them from: an element's

@@ -151,13 +151,22 @@ impl Argument {
 /// assert_eq!(k.value, Literal::List(vec![Literal::Int(1), Literal::Int(1)]));
 /// # Ok::<(), boxfall::SchemaError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct DefaultValue {
-    /// Exactly as written: `1e-05`, `[0,1]`, `"mean"`. The printer writes this back.
+    /// Exactly as written: `1e-05`, `[0,1]`, `"mean"`, `Mean`. The schema printer writes the
+    /// value instead, as PyTorch prints it (`1.0000000000000001e-05`, `[0, 1]`, `"mean"`, `1`).
     pub text: String,
     /// The value, converted to the argument's type: `float x=1` holds `Float(1.0)`, and
     /// `int[2] k=1` holds `List([Int(1), Int(1)])`.
     pub value: Literal,
+}
+
+/// Two defaults are equal when their values are: how a default was written (`1e-05` or
+/// `0.00001`, `'a'` or `"a"`) is presentation, as in c10, which keeps only the value.
+impl PartialEq for DefaultValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
 }
 
 /// A default's value.
@@ -403,6 +412,8 @@ impl Type {
         *ty = match name {
             "Tensor" => Type::Tensor,
             "int" => Type::Int,
+            // native_functions.yaml's name for a device index; PyTorch reads it as an int.
+            "DeviceIndex" => Type::Int,
             "float" => Type::Float,
             "bool" => Type::Bool,
             "str" => Type::Str,

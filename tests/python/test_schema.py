@@ -309,3 +309,48 @@ def test_dispatch_facts_are_exposed():
     assert view.has_view_returns and view.return_aliases == [0] and view.written_arguments == []
     lists = bf.parse_schema("demo::f(Tensor?[] xs, int n, Tensor(a!)[] out) -> ()")
     assert lists.tensor_arguments == [0, 2] and lists.written_arguments == [2]
+
+
+NATIVE = DATA / "native_functions.jsonl"
+
+
+def test_native_functions_schemas_print_as_torch_prints_them():
+    rows = [json.loads(line) for line in NATIVE.read_text(encoding="utf-8").splitlines() if line]
+    assert len(rows) == 1352
+    failures = []
+    for row in rows:
+        try:
+            printed = str(bf.parse_schema(row["text"]))
+        except bf.SchemaError as e:
+            failures.append(f"{row['text']}\n    -> SchemaError: {e}")
+            continue
+        if printed != row["torch_str"]:
+            failures.append(f"{row['text']}\n    -> {printed}\n    torch {row['torch_str']}")
+    assert not failures, f"{len(failures)} schemas differ, e.g.:\n" + "\n".join(failures[:5])
+
+
+@pytest.mark.parametrize(
+    ("written", "printed"),
+    [
+        ("int reduction=Mean", "int reduction=1"),
+        ("ScalarType? dtype=long", "ScalarType? dtype=4"),
+        ("ScalarType dtype=float32", "ScalarType dtype=6"),
+        ("MemoryFormat memory_format=contiguous_format", "MemoryFormat memory_format=0"),
+        ("Layout layout=strided", "Layout layout=0"),
+        ("DeviceIndex index", "int index"),
+        ("SymInt[2] stride=1", "SymInt[2] stride=[1, 1]"),
+        ("int[2] stride=1", "int[2] stride=1"),
+        ("int[1] stride=1", "int[1] stride=[1]"),
+        ("float eps=1e-05", "float eps=1.0000000000000001e-05"),
+        ("float p=2", "float p=2."),
+        ("float? p=2", "float? p=2"),
+        ("str mode='none'", 'str mode="none"'),
+    ],
+)
+def test_defaults_as_native_functions_yaml_writes_them_print_as_torch(written, printed):
+    assert str(bf.parse_schema(f"demo::f({written}) -> ()")) == f"demo::f({printed}) -> ()"
+
+
+def test_a_dtype_name_is_a_default_only_for_a_scalar_type():
+    with pytest.raises(bf.SchemaError, match="float32"):
+        bf.parse_schema("demo::f(int x=float32) -> ()")

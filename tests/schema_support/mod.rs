@@ -10,6 +10,11 @@ pub const SCHEMAS_JSONL: &str = concat!(
     "/tests/data/torch_schemas.jsonl"
 );
 
+pub const NATIVE_FUNCTIONS_JSONL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/native_functions.jsonl"
+);
+
 /// The schema lines of torch_schemas.txt, comments left out.
 pub fn schema_lines() -> Vec<String> {
     let text = std::fs::read_to_string(SCHEMAS_TXT)
