@@ -31,7 +31,10 @@ fn out_of_memory(what: &dyn Fn() -> String, shape: &[usize], size: usize) -> Err
 }
 
 /// An empty `Vec` with room for the elements of `shape`, and their count; or `OutOfMemory`.
-pub(crate) fn try_vec_for<T>(shape: &[usize], what: &dyn Fn() -> String) -> Result<(Vec<T>, usize)> {
+pub(crate) fn try_vec_for<T>(
+    shape: &[usize],
+    what: &dyn Fn() -> String,
+) -> Result<(Vec<T>, usize)> {
     let size = std::mem::size_of::<T>();
     let n = element_count(shape, size).ok_or_else(|| out_of_memory(what, shape, size))?;
     let mut v = Vec::new();
@@ -57,10 +60,12 @@ fn build<T: Copy>(
     fill: impl FnOnce(Zip<(ArrayViewMutD<'_, MaybeUninit<T>>,), IxDyn>),
 ) -> Result<ArrayD<T>> {
     let (mut v, n) = try_vec_for::<T>(shape, what)?;
-    let out = ArrayViewMutD::from_shape(IxDyn(shape), &mut v.spare_capacity_mut()[..n])
-        .map_err(|e| Error::Kernel {
-            context: what(),
-            message: format!("cannot make an array of shape {shape:?}: {e}"),
+    let out =
+        ArrayViewMutD::from_shape(IxDyn(shape), &mut v.spare_capacity_mut()[..n]).map_err(|e| {
+            Error::Kernel {
+                context: what(),
+                message: format!("cannot make an array of shape {shape:?}: {e}"),
+            }
         })?;
     fill(Zip::from(out));
     // SAFETY: `out` covered the first `n` slots of `v`'s spare capacity (`from_shape` checked
@@ -177,7 +182,9 @@ mod tests {
 
     #[test]
     fn a_size_that_overflows_is_out_of_memory_not_an_abort() {
-        let e = try_vec_for::<f64>(&[1 << 40, 1 << 40], &what).map(|_| ()).unwrap_err();
+        let e = try_vec_for::<f64>(&[1 << 40, 1 << 40], &what)
+            .map(|_| ())
+            .unwrap_err();
         assert!(matches!(e, Error::OutOfMemory { bytes: None, .. }), "{e}");
         assert!(e.to_string().contains("a test array"), "{e}");
     }
@@ -185,7 +192,9 @@ mod tests {
     #[test]
     fn a_size_the_allocator_refuses_is_out_of_memory_not_an_abort() {
         // 2^52 bytes (4 PiB) fits in isize but in no address space of today's machines.
-        let e = try_vec_for::<f64>(&[1 << 49], &what).map(|_| ()).unwrap_err();
+        let e = try_vec_for::<f64>(&[1 << 49], &what)
+            .map(|_| ())
+            .unwrap_err();
         assert!(
             matches!(e, Error::OutOfMemory { bytes: Some(b), .. } if b == 1 << 52),
             "{e}"
@@ -206,15 +215,15 @@ mod tests {
         assert_eq!(rows, ndarray::arr1(&[6, 15]).into_dyn());
         let full = try_full(&[2, 0, 3], 1.5, &what).unwrap();
         assert_eq!(full.shape(), &[2, 0, 3]);
-        assert_eq!(try_full(&[], 7, &what).unwrap(), ArrayD::from_elem(vec![], 7));
+        assert_eq!(
+            try_full(&[], 7, &what).unwrap(),
+            ArrayD::from_elem(vec![], 7)
+        );
         assert!(try_zip(&[2, 3], &x.view(), &x.t().into_dyn(), &what, |a, b| a + b).is_err());
     }
 
     #[test]
     fn copies_of_slices_are_equal() {
-        assert_eq!(
-            try_copy_slice(&[1.0, 2.0], &what).unwrap(),
-            vec![1.0, 2.0]
-        );
+        assert_eq!(try_copy_slice(&[1.0, 2.0], &what).unwrap(), vec![1.0, 2.0]);
     }
 }

@@ -116,7 +116,10 @@ pub enum Error {
     /// assert!(e.to_string().contains("float16"));
     /// assert!(e.to_string().contains("float32, float64, int32, int64, bool"));
     /// ```
-    #[error("{context} cannot hold dtype {dtype}; the supported dtypes are {}", crate::tensor::DType::supported_names())]
+    #[error(
+        "{context} cannot hold dtype {dtype}; the supported dtypes are {}",
+        crate::tensor::DType::supported_names()
+    )]
     DType {
         /// The element type asked for, as its library names it (NumPy's `dtype.str` or name).
         dtype: String,

@@ -176,7 +176,13 @@ impl HostArray {
     /// assert!(matches!(&b, HostArray::I32(x) if x.is_standard_layout()));
     /// ```
     pub fn try_clone(&self) -> Result<HostArray> {
-        let what = || format!("a copy of a {}{:?} array", self.dtype().name(), self.shape());
+        let what = || {
+            format!(
+                "a copy of a {}{:?} array",
+                self.dtype().name(),
+                self.shape()
+            )
+        };
         Ok(match self {
             HostArray::F32(a) => HostArray::F32(crate::alloc::try_copy(&a.view(), &what)?),
             HostArray::F64(a) => HostArray::F64(crate::alloc::try_copy(&a.view(), &what)?),

@@ -5,9 +5,7 @@
 
 mod common;
 
-use boxfall::{
-    native, DispatchKey, Error, IValue, KernelFunction, Library, OperatorHandle, Stack,
-};
+use boxfall::{native, DispatchKey, Error, IValue, KernelFunction, Library, OperatorHandle, Stack};
 use common::*;
 use ndarray::ArrayD;
 
@@ -30,7 +28,10 @@ fn native_ops() -> (String, Library) {
     for s in SCHEMAS {
         lib.define(s).unwrap();
     }
-    assert_eq!(native::register_kernels(&mut lib).unwrap().len(), SCHEMAS.len());
+    assert_eq!(
+        native::register_kernels(&mut lib).unwrap().len(),
+        SCHEMAS.len()
+    );
     (ns, lib)
 }
 
@@ -88,10 +89,18 @@ fn a_result_the_allocator_refuses_is_out_of_memory() {
     // Broadcasting to such a size is refused the same way.
     let e = call(
         &op(&ns, "add.Tensor"),
-        vec![zeros(&[1 << 24, 1, 0]), zeros(&[1, 1 << 24, 0]), IValue::Int(1)],
+        vec![
+            zeros(&[1 << 24, 1, 0]),
+            zeros(&[1, 1 << 24, 0]),
+            IValue::Int(1),
+        ],
     )
     .map(|s| shape(s[0].as_tensor().unwrap()));
-    assert_eq!(e.unwrap(), [1 << 24, 1 << 24, 0], "empty: nothing to allocate");
+    assert_eq!(
+        e.unwrap(),
+        [1 << 24, 1 << 24, 0],
+        "empty: nothing to allocate"
+    );
 }
 
 #[test]
@@ -102,7 +111,12 @@ fn reductions_check_their_axes_as_numpy_does() {
     let with = |dims: Vec<i64>| {
         call(
             &sum,
-            vec![x(), IValue::IntList(dims), IValue::Bool(false), IValue::None],
+            vec![
+                x(),
+                IValue::IntList(dims),
+                IValue::Bool(false),
+                IValue::None,
+            ],
         )
     };
     let dup = kernel_message(with(vec![0, 0]).unwrap_err());
@@ -111,16 +125,30 @@ fn reductions_check_their_axes_as_numpy_does() {
     // -1 and 1 are the same axis of a 2-d tensor.
     assert!(kernel_message(with(vec![1, -1]).unwrap_err()).contains("duplicate"));
     let out = kernel_message(with(vec![2]).unwrap_err());
-    assert!(out.contains("axis 2 is out of bounds for array of dimension 2"), "{out}");
+    assert!(
+        out.contains("axis 2 is out of bounds for array of dimension 2"),
+        "{out}"
+    );
     assert!(with(vec![-3]).is_err());
-    assert_eq!(values(with(vec![0]).unwrap()[0].as_tensor().unwrap()), [5.0, 7.0, 9.0]);
-    assert_eq!(values(with(vec![-1, 0]).unwrap()[0].as_tensor().unwrap()), [21.0]);
+    assert_eq!(
+        values(with(vec![0]).unwrap()[0].as_tensor().unwrap()),
+        [5.0, 7.0, 9.0]
+    );
+    assert_eq!(
+        values(with(vec![-1, 0]).unwrap()[0].as_tensor().unwrap()),
+        [21.0]
+    );
     // A 0-d tensor has no axis 0 (NumPy: AxisError).
     let mean = op(&ns, "mean.dim");
     let scalar = t(ArrayD::from_elem(vec![], 2.0));
     let e = call(
         &mean,
-        vec![scalar, IValue::IntList(vec![0]), IValue::Bool(false), IValue::None],
+        vec![
+            scalar,
+            IValue::IntList(vec![0]),
+            IValue::Bool(false),
+            IValue::None,
+        ],
     );
     assert!(kernel_message(e.unwrap_err()).contains("dimension 0"));
 }
@@ -132,7 +160,10 @@ fn transpose_checks_its_axes_as_numpy_does() {
     let x = || t(arr_nd(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
     let y = call(&tr, vec![x(), IValue::Int(0), IValue::Int(-1)]).unwrap();
     assert_eq!(shape(y[0].as_tensor().unwrap()), [3, 2]);
-    assert_eq!(values(y[0].as_tensor().unwrap()), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    assert_eq!(
+        values(y[0].as_tensor().unwrap()),
+        [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+    );
     let e = call(&tr, vec![x(), IValue::Int(0), IValue::Int(2)]).unwrap_err();
     assert!(kernel_message(e).contains("axis 2 is out of bounds"));
     let scalar = t(ArrayD::from_elem(vec![], 2.0));
@@ -146,7 +177,11 @@ fn elementwise_kernels_compute_as_numpy_does() {
     // Integers wrap (a debug build would otherwise panic).
     let big = IValue::Tensor(native::tensor(ndarray::arr1(&[i64::MAX, 1]).into_dyn()));
     let one = IValue::Tensor(native::tensor(ndarray::arr1(&[1i64, 1]).into_dyn()));
-    let s = call(&op(&ns, "add.Tensor"), vec![big.clone(), one, IValue::Int(1)]).unwrap();
+    let s = call(
+        &op(&ns, "add.Tensor"),
+        vec![big.clone(), one, IValue::Int(1)],
+    )
+    .unwrap();
     let host = s[0].as_tensor().unwrap().to_host().unwrap();
     assert_eq!(
         host.as_ref(),
@@ -207,7 +242,14 @@ fn only_schemas_that_match_as_a_whole_get_a_native_kernel() {
     for s in defined {
         lib.define(s).unwrap();
     }
-    for name in ["add.Tensor", "transpose.int", "neg", "relu", "exp", "sub.Tensor"] {
+    for name in [
+        "add.Tensor",
+        "transpose.int",
+        "neg",
+        "relu",
+        "exp",
+        "sub.Tensor",
+    ] {
         let cpu = KernelFunction::from_boxed(|_op: &OperatorHandle, _keys, stack: &mut Stack| {
             stack.clear();
             Ok(())
@@ -219,6 +261,12 @@ fn only_schemas_that_match_as_a_whole_get_a_native_kernel() {
         native::register_kernels(&mut lib).unwrap(),
         vec![format!("{ns}::mul.Tensor")]
     );
-    assert_eq!(source_of(&op(&ns, "add.Tensor"), DispatchKey::NATIVE), "missing");
-    assert_eq!(source_of(&op(&ns, "mul.Tensor"), DispatchKey::NATIVE), "kernel");
+    assert_eq!(
+        source_of(&op(&ns, "add.Tensor"), DispatchKey::NATIVE),
+        "missing"
+    );
+    assert_eq!(
+        source_of(&op(&ns, "mul.Tensor"), DispatchKey::NATIVE),
+        "kernel"
+    );
 }

@@ -253,7 +253,11 @@ fn call_fallback_ignores_the_policy() {
     let r = tensor_of(&stack[0]);
     assert_eq!(r.device(), d.device(0));
     assert_eq!(values(r), vec![-3.0]);
-    assert_eq!(fallbacks(&op), 2, "the refusal and the explicit fallback count");
+    assert_eq!(
+        fallbacks(&op),
+        2,
+        "the refusal and the explicit fallback count"
+    );
 }
 
 #[test]
@@ -311,9 +315,16 @@ fn the_fallback_a_native_kernel_takes_inside_itself_obeys_the_error_policy() {
     assert!(matches!(err, Error::Fallback(_)), "{err:?}");
     let text = err.to_string();
     assert!(text.contains(&format!("'{ns}::add.Tensor'")), "{text}");
-    assert!(text.contains("'Native'") && text.contains("\"error\""), "{text}");
+    assert!(
+        text.contains("'Native'") && text.contains("\"error\""),
+        "{text}"
+    );
     let stats = op_stats(op.name()).unwrap();
-    assert_eq!((stats.fallbacks, stats.failures), (1, 1), "refused and counted");
+    assert_eq!(
+        (stats.fallbacks, stats.failures),
+        (1, 1),
+        "refused and counted"
+    );
     // What the kernel computes itself is no fallback, and runs.
     let mut same = vec![
         IValue::Tensor(native::tensor(arr(&[1.0]))),
@@ -337,7 +348,11 @@ fn the_fallback_a_native_kernel_takes_inside_itself_warns_once() {
     for _ in 0..3 {
         assert_eq!(values(&mixed_add(&op).unwrap()), [7.0]);
     }
-    assert_eq!(warnings_on(&op, DispatchKey::NATIVE), 1, "once per (operator, backend)");
+    assert_eq!(
+        warnings_on(&op, DispatchKey::NATIVE),
+        1,
+        "once per (operator, backend)"
+    );
     assert_eq!(fallbacks(&op), 3);
     set_fallback_policy(FallbackPolicy::Allow);
     mixed_add(&op).unwrap();

@@ -80,7 +80,10 @@ mod tests {
         assert_eq!(Elem::add(i64::MAX, 1), i64::MIN);
         assert_eq!(Elem::mul(i32::MAX, 2), -2);
         assert_eq!(Elem::sub(i64::MIN, 1), i64::MAX);
-        assert_eq!(<i64 as Elem>::sum(ndarray::arr1(&[i64::MAX, 1]).view()), i64::MIN);
+        assert_eq!(
+            <i64 as Elem>::sum(ndarray::arr1(&[i64::MAX, 1]).view()),
+            i64::MIN
+        );
         assert_eq!(Elem::div(1i64, 0), 0);
     }
 }

@@ -644,7 +644,10 @@ mod tests {
         assert_eq!(reduce_dims(None, 2), Ok(vec![1, 0]));
         assert_eq!(reduce_dims(Some(&IValue::IntList(vec![])), 0), Ok(vec![]));
         let out = reduce_dims(Some(&IValue::IntList(vec![3])), 3).unwrap_err();
-        assert!(out.contains("axis 3 is out of bounds for array of dimension 3"), "{out}");
+        assert!(
+            out.contains("axis 3 is out of bounds for array of dimension 3"),
+            "{out}"
+        );
         let dup = reduce_dims(Some(&IValue::IntList(vec![0, 0])), 2).unwrap_err();
         assert!(dup.contains("duplicate value in 'axis'"), "{dup}");
         assert!(reduce_dims(Some(&IValue::IntList(vec![1, -1])), 2).is_err());

@@ -190,7 +190,9 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
             .name()
             .map(|n| n.to_string())
             .unwrap_or_else(|_| "?".into());
-        return Err(unsupported(&format!("of a {type_name} (not a NumPy array)")));
+        return Err(unsupported(&format!(
+            "of a {type_name} (not a NumPy array)"
+        )));
     };
     let dtype = arr.dtype();
     let native = dtype
