@@ -94,6 +94,38 @@ pub enum Error {
         /// The kernel's own message.
         message: String,
     },
+    /// Memory for a tensor's data could not be allocated, or its size does not fit in the
+    /// address space. Nothing was changed (the bindings raise `MemoryError`).
+    ///
+    /// ```
+    /// let e = boxfall::Error::OutOfMemory { what: "the result of 'demo::add'".into(), bytes: Some(1 << 40) };
+    /// assert_eq!(e.to_string(), "out of memory: the result of 'demo::add' needs 1099511627776 bytes, which cannot be allocated");
+    /// ```
+    #[error("out of memory: {what} needs {}, which cannot be allocated", bytes_text(*.bytes))]
+    OutOfMemory {
+        /// What the memory was for (names the operator where there is one).
+        what: String,
+        /// The bytes asked for; `None` when the count overflows.
+        bytes: Option<usize>,
+    },
+    /// An element type that host memory cannot hold (the bindings raise `bf.DTypeError`, a
+    /// `TypeError`).
+    ///
+    /// ```
+    /// let e = boxfall::Error::DType { dtype: "float16".into(), context: "a Native tensor".into() };
+    /// assert!(e.to_string().contains("float16"));
+    /// assert!(e.to_string().contains("float32, float64, int32, int64, bool"));
+    /// ```
+    #[error(
+        "{context} cannot hold dtype {dtype}; the supported dtypes are {}",
+        crate::tensor::DType::supported_names()
+    )]
+    DType {
+        /// The element type asked for, as its library names it (NumPy's `dtype.str` or name).
+        dtype: String,
+        /// What was to hold it.
+        context: String,
+    },
     /// An error raised by a foreign (e.g. Python) kernel, carried through the core unchanged.
     #[error("{message}")]
     Foreign {
@@ -102,6 +134,13 @@ pub enum Error {
         /// The foreign error object itself, for the bindings to re-raise.
         payload: ForeignError,
     },
+}
+
+fn bytes_text(bytes: Option<usize>) -> String {
+    match bytes {
+        Some(n) => format!("{n} bytes"),
+        None => "more bytes than the address space holds".into(),
+    }
 }
 
 fn suggest(names: &[String]) -> String {

@@ -39,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+mod alloc;
 pub mod backend;
 pub mod clock;
 pub mod dispatcher;

@@ -51,6 +51,22 @@ impl DType {
         }
     }
 
+    /// Every element type host memory holds, lowest first as NumPy lists them.
+    ///
+    /// ```
+    /// assert_eq!(boxfall::DType::ALL.len(), 5);
+    /// ```
+    pub const ALL: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+
+    /// The names of [`DType::ALL`], for error messages: `"float32, float64, int32, int64, bool"`.
+    ///
+    /// ```
+    /// assert_eq!(boxfall::DType::supported_names(), "float32, float64, int32, int64, bool");
+    /// ```
+    pub fn supported_names() -> String {
+        DType::ALL.map(DType::name).join(", ")
+    }
+
     /// NumPy's name for it.
     ///
     /// ```
@@ -147,6 +163,33 @@ impl HostArray {
     /// ```
     pub fn nbytes(&self) -> usize {
         self.shape().iter().product::<usize>() * self.dtype().size()
+    }
+
+    /// A C-ordered copy; `Error::OutOfMemory` where the memory cannot be allocated (`clone`
+    /// would abort the process).
+    ///
+    /// ```
+    /// use boxfall::tensor::HostArray;
+    /// let a = HostArray::from(ndarray::arr2(&[[1, 2], [3, 4]]).reversed_axes().into_dyn());
+    /// let b = a.try_clone().unwrap();
+    /// assert_eq!(a, b);
+    /// assert!(matches!(&b, HostArray::I32(x) if x.is_standard_layout()));
+    /// ```
+    pub fn try_clone(&self) -> Result<HostArray> {
+        let what = || {
+            format!(
+                "a copy of a {}{:?} array",
+                self.dtype().name(),
+                self.shape()
+            )
+        };
+        Ok(match self {
+            HostArray::F32(a) => HostArray::F32(crate::alloc::try_copy(&a.view(), &what)?),
+            HostArray::F64(a) => HostArray::F64(crate::alloc::try_copy(&a.view(), &what)?),
+            HostArray::I32(a) => HostArray::I32(crate::alloc::try_copy(&a.view(), &what)?),
+            HostArray::I64(a) => HostArray::I64(crate::alloc::try_copy(&a.view(), &what)?),
+            HostArray::Bool(a) => HostArray::Bool(crate::alloc::try_copy(&a.view(), &what)?),
+        })
     }
 
     /// The float64 array, if that is what this is.

@@ -9,7 +9,10 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use boxfall::fallback::{fallback_policy, set_fallback_policy, set_operator_policy};
 use boxfall::metrics::op_stats;
-use boxfall::{call_fallback, cpu_fallback, Error, FallbackPolicy, IValue, OperatorHandle, Tensor};
+use boxfall::{
+    call_fallback, cpu_fallback, native, DispatchKey, Error, FallbackPolicy, IValue,
+    KernelFunction, OperatorHandle, Stack, Tensor,
+};
 use common::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -62,8 +65,13 @@ fn logger() -> &'static Capture {
 
 /// The fallback warnings logged so far about `op` on `dev`.
 fn warnings(op: &OperatorHandle, dev: &Dev) -> usize {
+    warnings_on(op, dev.key)
+}
+
+/// The fallback warnings logged so far about `op` on `key`.
+fn warnings_on(op: &OperatorHandle, key: DispatchKey) -> usize {
     let quoted = format!("'{}'", op.name());
-    let key = format!("'{}'", dev.key.name());
+    let key = format!("'{}'", key.name());
     logger()
         .0
         .lock()
@@ -107,7 +115,7 @@ fn policy_names_parse() {
 }
 
 #[test]
-fn the_error_policy_refuses_and_does_not_count() {
+fn the_error_policy_refuses_and_counts_the_refusal() {
     let _s = serial(FallbackPolicy::Error);
     let d = Dev::with_cpu_fallback("PolErr");
     let (ns, mut lib) = def_lib("pol");
@@ -119,8 +127,9 @@ fn the_error_policy_refuses_and_does_not_count() {
     assert!(text.contains(&format!("'{ns}::neg'")), "{text}");
     assert!(text.contains(&d.key.name()), "{text}");
     assert!(text.contains("\"error\""), "{text}");
-    assert_eq!(fallbacks(&op), 0, "a refused fallback is not counted");
-    assert_eq!(op_stats(op.name()).unwrap().failures, 0);
+    // DESIGN.md, section 4: a refused fallback counts as a fallback that failed.
+    assert_eq!(fallbacks(&op), 1, "a refused fallback is counted");
+    assert_eq!(op_stats(op.name()).unwrap().failures, 1);
     assert_eq!(d.count(Hook::ToCpu), 0, "nothing moved");
     assert_eq!(values(&x), vec![1.0, 2.0]);
     // CPU calls are not fallbacks and run.
@@ -130,7 +139,8 @@ fn the_error_policy_refuses_and_does_not_count() {
     set_fallback_policy(FallbackPolicy::Allow);
     assert_eq!(fallback_policy(), FallbackPolicy::Allow);
     assert_eq!(values(&call_neg(&op, &x).unwrap()), vec![-1.0, -2.0]);
-    assert_eq!(fallbacks(&op), 1);
+    assert_eq!(fallbacks(&op), 2);
+    assert_eq!(op_stats(op.name()).unwrap().failures, 1);
 }
 
 #[test]
@@ -213,7 +223,8 @@ fn an_operators_own_policy_wins_over_the_global_one() {
         "its own allow beats the global error"
     );
     assert!(call_neg(&strict, &x).is_err());
-    assert_eq!((fallbacks(&strict), fallbacks(&relaxed)), (0, 2));
+    // Two refusals of `strict`, counted; two runs of `relaxed`.
+    assert_eq!((fallbacks(&strict), fallbacks(&relaxed)), (2, 2));
 
     set_operator_policy(&strict, Some(FallbackPolicy::Warn));
     assert_eq!(values(&call_neg(&strict, &x).unwrap()), vec![-1.0]);
@@ -242,7 +253,11 @@ fn call_fallback_ignores_the_policy() {
     let r = tensor_of(&stack[0]);
     assert_eq!(r.device(), d.device(0));
     assert_eq!(values(r), vec![-3.0]);
-    assert_eq!(fallbacks(&op), 1, "an explicit fallback counts");
+    assert_eq!(
+        fallbacks(&op),
+        2,
+        "the refusal and the explicit fallback count"
+    );
 }
 
 #[test]
@@ -262,4 +277,84 @@ fn cpu_fallback_as_an_operators_own_kernel_ignores_the_policy() {
     assert!(call_neg(&op, &d.tensor(&[2.0])).is_ok());
     assert_eq!(warnings(&op, &d), 0, "no policy, no warning");
     assert_eq!(fallbacks(&op), 3);
+}
+
+/// An add whose Native kernel hands mixed dtypes on to the CPU fallback, and whose CPU kernel
+/// returns `[7.0]`.
+fn native_add(lib: &mut boxfall::Library) -> OperatorHandle {
+    let op = lib
+        .define("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")
+        .unwrap();
+    let cpu = KernelFunction::from_boxed(|_op: &OperatorHandle, _keys, stack: &mut Stack| {
+        *stack = vec![IValue::Tensor(Tensor::from_array(arr(&[7.0])))];
+        Ok(())
+    });
+    lib.impl_kernel("add.Tensor", DispatchKey::CPU, cpu, false)
+        .unwrap();
+    assert_eq!(native::register_kernels(lib).unwrap().len(), 1);
+    op
+}
+
+fn mixed_add(op: &OperatorHandle) -> boxfall::Result<Tensor> {
+    let f32s = ndarray::ArrayD::<f32>::ones(vec![1]);
+    let mut stack = vec![
+        IValue::Tensor(native::tensor(arr(&[1.0]))),
+        IValue::Tensor(native::tensor(f32s)),
+        IValue::Int(1),
+    ];
+    op.call_boxed(&mut stack)?;
+    Ok(tensor_of(&stack[0]).clone())
+}
+
+#[test]
+fn the_fallback_a_native_kernel_takes_inside_itself_obeys_the_error_policy() {
+    let _s = serial(FallbackPolicy::Error);
+    let (ns, mut lib) = def_lib("polnat");
+    let op = native_add(&mut lib);
+    let err = mixed_add(&op).unwrap_err();
+    assert!(matches!(err, Error::Fallback(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(&format!("'{ns}::add.Tensor'")), "{text}");
+    assert!(
+        text.contains("'Native'") && text.contains("\"error\""),
+        "{text}"
+    );
+    let stats = op_stats(op.name()).unwrap();
+    assert_eq!(
+        (stats.fallbacks, stats.failures),
+        (1, 1),
+        "refused and counted"
+    );
+    // What the kernel computes itself is no fallback, and runs.
+    let mut same = vec![
+        IValue::Tensor(native::tensor(arr(&[1.0]))),
+        IValue::Tensor(native::tensor(arr(&[2.0]))),
+        IValue::Int(1),
+    ];
+    op.call_boxed(&mut same).unwrap();
+    assert_eq!(values(tensor_of(&same[0])), [3.0]);
+    // An operator's own "allow" exempts it.
+    set_operator_policy(&op, Some(FallbackPolicy::Allow));
+    assert_eq!(values(&mixed_add(&op).unwrap()), [7.0]);
+    set_operator_policy(&op, None);
+    assert_eq!(fallbacks(&op), 2);
+}
+
+#[test]
+fn the_fallback_a_native_kernel_takes_inside_itself_warns_once() {
+    let _s = serial(FallbackPolicy::Warn);
+    let (_, mut lib) = def_lib("polnatw");
+    let op = native_add(&mut lib);
+    for _ in 0..3 {
+        assert_eq!(values(&mixed_add(&op).unwrap()), [7.0]);
+    }
+    assert_eq!(
+        warnings_on(&op, DispatchKey::NATIVE),
+        1,
+        "once per (operator, backend)"
+    );
+    assert_eq!(fallbacks(&op), 3);
+    set_fallback_policy(FallbackPolicy::Allow);
+    mixed_add(&op).unwrap();
+    assert_eq!(warnings_on(&op, DispatchKey::NATIVE), 1);
 }

@@ -42,6 +42,7 @@ from ._boxfall import (
 from ._errors import (
     ArgumentError,
     BoxfallError,
+    DTypeError,
     FallbackError,
     FallbackWarning,
     KernelError,
@@ -145,6 +146,7 @@ __all__ = [
     "Backend",
     "BoxfallError",
     "CpuFallback",
+    "DTypeError",
     "DispatchKeySet",
     "FallbackError",
     "FallbackWarning",

@@ -43,6 +43,11 @@ class FallbackError(BoxfallError, NotImplementedError):
     """The CPU fallback refused the call (policy, view operator, two devices) or a step failed."""
 
 
+class DTypeError(BoxfallError, TypeError):
+    """An element type a tensor cannot hold (``bf.native.tensor`` of float16, say); the message
+    names the dtype and the supported ones."""
+
+
 class KernelError(BoxfallError, RuntimeError):
     """A Rust kernel reported an error."""
 
@@ -54,6 +59,7 @@ class FallbackWarning(UserWarning):
 __all__ = [
     "ArgumentError",
     "BoxfallError",
+    "DTypeError",
     "FallbackError",
     "FallbackWarning",
     "KernelError",

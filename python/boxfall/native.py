@@ -13,14 +13,27 @@ backend: Backend = _boxfall.native_backend()
 
 
 def tensor(array: Any, index: int = 0) -> Tensor:
-    """A Native tensor holding a copy of ``array`` (float32/64, int32/64 or bool)."""
+    """A Native tensor holding a copy of ``array`` (float32/64, int32/64 or bool), of any rank
+    NumPy supports.
+
+    A big-endian array of one of these dtypes (``>f8``) is taken in native byte order (the
+    values are the same; its copy costs what a strided array's does). Another dtype raises
+    :class:`boxfall.DTypeError` (a ``TypeError``) naming it and the supported ones; memory
+    that cannot be allocated raises ``MemoryError``, as NumPy does.
+    """
     return backend.tensor(array, index)
 
 
 def register_kernels(lib: Library) -> list[str]:
     """Registers, in ``lib``, Native's Rust kernels for the operators of ``lib``'s namespace that
     are defined with a schema Native implements (see :func:`kernel_names`); returns their
-    names. Large kernels run with the GIL released. The registrations go with ``lib``."""
+    names. A schema matches as a whole: the name and argument types, no alias annotation (an
+    in-place or view schema of the same name is not Native's functional kernel), and one
+    ``Tensor`` return. The kernels raise where the NumPy kernels they stand in for raise
+    (repeated or out-of-range axes, shapes that do not broadcast or multiply), as
+    :class:`boxfall.KernelError` naming the operator; the cases they do not compute (mixed
+    dtypes, batched matmul...) go to the CPU fallback, which obeys the fallback policy. Large
+    kernels run with the GIL released. The registrations go with ``lib``."""
     return lib.register_native_kernels()
 
 

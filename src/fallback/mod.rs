@@ -677,11 +677,16 @@ fn record(op: &OperatorHandle, key: DispatchKey, start: u64, bytes: [u64; 2], ok
 }
 
 /// A fallback step's error, naming the operator and the step (a foreign error carries its own
-/// note, and is kept as it is so that the bindings can raise the original exception).
+/// note, and is kept as it is so that the bindings can raise the original exception; an
+/// allocation that failed stays one, so that it is raised as `MemoryError`).
 #[cold]
 fn step_error(op: &OperatorHandle, step: &str, e: Error) -> Error {
     match e {
         Error::Foreign { .. } => e,
+        Error::OutOfMemory { what, bytes } => Error::OutOfMemory {
+            what: format!("{what}, in {step} of the CPU fallback of '{}'", op.name()),
+            bytes,
+        },
         other => Error::Fallback(format!(
             "CPU fallback of '{}' failed in {step}: {other}",
             op.name()

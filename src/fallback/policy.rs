@@ -191,8 +191,19 @@ pub(crate) fn check_policy(op: &OperatorHandle, key: DispatchKey) -> Result<()> 
     check_policy_slow(op, key)
 }
 
+/// A refused fallback (policy "error", or a "warn" warning that the user made an error) is
+/// counted as a fallback that failed, so that the report lists what was refused (DESIGN.md,
+/// section 4, "Policy").
 #[cold]
 fn check_policy_slow(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
+    let verdict = policy_verdict(op, key);
+    if verdict.is_err() {
+        op.metrics().record(key, 0, 0, 0, false);
+    }
+    verdict
+}
+
+fn policy_verdict(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let policy = FallbackPolicy::from_u8(policy_of(op)).unwrap_or_else(fallback_policy);
     match policy {
         FallbackPolicy::Allow => Ok(()),

@@ -1,13 +1,20 @@
 //! Rust kernels of the Native backend for a core set of operators. Each reads its arguments
 //! off the stack (so one table serves every operator) and hands any case it does not cover
-//! (a dtype pair, a batched matmul, an explicit dtype) to the CPU fallback with
-//! `call_fallback`, so the operator still runs. Large kernels run through the blocking hook,
-//! which the Python bindings use to release the GIL.
+//! (a dtype pair, a batched matmul, an explicit dtype) to the CPU fallback, which obeys the
+//! fallback policy as a backend fallback does, so the operator still runs (or is refused, and
+//! counted, under the "error" policy). Where they do compute, they agree with the NumPy kernels
+//! they stand in for, argument checks included (axes out of range or repeated, shapes that do
+//! not broadcast or multiply), and they allocate their results fallibly (`crate::alloc`).
+//! Large kernels run through the blocking hook, which the Python bindings use to release the
+//! GIL.
 
 use std::sync::{Arc, OnceLock};
 
-use ndarray::{ArrayD, Axis, Ix2, LinalgScalar, ScalarOperand};
+use ndarray::linalg::general_mat_mul;
+use ndarray::{ArrayD, ArrayViewD, Axis, Ix2, LinalgScalar, Zip};
 
+use super::elem::Elem;
+use crate::alloc::{try_copy, try_full, try_lanes, try_map, try_zip};
 use crate::dispatcher::{Dispatcher, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::fallback::{call_fallback, cpu_fallback};
@@ -15,6 +22,7 @@ use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::library::Library;
+use crate::schema::{FunctionSchema, Type};
 use crate::tensor::{Device, HostArray, Tensor};
 
 /// Elements above which a kernel runs through the blocking hook (and, from Python, without
@@ -72,13 +80,34 @@ pub fn kernel_names() -> Vec<(&'static str, &'static [&'static str])> {
     KERNELS.iter().map(|(n, t, _)| (*n, *t)).collect()
 }
 
+/// Whether a kernel of these argument types serves `schema` as it is written: the same
+/// argument types with no alias annotation (Native's kernels neither write nor alias their
+/// arguments), and one plain `Tensor` return (what they leave on the stack).
+fn serves(schema: &FunctionSchema, types: &[&str]) -> bool {
+    let args = &schema.arguments;
+    let returns = &schema.returns;
+    !schema.is_vararg
+        && !schema.is_varret
+        && args.len() == types.len()
+        && args
+            .iter()
+            .zip(types)
+            .all(|(a, t)| a.alias.is_none() && a.type_str() == *t)
+        && returns.len() == 1
+        && returns[0].ty == Type::Tensor
+        && returns[0].alias.is_none()
+}
+
 /// Registers, in `lib`, Native's Rust kernel for every operator of `lib`'s namespace that is
-/// defined with one of the known schemas (same name and argument types); returns the names.
+/// defined with one of the known schemas: the same name and argument types, no alias
+/// annotation (an in-place or view schema of the same name is not Native's functional kernel),
+/// and one `Tensor` return. Returns the names it registered.
 ///
 /// ```
 /// use boxfall::{Library, LibraryKind, native};
 /// let mut lib = Library::new("doc_native_kernels", LibraryKind::Def).unwrap();
 /// lib.define("relu(Tensor self) -> Tensor").unwrap();
+/// lib.define("neg(Tensor(a!) self) -> Tensor(a!)").unwrap(); // in place: not Native's neg
 /// assert_eq!(native::register_kernels(&mut lib).unwrap(), vec!["doc_native_kernels::relu"]);
 /// ```
 pub fn register_kernels(lib: &mut Library) -> Result<Vec<String>> {
@@ -88,14 +117,7 @@ pub fn register_kernels(lib: &mut Library) -> Result<Vec<String>> {
         let Some(op) = Dispatcher::lookup(&full) else {
             continue;
         };
-        let schema = op.schema()?;
-        let actual: Vec<String> = schema
-            .schema
-            .arguments
-            .iter()
-            .map(|a| a.type_str())
-            .collect();
-        if actual.iter().map(String::as_str).ne(types.iter().copied()) {
+        if !serves(&op.schema()?.schema, types) {
             continue;
         }
         lib.impl_kernel(
@@ -159,10 +181,17 @@ fn unreachable_work<T>() -> T {
     panic!("the blocking hook swallowed a panicking kernel")
 }
 
-/// The CPU fallback, for the cases a kernel does not cover.
+/// The CPU fallback, for the cases a kernel does not cover. It is the backend fallback's
+/// kind, that obeys the fallback policy: a kernel that hands a call on is a fallback like any
+/// other, which "warn" reports and "error" refuses (and counts).
 fn fall_back(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
     static FALLBACK: OnceLock<KernelFunction> = OnceLock::new();
-    call_fallback(FALLBACK.get_or_init(cpu_fallback), op, keys, stack)
+    call_fallback(
+        FALLBACK.get_or_init(|| cpu_fallback().as_backend_fallback()),
+        op,
+        keys,
+        stack,
+    )
 }
 
 fn native_host(v: Option<&IValue>) -> Option<(Arc<HostArray>, Device)> {
@@ -179,6 +208,11 @@ fn kernel_error(op: &OperatorHandle, message: String) -> Error {
         context: format!("the Native kernel of '{}'", op.name()),
         message,
     }
+}
+
+/// What a kernel's result is, for an out-of-memory error.
+fn result_of(op: &OperatorHandle) -> impl Fn() -> String + Sync + '_ {
+    move || format!("the result of '{}' on Native", op.name())
 }
 
 fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
@@ -228,19 +262,25 @@ enum Bin {
     Div,
 }
 
-fn apply<T: LinalgScalar + ScalarOperand + PartialEq + Send + Sync>(
+fn apply<T: Elem>(
+    op: &OperatorHandle,
+    shape: &[usize],
     x: &ArrayD<T>,
     y: &ArrayD<T>,
     alpha: T,
-    op: Bin,
-) -> ArrayD<T> {
-    run_blocking(x.len().max(y.len()), || match op {
-        Bin::Add if alpha == T::one() => x + y,
-        Bin::Sub if alpha == T::one() => x - y,
-        Bin::Add => x + &(y * alpha),
-        Bin::Sub => x - &(y * alpha),
-        Bin::Mul => x * y,
-        Bin::Div => x / y,
+    which: Bin,
+) -> Result<ArrayD<T>> {
+    let what = result_of(op);
+    let (x, y) = (x.view(), y.view());
+    let n = x.len().max(y.len());
+    // As the NumPy kernel `self + alpha * other` computes it: the product first.
+    run_blocking(n, || match which {
+        Bin::Add if alpha == T::ONE => try_zip(shape, &x, &y, &what, T::add),
+        Bin::Sub if alpha == T::ONE => try_zip(shape, &x, &y, &what, T::sub),
+        Bin::Add => try_zip(shape, &x, &y, &what, |a, b| a.add(b.mul(alpha))),
+        Bin::Sub => try_zip(shape, &x, &y, &what, |a, b| a.sub(b.mul(alpha))),
+        Bin::Mul => try_zip(shape, &x, &y, &what, T::mul),
+        Bin::Div => try_zip(shape, &x, &y, &what, T::div),
     })
 }
 
@@ -249,43 +289,43 @@ fn binary(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack, which: B
     else {
         return fall_back(op, keys, stack);
     };
-    if broadcast(a.shape(), b.shape()).is_none() {
+    let Some(shape) = broadcast(a.shape(), b.shape()) else {
         return Err(kernel_error(
             op,
             format!(
-                "shapes {:?} and {:?} do not broadcast",
+                "operands could not be broadcast together with shapes {:?} and {:?}",
                 a.shape(),
                 b.shape()
             ),
         ));
-    }
+    };
     let alpha = match which {
         Bin::Add | Bin::Sub => scalar(stack.get(2)),
         _ => Some(Scalar::Int(1)),
     };
     let out = match (&*a, &*b, alpha) {
         (HostArray::F64(x), HostArray::F64(y), Some(Scalar::Float(s))) => {
-            HostArray::F64(apply(x, y, s, which))
+            HostArray::F64(apply(op, &shape, x, y, s, which)?)
         }
         (HostArray::F64(x), HostArray::F64(y), Some(Scalar::Int(s))) => {
-            HostArray::F64(apply(x, y, s as f64, which))
+            HostArray::F64(apply(op, &shape, x, y, s as f64, which)?)
         }
         (HostArray::F32(x), HostArray::F32(y), Some(Scalar::Float(s))) => {
-            HostArray::F32(apply(x, y, s as f32, which))
+            HostArray::F32(apply(op, &shape, x, y, s as f32, which)?)
         }
         (HostArray::F32(x), HostArray::F32(y), Some(Scalar::Int(s))) => {
-            HostArray::F32(apply(x, y, s as f32, which))
+            HostArray::F32(apply(op, &shape, x, y, s as f32, which)?)
         }
         // Integer division is true division in PyTorch (a float result): the CPU kernel decides.
         (HostArray::I64(x), HostArray::I64(y), Some(Scalar::Int(s)))
             if !matches!(which, Bin::Div) =>
         {
-            HostArray::I64(apply(x, y, s, which))
+            HostArray::I64(apply(op, &shape, x, y, s, which)?)
         }
         (HostArray::I32(x), HostArray::I32(y), Some(Scalar::Int(s)))
             if !matches!(which, Bin::Div) && i32::try_from(s).is_ok() =>
         {
-            HostArray::I32(apply(x, y, s as i32, which))
+            HostArray::I32(apply(op, &shape, x, y, s as i32, which)?)
         }
         _ => return fall_back(op, keys, stack),
     };
@@ -317,13 +357,18 @@ fn unary(
     let Some((a, device)) = native_host(stack.first()) else {
         return fall_back(op, keys, stack);
     };
+    let what = result_of(op);
     let n = a.shape().iter().product();
     let out = match (&*a, int) {
-        (HostArray::F64(x), _) => HostArray::F64(run_blocking(n, || x.mapv(float))),
-        (HostArray::F32(x), _) => {
-            HostArray::F32(run_blocking(n, || x.mapv(|v| float(f64::from(v)) as f32)))
+        (HostArray::F64(x), _) => {
+            HostArray::F64(run_blocking(n, || try_map(&x.view(), &what, float))?)
         }
-        (HostArray::I64(x), Some(g)) => HostArray::I64(run_blocking(n, || x.mapv(g))),
+        (HostArray::F32(x), _) => HostArray::F32(run_blocking(n, || {
+            try_map(&x.view(), &what, |v| float(f64::from(v)) as f32)
+        })?),
+        (HostArray::I64(x), Some(g)) => {
+            HostArray::I64(run_blocking(n, || try_map(&x.view(), &what, g))?)
+        }
         _ => return fall_back(op, keys, stack),
     };
     *stack = vec![IValue::Tensor(Tensor::host(device, out))];
@@ -337,60 +382,96 @@ fn exp(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<(
     unary(op, keys, stack, f64::exp, None)
 }
 fn relu(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+    // `np.maximum(x, 0)`: NaN propagates.
     unary(
         op,
         keys,
         stack,
-        |v| if v > 0.0 { v } else { 0.0 },
+        |v| if v > 0.0 || v.is_nan() { v } else { 0.0 },
         Some(|v| v.max(0)),
     )
 }
 
-/// The dimensions to reduce, normalized and sorted high to low; None for out of range.
-fn reduce_dims(v: Option<&IValue>, ndim: usize) -> Option<Vec<usize>> {
+/// One axis as NumPy normalizes it: `d` or `d + ndim`, in `0..ndim` (a 0-d tensor has none).
+fn axis(d: i64, ndim: usize) -> std::result::Result<usize, String> {
+    let n = ndim as i64;
+    let k = if d < 0 { d + n } else { d };
+    if (0..n).contains(&k) {
+        Ok(k as usize)
+    } else {
+        Err(format!(
+            "axis {d} is out of bounds for array of dimension {ndim}"
+        ))
+    }
+}
+
+/// The dimensions to reduce, normalized and sorted high to low; an error as NumPy's for one
+/// out of range or given twice. None or an empty list reduce every dimension.
+fn reduce_dims(v: Option<&IValue>, ndim: usize) -> std::result::Result<Vec<usize>, String> {
     let dims: Vec<i64> = match v {
         None | Some(IValue::None) => vec![],
         Some(IValue::IntList(d)) => d.clone(),
         Some(IValue::Int(d)) => vec![*d],
-        _ => return None,
+        Some(other) => return Err(format!("dimensions must be ints, not {other:?}")),
     };
     if dims.is_empty() {
-        return Some((0..ndim).rev().collect());
+        return Ok((0..ndim).rev().collect());
     }
     let mut out = dims
         .iter()
-        .map(|&d| {
-            let d = if d < 0 { d + ndim as i64 } else { d };
-            usize::try_from(d).ok().filter(|&d| d < ndim.max(1))
-        })
-        .collect::<Option<Vec<usize>>>()?;
+        .map(|&d| axis(d, ndim))
+        .collect::<std::result::Result<Vec<usize>, String>>()?;
     out.sort_unstable_by(|a, b| b.cmp(a));
-    out.dedup();
-    Some(out)
+    if out.windows(2).any(|w| w[0] == w[1]) {
+        return Err(format!("duplicate value in 'axis' {dims:?}"));
+    }
+    Ok(out)
 }
 
-fn reduce<T: LinalgScalar + Send + Sync>(
+/// The sum along `axis`.
+fn sum_axis<T: Elem>(
+    x: &ArrayViewD<'_, T>,
+    axis: Axis,
+    what: &(dyn Fn() -> String + Sync),
+) -> Result<ArrayD<T>> {
+    let n = x.len_of(axis);
+    if n > 1 && x.ndim() > 1 && x.stride_of(axis) != 1 {
+        // Row by row, so the inner loops run along memory.
+        let mut out = try_copy(&x.index_axis(axis, 0), what)?;
+        for i in 1..n {
+            Zip::from(&mut out)
+                .and(&x.index_axis(axis, i))
+                .for_each(|o, &v| *o = o.add(v));
+        }
+        return Ok(out);
+    }
+    try_lanes(x, axis, what, T::sum)
+}
+
+/// The sum over `dims` (high to low), and how many elements each result sums.
+fn reduce<T: Elem>(
     x: &ArrayD<T>,
     dims: &[usize],
     keepdim: bool,
-    mean: Option<fn(T, usize) -> T>,
-) -> ArrayD<T> {
+    what: &(dyn Fn() -> String + Sync),
+) -> Result<(ArrayD<T>, usize)> {
     run_blocking(x.len(), || {
-        let mut r = x.clone();
         let mut count = 1usize;
+        let mut r: Option<ArrayD<T>> = None;
         for &d in dims {
-            if d < r.ndim() {
-                count *= r.shape()[d];
-                r = r.sum_axis(Axis(d));
-                if keepdim {
-                    r.insert_axis_inplace(Axis(d));
-                }
+            let src = r.as_ref().map_or_else(|| x.view(), |a| a.view());
+            count *= src.len_of(Axis(d));
+            let mut next = sum_axis(&src, Axis(d), what)?;
+            if keepdim {
+                next.insert_axis_inplace(Axis(d));
             }
+            r = Some(next);
         }
-        match mean {
-            Some(m) => r.mapv(|v| m(v, count)),
-            None => r,
-        }
+        let r = match r {
+            Some(r) => r,
+            None => try_copy(&x.view(), what)?,
+        };
+        Ok((r, count))
     })
 }
 
@@ -413,28 +494,25 @@ fn reduction(
     } else {
         (None, false, stack.get(1))
     };
-    let Some(dims) = reduce_dims(dims_arg, a.shape().len()) else {
-        return Err(kernel_error(
-            op,
-            format!(
-                "bad dimensions {dims_arg:?} for a {}-d tensor",
-                a.shape().len()
-            ),
-        ));
-    };
+    let dims = reduce_dims(dims_arg, a.shape().len()).map_err(|m| kernel_error(op, m))?;
     if !matches!(dtype, None | Some(IValue::None)) {
         return fall_back(op, keys, stack);
     }
+    let what = result_of(op);
     let out = match (&*a, mean) {
         (HostArray::F64(x), true) => {
-            HostArray::F64(reduce(x, &dims, keepdim, Some(|v, n| v / n as f64)))
+            let (mut r, n) = reduce(x, &dims, keepdim, &what)?;
+            r.mapv_inplace(|v| v / n as f64);
+            HostArray::F64(r)
         }
         (HostArray::F32(x), true) => {
-            HostArray::F32(reduce(x, &dims, keepdim, Some(|v, n| v / n as f32)))
+            let (mut r, n) = reduce(x, &dims, keepdim, &what)?;
+            r.mapv_inplace(|v| v / n as f32);
+            HostArray::F32(r)
         }
-        (HostArray::F64(x), false) => HostArray::F64(reduce(x, &dims, keepdim, None)),
-        (HostArray::F32(x), false) => HostArray::F32(reduce(x, &dims, keepdim, None)),
-        (HostArray::I64(x), false) => HostArray::I64(reduce(x, &dims, keepdim, None)),
+        (HostArray::F64(x), false) => HostArray::F64(reduce(x, &dims, keepdim, &what)?.0),
+        (HostArray::F32(x), false) => HostArray::F32(reduce(x, &dims, keepdim, &what)?.0),
+        (HostArray::I64(x), false) => HostArray::I64(reduce(x, &dims, keepdim, &what)?.0),
         _ => return fall_back(op, keys, stack),
     };
     *stack = vec![IValue::Tensor(Tensor::host(device, out))];
@@ -454,7 +532,8 @@ fn mean_dim(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Res
     reduction(op, keys, stack, true, true)
 }
 
-fn matmul2<T: LinalgScalar + Send + Sync>(
+/// The product of two matrices; None for other ranks (the CPU kernel's batched rules decide).
+fn matmul2<T: LinalgScalar + Elem>(
     op: &OperatorHandle,
     x: &ArrayD<T>,
     y: &ArrayD<T>,
@@ -469,14 +548,25 @@ fn matmul2<T: LinalgScalar + Send + Sync>(
         return Err(kernel_error(
             op,
             format!(
-                "shapes {:?} and {:?} cannot be multiplied",
+                "shapes {:?} and {:?} cannot be multiplied ({} columns against {} rows)",
                 x.shape(),
-                y.shape()
+                y.shape(),
+                x.ncols(),
+                y.nrows()
             ),
         ));
     }
-    let work = x.nrows() * x.ncols() * y.ncols();
-    Ok(Some(run_blocking(work, || x.dot(&y).into_dyn())))
+    let mut out = try_full(&[x.nrows(), y.ncols()], T::ZERO, &result_of(op))?;
+    let mut c = out
+        .view_mut()
+        .into_dimensionality::<Ix2>()
+        .map_err(|e| kernel_error(op, e.to_string()))?;
+    let work = x
+        .nrows()
+        .saturating_mul(x.ncols())
+        .saturating_mul(y.ncols());
+    run_blocking(work, || general_mat_mul(T::ONE, &x, &y, T::ZERO, &mut c));
+    Ok(Some(out))
 }
 
 fn matmul(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
@@ -503,27 +593,23 @@ fn transpose(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Re
     let Some((a, device)) = native_host(stack.first()) else {
         return fall_back(op, keys, stack);
     };
-    let ndim = a.shape().len() as i64;
-    let dim = |v: Option<&IValue>| -> Option<usize> {
-        let d = v?.to_int()?;
-        let d = if d < 0 { d + ndim } else { d };
-        usize::try_from(d)
-            .ok()
-            .filter(|&d| (d as i64) < ndim.max(1))
+    let ndim = a.shape().len();
+    let dim = |v: Option<&IValue>| -> std::result::Result<usize, String> {
+        match v.and_then(IValue::to_int) {
+            Some(d) => axis(d, ndim),
+            None => Err(format!("dimensions must be ints, not {v:?}")),
+        }
     };
-    let (Some(d0), Some(d1)) = (dim(stack.get(1)), dim(stack.get(2))) else {
-        return Err(kernel_error(
-            op,
-            format!("dimensions out of range for a {ndim}-d tensor"),
-        ));
+    let (d0, d1) = match (dim(stack.get(1)), dim(stack.get(2))) {
+        (Ok(d0), Ok(d1)) => (d0, d1),
+        (Err(m), _) | (_, Err(m)) => return Err(kernel_error(op, m)),
     };
+    let what = result_of(op);
     macro_rules! swap {
         ($x:expr) => {{
             let mut v = $x.view();
-            if ($x.ndim()) > d0.max(d1) {
-                v.swap_axes(d0, d1);
-            }
-            v.as_standard_layout().into_owned()
+            v.swap_axes(d0, d1);
+            try_copy(&v, &what)?
         }};
     }
     let out = match &*a {
@@ -550,12 +636,44 @@ mod tests {
     }
 
     #[test]
-    fn reduce_dims_normalizes_and_rejects() {
+    fn reduce_dims_normalizes_and_rejects_as_numpy_does() {
         assert_eq!(
             reduce_dims(Some(&IValue::IntList(vec![-1, 0])), 3),
-            Some(vec![2, 0])
+            Ok(vec![2, 0])
         );
-        assert_eq!(reduce_dims(None, 2), Some(vec![1, 0]));
-        assert_eq!(reduce_dims(Some(&IValue::IntList(vec![3])), 3), None);
+        assert_eq!(reduce_dims(None, 2), Ok(vec![1, 0]));
+        assert_eq!(reduce_dims(Some(&IValue::IntList(vec![])), 0), Ok(vec![]));
+        let out = reduce_dims(Some(&IValue::IntList(vec![3])), 3).unwrap_err();
+        assert!(
+            out.contains("axis 3 is out of bounds for array of dimension 3"),
+            "{out}"
+        );
+        let dup = reduce_dims(Some(&IValue::IntList(vec![0, 0])), 2).unwrap_err();
+        assert!(dup.contains("duplicate value in 'axis'"), "{dup}");
+        assert!(reduce_dims(Some(&IValue::IntList(vec![1, -1])), 2).is_err());
+        assert!(reduce_dims(Some(&IValue::Int(0)), 0).is_err()); // a 0-d tensor has no axis 0
+    }
+
+    #[test]
+    fn only_a_functional_schema_is_served() {
+        let parse = |s: &str| FunctionSchema::parse(s).unwrap();
+        let types = &["Tensor", "Tensor", "Scalar"][..];
+        assert!(serves(
+            &parse("t::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"),
+            types
+        ));
+        for bad in [
+            "t::add.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+            "t::add.Tensor(Tensor(a) self, Tensor other, *, Scalar alpha=1) -> Tensor(a)",
+            "t::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> (Tensor, Tensor)",
+            "t::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> int",
+            "t::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> ()",
+            "t::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor[]",
+            "t::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor(a)",
+            "t::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+            "t::add.Tensor(Tensor self, Tensor other) -> Tensor",
+        ] {
+            assert!(!serves(&parse(bad), types), "{bad}");
+        }
     }
 }

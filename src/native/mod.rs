@@ -1,6 +1,7 @@
 //! The built-in `Native` backend: host memory owned by Rust (ndarray). Because it is host
 //! memory, the CPU fallback lends its read-only tensors to CPU kernels without a copy.
 
+mod elem;
 mod kernels;
 
 use std::sync::Arc;
@@ -50,7 +51,7 @@ fn host_of(t: &Tensor) -> Result<Arc<HostArray>> {
 impl Backend for NativeBackend {
     fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor> {
         if for_write {
-            return Ok(Tensor::host(Device::CPU, (*host_of(t)?).clone()));
+            return Ok(Tensor::host(Device::CPU, host_of(t)?.try_clone()?));
         }
         // Lent, not copied: the tensor's one loan, which holds its data as it is now.
         t.host_loan().ok_or_else(|| {

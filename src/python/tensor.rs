@@ -4,7 +4,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use numpy::{
-    PyArray, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+    PyArrayDescr, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -95,10 +96,12 @@ pub fn numpy_tensor(obj: &Bound<'_, PyAny>) -> Tensor {
     object_tensor(crate::tensor::Device::CPU, obj)
 }
 
+/// What Rust host memory (a Native tensor) cannot hold.
 fn unsupported(dtype: &str) -> Error {
-    Error::Fallback(format!(
-        "NumPy dtype {dtype} is not supported in Rust host memory (float32, float64, int32, int64, bool are)"
-    ))
+    Error::DType {
+        dtype: dtype.to_string(),
+        context: "a Native tensor (Rust host memory)".into(),
+    }
 }
 
 /// A C-ordered array of `shape` over `v`. Arrays of up to four dimensions are built with a
@@ -120,20 +123,34 @@ fn array_from_vec<T>(shape: &[usize], v: Vec<T>) -> Option<ndarray::ArrayD<T>> {
     }
 }
 
-/// Copies a NumPy array into Rust host memory.
-pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
+/// The copy of an array that is C-contiguous, aligned, and of a dtype Rust host memory holds
+/// in native byte order; `None` for any other array.
+fn contiguous_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
     macro_rules! try_as {
         ($t:ty) => {
             if let Ok(a) = obj.cast::<PyArrayDyn<$t>>() {
-                // A contiguous array copies as one slice (no strided view to build).
-                if a.is_c_contiguous() {
-                    if let Ok(v) = a.to_vec() {
-                        if let Some(arr) = array_from_vec(a.shape(), v) {
-                            return Ok(HostArray::from(arr));
-                        }
-                    }
+                if !a.is_c_contiguous() {
+                    return None;
                 }
-                return Ok(HostArray::from(a.to_owned_array()));
+                // SAFETY: the GIL is held and the slice is copied at once, with no Python code
+                // run meanwhile, as rust-numpy's own `to_vec` reads it; `as_slice` checks that
+                // the memory is aligned and contiguous (None here otherwise, so NumPy makes an
+                // aligned copy first). Exercised by tests/python/test_native_memory.py.
+                let slice = unsafe { a.as_slice() }.ok()?;
+                let shape = a.shape();
+                let what = || {
+                    format!(
+                        "a Native copy of a {} array",
+                        <$t as numpy::Element>::get_dtype(obj.py())
+                    )
+                };
+                let copy = crate::alloc::try_copy_slice(slice, &what).and_then(|v| {
+                    array_from_vec(shape, v).ok_or_else(|| Error::Kernel {
+                        context: what(),
+                        message: format!("{} values do not fill the shape {shape:?}", slice.len()),
+                    })
+                });
+                return Some(copy.map(HostArray::from));
             }
         };
     }
@@ -142,11 +159,56 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     try_as!(i64);
     try_as!(i32);
     try_as!(bool);
-    let dtype = obj
-        .cast::<PyUntypedArray>()
-        .map(|a| a.dtype().to_string())
-        .unwrap_or_else(|_| "of a non-array".into());
-    Err(unsupported(&dtype))
+    None
+}
+
+/// Whether Rust host memory holds elements of `dtype`.
+fn holds(dtype: &Bound<'_, PyArrayDescr>) -> bool {
+    let py = dtype.py();
+    dtype.is_equiv_to(&numpy::dtype::<f64>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<f32>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<i64>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<i32>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<bool>(py))
+}
+
+/// Copies a NumPy array into Rust host memory. An array that is C-contiguous, aligned and in
+/// native byte order copies as one slice. Any other array of a dtype host memory holds
+/// (strided, broadcast, unaligned, or byte-swapped: `>f8` on a little-endian machine) is first
+/// made so by NumPy (`np.require(a, a.dtype.newbyteorder("="), "CA")`, the same values): a
+/// big-endian array of a supported dtype is thus taken, converted, for the price of the one
+/// copy a strided array costs too. Another dtype is an `Error::DType` naming it and the
+/// supported ones; memory that cannot be allocated is an `Error::OutOfMemory` (or NumPy's own
+/// `MemoryError`), never an abort.
+pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
+    if let Some(host) = contiguous_to_host(obj) {
+        return host;
+    }
+    let Ok(arr) = obj.cast::<PyUntypedArray>() else {
+        let type_name = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Err(unsupported(&format!(
+            "of a {type_name} (not a NumPy array)"
+        )));
+    };
+    let dtype = arr.dtype();
+    let native = dtype
+        .call_method1("newbyteorder", ("=",))
+        .and_then(|d| d.cast_into::<PyArrayDescr>().map_err(Into::into))
+        .map_err(from_pyerr)?;
+    if !holds(&native) {
+        return Err(unsupported(&dtype.to_string()));
+    }
+    let c = obj
+        .py()
+        .import("numpy")
+        .and_then(|np| np.getattr("require"))
+        .and_then(|require| require.call1((obj, native, "CA")))
+        .map_err(from_pyerr)?;
+    contiguous_to_host(&c).unwrap_or_else(|| Err(unsupported(&dtype.to_string())))
 }
 
 /// Keeps host memory alive for as long as a NumPy array that borrows it.
@@ -155,57 +217,94 @@ struct HostOwner {
     _data: Arc<HostArray>,
 }
 
-/// Host memory as NumPy: a read-only array that borrows it (lent), or a writable copy.
+/// Host memory as NumPy: a read-only array that borrows it (lent), or a writable copy, which
+/// NumPy makes (so that memory it cannot allocate is its own `MemoryError`). Any rank NumPy
+/// supports (64 dimensions in NumPy 2, 32 before); beyond, NumPy's `ValueError`.
 pub fn host_to_numpy<'py>(
     py: Python<'py>,
     host: Arc<HostArray>,
     writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if writable {
-        return Ok(match &*host {
-            HostArray::F32(a) => PyArray::from_array(py, a).into_any(),
-            HostArray::F64(a) => PyArray::from_array(py, a).into_any(),
-            HostArray::I32(a) => PyArray::from_array(py, a).into_any(),
-            HostArray::I64(a) => PyArray::from_array(py, a).into_any(),
-            HostArray::Bool(a) => PyArray::from_array(py, a).into_any(),
-        });
-    }
     // The owner takes the `Arc` itself (no second count to take and drop).
     let owner = Bound::new(py, HostOwner { _data: host })?;
     let host: &HostArray = &owner.get()._data;
     let owner = owner.clone().into_any();
-    // SAFETY: the NumPy array borrows the memory of `host`'s ndarray. Its base object `owner`
-    // holds an `Arc` of that same `HostArray`, so the memory lives as long as the array. A
-    // `HostArray` behind an `Arc` is never written in place (a write replaces the tensor's
-    // `Arc`, see tensor.rs), and the array is made read-only before anyone else sees it (by
-    // clearing its WRITEABLE flag, as NumPy's own `PyArray_CLEARFLAGS` does: the array is new
-    // and ours alone), so neither side can see the other write. Exercised by
-    // tests/python/test_native.py (the lent-memory tests).
+    let lent = match host {
+        HostArray::F32(a) => borrow_read_only(a, owner),
+        HostArray::F64(a) => borrow_read_only(a, owner),
+        HostArray::I32(a) => borrow_read_only(a, owner),
+        HostArray::I64(a) => borrow_read_only(a, owner),
+        HostArray::Bool(a) => borrow_read_only(a, owner),
+    }?;
+    if !writable {
+        return Ok(lent);
+    }
+    let lent = lent.cast_into::<PyUntypedArray>()?;
+    // SAFETY: `lent` is a live array object (the GIL is held); `PyArray_NewCopy` returns a new
+    // reference to a new, writable, C-ordered array, or NULL with a Python error set (its
+    // `MemoryError`), which `from_owned_ptr_or_err` takes over.
     unsafe {
-        Ok(match host {
-            HostArray::F32(a) => read_only(PyArray::borrow_from_array(a, owner)),
-            HostArray::F64(a) => read_only(PyArray::borrow_from_array(a, owner)),
-            HostArray::I32(a) => read_only(PyArray::borrow_from_array(a, owner)),
-            HostArray::I64(a) => read_only(PyArray::borrow_from_array(a, owner)),
-            HostArray::Bool(a) => read_only(PyArray::borrow_from_array(a, owner)),
-        })
+        let copy = numpy::PY_ARRAY_API.PyArray_NewCopy(
+            py,
+            lent.as_array_ptr(),
+            numpy::npyffi::NPY_ORDER::NPY_CORDER,
+        );
+        Bound::from_owned_ptr_or_err(py, copy)
     }
 }
 
-/// Clears a new array's WRITEABLE flag (what `arr.setflags(write=False)` does, without the
-/// Python call).
-///
-/// # Safety
-/// `arr` must be a new array that no other code has seen yet.
-unsafe fn read_only<'py, T: numpy::Element, D: numpy::ndarray::Dimension>(
-    arr: Bound<'py, PyArray<T, D>>,
-) -> Bound<'py, PyAny> {
-    // SAFETY: `as_array_ptr` points at the live array object `arr` holds; the caller
-    // guarantees no one else uses it while its flags change.
+/// A read-only NumPy array over `a`'s memory, whose base object `owner` keeps that memory
+/// alive. Built with dimensions and strides of `a`'s own rank (rust-numpy's
+/// `borrow_from_array` holds them in 32-slot arrays and panics beyond).
+fn borrow_read_only<'py, T: numpy::Element>(
+    a: &ndarray::ArrayD<T>,
+    owner: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
+    let py = owner.py();
+    let itemsize = std::mem::size_of::<T>() as isize;
+    let mut dims: Vec<npy_intp> = a.shape().iter().map(|&d| d as npy_intp).collect();
+    let mut strides: Vec<npy_intp> = a.strides().iter().map(|&s| s * itemsize).collect();
+    let nd = std::os::raw::c_int::try_from(dims.len()).map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "a tensor of {} dimensions has no NumPy array",
+            dims.len()
+        ))
+    })?;
+    // SAFETY: `PyArray_NewFromDescr` (the GIL is held) reads `nd` dimensions and strides from
+    // the two vectors, which live across the call, and steals the dtype reference
+    // `into_dtype_ptr` gives it. The data pointer and strides are those of `a`, whose memory
+    // `owner` keeps alive (it holds the `Arc` of the `HostArray` that `a` is in) and which is
+    // never written in place (a write replaces a tensor's `Arc`, see tensor.rs); flags 0 make
+    // the array read-only from the start, so neither side sees the other write. NULL is
+    // NumPy's error (more dimensions than it supports: ValueError), taken over by
+    // `from_owned_ptr_or_err`. `PyArray_SetBaseObject` steals the reference to `owner` that
+    // `into_ptr` gives up, also when it fails (-1, with an error set). Exercised by
+    // tests/python/test_native.py (the lent-memory tests) and test_native_memory.py (33 and
+    // more dimensions).
     unsafe {
-        (*arr.as_array_ptr()).fields.flags &= !numpy::npyffi::flags::NPY_ARRAY_WRITEABLE;
+        let raw = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+            T::get_dtype(py).into_dtype_ptr(),
+            nd,
+            dims.as_mut_ptr(),
+            strides.as_mut_ptr(),
+            a.as_ptr() as *mut std::os::raw::c_void,
+            0,
+            std::ptr::null_mut(),
+        );
+        let arr = Bound::from_owned_ptr_or_err(py, raw)?;
+        if PY_ARRAY_API.PyArray_SetBaseObject(
+            py,
+            arr.as_ptr() as *mut npyffi::PyArrayObject,
+            owner.into_ptr(),
+        ) < 0
+        {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(arr)
     }
-    arr.into_any()
 }
 
 /// A read-only NumPy view kept with the tensor it sees (`Tensor::host_view`), and what it

@@ -362,17 +362,20 @@ def test_warn_policy_warns_again_after_reset(ns, lib, accel):
         getattr(bf.ops, ns).foo(x)
 
 
-def test_error_policy_raises_and_does_not_count(ns, lib, accel):
+def test_error_policy_raises_and_counts_the_refusal(ns, lib, accel):
+    """DESIGN.md section 4: a refused fallback counts as a fallback that failed."""
     define_unary(lib, "foo")
     x = accel.tensor(np.ones(1))
     bf.set_fallback_policy("error")
     with pytest.raises(bf.FallbackError):
         getattr(bf.ops, ns).foo(x)
-    assert bf.metrics.counter_value(f"{ns}::foo") == 0
-    assert f"{ns}::foo" not in bf.metrics.counter_names()
+    stats = bf.metrics.op_stats(f"{ns}::foo")
+    assert (stats["fallbacks"], stats["failures"]) == (1, 1)
+    assert f"{ns}::foo" in bf.metrics.counter_names()
     bf.set_fallback_policy("allow")
     getattr(bf.ops, ns).foo(x)
-    assert bf.metrics.counter_value(f"{ns}::foo") == 1
+    assert bf.metrics.counter_value(f"{ns}::foo") == 2
+    assert bf.metrics.op_stats(f"{ns}::foo")["failures"] == 1
 
 
 def test_fallback_error_is_not_implemented_error():

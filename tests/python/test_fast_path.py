@@ -459,11 +459,13 @@ def test_the_fallback_policy_and_counters_are_the_same_on_both_paths(ns, lib):
     bf.set_fallback_policy("error")
     fast, general = both(lambda: error_of(lambda: op(x)))
     assert fast == general and fast[0] is bf.FallbackError
-    assert bf.metrics.counter_value(f"{ns}::neg") == 0  # a refused fallback is not counted
+    # A refused fallback counts as one that failed, on both paths (DESIGN.md section 4).
+    assert bf.metrics.op_stats(f"{ns}::neg")["failures"] == 2
+    assert bf.metrics.counter_value(f"{ns}::neg") == 2
     bf.set_fallback_policy("allow")
     fast, general = both(lambda: op(x))
     assert fast.numpy().tolist() == general.numpy().tolist() == [-1.0, -1.0]
-    assert bf.metrics.counter_value(f"{ns}::neg") == 2
+    assert bf.metrics.counter_value(f"{ns}::neg") == 4
 
 
 def test_a_failing_cpu_kernel_through_the_fallback_changes_nothing(ns, lib, paths):

@@ -141,3 +141,176 @@ def test_large_kernel_runs_with_the_gil_released(ops, ns):
     assert len(results) == 4
     for r in results:
         np.testing.assert_array_equal(r, -a)
+
+
+# ------------------------------------------------------------- the NumPy kernels' own checks
+
+
+def _outcome(fn):
+    """``("raises", exception type)`` or ``("returns", array)``."""
+    try:
+        return "returns", np.asarray(fn())
+    except Exception as e:  # noqa: BLE001  (any exception NumPy raises counts)
+        return "raises", type(e)
+
+
+def _overload(ops, name):
+    """``ops.add.Tensor`` for ``"add.Tensor"``, ``ops.neg.default`` for ``"neg"``."""
+    base, _, overload = name.partition(".")
+    return getattr(getattr(ops, base), overload or "default")
+
+
+def _native(x):
+    return bf.native.tensor(x) if isinstance(x, np.ndarray) else x
+
+
+def _same_as_numpy(ops, ns, name, *args, **kwargs):
+    """Calls the operator on Native tensors and its NumPy kernel on the arrays: both raise, or
+    both give the same values and dtype without a fallback (the Rust kernel computed it)."""
+    schema = next(s for s in SCHEMAS if s.split("(", 1)[0] == name)
+    expected = _outcome(lambda: SCHEMAS[schema](*args, **kwargs))
+    bf.metrics.reset()
+    overload = _overload(ops, name)
+    native_args = [_native(a) for a in args]
+    got = _outcome(lambda: overload(*native_args, **kwargs).numpy())
+    assert got[0] == expected[0], f"{name}{args}: NumPy {expected}, Native {got}"
+    if expected[0] == "returns":
+        np.testing.assert_array_equal(got[1], expected[1])
+        assert got[1].dtype == expected[1].dtype
+    assert bf.metrics.counter_value(f"{ns}::{name}") == 0, "the Rust kernel, not the fallback"
+    return got
+
+
+def test_reductions_refuse_repeated_and_out_of_range_axes_as_numpy_does(ops, ns):
+    a = np.arange(6.0).reshape(2, 3)
+    for name in ("sum.dim_IntList", "mean.dim"):
+        for dims in ([0, 0], [1, -1], [2], [-3], [0, 1, 0]):
+            kind, error = _same_as_numpy(ops, ns, name, a, dims)
+            assert kind == "raises" and issubclass(error, bf.KernelError)
+        for dims in ([0], [-1], [1, 0], None):
+            _same_as_numpy(ops, ns, name, a, dims, True)
+    with pytest.raises(bf.KernelError, match=rf"{ns}::sum.dim_IntList.*duplicate value in 'axis'"):
+        ops.sum.dim_IntList(bf.native.tensor(a), [0, 0])
+    # A 0-d array has no axis at all.
+    kind, _ = _same_as_numpy(ops, ns, "sum.dim_IntList", np.array(2.0), [0])
+    assert kind == "raises"
+    _same_as_numpy(ops, ns, "sum.dim_IntList", np.array(2.0), None)
+
+
+def test_transpose_refuses_out_of_range_axes_as_numpy_does(ops, ns):
+    a = np.arange(6.0).reshape(2, 3)
+    for dims in ((0, 2), (-3, 0), (5, 5)):
+        assert _same_as_numpy(ops, ns, "transpose.int", a, *dims)[0] == "raises"
+    assert _same_as_numpy(ops, ns, "transpose.int", np.array(1.0), 0, 0)[0] == "raises"
+    for dims in ((0, -1), (1, 1), (-2, 1)):
+        _same_as_numpy(ops, ns, "transpose.int", a, *dims)
+
+
+def test_shapes_that_do_not_broadcast_or_multiply_raise_as_numpy_does(ops, ns):
+    for name in ("add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor"):
+        assert _same_as_numpy(ops, ns, name, np.ones(3), np.ones(2))[0] == "raises"
+        assert _same_as_numpy(ops, ns, name, np.ones((2, 3)), np.ones((3, 1)))[0] == "raises"
+        _same_as_numpy(ops, ns, name, np.ones((2, 1)), np.ones(3) + 1)
+        _same_as_numpy(ops, ns, name, np.ones((0, 3)), np.ones(3))
+    assert _same_as_numpy(ops, ns, "matmul", np.ones((2, 3)), np.ones((2, 3)))[0] == "raises"
+    _same_as_numpy(ops, ns, "matmul", np.ones((2, 0)), np.ones((0, 3)))
+
+
+def test_values_are_numpys_where_rust_would_differ(ops, ns):
+    big = np.array([np.iinfo(np.int64).max, 1], dtype=np.int64)
+    # NumPy's integers wrap (a debug build of Rust would panic).
+    _same_as_numpy(ops, ns, "add.Tensor", big, big)
+    _same_as_numpy(ops, ns, "add.Tensor", big, big, alpha=3)
+    _same_as_numpy(ops, ns, "sub.Tensor", -big, big)
+    _same_as_numpy(ops, ns, "mul.Tensor", big, big)
+    _same_as_numpy(ops, ns, "neg", np.array([np.iinfo(np.int64).min], dtype=np.int64))
+    _same_as_numpy(ops, ns, "sum", big)
+    _same_as_numpy(ops, ns, "sum.dim_IntList", np.stack([big, big]), [0])
+    i32 = np.array([np.iinfo(np.int32).max], dtype=np.int32)
+    _same_as_numpy(ops, ns, "add.Tensor", i32, i32)
+    # np.maximum keeps NaN; empty reductions are 0 (sum) and NaN (mean).
+    _same_as_numpy(ops, ns, "relu", np.array([np.nan, -1.0, 0.0, 2.0]))
+    _same_as_numpy(ops, ns, "sum", np.zeros((0, 3)))
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+        _same_as_numpy(ops, ns, "mean", np.zeros(0))
+
+
+# ----------------------------------------------------------------- whole-schema registration
+
+WRONG_SCHEMAS = [
+    # In place: the functional kernel would leave `self` as it was.
+    "add.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+    # A view: Native's transpose returns a copy.
+    "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
+    # Returns Native's kernels do not leave.
+    "neg(Tensor self) -> (Tensor, Tensor)",
+    "relu(Tensor self) -> int",
+    "exp(Tensor self) -> ()",
+    "mul.Tensor(Tensor self, Tensor other) -> Tensor[]",
+]
+
+
+@pytest.mark.parametrize("schema", WRONG_SCHEMAS)
+def test_a_schema_that_matches_in_argument_types_only_gets_no_native_kernel(ns, lib, schema):
+    lib.define(schema)
+    name = schema.split("(", 1)[0]
+    assert bf.native.register_kernels(lib) == []
+    overload = _overload(getattr(bf.ops, ns), name)
+    assert overload.dispatch_table()["Native"] != "kernel"
+
+
+def test_an_in_place_add_of_the_same_name_runs_its_own_kernel_on_native(ns, lib):
+    lib.define(WRONG_SCHEMAS[0])
+
+    def add_(self, other, alpha=1):
+        self += alpha * other
+        return self
+
+    lib.impl("add.Tensor", add_, "CPU")
+    assert bf.native.register_kernels(lib) == []
+    x = bf.native.tensor(np.ones(2))
+    y = getattr(bf.ops, ns).add.Tensor(x, bf.native.tensor(np.ones(2)), alpha=2)
+    assert y is x
+    np.testing.assert_array_equal(x.numpy(), [3.0, 3.0])  # self is written
+
+
+# ------------------------------------------------ the fallback Native's kernels take inside
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("add.Tensor", (np.ones(2), np.ones(2, dtype=np.float32))),
+        ("div.Tensor", (np.arange(1, 3), np.arange(1, 3))),
+        ("matmul", (np.ones((2, 3, 4)), np.ones((4, 2)))),
+        ("sum", (np.ones(2, dtype=np.int32),)),
+    ],
+)
+def test_the_error_policy_refuses_a_native_kernels_own_fallback_and_counts_it(ops, ns, name, args):
+    overload = _overload(ops, name)
+    tensors = [bf.native.tensor(a) for a in args]
+    bf.set_fallback_policy("error")
+    with pytest.raises(bf.FallbackError, match=rf"'{ns}::{name}'.*'Native'"):
+        overload(*tensors)
+    stats = bf.metrics.op_stats(f"{ns}::{name}")
+    assert (stats["fallbacks"], stats["failures"]) == (1, 1)
+    # What the Rust kernel computes itself is no fallback and runs.
+    same = [bf.native.tensor(np.ones_like(args[0], dtype=np.float64)) for _ in args]
+    if name == "matmul":
+        same = [bf.native.tensor(np.ones((2, 3))), bf.native.tensor(np.ones((3, 2)))]
+    overload(*same)
+    # An operator's own "allow" exempts it.
+    bf.set_fallback_policy("allow", [f"{ns}::{name}"])
+    bf.set_fallback_policy("error")
+    assert overload(*tensors).device == "Native:0"
+    assert bf.metrics.op_stats(f"{ns}::{name}")["fallbacks"] == 2
+
+
+def test_the_warn_policy_warns_once_for_a_native_kernels_own_fallback(ops, ns):
+    x, y = bf.native.tensor(np.ones(2)), bf.native.tensor(np.ones(2, dtype=np.float32))
+    bf.set_fallback_policy("warn")
+    with pytest.warns(bf.FallbackWarning, match=rf"'{ns}::add.Tensor'.*'Native'") as caught:
+        for _ in range(3):
+            np.testing.assert_array_equal(ops.add(x, y).numpy(), [2.0, 2.0])
+    assert len([w for w in caught if issubclass(w.category, bf.FallbackWarning)]) == 1
+    assert bf.metrics.counter_value(f"{ns}::add.Tensor") == 3

@@ -1,0 +1,229 @@
+//! Fallible host allocation. ndarray's constructors and arithmetic abort the process when the
+//! allocator refuses (`memory allocation of N bytes failed`); everything that allocates a
+//! tensor's data here checks the size for overflow first, reserves with `try_reserve_exact`,
+//! and reports a refusal as [`Error::OutOfMemory`], which the bindings raise as `MemoryError`
+//! as NumPy does. Arrays are built from the reserved `Vec` (C order), so a failed call has
+//! changed nothing.
+
+use std::mem::MaybeUninit;
+
+use ndarray::{ArrayD, ArrayView1, ArrayViewD, ArrayViewMutD, Axis, IxDyn, Zip};
+
+use crate::error::{Error, Result};
+
+/// The element count of `shape` if its bytes (at `size` bytes each) fit in `isize`, as every
+/// allocation must.
+pub(crate) fn element_count(shape: &[usize], size: usize) -> Option<usize> {
+    let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    let bytes = n.checked_mul(size.max(1))?;
+    (bytes <= isize::MAX as usize).then_some(n)
+}
+
+fn out_of_memory(what: &dyn Fn() -> String, shape: &[usize], size: usize) -> Error {
+    let bytes = shape
+        .iter()
+        .try_fold(size, |n, &d| n.checked_mul(d))
+        .filter(|&b| b <= isize::MAX as usize);
+    Error::OutOfMemory {
+        what: format!("{} (shape {shape:?})", what()),
+        bytes,
+    }
+}
+
+/// An empty `Vec` with room for the elements of `shape`, and their count; or `OutOfMemory`.
+pub(crate) fn try_vec_for<T>(
+    shape: &[usize],
+    what: &dyn Fn() -> String,
+) -> Result<(Vec<T>, usize)> {
+    let size = std::mem::size_of::<T>();
+    let n = element_count(shape, size).ok_or_else(|| out_of_memory(what, shape, size))?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| out_of_memory(what, shape, size))?;
+    Ok((v, n))
+}
+
+/// A C-ordered array of `shape` over `v` (which holds exactly its elements).
+fn array_of<T>(shape: &[usize], v: Vec<T>, what: &dyn Fn() -> String) -> Result<ArrayD<T>> {
+    ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| Error::Kernel {
+        context: what(),
+        message: format!("cannot make an array of shape {shape:?}: {e}"),
+    })
+}
+
+/// An array of `shape` whose elements `fill` writes. `fill` gets a `Zip` whose first producer
+/// is the output and must run its `for_each`, writing each element (every caller in this module
+/// does, in one expression).
+fn build<T: Copy>(
+    shape: &[usize],
+    what: &dyn Fn() -> String,
+    fill: impl FnOnce(Zip<(ArrayViewMutD<'_, MaybeUninit<T>>,), IxDyn>),
+) -> Result<ArrayD<T>> {
+    let (mut v, n) = try_vec_for::<T>(shape, what)?;
+    let out =
+        ArrayViewMutD::from_shape(IxDyn(shape), &mut v.spare_capacity_mut()[..n]).map_err(|e| {
+            Error::Kernel {
+                context: what(),
+                message: format!("cannot make an array of shape {shape:?}: {e}"),
+            }
+        })?;
+    fill(Zip::from(out));
+    // SAFETY: `out` covered the first `n` slots of `v`'s spare capacity (`from_shape` checked
+    // that `shape` has exactly `n` elements over that slice), and `fill` ran `for_each` on a
+    // Zip whose first producer is `out`, which visits each of its elements exactly once and
+    // writes it; so all `n` are initialized. `T: Copy`: had `fill` panicked instead, the `Vec`,
+    // still of length 0, would drop without reading them. Exercised by this module's tests and
+    // every Native kernel test (tests/native_kernels.rs, tests/python/test_native_kernels.py).
+    unsafe { v.set_len(n) };
+    array_of(shape, v, what)
+}
+
+/// `f` of each element of `x`, as a new C-ordered array.
+pub(crate) fn try_map<A: Copy, T: Copy>(
+    x: &ArrayViewD<'_, A>,
+    what: &dyn Fn() -> String,
+    f: impl Fn(A) -> T,
+) -> Result<ArrayD<T>> {
+    build(x.shape(), what, |z| {
+        z.and(x).for_each(|o, &a| {
+            o.write(f(a));
+        })
+    })
+}
+
+/// A C-ordered copy of `x` (which may be any view: transposed, strided).
+pub(crate) fn try_copy<A: Copy>(
+    x: &ArrayViewD<'_, A>,
+    what: &dyn Fn() -> String,
+) -> Result<ArrayD<A>> {
+    try_map(x, what, |a| a)
+}
+
+/// `f` of each pair of `x` and `y` broadcast to `shape` (which they must broadcast to).
+pub(crate) fn try_zip<A: Copy, B: Copy, T: Copy>(
+    shape: &[usize],
+    x: &ArrayViewD<'_, A>,
+    y: &ArrayViewD<'_, B>,
+    what: &dyn Fn() -> String,
+    f: impl Fn(A, B) -> T,
+) -> Result<ArrayD<T>> {
+    let not_broadcast = || Error::Kernel {
+        context: what(),
+        message: format!(
+            "shapes {:?} and {:?} do not broadcast to {shape:?}",
+            x.shape(),
+            y.shape()
+        ),
+    };
+    let xb = x.broadcast(IxDyn(shape)).ok_or_else(not_broadcast)?;
+    let yb = y.broadcast(IxDyn(shape)).ok_or_else(not_broadcast)?;
+    build(shape, what, |z| {
+        z.and(&xb).and(&yb).for_each(|o, &a, &b| {
+            o.write(f(a, b));
+        })
+    })
+}
+
+/// `f` of each lane of `x` along `axis`: an array of `x`'s shape without `axis`.
+pub(crate) fn try_lanes<A: Copy, T: Copy>(
+    x: &ArrayViewD<'_, A>,
+    axis: Axis,
+    what: &dyn Fn() -> String,
+    f: impl Fn(ArrayView1<'_, A>) -> T,
+) -> Result<ArrayD<T>> {
+    let mut shape = x.shape().to_vec();
+    shape.remove(axis.index());
+    build(&shape, what, |z| {
+        z.and(x.lanes(axis)).for_each(|o, lane| {
+            o.write(f(lane));
+        })
+    })
+}
+
+/// An array of `shape` filled with `value`.
+pub(crate) fn try_full<T: Copy>(
+    shape: &[usize],
+    value: T,
+    what: &dyn Fn() -> String,
+) -> Result<ArrayD<T>> {
+    build(shape, what, |z| {
+        z.for_each(|o| {
+            o.write(value);
+        })
+    })
+}
+
+/// A copy of a slice, or `OutOfMemory` (the Python bindings copy NumPy arrays with it).
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
+pub(crate) fn try_copy_slice<T: Copy>(s: &[T], what: &dyn Fn() -> String) -> Result<Vec<T>> {
+    let (mut v, _) = try_vec_for::<T>(&[s.len()], what)?;
+    v.extend_from_slice(s);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{arr2, ArrayD};
+
+    fn what() -> String {
+        "a test array".into()
+    }
+
+    #[test]
+    fn element_counts_overflow_to_none() {
+        assert_eq!(element_count(&[2, 3], 8), Some(6));
+        assert_eq!(element_count(&[], 8), Some(1));
+        assert_eq!(element_count(&[0, usize::MAX], 8), Some(0));
+        assert_eq!(element_count(&[1 << 32, 1 << 32], 1), None);
+        assert_eq!(element_count(&[1 << 62], 8), None); // bytes overflow
+        assert_eq!(element_count(&[1 << 61], 4), None); // bytes beyond isize::MAX
+    }
+
+    #[test]
+    fn a_size_that_overflows_is_out_of_memory_not_an_abort() {
+        let e = try_vec_for::<f64>(&[1 << 40, 1 << 40], &what)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { bytes: None, .. }), "{e}");
+        assert!(e.to_string().contains("a test array"), "{e}");
+    }
+
+    #[test]
+    fn a_size_the_allocator_refuses_is_out_of_memory_not_an_abort() {
+        // 2^52 bytes (4 PiB) fits in isize but in no address space of today's machines.
+        let e = try_vec_for::<f64>(&[1 << 49], &what)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::OutOfMemory { bytes: Some(b), .. } if b == 1 << 52),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn built_arrays_are_c_ordered_and_complete() {
+        let x = arr2(&[[1, 2, 3], [4, 5, 6]]).into_dyn();
+        let t = x.t().into_dyn();
+        let copy = try_copy(&t.view(), &what).unwrap();
+        assert_eq!(copy, x.t().to_owned().into_dyn());
+        assert!(copy.is_standard_layout());
+        let y = ndarray::arr1(&[10, 20, 30]).into_dyn();
+        let sum = try_zip(&[2, 3], &x.view(), &y.view(), &what, |a, b| a + b).unwrap();
+        assert_eq!(sum, arr2(&[[11, 22, 33], [14, 25, 36]]).into_dyn());
+        let rows = try_lanes(&x.view(), Axis(1), &what, |l| l.sum()).unwrap();
+        assert_eq!(rows, ndarray::arr1(&[6, 15]).into_dyn());
+        let full = try_full(&[2, 0, 3], 1.5, &what).unwrap();
+        assert_eq!(full.shape(), &[2, 0, 3]);
+        assert_eq!(
+            try_full(&[], 7, &what).unwrap(),
+            ArrayD::from_elem(vec![], 7)
+        );
+        assert!(try_zip(&[2, 3], &x.view(), &x.t().into_dyn(), &what, |a, b| a + b).is_err());
+    }
+
+    #[test]
+    fn copies_of_slices_are_equal() {
+        assert_eq!(try_copy_slice(&[1.0, 2.0], &what).unwrap(), vec![1.0, 2.0]);
+    }
+}
