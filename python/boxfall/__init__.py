@@ -128,6 +128,7 @@ def impl(
         lib = _impl_libraries.get(ns)
         if lib is None:
             lib = _impl_libraries[ns] = Library(ns, "IMPL")
+            lib._for_process_life()  # it goes at exit: no ResourceWarning then
         lib.impl(qualname, fn, dispatch_key, boxed=boxed, allow_override=allow_override)
         return fn
 
