@@ -43,6 +43,10 @@ class FallbackError(BoxfallError, NotImplementedError):
     """The CPU fallback refused the call (policy, view operator, two devices) or a step failed."""
 
 
+class PolicyError(BoxfallError, ValueError):
+    """A fallback policy that is none of "allow", "warn" and "error" (any case is accepted)."""
+
+
 class KernelError(BoxfallError, RuntimeError):
     """A Rust kernel reported an error."""
 
@@ -58,6 +62,7 @@ __all__ = [
     "FallbackWarning",
     "KernelError",
     "NoKernelError",
+    "PolicyError",
     "RegistrationError",
     "SchemaError",
     "UnknownKeyError",
