@@ -1264,14 +1264,28 @@ fn take_registration(list: &mut Vec<Registered<KernelFunction>>, id: RegId, garb
     }
 }
 
-/// Up to three defined names closest to `name` by edit distance.
+/// The defined names closest to `name`: every overload of the operator it names (`ns::op`
+/// for `ns::op` or `ns::op.typo`, up to eight), then up to three by edit distance.
 fn closest<'a>(name: &str, names: impl Iterator<Item = &'a String>) -> Vec<String> {
-    let mut scored: Vec<(usize, &String)> = names
-        .map(|n| (edit_distance(name, n), n))
-        .filter(|(d, n)| *d <= (n.len().max(name.len()) / 4).max(2))
-        .collect();
+    fn base(n: &str) -> &str {
+        n.split_once('.').map_or(n, |(b, _)| b)
+    }
+    let mut same: Vec<&String> = Vec::new();
+    let mut scored: Vec<(usize, &String)> = Vec::new();
+    for n in names {
+        if base(n) == base(name) {
+            same.push(n);
+        } else {
+            let d = edit_distance(name, n);
+            if d <= (n.len().max(name.len()) / 4).max(2) {
+                scored.push((d, n));
+            }
+        }
+    }
+    same.sort();
     scored.sort();
-    scored.into_iter().take(3).map(|(_, n)| n.clone()).collect()
+    let near = scored.into_iter().take(3).map(|(_, n)| n);
+    same.into_iter().take(8).chain(near).cloned().collect()
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use crossbeam_utils::CachePadded;
 
 use crate::dispatcher::Dispatcher;
+use crate::error::Result;
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::thread_slot;
 
@@ -239,13 +240,14 @@ fn stats_of(name: &str) -> Option<OpStats> {
     }
 }
 
-/// The fallback count of one operator (`"ns::name"` or `"ns::name.overload"`), 0 if none.
+/// The fallback count of one operator (named as [`op_stats`] takes it), 0 if it never fell
+/// back, and 0 too for a name that is no operator: [`op_stats`] tells those apart.
 ///
 /// ```
 /// assert_eq!(boxfall::metrics::counter_value("nobody::nothing"), 0);
 /// ```
 pub fn counter_value(name: &str) -> u64 {
-    stats_of(name).map_or(0, |s| s.fallbacks)
+    op_stats(name).map_or(0, |s| s.fallbacks)
 }
 
 /// Every operator counted since the last reset, with its count, sorted by name.
@@ -263,13 +265,31 @@ pub fn counters() -> Vec<(String, u64)> {
     v
 }
 
-/// The full counters of one operator, if it exists.
+/// The full counters of one operator: `"ns::name.overload"`, or `"ns::name"` for the overload
+/// whose name is empty (as everywhere: `"ns::add"` is not `"ns::add.Tensor"`). The operator is
+/// one defined now, or one counted since the last reset; a defined operator that never fell
+/// back has zeros. Any other name is [`crate::Error::UnknownOperator`], which lists the closest names
+/// (the overloads of `ns::name` first).
 ///
 /// ```
-/// assert!(boxfall::metrics::op_stats("nobody::nothing").is_none());
+/// use boxfall::{metrics::op_stats, Error, Library, LibraryKind};
+/// let mut lib = Library::new("doc_op_stats", LibraryKind::Def).unwrap();
+/// lib.define("add.Tensor(Tensor self, Tensor other) -> Tensor").unwrap();
+/// assert_eq!(op_stats("doc_op_stats::add.Tensor").unwrap().fallbacks, 0);
+/// let e = op_stats("doc_op_stats::add").unwrap_err();
+/// assert!(matches!(&e, Error::UnknownOperator { suggestions, .. }
+///     if suggestions == &["doc_op_stats::add.Tensor".to_string()]));
+/// assert_eq!(e.to_string(), "unknown operator 'doc_op_stats::add'; did you mean: doc_op_stats::add.Tensor?");
 /// ```
-pub fn op_stats(name: &str) -> Option<OpStats> {
-    stats_of(name)
+pub fn op_stats(name: &str) -> Result<OpStats> {
+    if let Some(s) = stats_of(name) {
+        return Ok(s);
+    }
+    // Counted, but not defined now (a kernel of its outlived its definition).
+    match counted().into_iter().find(|(n, _)| n == name) {
+        Some((_, s)) => Ok(s),
+        None => Dispatcher::find(name).map(|op| op.metrics().snapshot()),
+    }
 }
 
 /// Every operator counted since the last reset with its full counters, by fallback time.

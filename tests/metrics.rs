@@ -262,3 +262,53 @@ fn counts_outlive_the_library_of_their_operator_until_a_reset() {
     again.close();
     assert!(!counters().iter().any(|(n, _)| n == &name));
 }
+
+#[test]
+fn a_name_without_an_overload_is_the_empty_overload_and_an_unknown_one_lists_the_overloads() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let add_t = unary(&mut lib, "add.Tensor");
+    unary(&mut lib, "add.Scalar");
+    add_t.call((dev().tensor(&[1.0]),)).unwrap();
+    assert_eq!(op_stats(&format!("{ns}::add.Tensor")).unwrap().fallbacks, 1);
+    // "ns::add" names the overload "" (not defined here), not "any overload of add".
+    let e = op_stats(&format!("{ns}::add")).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("unknown operator '{ns}::add'; did you mean: {ns}::add.Scalar, {ns}::add.Tensor?")
+    );
+    assert!(matches!(e, boxfall::Error::UnknownOperator { .. }));
+    // A typo of the overload suggests the overloads too.
+    let e = op_stats(&format!("{ns}::add.Tensr"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("{ns}::add.Tensor")), "{e}");
+    // Defined, never fell back: zeros, not an error.
+    assert_eq!(
+        op_stats(&format!("{ns}::add.Scalar")).unwrap(),
+        OpStats::default()
+    );
+    // The default overload is named without a dot.
+    let neg = unary(&mut lib, "neg");
+    neg.call((dev().tensor(&[1.0]),)).unwrap();
+    assert_eq!(op_stats(&format!("{ns}::neg")).unwrap().fallbacks, 1);
+}
+
+#[test]
+fn an_operator_that_fell_back_is_known_after_its_library_closed_until_a_reset() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let op = unary(&mut lib, "gone");
+    op.call((dev().tensor(&[1.0]),)).unwrap();
+    let name = format!("{ns}::gone");
+    lib.close();
+    // counters() still lists it; op_stats agrees with it.
+    assert!(counters().contains(&(name.clone(), 1)));
+    assert_eq!(op_stats(&name).unwrap().fallbacks, 1);
+    assert_eq!(counter_value(&name), 1);
+    metrics::reset();
+    assert!(matches!(
+        op_stats(&name),
+        Err(boxfall::Error::UnknownOperator { .. })
+    ));
+}

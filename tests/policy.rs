@@ -358,3 +358,34 @@ fn the_fallback_a_native_kernel_takes_inside_itself_warns_once() {
     mixed_add(&op).unwrap();
     assert_eq!(warnings_on(&op, DispatchKey::NATIVE), 1);
 }
+
+#[test]
+fn policy_names_are_taken_in_any_case_and_a_bad_one_names_the_valid_ones() {
+    for (text, p) in [
+        ("Warn", FallbackPolicy::Warn),
+        ("ERROR", FallbackPolicy::Error),
+        ("aLLow", FallbackPolicy::Allow),
+    ] {
+        assert_eq!(text.parse::<FallbackPolicy>().unwrap(), p);
+    }
+    let e = "bogus".parse::<FallbackPolicy>().unwrap_err().to_string();
+    assert!(
+        e.contains("\"allow\", \"warn\" or \"error\"") && e.contains("\"bogus\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_operators_own_policy_reads_back_and_clears() {
+    let _s = serial(FallbackPolicy::Allow);
+    let (_, mut lib) = def_lib("pol");
+    let op = define_neg(&mut lib);
+    assert_eq!(boxfall::fallback::operator_policy(&op), None);
+    set_operator_policy(&op, Some(FallbackPolicy::Error));
+    assert_eq!(
+        boxfall::fallback::operator_policy(&op),
+        Some(FallbackPolicy::Error)
+    );
+    set_operator_policy(&op, None);
+    assert_eq!(boxfall::fallback::operator_policy(&op), None);
+}

@@ -17,8 +17,9 @@ other one through one boxed CPU fallback, counted per operator::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from . import _boxfall
 from ._boxfall import (
@@ -47,6 +48,7 @@ from ._errors import (
     FallbackWarning,
     KernelError,
     NoKernelError,
+    PolicyError,
     RegistrationError,
     SchemaError,
     UnknownKeyError,
@@ -57,21 +59,73 @@ from ._ops import OpNamespace, OpOverloadPacket, ops
 __version__ = "0.1.0"
 
 
-def set_fallback_policy(policy: str, ops: list[str] | None = None) -> None:
+if TYPE_CHECKING:  # only for checkers: stubtest takes a Literal alias for a function
+    _Policy: TypeAlias = Literal["allow", "warn", "error"]
+    """The names of the fallback policies (any case is accepted too: ``"Warn"``)."""
+
+OpName: TypeAlias = str | OpOverload
+"""An operator as a name (``"demo::add.Tensor"``; ``"demo::add"`` is the overload with the
+empty name) or as an :class:`OpOverload` (``bf.ops.demo.add.Tensor``)."""
+
+
+def _op_name(op: object) -> str:
+    if isinstance(op, OpOverload):
+        return op.name
+    if isinstance(op, str):
+        return op
+    raise TypeError(
+        f"an operator is a name such as 'demo::add.Tensor' or a bf.OpOverload, "
+        f"not {type(op).__name__}"
+    )
+
+
+def _op_names(ops: OpName | Iterable[OpName]) -> list[str]:
+    if isinstance(ops, (str, OpOverload)):
+        return [_op_name(ops)]
+    try:
+        items = list(ops)
+    except TypeError:
+        raise TypeError(
+            "ops is an operator (a name or a bf.OpOverload) or a list of them, "
+            f"not {type(ops).__name__}"
+        ) from None
+    return [_op_name(op) for op in items]
+
+
+def set_fallback_policy(
+    policy: _Policy | None, ops: OpName | Iterable[OpName] | None = None
+) -> None:
     """Sets what happens when an operator reaches a backend's CPU fallback.
 
     ``"allow"`` runs it; ``"warn"`` runs it and warns once per (operator, backend) with
-    :class:`FallbackWarning`; ``"error"`` raises :class:`FallbackError` instead. With ``ops``
-    (names such as ``"demo::matmul"``) the policy applies to those operators only and wins over
-    the process-wide one. The environment variable ``BOXFALL_FALLBACK`` sets the initial
-    process-wide policy.
+    :class:`FallbackWarning`; ``"error"`` raises :class:`FallbackError` instead. Policy names
+    are taken in any case (``"Warn"``); any other value is a :class:`PolicyError` (a
+    ``ValueError``) that names the valid ones.
+
+    With ``ops`` (one operator or a list: names such as ``"demo::matmul"``, or ``OpOverload``
+    objects) the policy is those operators' own and wins over the process-wide one; ``None``
+    clears their own policies, so that they follow the process-wide one again. Every name is
+    checked before anything changes: an unknown one is an :class:`UnknownOperatorError` that
+    lists the closest names. The environment variable ``BOXFALL_FALLBACK`` sets the initial
+    process-wide policy (a value that is no policy warns at import and means ``"allow"``).
     """
-    _boxfall.set_fallback_policy(policy, ops)
+    if policy is not None and not isinstance(policy, str):
+        raise PolicyError(
+            'a fallback policy is "allow", "warn" or "error" (or None with ops, to clear), '
+            f"not {type(policy).__name__}"
+        )
+    _boxfall.set_fallback_policy(policy, None if ops is None else _op_names(ops))
 
 
-def get_fallback_policy() -> str:
-    """The process-wide fallback policy."""
-    return _boxfall.get_fallback_policy()
+@overload
+def get_fallback_policy(op: None = None) -> _Policy: ...
+@overload
+def get_fallback_policy(op: OpName) -> _Policy | None: ...
+def get_fallback_policy(op: OpName | None = None) -> _Policy | None:
+    """The process-wide fallback policy; with ``op``, that operator's own policy, or ``None``
+    if it has none (it then follows the process-wide one)."""
+    name = None if op is None else _op_name(op)
+    return _boxfall.get_fallback_policy(name)  # type: ignore[return-value]
 
 
 def _key_bits(names: tuple[str, ...]) -> int:
@@ -129,6 +183,7 @@ def impl(
         lib = _impl_libraries.get(ns)
         if lib is None:
             lib = _impl_libraries[ns] = Library(ns, "IMPL")
+            lib._for_process_life()  # it goes at exit: no ResourceWarning then
         lib.impl(qualname, fn, dispatch_key, boxed=boxed, allow_override=allow_override)
         return fn
 
@@ -138,6 +193,9 @@ def impl(
 from . import metrics, native  # noqa: E402  (they use the names above)
 
 get_fallback_policy()  # reads BOXFALL_FALLBACK now, at import
+if (_env_problem := _boxfall.fallback_env_problem()) is not None:
+    warnings.warn(_env_problem, RuntimeWarning, stacklevel=2)
+del _env_problem
 
 __all__ = [
     "AliasInfo",
@@ -155,9 +213,11 @@ __all__ = [
     "KernelError",
     "Library",
     "NoKernelError",
+    "OpName",
     "OpNamespace",
     "OpOverload",
     "OpOverloadPacket",
+    "PolicyError",
     "RegistrationError",
     "SchemaError",
     "Tensor",

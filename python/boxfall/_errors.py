@@ -48,6 +48,10 @@ class DTypeError(BoxfallError, TypeError):
     names the dtype and the supported ones."""
 
 
+class PolicyError(BoxfallError, ValueError):
+    """A fallback policy that is none of "allow", "warn" and "error" (any case is accepted)."""
+
+
 class KernelError(BoxfallError, RuntimeError):
     """A Rust kernel reported an error."""
 
@@ -64,6 +68,7 @@ __all__ = [
     "FallbackWarning",
     "KernelError",
     "NoKernelError",
+    "PolicyError",
     "RegistrationError",
     "SchemaError",
     "UnknownKeyError",

@@ -26,6 +26,7 @@ pub use policy::{
     fallback_policy, set_fallback_policy, set_operator_policy, set_warning_handler, FallbackPolicy,
     WarningHandler, WarningKind,
 };
+pub use policy::{fallback_policy_from_env, operator_policy};
 use target::TargetDevice;
 pub(crate) use typed::{call_typed, stack_entry, typed_hooks, StackEntry};
 

@@ -8,10 +8,15 @@ use crate::dispatcher::{policy_of, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 
-/// Whether fallbacks reached through a backend fallback registration run.
+/// Whether fallbacks reached through a backend fallback registration run. Its names are
+/// "allow", "warn" and "error", in any case.
 ///
 /// ```
-/// assert_eq!("warn".parse::<boxfall::FallbackPolicy>().unwrap(), boxfall::FallbackPolicy::Warn);
+/// use boxfall::FallbackPolicy;
+/// assert_eq!("warn".parse::<FallbackPolicy>().unwrap(), FallbackPolicy::Warn);
+/// assert_eq!("Warn".parse::<FallbackPolicy>().unwrap(), FallbackPolicy::Warn);
+/// let e = "bogus".parse::<FallbackPolicy>().unwrap_err().to_string();
+/// assert!(e.contains("\"allow\", \"warn\" or \"error\"") && e.contains("bogus"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -27,12 +32,12 @@ pub enum FallbackPolicy {
 impl std::str::FromStr for FallbackPolicy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s {
+        match s.to_ascii_lowercase().as_str() {
             "allow" => Ok(FallbackPolicy::Allow),
             "warn" => Ok(FallbackPolicy::Warn),
             "error" => Ok(FallbackPolicy::Error),
-            other => Err(Error::Fallback(format!(
-                "fallback policy must be \"allow\", \"warn\" or \"error\", not {other:?}"
+            _ => Err(Error::Fallback(format!(
+                "a fallback policy is \"allow\", \"warn\" or \"error\" (in any case), not {s:?}"
             ))),
         }
     }
@@ -81,15 +86,38 @@ pub fn fallback_policy() -> FallbackPolicy {
     }
 }
 
-/// The first read of the policy: `BOXFALL_FALLBACK`, else allow.
+/// The first read of the policy: `BOXFALL_FALLBACK`, else allow (also when it names no
+/// policy: [`fallback_policy_from_env`] says so).
 #[cold]
 fn policy_from_env() -> FallbackPolicy {
-    let p = std::env::var("BOXFALL_FALLBACK")
+    let p = fallback_policy_from_env()
         .ok()
-        .and_then(|v| v.trim().to_ascii_lowercase().parse().ok())
+        .flatten()
         .unwrap_or(FallbackPolicy::Allow);
     let _ = POLICY.compare_exchange(0, p as u8, Ordering::Relaxed, Ordering::Relaxed);
     p
+}
+
+/// `BOXFALL_FALLBACK` as a policy (surrounding spaces and case ignored): `None` when it is
+/// unset or empty, an error naming the valid values when it is something else (the policy is
+/// then "allow"; the Python package warns at import).
+///
+/// ```
+/// // This process's BOXFALL_FALLBACK, whatever it is, reads without panicking.
+/// let _ = boxfall::fallback::fallback_policy_from_env();
+/// ```
+pub fn fallback_policy_from_env() -> Result<Option<FallbackPolicy>> {
+    let value = match std::env::var("BOXFALL_FALLBACK") {
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => v.to_string_lossy().into_owned(),
+        Ok(v) if v.trim().is_empty() => return Ok(None),
+        Ok(v) => v,
+    };
+    value.trim().parse().map(Some).map_err(|_| {
+        Error::Fallback(format!(
+            "BOXFALL_FALLBACK={value:?} is no fallback policy: use \"allow\", \"warn\" or \"error\" (in any case); the policy is \"allow\""
+        ))
+    })
 }
 
 /// Sets the process-wide policy.
@@ -122,6 +150,22 @@ pub fn set_fallback_policy(p: FallbackPolicy) {
 pub fn set_operator_policy(op: &OperatorHandle, p: Option<FallbackPolicy>) {
     op.policy_cell()
         .store(p.map_or(0, |p| p as u8), Ordering::Relaxed);
+}
+
+/// One operator's own policy, `None` when it follows the process-wide one.
+///
+/// ```
+/// use boxfall::{fallback::{operator_policy, set_operator_policy}, *};
+/// let mut lib = Library::new("doc_operator_policy", LibraryKind::Def).unwrap();
+/// let op = lib.define("id(Tensor x) -> Tensor").unwrap();
+/// assert_eq!(operator_policy(&op), None);
+/// set_operator_policy(&op, Some(FallbackPolicy::Warn));
+/// assert_eq!(operator_policy(&op), Some(FallbackPolicy::Warn));
+/// set_operator_policy(&op, None);
+/// assert_eq!(operator_policy(&op), None);
+/// ```
+pub fn operator_policy(op: &OperatorHandle) -> Option<FallbackPolicy> {
+    FallbackPolicy::from_u8(policy_of(op))
 }
 
 /// What a warning is about.

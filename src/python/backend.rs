@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -215,6 +216,21 @@ pub fn register_backend(
     to_cpu_many: Option<Py<PyAny>>,
     shares_memory: bool,
 ) -> PyResult<PyBackend> {
+    // Checked before anything is registered, so a refused backend leaves its name free.
+    let given = [
+        ("to_cpu", Some(&to_cpu)),
+        ("from_cpu", Some(&from_cpu)),
+        ("copy_from_cpu", Some(&copy_from_cpu)),
+        ("to_cpu_many", to_cpu_many.as_ref()),
+    ];
+    for (hook, f) in given {
+        if let Some(f) = f.map(|f| f.bind(py)).filter(|f| !f.is_callable()) {
+            let type_name = f.get_type().name()?;
+            return Err(PyTypeError::new_err(format!(
+                "the '{hook}' hook of backend '{name}' must be callable, not {type_name}; the backend was not registered"
+            )));
+        }
+    }
     let hooks = PyBackendHooks {
         name: name.to_string(),
         to_cpu,

@@ -61,9 +61,22 @@ pub fn from_pyerr(e: PyErr) -> Error {
     }
 }
 
-/// Adds a note (PEP 678) to a Python exception.
+/// Adds a note (PEP 678) to a Python exception, unless it already carries that very note.
+///
+/// One exception object can pass the same kernel many times: a stored exception raised again,
+/// or a recursion through kernels (a `RecursionError` crosses every level). Each text is added
+/// once, so the notes stay bounded by the distinct (key, operator) pairs the exception crossed,
+/// innermost first, and each of them still says where it went.
 pub fn with_note(py: Python<'_>, e: PyErr, note: String) -> PyErr {
-    let _ = e.value(py).call_method1("add_note", (note,));
+    let value = e.value(py);
+    let present = value
+        .getattr(pyo3::intern!(py, "__notes__"))
+        .ok()
+        .and_then(|notes| notes.cast_into::<pyo3::types::PyList>().ok())
+        .is_some_and(|notes| notes.iter().any(|n| n.eq(note.as_str()).unwrap_or(false)));
+    if !present {
+        let _ = value.call_method1(pyo3::intern!(py, "add_note"), (note,));
+    }
     e
 }
 

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::convert::{
@@ -33,10 +34,43 @@ use crate::schema::Type;
 
 /// What a Python kernel carries as its [`crate::KernelFunction::tag`].
 pub struct PyKernel {
-    /// The function.
-    pub func: Py<PyAny>,
+    /// The function. The library that registered the kernel shows it to the garbage collector
+    /// (`library.rs`), and takes it out when the library is collected, so that the reference
+    /// it showed goes with the library even where a call elsewhere still holds the kernel.
+    func: Mutex<Option<Py<PyAny>>>,
     /// Boxed: `fn(op, keys, stack)`; else called with the arguments.
     pub boxed: bool,
+}
+
+impl PyKernel {
+    /// A kernel calling `func`.
+    pub fn new(func: Py<PyAny>, boxed: bool) -> PyKernel {
+        PyKernel {
+            func: Mutex::new(Some(func)),
+            boxed,
+        }
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Py<PyAny>>> {
+        self.func.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The function, as a reference of the caller's own, which keeps it alive (and visibly
+    /// referenced, to the garbage collector) while it runs; `None` once its library was
+    /// collected.
+    pub fn func<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.slot().as_ref().map(|f| f.bind(py).clone())
+    }
+
+    /// Shows the function to the garbage collector.
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&*self.slot())
+    }
+
+    /// Takes the function out (the caller drops it, outside the lock).
+    pub fn take(&self) -> Option<Py<PyAny>> {
+        self.slot().take()
+    }
 }
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -592,7 +626,8 @@ fn run<'py>(
                 py, op, kernel, masked, stack, &passed,
             ))));
         };
-        let func = k.func.bind(py);
+        // Its library was collected: the general path says so.
+        let func = &k.func(py)?;
         let fixed;
         let kobjs = if b.wraps {
             fixed = match wrapped(b) {

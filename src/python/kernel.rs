@@ -22,15 +22,18 @@ use crate::tensor::{Tensor, TensorData};
 /// A Python function as a kernel. It carries its function as its tag, so that a Python call
 /// whose kernel it is can call the function directly (`fast.rs`).
 pub fn python_kernel(func: Py<PyAny>, boxed: bool) -> KernelFunction {
-    let tag = Arc::new(PyKernel { func, boxed });
+    let tag = Arc::new(PyKernel::new(func, boxed));
     let k = tag.clone();
     KernelFunction::from_boxed_with_tag(
         move |op, keys, stack| {
             Python::attach(|py| {
+                let Some(func) = k.func(py) else {
+                    return Err(bad_return(op, keys, "its Library was collected".into()));
+                };
                 if k.boxed {
-                    call_boxed_kernel(py, k.func.bind(py), op, keys, stack)
+                    call_boxed_kernel(py, &func, op, keys, stack)
                 } else {
-                    call_kernel(py, k.func.bind(py), op, keys, stack)
+                    call_kernel(py, &func, op, keys, stack)
                 }
             })
         },

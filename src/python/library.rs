@@ -1,8 +1,13 @@
 //! `bf.Library`, and the markers `bf.fallthrough` and `bf.cpu_fallback`.
 
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyResourceWarning, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 
 use super::errors::{new_err, IntoPy};
+use super::fast::PyKernel;
 use super::kernel::python_kernel;
 use crate::fallback::{CpuFallback, ViewPolicy};
 use crate::kernel::KernelFunction;
@@ -92,13 +97,28 @@ fn key(py: Python<'_>, name: &str) -> PyResult<DispatchKey> {
     DispatchKey::from_name(name).py(py)
 }
 
-/// Registrations of one namespace, undone by `close()`, at the end of a `with` block, or when
-/// the library is collected.
-#[pyclass(name = "Library", module = "boxfall")]
+/// Registrations of one namespace: definitions, kernels and fallbacks, undone together by
+/// `close()` or at the end of a `with` block.
+///
+/// A library collected while still open undoes its registrations too, and warns with a
+/// `ResourceWarning` that names the library and what it undid, as an unclosed file warns: keep
+/// a reference to the library for as long as its registrations are needed. The garbage
+/// collector sees the Python kernels a library registered, so a kernel that refers back to
+/// its library does not keep it alive forever.
+#[pyclass(name = "Library", module = "boxfall", weakref)]
 pub struct PyLibrary {
     lib: Option<Library>,
     ns: String,
     kind: String,
+    /// The Python kernels and fallbacks it registered, while it holds them. A kernel's function
+    /// is referenced from the global registry, which the garbage collector cannot see; the
+    /// library shows it instead (`__traverse__`), so that a function that refers back to its
+    /// library (`l.impl("f", lambda x: (l, x)[1])`) makes a cycle the collector can break.
+    kernels: Vec<Arc<PyKernel>>,
+    /// What it registered, in order, for the warning of a library collected while open.
+    made: Vec<String>,
+    /// Kept for the life of the process (`@bf.impl`): it goes at exit without a warning.
+    for_process_life: bool,
 }
 
 impl PyLibrary {
@@ -112,6 +132,78 @@ impl PyLibrary {
             )
         })
     }
+
+    /// Registers `kernel` through `register`, remembering its Python function (if it has one)
+    /// once the registration stands.
+    fn register(
+        &mut self,
+        py: Python<'_>,
+        kernel: KernelFunction,
+        what: String,
+        register: impl FnOnce(&mut Library, KernelFunction) -> crate::Result<()>,
+    ) -> PyResult<()> {
+        let tag = kernel.tag::<Arc<PyKernel>>().cloned();
+        register(self.lib(py)?, kernel).py(py)?;
+        self.kernels.extend(tag);
+        self.made.push(what);
+        Ok(())
+    }
+
+    /// Undoes a library that goes without having been closed (collected, or broken out of a
+    /// cycle by the garbage collector): warns, closes it, and takes the functions out of its
+    /// kernels, so that what `__traverse__` showed goes now, whoever still holds a kernel.
+    fn collected(&mut self) {
+        let Some(mut lib) = self.lib.take() else {
+            return;
+        };
+        if lib.is_open() && !self.for_process_life {
+            Python::attach(|py| self.warn_collected(py));
+        }
+        lib.close();
+        let funcs: Vec<_> = self.kernels.drain(..).filter_map(|k| k.take()).collect();
+        self.made.clear();
+        drop(funcs);
+    }
+
+    fn warn_collected(&self, py: Python<'_>) {
+        const SHOWN: usize = 8;
+        let mut undid = self
+            .made
+            .iter()
+            .take(SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if self.made.len() > SHOWN {
+            undid += &format!(" and {} more", self.made.len() - SHOWN);
+        }
+        let message = format!(
+            "bf.Library({:?}, {:?}) was collected while open, which undid its registrations: \
+             {undid}; keep a reference to the library for as long as they are needed, and \
+             close() it (or use it in a 'with' block) to end them",
+            self.ns, self.kind
+        );
+        // This may run while an exception is being raised (a frame's locals going) or inside
+        // the garbage collector: the warning must not disturb what is in flight, and one that a
+        // filter turns into an error can only be reported, as an unclosed file's is.
+        let pending = PyErr::take(py);
+        let category = py.get_type::<PyResourceWarning>();
+        let warned = std::ffi::CString::new(message)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+            .and_then(|m| PyErr::warn(py, category.as_any(), &m, 1));
+        if let Err(e) = warned {
+            e.write_unraisable(py, None);
+        }
+        if let Some(e) = pending {
+            e.restore(py);
+        }
+    }
+}
+
+impl Drop for PyLibrary {
+    fn drop(&mut self) {
+        self.collected();
+    }
 }
 
 #[pymethods]
@@ -119,10 +211,19 @@ impl PyLibrary {
     #[new]
     fn new(py: Python<'_>, ns: &str, kind: &str) -> PyResult<Self> {
         let k: LibraryKind = kind.parse().py(py)?;
+        let lib = Library::new(ns, k).py(py)?;
+        let made = if k == LibraryKind::Def {
+            vec![format!("its claim on namespace '{ns}'")]
+        } else {
+            Vec::new()
+        };
         Ok(PyLibrary {
-            lib: Some(Library::new(ns, k).py(py)?),
+            lib: Some(lib),
             ns: ns.to_string(),
             kind: kind.to_string(),
+            kernels: Vec::new(),
+            made,
+            for_process_life: false,
         })
     }
 
@@ -141,6 +242,7 @@ impl PyLibrary {
     /// Defines an operator; returns its name (`ns::op.overload`).
     fn define(&mut self, py: Python<'_>, schema: &str) -> PyResult<String> {
         let op = self.lib(py)?.define(schema).py(py)?;
+        self.made.push(format!("the definition of '{}'", op.name()));
         Ok(op.name().to_string())
     }
 
@@ -157,9 +259,10 @@ impl PyLibrary {
     ) -> PyResult<()> {
         let k = key(py, dispatch_key)?;
         let kernel = kernel_from(py, r#fn, boxed)?;
-        self.lib(py)?
-            .impl_kernel(name, k, kernel, allow_override)
-            .py(py)
+        let what = format!("the '{k}' kernel of '{}'", self.lib(py)?.qualify(name));
+        self.register(py, kernel, what, |lib, kernel| {
+            lib.impl_kernel(name, k, kernel, allow_override)
+        })
     }
 
     /// Registers a backend fallback for `dispatch_key` (namespace "_" only): `bf.cpu_fallback`,
@@ -173,20 +276,45 @@ impl PyLibrary {
     ) -> PyResult<()> {
         let k = key(py, dispatch_key)?;
         let kernel = kernel_from(py, r#fn, true)?;
-        self.lib(py)?.fallback(k, kernel).py(py)
+        let what = format!("the '{k}' fallback");
+        self.register(py, kernel, what, |lib, kernel| lib.fallback(k, kernel))
     }
 
     /// Registers Native's Rust kernels for this library's operators that have one of the
     /// schemas Native implements; returns their names.
     fn register_native_kernels(&mut self, py: Python<'_>) -> PyResult<Vec<String>> {
-        crate::native::register_kernels(self.lib(py)?).py(py)
+        let names = crate::native::register_kernels(self.lib(py)?).py(py)?;
+        let made = names.iter().map(|n| format!("Native's kernel of '{n}'"));
+        self.made.extend(made);
+        Ok(names)
     }
 
-    /// Removes every registration of this library.
+    /// Removes every registration of this library (no warning: it was closed on purpose).
     fn close(&mut self) {
         if let Some(mut lib) = self.lib.take() {
             lib.close();
         }
+        // Calls on their way to one of its kernels keep the function: only a collected
+        // library takes it out.
+        self.kernels.clear();
+        self.made.clear();
+    }
+
+    /// Marks the library as kept for the life of the process (`@bf.impl`'s): it then goes at
+    /// interpreter exit without a `ResourceWarning`.
+    fn _for_process_life(&mut self) {
+        self.for_process_life = true;
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        for k in &self.kernels {
+            k.visit(&visit)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.collected();
     }
 
     /// Whether the library is still open.

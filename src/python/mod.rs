@@ -66,36 +66,71 @@ fn set_local_keys(include: u64, exclude: u64) -> (u64, u64) {
     (i.0, e.0)
 }
 
-/// Sets the fallback policy, for every operator or (with `ops`) for those operators only.
+/// Sets the fallback policy, for every operator or (with `ops`) for those operators only;
+/// `None` with `ops` clears their own policies.
 #[pyfunction]
 #[pyo3(signature = (policy, ops=None))]
-fn set_fallback_policy(py: Python<'_>, policy: &str, ops: Option<Vec<String>>) -> PyResult<()> {
-    let p: FallbackPolicy = policy.parse().py(py)?;
-    match ops {
-        None => crate::fallback::set_fallback_policy(p),
-        Some(names) => {
+fn set_fallback_policy(
+    py: Python<'_>,
+    policy: Option<&str>,
+    ops: Option<Vec<String>>,
+) -> PyResult<()> {
+    let policy_error = |m: String| errors::new_err(py, "PolicyError", m);
+    let p: Option<FallbackPolicy> = match policy {
+        Some(text) => Some(
+            text.parse()
+                .map_err(|e: crate::Error| policy_error(e.to_string()))?,
+        ),
+        None => None,
+    };
+    match (p, ops) {
+        (Some(p), None) => crate::fallback::set_fallback_policy(p),
+        (None, None) => {
+            return Err(policy_error(
+                "the process-wide fallback policy is \"allow\", \"warn\" or \"error\"; None \
+                 clears the own policy of the operators given as ops"
+                    .into(),
+            ))
+        }
+        (p, Some(names)) => {
+            // Every name is checked before any policy changes.
             let handles = names
                 .iter()
                 .map(|n| crate::Dispatcher::find(n))
                 .collect::<crate::Result<Vec<_>>>()
                 .py(py)?;
             for h in handles {
-                crate::fallback::set_operator_policy(&h, Some(p));
+                crate::fallback::set_operator_policy(&h, p);
             }
         }
     }
     Ok(())
 }
 
-/// The process-wide fallback policy.
+/// The process-wide fallback policy, or with `op` that operator's own (None if it has none).
 #[pyfunction]
-fn get_fallback_policy() -> &'static str {
-    crate::fallback::fallback_policy().as_str()
+#[pyo3(signature = (op=None))]
+fn get_fallback_policy(py: Python<'_>, op: Option<&str>) -> PyResult<Option<&'static str>> {
+    Ok(match op {
+        None => Some(crate::fallback::fallback_policy().as_str()),
+        Some(name) => {
+            let h = crate::Dispatcher::find(name).py(py)?;
+            crate::fallback::operator_policy(&h).map(FallbackPolicy::as_str)
+        }
+    })
+}
+
+/// What is wrong with `BOXFALL_FALLBACK`, if anything (the package warns with it at import).
+#[pyfunction]
+fn fallback_env_problem() -> Option<String> {
+    crate::fallback::fallback_policy_from_env()
+        .err()
+        .map(|e| e.to_string())
 }
 
 #[pyfunction]
-fn counter_value(name: &str) -> u64 {
-    crate::metrics::counter_value(name)
+fn counter_value(py: Python<'_>, name: &str) -> PyResult<u64> {
+    Ok(crate::metrics::op_stats(name).py(py)?.fallbacks)
 }
 
 #[pyfunction]
@@ -122,7 +157,7 @@ fn stats_dict<'py>(
 
 #[pyfunction]
 fn op_stats<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-    let s = crate::metrics::op_stats(name).unwrap_or_default();
+    let s = crate::metrics::op_stats(name).py(py)?;
     stats_dict(py, &s, false)
 }
 
@@ -219,6 +254,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_local_keys, m)?)?;
     m.add_function(wrap_pyfunction!(set_fallback_policy, m)?)?;
     m.add_function(wrap_pyfunction!(get_fallback_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(fallback_env_problem, m)?)?;
     m.add_function(wrap_pyfunction!(counter_value, m)?)?;
     m.add_function(wrap_pyfunction!(counters, m)?)?;
     m.add_function(wrap_pyfunction!(op_stats, m)?)?;

@@ -86,7 +86,9 @@ def test_two_operators_through_one_fallback_count_separately(ns, lib, accel):
         o.bar.Tensor(x)
     assert bf.metrics.counter_value(f"{ns}::foo") == 3
     assert bf.metrics.counter_value(f"{ns}::bar.Tensor") == 2
-    assert bf.metrics.counter_value(f"{ns}::bar") == 0  # another operator's name
+    # The overload with the empty name, which is not defined: an error, not a silent 0.
+    with pytest.raises(bf.UnknownOperatorError, match=rf"did you mean: {ns}::bar\.Tensor"):
+        bf.metrics.counter_value(f"{ns}::bar")
 
 
 def test_counter_of_an_operator_that_never_fell_back_is_zero(ns, lib):

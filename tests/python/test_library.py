@@ -53,8 +53,9 @@ def test_collecting_the_library_removes_its_registrations(ns):
     lib = bf.Library(ns, "DEF")
     lib.define(UNARY)
     assert getattr(bf.ops, ns).foo.default.name == f"{ns}::foo"
-    del lib
-    gc.collect()
+    with pytest.warns(ResourceWarning, match="collected while open"):
+        del lib
+        gc.collect()
     with pytest.raises(AttributeError):
         getattr(bf.ops, ns).foo  # noqa: B018
 

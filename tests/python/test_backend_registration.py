@@ -1,0 +1,46 @@
+"""register_backend checks its hooks when the backend is registered: a hook that is not
+callable is a TypeError naming the hook and the backend, and the refused backend is not
+registered (its name stays free)."""
+
+from __future__ import annotations
+
+import boxfall as bf
+import numpy as np
+import pytest
+
+
+def _hooks(**overrides):
+    hooks = {
+        "to_cpu": lambda p: p.copy(),
+        "from_cpu": lambda a: a.copy(),
+        "copy_from_cpu": lambda p, a: p.__setitem__(..., a),
+    }
+    hooks.update(overrides)
+    return hooks
+
+
+@pytest.mark.parametrize("hook", ["to_cpu", "from_cpu", "copy_from_cpu", "to_cpu_many"])
+def test_a_hook_that_is_not_callable_is_refused_at_registration(unique_name, hook):
+    name = unique_name("BadHook")
+    with pytest.raises(TypeError) as info:
+        bf.register_backend(name, **_hooks(**{hook: 5}))
+    message = str(info.value)
+    assert f"'{hook}'" in message and name in message and "int" in message, message
+    # Nothing was registered: the name is free, and the key unknown.
+    assert name not in bf.dispatch_keys()
+    backend = bf.register_backend(name, **_hooks())
+    assert backend.name == name
+    np.testing.assert_array_equal(backend.tensor(np.arange(3.0)).numpy(), np.arange(3.0))
+
+
+def test_to_cpu_many_may_be_left_out_or_none(unique_name):
+    bf.register_backend(unique_name("NoMany"), **_hooks())
+    bf.register_backend(unique_name("NoneMany"), **_hooks(to_cpu_many=None))
+
+
+def test_a_callable_object_is_a_hook(unique_name):
+    class ToCpu:
+        def __call__(self, payload):
+            return payload.copy()
+
+    bf.register_backend(unique_name("ObjHook"), **_hooks(to_cpu=ToCpu()))
