@@ -181,7 +181,7 @@ fn format_g17(d: f64) -> String {
             s.to_string()
         }
     };
-    if exp < -4 || exp >= PRECISION {
+    if !(-4..PRECISION).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
         format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
     } else {
