@@ -25,16 +25,43 @@ pub trait Backend: Send + Sync + 'static {
     /// must not share memory with `t` (the fallback writes it back only when the kernel succeeds).
     fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor>;
 
+    /// A CPU tensor with `t`'s values for a kernel that only reads it (the fallback's read-only
+    /// arguments). The default is `to_cpu(t, false)`; a backend whose CPU tensors a kernel
+    /// could write (a Python backend's NumPy arrays) lends them read-only, so that a kernel
+    /// writing an argument its schema does not mark as written fails, rather than changing
+    /// the device tensor or losing the write.
+    ///
+    /// ```
+    /// use boxfall::backend::Backend;
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// let cpu = boxfall::native::NativeBackend.to_cpu_read_only(&t).unwrap();
+    /// assert!(std::sync::Arc::ptr_eq(&cpu.host_array().unwrap(), &t.host_array().unwrap()));
+    /// ```
+    #[inline(always)]
+    fn to_cpu_read_only(&self, t: &Tensor) -> Result<Tensor> {
+        self.to_cpu(t, false)
+    }
+
     /// Whether `to_cpu_many` is a real batched transfer (the fallback then moves all of a
     /// call's tensors with one call of it; otherwise it calls `to_cpu` per tensor).
     fn batches_transfers(&self) -> bool {
         false
     }
 
-    /// Moves all of a call's tensors at once; a backend with a batched transfer overrides it
-    /// (and `batches_transfers`).
+    /// Moves all of a call's tensors at once (`true`: the kernel writes it, as `for_write`;
+    /// `false`: it only reads it, as `to_cpu_read_only`); a backend with a batched transfer
+    /// overrides it (and `batches_transfers`).
     fn to_cpu_many(&self, tensors: &[(&Tensor, bool)]) -> Result<Vec<Tensor>> {
-        tensors.iter().map(|(t, w)| self.to_cpu(t, *w)).collect()
+        tensors
+            .iter()
+            .map(|(t, w)| {
+                if *w {
+                    self.to_cpu(t, true)
+                } else {
+                    self.to_cpu_read_only(t)
+                }
+            })
+            .collect()
     }
 
     /// A tensor on `device` with the CPU tensor's values.
