@@ -1,9 +1,11 @@
 //! Backends: the hooks that move a backend's tensors to the CPU and back, which is all the CPU
 //! fallback needs to know of a device. Registered once per backend key, read lock-free.
 
-use std::sync::{Arc, OnceLock};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::{register_backend_key, DispatchKey, NUM_KEYS};
 use crate::tensor::{Device, Tensor};
 
@@ -25,16 +27,43 @@ pub trait Backend: Send + Sync + 'static {
     /// must not share memory with `t` (the fallback writes it back only when the kernel succeeds).
     fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor>;
 
+    /// A CPU tensor with `t`'s values for a kernel that only reads it (the fallback's read-only
+    /// arguments). The default is `to_cpu(t, false)`; a backend whose CPU tensors a kernel
+    /// could write (a Python backend's NumPy arrays) lends them read-only, so that a kernel
+    /// writing an argument its schema does not mark as written fails, rather than changing
+    /// the device tensor or losing the write.
+    ///
+    /// ```
+    /// use boxfall::backend::Backend;
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// let cpu = boxfall::native::NativeBackend.to_cpu_read_only(&t).unwrap();
+    /// assert!(std::sync::Arc::ptr_eq(&cpu.host_array().unwrap(), &t.host_array().unwrap()));
+    /// ```
+    #[inline(always)]
+    fn to_cpu_read_only(&self, t: &Tensor) -> Result<Tensor> {
+        self.to_cpu(t, false)
+    }
+
     /// Whether `to_cpu_many` is a real batched transfer (the fallback then moves all of a
     /// call's tensors with one call of it; otherwise it calls `to_cpu` per tensor).
     fn batches_transfers(&self) -> bool {
         false
     }
 
-    /// Moves all of a call's tensors at once; a backend with a batched transfer overrides it
-    /// (and `batches_transfers`).
+    /// Moves all of a call's tensors at once (`true`: the kernel writes it, as `for_write`;
+    /// `false`: it only reads it, as `to_cpu_read_only`); a backend with a batched transfer
+    /// overrides it (and `batches_transfers`).
     fn to_cpu_many(&self, tensors: &[(&Tensor, bool)]) -> Result<Vec<Tensor>> {
-        tensors.iter().map(|(t, w)| self.to_cpu(t, *w)).collect()
+        tensors
+            .iter()
+            .map(|(t, w)| {
+                if *w {
+                    self.to_cpu(t, true)
+                } else {
+                    self.to_cpu_read_only(t)
+                }
+            })
+            .collect()
     }
 
     /// A tensor on `device` with the CPU tensor's values.
@@ -74,18 +103,55 @@ impl Registered {
     }
 }
 
-/// One cell per key: a backend key gets its hooks once, when it is registered, and keeps them,
-/// so a read is one acquire load and no reference count moves.
-static TABLE: [OnceLock<Registered>; NUM_KEYS] = [const { OnceLock::new() }; NUM_KEYS];
+/// One cell per key: a backend key gets its hooks when it is registered, so a read is one
+/// acquire load and no reference count moves. Replaced hooks (`replace_backend`) are never
+/// freed, as a call may still hold them: a notebook re-running its registration cell leaks one
+/// small object a run.
+static TABLE: [AtomicPtr<Registered>; NUM_KEYS] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; NUM_KEYS];
+
+fn publish(key: DispatchKey, hooks: Arc<dyn Backend>) {
+    if let Some(cell) = TABLE.get(key.index()) {
+        cell.store(
+            Box::into_raw(Box::new(Registered::new(hooks))),
+            Ordering::Release,
+        );
+    }
+}
 
 /// The registered backend of `key`: Native's from the first look, any other's once registered.
 #[inline]
 pub(crate) fn registered(key: DispatchKey) -> Option<&'static Registered> {
     let cell = TABLE.get(key.index())?;
-    if key == DispatchKey::NATIVE {
-        return Some(cell.get_or_init(|| Registered::new(Arc::new(crate::native::NativeBackend))));
+    let p = cell.load(Ordering::Acquire);
+    if p.is_null() {
+        return native_on_first_look(key);
     }
-    cell.get()
+    // SAFETY: a non-null pointer in the table came from `Box::into_raw` in `publish` (or
+    // `native_on_first_look`) and is never freed, so it is valid for the rest of the process.
+    Some(unsafe { &*p })
+}
+
+#[cold]
+fn native_on_first_look(key: DispatchKey) -> Option<&'static Registered> {
+    if key != DispatchKey::NATIVE {
+        return None;
+    }
+    let cell = &TABLE[key.index()];
+    let fresh = Box::into_raw(Box::new(Registered::new(Arc::new(
+        crate::native::NativeBackend,
+    ))));
+    let p = match cell.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => fresh,
+        Err(first) => {
+            // SAFETY: `fresh` came from `Box::into_raw` just above and was never published.
+            drop(unsafe { Box::from_raw(fresh) });
+            first
+        }
+    };
+    // SAFETY: as in `registered`: published pointers are never freed.
+    Some(unsafe { &*p })
 }
 
 /// Registers a backend key with its hooks; later backends rank above earlier ones.
@@ -99,10 +165,34 @@ pub(crate) fn registered(key: DispatchKey) -> Option<&'static Registered> {
 /// ```
 pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchKey> {
     let key = register_backend_key(name)?;
-    // A fresh key: its cell is empty (key registration refuses a name twice).
-    if let Some(cell) = TABLE.get(key.index()) {
-        let _ = cell.set(Registered::new(hooks));
+    publish(key, hooks);
+    Ok(key)
+}
+
+/// Registers a backend, or gives a backend registered earlier under `name` new hooks (its key,
+/// and so its rank, its tensors, kernels and fallbacks, stay): what running a notebook cell
+/// twice needs. A name that is a key of another kind, or a built-in backend, is an error.
+///
+/// ```
+/// use std::sync::Arc;
+/// use boxfall::{backend::replace_backend, native::NativeBackend};
+/// let a = replace_backend("DocReplaceBackend", Arc::new(NativeBackend)).unwrap();
+/// let b = replace_backend("DocReplaceBackend", Arc::new(NativeBackend)).unwrap();
+/// assert_eq!(a, b); // the same key
+/// assert!(replace_backend("Native", Arc::new(NativeBackend)).is_err());
+/// ```
+pub fn replace_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchKey> {
+    let Ok(key) = DispatchKey::from_name(name) else {
+        return register_backend(name, hooks);
+    };
+    let own = key.is_backend() && key != DispatchKey::NATIVE && key != DispatchKey::CPU;
+    if !own || registered(key).is_none() {
+        return Err(Error::Registration(format!(
+            "'{}' is a built-in key or no backend registered with register_backend; it cannot be replaced",
+            key.name()
+        )));
     }
+    publish(key, hooks);
     Ok(key)
 }
 

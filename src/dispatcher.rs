@@ -440,6 +440,8 @@ impl OperatorHandle {
         }
     }
 
+    /// The error of a call that nothing serves: it names the key, the keys that have a kernel
+    /// and the keys this thread excludes (a call whose every key is excluded lands here too).
     #[cold]
     fn no_kernel(&self, table: &DispatchTable, key: DispatchKey) -> Error {
         let mut available: Vec<String> = (1..NUM_KEYS)
@@ -450,10 +452,14 @@ impl OperatorHandle {
         if table.entries[0].source == Source::Kernel {
             available.push(DispatchKey::COMPOSITE_IMPLICIT.name());
         }
+        let (_, excluded) = local_keys();
+        let mut excluded = excluded.names();
+        excluded.reverse();
         Error::NoKernel {
             op: self.0.name.clone(),
             key: key.name(),
             available,
+            excluded,
         }
     }
 

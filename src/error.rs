@@ -64,14 +64,30 @@ pub enum Error {
         known: Vec<String>,
     },
     /// No kernel serves the call's highest key.
-    #[error("Could not run '{op}' with arguments from the '{key}' backend. '{op}' is only available for these backends: [{}].", .available.join(", "))]
+    ///
+    /// ```
+    /// let e = boxfall::Error::NoKernel {
+    ///     op: "demo::f".into(),
+    ///     key: "CPU".into(),
+    ///     available: vec!["CPU".into()],
+    ///     excluded: vec!["CPU".into()],
+    /// };
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "Could not run 'demo::f' with arguments from the 'CPU' backend, which is excluded on this thread (bf.exclude_keys: [CPU]). 'demo::f' is only available for these backends: [CPU]."
+    /// );
+    /// ```
+    #[error("{}", no_kernel_text(.op, .key, .available, .excluded))]
     NoKernel {
         /// The operator's name.
         op: String,
-        /// The key that had nothing.
+        /// The key that had nothing (for a call whose every key is excluded, the highest of
+        /// its arguments' keys).
         key: String,
         /// The keys that do have a kernel of the operator's own, lowest priority first.
         available: Vec<String>,
+        /// The keys the calling thread excluded (`exclude_keys`), lowest priority first.
+        excluded: Vec<String>,
     },
     /// Arguments that do not bind to the operator's schema.
     #[error("{op}(): {message}\n  schema: {schema}")]
@@ -143,6 +159,28 @@ fn bytes_text(bytes: Option<usize>) -> String {
     }
 }
 
+/// c10's text, and what the thread excluded: whether the key itself was, or which others were.
+fn no_kernel_text(op: &str, key: &str, available: &[String], excluded: &[String]) -> String {
+    let list = excluded.join(", ");
+    let (why, after) = if excluded.iter().any(|k| k == key) {
+        (
+            format!(", which is excluded on this thread (bf.exclude_keys: [{list}])"),
+            String::new(),
+        )
+    } else if excluded.is_empty() {
+        (String::new(), String::new())
+    } else {
+        (
+            String::new(),
+            format!(" Excluded on this thread (bf.exclude_keys): [{list}]."),
+        )
+    };
+    format!(
+        "Could not run '{op}' with arguments from the '{key}' backend{why}. '{op}' is only available for these backends: [{}].{after}",
+        available.join(", ")
+    )
+}
+
 fn suggest(names: &[String]) -> String {
     if names.is_empty() {
         String::new()
@@ -151,14 +189,20 @@ fn suggest(names: &[String]) -> String {
     }
 }
 
-/// An opaque foreign error (a Python exception) that travels through the core.
+/// An opaque foreign error (a Python exception) that travels through the core, with the notes
+/// the core added on the way (which step, operator and backend it came through), for the
+/// bindings to attach to the original exception.
 ///
 /// ```
 /// let e = boxfall::ForeignError::new(42_u32);
 /// assert_eq!(e.downcast_ref::<u32>(), Some(&42));
+/// assert!(e.notes().is_empty());
 /// ```
 #[derive(Clone)]
-pub struct ForeignError(std::sync::Arc<dyn std::any::Any + Send + Sync>);
+pub struct ForeignError {
+    value: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    notes: Vec<String>,
+}
 
 impl ForeignError {
     /// Wraps any value.
@@ -168,7 +212,10 @@ impl ForeignError {
     /// assert_eq!(e.downcast_ref::<String>().map(String::as_str), Some("boom"));
     /// ```
     pub fn new<T: std::any::Any + Send + Sync>(value: T) -> Self {
-        ForeignError(std::sync::Arc::new(value))
+        ForeignError {
+            value: std::sync::Arc::new(value),
+            notes: Vec::new(),
+        }
     }
     /// The value, if it is a `T`.
     ///
@@ -178,7 +225,54 @@ impl ForeignError {
     /// assert!(e.downcast_ref::<u32>().is_none());
     /// ```
     pub fn downcast_ref<T: std::any::Any>(&self) -> Option<&T> {
-        self.0.downcast_ref::<T>()
+        self.value.downcast_ref::<T>()
+    }
+    /// The notes the core added, oldest first.
+    ///
+    /// ```
+    /// let mut e = boxfall::ForeignError::new(());
+    /// e.add_note("while running 'demo::f' through the CPU fallback for 'Accel'".into());
+    /// assert_eq!(e.notes().len(), 1);
+    /// ```
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+    /// Adds a note (once: a note it already has is not added again).
+    ///
+    /// ```
+    /// let mut e = boxfall::ForeignError::new(());
+    /// e.add_note("n".into());
+    /// e.add_note("n".into());
+    /// assert_eq!(e.notes(), ["n"]);
+    /// ```
+    pub fn add_note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+}
+
+impl Error {
+    /// The error with `note` added: a foreign error keeps its own object and carries the note
+    /// (its text gets it too); any other error is returned as it is (its own text says where).
+    ///
+    /// ```
+    /// let e = boxfall::Error::Foreign { message: "OSError: broke".into(), payload: boxfall::ForeignError::new(()) };
+    /// let e = e.with_foreign_note("while running 'demo::f'".into());
+    /// assert_eq!(e.to_string(), "OSError: broke (while running 'demo::f')");
+    /// ```
+    pub fn with_foreign_note(self, note: String) -> Error {
+        match self {
+            Error::Foreign {
+                message,
+                mut payload,
+            } => {
+                let message = format!("{message} ({note})");
+                payload.add_note(note);
+                Error::Foreign { message, payload }
+            }
+            other => other,
+        }
     }
 }
 

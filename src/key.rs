@@ -130,16 +130,19 @@ impl DispatchKey {
         matches!(self.kind(), KeyKind::Backend)
     }
 
-    /// The key's registered name (`"?"` for a position nobody registered).
+    /// The key's registered name (`"<unregistered key N>"`, N its bit, for a position nobody
+    /// registered: a key set can be made of any bits).
     ///
     /// ```
-    /// assert_eq!(boxfall::DispatchKey::COMPOSITE_IMPLICIT.name(), "CompositeImplicit");
+    /// use boxfall::DispatchKey;
+    /// assert_eq!(DispatchKey::COMPOSITE_IMPLICIT.name(), "CompositeImplicit");
+    /// assert_eq!(DispatchKey::from_index(31).unwrap().name(), "<unregistered key 31>");
     /// ```
     pub fn name(self) -> String {
         let reg = registry_read();
         reg.names[self.index()]
             .clone()
-            .unwrap_or_else(|| "?".to_string())
+            .unwrap_or_else(|| format!("<unregistered key {}>", self.0))
     }
 
     /// Looks a key up by its exact name; the error lists every known key.

@@ -206,6 +206,45 @@ impl HostArray {
     }
 }
 
+/// A tensor's element type (by NumPy's name) and shape: what an in-place write must keep.
+///
+/// ```
+/// use boxfall::{tensor::TensorMeta, Tensor};
+/// let t = Tensor::from_array(ndarray::ArrayD::<f32>::zeros(vec![2, 3]));
+/// let meta = t.meta().unwrap();
+/// assert_eq!(meta, TensorMeta { dtype: "float32".into(), shape: vec![2, 3] });
+/// assert_eq!(meta.to_string(), "float32[2, 3]");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMeta {
+    /// The element type, as NumPy names it (`"float64"`).
+    pub dtype: String,
+    /// The shape.
+    pub shape: Vec<usize>,
+}
+
+impl TensorMeta {
+    /// The element type and shape of host memory.
+    ///
+    /// ```
+    /// use boxfall::tensor::{HostArray, TensorMeta};
+    /// let a = HostArray::from(ndarray::ArrayD::<i64>::zeros(vec![4]));
+    /// assert_eq!(TensorMeta::of_host(&a).to_string(), "int64[4]");
+    /// ```
+    pub fn of_host(a: &HostArray) -> TensorMeta {
+        TensorMeta {
+            dtype: a.dtype().name().to_owned(),
+            shape: a.shape().to_vec(),
+        }
+    }
+}
+
+impl fmt::Display for TensorMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{:?}", self.dtype, self.shape)
+    }
+}
+
 /// A backend's opaque tensor payload (or a foreign CPU array, such as a NumPy array).
 ///
 /// ```
@@ -239,6 +278,23 @@ pub trait Payload: Send + Sync + 'static {
     /// Dtype and shape for logs (`"float64[2, 3]"`).
     fn describe(&self) -> String {
         "?".into()
+    }
+    /// Dtype and shape, if the payload knows them: the fallback checks with them that an
+    /// in-place kernel kept its argument's (`None`: not checked).
+    fn meta(&self) -> Option<TensorMeta> {
+        None
+    }
+    /// A copy that can be written without changing this payload, for a CPU payload (a NumPy
+    /// array) that a kernel reached through the fallback writes: the kernel writes the copy,
+    /// which is written into this payload only once the kernel has succeeded. `None`: the
+    /// payload cannot be copied, and the kernel writes it as it is.
+    fn duplicate(&self) -> Option<Result<Arc<dyn Payload>>> {
+        None
+    }
+    /// Writes `src`'s values into this payload in place (a CPU payload written by the
+    /// fallback). `None`: it cannot be written in place, and the tensor takes `src`'s data.
+    fn assign(&self, _src: &Tensor) -> Option<Result<()>> {
+        None
     }
 }
 
@@ -723,6 +779,19 @@ impl Tensor {
         match self.data() {
             TensorData::Host(a) => a.nbytes(),
             TensorData::Foreign(p) => p.nbytes(),
+        }
+    }
+
+    /// Dtype and shape, where they are known (host memory, or a payload that gives them).
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::ArrayD::<f64>::ones(vec![2, 3]));
+    /// assert_eq!(t.meta().unwrap().shape, vec![2, 3]);
+    /// ```
+    pub fn meta(&self) -> Option<TensorMeta> {
+        match self.data() {
+            TensorData::Host(a) => Some(TensorMeta::of_host(&a)),
+            TensorData::Foreign(p) => p.meta(),
         }
     }
 

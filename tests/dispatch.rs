@@ -653,6 +653,7 @@ fn no_kernel_error_text_lists_backends_lowest_first() {
             op: o,
             key,
             available,
+            ..
         } => {
             assert_eq!(o, &format!("{ns}::foo"));
             assert_eq!(key, &b.name());

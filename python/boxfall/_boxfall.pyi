@@ -174,7 +174,13 @@ def register_backend(
     copy_from_cpu: Callable[[Any, np.ndarray], Any],
     to_cpu_many: Callable[[list[Any]], Sequence[np.ndarray]] | None = None,
     shares_memory: bool = False,
-) -> Backend: ...
+    replace: bool = False,
+) -> Backend:
+    """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
+    With ``replace``, a backend registered earlier under ``name`` gets the new hooks and keeps
+    its key (a notebook cell run twice); without it, a name registered twice is a
+    ``RegistrationError``."""
+
 def native_backend() -> Backend: ...
 def native_kernel_names() -> list[tuple[str, list[str]]]: ...
 def register_functionality_key(name: str) -> str: ...

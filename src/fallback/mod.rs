@@ -3,8 +3,9 @@
 //! back and moving the results to the device; and `call_fallback`. The policy is in `policy`.
 //!
 //! Failure atomicity: the CPU kernel works on CPU copies (or read-only loans) of the arguments,
-//! every result is moved to the device before any argument is written, and nothing is written
-//! unless the kernel succeeded.
+//! written CPU arguments included, every result is moved to the device and checked against its
+//! argument before any argument is written, nothing is written unless the kernel succeeded, and
+//! a write-back that fails part way is undone (`write_back`).
 
 use crate::backend::{registered, Backend, Registered};
 use crate::clock;
@@ -20,6 +21,7 @@ use crate::tensor::{Device, Tensor};
 mod policy;
 mod target;
 mod typed;
+mod write_back;
 
 use policy::{check_policy, warn};
 pub use policy::{
@@ -29,6 +31,8 @@ pub use policy::{
 pub use policy::{fallback_policy_from_env, operator_policy};
 use target::TargetDevice;
 pub(crate) use typed::{call_typed, stack_entry, typed_hooks, StackEntry};
+#[cfg(feature = "python")]
+pub(crate) use write_back::check_write;
 
 /// What the fallback does with a view operator (a return that aliases an input without
 /// writing it), whose storage cannot be shared across devices.
@@ -116,6 +120,9 @@ struct Written {
     arg: usize,
     slot: Option<usize>,
     cpu: Tensor,
+    /// The values before the kernel ran, where they could be kept without asking the
+    /// backend (`write_back::early_backup`).
+    backup: Option<Tensor>,
 }
 
 /// One fallback call: what each step needs, and what it has moved so far.
@@ -351,7 +358,7 @@ impl FallbackCall<'_> {
     /// `run` for an operator that writes some argument.
     #[inline(never)]
     fn run_with_writes(&mut self, stack: &mut Stack) -> Result<()> {
-        let (info, hooks) = (self.info, self.hooks);
+        let info = self.info;
         // The written arguments as the caller passed them.
         let kept: Vec<(usize, IValue)> = info
             .args
@@ -361,9 +368,10 @@ impl FallbackCall<'_> {
             .filter(|(_, (a, _))| a.is_write)
             .map(|(i, (_, v))| (i, v.clone()))
             .collect();
-        // The moved tensors the kernel writes.
+        // The moved tensors the kernel writes, and the copies of written CPU tensors.
         let mut written: Vec<Written> = Vec::new();
         let target = self.move_to_cpu(stack, &mut written)?;
+        copy_cpu_writes(&kept, stack, &mut written)?;
         self.run_cpu_kernel(stack)?;
 
         // 3. Move every result to the device before writing any argument. A return that
@@ -380,9 +388,8 @@ impl FallbackCall<'_> {
         }
 
         // 4. Write the mutated arguments back (from the returned value where the kernel gave
-        // a new one for an aliased return). With several written tensors, each destination is
-        // backed up first, so a failing copy_from_cpu can put back those already written.
-        let writes: Vec<(&Tensor, &Tensor)> = written
+        // a new one for an aliased return), all or none.
+        let writes: Vec<write_back::Write<'_>> = written
             .iter()
             .filter_map(|w| {
                 let src = replaced
@@ -390,41 +397,21 @@ impl FallbackCall<'_> {
                     .find(|(i, _)| *i == w.arg)
                     .and_then(|(_, v)| element(v, w.slot))
                     .unwrap_or(&w.cpu);
-                kept.iter()
+                let dst = kept
+                    .iter()
                     .find(|(i, _)| *i == w.arg)
-                    .and_then(|(_, v)| element(v, w.slot))
-                    .map(|dst| (dst, src))
+                    .and_then(|(_, v)| element(v, w.slot))?;
+                // A CPU tensor the kernel wrote as it is (it could not be copied).
+                (!dst.same(src)).then_some(write_back::Write {
+                    arg: w.arg,
+                    dst,
+                    src,
+                    backup: w.backup.as_ref(),
+                })
             })
             .collect();
-        let backups: Vec<Tensor> = if writes.len() > 1 {
-            writes
-                .iter()
-                .map(|(dst, _)| hooks.to_cpu(dst, true))
-                .collect::<Result<_>>()
-                .map_err(|e| step_error(self.op, "to_cpu (backing up the outputs)", e))?
-        } else {
-            Vec::new()
-        };
-        let mut back = 0;
-        for (k, (dst, src)) in writes.iter().enumerate() {
-            if let Err(e) = hooks.copy_from_cpu(dst, src) {
-                for ((dst, _), backup) in writes.iter().zip(&backups).take(k) {
-                    let _ = hooks.copy_from_cpu(dst, backup);
-                }
-                return Err(step_error(self.op, "copy_from_cpu", e));
-            }
-            back += src.nbytes() as u64;
-        }
-        self.bytes_from_cpu += back;
-        // A CPU tensor the kernel was given as is, but for which it returned a new one.
-        for (i, v) in &replaced {
-            let dst = kept.iter().find(|(k, _)| k == i).map(|(_, d)| d);
-            if let (Some(IValue::Tensor(dst)), IValue::Tensor(src)) = (dst, v) {
-                if dst.key() == DispatchKey::CPU && !dst.same(src) {
-                    dst.set_data(src.data());
-                }
-            }
-        }
+        let args = &self.table.schema(self.op)?.schema.arguments;
+        self.bytes_from_cpu += write_back::write_all(self.op, self.key, self.hooks, args, &writes)?;
         Ok(())
     }
 
@@ -487,10 +474,12 @@ impl FallbackCall<'_> {
         t: &mut Tensor,
         log: &mut impl WriteLog,
     ) -> Result<()> {
-        let cpu = self
-            .hooks
-            .to_cpu(t, write)
-            .map_err(|e| step_error(self.op, "to_cpu", e))?;
+        let cpu = if write {
+            self.hooks.to_cpu(t, true)
+        } else {
+            self.hooks.to_cpu_read_only(t)
+        }
+        .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
         self.moved(arg, slot, write, &cpu, log);
         *t = cpu;
         Ok(())
@@ -513,6 +502,7 @@ impl FallbackCall<'_> {
                 arg,
                 slot,
                 cpu: cpu.clone(),
+                backup: write_back::early_backup(cpu),
             });
         }
     }
@@ -539,7 +529,7 @@ impl FallbackCall<'_> {
         let cpus = self
             .hooks
             .to_cpu_many(&sources)
-            .map_err(|e| step_error(self.op, "to_cpu", e))?;
+            .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
         if cpus.len() != sources.len() {
             return Err(Error::Fallback(format!(
                 "CPU fallback of '{}': to_cpu_many returned {} tensors for {}",
@@ -579,7 +569,7 @@ impl FallbackCall<'_> {
     #[inline(always)]
     fn return_to_device(&mut self, v: &mut IValue, target: Device) -> Result<()> {
         self.value_to_device(v, target)
-            .map_err(|e| step_error(self.op, "from_cpu", e))
+            .map_err(|e| step_error(self.op, self.key, "from_cpu", e))
     }
 
     #[inline(always)]
@@ -677,38 +667,104 @@ fn record(op: &OperatorHandle, key: DispatchKey, start: u64, bytes: [u64; 2], ok
     op.metrics().record(key, ticks, bytes[0], bytes[1], ok);
 }
 
-/// A fallback step's error, naming the operator and the step (a foreign error carries its own
-/// note, and is kept as it is so that the bindings can raise the original exception; an
-/// allocation that failed stays one, so that it is raised as `MemoryError`).
+/// The note a foreign error (a Python exception) gets as it leaves the fallback: its own
+/// note names the hook or kernel it came from, this one the operator and the backend.
+fn fallback_note(op: &OperatorHandle, key: DispatchKey) -> String {
+    format!(
+        "while running '{}' through the CPU fallback for '{key}'",
+        op.name()
+    )
+}
+
+/// A fallback step's error, naming the operator, the backend and the step (a foreign error
+/// keeps its own object, so that the bindings can raise the original exception, and gets a
+/// note that says so).
 #[cold]
-fn step_error(op: &OperatorHandle, step: &str, e: Error) -> Error {
+fn step_error(op: &OperatorHandle, key: DispatchKey, step: &str, e: Error) -> Error {
     match e {
-        Error::Foreign { .. } => e,
+        Error::Foreign { .. } => e.with_foreign_note(fallback_note(op, key)),
         Error::OutOfMemory { what, bytes } => Error::OutOfMemory {
-            what: format!("{what}, in {step} of the CPU fallback of '{}'", op.name()),
+            what: format!(
+                "{what}, in {step} of the CPU fallback of '{}' for '{key}'",
+                op.name()
+            ),
             bytes,
         },
         other => Error::Fallback(format!(
-            "CPU fallback of '{}' failed in {step}: {other}",
+            "CPU fallback of '{}' for '{key}' failed in {step}: {other}",
             op.name()
         )),
     }
 }
 
-/// A CPU kernel's own error, with the operator and the fallback named (a foreign error carries
-/// its own note; a missing CPU kernel keeps its NoKernel form).
+/// A CPU kernel's own error, with the operator and the fallback's backend named (a foreign
+/// error gets a note; a missing CPU kernel keeps its NoKernel form).
 fn kernel_error(op: &OperatorHandle, key: DispatchKey, e: Error) -> Error {
     match e {
         Error::Kernel { context, message } => Error::Kernel {
-            context: format!(
-                "{context} (the CPU kernel of '{}', reached through the CPU fallback for '{key}')",
-                op.name()
-            ),
+            // A Python kernel's context names the operator already.
+            context: if context.contains(&format!("'{}'", op.name())) {
+                format!("{context}, reached through the CPU fallback for '{key}'")
+            } else {
+                format!(
+                    "{context} (the CPU kernel of '{}', reached through the CPU fallback for '{key}')",
+                    op.name()
+                )
+            },
             message,
         },
-        Error::Foreign { .. } | Error::NoKernel { .. } => e,
-        other => step_error(op, "the CPU kernel", other),
+        Error::Foreign { .. } => e.with_foreign_note(fallback_note(op, key)),
+        Error::NoKernel { .. } => e,
+        other => step_error(op, key, "the CPU kernel", other),
     }
+}
+
+/// Gives the kernel a copy of each written CPU tensor (one the caller passed on the CPU, not
+/// moved from the device), so that a kernel that fails leaves it as it was: the copy is
+/// written into it with the device tensors, once the kernel has succeeded. Host memory is
+/// shared rather than copied (a kernel replaces it, never writes it); a CPU payload that
+/// cannot be copied is given as it is.
+fn copy_cpu_writes(
+    kept: &[(usize, IValue)],
+    stack: &mut Stack,
+    written: &mut Vec<Written>,
+) -> Result<()> {
+    for (arg, v) in kept {
+        let slots: Vec<(Option<usize>, &Tensor)> = match v {
+            IValue::Tensor(t) => vec![(None, t)],
+            IValue::TensorList(ts) => ts.iter().enumerate().map(|(j, t)| (Some(j), t)).collect(),
+            IValue::OptionalTensorList(ts) => ts
+                .iter()
+                .enumerate()
+                .filter_map(|(j, t)| t.as_ref().map(|t| (Some(j), t)))
+                .collect(),
+            _ => continue,
+        };
+        for (slot, t) in slots {
+            if t.key() != DispatchKey::CPU {
+                continue;
+            }
+            let copy = if t.is_host() {
+                Tensor::new(Device::CPU, t.data())
+            } else {
+                match t.payload().and_then(|p| p.duplicate()) {
+                    Some(p) => Tensor::foreign(Device::CPU, p?),
+                    None => t.clone(),
+                }
+            };
+            if let Some(v) = stack.get_mut(*arg) {
+                place(v, slot, copy.clone());
+            }
+            written.push(Written {
+                arg: *arg,
+                slot,
+                cpu: copy,
+                // The kernel does not write `t`: it is backed up when it is written.
+                backup: None,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Calls `f(arg, slot, tensor, is_write)` for every tensor among the arguments, list elements

@@ -162,8 +162,8 @@ impl TensorMap for ToCpu<'_, '_> {
         }
         let cpu = m
             .hooks
-            .to_cpu(&t, false)
-            .map_err(|e| step_error(m.op, "to_cpu", e))?;
+            .to_cpu_read_only(&t)
+            .map_err(|e| step_error(m.op, m.key, "to_cpu", e))?;
         m.to_cpu += cpu.nbytes() as u64;
         Ok(cpu)
     }
@@ -182,6 +182,6 @@ impl TensorMap for ToDevice<'_, '_> {
         m.from_cpu += t.nbytes() as u64;
         m.hooks
             .from_cpu_owned(t, self.1)
-            .map_err(|e| step_error(m.op, "from_cpu", e))
+            .map_err(|e| step_error(m.op, m.key, "from_cpu", e))
     }
 }

@@ -7,8 +7,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use super::errors::{new_err, IntoPy};
-use super::tensor::{cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, wrap};
-use crate::backend::{register_backend as register_core, Backend};
+use super::tensor::{
+    cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, read_only_view, wrap,
+};
+use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 use crate::tensor::{Device, Tensor};
@@ -41,8 +43,12 @@ impl PyBackendHooks {
         )
     }
 
-    fn cpu_result(&self, py: Python<'_>, arr: Bound<'_, PyAny>, for_write: bool) -> Result<Tensor> {
-        if arr.cast::<numpy::PyUntypedArray>().is_err() {
+    /// What `to_cpu` gave, as the CPU tensor `usage` needs: for a kernel that writes it, a copy
+    /// where the hook may share memory with the payload; for one that only reads it, a
+    /// read-only view (the kernel then can neither write the device's memory nor write a copy
+    /// whose write would be lost); for `bf.Tensor.numpy()`, the array as the hook gave it.
+    fn cpu_result(&self, py: Python<'_>, arr: Bound<'_, PyAny>, usage: Usage) -> Result<Tensor> {
+        let Ok(untyped) = arr.cast::<numpy::PyUntypedArray>() else {
             return Err(Error::Fallback(format!(
                 "the 'to_cpu' hook of backend '{}' returned {}, not a NumPy array",
                 self.name,
@@ -51,19 +57,18 @@ impl PyBackendHooks {
                     .map(|n| n.to_string())
                     .unwrap_or_default()
             )));
-        }
-        let arr = if for_write && self.shares_memory {
-            arr.call_method0("copy")
-                .map_err(|e| self.fail(py, "to_cpu", e))?
-        } else {
-            arr
+        };
+        let arr = match usage {
+            Usage::Read => read_only_view(untyped).map_err(|e| self.fail(py, "to_cpu", e))?,
+            Usage::Write if self.shares_memory => arr
+                .call_method0("copy")
+                .map_err(|e| self.fail(py, "to_cpu", e))?,
+            Usage::Write | Usage::AsIs => arr,
         };
         Ok(super::tensor::numpy_tensor(&arr))
     }
-}
 
-impl Backend for PyBackendHooks {
-    fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor> {
+    fn hook_to_cpu(&self, t: &Tensor, usage: Usage) -> Result<Tensor> {
         Python::attach(|py| {
             let p = self.payload(py, t)?;
             let arr = self
@@ -71,8 +76,40 @@ impl Backend for PyBackendHooks {
                 .bind(py)
                 .call1((p,))
                 .map_err(|e| self.fail(py, "to_cpu", e))?;
-            self.cpu_result(py, arr, for_write)
+            self.cpu_result(py, arr, usage)
         })
+    }
+}
+
+/// What a CPU tensor from `to_cpu` is for.
+#[derive(Clone, Copy)]
+enum Usage {
+    /// A kernel writes it.
+    Write,
+    /// A kernel only reads it.
+    Read,
+    /// `bf.Tensor.numpy()`.
+    AsIs,
+}
+
+impl Usage {
+    fn of(for_write: bool) -> Usage {
+        if for_write {
+            Usage::Write
+        } else {
+            Usage::Read
+        }
+    }
+}
+
+impl Backend for PyBackendHooks {
+    fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor> {
+        let usage = if for_write { Usage::Write } else { Usage::AsIs };
+        self.hook_to_cpu(t, usage)
+    }
+
+    fn to_cpu_read_only(&self, t: &Tensor) -> Result<Tensor> {
+        self.hook_to_cpu(t, Usage::Read)
     }
 
     fn batches_transfers(&self) -> bool {
@@ -81,7 +118,10 @@ impl Backend for PyBackendHooks {
 
     fn to_cpu_many(&self, tensors: &[(&Tensor, bool)]) -> Result<Vec<Tensor>> {
         let Some(many) = &self.to_cpu_many else {
-            return tensors.iter().map(|(t, w)| self.to_cpu(t, *w)).collect();
+            return tensors
+                .iter()
+                .map(|(t, w)| self.hook_to_cpu(t, Usage::of(*w)))
+                .collect();
         };
         if tensors.is_empty() {
             return Ok(vec![]);
@@ -103,7 +143,7 @@ impl Backend for PyBackendHooks {
             arrays
                 .into_iter()
                 .zip(tensors)
-                .map(|(a, (_, w))| self.cpu_result(py, a, *w))
+                .map(|(a, (_, w))| self.cpu_result(py, a, Usage::of(*w)))
                 .collect()
         })
     }
@@ -205,8 +245,11 @@ impl PyBackend {
 }
 
 /// Registers a Python backend and its dispatch key; later backends rank above earlier ones.
+/// With `replace`, a backend registered earlier under `name` gets the new hooks and keeps its
+/// key (a notebook cell run twice).
 #[pyfunction]
-#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false))]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false))]
+#[allow(clippy::too_many_arguments)]
 pub fn register_backend(
     py: Python<'_>,
     name: &str,
@@ -215,6 +258,7 @@ pub fn register_backend(
     copy_from_cpu: Py<PyAny>,
     to_cpu_many: Option<Py<PyAny>>,
     shares_memory: bool,
+    replace: bool,
 ) -> PyResult<PyBackend> {
     // Checked before anything is registered, so a refused backend leaves its name free.
     let given = [
@@ -239,7 +283,11 @@ pub fn register_backend(
         to_cpu_many,
         shares_memory,
     };
-    let key = register_core(name, Arc::new(hooks)).py(py)?;
+    let key = if replace {
+        replace_core(name, Arc::new(hooks)).py(py)?
+    } else {
+        register_core(name, Arc::new(hooks)).py(py)?
+    };
     Ok(PyBackend {
         key,
         name: name.to_string(),

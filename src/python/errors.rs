@@ -32,7 +32,11 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     let name = match &e {
         Error::Foreign { payload, .. } => {
             if let Some(p) = payload.downcast_ref::<PyErrPayload>() {
-                return p.0.clone_ref(py);
+                let mut err = p.0.clone_ref(py);
+                for note in payload.notes() {
+                    err = with_note(py, err, note.clone());
+                }
+                return err;
             }
             "BoxfallError"
         }

@@ -20,11 +20,10 @@ use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::convert::{
-    default_ivalue, generic, is_numpy_array, returns_to_py, to_ivalue, to_py, to_tensor, Passed,
-    TensorStyle,
+    default_ivalue, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed, TensorStyle,
 };
 use super::errors::{to_pyerr, IntoPy};
-use super::kernel::{bad_return, kernel_error};
+use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::ops::{PyKeySet, PyOpOverload};
 use super::tensor::{cpu_tensor_to_numpy, wrap, PyTensor};
 use crate::dispatcher::{OpSchema, OperatorHandle};
@@ -267,16 +266,6 @@ impl<'py> Objs<'py> {
         self.range(0, self.len)
     }
 
-    /// The objects, if there are at most `MAX`.
-    fn from_slice(xs: &[Bound<'py, PyAny>]) -> Option<Self> {
-        if xs.len() > MAX {
-            return None;
-        }
-        let mut o = Objs::new();
-        xs.iter().for_each(|x| o.push(x.clone()));
-        Some(o)
-    }
-
     fn range(&self, from: usize, to: usize) -> Items<'_, 'py> {
         Items(self.items[from..to].iter())
     }
@@ -302,7 +291,6 @@ impl ExactSizeIterator for Items<'_, '_> {}
 /// A kernel's returns, as the caller gets them.
 enum Rets<'py> {
     Few(Objs<'py>),
-    Many(Vec<Bound<'py, PyAny>>),
     /// A call's result, already as the caller gets it (only for calls, not redispatches).
     Done(PyResult<Bound<'py, PyAny>>),
 }
@@ -320,11 +308,6 @@ impl<'py> Rets<'py> {
                     .unwrap_or_else(|| py.None().into_bound(py))),
                 _ => Ok(PyTuple::new(py, o.iter())?.into_any()),
             },
-            Rets::Many(v) => match v.len() {
-                0 => Ok(py.None().into_bound(py)),
-                1 => Ok(v[0].clone()),
-                _ => Ok(PyTuple::new(py, v)?.into_any()),
-            },
             Rets::Done(r) => r,
         }
     }
@@ -332,19 +315,8 @@ impl<'py> Rets<'py> {
     /// Replaces the contents of `list` with the returns (as deleting them all and appending
     /// the returns would, with the slots reused).
     pub fn into_list(self, list: &Bound<'py, PyList>) -> PyResult<()> {
-        let many;
         let items: Items<'_, 'py> = match &self {
             Rets::Few(o) => o.iter(),
-            Rets::Many(m) => {
-                many = Objs::from_slice(m);
-                match &many {
-                    Some(o) => o.iter(),
-                    None => {
-                        list.del_slice(0, list.len())?;
-                        return m.iter().try_for_each(|x| list.append(x));
-                    }
-                }
-            }
             Rets::Done(_) => {
                 return Err(pyo3::exceptions::PyRuntimeError::new_err(
                     "boxfall: a call's result cannot fill a boxed stack",
@@ -786,8 +758,12 @@ fn call_boxed<'py>(
     let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
     func.call1((slf, keys_obj, &list)).map_err(py_err)?;
     let n = list.len();
-    if n != body.rets.len() || n > MAX {
-        return leftovers(py, &list, kobjs, b);
+    // The plan has no `...` returns, so the count is the schema's.
+    if n != body.rets.len() {
+        return Err(to_pyerr(
+            py,
+            stack_count_error(op, keys, schema, n, body.args.len()),
+        ));
     }
     let mut rets = Objs::new();
     for (i, o) in list.iter().enumerate() {
@@ -797,31 +773,6 @@ fn call_boxed<'py>(
         }
     }
     Ok(Rets::Few(rets))
-}
-
-/// A boxed kernel that left another number of values than the schema's returns: they are
-/// converted by their own types, as the general path does (rare).
-fn leftovers<'py>(
-    py: Python<'py>,
-    list: &Bound<'py, PyList>,
-    kobjs: &Objs<'py>,
-    b: &Bound_<'py>,
-) -> PyResult<Rets<'py>> {
-    let mut kernel = Passed::default();
-    let mut caller = Passed::default();
-    for (k, g) in kobjs.iter().zip(b.given.iter()) {
-        if k.cast::<PyTensor>().is_ok() || is_numpy_array(k) {
-            if let Ok(t) = to_tensor(k, &mut kernel) {
-                caller.note(g, &t);
-            }
-        }
-    }
-    let stack: Stack = list.iter().map(|o| generic(&o, &mut kernel)).collect();
-    let out = stack
-        .iter()
-        .map(|v| to_py(py, v, &caller, TensorStyle::Caller))
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(Rets::Many(out))
 }
 
 /// `op(*args, **kwargs)` by the fast path, or None.

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
-use crate::tensor::{Tensor, TensorData};
+use crate::tensor::{Tensor, TensorData, TensorMeta};
 
 /// A Python function as a kernel.
 /// A Python function as a kernel. It carries its function as its tag, so that a Python call
@@ -82,7 +82,7 @@ fn call_kernel(
     let schema = op.schema()?;
     let schema = &*schema;
     let mut passed = Passed::default();
-    let mut written: Vec<(Bound<'_, PyAny>, Tensor)> = Vec::new();
+    let mut written: Written<'_> = Vec::new();
     let params = &schema.schema.arguments;
     // Keyword-only arguments come after the positional ones; most operators have none, and
     // then no dict.
@@ -115,7 +115,6 @@ fn call_kernel(
         }
     }
     .map_err(py_err)?;
-    copy_back(&written)?;
     let rets = &schema.schema.returns;
     let convert = |r: &crate::schema::Argument, obj: &Bound<'_, PyAny>, passed: &mut Passed| {
         to_ivalue(obj, &r.ty, passed).map_err(|m| {
@@ -162,8 +161,14 @@ fn call_kernel(
             }
         }
     }
-    Ok(())
+    // Written last, once nothing else can fail: a kernel whose returns are wrong changes no
+    // argument.
+    copy_back(op, keys, schema, &written)
 }
+
+/// The NumPy copies a kernel writes, with the host tensors they are copied back into and the
+/// index of their argument.
+type Written<'py> = Vec<(usize, Bound<'py, PyAny>, Tensor)>;
 
 /// The arguments as the Python objects a kernel gets: CPU tensors as NumPy arrays (host memory
 /// lent read-only, or copied where the kernel writes it; those copies go in `written`, to be
@@ -173,9 +178,11 @@ fn kernel_arguments<'py>(
     schema: &crate::dispatcher::OpSchema,
     stack: &Stack,
     passed: &mut Passed,
-    written: &mut Vec<(Bound<'py, PyAny>, Tensor)>,
+    written: &mut Written<'py>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let is_host = |t: &Tensor| t.is_host();
+    // Only a CPU tensor of host memory becomes a NumPy copy; a device tensor reaches the kernel
+    // as a `bf.Tensor`, which the kernel writes through operators.
+    let is_host = |t: &Tensor| t.key() == DispatchKey::CPU && t.is_host();
     let mut objects = Vec::with_capacity(stack.len());
     for (i, v) in stack.iter().enumerate() {
         let writable = schema.schema.arguments.get(i).is_some_and(|a| a.is_write());
@@ -183,7 +190,7 @@ fn kernel_arguments<'py>(
         match v {
             IValue::Tensor(t) => {
                 if writable && is_host(t) {
-                    written.push((obj.clone(), t.clone()));
+                    written.push((i, obj.clone(), t.clone()));
                 }
                 if passed.object_for(py, t).is_none() {
                     passed.note(&obj, t);
@@ -191,13 +198,13 @@ fn kernel_arguments<'py>(
             }
             IValue::TensorList(ts) if writable => {
                 for (j, t) in ts.iter().enumerate().filter(|(_, t)| is_host(t)) {
-                    written.push((obj.get_item(j)?, t.clone()));
+                    written.push((i, obj.get_item(j)?, t.clone()));
                 }
             }
             IValue::OptionalTensorList(ts) if writable => {
                 for (j, t) in ts.iter().enumerate() {
                     if let Some(t) = t.as_ref().filter(|t| is_host(t)) {
-                        written.push((obj.get_item(j)?, t.clone()));
+                        written.push((i, obj.get_item(j)?, t.clone()));
                     }
                 }
             }
@@ -208,10 +215,36 @@ fn kernel_arguments<'py>(
     Ok(objects)
 }
 
-/// Copies what a kernel wrote into NumPy copies back into their host tensors.
-fn copy_back(written: &[(Bound<'_, PyAny>, Tensor)]) -> Result<()> {
-    for (arr, t) in written {
-        let host = numpy_to_host(arr)?;
+/// Copies what a kernel wrote into NumPy copies back into their host tensors: every copy is
+/// read and checked first (an in-place write keeps its argument's shape and dtype, unless the
+/// schema lets it resize), and only then are the tensors written, so a failure writes none.
+fn copy_back(
+    op: &OperatorHandle,
+    keys: DispatchKeySet,
+    schema: &crate::dispatcher::OpSchema,
+    written: &Written<'_>,
+) -> Result<()> {
+    if written.is_empty() {
+        return Ok(());
+    }
+    let mut hosts = Vec::with_capacity(written.len());
+    for (i, arr, t) in written {
+        let arg = &schema.schema.arguments[*i];
+        let host = numpy_to_host(arr).map_err(|e| {
+            bad_return(
+                op,
+                keys,
+                format!("argument '{}' as the kernel left it: {e}", arg.name),
+            )
+        })?;
+        if let Some(before) = t.meta() {
+            let after = TensorMeta::of_host(&host);
+            crate::fallback::check_write(arg, &before, &after)
+                .map_err(|m| bad_return(op, keys, m))?;
+        }
+        hosts.push(host);
+    }
+    for ((_, _, t), host) in written.iter().zip(hosts) {
         t.set_data(TensorData::Host(std::sync::Arc::new(host)));
     }
     Ok(())
@@ -235,13 +268,16 @@ fn call_boxed_kernel(
     let mut passed = Passed::default();
     let mut written = Vec::new();
     let py_err = |e: PyErr| kernel_error(py, e, op, keys);
+    let nargs = stack.len();
     let items = kernel_arguments(py, &schema, stack, &mut passed, &mut written).map_err(py_err)?;
     let list = PyList::new(py, items).map_err(py_err)?;
     let op_obj = Bound::new(py, PyOpOverload::from_handle(op.clone())).map_err(py_err)?;
     let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
     func.call1((op_obj, keys_obj, &list)).map_err(py_err)?;
-    copy_back(&written)?;
     let rets = &schema.schema.returns;
+    if list.len() != rets.len() && !schema.schema.is_varret {
+        return Err(stack_count_error(op, keys, &schema, list.len(), nargs));
+    }
     let mut out = Vec::with_capacity(list.len());
     for (i, obj) in list.iter().enumerate() {
         let v = match rets.get(i).filter(|_| list.len() == rets.len()) {
@@ -252,10 +288,44 @@ fn call_boxed_kernel(
                     format!("return '{}' ({}): {m}", r.name, r.type_str()),
                 )
             })?,
+            // A schema with `...` returns takes what the kernel left, by its own types.
             None => generic(&obj, &mut passed),
         };
         out.push(v);
     }
+    // Written last, once nothing else can fail: a kernel whose returns are wrong changes no
+    // argument.
+    copy_back(op, keys, &schema, &written)?;
     *stack = out;
     Ok(())
+}
+
+/// A boxed kernel that left another number of values on the stack than the schema has
+/// returns (`nargs`: how many arguments it was given, for the hint to a fallback that left
+/// them as they were).
+pub(super) fn stack_count_error(
+    op: &OperatorHandle,
+    keys: DispatchKeySet,
+    schema: &crate::dispatcher::OpSchema,
+    left: usize,
+    nargs: usize,
+) -> Error {
+    let rets = &schema.schema.returns;
+    let types: Vec<String> = rets.iter().map(|r| r.type_str()).collect();
+    let hint = if left == nargs && nargs > 0 {
+        "; a boxed kernel or fallback that does not compute the returns itself must redispatch \
+         (`op.redispatch_boxed(keys, stack)`, or `stack[:] = [op.redispatch(keys, *stack)]`)"
+    } else {
+        "; a boxed kernel replaces the arguments on the stack with the returns"
+    };
+    bad_return(
+        op,
+        keys,
+        format!(
+            "the boxed kernel left {left} value{} on the stack, but the schema returns {} ({}){hint}",
+            if left == 1 { "" } else { "s" },
+            rets.len(),
+            if types.is_empty() { "()".to_string() } else { types.join(", ") },
+        ),
+    )
 }

@@ -14,7 +14,7 @@ use super::errors::{from_pyerr, IntoPy};
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
-use crate::tensor::{HostArray, Payload, Tensor, TensorData};
+use crate::tensor::{HostArray, Payload, Tensor, TensorData, TensorMeta};
 
 /// A Python object as a tensor payload: a backend's device payload, or a NumPy array on CPU.
 pub struct PyPayload(pub Py<PyAny>, Option<usize>);
@@ -59,6 +59,42 @@ impl Payload for PyPayload {
 
     fn to_host(&self) -> Result<HostArray> {
         Python::attach(|py| numpy_to_host(self.0.bind(py)))
+    }
+
+    fn meta(&self) -> Option<TensorMeta> {
+        Python::attach(|py| {
+            let o = self.0.bind(py);
+            if let Ok(a) = o.cast::<PyUntypedArray>() {
+                return Some(TensorMeta {
+                    dtype: a.dtype().str().ok()?.to_string(),
+                    shape: a.shape().to_vec(),
+                });
+            }
+            Some(TensorMeta {
+                dtype: o.getattr("dtype").ok()?.str().ok()?.to_string(),
+                shape: o.getattr("shape").ok()?.extract().ok()?,
+            })
+        })
+    }
+
+    fn duplicate(&self) -> Option<Result<Arc<dyn Payload>>> {
+        Python::attach(|py| {
+            let a = self.0.bind(py).cast::<PyUntypedArray>().ok()?;
+            let copy = a.call_method0("copy").map_err(from_pyerr);
+            Some(copy.map(|c| Arc::new(PyPayload::new(&c)) as Arc<dyn Payload>))
+        })
+    }
+
+    fn assign(&self, src: &Tensor) -> Option<Result<()>> {
+        Python::attach(|py| {
+            let dst = self.0.bind(py).cast::<PyUntypedArray>().ok()?;
+            let write = || -> PyResult<()> {
+                let src = cpu_tensor_to_numpy(py, src, false)?;
+                py.import("numpy")?.getattr("copyto")?.call1((dst, src))?;
+                Ok(())
+            };
+            Some(write().map_err(from_pyerr))
+        })
     }
 
     fn describe(&self) -> String {
@@ -305,6 +341,32 @@ fn borrow_read_only<'py, T: numpy::Element>(
         }
         Ok(arr)
     }
+}
+
+/// A read-only view of `arr`: a new array object sharing its memory, which a kernel cannot
+/// write through (NumPy raises "assignment destination is read-only").
+pub fn read_only_view<'py>(arr: &Bound<'py, PyUntypedArray>) -> PyResult<Bound<'py, PyAny>> {
+    let py = arr.py();
+    // SAFETY: `arr` holds a live array object and the GIL is held. `PyArray_View` (NumPy's
+    // `arr.view()`) with no dtype and no type returns a new reference to a new array of
+    // `arr`'s type, or NULL with a Python error set, which `from_owned_ptr_or_err` takes over.
+    let view = unsafe {
+        let ptr = numpy::npyffi::PY_ARRAY_API.PyArray_View(
+            py,
+            arr.as_array_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, ptr)?
+    };
+    let view = view.cast_into::<PyUntypedArray>()?;
+    // SAFETY: `view` is the new array made above, which only this function holds; clearing its
+    // WRITEABLE flag is what `view.setflags(write=False)` does (NumPy's `PyArray_CLEARFLAGS`),
+    // and a flag may always be cleared. Exercised by tests/python/test_read_only_args.py.
+    unsafe {
+        (*view.as_array_ptr()).fields.flags &= !numpy::npyffi::flags::NPY_ARRAY_WRITEABLE;
+    }
+    Ok(view.into_any())
 }
 
 /// A read-only NumPy view kept with the tensor it sees (`Tensor::host_view`), and what it

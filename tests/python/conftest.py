@@ -77,17 +77,21 @@ class Backend:
 
 
 def make_backend(prefix: str = "Accel", *, shares_memory: bool = False) -> Backend:
-    """Register a new Python backend of :class:`DeviceBuffer` payloads under a unique name.
+    """Register a Python backend of :class:`DeviceBuffer` payloads named after ``prefix`` (the
+    same name again replaces its hooks and keeps its key).
 
     With ``shares_memory`` its ``to_cpu`` returns the payload's own array (and says so).
     """
-    name = unique(prefix)
+    # One name a prefix, registered again with replace=True: a process has 61 key slots for
+    # backends and functionality keys, and a run of the whole suite would use them up.
+    name = f"{prefix}{'Shared' if shares_memory else ''}"
     kwargs = {"shares_memory": True} if shares_memory else {}
     handle = bf.register_backend(
         name,
         to_cpu=_to_cpu_shared if shares_memory else _to_cpu_copy,
         from_cpu=_from_cpu,
         copy_from_cpu=_copy_from_cpu,
+        replace=True,
         **kwargs,
     )
     return Backend(name, handle)

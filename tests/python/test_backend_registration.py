@@ -44,3 +44,29 @@ def test_a_callable_object_is_a_hook(unique_name):
             return payload.copy()
 
     bf.register_backend(unique_name("ObjHook"), **_hooks(to_cpu=ToCpu()))
+
+
+def test_replace_gives_a_backend_new_hooks_and_keeps_its_key():
+    calls = []
+
+    def to_cpu(p):
+        calls.append("new")
+        return np.asarray(p)
+
+    first = bf.register_backend(
+        "Replaced", to_cpu=np.asarray, from_cpu=np.array, copy_from_cpu=np.copyto, replace=True
+    )
+    keys_before = bf.dispatch_keys()
+    again = bf.register_backend(
+        "Replaced", to_cpu=to_cpu, from_cpu=np.array, copy_from_cpu=np.copyto, replace=True
+    )
+    assert bf.dispatch_keys() == keys_before, "no second key"
+    t = again.tensor(np.arange(3.0))
+    assert t.device == first.tensor(np.ones(1)).device == "Replaced:0"
+    assert np.array_equal(t.numpy(), np.arange(3.0)) and calls == ["new"]
+    with pytest.raises(bf.RegistrationError):
+        bf.register_backend("Replaced", to_cpu=to_cpu, from_cpu=np.array, copy_from_cpu=np.copyto)
+    with pytest.raises(bf.RegistrationError, match="cannot be replaced"):
+        bf.register_backend(
+            "Native", to_cpu=to_cpu, from_cpu=np.array, copy_from_cpu=np.copyto, replace=True
+        )

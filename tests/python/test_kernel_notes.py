@@ -102,9 +102,13 @@ def test_a_failing_hook_raising_a_stored_exception_keeps_one_note(ns, lib, uniqu
     def to_cpu(payload):
         raise stored
 
-    name = unique_name("NoteHook")
+    name = "NoteHook"
     backend = bf.register_backend(
-        name, to_cpu=to_cpu, from_cpu=lambda a: a.copy(), copy_from_cpu=lambda p, a: None
+        name,
+        replace=True,
+        to_cpu=to_cpu,
+        from_cpu=lambda a: a.copy(),
+        copy_from_cpu=lambda p, a: None,
     )
     lib.define(UNARY)
     lib.impl("f", lambda x: x, "CPU")
