@@ -25,6 +25,17 @@ use crate::metrics::OpMetrics;
 use crate::rcu::{self, RcuCell};
 use crate::schema::{FunctionSchema, SchemaInfo};
 
+/// Ends the read section `$g`, keeping `$table` (loaded under it) by a reference count: how a
+/// call that may reach a long-running kernel leaves the section before the kernel runs.
+macro_rules! leave_holding {
+    ($g:ident, $table:ident) => {{
+        // SAFETY: `$table` was loaded under `$g`, which is alive until the line after.
+        let owned = unsafe { rcu::own($table) };
+        drop($g);
+        owned
+    }};
+}
+
 /// Where a dispatch table entry comes from.
 ///
 /// ```
@@ -256,9 +267,7 @@ impl OperatorHandle {
         let (inc, exc) = local_keys();
         let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
         if table.may_run_long(masked) {
-            // SAFETY: `table` was loaded under `g`, which is alive here.
-            let owned = unsafe { rcu::own(table) };
-            drop(g);
+            let owned = leave_holding!(g, table);
             return self.run_detached(owned, keys, masked, stack);
         }
         self.run(table, keys, masked, stack)
@@ -301,9 +310,7 @@ impl OperatorHandle {
         let rest = keys.without_highest();
         let masked = DispatchKeySet(rest.0 & table.mask);
         if table.may_run_long(masked) {
-            // SAFETY: `table` was loaded under `g`, which is alive here.
-            let owned = unsafe { rcu::own(table) };
-            drop(g);
+            let owned = leave_holding!(g, table);
             return self.run_detached(owned, rest, masked, stack);
         }
         self.run(table, rest, masked, stack)
@@ -345,9 +352,7 @@ impl OperatorHandle {
                 .map(|schema| f(schema, masked, kernel))
         };
         if table.may_run_long(masked) {
-            // SAFETY: `table` was loaded under `g`, which is alive here.
-            let owned = unsafe { rcu::own(table) };
-            drop(g);
+            let owned = leave_holding!(g, table);
             return resolved(&owned);
         }
         resolved(table)
@@ -371,9 +376,7 @@ impl OperatorHandle {
         let table = self.0.table.load(&g);
         let masked = DispatchKeySet(keys.0 & table.mask);
         if table.may_run_long(masked) {
-            // SAFETY: `table` was loaded under `g`, which is alive here.
-            let owned = unsafe { rcu::own(table) };
-            drop(g);
+            let owned = leave_holding!(g, table);
             return self.run_detached(owned, keys, masked, stack);
         }
         self.run(table, keys, masked, stack)
@@ -617,9 +620,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
             return f(masked, args);
         }
         if table.may_run_long(masked) {
-            // SAFETY: `table` was loaded under `g`, which is alive here.
-            let owned = unsafe { rcu::own(table) };
-            drop(g);
+            let owned = leave_holding!(g, table);
             return self.call_detached(owned, keys, masked, args);
         }
         self.call_on(table, keys, masked, args)
@@ -642,9 +643,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let rest = keys.without_highest();
         let masked = DispatchKeySet(rest.0 & table.mask);
         if table.may_run_long(masked) {
-            // SAFETY: `table` was loaded under `g`, which is alive here.
-            let owned = unsafe { rcu::own(table) };
-            drop(g);
+            let owned = leave_holding!(g, table);
             return self.call_detached(owned, rest, masked, args);
         }
         self.call_on(table, rest, masked, args)
