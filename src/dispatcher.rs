@@ -612,18 +612,20 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
         // An unboxed kernel of this signature first: it never runs long (a long-running
         // kernel keeps no typed entry), so this path pays no test for it.
-        let unboxed = masked
+        let kernel = masked
             .highest()
-            .and_then(|k| table.entries[k.index()].kernel.as_ref())
-            .and_then(KernelFunction::unboxed::<A, R>);
-        if let Some(f) = unboxed {
+            .and_then(|k| table.entries[k.index()].kernel.as_ref());
+        if let Some(f) = kernel.and_then(KernelFunction::unboxed::<A, R>) {
             return f(masked, args);
         }
         if table.may_run_long(masked) {
             let owned = leave_holding!(g, table);
             return self.call_detached(owned, keys, masked, args);
         }
-        self.call_on(table, keys, masked, args)
+        match kernel {
+            Some(kernel) => self.call_not_unboxed(table, kernel, masked, args),
+            None => self.call_on(table, keys, masked, args),
+        }
     }
 
     /// Continues below the highest key of `keys`.
@@ -683,6 +685,19 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         if let Some(f) = kernel.unboxed::<A, R>() {
             return f(keys, args);
         }
+        self.call_not_unboxed(table, kernel, keys, args)
+    }
+
+    /// The call of a kernel that has no typed entry of this signature: the CPU fallback, or a
+    /// boxed kernel reached by boxing the arguments once.
+    #[inline(always)]
+    fn call_not_unboxed(
+        &self,
+        table: &DispatchTable,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        args: A,
+    ) -> Result<R> {
         if let Some(mode) = kernel.cpu_fallback_mode() {
             return self.call_cpu_fallback(table, keys, mode, args);
         }
