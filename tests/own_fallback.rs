@@ -232,3 +232,28 @@ fn the_typed_call_fallback_of_a_cpu_kernel_that_is_boxed_only_runs_it_through_th
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(counts(&op).0, 1);
 }
+
+/// The README's Rust block of "A backend's own fallback" is the example's code: its lines, in
+/// order, each block of lines (between blank lines) a run of the example's lines.
+#[test]
+fn the_readme_shows_the_example_as_it_is() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let example = std::fs::read_to_string(format!("{root}/examples/own_fallback.rs")).unwrap();
+    let section = readme
+        .split("## A backend's own fallback")
+        .nth(1)
+        .expect("the README has the section");
+    let block = section
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the section has a Rust block");
+    let mut rest = example.as_str();
+    for part in block.split("\n\n").filter(|p| !p.trim().is_empty()) {
+        let at = rest
+            .find(part.trim_end())
+            .unwrap_or_else(|| panic!("the example lacks, in order:\n{part}"));
+        rest = &rest[at + part.len()..];
+    }
+}

@@ -31,8 +31,9 @@ impl PyFallthrough {
     }
 }
 
-/// The boxed CPU fallback. `CpuFallback(views="copy")` copies view operators (with a warning)
-/// instead of refusing them.
+/// The boxed CPU fallback: register it (`fb.fallback(bf.cpu_fallback, "Accel")`), or call it,
+/// `bf.cpu_fallback(op, keys, stack)`, from a boxed fallback of a backend's own.
+/// `CpuFallback(views="copy")` copies view operators (with a warning) instead of refusing them.
 #[pyclass(name = "CpuFallback", module = "boxfall", frozen)]
 pub struct PyCpuFallback {
     pub config: CpuFallback,
