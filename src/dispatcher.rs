@@ -651,6 +651,52 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         self.call_on(table, rest, masked, args)
     }
 
+    /// Hands the call to a boxed fallback, from typed code: c10's `call_fallback_fn`, as a
+    /// backend's own kernel does for the cases it leaves to the CPU. The arguments are boxed
+    /// once, the fallback runs on the stack, and its returns are unboxed; the CPU fallback of a
+    /// functional operator whose CPU kernel is unboxed with this signature runs typed, without
+    /// boxing, as a dispatched typed call's does. The fallback runs for the arguments'
+    /// backend (the highest key of their tensors, else of their `Device` argument). A CPU
+    /// fallback obeys the fallback policy and counts, as a registered one does.
+    ///
+    /// ```
+    /// use boxfall::*;
+    /// let mut lib = Library::new("doc_typed_call_fallback", LibraryKind::Def).unwrap();
+    /// let op = lib.define("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor").unwrap();
+    /// lib.impl_kernel("add.Tensor", DispatchKey::CPU, KernelFunction::from_unboxed::<(Tensor, Tensor, f64), Tensor>(|_, (a, b, alpha)| {
+    ///     let (a, b) = (a.to_host()?.as_f64().cloned().unwrap_or_default(), b.to_host()?.as_f64().cloned().unwrap_or_default());
+    ///     Ok(Tensor::from_array(a + b * alpha))
+    /// }), false).unwrap();
+    /// let add = op.typed::<(Tensor, Tensor, f64), Tensor>().unwrap();
+    /// let (a, b) = (native::tensor(ndarray::arr1(&[1.0]).into_dyn()), native::tensor(ndarray::arr1(&[2.0]).into_dyn()));
+    /// let fb = cpu_fallback();
+    /// let sum = add.call_fallback(&fb, (a, b, 1.0)).unwrap();
+    /// assert_eq!(sum.device(), native::DEVICE);
+    /// assert_eq!(sum.to_host().unwrap().as_f64().unwrap().as_slice().unwrap(), &[3.0]);
+    /// assert_eq!(metrics::counter_value(op.name()), 1);
+    /// ```
+    pub fn call_fallback(&self, fallback: &KernelFunction, args: A) -> Result<R> {
+        let keys = args.dispatch_keys();
+        match fallback.cpu_fallback_mode() {
+            Some(mode) => self.call_fallback_cpu(keys, mode, args),
+            None => self.call_boxing(args, |stack| fallback.call_boxed(&self.op, keys, stack)),
+        }
+    }
+
+    /// `call_fallback` of a CPU fallback: on the operator's table, as a dispatched call runs it.
+    #[inline(never)]
+    fn call_fallback_cpu(&self, keys: DispatchKeySet, mode: FallbackMode, args: A) -> Result<R> {
+        let g = rcu::read();
+        let table = self.op.0.table.load(&g);
+        if table.cpu_kernel().is_some_and(KernelFunction::runs_long) {
+            // SAFETY: `table` was loaded under `g`, which is alive here.
+            let owned = unsafe { rcu::own(table) };
+            drop(g);
+            return self.call_cpu_fallback(&owned, keys, mode, args);
+        }
+        self.call_cpu_fallback(table, keys, mode, args)
+    }
+
     /// `call_on` on a table held by a count, outside any read section this call entered.
     #[cold]
     #[inline(never)]
@@ -720,7 +766,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let key = keys.highest().unwrap_or(DispatchKey::CPU);
         if A::TYPED_FALLBACK && R::TYPED_FALLBACK {
             if let Some((hooks, cpu)) = typed_fallback_parts::<A, R>(table, key) {
-                return crate::fallback::call_typed(mode.check(), &self.op, key, hooks, cpu, args);
+                return crate::fallback::call_typed(&self.op, key, hooks, cpu, args);
             }
         }
         self.call_boxing(args, |stack| {
@@ -971,7 +1017,7 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
             }
         } else if let Some(fb) = fallback.last() {
             TableEntry {
-                kernel: Some(fb.value.as_backend_fallback()),
+                kernel: Some(fb.value.clone()),
                 source: if fb.value.is_fallthrough() {
                     Source::Fallthrough
                 } else {

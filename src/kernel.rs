@@ -34,8 +34,7 @@ pub type UnboxedFn<A, R> = fn(DispatchKeySet, A) -> Result<R>;
 pub(crate) enum KernelKind {
     Regular,
     Fallthrough,
-    /// `mode`: its view policy, and whether it obeys the fallback policy (it serves a backend
-    /// fallback registration, not an explicit call).
+    /// `mode`: its view policy.
     CpuFallback {
         mode: FallbackMode,
     },
@@ -187,10 +186,7 @@ impl KernelFunction {
     }
 
     pub(crate) fn cpu_fallback(config: CpuFallback) -> KernelFunction {
-        KernelFunction::cpu_fallback_with(FallbackMode::new(&config, false))
-    }
-
-    fn cpu_fallback_with(mode: FallbackMode) -> KernelFunction {
+        let mode = FallbackMode::new(&config);
         KernelFunction {
             boxed: Arc::new(move |op: &OperatorHandle, keys, stack: &mut Stack| {
                 crate::fallback::run_cpu_fallback(mode, op, keys, stack)
@@ -200,14 +196,6 @@ impl KernelFunction {
             kind: KernelKind::CpuFallback { mode },
             tag: None,
             long_running: false,
-        }
-    }
-
-    /// The same kernel as a backend fallback: a CPU fallback then obeys the fallback policy.
-    pub(crate) fn as_backend_fallback(&self) -> KernelFunction {
-        match self.kind {
-            KernelKind::CpuFallback { mode } => KernelFunction::cpu_fallback_with(mode.checked()),
-            _ => self.clone(),
         }
     }
 

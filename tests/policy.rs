@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use boxfall::fallback::{fallback_policy, set_fallback_policy, set_operator_policy};
 use boxfall::metrics::op_stats;
 use boxfall::{
-    call_fallback, cpu_fallback, native, DispatchKey, Error, FallbackPolicy, IValue,
+    call_fallback, cpu_fallback, native, CpuFallback, DispatchKey, Error, FallbackPolicy, IValue,
     KernelFunction, OperatorHandle, Stack, Tensor,
 };
 use common::*;
@@ -239,44 +239,144 @@ fn an_operators_own_policy_wins_over_the_global_one() {
     assert!(call_neg(&strict, &x).is_ok());
 }
 
-#[test]
-fn call_fallback_ignores_the_policy() {
-    let _s = serial(FallbackPolicy::Error);
-    let d = Dev::with_cpu_fallback("PolCallFb");
-    let (_, mut lib) = def_lib("pol");
-    let op = define_neg(&mut lib);
-    set_operator_policy(&op, Some(FallbackPolicy::Error));
-    let x = d.tensor(&[3.0]);
-    assert!(call_neg(&op, &x).is_err());
-    let mut stack = vec![IValue::Tensor(x)];
-    call_fallback(&cpu_fallback(), &op, d.key.set(), &mut stack).unwrap();
-    let r = tensor_of(&stack[0]);
-    assert_eq!(r.device(), d.device(0));
-    assert_eq!(values(r), vec![-3.0]);
-    assert_eq!(
-        fallbacks(&op),
-        2,
-        "the refusal and the explicit fallback count"
-    );
+/// One way a call reaches the CPU fallback (DESIGN.md section 4, "Policy": the policy applies
+/// to every one).
+struct Path {
+    name: &'static str,
+    dev: Dev,
+    op: OperatorHandle,
+    _lib: boxfall::Library,
+    call: fn(&Path, &Tensor) -> boxfall::Result<Tensor>,
+}
+
+/// `neg` on a backend of its own, reached through the fallback in each of the five ways.
+fn paths() -> Vec<Path> {
+    let path = |name, dev: Dev, own_kernel: bool, call| {
+        let (_, mut lib) = def_lib("polpath");
+        let op = define_neg(&mut lib);
+        if own_kernel {
+            lib.impl_kernel("neg", dev.key, cpu_fallback(), false)
+                .unwrap();
+        }
+        Path {
+            name,
+            dev,
+            op,
+            _lib: lib,
+            call,
+        }
+    };
+    // A backend's own boxed fallback, which hands every call to the CPU fallback.
+    let own = KernelFunction::from_boxed(|op: &OperatorHandle, keys, stack: &mut Stack| {
+        CpuFallback::default().call(op, keys, stack)
+    });
+    vec![
+        path(
+            "registered as the backend fallback",
+            Dev::with_cpu_fallback("PolPathReg"),
+            false,
+            |p, x| call_neg(&p.op, x),
+        ),
+        path(
+            "CpuFallback::call in a backend's own fallback",
+            Dev::with_fallback("PolPathOwnFb", own),
+            false,
+            |p, x| call_neg(&p.op, x),
+        ),
+        path(
+            "registered as the operator's own kernel",
+            Dev::new("PolPathOwnKernel"),
+            true,
+            |p, x| call_neg(&p.op, x),
+        ),
+        path(
+            "an explicit boxed call_fallback",
+            Dev::new("PolPathBoxed"),
+            false,
+            |p, x| {
+                let mut stack = vec![IValue::Tensor(x.clone())];
+                call_fallback(&cpu_fallback(), &p.op, p.dev.key.set(), &mut stack)?;
+                Ok(tensor_of(&stack[0]).clone())
+            },
+        ),
+        path(
+            "an explicit typed call_fallback",
+            Dev::new("PolPathTyped"),
+            false,
+            |p, x| {
+                p.op.typed::<(Tensor,), Tensor>()?
+                    .call_fallback(&cpu_fallback(), (x.clone(),))
+            },
+        ),
+    ]
 }
 
 #[test]
-fn cpu_fallback_as_an_operators_own_kernel_ignores_the_policy() {
+fn the_error_policy_refuses_the_cpu_fallback_however_it_is_reached() {
     let _s = serial(FallbackPolicy::Error);
-    let d = Dev::new("PolOwnKernel");
-    let (_, mut lib) = def_lib("pol");
-    let op = define_neg(&mut lib);
-    lib.impl_kernel("neg", d.key, cpu_fallback(), false)
-        .unwrap();
-    let r = call_neg(&op, &d.tensor(&[2.0])).unwrap();
-    assert_eq!(r.device(), d.device(0));
-    assert_eq!(values(&r), vec![-2.0]);
-    set_operator_policy(&op, Some(FallbackPolicy::Error));
-    assert!(call_neg(&op, &d.tensor(&[2.0])).is_ok());
-    set_fallback_policy(FallbackPolicy::Warn);
-    assert!(call_neg(&op, &d.tensor(&[2.0])).is_ok());
-    assert_eq!(warnings(&op, &d), 0, "no policy, no warning");
-    assert_eq!(fallbacks(&op), 3);
+    for p in paths() {
+        let x = p.dev.tensor(&[1.0, 2.0]);
+        let err = (p.call)(&p, &x).unwrap_err();
+        assert!(matches!(err, Error::Fallback(_)), "{}: {err:?}", p.name);
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("'{}'", p.op.name()))
+                && text.contains(&p.dev.key.name())
+                && text.contains("\"error\"")
+                && text.contains("\"allow\""),
+            "{}: {text}",
+            p.name
+        );
+        let stats = op_stats(p.op.name()).unwrap();
+        assert_eq!(
+            (stats.fallbacks, stats.failures),
+            (1, 1),
+            "{}: a refusal counts as a failed fallback",
+            p.name
+        );
+        assert_eq!(p.dev.count(Hook::ToCpu), 0, "{}: nothing moved", p.name);
+        assert_eq!(values(&x), vec![1.0, 2.0]);
+        // An operator's own "allow" exempts it.
+        set_operator_policy(&p.op, Some(FallbackPolicy::Allow));
+        let r = (p.call)(&p, &x).unwrap();
+        assert_eq!(
+            (r.device(), values(&r)),
+            (p.dev.device(0), vec![-1.0, -2.0])
+        );
+        set_operator_policy(&p.op, None);
+        assert!((p.call)(&p, &x).is_err(), "{}", p.name);
+        let stats = op_stats(p.op.name()).unwrap();
+        assert_eq!((stats.fallbacks, stats.failures), (3, 2), "{}", p.name);
+    }
+}
+
+#[test]
+fn the_warn_policy_warns_once_however_the_cpu_fallback_is_reached() {
+    let _s = serial(FallbackPolicy::Warn);
+    for p in paths() {
+        for _ in 0..3 {
+            let r = (p.call)(&p, &p.dev.tensor(&[2.0])).unwrap();
+            assert_eq!(values(&r), vec![-2.0], "{}", p.name);
+        }
+        assert_eq!(
+            warnings(&p.op, &p.dev),
+            1,
+            "{}: once per (operator, backend)",
+            p.name
+        );
+        assert_eq!(fallbacks(&p.op), 3, "{}", p.name);
+    }
+}
+
+#[test]
+fn the_allow_policy_runs_the_cpu_fallback_however_it_is_reached_silently() {
+    let _s = serial(FallbackPolicy::Allow);
+    for p in paths() {
+        let r = (p.call)(&p, &p.dev.tensor(&[2.0])).unwrap();
+        assert_eq!(values(&r), vec![-2.0], "{}", p.name);
+        assert_eq!(warnings(&p.op, &p.dev), 0, "{}", p.name);
+        assert_eq!(fallbacks(&p.op), 1, "{}", p.name);
+    }
 }
 
 /// An add whose Native kernel hands mixed dtypes on to the CPU fallback, and whose CPU kernel

@@ -95,7 +95,10 @@ def _op_names(ops: OpName | Iterable[OpName]) -> list[str]:
 def set_fallback_policy(
     policy: _Policy | None, ops: OpName | Iterable[OpName] | None = None
 ) -> None:
-    """Sets what happens when an operator reaches a backend's CPU fallback.
+    """Sets what happens when an operator reaches a CPU fallback, however it is reached: a
+    backend's registered fallback, ``bf.cpu_fallback(op, keys, stack)`` in a fallback of a
+    backend's own, an explicit :func:`call_fallback`, or ``cpu_fallback`` as one operator's
+    kernel.
 
     ``"allow"`` runs it; ``"warn"`` runs it and warns once per (operator, backend) with
     :class:`FallbackWarning`; ``"error"`` raises :class:`FallbackError` instead. Policy names

@@ -111,6 +111,7 @@ class CpuFallback:
     def __new__(cls, *, views: str = "refuse") -> CpuFallback: ...
     @property
     def views(self) -> str: ...
+    def __call__(self, op: OpOverload, keys: DispatchKeySet, stack: list[Any]) -> None: ...
 
 _BoxedKernel = Callable[[OpOverload, DispatchKeySet, list[Any]], None]
 
@@ -164,7 +165,7 @@ def call_first_binding(
     overloads: Sequence[OpOverload], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
 ) -> Any: ...
 def call_fallback(
-    fallback: _BoxedKernel | CpuFallback, op: OpOverload, *args: Any, **kwargs: Any
+    fallback: _BoxedKernel | CpuFallback, op: OpOverload, /, *args: Any, **kwargs: Any
 ) -> Any: ...
 def register_backend(
     name: str,

@@ -74,6 +74,41 @@ impl CpuFallback {
     pub fn kernel(&self) -> KernelFunction {
         KernelFunction::cpu_fallback(self.clone())
     }
+
+    /// Runs the CPU fallback on a boxed call, as its kernel would: the pattern of a backend's
+    /// own boxed fallback that logs or counts, then hands the call to the CPU (torch_xla's
+    /// `xla_cpu_fallback` calling `at::native::cpu_fallback`). The policy, the counters and
+    /// the failure atomicity are those of the registered fallback: the call counts for `op`,
+    /// and a kernel that fails leaves every argument as it was. `keys` is the call's key set,
+    /// as the calling kernel received it; its highest key names the backend.
+    ///
+    /// ```
+    /// use boxfall::{*, fallback::ViewPolicy};
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    /// # let mut lib = Library::new("doc_cpu_fallback_call", LibraryKind::Def).unwrap();
+    /// # let op = lib.define("neg(Tensor x) -> Tensor").unwrap();
+    /// # lib.impl_kernel("neg", DispatchKey::CPU, KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| {
+    /// #     Ok(Tensor::from_array(-x.to_host()?.as_f64().cloned().unwrap_or_default()))
+    /// # }), false).unwrap();
+    /// static SEEN: AtomicUsize = AtomicUsize::new(0);
+    /// let cpu = CpuFallback { views: ViewPolicy::Refuse };
+    /// // A backend's own fallback: count, then the CPU fallback.
+    /// let own = KernelFunction::from_boxed(move |op, keys, stack| {
+    ///     SEEN.fetch_add(1, SeqCst);
+    ///     cpu.call(op, keys, stack)
+    /// });
+    /// let x = native::tensor(ndarray::arr1(&[1.0, -2.0]).into_dyn());
+    /// let mut stack = vec![IValue::Tensor(x)];
+    /// own.call_boxed(&op, DispatchKey::NATIVE.set(), &mut stack).unwrap();
+    /// assert_eq!(SEEN.load(SeqCst), 1);
+    /// let y = stack[0].as_tensor().unwrap();
+    /// assert_eq!(y.device(), native::DEVICE);
+    /// assert_eq!(y.to_host().unwrap().as_f64().unwrap().as_slice().unwrap(), &[-1.0, 2.0]);
+    /// assert_eq!(metrics::counter_value(op.name()), 1); // counted as the registered fallback is
+    /// ```
+    pub fn call(&self, op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+        run_cpu_fallback(FallbackMode::new(self), op, keys, stack)
+    }
 }
 
 /// The default CPU fallback kernel (refuses view operators).
@@ -87,8 +122,10 @@ pub fn cpu_fallback() -> KernelFunction {
     CpuFallback::default().kernel()
 }
 
-/// Runs a boxed fallback from typed code: a backend kernel hands one case to the fallback
-/// (c10's `call_fallback_fn`). The policy does not apply: the call is explicit.
+/// Runs a boxed fallback from a kernel of a backend's own that hands one case to the fallback
+/// (c10's `call_fallback_fn`, boxed; typed handles have the typed form,
+/// [`TypedOperatorHandle::call_fallback`](crate::dispatcher::TypedOperatorHandle::call_fallback)).
+/// A CPU fallback run so obeys the fallback policy as a registered one does.
 ///
 /// ```
 /// # use boxfall::{*, fallback::call_fallback};
@@ -161,8 +198,8 @@ impl WriteLog for () {
     fn keep(&mut self, _: Written) {}
 }
 
-/// The CPU fallback kernel's body, as its boxed entry point runs it (`call_fallback`, or a
-/// caller outside the dispatcher).
+/// The CPU fallback kernel's body, as its boxed entry point runs it (`call_fallback`,
+/// `CpuFallback::call`, or a caller outside the dispatcher).
 pub(crate) fn run_cpu_fallback(
     mode: FallbackMode,
     op: &OperatorHandle,
@@ -181,33 +218,20 @@ pub(crate) fn run_cpu_fallback(
     run_cpu_fallback_on(mode, op, table, keys, stack)
 }
 
-/// How one registration of the CPU fallback runs: its view policy, and whether the fallback
-/// policy applies (a backend fallback registration, not an explicit call). One byte, so that
-/// with the call's other arguments it is passed in registers.
+/// How one CPU fallback kernel runs: its view policy. The fallback policy applies to every
+/// one, however it is reached (DESIGN.md section 4, "Policy"). One byte, so that with the
+/// call's other arguments it is passed in registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FallbackMode(u8);
 
 impl FallbackMode {
-    const CHECK: u8 = 1;
     const COPY_VIEWS: u8 = 2;
 
-    pub(crate) fn new(cfg: &CpuFallback, check: bool) -> FallbackMode {
-        let views = match cfg.views {
+    pub(crate) fn new(cfg: &CpuFallback) -> FallbackMode {
+        FallbackMode(match cfg.views {
             ViewPolicy::Refuse => 0,
             ViewPolicy::Copy => FallbackMode::COPY_VIEWS,
-        };
-        FallbackMode(views | if check { FallbackMode::CHECK } else { 0 })
-    }
-
-    /// The same, obeying the fallback policy (for a backend fallback registration).
-    pub(crate) fn checked(self) -> FallbackMode {
-        FallbackMode(self.0 | FallbackMode::CHECK)
-    }
-
-    /// Whether the fallback policy applies.
-    #[inline(always)]
-    pub(crate) fn check(self) -> bool {
-        self.0 & FallbackMode::CHECK != 0
+        })
     }
 
     fn views(self) -> ViewPolicy {
@@ -231,9 +255,7 @@ pub(crate) fn run_cpu_fallback_on(
 ) -> Result<()> {
     let key = keys.highest().unwrap_or(DispatchKey::CPU);
     let info = &table.schema(op)?.info;
-    if mode.check() {
-        check_policy(op, key)?;
-    }
+    check_policy(op, key)?;
     if info.has_view_returns {
         view_operator(mode.views(), op, key)?;
     }

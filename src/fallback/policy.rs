@@ -8,7 +8,9 @@ use crate::dispatcher::{policy_of, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 
-/// Whether fallbacks reached through a backend fallback registration run. Its names are
+/// Whether CPU fallbacks run, however they are reached: a backend fallback registration, an
+/// explicit `call_fallback` or `CpuFallback::call` in a backend's own kernel, or the CPU
+/// fallback registered as one operator's kernel. An operator's own policy exempts it. Its names are
 /// "allow", "warn" and "error", in any case.
 ///
 /// ```
@@ -256,7 +258,7 @@ fn policy_verdict(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
                 warn(
                     WarningKind::Fallback,
                     &format!(
-                        "'{}' has no kernel for the '{key}' backend and falls back to the CPU (its tensors are copied to the CPU and back); implement it for '{key}' to keep it on the device",
+                        "'{}' falls back to the CPU on the '{key}' backend (its tensors are copied to the CPU and back); implement it for '{key}' to keep it on the device, or give it the operator policy \"allow\"",
                         op.name()
                     ),
                 )?;
@@ -264,7 +266,7 @@ fn policy_verdict(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
             Ok(())
         }
         FallbackPolicy::Error => Err(Error::Fallback(format!(
-            "'{}' has no kernel for the '{key}' backend, and the fallback policy \"error\" forbids the CPU fallback",
+            "'{}' falls back to the CPU on the '{key}' backend, and the fallback policy \"error\" forbids the CPU fallback: implement it for '{key}', or give it the operator policy \"allow\"",
             op.name()
         ))),
     }

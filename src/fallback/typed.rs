@@ -44,19 +44,16 @@ pub(crate) fn serves(info: &SchemaInfo, backend: &Registered) -> bool {
 }
 
 /// Runs the fallback of a typed call: `cpu` is the operator's CPU kernel, `hooks` what
-/// `typed_hooks` gave; `policy` applies the fallback policy.
+/// `typed_hooks` gave. The fallback policy applies, as to every CPU fallback.
 #[inline(always)]
 pub(crate) fn call_typed<A: CallArgs, R: CallReturns>(
-    policy: bool,
     op: &OperatorHandle,
     key: DispatchKey,
     hooks: &dyn Backend,
     cpu: UnboxedFn<A, R>,
     args: A,
 ) -> Result<R> {
-    if policy {
-        check_policy(op, key)?;
-    }
+    check_policy(op, key)?;
     let start = clock::ticks();
     let mut moves = Moves::new(op, key, hooks);
     let result = moves.run(cpu, args);

@@ -17,8 +17,8 @@ use super::elem::Elem;
 use crate::alloc::{try_copy, try_full, try_lanes, try_map, try_zip};
 use crate::dispatcher::{Dispatcher, OperatorHandle};
 use crate::error::{Error, Result};
-use crate::fallback::{call_fallback, cpu_fallback};
-use crate::ivalue::{IValue, Stack};
+use crate::fallback::cpu_fallback;
+use crate::ivalue::{CallArgs, IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::library::Library;
@@ -181,17 +181,27 @@ fn unreachable_work<T>() -> T {
     panic!("the blocking hook swallowed a panicking kernel")
 }
 
-/// The CPU fallback, for the cases a kernel does not cover. It is the backend fallback's
-/// kind, that obeys the fallback policy: a kernel that hands a call on is a fallback like any
-/// other, which "warn" reports and "error" refuses (and counts).
-fn fall_back(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+/// Hands a call to the CPU fallback, for the cases a kernel does not cover: typed, with `A`
+/// the kernel's argument types (`IValue` for a value the fallback passes on as it is), as a
+/// backend's kernel calls c10's `call_fallback_fn`. A kernel that hands a call on falls back
+/// like any other call, under the fallback policy: "warn" reports it and "error" refuses it
+/// (and counts the refusal).
+fn fall_back<A: CallArgs + 'static>(op: &OperatorHandle, stack: &mut Stack) -> Result<()> {
     static FALLBACK: OnceLock<KernelFunction> = OnceLock::new();
-    call_fallback(
-        FALLBACK.get_or_init(|| cpu_fallback().as_backend_fallback()),
-        op,
-        keys,
-        stack,
-    )
+    if stack.len() != A::LEN {
+        return Err(Error::Fallback(format!(
+            "CPU fallback of '{}': the stack holds {} values for {} arguments",
+            op.name(),
+            stack.len(),
+            A::LEN
+        )));
+    }
+    let args = A::pop_from(stack)?;
+    let out = op
+        .typed::<A, Tensor>()?
+        .call_fallback(FALLBACK.get_or_init(cpu_fallback), args)?;
+    *stack = vec![IValue::Tensor(out)];
+    Ok(())
 }
 
 fn native_host(v: Option<&IValue>) -> Option<(Arc<HostArray>, Device)> {
@@ -284,10 +294,18 @@ fn apply<T: Elem>(
     })
 }
 
-fn binary(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack, which: Bin) -> Result<()> {
+/// `fall_back` for a binary kernel: add and sub take an `alpha`.
+fn binary_fall_back(op: &OperatorHandle, stack: &mut Stack, which: Bin) -> Result<()> {
+    match which {
+        Bin::Add | Bin::Sub => fall_back::<(Tensor, Tensor, IValue)>(op, stack),
+        Bin::Mul | Bin::Div => fall_back::<(Tensor, Tensor)>(op, stack),
+    }
+}
+
+fn binary(op: &OperatorHandle, _keys: DispatchKeySet, stack: &mut Stack, which: Bin) -> Result<()> {
     let (Some((a, device)), Some((b, _))) = (native_host(stack.first()), native_host(stack.get(1)))
     else {
-        return fall_back(op, keys, stack);
+        return binary_fall_back(op, stack, which);
     };
     let Some(shape) = broadcast(a.shape(), b.shape()) else {
         return Err(kernel_error(
@@ -327,7 +345,7 @@ fn binary(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack, which: B
         {
             HostArray::I32(apply(op, &shape, x, y, s as i32, which)?)
         }
-        _ => return fall_back(op, keys, stack),
+        _ => return binary_fall_back(op, stack, which),
     };
     *stack = vec![IValue::Tensor(Tensor::host(device, out))];
     Ok(())
@@ -349,13 +367,13 @@ fn div(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<(
 /// A unary kernel: `float` maps floats, `int` maps integers (None: the CPU kernel decides).
 fn unary(
     op: &OperatorHandle,
-    keys: DispatchKeySet,
+    _keys: DispatchKeySet,
     stack: &mut Stack,
     float: fn(f64) -> f64,
     int: Option<fn(i64) -> i64>,
 ) -> Result<()> {
     let Some((a, device)) = native_host(stack.first()) else {
-        return fall_back(op, keys, stack);
+        return fall_back::<(Tensor,)>(op, stack);
     };
     let what = result_of(op);
     let n = a.shape().iter().product();
@@ -369,7 +387,7 @@ fn unary(
         (HostArray::I64(x), Some(g)) => {
             HostArray::I64(run_blocking(n, || try_map(&x.view(), &what, g))?)
         }
-        _ => return fall_back(op, keys, stack),
+        _ => return fall_back::<(Tensor,)>(op, stack),
     };
     *stack = vec![IValue::Tensor(Tensor::host(device, out))];
     Ok(())
@@ -475,15 +493,24 @@ fn reduce<T: Elem>(
     })
 }
 
+/// `fall_back` for a reduction: the whole tensor's, or along dimensions.
+fn reduction_fall_back(op: &OperatorHandle, stack: &mut Stack, with_dims: bool) -> Result<()> {
+    if with_dims {
+        fall_back::<(Tensor, IValue, bool, IValue)>(op, stack)
+    } else {
+        fall_back::<(Tensor, IValue)>(op, stack)
+    }
+}
+
 fn reduction(
     op: &OperatorHandle,
-    keys: DispatchKeySet,
+    _keys: DispatchKeySet,
     stack: &mut Stack,
     with_dims: bool,
     mean: bool,
 ) -> Result<()> {
     let Some((a, device)) = native_host(stack.first()) else {
-        return fall_back(op, keys, stack);
+        return reduction_fall_back(op, stack, with_dims);
     };
     let (dims_arg, keepdim, dtype) = if with_dims {
         (
@@ -496,7 +523,7 @@ fn reduction(
     };
     let dims = reduce_dims(dims_arg, a.shape().len()).map_err(|m| kernel_error(op, m))?;
     if !matches!(dtype, None | Some(IValue::None)) {
-        return fall_back(op, keys, stack);
+        return reduction_fall_back(op, stack, with_dims);
     }
     let what = result_of(op);
     let out = match (&*a, mean) {
@@ -513,7 +540,7 @@ fn reduction(
         (HostArray::F64(x), false) => HostArray::F64(reduce(x, &dims, keepdim, &what)?.0),
         (HostArray::F32(x), false) => HostArray::F32(reduce(x, &dims, keepdim, &what)?.0),
         (HostArray::I64(x), false) => HostArray::I64(reduce(x, &dims, keepdim, &what)?.0),
-        _ => return fall_back(op, keys, stack),
+        _ => return reduction_fall_back(op, stack, with_dims),
     };
     *stack = vec![IValue::Tensor(Tensor::host(device, out))];
     Ok(())
@@ -569,10 +596,10 @@ fn matmul2<T: LinalgScalar + Elem>(
     Ok(Some(out))
 }
 
-fn matmul(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+fn matmul(op: &OperatorHandle, _keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
     let (Some((a, device)), Some((b, _))) = (native_host(stack.first()), native_host(stack.get(1)))
     else {
-        return fall_back(op, keys, stack);
+        return fall_back::<(Tensor, Tensor)>(op, stack);
     };
     let out = match (&*a, &*b) {
         (HostArray::F64(x), HostArray::F64(y)) => matmul2(op, x, y)?.map(HostArray::F64),
@@ -585,13 +612,13 @@ fn matmul(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
             Ok(())
         }
         // Batched or mixed: the CPU kernel knows the broadcasting rules.
-        None => fall_back(op, keys, stack),
+        None => fall_back::<(Tensor, Tensor)>(op, stack),
     }
 }
 
-fn transpose(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+fn transpose(op: &OperatorHandle, _keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
     let Some((a, device)) = native_host(stack.first()) else {
-        return fall_back(op, keys, stack);
+        return fall_back::<(Tensor, i64, i64)>(op, stack);
     };
     let ndim = a.shape().len();
     let dim = |v: Option<&IValue>| -> std::result::Result<usize, String> {

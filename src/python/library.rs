@@ -6,10 +6,16 @@ use pyo3::exceptions::{PyResourceWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 
+use pyo3::types::PyList;
+
+use super::convert::{to_ivalue, to_py, Passed, TensorStyle};
 use super::errors::{new_err, IntoPy};
 use super::fast::PyKernel;
 use super::kernel::python_kernel;
+use super::ops::{PyKeySet, PyOpOverload};
+use crate::error::Error;
 use crate::fallback::{CpuFallback, ViewPolicy};
+use crate::ivalue::Stack;
 use crate::kernel::KernelFunction;
 use crate::key::DispatchKey;
 use crate::library::{Library, LibraryKind};
@@ -25,8 +31,9 @@ impl PyFallthrough {
     }
 }
 
-/// The boxed CPU fallback. `CpuFallback(views="copy")` copies view operators (with a warning)
-/// instead of refusing them.
+/// The boxed CPU fallback: register it (`fb.fallback(bf.cpu_fallback, "Accel")`), or call it,
+/// `bf.cpu_fallback(op, keys, stack)`, from a boxed fallback of a backend's own.
+/// `CpuFallback(views="copy")` copies view operators (with a warning) instead of refusing them.
 #[pyclass(name = "CpuFallback", module = "boxfall", frozen)]
 pub struct PyCpuFallback {
     pub config: CpuFallback,
@@ -60,6 +67,55 @@ impl PyCpuFallback {
             ViewPolicy::Refuse => "refuse",
             ViewPolicy::Copy => "copy",
         }
+    }
+
+    /// Runs the CPU fallback on a boxed call, as a backend's own boxed fallback does after
+    /// logging or counting: `stack` holds every argument (defaults filled), as the fallback
+    /// received it, and holds the returns afterwards. The policy, the counters and the
+    /// atomicity are the registered fallback's: a CPU kernel that fails leaves the arguments
+    /// and the stack as they were.
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        op: PyRef<'py, PyOpOverload>,
+        keys: PyRef<'py, PyKeySet>,
+        stack: &Bound<'py, PyList>,
+    ) -> PyResult<()> {
+        let handle = &op.handle;
+        let schema = handle.schema().py(py)?;
+        let args = &schema.schema.arguments;
+        let argument_error = |message: String| Error::Argument {
+            op: handle.name().to_string(),
+            message,
+            schema: schema.text.clone(),
+        };
+        if stack.len() != args.len() {
+            return Err(argument_error(format!(
+                "the CPU fallback takes the stack a boxed fallback receives, all {} arguments (defaults filled), not {} values",
+                args.len(),
+                stack.len()
+            )))
+            .py(py);
+        }
+        let mut passed = Passed::default();
+        let mut s: Stack = Vec::with_capacity(args.len());
+        for (a, o) in args.iter().zip(stack.iter()) {
+            let v = to_ivalue(&o, &a.ty, &mut passed)
+                .map_err(|m| argument_error(format!("argument '{}': {m}", a.name)))
+                .py(py)?;
+            s.push(v);
+        }
+        self.config.call(handle, keys.0, &mut s).py(py)?;
+        let out = s
+            .iter()
+            .map(|v| to_py(py, v, &passed, TensorStyle::Caller))
+            .collect::<PyResult<Vec<_>>>()?;
+        // Replaced only once every return is converted: a failure leaves the stack as it was.
+        stack.del_slice(0, stack.len())?;
+        for o in out {
+            stack.append(o)?;
+        }
+        Ok(())
     }
 
     fn __repr__(&self) -> String {

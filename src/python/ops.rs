@@ -314,8 +314,10 @@ pub fn call_first_binding<'py>(
 }
 
 /// `bf.call_fallback(fallback, op, *args, **kwargs)`: runs a boxed fallback from typed code.
+/// `fallback` and `op` are positional-only, so that every keyword goes to the operator, an
+/// argument named `op` or `fallback` included.
 #[pyfunction]
-#[pyo3(signature = (fallback, op, *args, **kwargs))]
+#[pyo3(signature = (fallback, op, /, *args, **kwargs))]
 pub fn call_fallback<'py>(
     py: Python<'py>,
     fallback: &Bound<'py, PyAny>,

@@ -385,16 +385,24 @@ def test_fallback_error_is_not_implemented_error():
     assert issubclass(bf.FallbackError, bf.BoxfallError)
 
 
-def test_error_policy_still_runs_an_explicit_call_fallback(ns, lib, accel):
+def test_error_policy_refuses_an_explicit_call_fallback_unless_the_operator_is_allowed(
+    ns, lib, accel
+):
     define_unary(lib, "foo")
+    foo = getattr(bf.ops, ns).foo.default
     x = accel.tensor(np.ones(2))
     bf.set_fallback_policy("error")
-    out = bf.call_fallback(bf.cpu_fallback, getattr(bf.ops, ns).foo.default, x)
+    with pytest.raises(bf.FallbackError, match=rf"'{ns}::foo'.*'{accel.name}'.*\"error\""):
+        bf.call_fallback(bf.cpu_fallback, foo, x)
+    stats = bf.metrics.op_stats(f"{ns}::foo")
+    assert (stats["fallbacks"], stats["failures"]) == (1, 1)
+    bf.set_fallback_policy("allow", ops=[foo])
+    out = bf.call_fallback(bf.cpu_fallback, foo, x)
     assert out.device == accel.device
     np.testing.assert_array_equal(out.numpy(), np.full(2, 2.0))
 
 
-def test_error_policy_still_runs_cpu_fallback_registered_as_a_kernel(ns, lib, accel):
+def test_error_policy_refuses_cpu_fallback_registered_as_a_kernel_too(ns, lib, accel):
     define_unary(lib, "foo")
     define_unary(lib, "bar")
     lib.impl("foo", bf.cpu_fallback, accel.name, boxed=True)
@@ -403,9 +411,13 @@ def test_error_policy_still_runs_cpu_fallback_registered_as_a_kernel(ns, lib, ac
     assert o.bar.default.dispatch_table()[accel.name] == "backend fallback"
     x = accel.tensor(np.ones(2))
     bf.set_fallback_policy("error")
-    np.testing.assert_array_equal(o.foo(x).numpy(), np.full(2, 2.0))
+    with pytest.raises(bf.FallbackError, match=rf"'{ns}::foo'"):
+        o.foo(x)
     with pytest.raises(bf.FallbackError):
         o.bar(x)
+    assert bf.metrics.op_stats(f"{ns}::foo")["failures"] == 1
+    bf.set_fallback_policy("allow", ops=f"{ns}::foo")
+    np.testing.assert_array_equal(o.foo(x).numpy(), np.full(2, 2.0))
 
 
 def test_call_fallback_from_typed_code(arith, accel):
