@@ -85,7 +85,23 @@ pub fn ticks() -> u64 {
 /// assert_eq!(ticks_to_ns(0), 0);
 /// ```
 pub fn ticks_to_ns(ticks: u64) -> u64 {
-    if ticks == 0 || SOURCE.load(Ordering::Relaxed) != TSC {
+    ticks_to_ns_all([ticks])[0]
+}
+
+/// [`ticks_to_ns`] of several sums at one rate, so that sums that add up to another still do
+/// once converted (each is rounded down; the rate measured for each would differ slightly).
+///
+/// ```
+/// use boxfall::clock::{ticks, ticks_to_ns_all};
+/// let start = ticks();
+/// std::thread::sleep(std::time::Duration::from_millis(2));
+/// let mid = ticks();
+/// let end = ticks();
+/// let [a, b, total] = ticks_to_ns_all([mid - start, end - mid, end - start]);
+/// assert!(a + b <= total && total >= 1_000_000);
+/// ```
+pub fn ticks_to_ns_all<const N: usize>(ticks: [u64; N]) -> [u64; N] {
+    if ticks.iter().all(|&t| t == 0) || SOURCE.load(Ordering::Relaxed) != TSC {
         return ticks;
     }
     let (since, counter) = *origin();
@@ -99,7 +115,8 @@ pub fn ticks_to_ns(ticks: u64) -> u64 {
     if elapsed_ticks <= 0.0 {
         return ticks;
     }
-    (ticks as f64 * elapsed_ns / elapsed_ticks) as u64
+    let rate = elapsed_ns / elapsed_ticks;
+    ticks.map(|t| (t as f64 * rate) as u64)
 }
 
 #[cfg(test)]

@@ -1,39 +1,61 @@
-//! Per-operator fallback counters. Each operator entry owns its counters, so a fallback never
-//! looks a counter up by name and two operators can never share one. Snapshots and the report
-//! walk the registry; that is the slow path.
+//! Per-operator fallback counters. Each operator entry owns its counters, one set per backend
+//! found by the key's index, so a fallback never looks a counter up by name and two operators
+//! (or two backends of one operator) never share one. Snapshots and the report walk the
+//! registry; that is the slow path.
+//!
+//! A fallback counts its calls, its failures, the bytes moved each way and its time: whole, and
+//! split at the fallback's own step boundaries into moving to the CPU, the CPU kernel, and
+//! moving back (writing back included), with the crate's clock (`clock.rs`, ticks converted
+//! when read).
 //!
 //! An operator's counters are kept per thread (`thread_slot.rs`): a thread adds to its own with
 //! a plain load and store, where one shared set would cost a locked read-modify-write per
 //! counter (about 20 ns a fallback here) and bounce one cache line between threads that fall
 //! back at once. A snapshot sums them.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::OnceLock;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
 
 use crossbeam_utils::CachePadded;
 
 use crate::dispatcher::Dispatcher;
 use crate::error::Result;
-use crate::key::{DispatchKey, DispatchKeySet};
+use crate::key::{DispatchKey, DispatchKeySet, NUM_KEYS};
 use crate::thread_slot;
 
-/// One set of counts: fallbacks, failures, ticks, bytes to the CPU, bytes from the CPU.
+mod report;
+
+pub use report::{report, report_with, ReportOptions, ReportSort};
+
+/// How many figures one set of counts holds (`Figures` in this order).
+const N: usize = 8;
+/// Their places: the calls, the failed calls, the clock ticks of the whole fallback and of its
+/// three steps, and the bytes moved each way.
+const FALLBACKS: usize = 0;
+const FAILURES: usize = 1;
+const TICKS: usize = 2;
+const TO_CPU: usize = 3;
+const KERNEL: usize = 4;
+const FROM_CPU: usize = 5;
+const BYTES_TO: usize = 6;
+const BYTES_FROM: usize = 7;
+
+/// One set of counts (64 bytes: one cache line).
 #[derive(Default, Debug)]
-struct Counts([AtomicU64; 5]);
+struct Counts([AtomicU64; N]);
 
 impl Counts {
     /// Adds `v`; only the thread that owns this set calls it, so nothing is lost without a
     /// read-modify-write.
     #[inline(always)]
-    fn add_owned(&self, v: [u64; 5]) {
+    fn add_owned(&self, v: [u64; N]) {
         for (c, v) in self.0.iter().zip(v) {
             c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
         }
     }
 
     /// Adds `v` from any thread.
-    fn add_shared(&self, v: [u64; 5]) {
+    fn add_shared(&self, v: [u64; N]) {
         for (c, v) in self.0.iter().zip(v) {
             if v != 0 {
                 c.fetch_add(v, Relaxed);
@@ -41,74 +63,301 @@ impl Counts {
         }
     }
 
-    fn load(&self) -> [u64; 5] {
+    fn load(&self) -> [u64; N] {
         self.0.each_ref().map(|c| c.load(Relaxed))
     }
 }
 
-/// The live counters of one operator.
+/// The counts of one (operator, backend): one set per thread index, one for threads without
+/// an index, and the sums at the last reset (counts only grow, so a reset is a new zero).
+/// Made at the first fallback of the pair.
+#[derive(Debug)]
+struct KeyCounts {
+    per_thread: [CachePadded<Counts>; thread_slot::SLOTS],
+    shared: CachePadded<Counts>,
+    zero: [AtomicU64; N],
+}
+
+impl Default for KeyCounts {
+    fn default() -> KeyCounts {
+        KeyCounts {
+            per_thread: std::array::from_fn(|_| CachePadded::default()),
+            shared: CachePadded::default(),
+            zero: Default::default(),
+        }
+    }
+}
+
+impl KeyCounts {
+    /// Every thread's counts added up, since the pair's first fallback.
+    fn sums(&self) -> [u64; N] {
+        let mut sums = self.shared.load();
+        for counts in &self.per_thread {
+            for (s, v) in sums.iter_mut().zip(counts.load()) {
+                *s = s.wrapping_add(v);
+            }
+        }
+        sums
+    }
+}
+
+/// The live counters of one operator, per backend: a fallback finds its backend's counts by
+/// the key's index, with no look-up by name and no lock.
 ///
 /// ```
 /// let m = boxfall::metrics::OpMetrics::default();
 /// assert_eq!(m.snapshot().fallbacks, 0);
 /// ```
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub struct OpMetrics {
-    /// Per thread index, made at the operator's first fallback.
-    per_thread: OnceLock<Box<[CachePadded<Counts>]>>,
-    /// For threads without an index.
-    shared: CachePadded<Counts>,
-    /// The sums at the last reset (counts only grow, so a reset is a new zero).
-    zero: [AtomicU64; 5],
-    backends: AtomicU64,
+    /// Per key index: null until that key's first fallback, then a `Box<KeyCounts>` leaked
+    /// into the pointer and freed by `drop`.
+    by_key: [AtomicPtr<KeyCounts>; NUM_KEYS],
     warned: AtomicU64,
 }
 
-/// A copy of one operator's counters.
+impl Default for OpMetrics {
+    fn default() -> OpMetrics {
+        OpMetrics {
+            by_key: [const { AtomicPtr::new(null_mut()) }; NUM_KEYS],
+            warned: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Drop for OpMetrics {
+    fn drop(&mut self) {
+        for p in &mut self.by_key {
+            let p = *p.get_mut();
+            if !p.is_null() {
+                // SAFETY: a non-null pointer here came from `Box::into_raw` in `counts_of`, is
+                // freed nowhere else, and `&mut self` means no reference to it is alive.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
+
+/// The clock ticks of one fallback call, whole and per step (see [`OpMetrics::record_steps`]).
+///
+/// ```
+/// let t = boxfall::metrics::StepTicks { total: 10, to_cpu: 3, kernel: 4, from_cpu: 2 };
+/// assert!(t.to_cpu + t.kernel + t.from_cpu <= t.total);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepTicks {
+    /// The whole fallback.
+    pub total: u64,
+    /// Moving the arguments to the CPU (step 1).
+    pub to_cpu: u64,
+    /// The CPU kernel (step 2).
+    pub kernel: u64,
+    /// Moving the results back and writing mutated arguments back (steps 3 and 4).
+    pub from_cpu: u64,
+}
+
+/// The figures of fallbacks: of one (operator, backend), or an operator's totals.
+/// `to_cpu_ns + kernel_ns + from_cpu_ns <= fallback_ns`: the rest is the fallback's own work
+/// between the steps.
+///
+/// ```
+/// let f = boxfall::metrics::Figures::default();
+/// assert_eq!(f.fallbacks, 0);
+/// assert!(f.to_cpu_ns + f.kernel_ns + f.from_cpu_ns <= f.fallback_ns);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Figures {
+    /// Calls that reached the CPU fallback, refused and failed ones included.
+    pub fallbacks: u64,
+    /// Calls that the fallback refused (the fallback policy, a view operator, a key without
+    /// transfer hooks) or that failed in a step (a hook, a missing or failing CPU kernel).
+    pub failures: u64,
+    /// Nanoseconds spent in the whole fallback.
+    pub fallback_ns: u64,
+    /// Nanoseconds moving arguments to the CPU.
+    pub to_cpu_ns: u64,
+    /// Nanoseconds in the CPU kernel.
+    pub kernel_ns: u64,
+    /// Nanoseconds moving results back and writing mutated arguments back.
+    pub from_cpu_ns: u64,
+    /// Bytes moved to the CPU.
+    pub bytes_to_cpu: u64,
+    /// Bytes moved back from the CPU (results and written-back arguments).
+    pub bytes_from_cpu: u64,
+}
+
+impl Figures {
+    /// Adds `other` to these.
+    ///
+    /// ```
+    /// use boxfall::metrics::Figures;
+    /// let mut a = Figures { fallbacks: 1, kernel_ns: 5, ..Figures::default() };
+    /// a.add(&Figures { fallbacks: 2, kernel_ns: 1, ..Figures::default() });
+    /// assert_eq!((a.fallbacks, a.kernel_ns), (3, 6));
+    /// ```
+    pub fn add(&mut self, other: &Figures) {
+        self.fallbacks += other.fallbacks;
+        self.failures += other.failures;
+        self.fallback_ns += other.fallback_ns;
+        self.to_cpu_ns += other.to_cpu_ns;
+        self.kernel_ns += other.kernel_ns;
+        self.from_cpu_ns += other.from_cpu_ns;
+        self.bytes_to_cpu += other.bytes_to_cpu;
+        self.bytes_from_cpu += other.bytes_from_cpu;
+    }
+
+    /// From counted sums (in ticks), converted at one rate; the whole is made at least the sum
+    /// of its steps (a reset racing with a snapshot, or a clock read out of order between
+    /// cores, could leave it short).
+    fn from_counts(c: [u64; N]) -> Figures {
+        let [fallback_ns, to_cpu_ns, kernel_ns, from_cpu_ns] =
+            crate::clock::ticks_to_ns_all([c[TICKS], c[TO_CPU], c[KERNEL], c[FROM_CPU]]);
+        let steps = to_cpu_ns
+            .saturating_add(kernel_ns)
+            .saturating_add(from_cpu_ns);
+        Figures {
+            fallbacks: c[FALLBACKS],
+            failures: c[FAILURES],
+            fallback_ns: fallback_ns.max(steps),
+            to_cpu_ns,
+            kernel_ns,
+            from_cpu_ns,
+            bytes_to_cpu: c[BYTES_TO],
+            bytes_from_cpu: c[BYTES_FROM],
+        }
+    }
+}
+
+/// A copy of one operator's counters: the totals over its backends, and each backend's own.
 ///
 /// ```
 /// let s = boxfall::metrics::OpStats::default();
 /// assert_eq!(s.failures, 0);
+/// assert!(s.per_backend.is_empty());
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpStats {
-    /// Calls that went through the CPU fallback (failed ones included).
+    /// Calls that reached the CPU fallback, refused and failed ones included.
     pub fallbacks: u64,
-    /// Fallback calls that failed (in the kernel or in a copy).
+    /// Calls that the fallback refused or that failed in a step ([`Figures::failures`]).
     pub failures: u64,
-    /// Nanoseconds spent in the fallback, kernel included.
+    /// Nanoseconds spent in the whole fallback.
     pub fallback_ns: u64,
+    /// Nanoseconds moving arguments to the CPU.
+    pub to_cpu_ns: u64,
+    /// Nanoseconds in the CPU kernel.
+    pub kernel_ns: u64,
+    /// Nanoseconds moving results back and writing mutated arguments back.
+    pub from_cpu_ns: u64,
     /// Bytes moved to the CPU.
     pub bytes_to_cpu: u64,
     /// Bytes moved back from the CPU.
     pub bytes_from_cpu: u64,
     /// The backends whose tensors fell back.
     pub backends: DispatchKeySet,
+    /// Each of those backends' own figures, by key index.
+    pub per_backend: Vec<(DispatchKey, Figures)>,
 }
 
 impl OpStats {
-    /// Adds `other`'s counts to these (the backends are joined).
+    /// Adds `other`'s counts to these, backend by backend.
     ///
     /// ```
-    /// use boxfall::metrics::OpStats;
+    /// use boxfall::{metrics::{Figures, OpStats}, DispatchKey};
     /// let mut a = OpStats { fallbacks: 1, fallback_ns: 10, ..OpStats::default() };
     /// a.add(&OpStats { fallbacks: 2, failures: 1, ..OpStats::default() });
     /// assert_eq!((a.fallbacks, a.failures, a.fallback_ns), (3, 1, 10));
+    ///
+    /// let one = Figures { fallbacks: 1, ..Figures::default() };
+    /// let mut s = OpStats::from_backends(vec![(DispatchKey::NATIVE, one)]);
+    /// s.add(&s.clone());
+    /// assert_eq!(s.backend(DispatchKey::NATIVE).unwrap().fallbacks, 2);
     /// ```
     pub fn add(&mut self, other: &OpStats) {
-        self.fallbacks += other.fallbacks;
-        self.failures += other.failures;
-        self.fallback_ns += other.fallback_ns;
-        self.bytes_to_cpu += other.bytes_to_cpu;
-        self.bytes_from_cpu += other.bytes_from_cpu;
+        let mut totals = self.totals();
+        totals.add(&other.totals());
+        self.set_totals(totals);
         self.backends = self.backends | other.backends;
+        for (key, f) in &other.per_backend {
+            match self.per_backend.iter_mut().find(|(k, _)| k == key) {
+                Some((_, mine)) => mine.add(f),
+                None => self.per_backend.push((*key, *f)),
+            }
+        }
+        self.per_backend.sort_by_key(|(k, _)| k.index());
+    }
+
+    /// The stats of these backends' figures: their sums, and them.
+    ///
+    /// ```
+    /// use boxfall::{metrics::{Figures, OpStats}, DispatchKey};
+    /// let f = Figures { fallbacks: 2, bytes_to_cpu: 16, ..Figures::default() };
+    /// let s = OpStats::from_backends(vec![(DispatchKey::NATIVE, f)]);
+    /// assert_eq!((s.fallbacks, s.bytes_to_cpu), (2, 16));
+    /// assert_eq!(s.backends, DispatchKey::NATIVE.set());
+    /// ```
+    pub fn from_backends(mut per_backend: Vec<(DispatchKey, Figures)>) -> OpStats {
+        per_backend.sort_by_key(|(k, _)| k.index());
+        let mut s = OpStats::default();
+        let mut totals = Figures::default();
+        for (key, f) in &per_backend {
+            totals.add(f);
+            s.backends = s.backends | key.set();
+        }
+        s.set_totals(totals);
+        s.per_backend = per_backend;
+        s
+    }
+
+    /// The totals, as one set of figures.
+    ///
+    /// ```
+    /// let s = boxfall::metrics::OpStats { fallbacks: 3, ..Default::default() };
+    /// assert_eq!(s.totals().fallbacks, 3);
+    /// ```
+    pub fn totals(&self) -> Figures {
+        Figures {
+            fallbacks: self.fallbacks,
+            failures: self.failures,
+            fallback_ns: self.fallback_ns,
+            to_cpu_ns: self.to_cpu_ns,
+            kernel_ns: self.kernel_ns,
+            from_cpu_ns: self.from_cpu_ns,
+            bytes_to_cpu: self.bytes_to_cpu,
+            bytes_from_cpu: self.bytes_from_cpu,
+        }
+    }
+
+    fn set_totals(&mut self, f: Figures) {
+        self.fallbacks = f.fallbacks;
+        self.failures = f.failures;
+        self.fallback_ns = f.fallback_ns;
+        self.to_cpu_ns = f.to_cpu_ns;
+        self.kernel_ns = f.kernel_ns;
+        self.from_cpu_ns = f.from_cpu_ns;
+        self.bytes_to_cpu = f.bytes_to_cpu;
+        self.bytes_from_cpu = f.bytes_from_cpu;
+    }
+
+    /// One backend's figures, if its tensors fell back.
+    ///
+    /// ```
+    /// use boxfall::{metrics::OpStats, DispatchKey};
+    /// assert!(OpStats::default().backend(DispatchKey::NATIVE).is_none());
+    /// ```
+    pub fn backend(&self, key: DispatchKey) -> Option<&Figures> {
+        self.per_backend
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, f)| f)
     }
 }
 
 impl OpMetrics {
     /// Records one fallback call of `backend`: `ticks` of [`crate::clock`] spent, bytes moved
-    /// each way, and whether it succeeded. The CPU fallback calls it; a backend kernel that
-    /// falls back by hand can call it too, so that its fallbacks are counted with the others.
+    /// each way, and whether it succeeded. A backend kernel that falls back by hand can call
+    /// it, so that its fallbacks are counted with the others; the time is counted as the
+    /// whole fallback's, with no split into steps ([`record_steps`](Self::record_steps) has one).
     ///
     /// ```
     /// use boxfall::{clock, DispatchKey, Library, LibraryKind};
@@ -122,21 +371,96 @@ impl OpMetrics {
     /// assert!(s.backends.contains(DispatchKey::NATIVE));
     /// ```
     pub fn record(&self, backend: DispatchKey, ticks: u64, to_cpu: u64, from_cpu: u64, ok: bool) {
-        let v = [1, u64::from(!ok), ticks, to_cpu, from_cpu];
+        let t = StepTicks {
+            total: ticks,
+            ..StepTicks::default()
+        };
+        self.record_steps(backend, t, to_cpu, from_cpu, ok);
+    }
+
+    /// Records one fallback call of `backend`, with its time split into steps (ticks of
+    /// [`crate::clock`]; the steps should add up to at most the whole, and the figures read
+    /// back always do).
+    ///
+    /// ```
+    /// use boxfall::{metrics::StepTicks, DispatchKey, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_metrics_record_steps", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// let t = StepTicks { total: 1000, to_cpu: 300, kernel: 400, from_cpu: 200 };
+    /// op.metrics().record_steps(DispatchKey::NATIVE, t, 8, 8, true);
+    /// let f = *op.metrics().snapshot().backend(DispatchKey::NATIVE).unwrap();
+    /// assert_eq!(f.fallbacks, 1);
+    /// assert!(f.to_cpu_ns + f.kernel_ns + f.from_cpu_ns <= f.fallback_ns);
+    /// ```
+    #[inline(always)]
+    pub fn record_steps(
+        &self,
+        backend: DispatchKey,
+        t: StepTicks,
+        to_cpu: u64,
+        from_cpu: u64,
+        ok: bool,
+    ) {
+        let v = [
+            1,
+            u64::from(!ok),
+            t.total,
+            t.to_cpu,
+            t.kernel,
+            t.from_cpu,
+            to_cpu,
+            from_cpu,
+        ];
+        let counts = self.counts_of(backend);
         match thread_slot::current() {
-            Some(i) => {
-                let all = self.per_thread.get_or_init(|| {
-                    (0..thread_slot::SLOTS)
-                        .map(|_| CachePadded::new(Counts::default()))
-                        .collect()
-                });
-                all[i].add_owned(v);
+            Some(i) => counts.per_thread[i].add_owned(v),
+            None => counts.shared.add_shared(v),
+        }
+    }
+
+    /// The counts of `key`, made at its first fallback.
+    #[inline(always)]
+    fn counts_of(&self, key: DispatchKey) -> &KeyCounts {
+        let p = self.by_key[key.index()].load(Acquire);
+        if p.is_null() {
+            return self.first_counts(key);
+        }
+        // SAFETY: a non-null pointer is a `Box<KeyCounts>` published by `first_counts` (the
+        // Acquire load sees it made) and freed only when `self` is dropped, which the borrow
+        // of `self` rules out for the reference's life.
+        unsafe { &*p }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn first_counts(&self, key: DispatchKey) -> &KeyCounts {
+        let slot = &self.by_key[key.index()];
+        let new = Box::into_raw(Box::<KeyCounts>::default());
+        let p = match slot.compare_exchange(
+            null_mut(),
+            new,
+            std::sync::atomic::Ordering::AcqRel,
+            Acquire,
+        ) {
+            Ok(_) => new,
+            Err(theirs) => {
+                // SAFETY: `new` was never published, so this is its only owner.
+                drop(unsafe { Box::from_raw(new) });
+                theirs
             }
-            None => self.shared.add_shared(v),
-        }
-        if self.backends.load(Relaxed) & backend.set().0 == 0 {
-            self.backends.fetch_or(backend.set().0, Relaxed);
-        }
+        };
+        // SAFETY: as in `counts_of`.
+        unsafe { &*p }
+    }
+
+    /// The counts made so far, with their keys.
+    fn made(&self) -> impl Iterator<Item = (DispatchKey, &KeyCounts)> {
+        self.by_key.iter().enumerate().filter_map(|(i, slot)| {
+            let p = slot.load(Acquire);
+            let key = DispatchKey::from_index(i)?;
+            // SAFETY: as in `counts_of`.
+            (!p.is_null()).then(|| (key, unsafe { &*p }))
+        })
     }
 
     /// Marks (operator, backend) as warned; true the first time only.
@@ -157,32 +481,21 @@ impl OpMetrics {
     /// let s = op.metrics().snapshot();
     /// assert_eq!((s.fallbacks, s.failures, s.bytes_to_cpu, s.bytes_from_cpu), (1, 0, 16, 16));
     /// assert!(s.backends.contains(DispatchKey::NATIVE));
+    /// assert_eq!(s.backend(DispatchKey::NATIVE).unwrap().fallbacks, 1);
     /// ```
     pub fn snapshot(&self) -> OpStats {
-        let sums = self.sums();
-        let zero = self.zero.each_ref().map(|c| c.load(Relaxed));
-        // A reset racing with a snapshot may leave a zero above a sum read on another thread.
-        let [fallbacks, failures, ticks, bytes_to_cpu, bytes_from_cpu] =
-            std::array::from_fn(|k| sums[k].saturating_sub(zero[k]));
-        OpStats {
-            fallbacks,
-            failures,
-            fallback_ns: crate::clock::ticks_to_ns(ticks),
-            bytes_to_cpu,
-            bytes_from_cpu,
-            backends: DispatchKeySet(self.backends.load(Relaxed)),
-        }
-    }
-
-    /// Every thread's counts added up, since the operator was defined.
-    fn sums(&self) -> [u64; 5] {
-        let mut sums = self.shared.load();
-        for counts in self.per_thread.get().into_iter().flatten() {
-            for (s, v) in sums.iter_mut().zip(counts.load()) {
-                *s = s.wrapping_add(v);
-            }
-        }
-        sums
+        let per_backend = self
+            .made()
+            .filter_map(|(key, counts)| {
+                let sums = counts.sums();
+                let zero = counts.zero.each_ref().map(|c| c.load(Relaxed));
+                // A reset racing with a snapshot may leave a zero above a sum read on another
+                // thread.
+                let c: [u64; N] = std::array::from_fn(|k| sums[k].saturating_sub(zero[k]));
+                (c[FALLBACKS] > 0).then(|| (key, Figures::from_counts(c)))
+            })
+            .collect();
+        OpStats::from_backends(per_backend)
     }
 
     /// Zeroes every counter and forgets the warnings.
@@ -201,10 +514,11 @@ impl OpMetrics {
     pub fn reset(&self) {
         // Counts are never written by another thread than their owner, so they are not zeroed
         // (a store could lose an owner's add in flight): the current sums become the zero.
-        for (z, s) in self.zero.iter().zip(self.sums()) {
-            z.store(s, Relaxed);
+        for (_, counts) in self.made() {
+            for (z, s) in counts.zero.iter().zip(counts.sums()) {
+                z.store(s, Relaxed);
+            }
         }
-        self.backends.store(0, Relaxed);
         self.warned.store(0, Relaxed);
     }
 }
@@ -315,71 +629,4 @@ pub fn reset() {
         op.metrics().reset();
     }
     Dispatcher::clear_retired_stats();
-}
-
-/// A table for people: operator, backend, count, failures, total ms, mean us, MB moved;
-/// operators by fallback time.
-///
-/// ```
-/// let r = boxfall::metrics::report();
-/// assert!(r.contains("operator"));
-/// ```
-pub fn report() -> String {
-    let rows = all_stats();
-    let width = rows
-        .iter()
-        .map(|(n, _)| n.len())
-        .max()
-        .unwrap_or(0)
-        .max("operator".len());
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<width$}  {:<10} {:>8} {:>6} {:>10} {:>10} {:>9} {:>9}",
-        "operator", "backend", "count", "fail", "total ms", "mean us", "MB to", "MB from"
-    );
-    let _ = writeln!(out, "{}", "-".repeat(width + 70));
-    if rows.is_empty() {
-        let _ = writeln!(out, "(no operator fell back)");
-    }
-    let mut total = OpStats::default();
-    for (name, s) in &rows {
-        let mean_us = s.fallback_ns as f64 / 1e3 / s.fallbacks.max(1) as f64;
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:<10} {:>8} {:>6} {:>10.3} {:>10.2} {:>9.3} {:>9.3}",
-            name,
-            s.backends.names().join(","),
-            s.fallbacks,
-            s.failures,
-            s.fallback_ns as f64 / 1e6,
-            mean_us,
-            s.bytes_to_cpu as f64 / 1e6,
-            s.bytes_from_cpu as f64 / 1e6,
-        );
-        total.fallbacks += s.fallbacks;
-        total.failures += s.failures;
-        total.fallback_ns += s.fallback_ns;
-        total.bytes_to_cpu += s.bytes_to_cpu;
-        total.bytes_from_cpu += s.bytes_from_cpu;
-    }
-    if !rows.is_empty() {
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:<10} {:>8} {:>6} {:>10.3} {:>10} {:>9.3} {:>9.3}",
-            format!(
-                "total ({} operator{})",
-                rows.len(),
-                if rows.len() == 1 { "" } else { "s" }
-            ),
-            "",
-            total.fallbacks,
-            total.failures,
-            total.fallback_ns as f64 / 1e6,
-            "",
-            total.bytes_to_cpu as f64 / 1e6,
-            total.bytes_from_cpu as f64 / 1e6,
-        );
-    }
-    out
 }

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use boxfall::fallback::set_fallback_policy;
-use boxfall::metrics::{self, counter_value, counters, op_stats, OpStats};
+use boxfall::metrics::{self, counter_value, counters, op_stats, Figures, OpStats, ReportSort};
 use boxfall::{DispatchKey, DispatchKeySet, FallbackPolicy, KernelFunction, Result, Tensor};
 use common::*;
 
@@ -184,7 +184,7 @@ fn slow_neg(keys: DispatchKeySet, args: (Tensor,)) -> Result<Tensor> {
 }
 
 #[test]
-fn report_lists_operators_by_fallback_time() {
+fn report_lists_one_row_per_operator_and_backend_by_fallback_time() {
     let _s = serial();
     metrics::reset();
     let (ns, mut lib) = def_lib("met");
@@ -198,10 +198,11 @@ fn report_lists_operators_by_fallback_time() {
     )
     .unwrap();
     let slow = slow.typed::<(Tensor,), Tensor>().unwrap();
-    // The fast operator falls back more often; the slow one takes longer in all.
+    // The fast operator falls back more often, on two backends; the slow one takes longer.
     for _ in 0..3 {
         fast.call((dev().tensor(&[1.0]),)).unwrap();
     }
+    fast.call((dev2().tensor(&[1.0]),)).unwrap();
     slow.call((dev().tensor(&[1.0]),)).unwrap();
 
     let (fast_name, slow_name) = (format!("{ns}::fast"), format!("{ns}::slow"));
@@ -213,23 +214,364 @@ fn report_lists_operators_by_fallback_time() {
     let report = metrics::report();
     let lines: Vec<&str> = report.lines().collect();
     assert!(lines[0].starts_with("operator"), "{report}");
-    for col in ["backend", "count", "fail", "total ms", "mean us"] {
-        assert!(lines[0].contains(col), "{report}");
+    for col in [
+        "backend",
+        "calls",
+        "failed",
+        "total time",
+        "mean",
+        "to CPU",
+        "kernel",
+        "from CPU",
+        "bytes to CPU",
+        "bytes from CPU",
+    ] {
+        assert!(lines[0].contains(col), "{col}: {report}");
     }
-    let row = |name: &str| {
+    let rows_of = |name: &str| -> Vec<Vec<&str>> {
         lines
             .iter()
-            .position(|l| l.split_whitespace().next() == Some(name))
-            .unwrap_or_else(|| panic!("no row for {name}:\n{report}"))
+            .filter(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| {
+                l.split("  ")
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .collect()
     };
-    assert!(row(&slow_name) < row(&fast_name), "{report}");
-    let fast_row: Vec<&str> = lines[row(&fast_name)].split_whitespace().collect();
-    assert_eq!(fast_row[1], dev().key.name());
-    assert_eq!(fast_row[2], "3", "{report}");
-    assert_eq!(fast_row[3], "0", "{report}");
+    let position = |name: &str| lines.iter().position(|l| l.starts_with(name)).unwrap();
+    assert!(position(&slow_name) < position(&fast_name), "{report}");
+    // One row per backend, each with its own count (not "MetDev,MetDev2").
+    let fast_rows = rows_of(&fast_name);
+    assert_eq!(fast_rows.len(), 2, "{report}");
+    let on = |b: &str| {
+        fast_rows
+            .iter()
+            .find(|r| r[1] == b)
+            .unwrap_or_else(|| panic!("no {b} row:\n{report}"))
+    };
+    assert_eq!(on(&dev().key.name())[2..4], ["3", "0"], "{report}");
+    assert_eq!(on(&dev2().key.name())[2..4], ["1", "0"], "{report}");
+    // Every line of the table is as wide as the header; sizes carry their unit.
+    let table: Vec<&str> = lines
+        .iter()
+        .take_while(|l| !l.starts_with("implement"))
+        .copied()
+        .collect();
+    assert!(table.iter().all(|l| l.len() == lines[0].len()), "{report}");
+    assert!(on(&dev().key.name()).contains(&"24 B"), "{report}");
+    let total = lines
+        .iter()
+        .find(|l| l.starts_with("total (2 operators, 3 rows)"))
+        .expect(&report);
+    assert!(total.split_whitespace().any(|c| c == "5"), "{report}");
+    let last = lines.last().unwrap();
+    assert!(last.starts_with("implement natively first"), "{report}");
+    assert!(last.find(&slow_name) < last.find(&fast_name), "{report}");
+
+    // One backend, by count, the first row only.
+    let only = metrics::report_with(&metrics::ReportOptions {
+        backend: Some(dev2().key),
+        sort: ReportSort::Count,
+        top: Some(1),
+    });
     assert!(
-        lines.iter().any(|l| l.starts_with("total (2 operators)")),
-        "{report}"
+        only.contains(&fast_name) && !only.contains(&slow_name),
+        "{only}"
+    );
+    assert!(
+        !only
+            .lines()
+            .any(|l| l.contains(&format!(" {}  ", dev().key.name()))),
+        "{only}"
+    );
+    let by_count = metrics::report_with(&metrics::ReportOptions {
+        sort: ReportSort::Count,
+        top: Some(1),
+        ..Default::default()
+    });
+    assert_eq!(
+        by_count.lines().nth(2).unwrap().split_whitespace().next(),
+        Some(fast_name.as_str())
+    );
+    assert!(
+        by_count.contains("(2 more rows not shown; the total counts them)"),
+        "{by_count}"
+    );
+    let by_name = metrics::report_with(&metrics::ReportOptions {
+        sort: ReportSort::Name,
+        ..Default::default()
+    });
+    assert!(
+        by_name.find(&fast_name) < by_name.find(&slow_name),
+        "{by_name}"
+    );
+}
+
+/// A second backend with `cpu_fallback`.
+fn dev2() -> &'static Dev {
+    static DEV: OnceLock<Dev> = OnceLock::new();
+    DEV.get_or_init(|| Dev::with_cpu_fallback("MetDevB"))
+}
+
+#[test]
+fn each_backend_has_its_own_figures_and_the_totals_add_them_up() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let op = unary(&mut lib, "two");
+    for _ in 0..3 {
+        op.call((dev().tensor(&[1.0, 2.0]),)).unwrap();
+    }
+    op.call((dev2().tensor(&[1.0, 2.0, 3.0]),)).unwrap();
+    dev2().hooks.fail(Hook::FromCpu, 0);
+    assert!(op.call((dev2().tensor(&[1.0]),)).is_err());
+
+    let s = op_stats(&format!("{ns}::two")).unwrap();
+    let a = *s.backend(dev().key).expect("first backend");
+    let b = *s.backend(dev2().key).expect("second backend");
+    assert_eq!(
+        (a.fallbacks, a.failures, a.bytes_to_cpu, a.bytes_from_cpu),
+        (3, 0, 48, 48)
+    );
+    assert_eq!(
+        (b.fallbacks, b.failures, b.bytes_to_cpu, b.bytes_from_cpu),
+        (2, 1, 24 + 8, 24 + 8)
+    );
+    assert_eq!(s.backends, dev().key.set() | dev2().key.set());
+    assert_eq!(s.per_backend.len(), 2);
+    let mut sum = a;
+    sum.add(&b);
+    assert_eq!(s.totals(), sum);
+    assert_eq!((s.fallbacks, s.failures), (5, 1));
+}
+
+fn check_split(f: &Figures) {
+    assert!(
+        f.to_cpu_ns + f.kernel_ns + f.from_cpu_ns <= f.fallback_ns,
+        "{f:?}"
+    );
+}
+
+#[test]
+fn the_time_splits_into_to_cpu_kernel_and_from_cpu_within_the_whole() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    // Typed calls (the typed fallback), boxed calls (the stack entry), an operator that writes
+    // its argument (the boxed fallback with a write-back), and a kernel that fails.
+    let slow = lib.define("slow(Tensor self) -> Tensor").unwrap();
+    lib.impl_kernel(
+        "slow",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), Tensor>(slow_neg),
+        false,
+    )
+    .unwrap();
+    let slow_t = slow.typed::<(Tensor,), Tensor>().unwrap();
+    slow_t.call((dev().tensor(&[1.0]),)).unwrap();
+    let mut stack = vec![boxfall::IValue::Tensor(dev().tensor(&[1.0]))];
+    slow.call_boxed(&mut stack).unwrap();
+    let f = *op_stats(slow.name()).unwrap().backend(dev().key).unwrap();
+    check_split(&f);
+    assert!(
+        f.to_cpu_ns > 0 && f.kernel_ns > 0 && f.from_cpu_ns > 0,
+        "{f:?}"
+    );
+
+    let add_ = define_add_(&mut lib);
+    let mut stack = vec![
+        boxfall::IValue::Tensor(dev().tensor(&[1.0])),
+        boxfall::IValue::Tensor(dev().tensor(&[2.0])),
+    ];
+    add_.call_boxed(&mut stack).unwrap();
+    let f = *op_stats(add_.name()).unwrap().backend(dev().key).unwrap();
+    check_split(&f);
+    assert!(
+        f.to_cpu_ns > 0 && f.kernel_ns > 0 && f.from_cpu_ns > 0,
+        "{f:?}"
+    );
+
+    // A kernel that fails: no step after it ran.
+    let failing = lib.define("fails(Tensor x) -> Tensor").unwrap();
+    lib.impl_kernel(
+        "fails",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, _| Err(kernel_error("no"))),
+        false,
+    )
+    .unwrap();
+    let failing_t = failing.typed::<(Tensor,), Tensor>().unwrap();
+    assert!(failing_t.call((dev().tensor(&[1.0]),)).is_err());
+    let mut stack = vec![boxfall::IValue::Tensor(dev().tensor(&[1.0]))];
+    assert!(failing.call_boxed(&mut stack).is_err());
+    let f = *op_stats(failing.name())
+        .unwrap()
+        .backend(dev().key)
+        .unwrap();
+    check_split(&f);
+    assert_eq!((f.fallbacks, f.failures, f.from_cpu_ns), (2, 2, 0), "{f:?}");
+    // And a hook that fails moving to the CPU: nothing after it.
+    let op = unary(&mut lib, "early");
+    dev().hooks.fail(Hook::ToCpu, 0);
+    assert!(op.call((dev().tensor(&[1.0]),)).is_err());
+    let f = *op_stats(&format!("{ns}::early"))
+        .unwrap()
+        .backend(dev().key)
+        .unwrap();
+    check_split(&f);
+    assert_eq!((f.failures, f.kernel_ns, f.from_cpu_ns), (1, 0, 0), "{f:?}");
+}
+
+/// `add_(Tensor(a!) self, Tensor other) -> Tensor(a!)` with a CPU kernel.
+fn define_add_(lib: &mut boxfall::Library) -> boxfall::OperatorHandle {
+    let op = lib
+        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+        .unwrap();
+    lib.impl_kernel(
+        "add_",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
+        false,
+    )
+    .unwrap();
+    op
+}
+
+#[test]
+fn every_refused_or_failed_fallback_counts_as_a_failure() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let one = |name: &str| {
+        let s = op_stats(&format!("{ns}::{name}")).unwrap();
+        let f = s.backend(dev().key).copied().unwrap_or_default();
+        check_split(&f);
+        (f.fallbacks, f.failures)
+    };
+    // Refused by the policy.
+    let refused = unary(&mut lib, "refused");
+    boxfall::fallback::set_operator_policy(refused.handle(), Some(FallbackPolicy::Error));
+    assert!(refused.call((dev().tensor(&[1.0]),)).is_err());
+    boxfall::fallback::set_operator_policy(refused.handle(), None);
+    assert_eq!(one("refused"), (1, 1));
+    // Refused as a view operator.
+    lib.define("view(Tensor(a) self) -> Tensor(a)").unwrap();
+    lib.impl_kernel(
+        "view",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| Ok(x)),
+        false,
+    )
+    .unwrap();
+    let view = boxfall::Dispatcher::find(&format!("{ns}::view")).unwrap();
+    let e = view
+        .typed::<(Tensor,), Tensor>()
+        .unwrap()
+        .call((dev().tensor(&[1.0]),))
+        .unwrap_err();
+    assert!(e.to_string().contains("view operator"), "{e}");
+    assert_eq!(one("view"), (1, 1));
+    // No CPU kernel.
+    lib.define("nocpu(Tensor self) -> Tensor").unwrap();
+    let nocpu = boxfall::Dispatcher::find(&format!("{ns}::nocpu")).unwrap();
+    assert!(nocpu
+        .typed::<(Tensor,), Tensor>()
+        .unwrap()
+        .call((dev().tensor(&[1.0]),))
+        .is_err());
+    assert_eq!(one("nocpu"), (1, 1));
+    // A CPU kernel that fails, and each hook that fails.
+    let failing = lib.define("fails(Tensor x) -> Tensor").unwrap();
+    lib.impl_kernel(
+        "fails",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, _| Err(kernel_error("no"))),
+        false,
+    )
+    .unwrap();
+    assert!(failing
+        .typed::<(Tensor,), Tensor>()
+        .unwrap()
+        .call((dev().tensor(&[1.0]),))
+        .is_err());
+    assert_eq!(one("fails"), (1, 1));
+    let hooks = unary(&mut lib, "hooks");
+    for hook in [Hook::ToCpu, Hook::FromCpu] {
+        dev().hooks.fail(hook, 0);
+        assert!(hooks.call((dev().tensor(&[1.0]),)).is_err());
+    }
+    let add_ = define_add_(&mut lib);
+    dev().hooks.fail(Hook::CopyFromCpu, 0);
+    let mut stack = vec![
+        boxfall::IValue::Tensor(dev().tensor(&[1.0])),
+        boxfall::IValue::Tensor(dev().tensor(&[2.0])),
+    ];
+    assert!(add_.call_boxed(&mut stack).is_err());
+    assert_eq!(one("hooks"), (2, 2));
+    assert_eq!(one("add_"), (1, 1));
+    // Tensors of two backends in one call.
+    let two = lib.define("two(Tensor a, Tensor b) -> Tensor").unwrap();
+    lib.impl_kernel(
+        "two",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_cpu),
+        false,
+    )
+    .unwrap();
+    let e = two
+        .typed::<(Tensor, Tensor), Tensor>()
+        .unwrap()
+        .call((dev().tensor(&[1.0]), dev2().tensor(&[1.0])))
+        .unwrap_err();
+    assert!(matches!(e, boxfall::Error::Fallback(_)), "{e}");
+    let s = op_stats(two.name()).unwrap();
+    assert_eq!((s.fallbacks, s.failures), (1, 1), "{s:?}");
+    // The CPU fallback registered for a key that is no backend with transfer hooks.
+    let trace = functionality_key("MetTrace");
+    let mut fb = fallback_lib();
+    fb.fallback(trace, boxfall::cpu_fallback()).unwrap();
+    let plain = unary(&mut lib, "plain");
+    let e = {
+        let _g = boxfall::key::LocalKeysGuard::include(trace.set());
+        plain.call((cpu(&[1.0]),)).unwrap_err()
+    };
+    assert!(e.to_string().contains("not a backend"), "{e}");
+    let s = op_stats(&format!("{ns}::plain")).unwrap();
+    let f = s.backend(trace).copied().unwrap_or_default();
+    assert_eq!((f.fallbacks, f.failures, f.fallback_ns), (1, 1, 0), "{s:?}");
+    // A fallback that went well is no failure.
+    hooks.call((dev().tensor(&[1.0]),)).unwrap();
+    assert_eq!(one("hooks"), (3, 2));
+}
+
+#[test]
+fn per_backend_counts_outlive_the_library_of_their_operator() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let op = unary(&mut lib, "closed2");
+    op.call((dev().tensor(&[1.0]),)).unwrap();
+    op.call((dev2().tensor(&[1.0, 2.0]),)).unwrap();
+    let name = format!("{ns}::closed2");
+    drop(op);
+    lib.close();
+    let s = op_stats(&name).unwrap();
+    assert_eq!(s.backend(dev().key).map(|f| f.bytes_to_cpu), Some(8));
+    assert_eq!(s.backend(dev2().key).map(|f| f.bytes_to_cpu), Some(16));
+    // Defined again, the new entry's counts join the retired ones backend by backend.
+    let mut again = boxfall::Library::new(&ns, boxfall::LibraryKind::Def).unwrap();
+    let op = unary(&mut again, "closed2");
+    op.call((dev2().tensor(&[1.0]),)).unwrap();
+    let s = op_stats(&name).unwrap();
+    assert_eq!(s.backend(dev().key).map(|f| f.fallbacks), Some(1));
+    assert_eq!(
+        s.backend(dev2().key).map(|f| (f.fallbacks, f.bytes_to_cpu)),
+        Some((2, 24))
+    );
+    assert_eq!(s.fallbacks, 3);
+    let rows = metrics::report();
+    assert_eq!(
+        rows.lines().filter(|l| l.starts_with(&name)).count(),
+        2,
+        "{rows}"
     );
 }
 

@@ -476,29 +476,6 @@ def run_steps(args: argparse.Namespace, backend: Any) -> float:
     return worst
 
 
-def _fallback_times() -> list[tuple[str, float]]:
-    """``(operator, fallback milliseconds)`` of every operator that fell back, slowest last."""
-    rows = [(n, bf.metrics.op_stats(n)["fallback_ns"] / 1e6) for n in bf.metrics.counter_names()]
-    return sorted(rows, key=lambda row: row[1])
-
-
-def plot_fallbacks(path: str) -> None:
-    """Save a horizontal bar chart of the fallback time of each operator to ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = _fallback_times()
-    fig, ax = plt.subplots(figsize=(8, 0.3 * len(rows) + 1.5))
-    ax.barh([name for name, _ in rows], [ms for _, ms in rows], color="tab:orange")
-    ax.set_xlabel("time in the CPU fallback (ms)")
-    ax.set_title(f"boxfall demo: CPU fallback time per operator on {BACKEND}")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 def _have_matplotlib() -> bool:
     """Whether matplotlib can be imported."""
     try:
@@ -528,7 +505,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and not _have_matplotlib():
         print(
             "boxfall demo: --plot needs matplotlib, which is not installed "
-            "(pip install matplotlib)",
+            "(pip install boxfall[plot])",
             file=sys.stderr,
         )
         return 2
@@ -559,7 +536,7 @@ def run(args: argparse.Namespace) -> int:
         ok = worst <= TOLERANCE
         print(f"max abs error: {worst:.3e} (tolerance {TOLERANCE:g}) {'OK' if ok else 'FAILED'}")
         if args.plot:
-            plot_fallbacks(args.plot)
+            bf.metrics.plot(args.plot)
             print(f"fallback time per operator plotted to {args.plot}")
     return 0 if ok else 1
 
@@ -588,7 +565,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plot",
         metavar="FILE",
-        help="save a bar chart of fallback time per operator (matplotlib)",
+        help="save a chart of where the fallback time goes (bf.metrics.plot; needs matplotlib)",
     )
 
 

@@ -9,7 +9,9 @@ read as "never fell back".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import csv
+import os
+from typing import IO, TYPE_CHECKING, Any
 
 from . import _boxfall
 
@@ -38,21 +40,142 @@ def counter_names() -> list[str]:
     return [n for n, _ in _boxfall.counters()]
 
 
+#: The figures of an operator, and of each of its backends, in this order (the CSV's columns).
+FIELDS = (
+    "fallbacks",
+    "failures",
+    "fallback_ns",
+    "to_cpu_ns",
+    "kernel_ns",
+    "from_cpu_ns",
+    "bytes_to_cpu",
+    "bytes_from_cpu",
+)
+
+#: What ``report`` sorts by.
+SORTS = ("time", "count", "bytes", "name")
+
+
 def op_stats(name: OpName) -> dict[str, Any]:
-    """``fallbacks``, ``failures``, ``fallback_ns``, ``bytes_to_cpu``, ``bytes_from_cpu`` of one
-    operator; zeros if it never fell back."""
+    """The CPU-fallback figures of one operator: its totals, and ``"backends"``, a dict of the same
+    figures per backend name (only backends whose tensors fell back). Zeros, and no backends, if
+    it never fell back.
+
+    - ``fallbacks``: calls that reached the CPU fallback, refused and failed ones included.
+    - ``failures``: those that did not run to the end. A refusal is a failure: the fallback policy
+      ``"error"`` (or a ``"warn"`` warning turned into an error), a view operator under
+      ``views="refuse"`` (or its copy warning turned into an error), a key that is no backend with
+      transfer hooks. So is a step that failed: a ``to_cpu``/``from_cpu``/``copy_from_cpu`` hook
+      that raised, tensors on two devices, a missing CPU kernel, a CPU kernel that raised or
+      returned the wrong values, a write-back that failed.
+    - ``fallback_ns``: nanoseconds in the whole fallback; ``to_cpu_ns`` moving the arguments to
+      the CPU, ``kernel_ns`` in the CPU kernel, ``from_cpu_ns`` moving the results back and
+      writing mutated arguments back. ``to_cpu_ns + kernel_ns + from_cpu_ns <= fallback_ns``
+      (the rest is the fallback's own bookkeeping); a refusal takes no time.
+    - ``bytes_to_cpu``, ``bytes_from_cpu``: bytes moved each way.
+    """
     return _boxfall.op_stats(_name(name))
 
 
 def to_dict() -> dict[str, dict[str, Any]]:
-    """Every counted operator's stats, for JSON."""
+    """Every operator counted since the last reset, by name, with its ``op_stats``: only str,
+    int and dict inside, so ``json.dumps`` takes it as it is."""
     return dict(_boxfall.all_stats())
 
 
-def report() -> str:
-    """A table of the operators that fell back: backend, count, failures, total ms, mean us,
-    MB moved each way; the slowest first."""
-    return _boxfall.report()
+def _backend_name(backend: object) -> str | None:
+    """The key name of ``backend`` (a name, in any case where that names one key, or a
+    Backend); an unknown name raises the KeyError that lists the known keys."""
+    if backend is None:
+        return None
+    name = backend if isinstance(backend, str) else getattr(backend, "name", None)
+    if not isinstance(name, str):
+        raise TypeError(
+            f"backend must be a backend name or a Backend, not {type(backend).__name__}"
+        )
+    known = _boxfall.key_names()
+    if name in known:
+        return name
+    matches = [k for k in known if k.lower() == name.lower()]
+    if len(matches) == 1:
+        return matches[0]
+    _boxfall.key_bits([name])  # raises UnknownKeyError, listing the known keys
+    return name
+
+
+def _top(top: object) -> int | None:
+    if top is None:
+        return None
+    if isinstance(top, bool) or not isinstance(top, int):
+        raise TypeError(f"top must be an int or None, not {type(top).__name__}")
+    if top < 0:
+        raise ValueError(f"top must be at least 0, not {top}")
+    return top
+
+
+def _sort(sort: object) -> str:
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(map(repr, SORTS))}, not {sort!r}")
+    return str(sort)
+
+
+def rows(backend: object = None) -> list[dict[str, Any]]:
+    """One dict per (operator, backend) that fell back: ``operator``, ``backend`` and the
+    figures of ``op_stats``, most fallback time first (only ``backend``'s if given: a name, in
+    any case where that names one key, or a Backend)."""
+    name = _backend_name(backend)
+    out = []
+    for op, stats in to_dict().items():
+        for b, figures in stats["backends"].items():
+            if name is None or b == name:
+                out.append({"operator": op, "backend": b, **figures})
+    out.sort(key=lambda r: (-r["fallback_ns"], r["operator"], r["backend"]))
+    return out
+
+
+def to_csv(path_or_file: str | os.PathLike[str] | IO[str]) -> None:
+    """Write one row per (operator, backend) that fell back, after a header row: ``operator``,
+    ``backend``, then the figures of ``op_stats`` (``fallbacks`` ... ``bytes_from_cpu``), most
+    fallback time first. ``path_or_file``: a path, or a text file open for writing."""
+    columns = ("operator", "backend", *FIELDS)
+    if isinstance(path_or_file, (str, os.PathLike)):
+        with open(path_or_file, "w", newline="", encoding="utf-8") as f:
+            _write_csv(f, columns)
+    else:
+        _write_csv(path_or_file, columns)
+
+
+def _write_csv(f: IO[str], columns: tuple[str, ...]) -> None:
+    writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows():
+        writer.writerow(row)
+
+
+def report(backend: object = None, sort: str = "time", top: int | None = None) -> str:
+    """A table of the operators that fell back, one row per (operator, backend): calls,
+    failures, the fallback's time (whole, mean, and split into moving to the CPU, the CPU kernel
+    and moving back), its share of the time shown, bytes moved each way; then a total row and a
+    line ranking the operators to implement natively first by the fallback time they cost.
+
+    ``backend``: only that backend's rows (a name, in any case, or a Backend); ``sort``: ``"time"``
+    (most first), ``"count"``, ``"bytes"`` or ``"name"``; ``top``: only the first rows, so many
+    (the total still counts every row). Times are in us, ms or s, sizes in B, KB, MB or GB
+    (1 KB = 1024 B), whichever fits each number.
+    """
+    return _boxfall.report(_backend_name(backend), _sort(sort), _top(top))
+
+
+def plot(path: str | os.PathLike[str] | None = None, backend: object = None, top: int = 20) -> Any:
+    """A matplotlib chart of where the fallback time goes: a bar per (operator, backend), the
+    slowest ``top`` (all if None) at the top, split into moving to the CPU, the CPU kernel and
+    moving back, each labelled with its calls, time and bytes moved. Saved to ``path`` if given
+    (the format from its suffix: ``.png``, ``.svg``, ``.pdf``); returns the
+    ``matplotlib.figure.Figure``. Needs matplotlib (``pip install boxfall[plot]``); without it
+    an ImportError that says so."""
+    from ._plot import plot_fallbacks
+
+    return plot_fallbacks(rows(backend), path=path, backend=_backend_name(backend), top=_top(top))
 
 
 def reset() -> None:
@@ -60,4 +183,17 @@ def reset() -> None:
     _boxfall.reset_metrics()
 
 
-__all__ = ["counter_names", "counter_value", "counters", "op_stats", "report", "reset", "to_dict"]
+__all__ = [
+    "FIELDS",
+    "SORTS",
+    "counter_names",
+    "counter_value",
+    "counters",
+    "op_stats",
+    "plot",
+    "report",
+    "reset",
+    "rows",
+    "to_csv",
+    "to_dict",
+]

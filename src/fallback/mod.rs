@@ -175,6 +175,8 @@ struct FallbackCall<'a> {
     table: &'a DispatchTable,
     bytes_to_cpu: u64,
     bytes_from_cpu: u64,
+    /// When steps 1 and 2 ended (clock ticks; `u64::MAX` until then).
+    marks: StepMarks,
 }
 
 /// Where step 1 keeps the moved tensors the kernel writes: a list for an operator that writes
@@ -274,6 +276,7 @@ pub(crate) fn run_cpu_fallback_on(
         table,
         bytes_to_cpu: 0,
         bytes_from_cpu: 0,
+        marks: StepMarks::default(),
     };
     // The error case apart, so that a call that went well returns without copying a `Result`.
     match call.run(stack) {
@@ -305,9 +308,18 @@ fn typed_stack_entry<'t>(
     table.cpu_kernel()?.stack_entry()
 }
 
-/// A view operator: refused, or copied with a warning.
+/// A view operator: refused, or copied with a warning (which the user may make an error); a
+/// refusal counts as a fallback that failed, as the policy's do.
 #[cold]
 fn view_operator(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Result<()> {
+    let verdict = view_verdict(views, op, key);
+    if verdict.is_err() {
+        count_refusal(op, key);
+    }
+    verdict
+}
+
+fn view_verdict(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     match views {
         ViewPolicy::Refuse => Err(Error::Fallback(format!(
             "'{}' is a view operator: its result aliases its input, and the CPU fallback cannot share storage between '{key}' and the CPU; implement it for '{key}', or use CpuFallback(views=\"copy\") to get copies",
@@ -323,8 +335,17 @@ fn view_operator(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Re
     }
 }
 
+/// Counts a fallback refused before its steps began (by the policy, as a view operator, on a key
+/// without transfer hooks) as one that failed, so that every refusal is in the figures the same
+/// way (DESIGN.md, section 4, "Policy").
+#[cold]
+pub(crate) fn count_refusal(op: &OperatorHandle, key: DispatchKey) {
+    op.metrics().record(key, 0, 0, 0, false);
+}
+
 #[cold]
 fn not_a_backend(op: &OperatorHandle, key: DispatchKey) -> Error {
+    count_refusal(op, key);
     Error::Fallback(format!(
         "cannot run '{}' through the CPU fallback: '{key}' is not a backend with transfer hooks (register it with register_backend)",
         op.name()
@@ -339,6 +360,7 @@ impl FallbackCall<'_> {
             self.op,
             self.key,
             start,
+            self.marks,
             [self.bytes_to_cpu, self.bytes_from_cpu],
             ok,
         );
@@ -370,7 +392,9 @@ impl FallbackCall<'_> {
         }
         // A functional operator: nothing to keep aside or write back.
         let target = self.move_to_cpu(stack, &mut ())?;
+        self.marks.moved = clock::ticks();
         self.run_cpu_kernel(stack)?;
+        self.marks.ran = clock::ticks();
         for v in stack.iter_mut() {
             self.return_to_device(v, target)?;
         }
@@ -394,7 +418,9 @@ impl FallbackCall<'_> {
         let mut written: Vec<Written> = Vec::new();
         let target = self.move_to_cpu(stack, &mut written)?;
         copy_cpu_writes(&kept, stack, &mut written)?;
+        self.marks.moved = clock::ticks();
         self.run_cpu_kernel(stack)?;
+        self.marks.ran = clock::ticks();
 
         // 3. Move every result to the device before writing any argument. A return that
         // aliases a written argument is that argument, as the caller passed it.
@@ -681,12 +707,46 @@ fn device_argument(
     Ok(target)
 }
 
-/// Counts one fallback of `op` for `key`, begun at `start` (clock ticks), that moved `bytes`
-/// (to the CPU, back from it).
+/// When a fallback call's steps 1 (moving to the CPU) and 2 (the CPU kernel) ended, in clock
+/// ticks; `u64::MAX` for a step not reached (the call failed before its end).
+#[derive(Clone, Copy)]
+pub(crate) struct StepMarks {
+    pub(crate) moved: u64,
+    pub(crate) ran: u64,
+}
+
+impl Default for StepMarks {
+    #[inline(always)]
+    fn default() -> StepMarks {
+        StepMarks {
+            moved: u64::MAX,
+            ran: u64::MAX,
+        }
+    }
+}
+
+/// Counts one fallback of `op` for `key`, begun at `start` (clock ticks), with its steps'
+/// ends, that moved `bytes` (to the CPU, back from it). A step not reached ends with the call,
+/// so the steps never add up to more than the whole (on one core's clock).
 #[inline(always)]
-fn record(op: &OperatorHandle, key: DispatchKey, start: u64, bytes: [u64; 2], ok: bool) {
-    let ticks = clock::ticks().wrapping_sub(start);
-    op.metrics().record(key, ticks, bytes[0], bytes[1], ok);
+fn record(
+    op: &OperatorHandle,
+    key: DispatchKey,
+    start: u64,
+    marks: StepMarks,
+    bytes: [u64; 2],
+    ok: bool,
+) {
+    let end = clock::ticks();
+    let moved = marks.moved.min(end);
+    let ran = marks.ran.min(end);
+    let t = crate::metrics::StepTicks {
+        total: end.saturating_sub(start),
+        to_cpu: moved.saturating_sub(start),
+        kernel: ran.saturating_sub(moved),
+        from_cpu: end.saturating_sub(ran),
+    };
+    op.metrics().record_steps(key, t, bytes[0], bytes[1], ok);
 }
 
 /// The note a foreign error (a Python exception) gets as it leaves the fallback: its own

@@ -244,7 +244,7 @@ pub(crate) fn check_policy(op: &OperatorHandle, key: DispatchKey) -> Result<()> 
 fn check_policy_slow(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let verdict = policy_verdict(op, key);
     if verdict.is_err() {
-        op.metrics().record(key, 0, 0, 0, false);
+        super::count_refusal(op, key);
     }
     verdict
 }

@@ -25,7 +25,7 @@ use crate::tensor::{Device, Tensor};
 
 use super::policy::check_policy;
 use super::target::TargetDevice;
-use super::{kernel_error, step_error};
+use super::{kernel_error, step_error, StepMarks};
 
 /// The backend's hooks if the typed fallback can serve this operator on `key`, else `None`
 /// (the boxed fallback then does).
@@ -112,6 +112,7 @@ pub(crate) struct Moves<'a> {
     target: TargetDevice,
     to_cpu: u64,
     from_cpu: u64,
+    marks: StepMarks,
 }
 
 impl<'a> Moves<'a> {
@@ -124,13 +125,21 @@ impl<'a> Moves<'a> {
             target: TargetDevice::default(),
             to_cpu: 0,
             from_cpu: 0,
+            marks: StepMarks::default(),
         }
     }
 
     /// Counts the call in the operator's counters.
     #[inline(always)]
     fn record(&self, start: u64, ok: bool) {
-        super::record(self.op, self.key, start, [self.to_cpu, self.from_cpu], ok);
+        super::record(
+            self.op,
+            self.key,
+            start,
+            self.marks,
+            [self.to_cpu, self.from_cpu],
+            ok,
+        );
     }
 
     #[inline(always)]
@@ -138,9 +147,11 @@ impl<'a> Moves<'a> {
         // 1. The backend's tensors to the CPU, each checked to be on the call's one device.
         let args = args.map_tensors(&mut ToCpu(self))?;
         let target = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
+        self.marks.moved = clock::ticks();
         // 2. The CPU kernel.
         let returns =
             cpu(DispatchKey::CPU.set(), args).map_err(|e| kernel_error(self.op, self.key, e))?;
+        self.marks.ran = clock::ticks();
         // 3. The returns' CPU tensors to the device.
         returns.map_tensors(&mut ToDevice(self, target))
     }

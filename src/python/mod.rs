@@ -138,40 +138,67 @@ fn counters() -> Vec<(String, u64)> {
     crate::metrics::counters()
 }
 
-fn stats_dict<'py>(
-    py: Python<'py>,
-    s: &crate::metrics::OpStats,
-    with_backends: bool,
-) -> PyResult<Bound<'py, PyDict>> {
+fn figures_dict<'py>(py: Python<'py>, f: &crate::metrics::Figures) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("fallbacks", s.fallbacks)?;
-    d.set_item("failures", s.failures)?;
-    d.set_item("fallback_ns", s.fallback_ns)?;
-    d.set_item("bytes_to_cpu", s.bytes_to_cpu)?;
-    d.set_item("bytes_from_cpu", s.bytes_from_cpu)?;
-    if with_backends {
-        d.set_item("backends", s.backends.names())?;
+    d.set_item("fallbacks", f.fallbacks)?;
+    d.set_item("failures", f.failures)?;
+    d.set_item("fallback_ns", f.fallback_ns)?;
+    d.set_item("to_cpu_ns", f.to_cpu_ns)?;
+    d.set_item("kernel_ns", f.kernel_ns)?;
+    d.set_item("from_cpu_ns", f.from_cpu_ns)?;
+    d.set_item("bytes_to_cpu", f.bytes_to_cpu)?;
+    d.set_item("bytes_from_cpu", f.bytes_from_cpu)?;
+    Ok(d)
+}
+
+/// The totals, and `"backends"`: each backend's figures by its name.
+fn stats_dict<'py>(py: Python<'py>, s: &crate::metrics::OpStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = figures_dict(py, &s.totals())?;
+    let backends = PyDict::new(py);
+    for (key, f) in &s.per_backend {
+        backends.set_item(key.name(), figures_dict(py, f)?)?;
     }
+    d.set_item("backends", backends)?;
     Ok(d)
 }
 
 #[pyfunction]
 fn op_stats<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
     let s = crate::metrics::op_stats(name).py(py)?;
-    stats_dict(py, &s, false)
+    stats_dict(py, &s)
 }
 
 #[pyfunction]
 fn all_stats<'py>(py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, PyDict>)>> {
     crate::metrics::all_stats()
         .iter()
-        .map(|(n, s)| Ok((n.clone(), stats_dict(py, s, true)?)))
+        .map(|(n, s)| Ok((n.clone(), stats_dict(py, s)?)))
         .collect()
 }
 
+/// The report; `sort` was checked by the caller (`metrics.report`), `backend` is a key name
+/// (in any case, where that names one key).
 #[pyfunction]
-fn report() -> String {
-    crate::metrics::report()
+#[pyo3(signature = (backend=None, sort="time", top=None))]
+fn report(
+    py: Python<'_>,
+    backend: Option<&str>,
+    sort: &str,
+    top: Option<usize>,
+) -> PyResult<String> {
+    let backend = backend
+        .map(|name| {
+            DispatchKey::from_name(name)
+                .or_else(|e| DispatchKey::from_name_ignore_case(name).ok_or(e))
+        })
+        .transpose()
+        .py(py)?;
+    let sort = sort
+        .parse()
+        .map_err(|e: crate::Error| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok(crate::metrics::report_with(
+        &crate::metrics::ReportOptions { backend, sort, top },
+    ))
 }
 
 #[pyfunction]

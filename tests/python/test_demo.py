@@ -81,6 +81,6 @@ def test_demo_on_native_uses_rust_kernels_and_the_fallback(tmp_path):
     match = ERROR_LINE.search(run.stdout)
     assert match and float(match.group(1)) < 1e-9, run.stdout
     assert "dispatch table of demo::matmul for Native: kernel" in run.stdout
-    report = run.stdout.split("MB from", 1)[1]
+    report = run.stdout.split("bytes from CPU", 1)[1]
     assert "demo::layer_norm" in report  # CPU-only: through the fallback
     assert "demo::relu " not in report  # a Rust kernel: never falls back
