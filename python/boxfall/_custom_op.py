@@ -139,7 +139,9 @@ def infer_schema(name: str, fn: Callable[..., Any], mutates_args: Iterable[str])
     try:
         hints = typing.get_type_hints(fn)
     except Exception as e:  # a hint naming something not importable where fn was defined
-        raise SchemaError(f"{where}: the type hints of {fn.__qualname__} cannot be read: {e}")
+        raise SchemaError(
+            f"{where}: the type hints of {fn.__qualname__} cannot be read: {e}"
+        ) from e
     mutated = list(mutates_args)
     signature = inspect.signature(fn)
     unknown = [m for m in mutated if m not in signature.parameters]
@@ -344,9 +346,7 @@ def custom_op(
         raise SchemaError(f"bf.custom_op needs a qualified name ('ns::op'), got {name!r}")
 
     def define(func: Callable[..., Any]) -> CustomOpDef:
-        text = (
-            infer_schema(name, func, mutated) if schema is None else f"{name}{schema.strip()}"
-        )
+        text = infer_schema(name, func, mutated) if schema is None else f"{name}{schema.strip()}"
         lib = Library(ns, "FRAGMENT")
         try:
             lib.define(text)

@@ -92,8 +92,7 @@ def test_the_table_groups_operators_by_source_with_totals(ops, accel):
     starts = {ln.index(source) for ln, (_, source) in zip(lines[4:10], rows, strict=True)}
     assert len(starts) == 1, text
     assert lines[-1] == (
-        "totals: kernel 1, composite kernel 1, backend fallback 0, fallthrough 1, "
-        "missing 3 (of 6)"
+        "totals: kernel 1, composite kernel 1, backend fallback 0, fallthrough 1, missing 3 (of 6)"
     )
 
 
@@ -196,9 +195,7 @@ def test_a_notebook_cell_registering_a_backend_runs_twice():
     np.testing.assert_array_equal(second["x"].numpy(), np.arange(3.0) * 10)
     # Tensors of the first run, and its Backend object, use the new hooks.
     np.testing.assert_array_equal(first["x"].numpy(), np.arange(3.0) * 10)
-    np.testing.assert_array_equal(
-        first["backend"].tensor(np.ones(2)).numpy(), np.ones(2) * 10
-    )
+    np.testing.assert_array_equal(first["backend"].tensor(np.ones(2)).numpy(), np.ones(2) * 10)
     assert bf.get_backend(name).name == name
     # Without replace=True the second registration is refused, naming the way out.
     with pytest.raises(bf.RegistrationError):

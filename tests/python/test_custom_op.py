@@ -85,7 +85,7 @@ def test_defaults_and_keyword_only_parameters_come_from_the_signature(ns):
         factor: float = 2.0,
         *,
         dims: Sequence[int] = (0, 1),
-        bias: Optional[np.ndarray] = None,
+        bias: Optional[np.ndarray] = None,  # noqa: UP045  (the hint torch users write)
         mode: str = "mean",
         keep: bool = False,
         n: int | None = None,
@@ -114,7 +114,7 @@ def test_defaults_and_keyword_only_parameters_come_from_the_signature(ns):
 
 def test_mutated_arguments_get_distinct_alias_letters_and_are_written(ns, accel):
     @bf.custom_op(f"{ns}::fill_", mutates_args=("out", "extra"))
-    def fill_(out: np.ndarray, value: float, extra: Optional[np.ndarray] = None) -> None:
+    def fill_(out: np.ndarray, value: float, extra: np.ndarray | None = None) -> None:
         out[...] = value
         if extra is not None:
             extra[...] = -value

@@ -104,7 +104,7 @@ def test_an_unknown_key_name_lists_the_known_keys(lib, accel):
     # Any case, but no guessing: a near name is no name; get_backend lists the backends.
     with pytest.raises(bf.UnknownKeyError) as info:
         bf.get_backend("acel")
-    assert "'acel'" in str(info.value) and f"backends: [Native, " in str(info.value)
+    assert "'acel'" in str(info.value) and "backends: [Native, " in str(info.value)
     assert accel.name in str(info.value)
 
 
