@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from . import _boxfall
 from ._boxfall import Backend
 
-Source: TypeAlias = Literal[
-    "kernel", "composite kernel", "backend fallback", "fallthrough", "missing"
-]
-"""What serves an operator on a key: its own kernel, its ``CompositeImplicit`` kernel, the
-key's backend fallback, a fallthrough (the key is skipped), or nothing (a call raises
-``NoKernelError``)."""
+if TYPE_CHECKING:  # only for checkers: stubtest takes a Literal alias for a function
+    _Source: TypeAlias = Literal[
+        "kernel", "composite kernel", "backend fallback", "fallthrough", "missing"
+    ]
+    """What serves an operator on a key: its own kernel, its ``CompositeImplicit`` kernel,
+    the key's backend fallback, a fallthrough (the key is skipped), or nothing (a call raises
+    ``NoKernelError``)."""
 
 # The table lists what needs work first: what is missing, then what the fallback serves.
-_TABLE_ORDER: tuple[Source, ...] = (
+_TABLE_ORDER: tuple[_Source, ...] = (
     "missing",
     "backend fallback",
     "fallthrough",
@@ -24,7 +25,7 @@ _TABLE_ORDER: tuple[Source, ...] = (
     "kernel",
 )
 # The totals line reads from the best-served to the least.
-_TOTALS_ORDER: tuple[Source, ...] = (
+_TOTALS_ORDER: tuple[_Source, ...] = (
     "kernel",
     "composite kernel",
     "backend fallback",
@@ -33,7 +34,7 @@ _TOTALS_ORDER: tuple[Source, ...] = (
 )
 
 
-class Coverage(Mapping[str, Source]):
+class Coverage(Mapping[str, "_Source"]):
     """What serves each operator on one backend: ``{op name: source}``, sorted by name.
 
     A read-only mapping (``cov["demo::add.Tensor"]``, ``dict(cov)``, ``len(cov)``), with
@@ -44,7 +45,7 @@ class Coverage(Mapping[str, Source]):
     def __init__(self, backend: str, namespace: str | None, rows: list[tuple[str, str]]) -> None:
         self._backend = backend
         self._namespace = namespace
-        self._rows: dict[str, Source] = dict(rows)  # type: ignore[arg-type]
+        self._rows: dict[str, _Source] = dict(rows)  # type: ignore[arg-type]
 
     @property
     def backend(self) -> str:
@@ -56,7 +57,7 @@ class Coverage(Mapping[str, Source]):
         """The namespace it covers, or ``None`` for every namespace."""
         return self._namespace
 
-    def __getitem__(self, name: str) -> Source:
+    def __getitem__(self, name: str) -> _Source:
         return self._rows[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -65,14 +66,14 @@ class Coverage(Mapping[str, Source]):
     def __len__(self) -> int:
         return len(self._rows)
 
-    def totals(self) -> dict[Source, int]:
+    def totals(self) -> dict[_Source, int]:
         """How many operators each source serves (every source, zeros included)."""
         counts = dict.fromkeys(_TOTALS_ORDER, 0)
         for source in self._rows.values():
             counts[source] = counts.get(source, 0) + 1
         return counts
 
-    def names(self, source: Source) -> list[str]:
+    def names(self, source: _Source) -> list[str]:
         """The operators that ``source`` serves, sorted (``cov.names("missing")``)."""
         if source not in _TOTALS_ORDER:
             raise ValueError(f"a source is one of {', '.join(map(repr, _TOTALS_ORDER))}")
