@@ -61,7 +61,7 @@ mod python;
 
 // The README's Rust block, compiled and run by `cargo test --doc` as the README writes it.
 #[cfg(doctest)]
-#[doc = include_str!("../README.md")]
+#[doc = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))]
 struct ReadmeDoctests;
 
 pub use dispatcher::{Dispatcher, OperatorHandle, TypedOperatorHandle};

@@ -209,7 +209,7 @@ impl PyBackend {
     ) -> PyResult<Bound<'py, PyAny>> {
         let device = Device::new(self.key, index);
         let arr = py.import("numpy")?.getattr("asarray")?.call1((array,))?;
-        let t = match &self.from_cpu(py) {
+        let t = match &self.hook_from_cpu(py) {
             Some(f) => {
                 let payload = f.bind(py).call1((arr,))?;
                 object_tensor(device, &payload)
@@ -227,7 +227,7 @@ impl PyBackend {
         payload: &Bound<'py, PyAny>,
         index: u16,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if self.from_cpu(py).is_none() {
+        if self.hook_from_cpu(py).is_none() {
             return Err(new_err(
                 py,
                 "BoxfallError",
@@ -252,7 +252,7 @@ impl PyBackend {
 
     /// The `from_cpu` hook of the latest registration of a Python backend (None for Native,
     /// whose tensors hold host memory).
-    fn from_cpu(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+    fn hook_from_cpu(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         python_backends()[self.key.index()]
             .as_ref()
             .map(|f| f.clone_ref(py))
@@ -274,7 +274,10 @@ impl PyBackend {
 #[pyfunction]
 pub fn get_backend(py: Python<'_>, name: &str) -> PyResult<PyBackend> {
     let unknown = |what: String| {
-        let known = backends().iter().map(|b| b.name.clone()).collect::<Vec<_>>();
+        let known = backends()
+            .iter()
+            .map(|b| b.name.clone())
+            .collect::<Vec<_>>();
         new_err(
             py,
             "UnknownKeyError",

@@ -19,10 +19,7 @@ pub fn coverage(
 ) -> PyResult<(String, Vec<(String, String)>)> {
     let k = DispatchKey::from_name(key).py(py)?;
     let rows = Dispatcher::coverage(k, namespace).py(py)?;
-    let rows = rows
-        .into_iter()
-        .map(|(n, s)| (n, s.to_string()))
-        .collect();
+    let rows = rows.into_iter().map(|(n, s)| (n, s.to_string())).collect();
     Ok((k.name(), rows))
 }
 
