@@ -182,7 +182,7 @@ pub fn register_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchK
 /// assert!(replace_backend("Native", Arc::new(NativeBackend)).is_err());
 /// ```
 pub fn replace_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchKey> {
-    let Ok(key) = DispatchKey::from_name(name) else {
+    let Some(key) = DispatchKey::from_exact_name(name) else {
         return register_backend(name, hooks);
     };
     let own = key.is_backend() && key != DispatchKey::NATIVE && key != DispatchKey::CPU;

@@ -1177,6 +1177,104 @@ impl Dispatcher {
         v
     }
 
+    /// The namespaces that hold a defined operator, sorted.
+    ///
+    /// ```
+    /// use boxfall::{Dispatcher, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_namespaces", LibraryKind::Def).unwrap();
+    /// lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert!(Dispatcher::namespaces().contains(&"doc_namespaces".to_string()));
+    /// ```
+    pub fn namespaces() -> Vec<String> {
+        let reg = registry();
+        let mut v: Vec<String> = reg
+            .defined_names()
+            .filter_map(|n| n.split_once("::").map(|(ns, _)| ns.to_string()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The operators defined in namespace `ns`, by name without namespace or overload
+    /// (`add` for `demo::add.Tensor`), sorted: what `dir(bf.ops.demo)` lists.
+    ///
+    /// ```
+    /// use boxfall::{Dispatcher, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_operators_in", LibraryKind::Def).unwrap();
+    /// lib.define("add.Tensor(Tensor x, Tensor y) -> Tensor").unwrap();
+    /// lib.define("add.Scalar(Tensor x, Scalar y) -> Tensor").unwrap();
+    /// lib.define("neg(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(Dispatcher::operators_in("doc_operators_in"), ["add", "neg"]);
+    /// assert!(Dispatcher::operators_in("doc_nobody_here").is_empty());
+    /// ```
+    pub fn operators_in(ns: &str) -> Vec<String> {
+        let reg = registry();
+        let mut v: Vec<String> = reg
+            .defined_names()
+            .filter_map(|n| {
+                let (op_ns, rest) = n.split_once("::")?;
+                (op_ns == ns).then(|| rest.split('.').next().unwrap_or(rest).to_string())
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// What serves `key` for each defined operator (for those of namespace `ns` only, with
+    /// `Some(ns)`), sorted by name: a backend author's list of what the backend lacks
+    /// ([`Source::Missing`]) and what it hands to its fallback. It takes the registry lock, as
+    /// registration does; it is no part of any call.
+    ///
+    /// A namespace with no defined operator is an [`Error::UnknownNamespace`] listing those
+    /// that have some.
+    ///
+    /// ```
+    /// use boxfall::{dispatcher::Source, DispatchKey, Dispatcher, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_coverage", LibraryKind::Def).unwrap();
+    /// lib.define("f(int x) -> int").unwrap();
+    /// lib.define("g(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
+    /// let cov = Dispatcher::coverage(DispatchKey::CPU, Some("doc_coverage")).unwrap();
+    /// assert_eq!(cov, [("doc_coverage::f".to_string(), Source::Kernel), ("doc_coverage::g".to_string(), Source::Missing)]);
+    /// assert!(Dispatcher::coverage(DispatchKey::CPU, Some("doc_no_such_ns")).is_err());
+    /// ```
+    pub fn coverage(key: DispatchKey, ns: Option<&str>) -> Result<Vec<(String, Source)>> {
+        let handles: Vec<OperatorHandle> = {
+            let reg = registry();
+            let in_ns = |name: &str| {
+                ns.is_none_or(|ns| name.split_once("::").is_some_and(|(n, _)| n == ns))
+            };
+            let found: Vec<OperatorHandle> = reg
+                .ops
+                .iter()
+                .filter(|(name, s)| s.def.is_some() && in_ns(name))
+                .map(|(_, s)| s.handle.clone())
+                .collect();
+            if let (Some(ns), true) = (ns, found.is_empty()) {
+                drop(reg);
+                return Err(Error::UnknownNamespace {
+                    name: ns.to_string(),
+                    known: Self::namespaces(),
+                });
+            }
+            found
+        };
+        // The tables are read outside the registry lock, as a call reads them.
+        let g = rcu::read();
+        let mut v: Vec<(String, Source)> = handles
+            .iter()
+            .map(|h| {
+                let source = h.0.table.load(&g).entries[key.index()].source;
+                (h.name().to_string(), source)
+            })
+            .collect();
+        drop(g);
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(v)
+    }
+
     pub(crate) fn claim_def_namespace(ns: &str, by: &str) -> Result<Registration> {
         let mut reg = registry();
         if let Some(other) = reg.def_libraries.get(ns) {

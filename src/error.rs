@@ -55,6 +55,20 @@ pub enum Error {
         /// The closest defined names.
         suggestions: Vec<String>,
     },
+    /// A namespace in which no operator is defined (`bf.coverage(.., namespace=)`,
+    /// `Dispatcher::coverage`).
+    ///
+    /// ```
+    /// let e = boxfall::Error::UnknownNamespace { name: "zz".into(), known: vec!["demo".into()] };
+    /// assert_eq!(e.to_string(), "no operator is defined in namespace 'zz'; namespaces with operators: [demo]");
+    /// ```
+    #[error("no operator is defined in namespace '{name}'; namespaces with operators: [{}]", .known.join(", "))]
+    UnknownNamespace {
+        /// The namespace asked for.
+        name: String,
+        /// The namespaces that hold a defined operator now.
+        known: Vec<String>,
+    },
     /// A name that is no dispatch key.
     #[error("unknown dispatch key '{name}'; known keys: [{}]", .known.join(", "))]
     UnknownKey {

@@ -16,6 +16,8 @@ use crate::error::{Error, Result};
 const FIRST_FUNCTIONALITY: u8 = 32;
 /// One past the last bit of the backend keys.
 const END_BACKENDS: u8 = FIRST_FUNCTIONALITY;
+/// PyTorch's name of the alias key boxfall calls `CompositeImplicit`.
+const COMPOSITE_IMPLICIT_AUTOGRAD: &str = "CompositeImplicitAutograd";
 /// How many keys a set can hold.
 ///
 /// ```
@@ -145,19 +147,48 @@ impl DispatchKey {
             .unwrap_or_else(|| format!("<unregistered key {}>", self.0))
     }
 
-    /// Looks a key up by its exact name; the error lists every known key.
+    /// Looks a key up by name, as a torch.library user writes it: the exact name, else the one
+    /// key whose name matches ignoring ASCII case (`"cpu"`, `"accel"`), and
+    /// `"CompositeImplicitAutograd"` (PyTorch's name) for `CompositeImplicit`. An unknown name,
+    /// or one that matches two keys ignoring case, is an error that lists every known key.
     ///
     /// ```
     /// use boxfall::DispatchKey;
     /// assert_eq!(DispatchKey::from_name("Native").unwrap(), DispatchKey::NATIVE);
+    /// assert_eq!(DispatchKey::from_name("cpu").unwrap(), DispatchKey::CPU);
+    /// assert_eq!(
+    ///     DispatchKey::from_name("CompositeImplicitAutograd").unwrap(),
+    ///     DispatchKey::COMPOSITE_IMPLICIT
+    /// );
     /// assert!(DispatchKey::from_name("Nope").is_err());
     /// ```
     pub fn from_name(name: &str) -> Result<DispatchKey> {
         let reg = registry_read();
-        reg.find(name).ok_or_else(|| Error::UnknownKey {
-            name: name.to_string(),
-            known: reg.known(),
-        })
+        if let Some(k) = reg.find(name) {
+            return Ok(k);
+        }
+        let name_or_alias = if name.eq_ignore_ascii_case(COMPOSITE_IMPLICIT_AUTOGRAD) {
+            "CompositeImplicit"
+        } else {
+            name
+        };
+        let mut matches = reg.names.iter().enumerate().filter(|(_, n)| {
+            n.as_deref()
+                .is_some_and(|n| n.eq_ignore_ascii_case(name_or_alias))
+        });
+        match (matches.next(), matches.next()) {
+            (Some((i, _)), None) => Ok(DispatchKey(i as u8)),
+            _ => Err(Error::UnknownKey {
+                name: name.to_string(),
+                known: reg.known(),
+            }),
+        }
+    }
+
+    /// Looks a key up by its exact name only (no case folding, no alias): for registration,
+    /// where `"accel"` must not stand for a backend registered as `"Accel"`.
+    pub(crate) fn from_exact_name(name: &str) -> Option<DispatchKey> {
+        registry_read().find(name)
     }
 
     /// Looks a key up ignoring ASCII case (how a `Device` argument names its backend).

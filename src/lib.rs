@@ -59,6 +59,11 @@ mod thread_slot;
 #[cfg(feature = "python")]
 mod python;
 
+// The README's Rust block, compiled and run by `cargo test --doc` as the README writes it.
+#[cfg(doctest)]
+#[doc = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))]
+struct ReadmeDoctests;
+
 pub use dispatcher::{Dispatcher, OperatorHandle, TypedOperatorHandle};
 pub use error::{Error, ForeignError, Result, SchemaError};
 pub use fallback::{call_fallback, cpu_fallback, CpuFallback, FallbackPolicy};

@@ -188,6 +188,8 @@ impl Library {
 
     /// Registers `kernel` for operator `name` at `key`. A second kernel for the same operator
     /// and key needs `allow_override`; closing the newer library brings the older one back.
+    /// The operator must be in the library's own namespace (`Library("zz", ..)` registers
+    /// nothing for `rs::relu`), and namespace `_` registers fallbacks only.
     ///
     /// ```
     /// use boxfall::{DispatchKey, KernelFunction as K, Library, LibraryKind};
@@ -200,6 +202,8 @@ impl Library {
     /// assert_eq!(f.call((0,)).unwrap(), 2);
     /// over.close();
     /// assert_eq!(f.call((0,)).unwrap(), 1); // the older kernel is back
+    /// let mut elsewhere = Library::new("doc_impl_kernel_zz", LibraryKind::Impl).unwrap();
+    /// assert!(elsewhere.impl_kernel("doc_impl_kernel::f", DispatchKey::CPU, K::fallthrough(), false).is_err());
     /// ```
     pub fn impl_kernel(
         &mut self,
@@ -213,6 +217,17 @@ impl Library {
             return Err(Error::Registration(format!(
                 "{}: namespace '_' holds fallbacks only; register '{full}' in its own namespace",
                 self.description
+            )));
+        }
+        // As c10's TORCH_LIBRARY_IMPL blocks: a library's kernels are for its own namespace's
+        // operators, so that closing a library undoes what its namespace says it did.
+        let op_ns = full.split_once("::").map_or("", |(ns, _)| ns);
+        if op_ns != self.ns {
+            return Err(Error::Registration(format!(
+                "{}: cannot register a kernel for '{full}', which is in namespace '{op_ns}', not \
+                 this library's '{}'; register it from a library of its own namespace \
+                 (Library(\"{op_ns}\", \"IMPL\")), or with @bf.impl(\"{full}\", ...)",
+                self.description, self.ns
             )));
         }
         let reg = Dispatcher::register_impl(&full, key, kernel, allow_override, &self.description)?;

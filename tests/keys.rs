@@ -148,8 +148,33 @@ fn an_unknown_key_name_lists_the_known_keys() {
         text.contains(&b.name()) && text.contains(&f.name()),
         "{text}"
     );
-    // Exact names only.
-    assert!(DispatchKey::from_name("cpu").is_err());
+}
+
+#[test]
+fn key_names_match_ignoring_case_and_take_pytorchs_alias_name() {
+    let b = register_backend_key(&ns("CaseB")).unwrap();
+    assert_eq!(DispatchKey::from_name("cpu").unwrap(), DispatchKey::CPU);
+    assert_eq!(
+        DispatchKey::from_name("NATIVE").unwrap(),
+        DispatchKey::NATIVE
+    );
+    assert_eq!(DispatchKey::from_name(&b.name().to_lowercase()).unwrap(), b);
+    for alias in ["CompositeImplicitAutograd", "compositeimplicitautograd"] {
+        assert_eq!(
+            DispatchKey::from_name(alias).unwrap(),
+            DispatchKey::COMPOSITE_IMPLICIT
+        );
+    }
+    // A name differing only in case from a registered one cannot be registered, so a name
+    // never matches two keys; an unknown one still lists the known keys.
+    assert!(register_backend_key(&b.name().to_uppercase()).is_err());
+    match DispatchKey::from_name("cpux") {
+        Err(Error::UnknownKey { name, known }) => {
+            assert_eq!(name, "cpux");
+            assert!(known.contains(&"CPU".to_string()), "{known:?}");
+        }
+        other => panic!("expected UnknownKey, got {other:?}"),
+    }
 }
 
 #[test]

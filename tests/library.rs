@@ -524,3 +524,91 @@ fn overloads_are_listed_in_definition_order_and_leave_with_their_definition() {
     frag.close();
     assert_eq!(names(&ns), [format!("{ns}::g.b"), format!("{ns}::g.a")]);
 }
+
+#[test]
+fn a_library_registers_kernels_only_for_its_own_namespace() {
+    let (ns, mut lib) = def_lib("libown");
+    let op = define_which(&mut lib, "which");
+    let (other_ns, _other) = def_lib("libother");
+    for kind in [LibraryKind::Impl, LibraryKind::Fragment] {
+        let mut elsewhere = Library::new(&other_ns, kind).unwrap();
+        let err = elsewhere
+            .impl_kernel(
+                &format!("{ns}::which"),
+                DispatchKey::CPU,
+                returns_id(1),
+                false,
+            )
+            .unwrap_err();
+        assert!(matches!(err, Error::Registration(_)), "{err:?}");
+        let text = err.to_string();
+        // Which library, which namespace it has, and what to write instead.
+        assert!(text.contains(&format!("Library(\"{other_ns}\"")), "{text}");
+        assert!(text.contains(&format!("'{ns}::which'")), "{text}");
+        assert!(
+            text.contains(&format!("Library(\"{ns}\", \"IMPL\")")),
+            "{text}"
+        );
+    }
+    assert_eq!(source_of(&op, DispatchKey::CPU), "missing");
+    // Its own namespace, qualified or not, is fine.
+    let mut own = impl_lib(&ns);
+    own.impl_kernel(
+        &format!("{ns}::which"),
+        DispatchKey::CPU,
+        returns_id(3),
+        false,
+    )
+    .unwrap();
+    assert_eq!(call_which(&op, cpu(&[1.0])).unwrap(), 3);
+}
+
+#[test]
+fn coverage_lists_what_serves_each_operator_on_a_key() {
+    use boxfall::dispatcher::Source;
+    let (ns, mut lib) = def_lib("libcov");
+    for name in ["own", "comp", "fb", "thru", "none"] {
+        define_which(&mut lib, name);
+    }
+    let key = backend_key("LibCov");
+    lib.impl_kernel("own", key, returns_id(1), false).unwrap();
+    lib.impl_kernel(
+        "comp",
+        DispatchKey::COMPOSITE_IMPLICIT,
+        returns_id(2),
+        false,
+    )
+    .unwrap();
+    lib.impl_kernel("thru", key, KernelFunction::fallthrough(), false)
+        .unwrap();
+    let none_before = Dispatcher::coverage(key, Some(&ns)).unwrap();
+    let mut fb = fallback_lib();
+    fb.fallback(key, returns_id(3)).unwrap();
+    let q = |n: &str| format!("{ns}::{n}");
+    let expected = vec![
+        (q("comp"), Source::CompositeKernel),
+        (q("fb"), Source::BackendFallback),
+        (q("none"), Source::BackendFallback),
+        (q("own"), Source::Kernel),
+        (q("thru"), Source::Fallthrough),
+    ];
+    assert_eq!(Dispatcher::coverage(key, Some(&ns)).unwrap(), expected);
+    assert_eq!(none_before[1], (q("fb"), Source::Missing));
+    // Without a namespace: every defined operator, this namespace's among them, sorted.
+    let all = Dispatcher::coverage(key, None).unwrap();
+    assert!(all.windows(2).all(|w| w[0].0 <= w[1].0));
+    assert!(expected.iter().all(|e| all.contains(e)));
+    // An empty namespace names those that have operators.
+    match Dispatcher::coverage(key, Some("libcov_nobody")) {
+        Err(Error::UnknownNamespace { name, known }) => {
+            assert_eq!(name, "libcov_nobody");
+            assert!(known.contains(&ns), "{known:?}");
+        }
+        other => panic!("expected UnknownNamespace, got {other:?}"),
+    }
+    assert!(Dispatcher::namespaces().contains(&ns));
+    assert_eq!(
+        Dispatcher::operators_in(&ns),
+        ["comp", "fb", "none", "own", "thru"]
+    );
+}

@@ -33,13 +33,16 @@ from ._boxfall import (
     Library,
     OpOverload,
     Tensor,
+    backends,
     call_fallback,
     cpu_fallback,
     fallthrough,
+    get_backend,
     parse_schema,
     register_backend,
     register_functionality_key,
 )
+from ._coverage import Coverage, coverage
 from ._errors import (
     ArgumentError,
     BoxfallError,
@@ -168,16 +171,19 @@ _impl_libraries: dict[str, Library] = {}
 
 
 def impl(
-    qualname: str,
+    qualname: OpName,
     dispatch_key: str = "CPU",
     *,
     boxed: bool = False,
     allow_override: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: registers the function as the kernel of ``qualname`` (``"ns::op.overload"``).
+    """Decorator: registers the function as the kernel of ``qualname`` (``"ns::op.overload"``,
+    or an :class:`OpOverload` such as ``bf.ops.demo.relu.default``) for ``dispatch_key`` (any
+    case: ``"accel"``; ``"CompositeImplicitAutograd"`` is ``CompositeImplicit``).
 
     The registration lives in a library per namespace kept for the life of the process.
     """
+    qualname = _op_name(qualname)
     if "::" not in qualname:
         raise RegistrationError(f"bf.impl needs a qualified name ('ns::op'), got {qualname!r}")
     ns = qualname.split("::", 1)[0]
@@ -194,6 +200,7 @@ def impl(
 
 
 from . import metrics, native  # noqa: E402  (they use the names above)
+from ._custom_op import CustomOpDef, custom_op  # noqa: E402
 
 get_fallback_policy()  # reads BOXFALL_FALLBACK now, at import
 if (_env_problem := _boxfall.fallback_env_problem()) is not None:
@@ -206,7 +213,9 @@ __all__ = [
     "ArgumentError",
     "Backend",
     "BoxfallError",
+    "Coverage",
     "CpuFallback",
+    "CustomOpDef",
     "DTypeError",
     "DispatchKeySet",
     "FallbackError",
@@ -226,11 +235,15 @@ __all__ = [
     "Tensor",
     "UnknownKeyError",
     "UnknownOperatorError",
+    "backends",
     "call_fallback",
+    "coverage",
     "cpu_fallback",
+    "custom_op",
     "dispatch_keys",
     "exclude_keys",
     "fallthrough",
+    "get_backend",
     "get_fallback_policy",
     "impl",
     "include_keys",

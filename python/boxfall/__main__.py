@@ -8,17 +8,24 @@ import sys
 from boxfall import demo
 
 
+def plain_text(doc: str | None) -> str:
+    """A docstring as ``--help`` shows it: without reST/Markdown markup (double and single
+    backquotes), which a terminal prints as it is."""
+    return (doc or "").replace("``", "").replace("`", "")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m boxfall`` with its subcommands."""
     parser = argparse.ArgumentParser(
         prog="python -m boxfall",
         description="boxfall: an operator dispatcher with a boxed CPU fallback.",
+        epilog="python -m boxfall COMMAND --help shows a command's options and their defaults.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo_parser = commands.add_parser(
         "demo",
         help="run a transformer block on a simulated device through the CPU fallback",
-        description=demo.__doc__,
+        description=plain_text(demo.__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     demo.add_arguments(demo_parser)

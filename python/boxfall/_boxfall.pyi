@@ -1,172 +1,306 @@
-"""Type stubs of the Rust extension module ``boxfall._boxfall``."""
+"""Type stubs of the Rust extension module ``boxfall._boxfall``.
+
+The docstrings are those of the Rust bindings (``src/python/``), so that ``help()`` in an editor
+and an IDE's hover show what the module's own ``__doc__`` strings say.
+"""
 
 from collections.abc import Callable, Sequence
-from typing import Any, final
+from typing import Any, Literal, TypeAlias, final
 
 import numpy as np
 
+_LibraryKind: TypeAlias = Literal["DEF", "IMPL", "FRAGMENT"]
+"""What a library may do: ``"DEF"`` defines a namespace (one per namespace), ``"FRAGMENT"``
+adds definitions to it, ``"IMPL"`` registers kernels and fallbacks only."""
+
+_Views: TypeAlias = Literal["refuse", "copy"]
+"""What a CPU fallback does with a view operator: refuse it (``FallbackError``) or copy (and
+warn)."""
+
+_Policy: TypeAlias = Literal["allow", "warn", "error"]
+"""The fallback policies."""
+
+_KeyName: TypeAlias = (
+    Literal["CPU", "Native", "CompositeImplicit", "CompositeImplicitAutograd", "cpu", "native"]
+    | str
+)
+"""A dispatch key's name: a backend (``"CPU"``, ``"Native"``, a registered one such as
+``"Accel"``), a functionality key, or ``"CompositeImplicit"`` (``"CompositeImplicitAutograd"``
+is its PyTorch name). Any case is taken where it names one key (``"cpu"``, ``"accel"``); an
+unknown name is an ``UnknownKeyError`` (a ``KeyError``) listing the known keys."""
+
 @final
 class Tensor:
-    """A tensor on a backend device."""
+    """A boxfall tensor on a device: ``.device``, ``.dtype``, ``.shape``, ``.payload``,
+    ``.numpy()``."""
 
     @property
-    def device(self) -> str: ...
+    def device(self) -> str:
+        """``"<Backend>:<index>"``, e.g. ``"Accel:0"``."""
     @property
-    def backend(self) -> str: ...
+    def backend(self) -> str:
+        """The backend's name."""
     @property
-    def index(self) -> int: ...
+    def index(self) -> int:
+        """The device index."""
     @property
-    def payload(self) -> Any: ...
+    def payload(self) -> Any:
+        """The backend payload (None for host memory)."""
     @property
-    def dtype(self) -> Any: ...
+    def dtype(self) -> np.dtype[Any]:
+        """The payload's ``.dtype``, or the host memory's NumPy dtype."""
     @property
-    def shape(self) -> Any: ...
-    def numpy(self) -> np.ndarray: ...
+    def shape(self) -> tuple[int, ...]:
+        """The payload's ``.shape``, or the host memory's shape."""
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array: the backend's ``to_cpu(payload)``; for Native, a
+        read-only array sharing the tensor's memory."""
 
 @final
 class AliasInfo:
+    """An alias annotation: ``(a!)`` is ``AliasInfo(before=["a"], after=["a"], is_write=True)``."""
+
     def __new__(
         cls, before: Sequence[str], after: Sequence[str] | None = None, is_write: bool = False
     ) -> AliasInfo: ...
     @property
-    def before(self) -> list[str]: ...
+    def before(self) -> list[str]:
+        """The alias sets before the arrow (``a`` of ``(a -> b)``), in written order."""
     @property
-    def after(self) -> list[str]: ...
+    def after(self) -> list[str]:
+        """The alias sets after the arrow, in written order (``before`` when there is none)."""
     @property
-    def is_write(self) -> bool: ...
+    def is_write(self) -> bool:
+        """Whether the annotation has ``!``: the operator writes the value."""
 
 @final
 class Argument:
+    """One argument or return of a schema."""
+
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The name (``""`` for an unnamed return)."""
     @property
-    def type(self) -> str: ...
+    def type(self) -> str:
+        """The type as written, without the alias annotation (``"Tensor"`` for
+        ``Tensor(a!)``)."""
     @property
-    def default(self) -> str | None: ...
+    def default(self) -> str | None:
+        """The default as written (``"1"``, ``"None"``, ``"[0,1]"``), or None."""
     @property
-    def kwarg_only(self) -> bool: ...
+    def kwarg_only(self) -> bool:
+        """Whether it comes after ``*``."""
     @property
-    def alias(self) -> AliasInfo | None: ...
+    def alias(self) -> AliasInfo | None:
+        """The alias annotation, or None."""
     @property
-    def is_write(self) -> bool: ...
+    def is_write(self) -> bool:
+        """Whether the operator writes it (``(a!)``, also on a list's elements)."""
 
 @final
 class FunctionSchema:
+    """A parsed operator schema; ``str()`` prints it as PyTorch does."""
+
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """``ns::op`` (without the overload)."""
     @property
-    def overload_name(self) -> str: ...
+    def overload_name(self) -> str:
+        """The overload name, ``""`` for the default overload."""
     @property
-    def operator_name(self) -> str: ...
+    def operator_name(self) -> str:
+        """``ns::op`` or ``ns::op.overload``, as counters and errors name it."""
     @property
-    def is_mutable(self) -> bool: ...
+    def is_mutable(self) -> bool:
+        """Whether some argument is written (``(a!)``)."""
     @property
-    def is_vararg(self) -> bool: ...
+    def is_vararg(self) -> bool:
+        """Whether the arguments end in ``...``."""
     @property
-    def is_varret(self) -> bool: ...
+    def is_varret(self) -> bool:
+        """Whether the returns end in ``...``."""
     @property
-    def arguments(self) -> list[Argument]: ...
+    def arguments(self) -> list[Argument]:
+        """The arguments."""
     @property
-    def returns(self) -> list[Argument]: ...
+    def returns(self) -> list[Argument]:
+        """The returns."""
     @property
-    def tensor_arguments(self) -> list[int]: ...
+    def tensor_arguments(self) -> list[int]:
+        """Indices of the arguments that hold tensors (Tensor, Tensor?, Tensor[], Tensor?[])."""
     @property
-    def written_arguments(self) -> list[int]: ...
+    def written_arguments(self) -> list[int]:
+        """Indices of the arguments the operator writes (``(a!)``, also on a list's
+        elements)."""
     @property
-    def return_aliases(self) -> list[int | None]: ...
+    def return_aliases(self) -> list[int | None]:
+        """For each return, the index of the argument it aliases, or None."""
     @property
-    def has_view_returns(self) -> bool: ...
+    def has_view_returns(self) -> bool:
+        """Whether some return is a view of an argument (``Tensor(a)``, not written)."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
 class DispatchKeySet:
-    def highest(self) -> str | None: ...
-    def without_highest(self) -> DispatchKeySet: ...
-    def names(self) -> list[str]: ...
-    def __contains__(self, name: str, /) -> bool: ...
-    def __len__(self) -> int: ...
+    """The key set of a call, as a boxed kernel receives it; its highest key is the kernel's
+    own."""
+
+    def highest(self) -> str | None:
+        """The highest key's name (None for an empty set)."""
+    def without_highest(self) -> DispatchKeySet:
+        """The set without its highest key."""
+    def names(self) -> list[str]:
+        """The keys' names, highest first."""
+    def __contains__(self, name: str, /) -> bool:
+        """Whether the set holds the key of that name (any case, as everywhere)."""
+    def __len__(self) -> int:
+        """How many keys the set holds."""
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
 class OpOverload:
+    """One operator overload: callable, with its schema and dispatch table
+    (``bf.ops.demo.add.Tensor``); taken wherever an operator's name is."""
+
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """``ns::op`` or ``ns::op.overload``."""
     @property
-    def overload_name(self) -> str: ...
+    def overload_name(self) -> str:
+        """The overload name (``""`` for the default overload)."""
     @property
-    def schema(self) -> FunctionSchema: ...
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
-    def call_boxed(self, stack: list[Any]) -> list[Any]: ...
-    def redispatch(self, keys: DispatchKeySet, *args: Any, **kwargs: Any) -> Any: ...
-    def redispatch_boxed(self, keys: DispatchKeySet, stack: list[Any]) -> None: ...
-    def dispatch_table(self) -> dict[str, str]: ...
+    def schema(self) -> FunctionSchema:
+        """The schema."""
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Binds the arguments to the schema, dispatches on their keys and returns the returns
+        (one value, a tuple for several, None for ``()``)."""
+    def call_boxed(self, stack: list[Any]) -> list[Any]:
+        """A boxed call: ``stack`` holds every argument; returns a new list of the returns and
+        leaves ``stack`` as it was."""
+    def redispatch(self, keys: DispatchKeySet, *args: Any, **kwargs: Any) -> Any:
+        """From inside a kernel: dispatches on ``keys`` without its highest key."""
+    def redispatch_boxed(self, keys: DispatchKeySet, stack: list[Any]) -> None:
+        """The boxed form of ``redispatch``: replaces the contents of ``stack`` (the
+        arguments) with the returns, as a boxed kernel must."""
+    def dispatch_table(self) -> dict[str, str]:
+        """Key name -> what serves it: "kernel", "composite kernel", "backend fallback",
+        "fallthrough" or "missing"."""
 
 @final
-class Fallthrough: ...
+class Fallthrough:
+    """The fallthrough kernel: registered for a key, the key is skipped."""
 
 @final
 class CpuFallback:
-    def __new__(cls, *, views: str = "refuse") -> CpuFallback: ...
+    """The boxed CPU fallback. ``CpuFallback(views="copy")`` copies view operators (with a
+    warning) instead of refusing them."""
+
+    def __new__(cls, *, views: _Views = "refuse") -> CpuFallback: ...
     @property
-    def views(self) -> str: ...
-    def __call__(self, op: OpOverload, keys: DispatchKeySet, stack: list[Any]) -> None: ...
+    def views(self) -> _Views:
+        """ "refuse" or "copy"."""
+    def __call__(self, op: OpOverload, keys: DispatchKeySet, stack: list[Any]) -> None:
+        """Runs the CPU fallback as a boxed kernel: ``stack`` holds the arguments and gets the
+        returns (left as it was if the fallback fails). For a backend's own fallback."""
 
 _BoxedKernel = Callable[[OpOverload, DispatchKeySet, list[Any]], None]
 
 @final
 class Library:
-    """Registrations of one namespace, undone by ``close()`` or at the end of a ``with`` block.
+    """Registrations of one namespace: definitions, kernels and fallbacks, undone together by
+    ``close()`` or at the end of a ``with`` block.
 
-    A library collected while still open undoes them too, with a ``ResourceWarning`` naming the
-    library and what it undid: keep a reference for as long as they are needed.
+    A library collected while still open undoes its registrations too, and warns with a
+    ``ResourceWarning`` that names the library and what it undid, as an unclosed file warns:
+    keep a reference to the library for as long as its registrations are needed. The garbage
+    collector sees the Python kernels a library registered, so a kernel that refers back to
+    its library does not keep it alive forever.
     """
 
-    def __new__(cls, ns: str, kind: str) -> Library: ...
+    def __new__(cls, ns: str, kind: _LibraryKind) -> Library: ...
     @property
-    def ns(self) -> str: ...
+    def ns(self) -> str:
+        """The namespace."""
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> _LibraryKind:
+        """ "DEF", "IMPL" or "FRAGMENT"."""
     @property
-    def is_open(self) -> bool: ...
-    def define(self, schema: str) -> str: ...
+    def is_open(self) -> bool:
+        """Whether the library is still open."""
+    def define(self, schema: str) -> str:
+        """Defines an operator; returns its name (``ns::op.overload``)."""
     def impl(
         self,
-        name: str,
+        name: str | OpOverload,
         fn: Callable[..., Any] | Fallthrough | CpuFallback,
-        dispatch_key: str = "CPU",
+        dispatch_key: _KeyName = "CPU",
         *,
         boxed: bool = False,
         allow_override: bool = False,
-    ) -> None: ...
-    def fallback(self, fn: _BoxedKernel | Fallthrough | CpuFallback, dispatch_key: str) -> None: ...
-    def register_native_kernels(self) -> list[str]: ...
-    def close(self) -> None: ...
-    def _for_process_life(self) -> None: ...
+    ) -> None:
+        """Registers ``fn`` as the kernel of ``name`` (a name, or a ``bf.OpOverload``) for
+        ``dispatch_key``. The operator must be in the library's own namespace."""
+    def fallback(
+        self, fn: _BoxedKernel | Fallthrough | CpuFallback, dispatch_key: _KeyName
+    ) -> None:
+        """Registers a backend fallback for ``dispatch_key`` (namespace "_" only):
+        ``bf.cpu_fallback``, ``bf.fallthrough``, or a Python boxed ``fn(op, keys, stack)``."""
+    def register_native_kernels(self) -> list[str]:
+        """Registers Native's Rust kernels for this library's operators that have one of the
+        schemas Native implements; returns their names."""
+    def close(self) -> None:
+        """Removes every registration of this library (no warning: it was closed on
+        purpose)."""
+    def _for_process_life(self) -> None:
+        """Marks the library as kept for the life of the process (``@bf.impl``'s): it then
+        goes at interpreter exit without a ``ResourceWarning``."""
     def __enter__(self) -> Library: ...
     def __exit__(self, *_exc: object) -> bool: ...
 
 @final
 class Backend:
+    """A registered backend: makes tensors on its devices."""
+
     @property
-    def name(self) -> str: ...
-    def tensor(self, array: Any, index: int = 0) -> Tensor: ...
-    def tensor_from_payload(self, payload: Any, index: int = 0) -> Tensor: ...
+    def name(self) -> str:
+        """The backend's (and its dispatch key's) name."""
+    def tensor(self, array: Any, index: int = 0) -> Tensor:
+        """A tensor on device ``index`` holding ``array``'s values (through ``from_cpu``)."""
+    def tensor_from_payload(self, payload: Any, index: int = 0) -> Tensor:
+        """A tensor on device ``index`` around an existing payload."""
 
 fallthrough: Fallthrough
+"""The fallthrough kernel: registered for a key, the key is skipped."""
 cpu_fallback: CpuFallback
+"""The boxed CPU fallback (``views="refuse"``)."""
 
-def parse_schema(text: str) -> FunctionSchema: ...
-def parse_schemas_count(texts: Sequence[str]) -> int: ...
-def overloads(base: str) -> list[OpOverload]: ...
-def find_op(name: str) -> OpOverload: ...
+def parse_schema(text: str) -> FunctionSchema:
+    """Parses a schema (``"ns::op.overload(args) -> returns"``); a malformed one raises
+    ``bf.SchemaError`` showing the column and a caret."""
+
+def parse_schemas_count(texts: Sequence[str]) -> int:
+    """Parses many schemas and returns how many parsed (for measuring parse speed without the
+    cost of building Python objects)."""
+
+def overloads(base: str) -> list[OpOverload]:
+    """The defined overloads of ``ns::op``, in definition order."""
+
+def find_op(name: str) -> OpOverload:
+    """The defined operator ``name``."""
+
 def call_first_binding(
     overloads: Sequence[OpOverload], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
-) -> Any: ...
+) -> Any:
+    """Calls the first overload, in order, whose schema binds the arguments."""
+
 def call_fallback(
     fallback: _BoxedKernel | CpuFallback, op: OpOverload, /, *args: Any, **kwargs: Any
-) -> Any: ...
+) -> Any:
+    """``bf.call_fallback(fallback, op, *args, **kwargs)``: runs a boxed fallback from typed
+    code (c10's call_fallback_fn); ``fallback`` and ``op`` are positional-only, so every
+    keyword reaches the operator."""
 def register_backend(
     name: str,
     *,
@@ -178,24 +312,90 @@ def register_backend(
     replace: bool = False,
 ) -> Backend:
     """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
-    With ``replace``, a backend registered earlier under ``name`` gets the new hooks and keeps
-    its key (a notebook cell run twice); without it, a name registered twice is a
-    ``RegistrationError``."""
 
-def native_backend() -> Backend: ...
-def native_kernel_names() -> list[tuple[str, list[str]]]: ...
-def register_functionality_key(name: str) -> str: ...
-def key_bits(names: Sequence[str]) -> int: ...
-def key_names() -> list[str]: ...
-def local_keys() -> tuple[int, int]: ...
-def set_local_keys(include: int, exclude: int) -> tuple[int, int]: ...
-def set_fallback_policy(policy: str | None, ops: Sequence[str] | None = None) -> None: ...
-def get_fallback_policy(op: str | None = None) -> str | None: ...
-def fallback_env_problem() -> str | None: ...
-def counter_value(name: str) -> int: ...
-def counters() -> list[tuple[str, int]]: ...
-def op_stats(name: str) -> dict[str, Any]: ...
-def all_stats() -> list[tuple[str, dict[str, Any]]]: ...
-def report(backend: str | None = None, sort: str = "time", top: int | None = None) -> str: ...
-def reset_metrics() -> None: ...
-def set_fast_path(on: bool) -> bool: ...
+    ``to_cpu(payload) -> ndarray``, ``from_cpu(ndarray) -> payload`` and
+    ``copy_from_cpu(payload, ndarray)`` (writes the array's values, and shape, into the payload)
+    move tensors; ``to_cpu_many(payloads) -> arrays`` moves all of a call's tensors at once
+    when given. ``shares_memory=True`` says ``to_cpu`` may return memory shared with the
+    payload: the fallback then copies the arguments a kernel writes before it runs.
+
+    With ``replace``, a backend registered earlier under ``name`` gets the new hooks and keeps
+    its key (a notebook cell run twice): its tensors, kernels and fallbacks stay, and every
+    ``Backend`` object of it uses the new hooks. Without it, a name registered twice is a
+    ``RegistrationError``.
+    """
+
+def get_backend(name: _KeyName) -> Backend:
+    """The backend registered under ``name`` (any case: ``"accel"`` finds ``Accel``), Native
+    included. A name that is no backend (``"CPU"``, whose tensors are NumPy arrays, a
+    functionality key, an unknown name) is an ``UnknownKeyError`` that lists the backends."""
+
+def backends() -> list[Backend]:
+    """Every backend, Native first, then those registered from Python in registration order
+    (lowest priority first, as ``bf.dispatch_keys()`` lists keys)."""
+
+def coverage(key: _KeyName, namespace: str | None = None) -> tuple[str, list[tuple[str, str]]]:
+    """The key's registered name and ``(operator name, what serves it on the key)`` for every
+    defined operator, or those of ``namespace``, sorted by name (``bf.coverage`` wraps it)."""
+
+def namespaces() -> list[str]:
+    """The namespaces that hold a defined operator, sorted."""
+
+def operators_in(ns: str) -> list[str]:
+    """The operators of namespace ``ns`` by name (no namespace, no overload), sorted."""
+
+def native_backend() -> Backend:
+    """The built-in Native backend."""
+
+def native_kernel_names() -> list[tuple[str, list[str]]]:
+    """The operators Native implements in Rust: ``(name, argument types)``."""
+
+def register_functionality_key(name: str) -> str:
+    """Registers a functionality key (above every backend key); returns its name."""
+
+def key_bits(names: Sequence[_KeyName]) -> int:
+    """The bits of the named keys (an unknown name raises KeyError listing the known keys)."""
+
+def key_names() -> list[str]:
+    """Every registered key's name, lowest priority first."""
+
+def local_keys() -> tuple[int, int]:
+    """This thread's (included, excluded) key bits."""
+
+def set_local_keys(include: int, exclude: int) -> tuple[int, int]:
+    """Sets this thread's included/excluded key bits; returns the previous ones."""
+
+def set_fallback_policy(policy: str | None, ops: Sequence[str] | None = None) -> None:
+    """Sets the fallback policy, for every operator or (with ``ops``) for those operators
+    only; ``None`` with ``ops`` clears their own policies (``bf.set_fallback_policy`` wraps
+    it)."""
+
+def get_fallback_policy(op: str | None = None) -> str | None:
+    """The process-wide fallback policy, or with ``op`` that operator's own (None if it has
+    none)."""
+
+def fallback_env_problem() -> str | None:
+    """What is wrong with ``BOXFALL_FALLBACK``, if anything (the package warns with it at
+    import)."""
+
+def counter_value(name: str) -> int:
+    """The CPU-fallback count of operator ``name`` (0 if it never fell back)."""
+
+def counters() -> list[tuple[str, int]]:
+    """``(operator name, fallback count)`` of every operator counted since the last reset."""
+
+def op_stats(name: str) -> dict[str, Any]:
+    """The fallback figures of operator ``name`` (``bf.metrics.op_stats`` wraps it)."""
+
+def all_stats() -> list[tuple[str, dict[str, Any]]]:
+    """``(operator name, figures)`` of every operator counted since the last reset."""
+
+def report(backend: str | None = None, sort: str = "time", top: int | None = None) -> str:
+    """The fallback table, a row per (operator, backend) (``bf.metrics.report`` wraps it)."""
+
+def reset_metrics() -> None:
+    """Zeroes every counter and forgets which operators warned."""
+
+def set_fast_path(on: bool) -> bool:
+    """Turns the fast path on or off (for tests that compare it with the general path);
+    returns whether it was on."""

@@ -40,6 +40,11 @@ class OpOverloadPacket:
                 return o
         raise AttributeError(f"'{self._name}' has no overload '{overload}'")
 
+    def __dir__(self) -> list[str]:
+        """The overload names (``"default"`` for ``""``) and the packet's own attributes."""
+        own = [n for n in object.__dir__(self) if not n.startswith("_")]
+        return [o.overload_name or "default" for o in _boxfall.overloads(self._name)] + sorted(own)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         overloads = self._overloads()
         if len(overloads) == 1:
@@ -64,6 +69,10 @@ class OpNamespace:
             raise AttributeError(f"operator '{qualified}' is not defined")
         return OpOverloadPacket(qualified)
 
+    def __dir__(self) -> list[str]:
+        """The operators defined in the namespace (``add`` for ``demo::add.Tensor``), sorted."""
+        return _boxfall.operators_in(self._ns)
+
     def __repr__(self) -> str:
         return f"OpNamespace({self._ns})"
 
@@ -73,6 +82,10 @@ class _Ops:
         if ns.startswith("__"):
             raise AttributeError(ns)
         return OpNamespace(ns)
+
+    def __dir__(self) -> list[str]:
+        """The namespaces that hold a defined operator, sorted."""
+        return _boxfall.namespaces()
 
 
 ops = _Ops()

@@ -1,6 +1,6 @@
 //! Backends defined in Python: `bf.register_backend(name, to_cpu=, from_cpu=, copy_from_cpu=)`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -12,7 +12,7 @@ use super::tensor::{
 };
 use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
 use crate::error::{Error, Result};
-use crate::key::DispatchKey;
+use crate::key::{registered_keys, DispatchKey, NUM_KEYS};
 use crate::tensor::{Device, Tensor};
 
 struct PyBackendHooks {
@@ -175,12 +175,20 @@ impl Backend for PyBackendHooks {
     }
 }
 
+/// The `from_cpu` hook of each backend registered from Python, by key index: what
+/// `Backend.tensor` calls, for the object `register_backend` returned and for those
+/// `get_backend` and `backends` return, so that all of them use the hooks of the latest
+/// registration (`replace=True`).
+fn python_backends() -> MutexGuard<'static, [Option<Py<PyAny>>; NUM_KEYS]> {
+    static BACKENDS: Mutex<[Option<Py<PyAny>>; NUM_KEYS]> = Mutex::new([const { None }; NUM_KEYS]);
+    BACKENDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A registered backend: makes tensors on its devices.
 #[pyclass(name = "Backend", module = "boxfall", frozen)]
 pub struct PyBackend {
     key: DispatchKey,
     name: String,
-    from_cpu: Option<Py<PyAny>>,
 }
 
 #[pymethods]
@@ -201,7 +209,7 @@ impl PyBackend {
     ) -> PyResult<Bound<'py, PyAny>> {
         let device = Device::new(self.key, index);
         let arr = py.import("numpy")?.getattr("asarray")?.call1((array,))?;
-        let t = match &self.from_cpu {
+        let t = match &self.hook_from_cpu(py) {
             Some(f) => {
                 let payload = f.bind(py).call1((arr,))?;
                 object_tensor(device, &payload)
@@ -219,7 +227,7 @@ impl PyBackend {
         payload: &Bound<'py, PyAny>,
         index: u16,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if self.from_cpu.is_none() {
+        if self.hook_from_cpu(py).is_none() {
             return Err(new_err(
                 py,
                 "BoxfallError",
@@ -239,14 +247,71 @@ impl PyBackend {
         PyBackend {
             key: DispatchKey::NATIVE,
             name: "Native".into(),
-            from_cpu: None,
         }
     }
+
+    /// The `from_cpu` hook of the latest registration of a Python backend (None for Native,
+    /// whose tensors hold host memory).
+    fn hook_from_cpu(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        python_backends()[self.key.index()]
+            .as_ref()
+            .map(|f| f.clone_ref(py))
+    }
+
+    /// The backend object of `key`: Native, or a backend registered from Python.
+    fn of_key(key: DispatchKey) -> Option<PyBackend> {
+        let known = key == DispatchKey::NATIVE || python_backends()[key.index()].is_some();
+        known.then(|| PyBackend {
+            key,
+            name: key.name(),
+        })
+    }
+}
+
+/// The backend registered under `name` (any case: `"accel"` finds `Accel`), Native included.
+/// A name that is no backend (`"CPU"`, whose tensors are NumPy arrays, a functionality key, an
+/// unknown name) is an `UnknownKeyError` that lists the backends.
+#[pyfunction]
+pub fn get_backend(py: Python<'_>, name: &str) -> PyResult<PyBackend> {
+    let unknown = |what: String| {
+        let known = backends()
+            .iter()
+            .map(|b| b.name.clone())
+            .collect::<Vec<_>>();
+        new_err(
+            py,
+            "UnknownKeyError",
+            format!("{what}; backends: [{}]", known.join(", ")),
+        )
+    };
+    let key = match DispatchKey::from_name(name) {
+        Ok(k) => k,
+        Err(_) => return Err(unknown(format!("no backend is registered as '{name}'"))),
+    };
+    if key == DispatchKey::CPU {
+        return Err(unknown(
+            "'CPU' has no Backend object: CPU tensors are NumPy arrays".to_string(),
+        ));
+    }
+    PyBackend::of_key(key)
+        .ok_or_else(|| unknown(format!("'{}' is a dispatch key, not a backend", key.name())))
+}
+
+/// Every backend, Native first, then those registered from Python in registration order
+/// (lowest priority first, as `bf.dispatch_keys()` lists keys).
+#[pyfunction]
+pub fn backends() -> Vec<PyBackend> {
+    registered_keys()
+        .into_iter()
+        .filter(|k| k.is_backend())
+        .filter_map(PyBackend::of_key)
+        .collect()
 }
 
 /// Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 /// With `replace`, a backend registered earlier under `name` gets the new hooks and keeps its
-/// key (a notebook cell run twice).
+/// key (a notebook cell run twice): its tensors, kernels and fallbacks stay, and every
+/// `Backend` object of it uses the new hooks.
 #[pyfunction]
 #[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false))]
 #[allow(clippy::too_many_arguments)]
@@ -288,9 +353,9 @@ pub fn register_backend(
     } else {
         register_core(name, Arc::new(hooks)).py(py)?
     };
+    python_backends()[key.index()] = Some(from_cpu);
     Ok(PyBackend {
         key,
         name: name.to_string(),
-        from_cpu: Some(from_cpu),
     })
 }

@@ -42,7 +42,7 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         }
         Error::Schema(_) => "SchemaError",
         Error::Registration(_) => "RegistrationError",
-        Error::UnknownOperator { .. } => "UnknownOperatorError",
+        Error::UnknownOperator { .. } | Error::UnknownNamespace { .. } => "UnknownOperatorError",
         Error::UnknownKey { .. } => "UnknownKeyError",
         Error::NoKernel { .. } => "NoKernelError",
         Error::Argument { .. } => "ArgumentError",

@@ -153,6 +153,25 @@ fn key(py: Python<'_>, name: &str) -> PyResult<DispatchKey> {
     DispatchKey::from_name(name).py(py)
 }
 
+/// An operator's name from a name or a `bf.OpOverload` (`bf.ops.demo.relu.default`), as
+/// torch.library takes either.
+fn op_name(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(op) = obj.cast::<super::ops::PyOpOverload>() {
+        return Ok(op.get().handle.name().to_string());
+    }
+    obj.extract::<String>().map_err(|_| {
+        let type_name = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "an operator is a name such as 'demo::add.Tensor' or a bf.OpOverload \
+             (bf.ops.demo.add.Tensor), not {type_name}"
+        ))
+    })
+}
+
 /// Registrations of one namespace: definitions, kernels and fallbacks, undone together by
 /// `close()` or at the end of a `with` block.
 ///
@@ -302,17 +321,19 @@ impl PyLibrary {
         Ok(op.name().to_string())
     }
 
-    /// Registers `fn` as the kernel of `name` for `dispatch_key`.
+    /// Registers `fn` as the kernel of `name` (a name, or a `bf.OpOverload`) for `dispatch_key`.
     #[pyo3(signature = (name, r#fn, dispatch_key="CPU", *, boxed=false, allow_override=false))]
     fn r#impl(
         &mut self,
         py: Python<'_>,
-        name: &str,
+        name: &Bound<'_, PyAny>,
         r#fn: &Bound<'_, PyAny>,
         dispatch_key: &str,
         boxed: bool,
         allow_override: bool,
     ) -> PyResult<()> {
+        let name = op_name(name)?;
+        let name = name.as_str();
         let k = key(py, dispatch_key)?;
         let kernel = kernel_from(py, r#fn, boxed)?;
         let what = format!("the '{k}' kernel of '{}'", self.lib(py)?.qualify(name));

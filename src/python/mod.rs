@@ -3,6 +3,7 @@
 
 mod backend;
 mod convert;
+mod coverage;
 mod errors;
 mod fast;
 mod kernel;
@@ -272,6 +273,11 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(backend::get_backend, m)?)?;
+    m.add_function(wrap_pyfunction!(backend::backends, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage::coverage, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage::namespaces, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage::operators_in, m)?)?;
     m.add_function(wrap_pyfunction!(native_backend, m)?)?;
     m.add_function(wrap_pyfunction!(native_kernel_names, m)?)?;
     m.add_function(wrap_pyfunction!(register_functionality_key, m)?)?;

@@ -1,0 +1,56 @@
+"""The command line reads as help should (DESIGN.md section 6): ``--help`` texts show each
+option's default and no reST markup, and ``python -m boxfall bench`` prints each label once
+and nothing about who measured what."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "boxfall", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.mark.parametrize("command", [(), ("demo",), ("bench",)])
+def test_help_shows_no_markup(command):
+    text = _run(*command, "--help")
+    assert "usage: python -m boxfall" in text
+    assert "`" not in text, text
+    if not command:  # the top level says where the options and their defaults are
+        assert "python -m boxfall COMMAND --help" in text, text
+
+
+@pytest.mark.parametrize("command", ["demo", "bench"])
+def test_help_shows_the_default_of_every_option_that_has_one(command):
+    text = _run(command, "--help")
+    options = {
+        "demo": ["--batch", "--hidden", "--steps", "--seed", "--backend"],
+        "bench": ["--number", "--repeat", "--schemas"],
+    }[command]
+    # argparse puts an option's help after it, on its line or the next ones.
+    for option in options:
+        help_text = text.split(f"  {option}", 1)[1].split("\n  -", 1)[0]
+        assert "default" in help_text, f"{option}: {help_text!r}"
+
+
+def test_bench_prints_each_label_once_and_no_hearsay():
+    out = _run("bench", "--number", "20", "--repeat", "1")
+    rows = [ln for ln in out.splitlines()[1:] if "ns" in ln]
+    assert len(rows) >= 8, out
+    labels = [ln[:48].strip() for ln in rows]
+    assert len(labels) == len(set(labels)), labels
+    assert "measured by" not in out and "issue's author" not in out, out
+    # The columns line up: every time column ends where the header says.
+    header = out.splitlines()[0]
+    end = header.index("time") + len("time")
+    assert all(ln[end - 2 : end] == "ns" for ln in rows), out
