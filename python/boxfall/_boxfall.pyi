@@ -301,6 +301,7 @@ def call_fallback(
     """``bf.call_fallback(fallback, op, *args, **kwargs)``: runs a boxed fallback from typed
     code (c10's call_fallback_fn); ``fallback`` and ``op`` are positional-only, so every
     keyword reaches the operator."""
+
 def register_backend(
     name: str,
     *,
