@@ -244,12 +244,52 @@ fn apply<T: LinalgScalar + ScalarOperand + PartialEq + Send + Sync>(
     })
 }
 
+/// Integer elements, whose arithmetic wraps on overflow as NumPy's does: the `+` of `apply`
+/// would panic on overflow in a build with overflow checks (a debug build, the fuzz build).
+trait Wrapping: Copy {
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+}
+
+macro_rules! wrapping {
+    ($($t:ty),+) => {$(
+        impl Wrapping for $t {
+            fn add(self, o: Self) -> Self { self.wrapping_add(o) }
+            fn sub(self, o: Self) -> Self { self.wrapping_sub(o) }
+            fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
+        }
+    )+};
+}
+wrapping!(i32, i64);
+
+/// `x + alpha*y`, `x - alpha*y` or `x * y` on integers, broadcast to `shape`, wrapping. Callers
+/// never pass `Div`: integer division is true division in PyTorch, which the CPU kernel does.
+fn apply_wrapping<T: Wrapping + Send + Sync>(
+    x: &ArrayD<T>,
+    y: &ArrayD<T>,
+    shape: &[usize],
+    alpha: T,
+    op: Bin,
+) -> Option<ArrayD<T>> {
+    let (x, y) = (x.broadcast(shape)?, y.broadcast(shape)?);
+    Some(run_blocking(x.len(), || {
+        ndarray::Zip::from(&x)
+            .and(&y)
+            .map_collect(|&a, &b| match op {
+                Bin::Add => a.add(b.mul(alpha)),
+                Bin::Sub => a.sub(b.mul(alpha)),
+                Bin::Mul | Bin::Div => a.mul(b),
+            })
+    }))
+}
+
 fn binary(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack, which: Bin) -> Result<()> {
     let (Some((a, device)), Some((b, _))) = (native_host(stack.first()), native_host(stack.get(1)))
     else {
         return fall_back(op, keys, stack);
     };
-    if broadcast(a.shape(), b.shape()).is_none() {
+    let Some(shape) = broadcast(a.shape(), b.shape()) else {
         return Err(kernel_error(
             op,
             format!(
@@ -258,7 +298,7 @@ fn binary(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack, which: B
                 b.shape()
             ),
         ));
-    }
+    };
     let alpha = match which {
         Bin::Add | Bin::Sub => scalar(stack.get(2)),
         _ => Some(Scalar::Int(1)),
@@ -280,12 +320,18 @@ fn binary(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack, which: B
         (HostArray::I64(x), HostArray::I64(y), Some(Scalar::Int(s)))
             if !matches!(which, Bin::Div) =>
         {
-            HostArray::I64(apply(x, y, s, which))
+            match apply_wrapping(x, y, &shape, s, which) {
+                Some(out) => HostArray::I64(out),
+                None => return fall_back(op, keys, stack),
+            }
         }
         (HostArray::I32(x), HostArray::I32(y), Some(Scalar::Int(s)))
             if !matches!(which, Bin::Div) && i32::try_from(s).is_ok() =>
         {
-            HostArray::I32(apply(x, y, s as i32, which))
+            match apply_wrapping(x, y, &shape, s as i32, which) {
+                Some(out) => HostArray::I32(out),
+                None => return fall_back(op, keys, stack),
+            }
         }
         _ => return fall_back(op, keys, stack),
     };
@@ -369,7 +415,31 @@ fn reduce_dims(v: Option<&IValue>, ndim: usize) -> Option<Vec<usize>> {
     Some(out)
 }
 
-fn reduce<T: LinalgScalar + Send + Sync>(
+/// A sum along one axis: floats by ndarray's (vectorised) sum, integers wrapping on overflow as
+/// NumPy's do (ndarray's `sum_axis` panics on overflow in a build with overflow checks).
+trait SumAxis: Sized {
+    fn sum_axis(a: &ArrayD<Self>, axis: Axis) -> ArrayD<Self>;
+}
+
+impl SumAxis for f32 {
+    fn sum_axis(a: &ArrayD<f32>, axis: Axis) -> ArrayD<f32> {
+        a.sum_axis(axis)
+    }
+}
+
+impl SumAxis for f64 {
+    fn sum_axis(a: &ArrayD<f64>, axis: Axis) -> ArrayD<f64> {
+        a.sum_axis(axis)
+    }
+}
+
+impl SumAxis for i64 {
+    fn sum_axis(a: &ArrayD<i64>, axis: Axis) -> ArrayD<i64> {
+        a.fold_axis(axis, 0, |&s, &v| s.wrapping_add(v))
+    }
+}
+
+fn reduce<T: LinalgScalar + SumAxis + Send + Sync>(
     x: &ArrayD<T>,
     dims: &[usize],
     keepdim: bool,
@@ -381,7 +451,7 @@ fn reduce<T: LinalgScalar + Send + Sync>(
         for &d in dims {
             if d < r.ndim() {
                 count *= r.shape()[d];
-                r = r.sum_axis(Axis(d));
+                r = T::sum_axis(&r, Axis(d));
                 if keepdim {
                     r.insert_axis_inplace(Axis(d));
                 }
