@@ -283,6 +283,20 @@ def tensors(draw, where=WHERE) -> Any:
     return _make_tensor(draw(where), draw(arrays()))
 
 
+def _contains_itself() -> list:
+    """``[1, [...]]``: a list that holds itself."""
+    a: list = [1]
+    a.append(a)
+    return a
+
+
+def _nested(depth: int) -> list:
+    v: list = []
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
 HUGE_INTS = [0, 1, -1, 2, -(2**63), 2**63 - 1, 2**63, 2**64, 2**70, -(2**70), 10**30]
 SCALARS = st.one_of(
     st.sampled_from(HUGE_INTS),
@@ -293,6 +307,8 @@ SCALARS = st.one_of(
     st.sampled_from(["Native", "native:65535", "Native:65536", "Native:-1", "CPU:0", ":", "a:b"]),
     st.sampled_from([GOOD, f"{BAD}:1", TRACE, "CompositeImplicit"]),
     st.builds(object),
+    st.builds(_contains_itself),
+    st.builds(_nested, st.sampled_from([63, 64, 65, 200])),
 )
 
 
@@ -806,3 +822,29 @@ def test_the_api_surface_with_junk_never_panics(native_ops, data):
     finally:
         bf._boxfall.set_local_keys(inc, exc)
         bf.set_fallback_policy("allow")
+
+
+def test_a_list_that_contains_itself_passes_through_an_any_argument():
+    """Converting such a list for an argument of open type recursed until the stack overflowed
+    (a segfault, found by the properties above): past 64 levels the object goes as it is."""
+    ns = _unique("cyclic")
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("f(Any x) -> Any")
+        lib.impl("f", lambda x: x, "CPU")
+        lib.define("g(Tensor t, Any x) -> Any")
+        lib.impl("g", lambda t, x: x, "CPU")
+        cyclic = _contains_itself()
+        out = getattr(bf.ops, ns).f(cyclic)
+        inner = out
+        for _ in range(64):
+            assert isinstance(inner, list) and inner[0] == 1
+            inner = inner[1]
+        assert inner is cyclic
+        # Through the boxed call and the CPU fallback of a Native tensor, too.
+        assert getattr(bf.ops, ns).f.default.call_boxed([cyclic])[0][0] == 1
+        deep = _nested(1000)
+        out = getattr(bf.ops, ns).g(bf.native.tensor(np.ones(2)), deep)
+        for _ in range(1000):
+            assert isinstance(out, list) and len(out) == 1
+            out = out[0]
+        assert out == []
