@@ -12,6 +12,7 @@ property with that many examples (the default keeps the file under a minute on C
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 import warnings
 from typing import Any
@@ -848,3 +849,45 @@ def test_a_list_that_contains_itself_passes_through_an_any_argument():
             assert isinstance(out, list) and len(out) == 1
             out = out[0]
         assert out == []
+
+
+@pytest.mark.parametrize("how", ["call_boxed", "op", "packet", "native"])
+def test_a_kernel_that_calls_its_own_operator_ends_in_recursion_error(how):
+    """Each level of such a recursion is one Python frame and many Rust ones: the native stack
+    overflowed (a segfault: at about 690 levels in a debug build, 370 through Native's CPU
+    fallback) before Python's limit of 1000 was reached. Now a RecursionError, also on a thread
+    with a small stack."""
+    ns = _unique("recurse")
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("g(Tensor x) -> Tensor")
+        op = getattr(bf.ops, ns).g.default
+
+        def boxed(op_, keys, stack):
+            if how == "call_boxed":
+                stack[:] = op.call_boxed(list(stack))
+            elif how == "op":
+                stack[:] = [op(*stack)]
+            elif how == "packet":
+                stack[:] = [getattr(bf.ops, ns).g(*stack)]
+            else:  # through Native's CPU fallback at every level
+                stack[:] = op.call_boxed([bf.native.tensor(np.ones(1))])
+
+        lib.impl("g", boxed, "CPU", boxed=True)
+        with pytest.raises(RecursionError):
+            op.call_boxed([bf.native.tensor(np.ones(1))])
+        errors = []
+
+        def run():
+            try:
+                op.call_boxed([np.ones(1)])
+            except RecursionError as e:
+                errors.append(e)
+
+        previous = threading.stack_size(1 << 20)
+        try:
+            t = threading.Thread(target=run)
+            t.start()
+            t.join()
+        finally:
+            threading.stack_size(previous)
+        assert len(errors) == 1
