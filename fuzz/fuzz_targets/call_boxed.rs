@@ -336,11 +336,13 @@ fn world() -> &'static World {
         let faulty = register_backend("FzFaulty", Arc::new(Faulty)).expect("FzFaulty");
         let trace = register_functionality_key("FzTrace").expect("FzTrace");
         let mut fb = Library::new("_", LibraryKind::Impl).expect("fallback library");
-        fb.fallback(copying, cpu_fallback()).expect("FzCopy fallback");
+        fb.fallback(copying, cpu_fallback())
+            .expect("FzCopy fallback");
         let views = CpuFallback {
             views: ViewPolicy::Copy,
         };
-        fb.fallback(faulty, views.kernel()).expect("FzFaulty fallback");
+        fb.fallback(faulty, views.kernel())
+            .expect("FzFaulty fallback");
         fb.fallback(trace, KernelFunction::from_boxed(trace_fallback))
             .expect("FzTrace fallback");
 
@@ -446,8 +448,23 @@ const TYPES: &[&str] = &[
 ];
 
 const DEFAULTS: &[&str] = &[
-    "None", "1", "-1", "0", "[]", "[0,1]", "1.5", "-inf", "nan", "True", "False", "\"mean\"",
-    "contiguous_format", "long", "9223372036854775807", "[1,2]", "1e-05",
+    "None",
+    "1",
+    "-1",
+    "0",
+    "[]",
+    "[0,1]",
+    "1.5",
+    "-inf",
+    "nan",
+    "True",
+    "False",
+    "\"mean\"",
+    "contiguous_format",
+    "long",
+    "9223372036854775807",
+    "[1,2]",
+    "1e-05",
 ];
 
 const RETURNS: &[&str] = &[
@@ -518,7 +535,10 @@ fn generated_op(u: &mut Unstructured, w: &World) -> UResult<Option<OperatorHandl
         return Ok(None);
     };
     let kernel = KernelFunction::from_boxed(cpu_kernel);
-    if g.lib.impl_kernel(&name, DispatchKey::CPU, kernel, false).is_err() {
+    if g.lib
+        .impl_kernel(&name, DispatchKey::CPU, kernel, false)
+        .is_err()
+    {
         return Ok(None);
     }
     g.by_text.insert(text, op.clone());
@@ -729,7 +749,9 @@ fn value_for(u: &mut Unstructured, w: &World, ty: &Type) -> UResult<IValue> {
                 Type::Float => {
                     IValue::DoubleList((0..n).map(|_| double(u)).collect::<UResult<_>>()?)
                 }
-                Type::Bool => IValue::BoolList((0..n).map(|_| u.arbitrary()).collect::<UResult<_>>()?),
+                Type::Bool => {
+                    IValue::BoolList((0..n).map(|_| u.arbitrary()).collect::<UResult<_>>()?)
+                }
                 other => IValue::List(
                     (0..n)
                         .map(|_| value_for(u, w, other))
@@ -785,7 +807,11 @@ fn run(u: &mut Unstructured) -> UResult<()> {
         _ => w.torch[u.choose_index(w.torch.len())?].clone(),
     };
     if rare(u, 8)? {
-        let p = *u.choose(&[None, Some(FallbackPolicy::Allow), Some(FallbackPolicy::Error)])?;
+        let p = *u.choose(&[
+            None,
+            Some(FallbackPolicy::Allow),
+            Some(FallbackPolicy::Error),
+        ])?;
         set_operator_policy(&op, p);
     }
     let Ok(schema) = op.schema() else {

@@ -308,7 +308,10 @@ fn generic_at(obj: &Bound<'_, PyAny>, passed: &mut Passed, depth: usize) -> IVal
     } else if obj.cast::<PyTensor>().is_ok() || is_numpy_array(obj) {
         to_tensor(obj, passed).map_or(IValue::None, IValue::Tensor)
     } else if let Some(Ok(xs)) = (depth < MAX_GENERIC_DEPTH).then(|| items(obj, "")) {
-        let vals: Vec<IValue> = xs.iter().map(|x| generic_at(x, passed, depth + 1)).collect();
+        let vals: Vec<IValue> = xs
+            .iter()
+            .map(|x| generic_at(x, passed, depth + 1))
+            .collect();
         let all_tensors = !vals.is_empty() && vals.iter().all(|v| matches!(v, IValue::Tensor(_)));
         if all_tensors {
             IValue::TensorList(
