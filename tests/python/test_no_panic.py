@@ -3,7 +3,9 @@ grammar, random argument values (wrong types, huge ints, NaN, odd arrays) and ra
 mixes (NumPy, Native, Python backends whose hooks work, fail or return garbage), through
 ``op(...)``, the packet, ``op.call_boxed``, ``bf.call_fallback``, the CPU fallback and Native's
 Rust kernels. Any exception of boxfall's or Python's own is fine; a ``PanicException`` (a
-``BaseException``) is the failure.
+``BaseException``) is the failure, and so is a crash: the last tests pin the two that these
+properties and their probes found (a list that contains itself, a kernel that calls its own
+operator: both overflowed the native stack).
 
 ``BOXFALL_NO_PANIC_EXAMPLES=2000 python -m pytest tests/python/test_no_panic.py`` runs each
 property with that many examples (the default keeps the file under a minute on CI).
