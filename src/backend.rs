@@ -89,16 +89,22 @@ pub trait Backend: Send + Sync + 'static {
 pub(crate) struct Registered {
     pub(crate) hooks: &'static dyn Backend,
     pub(crate) batches: bool,
+    /// The leaked `Arc` itself, never read: kept so that the hooks stay reachable for
+    /// LeakSanitizer. `hooks` alone points one past the end of the allocation when the backend
+    /// is a zero-sized type (as `NativeBackend` is), which LeakSanitizer reports as a leak.
+    _owner: &'static Arc<dyn Backend>,
 }
 
 impl Registered {
     /// A backend's hooks live as long as its key, that is for the process: they are leaked
     /// once, so that reading them is a plain load (no reference count, no `Arc` offset).
     fn new(hooks: Arc<dyn Backend>) -> Registered {
-        let hooks: &'static dyn Backend = &**Box::leak(Box::new(hooks));
+        let owner: &'static Arc<dyn Backend> = Box::leak(Box::new(hooks));
+        let hooks: &'static dyn Backend = &**owner;
         Registered {
             hooks,
             batches: hooks.batches_transfers(),
+            _owner: owner,
         }
     }
 }

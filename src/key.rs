@@ -12,8 +12,10 @@ use std::sync::RwLock;
 
 use crate::error::{Error, Result};
 
-/// The first bit of the functionality keys.
-const FIRST_FUNCTIONALITY: u8 = 32;
+/// The first bit of the functionality keys: the bits below it are the alias and backend keys
+/// (CPU and Native among them), the 20 from it functionality keys; backends are the more
+/// numerous kind (a test suite registers dozens).
+const FIRST_FUNCTIONALITY: u8 = 44;
 /// One past the last bit of the backend keys.
 const END_BACKENDS: u8 = FIRST_FUNCTIONALITY;
 /// PyTorch's name of the alias key boxfall calls `CompositeImplicit`.

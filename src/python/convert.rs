@@ -284,8 +284,17 @@ pub fn to_ivalue(obj: &Bound<'_, PyAny>, ty: &Type, passed: &mut Passed) -> Resu
     })
 }
 
+/// Containers nested deeper than this inside a value of open type are passed on as the
+/// Python object itself: converting a list that contains itself (`l.append(l)`) would recurse
+/// until the stack overflows. The schema parser's limit on nesting is the same.
+const MAX_GENERIC_DEPTH: usize = 64;
+
 /// A value whose type the schema leaves open (`Any`, a type variable, a boxed stack slot).
 pub fn generic(obj: &Bound<'_, PyAny>, passed: &mut Passed) -> IValue {
+    generic_at(obj, passed, 0)
+}
+
+fn generic_at(obj: &Bound<'_, PyAny>, passed: &mut Passed, depth: usize) -> IValue {
     if obj.is_none() {
         IValue::None
     } else if obj.is_instance_of::<PyBool>() {
@@ -298,8 +307,11 @@ pub fn generic(obj: &Bound<'_, PyAny>, passed: &mut Passed) -> IValue {
         IValue::Str(s.to_string().into())
     } else if obj.cast::<PyTensor>().is_ok() || is_numpy_array(obj) {
         to_tensor(obj, passed).map_or(IValue::None, IValue::Tensor)
-    } else if let Ok(xs) = items(obj, "") {
-        let vals: Vec<IValue> = xs.iter().map(|x| generic(x, passed)).collect();
+    } else if let Some(Ok(xs)) = (depth < MAX_GENERIC_DEPTH).then(|| items(obj, "")) {
+        let vals: Vec<IValue> = xs
+            .iter()
+            .map(|x| generic_at(x, passed, depth + 1))
+            .collect();
         let all_tensors = !vals.is_empty() && vals.iter().all(|v| matches!(v, IValue::Tensor(_)));
         if all_tensors {
             IValue::TensorList(

@@ -10,6 +10,7 @@ mod kernel;
 mod library;
 mod logging;
 mod ops;
+mod recursion;
 mod schema;
 mod tensor;
 

@@ -10,6 +10,7 @@ use pyo3::sync::PyOnceLock;
 
 use super::errors::{new_err, IntoPy};
 use super::fast::{self, schema_for_plan, Plan};
+use super::recursion;
 use super::schema::PyFunctionSchema;
 use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
 use crate::error::Error;
@@ -164,6 +165,7 @@ impl PyOpOverload {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let _level = recursion::enter(slf.py())?;
         if let Some(r) = fast::call(slf, args, kwargs) {
             return r;
         }
@@ -177,6 +179,7 @@ impl PyOpOverload {
         py: Python<'py>,
         stack: &Bound<'py, PyList>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let _level = recursion::enter(py)?;
         let schema = schema_of(py, &self.handle)?;
         if stack.len() != schema.schema.arguments.len() {
             return Err(super::errors::to_pyerr(
@@ -215,6 +218,7 @@ impl PyOpOverload {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let _level = recursion::enter(py)?;
         let schema = schema_of(py, &self.handle)?;
         let mut passed = Passed::default();
         let mut stack = bind(&schema, args, kwargs, &mut passed)
@@ -231,6 +235,7 @@ impl PyOpOverload {
         keys: PyRef<'py, PyKeySet>,
         stack: &Bound<'py, PyList>,
     ) -> PyResult<()> {
+        let _level = recursion::enter(slf.py())?;
         if let Some(r) = fast::redispatch_boxed(slf, keys.0, stack) {
             return r;
         }
@@ -287,6 +292,7 @@ pub fn call_first_binding<'py>(
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let _level = recursion::enter(py)?;
     let mut reasons = Vec::new();
     for o in &overloads {
         let schema = schema_of(py, &o.handle)?;
@@ -325,6 +331,7 @@ pub fn call_fallback<'py>(
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let _level = recursion::enter(py)?;
     let handle = op.handle.clone();
     let schema = schema_of(py, &handle)?;
     let mut passed = Passed::default();
