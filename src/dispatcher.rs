@@ -1519,19 +1519,24 @@ mod tests {
         .long_running()
     }
 
+    /// A library of `ns` defining `schema`, whose CPU kernel waits for `release`.
+    fn slow_op(
+        ns: &str,
+        schema: &str,
+        release: std::sync::mpsc::Receiver<()>,
+    ) -> (crate::Library, OperatorHandle) {
+        let mut lib = crate::Library::new(ns, crate::LibraryKind::Def).expect("a namespace");
+        let op = lib.define(schema).expect("defines");
+        let kernel = waiting_kernel(std::sync::Mutex::new(release));
+        lib.impl_kernel("slow", DispatchKey::CPU, kernel, false)
+            .expect("registers");
+        (lib, op)
+    }
+
     #[test]
     fn a_long_running_kernel_holds_back_no_replaced_table() {
         let held = retired_while_a_long_call_runs("rcu_churn_a", 2000, |release| {
-            let mut lib = crate::Library::new("rcu_long_kernel", crate::LibraryKind::Def)
-                .expect("a namespace of its own");
-            let op = lib.define("slow(int x) -> int").expect("defines");
-            lib.impl_kernel(
-                "slow",
-                DispatchKey::CPU,
-                waiting_kernel(std::sync::Mutex::new(release)),
-                false,
-            )
-            .expect("registers");
+            let (_lib, op) = slow_op("rcu_long_kernel", "slow(int x) -> int", release);
             let mut stack = vec![IValue::Int(1)];
             op.call_boxed(&mut stack).expect("the call");
             assert_eq!(stack[0].to_int(), Some(7));
@@ -1547,16 +1552,7 @@ mod tests {
     fn a_cpu_fallback_whose_cpu_kernel_runs_long_holds_back_no_replaced_table() {
         let held = retired_while_a_long_call_runs("rcu_churn_b", 2000, |release| {
             crate::native::install_fallback().expect("Native's fallback");
-            let mut lib = crate::Library::new("rcu_long_fallback", crate::LibraryKind::Def)
-                .expect("a namespace of its own");
-            let op = lib.define("slow(Tensor x) -> int").expect("defines");
-            lib.impl_kernel(
-                "slow",
-                DispatchKey::CPU,
-                waiting_kernel(std::sync::Mutex::new(release)),
-                false,
-            )
-            .expect("registers");
+            let (_lib, op) = slow_op("rcu_long_fallback", "slow(Tensor x) -> int", release);
             let x = crate::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
             let typed = op.typed::<(crate::Tensor,), i64>().expect("typed");
             assert_eq!(typed.call((x,)).expect("the call"), 7);
