@@ -68,7 +68,7 @@ fn plan_array() -> HostArray {
         1 => ArrayD::from_elem(IxDyn(&shape), v as f32).into(),
         2 => ArrayD::from_elem(IxDyn(&shape), v as i64).into(),
         3 => ArrayD::from_elem(IxDyn(&shape), v as i32).into(),
-        _ => ArrayD::from_elem(IxDyn(&shape), n % 2 == 0).into(),
+        _ => ArrayD::from_elem(IxDyn(&shape), n.is_multiple_of(2)).into(),
     }
 }
 
@@ -190,7 +190,7 @@ fn return_value(ty: &Type, args: &[IValue]) -> IValue {
     match ty {
         Type::Tensor => {
             // Often one of the arguments' tensors (as a view or an in-place kernel returns).
-            if plan() % 3 == 0 {
+            if plan().is_multiple_of(3) {
                 if let Some(t) = args.iter().flat_map(IValue::tensors).next() {
                     return IValue::Tensor(t.clone());
                 }
@@ -199,13 +199,13 @@ fn return_value(ty: &Type, args: &[IValue]) -> IValue {
         }
         Type::Int | Type::SymInt => IValue::Int(i64::from(plan())),
         Type::Float | Type::SymFloat => IValue::Double(f64::from(plan()) / 3.0),
-        Type::Bool | Type::SymBool => IValue::Bool(plan() % 2 == 0),
+        Type::Bool | Type::SymBool => IValue::Bool(plan().is_multiple_of(2)),
         Type::Scalar => IValue::Double(1.5),
         Type::Str => IValue::Str("r".into()),
         Type::ScalarType => IValue::ScalarType(DType::F32),
         Type::Device => IValue::Device(Device::CPU),
         Type::Optional(inner) => {
-            if plan() % 2 == 0 {
+            if plan().is_multiple_of(2) {
                 IValue::None
             } else {
                 return_value(inner, args)
@@ -248,7 +248,7 @@ fn cpu_kernel(op: &OperatorHandle, _keys: DispatchKeySet, stack: &mut Stack) -> 
                 });
             }
             for (a, v) in schema.schema.arguments.iter().zip(stack.iter()) {
-                if a.is_write() && plan() % 2 == 0 {
+                if a.is_write() && plan().is_multiple_of(2) {
                     for t in v.tensors() {
                         t.set_data(TensorData::Host(Arc::new(plan_array())));
                     }
@@ -782,7 +782,7 @@ fn keys(u: &mut Unstructured, w: &World) -> UResult<DispatchKeySet> {
         w.trace,
     ] {
         if rare(u, 3)? {
-            k = k | key;
+            k |= key;
         }
     }
     Ok(k)
