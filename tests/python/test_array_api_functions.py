@@ -247,3 +247,15 @@ def test_data_type_functions_answer_from_dtypes():
     assert xp.can_cast(xp.int8, xp.int64) and not xp.can_cast(xp.float64, xp.int64)
     assert xp.finfo(xp.float32).eps == np.finfo(np.float32).eps
     assert xp.iinfo(xp.int8).max == 127
+
+
+def test_a_numpy_scalar_is_taken_as_a_0d_array():
+    assert xp.all(np.float64(1.0) == np.float64(1.0)).shape == ()
+    assert float(xp.sum(np.float32(2.5))) == 2.5
+
+
+def test_utility_functions(ns):
+    x = ns.asarray(np.array([[True, False], [True, True]]))
+    check(ns, ns.all(x, axis=1), [False, True])
+    check(ns, ns.any(x), True)
+    check(ns, ns.diff(ns.asarray(X), axis=0), np.diff(X, axis=0))

@@ -18,8 +18,8 @@ a ``bf.Tensor``. Dtypes are NumPy's dtype objects (``xp.float64 == np.dtype("flo
 The package follows the standard's chapters, one file each, every file a table of schemas and
 kernels that registers itself (``_registry``): ``_elementwise_functions``,
 ``_creation_functions``, ``_statistical_functions``, ``_manipulation_functions``,
-``_linear_algebra_functions``, ``_data_type_functions``, ``_constants``, ``_info``, and
-``_array_methods`` (the methods of ``bf.Tensor``).
+``_linear_algebra_functions``, ``_data_type_functions``, ``_utility_functions``,
+``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from . import (
     _linear_algebra_functions,
     _manipulation_functions,
     _statistical_functions,
+    _utility_functions,
 )
 from ._constants import *  # noqa: F403
 from ._creation_functions import *  # noqa: F403
@@ -47,6 +48,7 @@ from ._elementwise_functions import *  # noqa: F403
 from ._linear_algebra_functions import *  # noqa: F403
 from ._manipulation_functions import *  # noqa: F403
 from ._statistical_functions import *  # noqa: F403
+from ._utility_functions import *  # noqa: F403
 
 __array_api_version__ = "2024.12"
 
@@ -59,6 +61,7 @@ _CHAPTERS = (
     _linear_algebra_functions,
     _manipulation_functions,
     _statistical_functions,
+    _utility_functions,
 )
 
 

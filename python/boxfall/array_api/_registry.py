@@ -100,11 +100,16 @@ def public_function(op: OpOverload, kernel: Callable[..., Any], name: str) -> Ca
     if dtype_at is None:
 
         def fn(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[0], np.generic):
+                args = (np.asarray(args[0]), *args[1:])
             return op(*args, **kwargs)
 
     else:
 
         def fn(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[0], np.generic):
+                # NumPy's 0-d results (`a == b` of 0-d arrays) are NumPy scalars: arrays here.
+                args = (np.asarray(args[0]), *args[1:])
             if len(args) > dtype_at:
                 args = (*args[:dtype_at], dtype_name(args[dtype_at]), *args[dtype_at + 1 :])
             elif kwargs.get("dtype") is not None:
