@@ -8,6 +8,7 @@ use numpy::{
     PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use super::errors::{from_pyerr, IntoPy};
@@ -526,13 +527,30 @@ impl PyTensor {
         }
     }
 
-    /// The payload's `.shape`, or the host memory's shape.
+    /// The shape, a tuple of ints: the host memory's, or the payload's `.shape` (any sequence
+    /// of ints the payload gives, as a tuple).
     #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         match self.inner.data() {
-            TensorData::Host(h) => Ok(PyTuple::new(py, h.shape())?.into_any()),
-            TensorData::Foreign(_) => self.attr(py, "shape"),
+            TensorData::Host(h) => PyTuple::new(py, h.shape()),
+            TensorData::Foreign(_) => {
+                let dims: Vec<usize> = self.attr(py, "shape")?.extract()?;
+                PyTuple::new(py, dims)
+            }
         }
+    }
+
+    /// The number of dimensions, `len(shape)`.
+    #[getter]
+    fn ndim(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.shape(py)?.len())
+    }
+
+    /// The number of elements, the product of `shape`.
+    #[getter]
+    fn size(&self, py: Python<'_>) -> PyResult<usize> {
+        let shape: Vec<usize> = self.shape(py)?.extract()?;
+        Ok(shape.iter().product())
     }
 
     /// The values as a NumPy array: the backend's `to_cpu(payload)`; for Native, a read-only
@@ -552,12 +570,306 @@ impl PyTensor {
         cpu_tensor_to_numpy(py, &cpu, false)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "bf.Tensor(device={}, {})",
-            self.inner.device(),
-            self.inner.describe()
-        )
+    // The array object of the array API standard (DESIGN section 7): each method is a call of
+    // the function of the same name in `boxfall.array_api._array_methods`, which runs the
+    // method's operator through the dispatcher.
+
+    /// `array_api::add` (`x + y`); the other operators likewise call their functions.
+    fn __add__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__add__", other)
+    }
+    /// The reflected operator of `__add__`.
+    fn __radd__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__radd__", other)
+    }
+    /// The operator of `__sub__` (`boxfall.array_api._array_methods`).
+    fn __sub__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__sub__", other)
+    }
+    /// The reflected operator of `__sub__`.
+    fn __rsub__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rsub__", other)
+    }
+    /// The operator of `__mul__` (`boxfall.array_api._array_methods`).
+    fn __mul__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__mul__", other)
+    }
+    /// The reflected operator of `__mul__`.
+    fn __rmul__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rmul__", other)
+    }
+    /// The operator of `__truediv__` (`boxfall.array_api._array_methods`).
+    fn __truediv__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__truediv__", other)
+    }
+    /// The reflected operator of `__truediv__`.
+    fn __rtruediv__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rtruediv__", other)
+    }
+    /// The operator of `__floordiv__` (`boxfall.array_api._array_methods`).
+    fn __floordiv__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__floordiv__", other)
+    }
+    /// The reflected operator of `__floordiv__`.
+    fn __rfloordiv__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rfloordiv__", other)
+    }
+    /// The operator of `__mod__` (`boxfall.array_api._array_methods`).
+    fn __mod__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__mod__", other)
+    }
+    /// The reflected operator of `__mod__`.
+    fn __rmod__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rmod__", other)
+    }
+    /// The operator of `__and__` (`boxfall.array_api._array_methods`).
+    fn __and__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__and__", other)
+    }
+    /// The reflected operator of `__and__`.
+    fn __rand__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rand__", other)
+    }
+    /// The operator of `__or__` (`boxfall.array_api._array_methods`).
+    fn __or__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__or__", other)
+    }
+    /// The reflected operator of `__or__`.
+    fn __ror__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__ror__", other)
+    }
+    /// The operator of `__xor__` (`boxfall.array_api._array_methods`).
+    fn __xor__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__xor__", other)
+    }
+    /// The reflected operator of `__xor__`.
+    fn __rxor__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rxor__", other)
+    }
+    /// The operator of `__lshift__` (`boxfall.array_api._array_methods`).
+    fn __lshift__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__lshift__", other)
+    }
+    /// The reflected operator of `__lshift__`.
+    fn __rlshift__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rlshift__", other)
+    }
+    /// The operator of `__rshift__` (`boxfall.array_api._array_methods`).
+    fn __rshift__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rshift__", other)
+    }
+    /// The reflected operator of `__rshift__`.
+    fn __rrshift__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rrshift__", other)
+    }
+    /// The operator of `__matmul__` (`boxfall.array_api._array_methods`).
+    fn __matmul__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__matmul__", other)
+    }
+    /// The reflected operator of `__matmul__`.
+    fn __rmatmul__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__rmatmul__", other)
+    }
+    /// `array_api::pow` (`x ** y`; a modulo is refused).
+    fn __pow__(
+        slf: &Bound<'_, Self>,
+        other: &Bound<'_, PyAny>,
+        modulo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        no_modulo(modulo)?;
+        array_method(slf, "__pow__", other)
+    }
+    /// The reflected `x ** y`.
+    fn __rpow__(
+        slf: &Bound<'_, Self>,
+        other: &Bound<'_, PyAny>,
+        modulo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        no_modulo(modulo)?;
+        array_method(slf, "__rpow__", other)
+    }
+    /// The in-place `__add__`: `array_api::<name>_`, written into this tensor.
+    fn __iadd__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__iadd__", other).map(drop)
+    }
+    /// The in-place `__sub__`: `array_api::<name>_`, written into this tensor.
+    fn __isub__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__isub__", other).map(drop)
+    }
+    /// The in-place `__mul__`: `array_api::<name>_`, written into this tensor.
+    fn __imul__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__imul__", other).map(drop)
+    }
+    /// The in-place `__truediv__`: `array_api::<name>_`, written into this tensor.
+    fn __itruediv__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__itruediv__", other).map(drop)
+    }
+    /// The in-place `__floordiv__`: `array_api::<name>_`, written into this tensor.
+    fn __ifloordiv__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__ifloordiv__", other).map(drop)
+    }
+    /// The in-place `__mod__`: `array_api::<name>_`, written into this tensor.
+    fn __imod__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__imod__", other).map(drop)
+    }
+    /// The in-place `__and__`: `array_api::<name>_`, written into this tensor.
+    fn __iand__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__iand__", other).map(drop)
+    }
+    /// The in-place `__or__`: `array_api::<name>_`, written into this tensor.
+    fn __ior__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__ior__", other).map(drop)
+    }
+    /// The in-place `__xor__`: `array_api::<name>_`, written into this tensor.
+    fn __ixor__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__ixor__", other).map(drop)
+    }
+    /// The in-place `__lshift__`: `array_api::<name>_`, written into this tensor.
+    fn __ilshift__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__ilshift__", other).map(drop)
+    }
+    /// The in-place `__rshift__`: `array_api::<name>_`, written into this tensor.
+    fn __irshift__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        array_method(slf, "__irshift__", other).map(drop)
+    }
+    /// `x **= y`: `array_api::pow_`, written into this tensor (Python passes no modulo).
+    fn __ipow__(
+        slf: &Bound<'_, Self>,
+        other: &Bound<'_, PyAny>,
+        _modulo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        array_method(slf, "__ipow__", other).map(drop)
+    }
+    /// The comparison `__eq__`, an array of bools.
+    fn __eq__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__eq__", other)
+    }
+    /// The comparison `__ne__`, an array of bools.
+    fn __ne__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__ne__", other)
+    }
+    /// The comparison `__lt__`, an array of bools.
+    fn __lt__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__lt__", other)
+    }
+    /// The comparison `__le__`, an array of bools.
+    fn __le__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__le__", other)
+    }
+    /// The comparison `__gt__`, an array of bools.
+    fn __gt__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__gt__", other)
+    }
+    /// The comparison `__ge__`, an array of bools.
+    fn __ge__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__ge__", other)
+    }
+    /// Identity, as `object.__hash__`: a tensor stays usable as a dict key although `==` makes
+    /// an array.
+    fn __hash__(slf: &Bound<'_, Self>) -> isize {
+        slf.as_ptr() as isize
+    }
+    /// The unary `__neg__`.
+    fn __neg__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__neg__")
+    }
+    /// The unary `__pos__`.
+    fn __pos__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__pos__")
+    }
+    /// The unary `__invert__`.
+    fn __invert__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__invert__")
+    }
+    /// The unary `__abs__`.
+    fn __abs__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__abs__")
+    }
+    /// A 0-d tensor as a Python `bool` (through a host copy).
+    fn __bool__(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        array_call(slf, "__bool__")?.extract(slf.py())
+    }
+    /// A 0-d tensor as a Python `int` (through a host copy).
+    fn __int__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__int__")
+    }
+    /// A 0-d tensor as a Python `float` (through a host copy).
+    fn __float__(slf: &Bound<'_, Self>) -> PyResult<f64> {
+        array_call(slf, "__float__")?.extract(slf.py())
+    }
+    /// A 0-d tensor as a Python `index` (through a host copy).
+    fn __index__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__index__")
+    }
+    /// A 0-d tensor as a Python `complex` (through a host copy).
+    fn __complex__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__complex__")
+    }
+
+    /// A host copy as a NumPy array (NumPy's `__array__` protocol).
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__(
+        slf: &Bound<'_, Self>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        array_module(slf.py())?
+            .getattr("__array__")?
+            .call1((slf, dtype, copy))
+            .map(Bound::unbind)
+    }
+
+    /// NumPy's ufuncs defer to the tensor's own operators (`ndarray + tensor` is
+    /// `tensor.__radd__`), rather than computing on a host copy.
+    #[classattr]
+    fn __array_ufunc__(py: Python<'_>) -> Py<PyAny> {
+        py.None()
+    }
+
+    /// `boxfall.array_api`, the namespace of the array API standard.
+    #[pyo3(signature = (*, api_version=None))]
+    fn __array_namespace__(
+        slf: &Bound<'_, Self>,
+        api_version: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let kwargs = pyo3::types::PyDict::new(slf.py());
+        kwargs.set_item("api_version", api_version)?;
+        array_module(slf.py())?
+            .getattr("__array_namespace__")?
+            .call((slf,), Some(&kwargs))
+            .map(Bound::unbind)
+    }
+
+    /// The tensor on `device`: itself if it is there, else a copy (`"cpu"`: a NumPy array).
+    #[pyo3(signature = (device, /, *, stream=None))]
+    fn to_device(
+        slf: &Bound<'_, Self>,
+        device: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let kwargs = pyo3::types::PyDict::new(slf.py());
+        kwargs.set_item("stream", stream)?;
+        array_module(slf.py())?
+            .getattr("to_device")?
+            .call((slf, device), Some(&kwargs))
+            .map(Bound::unbind)
+    }
+
+    /// The transpose of a 2-d tensor (`array_api::permute_dims`).
+    #[getter(T)]
+    fn transpose(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "T")
+    }
+
+    /// The last two axes swapped (`array_api::matrix_transpose`).
+    #[getter(mT)]
+    fn matrix_transpose(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "mT")
+    }
+
+    /// The values, dtype and device, read through a host copy.
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__repr__")
     }
 }
 
@@ -567,6 +879,47 @@ impl PyTensor {
             Some(p) => p.getattr(name),
             None => Ok(py.None().into_bound(py)),
         }
+    }
+}
+
+/// `boxfall.array_api._array_methods`, imported once.
+fn array_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    MODULE
+        .get_or_try_init(py, || {
+            py.import("boxfall.array_api._array_methods")
+                .map(Bound::unbind)
+        })
+        .map(|m| m.bind(py))
+}
+
+/// `_array_methods.<name>(slf)`.
+fn array_call(slf: &Bound<'_, PyTensor>, name: &str) -> PyResult<Py<PyAny>> {
+    array_module(slf.py())?
+        .getattr(name)?
+        .call1((slf,))
+        .map(Bound::unbind)
+}
+
+/// `_array_methods.<name>(slf, other)`: a binary operator method.
+fn array_method(
+    slf: &Bound<'_, PyTensor>,
+    name: &str,
+    other: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    array_module(slf.py())?
+        .getattr(name)?
+        .call1((slf, other))
+        .map(Bound::unbind)
+}
+
+/// `pow(x, y, z)`: the standard has no modular power.
+fn no_modulo(modulo: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    match modulo {
+        Some(m) if !m.is_none() => Err(pyo3::exceptions::PyTypeError::new_err(
+            "pow() with a modulo is not defined for arrays",
+        )),
+        _ => Ok(()),
     }
 }
 

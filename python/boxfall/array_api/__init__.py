@@ -1,0 +1,140 @@
+"""The Python array API standard (2024.12) as boxfall operators.
+
+Every function is the operator ``array_api::<name>``, with a schema in PyTorch's language and a
+NumPy CPU kernel, so it runs on every backend that has the CPU fallback (Native has it; a
+backend written in Python registers ``bf.cpu_fallback``), counted per operator in
+``bf.metrics``, and a backend takes any of them natively with
+``bf.Library("array_api", "IMPL").impl("add", accel_add, "Accel")``::
+
+    import boxfall.array_api as xp
+    nx = xp.namespace("Native")            # creation functions default to Native
+    x = nx.asarray([1.0, 2.0]); y = nx.ones(2)
+    z = x + y                              # array_api::add, Native's CPU fallback
+    xp.sum(z, axis=0)
+
+``xp`` itself creates on the CPU, where arrays are NumPy arrays; on any other device an array is
+a ``bf.Tensor``. Dtypes are NumPy's dtype objects (``xp.float64 == np.dtype("float64")``).
+
+The package follows the standard's chapters, one file each, every file a table of schemas and
+kernels that registers itself (``_registry``): ``_elementwise_functions``,
+``_creation_functions``, ``_statistical_functions``, ``_manipulation_functions``,
+``_linear_algebra_functions``, ``_data_type_functions``, ``_utility_functions``,
+``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``).
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any
+
+from . import (
+    _constants,
+    _creation_functions,
+    _data_type_functions,
+    _dtypes,
+    _elementwise_functions,
+    _info,
+    _linear_algebra_functions,
+    _manipulation_functions,
+    _statistical_functions,
+    _utility_functions,
+)
+from ._constants import *  # noqa: F403
+from ._creation_functions import *  # noqa: F403
+from ._data_type_functions import *  # noqa: F403
+from ._dtypes import *  # noqa: F403
+from ._elementwise_functions import *  # noqa: F403
+from ._linear_algebra_functions import *  # noqa: F403
+from ._manipulation_functions import *  # noqa: F403
+from ._statistical_functions import *  # noqa: F403
+from ._utility_functions import *  # noqa: F403
+
+__array_api_version__ = "2024.12"
+
+_CHAPTERS = (
+    _constants,
+    _creation_functions,
+    _data_type_functions,
+    _dtypes,
+    _elementwise_functions,
+    _linear_algebra_functions,
+    _manipulation_functions,
+    _statistical_functions,
+    _utility_functions,
+)
+
+
+def __array_namespace_info__() -> _info.Info:
+    """The inspection API of the CPU namespace."""
+    return _info.Info("cpu")
+
+
+def _canonical_device(device: Any) -> str:
+    from .. import dispatch_keys
+
+    text = str(device)
+    if text.lower() == "cpu":
+        return "cpu"
+    name, _, index = text.partition(":")
+    known = {k.lower(): k for k in dispatch_keys()}
+    if name.lower() not in known or (index and not index.isdigit()):
+        raise ValueError(
+            f"no device {text!r}: a device is 'cpu' or a backend's name, optionally with an "
+            f"index ('Native:0'); the keys are {sorted(known.values())}"
+        )
+    return f"{known[name.lower()]}:{int(index or 0)}"
+
+
+def _on_device(fn: Any, device: str) -> Any:
+    @functools.wraps(fn)
+    def create(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("device") is None:
+            if not (fn is asarray and args and isinstance(args[0], Tensor)):  # noqa: F405
+                kwargs["device"] = device
+        return fn(*args, **kwargs)
+
+    return create
+
+
+_namespaces: dict[str, types.ModuleType] = {}
+
+
+def namespace(device: Any) -> types.ModuleType:
+    """The namespace whose creation functions default to ``device`` (``"Native"``,
+    ``"Accel:0"``, any device string ``bf.Tensor.device`` prints, or ``"cpu"``). Every other
+    function is the same object as in ``boxfall.array_api``. ``asarray`` keeps a
+    ``bf.Tensor``'s device (the standard's rule) and moves anything else, NumPy arrays
+    included, to the namespace's device."""
+    name = _canonical_device(device)
+    if name == "cpu":
+        import boxfall.array_api as xp
+
+        return xp
+    found = _namespaces.get(name)
+    if found is not None:
+        return found
+    ns = types.ModuleType(f"boxfall.array_api[{name}]", f"boxfall.array_api on {name}.")
+    for chapter in _CHAPTERS:
+        for attr in chapter.__all__:
+            ns.__dict__[attr] = globals()[attr]
+    for attr in _creation_functions.DEVICE_DEFAULTED:
+        ns.__dict__[attr] = _on_device(globals()[attr], name)
+    ns.__dict__["__array_api_version__"] = __array_api_version__
+    ns.__dict__["__array_namespace_info__"] = lambda: _info.Info(name)
+    ns.__dict__["namespace"] = namespace
+    ns.__dict__["device"] = name
+    _namespaces[name] = ns
+    return ns
+
+
+from .._boxfall import Tensor  # noqa: E402
+
+__all__ = sorted(
+    {
+        "__array_api_version__",
+        "__array_namespace_info__",
+        "namespace",
+        *(n for chapter in _CHAPTERS for n in chapter.__all__),
+    }
+)

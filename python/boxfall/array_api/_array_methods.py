@@ -1,0 +1,199 @@
+"""The array object's methods for ``bf.Tensor`` (the standard's ``array_object`` chapter).
+
+``bf.Tensor`` is a Rust class; its dunder methods are one-line calls of the functions here of
+the same name, so each operator method is the operator of its function (``x + y`` is
+``array_api::add``, ``1 + x`` is ``array_api::add.Scalar_Tensor``, ``x @ y`` is
+``array_api::matmul``) and goes through the dispatcher, where a backend can take it natively.
+The in-place operators are the operators ``array_api::<name>_`` (``x += y`` is
+``array_api::add_``, ``x += 1`` is ``array_api::add_.Scalar``), whose ``Tensor(a!)`` argument
+the CPU fallback writes back into the device tensor.
+
+Transfers are no operators: ``__array__`` (and so ``__bool__``, ``__int__``, ``__float__``,
+``__complex__``, ``__index__`` and ``repr``) copies to the host through the backend's
+``to_cpu`` hook, and ``to_device`` to another device is ``array_api::asarray`` of that host
+copy with ``device=`` (so it runs the device's own ``asarray`` kernel, or the CPU kernel through
+its fallback). ``__getitem__``/``__setitem__`` and ``__dlpack__`` are later work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _elementwise_functions as _ew
+from . import _linear_algebra_functions as _la
+from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
+
+
+def _operand(other: Any) -> bool:
+    return isinstance(other, (*ARRAY_TYPES, *SCALAR_TYPES, complex))
+
+
+def _binary(name: str) -> tuple[Any, Any]:
+    fn = getattr(_ew, name)
+
+    def forward(self: Any, other: Any) -> Any:
+        return fn(self, other) if _operand(other) else NotImplemented
+
+    def reflected(self: Any, other: Any) -> Any:
+        return fn(other, self) if _operand(other) else NotImplemented
+
+    return forward, reflected
+
+
+def _in_place(name: str) -> Any:
+    both, scalar = _ew.OPS[f"{name}_"], _ew.OPS[f"{name}_.Scalar"]
+
+    def method(self: Any, other: Any) -> None:
+        if isinstance(other, ARRAY_TYPES):
+            both(self, other)
+        elif isinstance(other, SCALAR_TYPES):
+            scalar(self, other)
+        elif isinstance(other, complex):
+            both(self, scalar_array(other, self))
+        else:
+            raise TypeError(
+                f"unsupported operand type for the in-place {name}: {type(other).__name__}"
+            )
+
+    return method
+
+
+__add__, __radd__ = _binary("add")
+__sub__, __rsub__ = _binary("subtract")
+__mul__, __rmul__ = _binary("multiply")
+__truediv__, __rtruediv__ = _binary("divide")
+__floordiv__, __rfloordiv__ = _binary("floor_divide")
+__mod__, __rmod__ = _binary("remainder")
+__pow__, __rpow__ = _binary("pow")
+__and__, __rand__ = _binary("bitwise_and")
+__or__, __ror__ = _binary("bitwise_or")
+__xor__, __rxor__ = _binary("bitwise_xor")
+__lshift__, __rlshift__ = _binary("bitwise_left_shift")
+__rshift__, __rrshift__ = _binary("bitwise_right_shift")
+__eq__, _ = _binary("equal")
+__ne__, _ = _binary("not_equal")
+__lt__, _ = _binary("less")
+__le__, _ = _binary("less_equal")
+__gt__, _ = _binary("greater")
+__ge__, _ = _binary("greater_equal")
+
+__iadd__ = _in_place("add")
+__isub__ = _in_place("subtract")
+__imul__ = _in_place("multiply")
+__itruediv__ = _in_place("divide")
+__ifloordiv__ = _in_place("floor_divide")
+__imod__ = _in_place("remainder")
+__ipow__ = _in_place("pow")
+__iand__ = _in_place("bitwise_and")
+__ior__ = _in_place("bitwise_or")
+__ixor__ = _in_place("bitwise_xor")
+__ilshift__ = _in_place("bitwise_left_shift")
+__irshift__ = _in_place("bitwise_right_shift")
+
+
+def __matmul__(self: Any, other: Any) -> Any:
+    return _la.OPS["matmul"](self, other) if isinstance(other, ARRAY_TYPES) else NotImplemented
+
+
+def __rmatmul__(self: Any, other: Any) -> Any:
+    return _la.OPS["matmul"](other, self) if isinstance(other, ARRAY_TYPES) else NotImplemented
+
+
+def __neg__(self: Any) -> Any:
+    return _ew.OPS["negative"](self)
+
+
+def __pos__(self: Any) -> Any:
+    return _ew.OPS["positive"](self)
+
+
+def __invert__(self: Any) -> Any:
+    return _ew.OPS["bitwise_invert"](self)
+
+
+def __abs__(self: Any) -> Any:
+    return _ew.OPS["abs"](self)
+
+
+def __array__(self: Any, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    """A host copy (through the backend's ``to_cpu``), in ``dtype`` if given."""
+    if copy is False:
+        raise ValueError(f"a tensor on {self.device} has no host memory to share (copy=False)")
+    return np.array(self.numpy(), dtype=dtype, copy=True)
+
+
+def _scalar(self: Any, convert: Any, what: str) -> Any:
+    if self.ndim != 0:
+        raise TypeError(f"only a 0-d array converts to {what}, not one of shape {self.shape}")
+    return convert(__array__(self)[()])
+
+
+def __bool__(self: Any) -> bool:
+    return _scalar(self, bool, "bool")
+
+
+def __int__(self: Any) -> int:
+    return _scalar(self, int, "int")
+
+
+def __float__(self: Any) -> float:
+    return _scalar(self, float, "float")
+
+
+def __complex__(self: Any) -> complex:
+    return _scalar(self, complex, "complex")
+
+
+def __index__(self: Any) -> int:
+    if np.dtype(self.dtype).kind not in "iu":
+        raise TypeError(f"only an integer array is an index, not one of {self.dtype}")
+    return _scalar(self, int, "an index")
+
+
+def to_device(self: Any, device: Any, /, *, stream: Any = None) -> Any:
+    """The array on ``device``: itself if it is there already, else a copy."""
+    if stream is not None:
+        raise ValueError("boxfall's devices have no streams")
+    here = getattr(self, "device", "cpu")
+    if device == here:
+        return self
+    host = __array__(self) if not isinstance(self, np.ndarray) else self
+    if device == "cpu":
+        return host
+    return _creation().OPS["asarray"](host, device=device, copy=True)
+
+
+def _creation() -> Any:
+    from . import _creation_functions
+
+    return _creation_functions
+
+
+def T(self: Any) -> Any:  # noqa: N802  (the standard's name)
+    if self.ndim != 2:
+        raise ValueError(f"x.T is for 2-d arrays (use x.mT or permute_dims), not {self.ndim}-d")
+    from ._manipulation_functions import OPS
+
+    return OPS["permute_dims"](self, [1, 0])
+
+
+def mT(self: Any) -> Any:  # noqa: N802
+    return _la.OPS["matrix_transpose"](self)
+
+
+def __array_namespace__(self: Any, /, *, api_version: str | None = None) -> Any:
+    if api_version not in (None, "2024.12", "2023.12", "2022.12", "2021.12"):
+        raise ValueError(f"boxfall.array_api implements the 2024.12 standard, not {api_version}")
+    import boxfall.array_api
+
+    return boxfall.array_api
+
+
+def __repr__(self: Any) -> str:
+    try:
+        body = np.array2string(__array__(self), separator=", ", prefix="bf.Tensor(")
+    except Exception as e:  # a repr must not fail: say what the host copy said
+        body = f"<no host copy: {type(e).__name__}: {e}>"
+    return f"bf.Tensor({body}, dtype={self.dtype}, device='{self.device}')"

@@ -1,0 +1,288 @@
+"""Creation functions (the standard's chapter of that name), as data.
+
+A function that takes no array argument dispatches on its ``Device? device`` argument (c10's
+BackendSelect): the device's own kernel if its backend registered one
+(``lib.impl("zeros", accel_zeros, "Accel")``), else the CPU kernel through the device's CPU
+fallback, which rewrites ``device`` to the CPU for the kernel and moves the result onto the
+device. ``device=None`` is the CPU here; ``namespace(device)`` makes it that device.
+
+The ``_like`` functions dispatch on their array (and land on its device); with a ``device``
+other than the array's they are the plain creation function on that device (``zeros_like(x,
+device=d)`` is ``zeros(x.shape, dtype=x.dtype, device=d)``), since the dispatcher reads a
+``Device`` argument only when no array is given.
+
+``fill_value`` is ``Any`` rather than PyTorch's ``Scalar``: the standard allows complex fill
+values, which a ``Scalar`` does not hold yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+
+from .._boxfall import Tensor
+from ._helpers import device_of
+from ._registry import Op, dtype_name, register
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    return tuple(shape)
+
+
+def _asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
+    if isinstance(obj, (list, tuple)) and dtype is None:
+        # The standard's defaults (NumPy would make a list of ints and floats float64 too; a
+        # list of Python bools stays bool).
+        return np.array(obj, copy=True)
+    if copy is True:
+        return np.array(obj, dtype=dtype, copy=True)
+    if copy is False:
+        return np.asarray(obj, dtype=dtype, copy=False)
+    return np.asarray(obj, dtype=dtype)
+
+
+def _zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    return np.zeros(_shape(shape), dtype=dtype)
+
+
+def _ones(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    return np.ones(_shape(shape), dtype=dtype)
+
+
+def _empty(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    return np.empty(_shape(shape), dtype=dtype)
+
+
+def _full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    return np.full(_shape(shape), fill_value, dtype=dtype)
+
+
+def _arange(
+    start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
+) -> Any:
+    return np.arange(start, stop, step, dtype=dtype)
+
+
+def _linspace(
+    start: Any,
+    stop: Any,
+    /,
+    num: int,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    endpoint: bool = True,
+) -> Any:
+    return np.linspace(start, stop, num, dtype=dtype, endpoint=endpoint)
+
+
+def _eye(
+    n_rows: int,
+    n_cols: int | None = None,
+    /,
+    *,
+    k: int = 0,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
+    return np.eye(n_rows, n_cols, k=k, dtype=dtype)
+
+
+def _zeros_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+    return np.zeros_like(x, dtype=dtype)
+
+
+def _ones_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+    return np.ones_like(x, dtype=dtype)
+
+
+def _empty_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+    return np.empty_like(x, dtype=dtype)
+
+
+def _full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    return np.full_like(x, fill_value, dtype=dtype)
+
+
+def _tril(x: Any, /, *, k: int = 0) -> Any:
+    return np.tril(x, k=k)
+
+
+def _triu(x: Any, /, *, k: int = 0) -> Any:
+    return np.triu(x, k=k)
+
+
+def _meshgrid(arrays: Any, *, indexing: str = "xy") -> Any:
+    return [np.array(a) for a in np.meshgrid(*arrays, indexing=cast(Any, indexing))]
+
+
+_DEVICE = "str? dtype=None, Device? device=None"
+OPS, _ = register(
+    [
+        Op(f"asarray(Any obj, *, {_DEVICE}, bool? copy=None) -> Tensor", _asarray, False),
+        Op(f"zeros(int[1] shape, *, {_DEVICE}) -> Tensor", _zeros, False),
+        Op(f"ones(int[1] shape, *, {_DEVICE}) -> Tensor", _ones, False),
+        Op(f"empty(int[1] shape, *, {_DEVICE}) -> Tensor", _empty, False),
+        Op(f"full(int[1] shape, Any fill_value, *, {_DEVICE}) -> Tensor", _full, False),
+        Op(
+            f"arange(Scalar start, Scalar? stop=None, Scalar step=1, *, {_DEVICE}) -> Tensor",
+            _arange,
+            False,
+        ),
+        Op(
+            f"linspace(Scalar start, Scalar stop, int num, *, {_DEVICE}, bool endpoint=True)"
+            " -> Tensor",
+            _linspace,
+            False,
+        ),
+        Op(f"eye(int n_rows, int? n_cols=None, *, int k=0, {_DEVICE}) -> Tensor", _eye, False),
+        Op(f"zeros_like(Tensor x, *, {_DEVICE}) -> Tensor", _zeros_like, False),
+        Op(f"ones_like(Tensor x, *, {_DEVICE}) -> Tensor", _ones_like, False),
+        Op(f"empty_like(Tensor x, *, {_DEVICE}) -> Tensor", _empty_like, False),
+        Op(f"full_like(Tensor x, Any fill_value, *, {_DEVICE}) -> Tensor", _full_like, False),
+        Op("tril(Tensor x, *, int k=0) -> Tensor", _tril, False),
+        Op("triu(Tensor x, *, int k=0) -> Tensor", _triu, False),
+        Op('meshgrid(Tensor[] arrays, *, str indexing="xy") -> Tensor[]', _meshgrid, False),
+    ]
+)
+
+
+def _device(device: Any) -> Any:
+    # The standard's device objects are the strings bf.Tensor.device prints ("cpu" for NumPy).
+    return None if device is None or device == "cpu" else device
+
+
+def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Any:
+    """The operator ``array_api::asarray``. An array keeps its device unless ``device`` names
+    another; one on another device is copied there through the host."""
+    if isinstance(obj, Tensor):
+        if device is None or device == obj.device:
+            same_dtype = dtype is None or np.dtype(dtype) == obj.dtype
+            if same_dtype and copy is not True:
+                return obj
+            device = obj.device
+        obj = obj.__array__()
+    elif isinstance(obj, np.ndarray) and copy is False and _device(device) is not None:
+        raise ValueError(f"asarray(copy=False) cannot move an array to {device}")
+    return OPS["asarray"](obj, dtype=dtype_name(dtype), device=_device(device), copy=copy)
+
+
+def zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    """The operator ``array_api::zeros``."""
+    return OPS["zeros"](shape, dtype=dtype_name(dtype), device=_device(device))
+
+
+def ones(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    """The operator ``array_api::ones``."""
+    return OPS["ones"](shape, dtype=dtype_name(dtype), device=_device(device))
+
+
+def empty(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    """The operator ``array_api::empty``."""
+    return OPS["empty"](shape, dtype=dtype_name(dtype), device=_device(device))
+
+
+def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    """The operator ``array_api::full``."""
+    return OPS["full"](shape, fill_value, dtype=dtype_name(dtype), device=_device(device))
+
+
+def arange(
+    start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
+) -> Any:
+    """The operator ``array_api::arange``."""
+    return OPS["arange"](start, stop, step, dtype=dtype_name(dtype), device=_device(device))
+
+
+def linspace(
+    start: Any,
+    stop: Any,
+    /,
+    num: int,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    endpoint: bool = True,
+) -> Any:
+    """The operator ``array_api::linspace``."""
+    return OPS["linspace"](
+        start, stop, num, dtype=dtype_name(dtype), device=_device(device), endpoint=endpoint
+    )
+
+
+def eye(
+    n_rows: int,
+    n_cols: int | None = None,
+    /,
+    *,
+    k: int = 0,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
+    """The operator ``array_api::eye``."""
+    return OPS["eye"](n_rows, n_cols, k=k, dtype=dtype_name(dtype), device=_device(device))
+
+
+def _like(name: str, x: Any, fill: tuple[Any, ...], dtype: Any, device: Any) -> Any:
+    if device is not None and device != device_of(x):
+        make = globals()[name.removesuffix("_like")]
+        return make(tuple(x.shape), *fill, dtype=dtype or x.dtype, device=device)
+    return OPS[name](x, *fill, dtype=dtype_name(dtype), device=None)
+
+
+def zeros_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+    """The operator ``array_api::zeros_like``."""
+    return _like("zeros_like", x, (), dtype, device)
+
+
+def ones_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+    """The operator ``array_api::ones_like``."""
+    return _like("ones_like", x, (), dtype, device)
+
+
+def empty_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
+    """The operator ``array_api::empty_like``."""
+    return _like("empty_like", x, (), dtype, device)
+
+
+def full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    """The operator ``array_api::full_like``."""
+    return _like("full_like", x, (fill_value,), dtype, device)
+
+
+def tril(x: Any, /, *, k: int = 0) -> Any:
+    """The operator ``array_api::tril``."""
+    return OPS["tril"](x, k=k)
+
+
+def triu(x: Any, /, *, k: int = 0) -> Any:
+    """The operator ``array_api::triu``."""
+    return OPS["triu"](x, k=k)
+
+
+def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:
+    """The operator ``array_api::meshgrid``."""
+    return OPS["meshgrid"](list(arrays), indexing=indexing)
+
+
+DEVICE_DEFAULTED = ("asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye")
+"""The functions whose ``device=None`` means the namespace's device (``namespace(device)``)."""
+
+__all__ = [
+    "arange",
+    "asarray",
+    "empty",
+    "empty_like",
+    "eye",
+    "full",
+    "full_like",
+    "linspace",
+    "meshgrid",
+    "ones",
+    "ones_like",
+    "tril",
+    "triu",
+    "zeros",
+    "zeros_like",
+]

@@ -1,0 +1,90 @@
+"""Data type functions (the standard's chapter of that name). Only ``astype`` touches array data
+and is an operator (``array_api::astype``); the others answer from dtypes alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes
+from ._helpers import ARRAY_TYPES, device_of
+from ._registry import Op, dtype_name, register
+
+
+def _astype(x: Any, dtype: str, /, *, copy: bool = True, device: Any = None) -> Any:
+    return x.astype(dtype, copy=copy)
+
+
+OPS, _ = register(
+    [
+        Op(
+            "astype(Tensor x, str dtype, *, bool copy=True, Device? device=None) -> Tensor",
+            _astype,
+            False,
+        )
+    ]
+)
+
+
+def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
+    """The operator ``array_api::astype``; with a ``device`` other than ``x``'s, the result is
+    then moved there."""
+    out = OPS["astype"](x, dtype_name(dtype), copy=copy)
+    if device is not None and device != device_of(x):
+        from ._array_methods import to_device
+
+        out = to_device(out, device)
+    return out
+
+
+def _dtype(x: Any) -> np.dtype:
+    return x.dtype if isinstance(x, ARRAY_TYPES) else np.dtype(x)
+
+
+def can_cast(from_: Any, to: Any, /) -> bool:
+    """Whether the standard's promotion rules cast ``from_`` (a dtype or array) to ``to``."""
+    return bool(np.can_cast(_dtype(from_), np.dtype(to), casting="safe"))
+
+
+def finfo(type: Any, /) -> Any:  # noqa: A002
+    """Machine limits of a floating-point dtype (NumPy's ``finfo``)."""
+    return np.finfo(_dtype(type))
+
+
+def iinfo(type: Any, /) -> Any:  # noqa: A002
+    """Machine limits of an integer dtype (NumPy's ``iinfo``)."""
+    return np.iinfo(_dtype(type))
+
+
+_KINDS = {
+    "bool": lambda d: d == _dtypes.bool,
+    "signed integer": lambda d: d.kind == "i",
+    "unsigned integer": lambda d: d.kind == "u",
+    "integral": lambda d: d.kind in "iu",
+    "real floating": lambda d: d.kind == "f",
+    "complex floating": lambda d: d.kind == "c",
+    "numeric": lambda d: d.kind in "iufc",
+}
+
+
+def isdtype(dtype: Any, kind: Any) -> bool:
+    """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of them)."""
+    if isinstance(kind, tuple):
+        return any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, str):
+        if kind not in _KINDS:
+            raise ValueError(f"unknown dtype kind {kind!r}; the kinds are {sorted(_KINDS)}")
+        return bool(_KINDS[kind](np.dtype(dtype)))
+    return np.dtype(dtype) == np.dtype(kind)
+
+
+def result_type(*arrays_and_dtypes: Any) -> np.dtype:
+    """The dtype the standard's promotion gives the arguments (arrays, dtypes, Python scalars)."""
+    args = [a.dtype if isinstance(a, ARRAY_TYPES) else a for a in arrays_and_dtypes]
+    if not args:
+        raise ValueError("result_type() needs at least one array or dtype")
+    return np.result_type(*args)
+
+
+__all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]

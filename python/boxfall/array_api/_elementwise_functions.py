@@ -1,0 +1,223 @@
+"""Element-wise functions (the standard's chapter of that name), as data.
+
+Each unary function is one operator ``array_api::<name>(Tensor x) -> Tensor``. Each binary
+function is three overloads, so that a Python scalar on either side binds (the standard's
+2024.12 signatures take ``array | int | float | complex | bool`` there):
+
+- ``array_api::<name>(Tensor x1, Tensor x2) -> Tensor``
+- ``array_api::<name>.Tensor_Scalar(Tensor x1, Scalar x2) -> Tensor``
+- ``array_api::<name>.Scalar_Tensor(Scalar x1, Tensor x2) -> Tensor``
+
+A kernel computes with NumPy's weak Python scalars (NEP 50), so ``x + 1`` keeps ``x.dtype`` as
+the standard says. A complex Python scalar is no ``Scalar``: it becomes a 0-d array of the
+array argument's dtype on its device. The functions the array object's in-place operators use
+are ``array_api::<name>_(Tensor(a!) x1, Tensor x2) -> Tensor(a!)`` and
+``<name>_.Scalar(Tensor(a!) x1, Scalar x2) -> Tensor(a!)``: the result is written into ``x1``,
+in ``x1``'s dtype (NumPy's ``same_kind`` casting refuses ``int_array /= 2``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
+from ._registry import Op, register
+
+UNARY: dict[str, Callable[[Any], Any]] = {
+    "abs": np.abs,
+    "acos": np.arccos,
+    "acosh": np.arccosh,
+    "asin": np.arcsin,
+    "asinh": np.arcsinh,
+    "atan": np.arctan,
+    "atanh": np.arctanh,
+    "bitwise_invert": np.invert,
+    "ceil": np.ceil,
+    "conj": np.conj,
+    "cos": np.cos,
+    "cosh": np.cosh,
+    "exp": np.exp,
+    "expm1": np.expm1,
+    "floor": np.floor,
+    "imag": np.imag,
+    "isfinite": np.isfinite,
+    "isinf": np.isinf,
+    "isnan": np.isnan,
+    "log": np.log,
+    "log1p": np.log1p,
+    "log2": np.log2,
+    "log10": np.log10,
+    "logical_not": np.logical_not,
+    "negative": np.negative,
+    "positive": np.positive,
+    "real": np.real,
+    "reciprocal": np.reciprocal,
+    "round": np.round,
+    "sign": np.sign,
+    "signbit": np.signbit,
+    "sin": np.sin,
+    "sinh": np.sinh,
+    "square": np.square,
+    "sqrt": np.sqrt,
+    "tan": np.tan,
+    "tanh": np.tanh,
+    "trunc": np.trunc,
+}
+"""Unary functions: the standard's name -> the NumPy function that computes it."""
+
+BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "add": np.add,
+    "atan2": np.arctan2,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_left_shift": np.left_shift,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_right_shift": np.right_shift,
+    "bitwise_xor": np.bitwise_xor,
+    "copysign": np.copysign,
+    "divide": np.divide,
+    "equal": np.equal,
+    "floor_divide": np.floor_divide,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "hypot": np.hypot,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "logaddexp": np.logaddexp,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "multiply": np.multiply,
+    "nextafter": np.nextafter,
+    "not_equal": np.not_equal,
+    "pow": np.power,
+    "remainder": np.remainder,
+    "subtract": np.subtract,
+}
+"""Binary functions: the standard's name -> the NumPy ufunc that computes it."""
+
+IN_PLACE = (
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "floor_divide",
+    "pow",
+    "remainder",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+)
+"""The binary functions with an in-place operator on the array object (``x += y``)."""
+
+
+def _unary_kernel(f: Callable[[Any], Any], name: str) -> Callable[..., Any]:
+    def kernel(x: Any, /) -> Any:
+        return f(x)
+
+    kernel.__name__ = name
+    kernel.__doc__ = f"NumPy's ``{f.__name__}``."
+    return kernel
+
+
+def _binary_kernel(f: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def kernel(x1: Any, x2: Any, /) -> Any:
+        return f(x1, x2)
+
+    return kernel
+
+
+def _in_place_kernel(f: Any) -> Callable[..., Any]:
+    def kernel(x1: Any, x2: Any, /) -> Any:
+        f(x1, x2, out=x1)
+        return x1
+
+    return kernel
+
+
+def _clip(x: Any, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+    if min is None and max is None:
+        return np.array(x, copy=True)
+    return np.clip(x, min, max).astype(x.dtype, copy=False)
+
+
+def _rows() -> list[Op]:
+    rows = [Op(f"{n}(Tensor x) -> Tensor", _unary_kernel(f, n)) for n, f in UNARY.items()]
+    for n, f in BINARY.items():
+        k = _binary_kernel(f)
+        rows += [
+            Op(f"{n}(Tensor x1, Tensor x2) -> Tensor", k, public=False),
+            Op(f"{n}.Tensor_Scalar(Tensor x1, Scalar x2) -> Tensor", k, public=False),
+            Op(f"{n}.Scalar_Tensor(Scalar x1, Tensor x2) -> Tensor", k, public=False),
+        ]
+    for n in IN_PLACE:
+        k = _in_place_kernel(BINARY[n])
+        rows += [
+            Op(f"{n}_(Tensor(a!) x1, Tensor x2) -> Tensor(a!)", k, public=False),
+            Op(f"{n}_.Scalar(Tensor(a!) x1, Scalar x2) -> Tensor(a!)", k, public=False),
+        ]
+    rows += [
+        Op("clip(Tensor x, Tensor? min=None, Tensor? max=None) -> Tensor", _clip, public=False),
+        Op(
+            "clip.Scalar(Tensor x, Scalar? min=None, Scalar? max=None) -> Tensor",
+            _clip,
+            public=False,
+        ),
+    ]
+    return rows
+
+
+OPS, _public = register(_rows())
+
+
+def _binary_function(name: str) -> Callable[..., Any]:
+    both, right, left = OPS[name], OPS[f"{name}.Tensor_Scalar"], OPS[f"{name}.Scalar_Tensor"]
+
+    def fn(x1: Any, x2: Any, /) -> Any:
+        if isinstance(x1, ARRAY_TYPES):
+            if isinstance(x2, ARRAY_TYPES):
+                return both(x1, x2)
+            if isinstance(x2, SCALAR_TYPES):
+                return right(x1, x2)
+            if isinstance(x2, complex):
+                return both(x1, scalar_array(x2, x1))
+        elif isinstance(x2, ARRAY_TYPES):
+            if isinstance(x1, SCALAR_TYPES):
+                return left(x1, x2)
+            if isinstance(x1, complex):
+                return both(scalar_array(x1, x2), x2)
+        raise TypeError(
+            f"{name}() takes arrays or an array and a Python scalar, "
+            f"not {type(x1).__name__} and {type(x2).__name__}"
+        )
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "boxfall.array_api"
+    fn.__doc__ = (
+        f"The operator ``{both.name}`` (``{both.schema}``), or its ``Tensor_Scalar`` and "
+        f"``Scalar_Tensor`` overloads for a Python scalar; NumPy's ``{BINARY[name].__name__}``."
+    )
+    return fn
+
+
+def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+    """The operator ``array_api::clip`` (``clip.Scalar`` when the bounds are Python scalars);
+    the result keeps ``x``'s dtype."""
+    bounds_are_scalars = all(b is None or isinstance(b, SCALAR_TYPES) for b in (min, max))
+    if bounds_are_scalars:
+        return OPS["clip.Scalar"](x, min, max)
+    lo = scalar_array(min, x) if isinstance(min, (*SCALAR_TYPES, complex)) else min
+    hi = scalar_array(max, x) if isinstance(max, (*SCALAR_TYPES, complex)) else max
+    return OPS["clip"](x, lo, hi)
+
+
+globals().update(_public)
+globals().update({n: _binary_function(n) for n in BINARY})
+
+__all__ = sorted([*UNARY, *BINARY, "clip"])

@@ -1,0 +1,33 @@
+"""What several chapters share: which objects are arrays, and Python scalars as arrays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._boxfall import Tensor
+
+ARRAY_TYPES = (np.ndarray, Tensor)
+"""The array objects of ``boxfall.array_api``: NumPy arrays on the CPU, ``bf.Tensor`` elsewhere."""
+
+SCALAR_TYPES = (bool, int, float)
+"""The Python scalars a ``Scalar`` argument binds (complex ones become 0-d arrays)."""
+
+
+def is_array(x: Any) -> bool:
+    """Whether ``x`` is an array object of the namespace."""
+    return isinstance(x, ARRAY_TYPES)
+
+
+def device_of(x: Any) -> str:
+    """The device of an array: ``"cpu"`` for a NumPy array, ``"<Backend>:<index>"`` else."""
+    return x.device if isinstance(x, Tensor) else "cpu"
+
+
+def scalar_array(value: Any, like: Any) -> Any:
+    """``value`` as a 0-d array of ``like``'s dtype on ``like``'s device (the standard's rule
+    for a Python scalar beside an array)."""
+    from ._creation_functions import asarray
+
+    return asarray(value, dtype=like.dtype, device=device_of(like))

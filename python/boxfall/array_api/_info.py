@@ -1,0 +1,52 @@
+"""The inspection API: ``__array_namespace_info__()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _dtypes
+
+_NATIVE_DTYPES = ("bool", "int32", "int64", "float32", "float64")
+"""What Native's Rust host memory holds today (issue 16 widens it to every dtype)."""
+
+
+def _backend_name(device: str) -> str:
+    return device.split(":", 1)[0].lower()
+
+
+class Info:
+    """What a namespace supports: capabilities, devices, dtypes and the default ones."""
+
+    __module__ = "boxfall.array_api"
+
+    def __init__(self, default_device: str = "cpu") -> None:
+        self._device = default_device
+
+    def capabilities(self) -> dict[str, Any]:
+        """Boolean indexing and data-dependent shapes come with ``__getitem__`` (later work)."""
+        return {"boolean indexing": False, "data-dependent shapes": False, "max dimensions": 64}
+
+    def default_device(self) -> str:
+        """The device the namespace's creation functions use when given none."""
+        return self._device
+
+    def devices(self) -> list[str]:
+        """The CPU and the namespace's own device."""
+        return ["cpu"] if self._device == "cpu" else ["cpu", self._device]
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
+        """float64, complex128 and int64 (for indexing too), as the standard's defaults."""
+        return dict(_dtypes.DEFAULT)
+
+    def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
+        """The dtypes of ``device`` (the namespace's by default), of ``kind`` if given."""
+        from ._data_type_functions import isdtype
+
+        device = self._device if device is None else device
+        names = [d.name for d in _dtypes.ALL]
+        if _backend_name(str(device)) == "native":
+            names = [n for n in names if n in _NATIVE_DTYPES]
+        found = {n: getattr(_dtypes, n) for n in names}
+        if kind is None:
+            return found
+        return {n: d for n, d in found.items() if isdtype(d, kind)}

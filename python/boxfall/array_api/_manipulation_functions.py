@@ -1,0 +1,158 @@
+"""Manipulation functions (the standard's chapter of that name), as data.
+
+They are functional operators: a result never shares memory with an argument on a device
+(the CPU fallback copies it there), while on the CPU NumPy may return a view, as the standard
+allows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._registry import Op, register
+
+
+def _axis(axis: Any) -> Any:
+    return None if axis is None else tuple(axis)
+
+
+def broadcast_to(x: Any, /, shape: Any) -> Any:
+    """``x`` broadcast to ``shape``."""
+    return np.broadcast_to(x, tuple(shape))
+
+
+def concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
+    """The arrays joined along ``axis`` (flattened first if ``axis`` is None)."""
+    return np.concatenate(arrays, axis=axis)
+
+
+def expand_dims(x: Any, /, axis: int = 0) -> Any:
+    """``x`` with a new axis of size 1 at ``axis``."""
+    return np.expand_dims(x, axis)
+
+
+def flip(x: Any, /, *, axis: Any = None) -> Any:
+    """``x`` reversed along ``axis`` (every axis if None)."""
+    return np.flip(x, axis=_axis(axis))
+
+
+def moveaxis(x: Any, source: Any, destination: Any, /) -> Any:
+    """``x`` with the axes ``source`` moved to ``destination``."""
+    return np.moveaxis(x, tuple(source), tuple(destination))
+
+
+def permute_dims(x: Any, /, axes: Any) -> Any:
+    """``x`` with its axes permuted."""
+    return np.transpose(x, tuple(axes))
+
+
+def _repeat_int(x: Any, repeats: int, /, *, axis: int | None = None) -> Any:
+    """Each element repeated ``repeats`` times along ``axis`` (flattened if None)."""
+    return np.repeat(x, repeats, axis=axis)
+
+
+def _repeat_tensor(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
+    return np.repeat(x, repeats, axis=axis)
+
+
+def reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
+    """``x`` in the given shape."""
+    if copy is False:
+        y = x.view()
+        y.shape = tuple(shape)
+        return y
+    out = np.reshape(x, tuple(shape))
+    return out.copy() if copy else out
+
+
+def roll(x: Any, /, shift: Any, *, axis: Any = None) -> Any:
+    """``x`` rolled by ``shift`` along ``axis``."""
+    shift = shift[0] if len(shift) == 1 and axis is None else tuple(shift)
+    return np.roll(x, shift, axis=_axis(axis))
+
+
+def squeeze(x: Any, /, axis: Any) -> Any:
+    """``x`` without the axes of size 1 named by ``axis``."""
+    return np.squeeze(x, axis=tuple(axis))
+
+
+def stack(arrays: Any, /, *, axis: int = 0) -> Any:
+    """The arrays stacked along a new axis."""
+    return np.stack(arrays, axis=axis)
+
+
+def tile(x: Any, repetitions: Any, /) -> Any:
+    """``x`` repeated ``repetitions`` times along each axis."""
+    return np.tile(x, tuple(repetitions))
+
+
+def _unstack(x: Any, /, *, axis: int = 0) -> Any:
+    """The slices of ``x`` along ``axis``."""
+    return [np.array(s) for s in np.moveaxis(x, axis, 0)]
+
+
+def _broadcast_arrays(arrays: Any) -> Any:
+    return [np.array(a) for a in np.broadcast_arrays(*arrays)]
+
+
+OPS, _public = register(
+    [
+        Op("broadcast_arrays(Tensor[] arrays) -> Tensor[]", _broadcast_arrays, False),
+        Op("broadcast_to(Tensor x, int[] shape) -> Tensor", broadcast_to),
+        Op("concat(Tensor[] arrays, *, int? axis=0) -> Tensor", concat),
+        Op("expand_dims(Tensor x, int axis=0) -> Tensor", expand_dims),
+        Op("flip(Tensor x, *, int[1]? axis=None) -> Tensor", flip),
+        Op("moveaxis(Tensor x, int[1] source, int[1] destination) -> Tensor", moveaxis),
+        Op("permute_dims(Tensor x, int[] axes) -> Tensor", permute_dims),
+        Op("repeat(Tensor x, int repeats, *, int? axis=None) -> Tensor", _repeat_int, False),
+        Op(
+            "repeat.Tensor(Tensor x, Tensor repeats, *, int? axis=None) -> Tensor",
+            _repeat_tensor,
+            False,
+        ),
+        Op("reshape(Tensor x, int[] shape, *, bool? copy=None) -> Tensor", reshape),
+        Op("roll(Tensor x, int[1] shift, *, int[1]? axis=None) -> Tensor", roll),
+        Op("squeeze(Tensor x, int[1] axis) -> Tensor", squeeze),
+        Op("stack(Tensor[] arrays, *, int axis=0) -> Tensor", stack),
+        Op("tile(Tensor x, int[] repetitions) -> Tensor", tile),
+        Op("unstack(Tensor x, *, int axis=0) -> Tensor[]", _unstack, False),
+    ]
+)
+globals().update(_public)
+
+
+def broadcast_arrays(*arrays: Any) -> list[Any]:
+    """The operator ``array_api::broadcast_arrays``: the arrays broadcast against each other."""
+    return OPS["broadcast_arrays"](list(arrays))
+
+
+def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
+    """The operator ``array_api::repeat`` (``repeat.Tensor`` for an array of repeats)."""
+    if isinstance(repeats, int):
+        return OPS["repeat"](x, repeats, axis=axis)
+    return OPS["repeat.Tensor"](x, repeats, axis=axis)
+
+
+def unstack(x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
+    """The operator ``array_api::unstack``: the slices of ``x`` along ``axis``, as a tuple."""
+    return tuple(OPS["unstack"](x, axis=axis))
+
+
+__all__ = [
+    "broadcast_arrays",
+    "broadcast_to",
+    "concat",
+    "expand_dims",
+    "flip",
+    "moveaxis",
+    "permute_dims",
+    "repeat",
+    "reshape",
+    "roll",
+    "squeeze",
+    "stack",
+    "tile",
+    "unstack",
+]
