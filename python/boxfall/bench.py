@@ -1,5 +1,7 @@
 """python -m boxfall bench: the Python-side figures, each beside the plain-Python baseline it is
-measured against, as ratios from the same run.
+measured against. Each row times the call and its baseline back to back, round after round, and
+prints the medians of their times, of the per-round differences and of the per-round ratios,
+and the spread of those ratios (never a best-of: this machine drifts by 30%).
 
 The Rust-side figures come from criterion: cargo bench --bench dispatch, cargo bench --bench
 fallback and cargo bench --bench schema.
@@ -8,9 +10,11 @@ fallback and cargo bench --bench schema.
 from __future__ import annotations
 
 import argparse
+import statistics
 import timeit
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,27 +38,63 @@ def _find_schemas() -> Path:
 SCHEMAS = _find_schemas()
 
 
-def per_call_ns(fn: Callable[[], Any], number: int, repeat: int) -> float:
-    """The best of ``repeat`` runs of ``number`` calls, in nanoseconds per call."""
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e9
+@dataclass(frozen=True)
+class Paired:
+    """A call and its baseline, timed back to back round after round: the medians of each
+    one's time per call, and the median and the spread of the per-round ratios (the machine's
+    drift moves both sides of a round alike, so it stays out of the ratio)."""
+
+    ns: float
+    base_ns: float
+    added_ns: float
+    ratio: float
+    low: float
+    high: float
 
 
-def paired_ns(
-    measured: Callable[[], Any], baseline: Callable[[], Any], number: int, repeat: int
-) -> tuple[float, float]:
-    """The best runs of a call and of its baseline, timed in turn so that both see the same
-    machine (a shared machine's speed drifts between runs far more than the figures differ)."""
-    best = [float("inf"), float("inf")]
-    for _ in range(repeat):
-        for i, fn in enumerate((measured, baseline)):
-            best[i] = min(best[i], timeit.timeit(fn, number=number))
-    return best[0] / number * 1e9, best[1] / number * 1e9
+def paired(
+    measured: Callable[[], Any],
+    baseline: Callable[[], Any],
+    number: int,
+    rounds: int,
+    per: int = 1,
+) -> Paired:
+    """Times ``number`` calls of ``measured`` then of ``baseline``, ``rounds`` times; figures
+    are per call, divided by ``per`` more (for a call that does ``per`` things)."""
+    return paired_rounds(
+        [
+            (
+                timeit.timeit(measured, number=number) / number / per * 1e9,
+                timeit.timeit(baseline, number=number) / number / per * 1e9,
+            )
+            for _ in range(rounds)
+        ]
+    )
 
 
-def _row(label: str, ns: float, base_label: str, base_ns: float) -> str:
+def paired_rounds(times: list[tuple[float, float]]) -> Paired:
+    """The medians and the spread of rounds of (measured ns, baseline ns)."""
+    ratios = [m / b for m, b in times]
+    return Paired(
+        ns=statistics.median(m for m, _ in times),
+        base_ns=statistics.median(b for _, b in times),
+        added_ns=statistics.median(m - b for m, b in times),
+        ratio=statistics.median(ratios),
+        low=min(ratios),
+        high=max(ratios),
+    )
+
+
+HEADER = (
+    f"{'measured':<48} {'median':>12}   {'baseline':<28} {'median':>12}   {'added':>12}  "
+    f"{'ratio':>6}  rounds' ratios"
+)
+
+
+def _row(label: str, p: Paired, base_label: str) -> str:
     return (
-        f"{label:<48} {ns:>10.0f} ns   {base_label:<28} {base_ns:>8.0f} ns   "
-        f"{ns - base_ns:>+8.0f} ns  {ns / base_ns:>6.2f}x"
+        f"{label:<48} {p.ns:>9.0f} ns   {base_label:<28} {p.base_ns:>9.0f} ns   "
+        f"{p.added_ns:>+9.0f} ns  {p.ratio:>5.2f}x  {p.low:.2f}-{p.high:.2f}x"
     )
 
 
@@ -64,13 +104,16 @@ def bench_schema(path: Path, repeat: int) -> list[str]:
         return [f"(schema file {path} not found: skipped)"]
     lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
     n = len(lines)
-    one_by_one = per_call_ns(lambda: [bf.parse_schema(s) for s in lines], 1, repeat) / n
-    batch = per_call_ns(lambda: bf._boxfall.parse_schemas_count(lines), 1, repeat) / n
-    baseline = per_call_ns(lambda: [str(s) for s in lines], 1, repeat) / n
+
+    def strs() -> list[str]:
+        return [str(s) for s in lines]
+
+    one_by_one = paired(lambda: [bf.parse_schema(s) for s in lines], strs, 1, repeat, per=n)
+    batch = paired(lambda: bf._boxfall.parse_schemas_count(lines), strs, 1, repeat, per=n)
     return [
         f"schemas parsed: {n}",
-        _row("bf.parse_schema(s), all kept, per schema", one_by_one, "str(s) loop", baseline),
-        _row("parse_schemas_count(lines), per schema", batch, "str(s) loop", baseline),
+        _row("bf.parse_schema(s), all kept, per schema", one_by_one, "str(s) loop"),
+        _row("parse_schemas_count(lines), per schema", batch, "str(s) loop"),
     ]
 
 
@@ -93,8 +136,8 @@ def bench_calls(number: int, repeat: int) -> list[str]:
         op = getattr(bf.ops, ns).ident.default
         add_op = getattr(bf.ops, ns).add.default
         a = np.ones(1)
-        call, base = paired_ns(lambda: op(a), lambda: ident(a), number, repeat)
-        rows.append(_row("op(x), trivial Python kernel", call, "the kernel called directly", base))
+        call = paired(lambda: op(a), lambda: ident(a), number, repeat)
+        rows.append(_row("op(x), trivial Python kernel", call, "the kernel called directly"))
 
         key = f"BenchTrace{uuid.uuid4().hex[:6]}"
         bf.register_functionality_key(key)
@@ -104,56 +147,45 @@ def bench_calls(number: int, repeat: int) -> list[str]:
 
         with bf.Library("_", "IMPL") as fb:
             fb.fallback(hop, key)
-            # In turn, as `paired_ns` does; the key is included for whole runs, so that the
+            # In turn, as `paired` does; the key is included for whole runs, so that the
             # context manager is not part of the figure.
-            hopped = plain = float("inf")
+            times = []
             for _ in range(repeat):
-                plain = min(plain, timeit.timeit(lambda: op(a), number=number))
                 with bf.include_keys(key):
-                    hopped = min(hopped, timeit.timeit(lambda: op(a), number=number))
-            hopped, plain = hopped / number * 1e9, plain / number * 1e9
-        rows.append(_row("op(x) through a Python boxed fallback hop", hopped, "op(x)", plain))
+                    hopped = timeit.timeit(lambda: op(a), number=number) / number * 1e9
+                plain = timeit.timeit(lambda: op(a), number=number) / number * 1e9
+                times.append((hopped, plain))
+        hop_row = _row("op(x) through a Python boxed fallback hop", paired_rounds(times), "op(x)")
+        rows.append(hop_row)
 
         # Two tensors, not one passed twice: one tensor twice is lent once, which would
         # flatter the figure.
         a2 = np.ones(1)
         x, y = bf.native.tensor(a), bf.native.tensor(a2)
-        through, direct = paired_ns(lambda: add_op(x, y), lambda: add(a, a2), number, repeat)
-        cpu_call, direct_cpu = paired_ns(lambda: add_op(a, a2), lambda: add(a, a2), number, repeat)
-        rows.append(
-            _row("add(x, y), Native 1 elem, CPU fallback", through, "NumPy kernel direct", direct)
-        )
-        rows.append(
-            _row("add(a, b), NumPy arrays, CPU kernel", cpu_call, "NumPy kernel direct", direct_cpu)
-        )
+        through = paired(lambda: add_op(x, y), lambda: add(a, a2), number, repeat)
+        cpu_call = paired(lambda: add_op(a, a2), lambda: add(a, a2), number, repeat)
+        rows.append(_row("add(x, y), Native 1 elem, CPU fallback", through, "NumPy kernel direct"))
+        rows.append(_row("add(a, b), NumPy arrays, CPU kernel", cpu_call, "NumPy kernel direct"))
         big, big2 = np.ones(1 << 20), np.ones(1 << 20)
         xb, yb = bf.native.tensor(big), bf.native.tensor(big2)
         # Native memory is Rust's, so the NumPy kernel's result is copied into it: the fair
         # baseline is the kernel and that one copy (into memory already mapped, as Rust's
         # allocator reuses it).
         dest = np.empty_like(big)
-        through_big, direct_big = paired_ns(
-            lambda: add_op(xb, yb), lambda: add(big, big2), 20, repeat
-        )
-        through_big2, copied_big = paired_ns(
+        through_big = paired(lambda: add_op(xb, yb), lambda: add(big, big2), 20, repeat)
+        through_big2 = paired(
             lambda: add_op(xb, yb), lambda: np.copyto(dest, add(big, big2)), 20, repeat
         )
         # One call against two baselines: each row names what it is compared with, so that no
         # label repeats.
         rows.append(
-            _row(
-                "add(x, y), Native 1M f64 fallback / kernel",
-                through_big,
-                "NumPy kernel direct",
-                direct_big,
-            )
+            _row("add(x, y), Native 1M f64 fallback / kernel", through_big, "NumPy kernel direct")
         )
         rows.append(
             _row(
                 "add(x, y), Native 1M f64 fallback / kernel+copy",
                 through_big2,
                 "kernel + copy of its result",
-                copied_big,
             )
         )
     bf.metrics.reset()
@@ -164,7 +196,6 @@ def bench_registration(rounds: int) -> list[str]:
     """Registration while another thread sleeps inside a Python kernel, against registration
     with no such thread: medians of paired rounds (one round of each, back to back), so that
     a long call is seen to hold back no reclamation (issue 15, section 3)."""
-    import statistics
     import threading
     import time
 
@@ -191,7 +222,7 @@ def bench_registration(rounds: int) -> list[str]:
         lib.impl("sleep", sleep, "CPU")
         op = getattr(bf.ops, ns).sleep.default
         churn()
-        plain, slept, ratios = [], [], []
+        times = []
         for _ in range(rounds):
             alone = churn()
             entered.clear()
@@ -202,17 +233,9 @@ def bench_registration(rounds: int) -> list[str]:
             beside = churn()
             release.set()
             sleeper.join()
-            plain.append(alone)
-            slept.append(beside)
-            ratios.append(beside / alone)
-    ratio = statistics.median(ratios)
-    label, base_label = "register + close, a thread asleep in a kernel", "no thread asleep"
-    return [
-        f"{label:<48} {statistics.median(slept):>10.0f} ns   "
-        f"{base_label:<28} {statistics.median(plain):>8.0f} ns   "
-        f"median of {rounds} paired rounds {ratio:.2f}x "
-        f"(rounds {min(ratios):.2f}-{max(ratios):.2f}x)"
-    ]
+            times.append((beside, alone))
+    label = "register + close, a thread asleep in a kernel"
+    return [_row(label, paired_rounds(times), "no thread asleep")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         "--number", type=int, default=20000, help="calls per timing run (default %(default)s)"
     )
     parser.add_argument(
-        "--repeat", type=int, default=9, help="timing runs, the best counts (default %(default)s)"
+        "--repeat",
+        type=int,
+        default=9,
+        help="paired rounds; each row gives their medians and the spread of their ratios "
+        "(default %(default)s)",
     )
     parser.add_argument(
         "--schemas",
@@ -239,9 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     policy = bf.get_fallback_policy()
     bf.set_fallback_policy("allow")
     try:
-        print(
-            f"{'measured':<48} {'time':>13}   {'baseline':<28} {'time':>11}   {'added':>10}  ratio"
-        )
+        print(f"medians of {args.repeat} paired rounds (the call and its baseline back to back)")
+        print(HEADER)
         for line in bench_schema(args.schemas, args.repeat) + bench_calls(args.number, args.repeat):
             print(line)
         for line in bench_registration(args.repeat):

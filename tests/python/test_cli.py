@@ -45,12 +45,15 @@ def test_help_shows_the_default_of_every_option_that_has_one(command):
 
 def test_bench_prints_each_label_once_and_no_hearsay():
     out = _run("bench", "--number", "20", "--repeat", "1")
-    rows = [ln for ln in out.splitlines()[1:] if "ns" in ln]
+    lines = out.splitlines()
+    header = next(ln for ln in lines if ln.startswith("measured"))
+    rows = [ln for ln in lines[lines.index(header) + 1 :] if "ns" in ln]
     assert len(rows) >= 8, out
     labels = [ln[:48].strip() for ln in rows]
     assert len(labels) == len(set(labels)), labels
     assert "measured by" not in out and "issue's author" not in out, out
+    # Medians of paired rounds, never a best-of, with the spread of the rounds' ratios.
+    assert "paired rounds" in out and "rounds' ratios" in header, out
     # The columns line up: every time column ends where the header says.
-    header = out.splitlines()[0]
-    end = header.index("time") + len("time")
+    end = header.index("median") + len("median")
     assert all(ln[end - 2 : end] == "ns" for ln in rows), out
