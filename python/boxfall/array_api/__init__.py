@@ -19,6 +19,7 @@ The package follows the standard's chapters, one file each, every file a table o
 kernels that registers itself (``_registry``): ``_elementwise_functions``,
 ``_creation_functions``, ``_statistical_functions``, ``_manipulation_functions``,
 ``_linear_algebra_functions``, ``_data_type_functions``, ``_utility_functions``,
+``_searching_functions``, ``_sorting_functions``,
 ``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``).
 """
 
@@ -37,6 +38,8 @@ from . import (
     _info,
     _linear_algebra_functions,
     _manipulation_functions,
+    _searching_functions,
+    _sorting_functions,
     _statistical_functions,
     _utility_functions,
 )
@@ -47,6 +50,8 @@ from ._dtypes import *  # noqa: F403
 from ._elementwise_functions import *  # noqa: F403
 from ._linear_algebra_functions import *  # noqa: F403
 from ._manipulation_functions import *  # noqa: F403
+from ._searching_functions import *  # noqa: F403
+from ._sorting_functions import *  # noqa: F403
 from ._statistical_functions import *  # noqa: F403
 from ._utility_functions import *  # noqa: F403
 
@@ -60,6 +65,8 @@ _CHAPTERS = (
     _elementwise_functions,
     _linear_algebra_functions,
     _manipulation_functions,
+    _searching_functions,
+    _sorting_functions,
     _statistical_functions,
     _utility_functions,
 )

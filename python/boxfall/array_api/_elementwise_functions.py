@@ -180,6 +180,11 @@ def _binary_function(name: str) -> Callable[..., Any]:
     both, right, left = OPS[name], OPS[f"{name}.Tensor_Scalar"], OPS[f"{name}.Scalar_Tensor"]
 
     def fn(x1: Any, x2: Any, /) -> Any:
+        # NumPy's scalars (a 0-d array's items, `a[()]`) are 0-d arrays here, as in NumPy.
+        if isinstance(x1, np.generic):
+            x1 = np.asarray(x1)
+        if isinstance(x2, np.generic):
+            x2 = np.asarray(x2)
         if isinstance(x1, ARRAY_TYPES):
             if isinstance(x2, ARRAY_TYPES):
                 return both(x1, x2)
