@@ -19,7 +19,7 @@ The package follows the standard's chapters, one file each, every file a table o
 kernels that registers itself (``_registry``): ``_elementwise_functions``,
 ``_creation_functions``, ``_statistical_functions``, ``_manipulation_functions``,
 ``_linear_algebra_functions``, ``_data_type_functions``, ``_utility_functions``,
-``_searching_functions``, ``_sorting_functions``,
+``_searching_functions``, ``_sorting_functions``, ``_set_functions``, ``_indexing_functions``,
 ``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``).
 """
 
@@ -35,10 +35,12 @@ from . import (
     _data_type_functions,
     _dtypes,
     _elementwise_functions,
+    _indexing_functions,
     _info,
     _linear_algebra_functions,
     _manipulation_functions,
     _searching_functions,
+    _set_functions,
     _sorting_functions,
     _statistical_functions,
     _utility_functions,
@@ -48,9 +50,11 @@ from ._creation_functions import *  # noqa: F403
 from ._data_type_functions import *  # noqa: F403
 from ._dtypes import *  # noqa: F403
 from ._elementwise_functions import *  # noqa: F403
+from ._indexing_functions import *  # noqa: F403
 from ._linear_algebra_functions import *  # noqa: F403
 from ._manipulation_functions import *  # noqa: F403
 from ._searching_functions import *  # noqa: F403
+from ._set_functions import *  # noqa: F403
 from ._sorting_functions import *  # noqa: F403
 from ._statistical_functions import *  # noqa: F403
 from ._utility_functions import *  # noqa: F403
@@ -64,8 +68,10 @@ _CHAPTERS = (
     _dtypes,
     _elementwise_functions,
     _linear_algebra_functions,
+    _indexing_functions,
     _manipulation_functions,
     _searching_functions,
+    _set_functions,
     _sorting_functions,
     _statistical_functions,
     _utility_functions,

@@ -1,5 +1,5 @@
-"""The searching and sorting chapters of ``boxfall.array_api`` on the CPU, on Native (through
-its CPU fallback) and on a Python backend, each result compared with NumPy's."""
+"""The searching, sorting, set and indexing chapters of ``boxfall.array_api`` on the CPU, on
+Native (through its CPU fallback) and on a Python backend, each result compared with NumPy's."""
 
 from __future__ import annotations
 
@@ -107,3 +107,38 @@ def test_a_numpy_scalar_is_a_0d_array_in_a_binary_function():
     got = xp.floor_divide(np.asarray([3.0, 5.0], dtype=np.float32), np.float32(2.0))
     assert got.dtype == np.float32 and np.array_equal(got, [1.0, 2.0])
     assert xp.add(np.float64(1.0), np.asarray([1.0])).tolist() == [2.0]
+
+
+def test_the_unique_functions_give_named_tuples_on_the_device(ns):
+    values = np.array([[3.0, 1.0, np.nan], [3.0, np.nan, 1.0]])
+    x = ns.asarray(values)
+    r = xp.unique_all(x)
+    assert r._fields == ("values", "indices", "inverse_indices", "counts")
+    # NaNs are distinct, as the standard says.
+    check(ns, r.values, np.array([1.0, 3.0, np.nan, np.nan]))
+    check(ns, r.counts, np.array([2, 2, 1, 1]))
+    assert r.inverse_indices.shape == values.shape
+    flat = values.reshape(-1)
+    for i, first in enumerate(np.asarray(r.indices)):
+        assert np.array_equal(flat[first], np.asarray(r.values)[i], equal_nan=True)
+    counts = xp.unique_counts(x)
+    check(ns, counts.counts, np.array([2, 2, 1, 1]))
+    inverse = xp.unique_inverse(x)
+    rebuilt = np.asarray(inverse.values)[np.asarray(inverse.inverse_indices)]
+    np.testing.assert_array_equal(rebuilt, values)
+    check(ns, xp.unique_values(ns.asarray([2.0, 1.0, 2.0])), np.array([1.0, 2.0]))
+
+
+def test_take_and_take_along_axis_match_numpy(ns):
+    x = ns.asarray(VALUES)
+    idx = np.array([2, 0])
+    check(ns, xp.take(x, ns.asarray(idx), axis=1), np.take(VALUES, idx, axis=1))
+    check(ns, xp.take(ns.asarray(VALUES[0]), ns.asarray(idx)), np.take(VALUES[0], idx))
+    along = np.array([[1], [0]])
+    check(
+        ns,
+        xp.take_along_axis(x, ns.asarray(along), axis=1),
+        np.take_along_axis(VALUES, along, axis=1),
+    )
+    with pytest.raises(ValueError, match="axis is required"):
+        xp.take(x, ns.asarray(idx))
