@@ -358,6 +358,36 @@ impl OperatorHandle {
         resolved(table)
     }
 
+    /// As [`resolve`](Self::resolve), but `f` runs inside the read section whatever serves the
+    /// call, so a long-running kernel's table is not counted out of it: for a caller that only
+    /// looks (takes what it needs out of the kernel and runs nothing long in `f`, which would
+    /// hold back reclamation). How the Python bindings find a Python kernel's function, two
+    /// locked instructions cheaper than `resolve`.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_peek", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), 7u8), false).unwrap();
+    /// let tag = op.peek(DispatchKey::CPU.set(), |_, _, k| k.and_then(|k| k.tag::<u8>().copied()));
+    /// assert_eq!(tag, Some(Some(7)));
+    /// ```
+    #[inline]
+    pub fn peek<T>(
+        &self,
+        keys: DispatchKeySet,
+        f: impl FnOnce(&Arc<OpSchema>, DispatchKeySet, Option<&KernelFunction>) -> T,
+    ) -> Option<T> {
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
+        let schema = table.schema.as_ref()?;
+        let masked = DispatchKeySet(keys.0 & table.mask);
+        let kernel = masked
+            .highest()
+            .and_then(|k| table.entries[k.index()].kernel.as_ref());
+        Some(f(schema, masked, kernel))
+    }
+
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
     /// arguments' keys: how the CPU fallback reaches the CPU kernel.
     ///

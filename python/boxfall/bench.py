@@ -155,8 +155,25 @@ def bench_calls(number: int, repeat: int) -> list[str]:
                     hopped = timeit.timeit(lambda: op(a), number=number) / number * 1e9
                 plain = timeit.timeit(lambda: op(a), number=number) / number * 1e9
                 times.append((hopped, plain))
-        hop_row = _row("op(x) through a Python boxed fallback hop", paired_rounds(times), "op(x)")
+        hop_row = _row(
+            "op(x), hop by op.redispatch_boxed(keys, stack)", paired_rounds(times), "op(x)"
+        )
         rows.append(hop_row)
+
+        def documented(op: Any, keys: Any, stack: list[Any]) -> None:
+            stack[:] = [op.redispatch(keys, *stack)]
+
+        with bf.Library("_", "IMPL") as fb:
+            fb.fallback(documented, key)
+            times = []
+            for _ in range(repeat):
+                with bf.include_keys(key):
+                    hopped = timeit.timeit(lambda: op(a), number=number) / number * 1e9
+                plain = timeit.timeit(lambda: op(a), number=number) / number * 1e9
+                times.append((hopped, plain))
+        rows.append(
+            _row("op(x), hop by stack[:] = [op.redispatch(..)]", paired_rounds(times), "op(x)")
+        )
 
         # Two tensors, not one passed twice: one tensor twice is lent once, which would
         # flatter the figure.

@@ -11,6 +11,7 @@
 //! as before. Once the kernel has run, its result is converted exactly as the general path
 //! converts it (the same functions give the same errors).
 
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -36,39 +37,52 @@ pub struct PyKernel {
     /// The function. The library that registered the kernel shows it to the garbage collector
     /// (`library.rs`), and takes it out when the library is collected, so that the reference
     /// it showed goes with the library even where a call elsewhere still holds the kernel.
-    func: Mutex<Option<Py<PyAny>>>,
+    ///
+    /// A cell, not a lock: every access but the drop takes a `Python` token, and this module
+    /// runs with the GIL (its `#[pymodule]` does not declare `gil_used = false`, so even a
+    /// free-threaded interpreter keeps the GIL on for it), so no two threads reach the slot at
+    /// once. An uncontended mutex here cost two locked instructions on every call of a Python
+    /// kernel, about a tenth of the fast path.
+    func: UnsafeCell<Option<Py<PyAny>>>,
     /// Boxed: `fn(op, keys, stack)`; else called with the arguments.
     pub boxed: bool,
 }
+
+// SAFETY: the slot is read and written only with the GIL held (see `func`), which serialises
+// the threads that share a kernel; `Py<PyAny>` itself is Send and Sync.
+unsafe impl Sync for PyKernel {}
 
 impl PyKernel {
     /// A kernel calling `func`.
     pub fn new(func: Py<PyAny>, boxed: bool) -> PyKernel {
         PyKernel {
-            func: Mutex::new(Some(func)),
+            func: UnsafeCell::new(Some(func)),
             boxed,
         }
-    }
-
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Py<PyAny>>> {
-        self.func.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The function, as a reference of the caller's own, which keeps it alive (and visibly
     /// referenced, to the garbage collector) while it runs; `None` once its library was
     /// collected.
     pub fn func<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        self.slot().as_ref().map(|f| f.bind(py).clone())
+        // SAFETY: the GIL is held (`py`), so no other thread takes the function meanwhile
+        // (see `func`); the reference is cloned before the GIL can be released.
+        unsafe { &*self.func.get() }
+            .as_ref()
+            .map(|f| f.bind(py).clone())
     }
 
-    /// Shows the function to the garbage collector.
+    /// Shows the function to the garbage collector (which holds the GIL while it traverses).
     pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&*self.slot())
+        // SAFETY: as in `func`: the collector runs with the GIL held.
+        visit.call(unsafe { &*self.func.get() })
     }
 
-    /// Takes the function out (the caller drops it, outside the lock).
-    pub fn take(&self) -> Option<Py<PyAny>> {
-        self.slot().take()
+    /// Takes the function out (the caller drops it).
+    pub fn take(&self, _py: Python<'_>) -> Option<Py<PyAny>> {
+        // SAFETY: as in `func`: the GIL is held, and no reference into the slot outlives the
+        // calls above.
+        unsafe { &mut *self.func.get() }.take()
     }
 }
 
@@ -572,7 +586,17 @@ fn ret_error(
     )
 }
 
+/// What serves a call, as the fast path found it.
+enum Found<'py> {
+    /// A Python function (boxed or not), with the call's keys masked by the operator's.
+    Python(Bound<'py, PyAny>, bool, DispatchKeySet),
+    /// Another kernel (the CPU fallback, a Rust kernel).
+    Other,
+}
+
 /// Runs the Python kernel that serves the call, or None where the general path must.
+/// `done_ok`: the caller takes a finished result ([`Rets::Done`]), which lets a kernel that is
+/// no Python function run here too.
 fn run<'py>(
     slf: &Bound<'py, PyOpOverload>,
     plan: &Plan,
@@ -580,44 +604,61 @@ fn run<'py>(
     keys: DispatchKeySet,
     b: &Bound_<'py>,
     args: Option<&Bound<'py, PyTuple>>,
+    done_ok: bool,
 ) -> Option<PyResult<Rets<'py>>> {
     let py = slf.py();
     let op = &slf.get().handle;
-    op.resolve(keys, |schema, masked, kernel| {
-        if !Arc::ptr_eq(schema, &plan.schema) {
-            return None;
-        }
-        let kernel = kernel?;
-        let Some(k) = kernel.tag::<Arc<PyKernel>>() else {
-            // Another kernel (the CPU fallback, a Rust kernel): a call (not a redispatch)
-            // runs it with the stack `bind` would build, from the same table.
-            args?;
-            let mut passed = Passed::default();
-            let stack = boxed_stack(body, b, &mut passed)?;
-            return Some(Ok(Rets::Done(call_kernel_boxed(
-                py, op, kernel, masked, stack, &passed,
-            ))));
-        };
-        // Its library was collected: the general path says so.
-        let func = &k.func(py)?;
-        let fixed;
-        let kobjs = if b.wraps {
-            fixed = match wrapped(b) {
-                Ok(o) => o,
-                Err(e) => return Some(Err(to_pyerr(py, kernel_error(py, e, op, masked)))),
-            };
-            &fixed
-        } else {
-            &b.kernel
-        };
-        let reuse = args.filter(|_| b.reuse && !b.wraps);
-        Some(if k.boxed {
-            call_boxed(py, func, slf, op, schema, masked, body, kobjs, b)
-        } else {
-            call_unboxed(py, func, op, schema, masked, body, kobjs, b, reuse)
+    // A Python function is taken out of the table in the read section, which ends before it
+    // runs; only another kernel needs the table held while it runs (`resolve`).
+    let found = op
+        .peek(keys, |schema, masked, kernel| {
+            if !Arc::ptr_eq(schema, &plan.schema) {
+                return None;
+            }
+            // Its library was collected (no function): the general path says so.
+            Some(match kernel?.tag::<Arc<PyKernel>>() {
+                Some(k) => Found::Python(k.func(py)?, k.boxed, masked),
+                None => Found::Other,
+            })
         })
+        .flatten()?;
+    let (func, boxed, masked) = match found {
+        Found::Python(func, boxed, masked) => (func, boxed, masked),
+        Found::Other => {
+            if !done_ok {
+                return None;
+            }
+            return op
+                .resolve(keys, |schema, masked, kernel| {
+                    if !Arc::ptr_eq(schema, &plan.schema) {
+                        return None;
+                    }
+                    let mut passed = Passed::default();
+                    let stack = boxed_stack(body, b, &mut passed)?;
+                    Some(Ok(Rets::Done(call_kernel_boxed(
+                        py, op, kernel?, masked, stack, &passed,
+                    ))))
+                })
+                .flatten();
+        }
+    };
+    let schema = &plan.schema;
+    let fixed;
+    let kobjs = if b.wraps {
+        fixed = match wrapped(b) {
+            Ok(o) => o,
+            Err(e) => return Some(Err(to_pyerr(py, kernel_error(py, e, op, masked)))),
+        };
+        &fixed
+    } else {
+        &b.kernel
+    };
+    let reuse = args.filter(|_| b.reuse && !b.wraps);
+    Some(if boxed {
+        call_boxed(py, &func, slf, op, schema, masked, body, kobjs, b)
+    } else {
+        call_unboxed(py, &func, op, schema, masked, body, kobjs, b, reuse)
     })
-    .flatten()
 }
 
 thread_local! {
@@ -796,7 +837,26 @@ pub fn call<'py>(
     };
     let (inc, exc) = local_keys();
     let keys = DispatchKeySet((arg_keys.0 | inc.0) & !exc.0);
-    let r = run(slf, plan, body, keys, &b, Some(args))?;
+    let r = run(slf, plan, body, keys, &b, Some(args), true)?;
+    Some(r.and_then(|r| r.into_result(py)))
+}
+
+/// `op.redispatch(keys, *args, **kwargs)` by the fast path, or None.
+pub fn redispatch<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    keys: DispatchKeySet,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    if !enabled() {
+        return None;
+    }
+    let py = slf.py();
+    let plan = slf.get().plan(py)?;
+    let body = plan.body.as_ref()?;
+    let mut b = Bound_::empty();
+    bind_call(body, args, kwargs, &mut b)?;
+    let r = run(slf, plan, body, keys.without_highest(), &b, Some(args), true)?;
     Some(r.and_then(|r| r.into_result(py)))
 }
 
@@ -814,7 +874,7 @@ pub fn redispatch_boxed<'py>(
     let body = plan.body.as_ref()?;
     let mut b = Bound_::empty();
     bind_stack(body, stack, &mut b)?;
-    let r = run(slf, plan, body, keys.without_highest(), &b, None)?;
+    let r = run(slf, plan, body, keys.without_highest(), &b, None, false)?;
     Some(r.and_then(|r| r.into_list(stack)))
 }
 

@@ -212,19 +212,23 @@ impl PyOpOverload {
     /// From inside a kernel: dispatches on `keys` without its highest key.
     #[pyo3(signature = (keys, *args, **kwargs))]
     fn redispatch<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         keys: PyRef<'py, PyKeySet>,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
         let _level = recursion::enter(py)?;
-        let schema = schema_of(py, &self.handle)?;
+        if let Some(r) = fast::redispatch(slf, keys.0, args, kwargs) {
+            return r;
+        }
+        let handle = &slf.get().handle;
+        let schema = schema_of(py, handle)?;
         let mut passed = Passed::default();
         let mut stack = bind(&schema, args, kwargs, &mut passed)
-            .map_err(|m| argument_error(&self.handle, &schema, m))
+            .map_err(|m| argument_error(handle, &schema, m))
             .py(py)?;
-        self.handle.redispatch_boxed(keys.0, &mut stack).py(py)?;
+        handle.redispatch_boxed(keys.0, &mut stack).py(py)?;
         returns_to_py(py, &stack, &passed)
     }
 

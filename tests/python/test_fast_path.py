@@ -313,6 +313,70 @@ def test_redispatch_boxed_fast_and_general_agree(ns, lib, trace):
     assert fast.tolist() == general.tolist() == [13.0]
 
 
+def test_the_documented_redispatch_hop_gives_the_same_on_both_paths(ns, lib, trace, paths):
+    # `stack[:] = [op.redispatch(keys, *stack)]`, the form the docs show (every argument in the
+    # stack, so none keyword-only), with a default in the stack and the caller's array coming
+    # back as itself.
+    lib.define("add.Tensor(Tensor self, Tensor other, Scalar alpha=1) -> Tensor")
+    lib.impl("add.Tensor", lambda self, other, alpha=1: self * 10 + alpha * other, "CPU")
+    lib.define("same(Tensor(a) x) -> Tensor(a)")
+    lib.impl("same", lambda x: x, "CPU")
+    seen = []
+
+    def hop(op, keys, stack):
+        seen.append(keys.names()[0])
+        stack[:] = [op.redispatch(keys, *stack)]
+
+    a, b = np.ones(1), np.full(1, 2.0)
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(hop, trace)
+        with bf.include_keys(trace):
+            r = op_of(ns, "add", "Tensor")(a, b, alpha=3)
+            same = op_of(ns, "same")(a)
+    assert r.tolist() == [16.0]
+    assert same is a
+    assert seen == [trace, trace]
+
+
+def test_redispatch_reaches_the_cpu_fallback_alike_on_both_paths(ns, lib, trace):
+    # A redispatch whose next kernel is no Python function (here Native's CPU fallback) runs
+    # it with the same counters and result on both paths.
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+
+    def hop(op, keys, stack):
+        stack[:] = [op.redispatch(keys, *stack)]
+
+    x = bf.native.tensor(np.array([1.0, 2.0]))
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(hop, trace)
+
+        def run():
+            bf.metrics.reset()
+            with bf.include_keys(trace):
+                y = op_of(ns, "twice")(x)
+            return y.device, y.numpy().tolist(), bf.metrics.counter_value(f"{ns}::twice")
+
+        fast, general = both(run)
+    assert fast == general == ("Native:0", [2.0, 4.0], 1)
+
+
+def test_redispatch_binding_errors_are_the_same_on_both_paths(ns, lib, trace):
+    lib.define(ADD)
+    lib.impl("add.Tensor", lambda self, other, alpha=1: self, "CPU")
+
+    def hop(op, keys, stack):
+        op.redispatch(keys, stack[0], "not a tensor")
+
+    a = np.ones(1)
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(hop, trace)
+        with bf.include_keys(trace):
+            fast, general = both(lambda: error_of(lambda: op_of(ns, "add", "Tensor")(a, a)))
+    assert fast == general
+    assert "other" in fast[1] and f"{ns}::add.Tensor" in fast[1]
+
+
 def test_fallthrough_and_excluded_keys_are_respected(ns, lib, trace, paths):
     lib.define("k(Tensor x) -> Tensor")
     lib.impl("k", lambda x: x, "CPU")
