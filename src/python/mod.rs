@@ -13,6 +13,7 @@ mod ops;
 mod recursion;
 mod schema;
 mod tensor;
+mod vectorcall;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -296,5 +297,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
+    m.add_function(wrap_pyfunction!(vectorcall::vectorcall_installed, m)?)?;
     Ok(())
 }
