@@ -25,6 +25,7 @@ use super::convert::{
     default_ivalue, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed, TensorStyle,
 };
 use super::errors::{to_pyerr, IntoPy};
+use super::gil_cell::GilCell;
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::ops::{PyKeySet, PyOpOverload};
 use super::tensor::{cpu_tensor_to_numpy, wrap, PyTensor};
@@ -831,9 +832,88 @@ fn call_boxed<'py>(
     b: &Bound_<'py>,
 ) -> PyResult<Rets<'py>> {
     let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
-    let list = PyList::new(py, kobjs.iter()).map_err(py_err)?;
-    let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
+    let spare = &slf.get().spare;
+    let list = match spare.list.take(py) {
+        Some(l) => {
+            let l = l.into_bound(py);
+            for o in kobjs.iter() {
+                l.append(o).map_err(py_err)?;
+            }
+            l
+        }
+        None => PyList::new(py, kobjs.iter()).map_err(py_err)?,
+    };
+    let keys_obj = spare.keys_obj(py, keys).map_err(py_err)?;
     func.call1((slf, keys_obj, &list)).map_err(py_err)?;
+    let result = boxed_returns(py, op, schema, keys, body, b, &list);
+    spare.give_back(list);
+    result
+}
+
+/// The objects of a boxed call that the next one may reuse (one of each, kept by the
+/// `OpOverload`): making and freeing the stack list and the key set object was a tenth of a
+/// Python fallback's hop.
+#[derive(Default)]
+pub struct Spare {
+    /// An empty list nobody else holds.
+    list: GilCell<Option<Py<PyList>>>,
+    /// The key set object last passed, with its keys (immutable, so it may be shared).
+    keys: GilCell<Option<(DispatchKeySet, Py<PyKeySet>)>>,
+}
+
+impl Spare {
+    /// The key set object of `keys`: the last one if its keys are these.
+    fn keys_obj<'py>(
+        &self,
+        py: Python<'py>,
+        keys: DispatchKeySet,
+    ) -> PyResult<Bound<'py, PyKeySet>> {
+        let last = self.keys.take(py);
+        if let Some((k, obj)) = &last {
+            if *k == keys {
+                let found = obj.clone_ref(py).into_bound(py);
+                self.keys.replace(py, last);
+                return Ok(found);
+            }
+        }
+        let obj = Bound::new(py, PyKeySet(keys))?;
+        let old = self.keys.replace(py, Some((keys, obj.clone().unbind())));
+        drop((last, old));
+        Ok(obj)
+    }
+
+    /// Keeps `list` for the next call if the kernel kept no reference to it (emptied first;
+    /// its items go now, after the cell was written).
+    fn give_back(&self, list: Bound<'_, PyList>) {
+        let py = list.py();
+        // SAFETY: `list` is a live list we hold a reference to; deleting its whole range
+        // (`PyList_SetSlice` with no items, 0 on success) needs no slice object, which
+        // `del_slice` makes.
+        let emptied = unsafe {
+            pyo3::ffi::Py_REFCNT(list.as_ptr()) == 1
+                && pyo3::ffi::PyList_SetSlice(list.as_ptr(), 0, isize::MAX, std::ptr::null_mut())
+                    == 0
+        };
+        if !emptied {
+            // A failed delete leaves an exception set, which this call must not report.
+            let _ = PyErr::take(py);
+            return;
+        }
+        let old = self.list.replace(py, Some(list.unbind()));
+        drop(old);
+    }
+}
+
+/// A boxed kernel's returns from its stack, as the caller gets them.
+fn boxed_returns<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    body: &Body,
+    b: &Bound_<'py>,
+    list: &Bound<'py, PyList>,
+) -> PyResult<Rets<'py>> {
     let n = list.len();
     // The plan has no `...` returns, so the count is the schema's.
     if n != body.rets.len() {

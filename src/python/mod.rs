@@ -6,6 +6,7 @@ mod convert;
 mod coverage;
 mod errors;
 mod fast;
+mod gil_cell;
 mod kernel;
 mod library;
 mod logging;

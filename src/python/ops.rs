@@ -70,6 +70,8 @@ pub struct PyOpOverload {
     pub handle: OperatorHandle,
     /// The schema facts of the fast path, made at the first call.
     plan: PyOnceLock<Arc<Plan>>,
+    /// Objects a boxed Python kernel's calls reuse.
+    pub spare: fast::Spare,
 }
 
 impl PyOpOverload {
@@ -78,6 +80,7 @@ impl PyOpOverload {
             vectorcall: vectorcall::ENTRY,
             handle,
             plan: PyOnceLock::new(),
+            spare: fast::Spare::default(),
         }
     }
 
