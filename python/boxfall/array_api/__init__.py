@@ -20,7 +20,8 @@ kernels that registers itself (``_registry``): ``_elementwise_functions``,
 ``_creation_functions``, ``_statistical_functions``, ``_manipulation_functions``,
 ``_linear_algebra_functions``, ``_data_type_functions``, ``_utility_functions``,
 ``_searching_functions``, ``_sorting_functions``, ``_set_functions``, ``_indexing_functions``,
-``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``).
+``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``); the ``linalg``
+extension is ``_linalg`` (operators ``array_api::linalg_<name>``), public as ``xp.linalg``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from . import (
     _sorting_functions,
     _statistical_functions,
     _utility_functions,
+    linalg,
 )
 from ._constants import *  # noqa: F403
 from ._creation_functions import *  # noqa: F403
@@ -134,6 +136,7 @@ def namespace(device: Any) -> types.ModuleType:
     for attr in _creation_functions.DEVICE_DEFAULTED:
         ns.__dict__[attr] = _on_device(globals()[attr], name)
     ns.__dict__["__array_api_version__"] = __array_api_version__
+    ns.__dict__["linalg"] = linalg
     ns.__dict__["__array_namespace_info__"] = lambda: _info.Info(name)
     ns.__dict__["namespace"] = namespace
     ns.__dict__["device"] = name
@@ -147,6 +150,7 @@ __all__ = sorted(
     {
         "__array_api_version__",
         "__array_namespace_info__",
+        "linalg",
         "namespace",
         *(n for chapter in _CHAPTERS for n in chapter.__all__),
     }
