@@ -8,6 +8,10 @@ runs a transformer-style block and a small classifier head for --steps steps on 
 checks every result against the same computation in plain NumPy, and prints the fallback
 metrics.
 
+`--workload array-api` runs instead k-means and a ridge fit written only with the array API
+standard's functions on ``boxfall.array_api`` (see boxfall.demo_array_api); --steps is then
+the number of k-means iterations.
+
 Exit code: 0 when the results agree to 1e-9, 1 when they do not, 2 when --plot is asked for
 without matplotlib installed.
 """
@@ -509,6 +513,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.workload == "array-api":
+        from boxfall import demo_array_api
+
+        return demo_array_api.run(args)
     with bf.Library(NS, "DEF") as lib, bf.Library("_", "IMPL") as fb:
         define_operators(lib)
         if args.backend == "native":
@@ -561,6 +569,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="accel",
         help="accel: a Python device with 3 kernels of its own (default); "
         "native: the built-in Rust backend with its Rust kernels",
+    )
+    parser.add_argument(
+        "--workload",
+        choices=("transformer", "array-api"),
+        default="transformer",
+        help="transformer: the block of this module's operators (default); array-api: k-means "
+        "and a ridge fit written with boxfall.array_api, on Accel with 3 kernels of its own",
     )
     parser.add_argument(
         "--plot",
