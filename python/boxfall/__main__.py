@@ -24,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo_parser = commands.add_parser(
         "demo",
-        help="run a transformer block on a simulated device through the CPU fallback",
+        help="run a transformer block (or --workload array-api: k-means and a ridge fit) on a "
+        "simulated device through the CPU fallback",
         description=plain_text(demo.__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
