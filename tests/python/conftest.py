@@ -9,6 +9,7 @@ pytest import mode.
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,10 @@ from typing import Any
 import boxfall as bf
 import numpy as np
 import pytest
+
+# scipy reads SCIPY_ARRAY_API once, at import, and scikit-learn's array API dispatch needs it
+# (test_sklearn_clients.py): set here, before any test module can import either.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 
 def unique(prefix: str = "t") -> str:

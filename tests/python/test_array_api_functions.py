@@ -249,6 +249,20 @@ def test_data_type_functions_answer_from_dtypes():
     assert xp.iinfo(xp.int8).max == 127
 
 
+def test_finfo_and_iinfo_fields_are_python_numbers():
+    # The standard's types: `eps * x` is then a Python scalar beside x, on x's device.
+    f = xp.finfo(xp.complex64)
+    assert type(f.eps) is float and f.eps == np.finfo(np.float32).eps
+    assert (f.bits, f.dtype) == (32, xp.float32)
+    assert type(f.smallest_normal) is float and f.min == -f.max
+    i = xp.iinfo(xp.uint64)
+    assert type(i.max) is int and (i.bits, i.min, i.max) == (64, 0, 2**64 - 1)
+    bf.metrics.reset()
+    x = xp.namespace("Native").ones(2)
+    assert (x * xp.finfo(x.dtype).eps).device == x.device
+    assert bf.metrics.counter_value("array_api::multiply.Tensor_Scalar") == 1
+
+
 def test_a_numpy_scalar_is_taken_as_a_0d_array():
     assert xp.all(np.float64(1.0) == np.float64(1.0)).shape == ()
     assert float(xp.sum(np.float32(2.5))) == 2.5

@@ -3,6 +3,7 @@ and is an operator (``array_api::astype``); the others answer from dtypes alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,14 +48,41 @@ def can_cast(from_: Any, to: Any, /) -> bool:
     return bool(np.can_cast(_dtype(from_), np.dtype(to), casting="safe"))
 
 
-def finfo(type: Any, /) -> Any:  # noqa: A002
-    """Machine limits of a floating-point dtype (NumPy's ``finfo``)."""
-    return np.finfo(_dtype(type))
+@dataclass(frozen=True)
+class finfo_object:  # noqa: N801  (the standard's name)
+    """``finfo``'s result: the standard's fields as Python numbers (NumPy's are NumPy
+    scalars, which would make ``eps * x`` a 0-d CPU array beside a device array)."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: Any
 
 
-def iinfo(type: Any, /) -> Any:  # noqa: A002
-    """Machine limits of an integer dtype (NumPy's ``iinfo``)."""
-    return np.iinfo(_dtype(type))
+@dataclass(frozen=True)
+class iinfo_object:  # noqa: N801
+    """``iinfo``'s result: the standard's fields as Python ints."""
+
+    bits: int
+    max: int
+    min: int
+    dtype: Any
+
+
+def finfo(type: Any, /) -> finfo_object:  # noqa: A002
+    """Machine limits of a floating-point dtype (of its real part for a complex one)."""
+    f = np.finfo(_dtype(type))
+    return finfo_object(
+        int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), f.dtype
+    )
+
+
+def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002
+    """Machine limits of an integer dtype."""
+    i = np.iinfo(_dtype(type))
+    return iinfo_object(int(i.bits), int(i.max), int(i.min), i.dtype)
 
 
 _KINDS = {
