@@ -106,7 +106,7 @@ def _pinv(x: Any, /, *, rtol: Any = None) -> Any:
     return np.linalg.pinv(x, rcond=_rtol(x, rtol))
 
 
-def _qr(x: Any, /, *, mode: str = "reduced") -> tuple[Any, Any]:
+def _qr(x: Any, /, *, mode: Any = "reduced") -> tuple[Any, Any]:
     q, r = np.linalg.qr(x, mode=mode)
     return q, r
 
@@ -153,9 +153,7 @@ def _vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: An
     rest = [a for a in range(x.ndim) if a not in axes]
     moved = np.transpose(x, (*rest, *axes)).reshape(*(x.shape[a] for a in rest), -1)
     out = np.linalg.norm(moved, ord=ord, axis=-1)
-    if keepdims:
-        out = np.expand_dims(out, axes)
-    return out
+    return np.expand_dims(out, axes) if keepdims else out
 
 
 _P = "linalg_"
