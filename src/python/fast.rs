@@ -856,7 +856,15 @@ pub fn redispatch<'py>(
     let body = plan.body.as_ref()?;
     let mut b = Bound_::empty();
     bind_call(body, args, kwargs, &mut b)?;
-    let r = run(slf, plan, body, keys.without_highest(), &b, Some(args), true)?;
+    let r = run(
+        slf,
+        plan,
+        body,
+        keys.without_highest(),
+        &b,
+        Some(args),
+        true,
+    )?;
     Some(r.and_then(|r| r.into_result(py)))
 }
 

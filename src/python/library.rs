@@ -235,12 +235,8 @@ impl PyLibrary {
             Python::attach(|py| self.warn_collected(py));
         }
         lib.close();
-        let funcs: Vec<_> = Python::attach(|py| {
-            self.kernels
-                .drain(..)
-                .filter_map(|k| k.take(py))
-                .collect()
-        });
+        let funcs: Vec<_> =
+            Python::attach(|py| self.kernels.drain(..).filter_map(|k| k.take(py)).collect());
         self.made.clear();
         drop(funcs);
     }
