@@ -813,16 +813,15 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
-        let args = match kernel.typed_wrapper() {
-            Some(w) => match kernel_fn::call_wrapper::<A, R>(w, &self.op, table, keys, args) {
-                Ok(served) => return served,
-                Err(declined) => declined,
-            },
-            None => args,
+        let boxed = |args: A| {
+            self.call_boxing(args, |stack| {
+                kernel.call_boxed_in(&self.op, table, keys, stack)
+            })
         };
-        self.call_boxing(args, |stack| {
-            kernel.call_boxed_in(&self.op, table, keys, stack)
-        })
+        match kernel.typed_wrapper() {
+            Some(w) => kernel_fn::call_wrapper::<A, R>(w, &self.op, table, keys, args, boxed),
+            None => boxed(args),
+        }
     }
 
     /// Boxes the arguments once, runs `call` on the stack, and unboxes its returns. The stack

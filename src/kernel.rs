@@ -298,7 +298,7 @@ impl KernelFunction {
     /// use boxfall::{DispatchKeySet, IValue, KernelFunction, Tensor};
     /// struct Count(usize);
     /// impl TensorMaps for Count {
-    ///     fn arg(&mut self, t: Tensor) -> boxfall::Result<Tensor> { self.0 += 1; Ok(t) }
+    ///     fn arg(&mut self, _: &mut Tensor) -> boxfall::Result<()> { self.0 += 1; Ok(()) }
     ///     fn ret(&mut self, t: Tensor) -> boxfall::Result<Tensor> { self.0 += 10; Ok(t) }
     /// }
     /// let k = KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (t,)| Ok(t));
@@ -486,29 +486,26 @@ impl KernelFunction {
 }
 
 /// The tensor maps a wrapping kernel puts around a wrapped kernel's typed function
-/// ([`TypedCall::run`], [`KernelFunction::call_mapped`]): each argument tensor goes through
-/// `arg` before the function runs, each returned tensor through `ret` after. The CPU fallback's
-/// move tensors to the CPU and back; a logging key's may only look.
+/// ([`TypedCall::run`], [`KernelFunction::call_mapped`]): the argument tensors go through `args`
+/// before the function runs, each returned tensor through `ret` after. The CPU fallback's move
+/// tensors to the CPU and back; a logging key's may only look.
 ///
 /// ```
-/// use boxfall::{kernel::TensorMaps, Tensor};
+/// use boxfall::kernel::{TensorBatch, TensorMaps};
+/// use boxfall::Tensor;
 /// struct Same;
 /// impl TensorMaps for Same {
-///     fn arg(&mut self, t: Tensor) -> boxfall::Result<Tensor> { Ok(t) }
+///     fn args(&mut self, _: &mut TensorBatch<'_, '_>, _last: bool) -> boxfall::Result<()> { Ok(()) }
 ///     fn ret(&mut self, t: Tensor) -> boxfall::Result<Tensor> { Ok(t) }
 /// }
-/// let mut m = Same;
-/// assert!(m.before_kernel().is_ok());
+/// let e = Same.kernel_error(boxfall::Error::Fallback("no".into()));
+/// assert!(e.to_string().contains("no"));
 /// ```
 pub trait TensorMaps {
-    /// The tensor that takes an argument tensor's place.
-    fn arg(&mut self, t: Tensor) -> Result<Tensor>;
-    /// Called once every argument is mapped, before the function runs; an error stops the call.
-    fn before_kernel(&mut self) -> Result<()> {
-        Ok(())
-    }
-    /// Called when the function has returned successfully, before its returns are mapped.
-    fn after_kernel(&mut self) {}
+    /// Replaces argument tensors in place: `tensors` holds the next ones, in order (a call
+    /// with many comes in several batches); `last` says that none follow, so the function runs
+    /// next (an error then stops the call before it runs).
+    fn args(&mut self, tensors: &mut TensorBatch<'_, '_>, last: bool) -> Result<()>;
     /// The error the caller sees for an error of the function (or of unboxing its arguments).
     fn kernel_error(&mut self, e: Error) -> Error {
         e
@@ -516,6 +513,37 @@ pub trait TensorMaps {
     /// The tensor that takes a returned tensor's place.
     fn ret(&mut self, t: Tensor) -> Result<Tensor>;
 }
+
+/// Argument tensors of a typed call, a batch at a time, as [`TensorMaps::args`] gets them: in
+/// one call rather than one call a tensor, so that a wrapper's per-tensor work is its own
+/// loop, not a virtual call each.
+///
+/// ```
+/// use boxfall::kernel::TensorBatch;
+/// use boxfall::Tensor;
+/// let mut t = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// let mut slots = [Some(&mut t), None];
+/// let mut batch = TensorBatch::new(&mut slots);
+/// assert_eq!(batch.iter_mut().count(), 1);
+/// ```
+pub struct TensorBatch<'s, 'a>(&'s mut [Option<&'a mut Tensor>]);
+
+impl<'s, 'a> TensorBatch<'s, 'a> {
+    /// A batch of the tensors in `slots` (empty slots are skipped).
+    #[inline(always)]
+    pub fn new(slots: &'s mut [Option<&'a mut Tensor>]) -> TensorBatch<'s, 'a> {
+        TensorBatch(slots)
+    }
+
+    /// The batch's tensors, in order.
+    #[inline(always)]
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Tensor> + use<'_, 's, 'a> {
+        self.0.iter_mut().flatten().map(|t| &mut **t)
+    }
+}
+
+/// How many argument tensors a batch holds.
+const BATCH: usize = 8;
 
 /// A kernel's typed entry that serves every signature: a typed call that reaches the kernel
 /// (dispatched, or through `call_fallback`) hands it a [`TypedCall`], whose arguments and
@@ -673,26 +701,32 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedBody for Slots<A, R> 
 fn run_mapped<A: CallArgs, R: CallReturns>(
     f: UnboxedFn<A, R>,
     keys: DispatchKeySet,
-    args: A,
+    mut args: A,
     maps: &mut dyn TensorMaps,
 ) -> Result<R> {
-    let args = args.map_tensors(&mut Args(maps))?;
-    maps.before_kernel()?;
+    map_args(&mut args, maps)?;
     let returns = match f(keys, args) {
         Ok(r) => r,
         Err(e) => return Err(maps.kernel_error(e)),
     };
-    maps.after_kernel();
     returns.map_tensors(&mut Returns(maps))
 }
 
-struct Args<'m>(&'m mut dyn TensorMaps);
-
-impl TensorMap for Args<'_> {
-    #[inline(always)]
-    fn map(&mut self, t: Tensor) -> Result<Tensor> {
-        self.0.arg(t)
-    }
+/// The argument tensors through `maps.args`, in batches.
+#[inline(always)]
+fn map_args<A: CallArgs>(args: &mut A, maps: &mut dyn TensorMaps) -> Result<()> {
+    let mut batch: [Option<&mut Tensor>; BATCH] = Default::default();
+    let mut n = 0;
+    args.for_each_tensor_mut(&mut |t| {
+        if n == BATCH {
+            maps.args(&mut TensorBatch(&mut batch), false)?;
+            n = 0;
+        }
+        batch[n] = Some(t);
+        n += 1;
+        Ok(())
+    })?;
+    maps.args(&mut TensorBatch(&mut batch[..n]), true)
 }
 
 struct Returns<'m>(&'m mut dyn TensorMaps);
@@ -704,8 +738,9 @@ impl TensorMap for Returns<'_> {
     }
 }
 
-/// Offers the typed call `args` to `wrapper`: its returns if it served the call, the arguments
-/// back (untouched) if it declined.
+/// Offers the typed call `args` to `wrapper`: `None` if it declined (the arguments are then
+/// given back to `declined`, untouched), else what it made of the call. Each outcome is built in
+/// the caller's return slot: a nested `Result` would copy the error-sized value at each level.
 #[inline(always)]
 pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
     wrapper: &dyn TypedWrapper,
@@ -713,7 +748,8 @@ pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
     table: &DispatchTable,
     keys: DispatchKeySet,
     args: A,
-) -> std::result::Result<Result<R>, A> {
+    declined: impl FnOnce(A) -> Result<R>,
+) -> Result<R> {
     let mut slots = Slots::<A, R> {
         args: Some(args),
         returns: None,
@@ -724,16 +760,24 @@ pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
         body: &mut slots,
     };
     match wrapper.call_typed(op, table, keys, &mut call) {
-        Some(Err(e)) => Ok(Err(e)),
-        Some(Ok(())) => Ok(slots.returns.ok_or_else(|| Error::Kernel {
-            context: format!("the typed wrapper of '{}'", op.name()),
-            message: "it served the call but ran no kernel".into(),
-        })),
+        Some(Ok(())) => match slots.returns {
+            Some(r) => Ok(r),
+            None => Err(ran_nothing(op)),
+        },
+        Some(Err(e)) => Err(e),
         // Declined: the arguments go back, unless the wrapper used them (and broke its word).
         None => match slots.args {
-            Some(args) => Err(args),
-            None => Ok(Err(Slots::<A, R>::used_up())),
+            Some(args) => declined(args),
+            None => Err(Slots::<A, R>::used_up()),
         },
+    }
+}
+
+#[cold]
+fn ran_nothing(op: &OperatorHandle) -> Error {
+    Error::Kernel {
+        context: format!("the typed wrapper of '{}'", op.name()),
+        message: "it served the call but ran no kernel".into(),
     }
 }
 

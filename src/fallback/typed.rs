@@ -18,7 +18,7 @@ use crate::clock;
 use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::Stack;
-use crate::kernel::{KernelFunction, TensorMaps, TypedCall, TypedWrapper};
+use crate::kernel::{KernelFunction, TensorBatch, TensorMaps, TypedCall, TypedWrapper};
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
@@ -153,43 +153,49 @@ impl<'a> Moves<'a> {
     }
 }
 
-/// The fallback's steps around the CPU kernel's typed function: 1. the backend's tensors to the
-/// CPU, each checked to be on the call's one device; 2. the CPU kernel; 3. the returns' CPU
-/// tensors to the device.
-impl TensorMaps for Moves<'_> {
-    #[inline]
-    fn arg(&mut self, t: Tensor) -> Result<Tensor> {
-        self.target.see(self.op, &t)?;
+impl Moves<'_> {
+    /// Step 1 for one tensor: the backend's go to the CPU, each checked to be on the call's
+    /// one device.
+    #[inline(always)]
+    fn arg(&mut self, t: &mut Tensor) -> Result<()> {
+        self.target.see(self.op, t)?;
         if t.key() != self.key {
-            return Ok(t);
+            return Ok(());
         }
         let cpu = self
             .hooks
-            .to_cpu_read_only(&t)
+            .to_cpu_read_only(t)
             .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
         self.to_cpu += cpu.nbytes() as u64;
-        Ok(cpu)
-    }
-
-    #[inline]
-    fn before_kernel(&mut self) -> Result<()> {
-        self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
-        self.marks.moved = clock::ticks();
+        *t = cpu;
         Ok(())
     }
+}
 
-    #[inline]
-    fn after_kernel(&mut self) {
-        self.marks.ran = clock::ticks();
+/// The fallback's steps around the CPU kernel's typed function: 1. the backend's tensors to the
+/// CPU; 2. the CPU kernel; 3. the returns' CPU tensors to the device.
+impl TensorMaps for Moves<'_> {
+    fn args(&mut self, tensors: &mut TensorBatch<'_, '_>, last: bool) -> Result<()> {
+        for t in tensors.iter_mut() {
+            self.arg(t)?;
+        }
+        if last {
+            self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
+            self.marks.moved = clock::ticks();
+        }
+        Ok(())
     }
 
     fn kernel_error(&mut self, e: Error) -> Error {
         kernel_error(self.op, self.key, e)
     }
 
-    /// A CPU tensor goes to the device, any other stays.
-    #[inline]
+    /// A CPU tensor goes to the device, any other stays. The first return marks the end of
+    /// step 2 (a kernel whose returns hold no tensor ends it with the call).
     fn ret(&mut self, t: Tensor) -> Result<Tensor> {
+        if self.marks.ran == u64::MAX {
+            self.marks.ran = clock::ticks();
+        }
         if t.key() != DispatchKey::CPU {
             return Ok(t);
         }
