@@ -438,7 +438,7 @@ impl OperatorHandle {
     }
 
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
-    /// arguments' keys: how the CPU fallback reaches the CPU kernel.
+    /// arguments' keys: as a caller that chose the key itself passes a call on.
     ///
     /// ```
     /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};

@@ -288,17 +288,17 @@ impl KernelFunction {
     }
 
     /// A kernel made from a typed function, run on the values of `stack` (as its boxed entry
-    /// point would) with each argument tensor replaced by `maps.arg` and each returned tensor by
+    /// point would) with the argument tensors replaced by `maps.args` and each returned tensor by
     /// `maps.ret`: the typed function is called once, with no second stack. `None` for a kernel
     /// that offers no such entry (a boxed one, a long-running one, or one whose signature has a
     /// value that cannot map its tensors). The caller checks the stack's length.
     ///
     /// ```
-    /// use boxfall::kernel::TensorMaps;
+    /// use boxfall::kernel::{TensorBatch, TensorMaps};
     /// use boxfall::{DispatchKeySet, IValue, KernelFunction, Tensor};
     /// struct Count(usize);
     /// impl TensorMaps for Count {
-    ///     fn arg(&mut self, _: &mut Tensor) -> boxfall::Result<()> { self.0 += 1; Ok(()) }
+    ///     fn args(&mut self, ts: &mut TensorBatch<'_, '_>, _: bool) -> boxfall::Result<()> { self.0 += ts.iter_mut().count(); Ok(()) }
     ///     fn ret(&mut self, t: Tensor) -> boxfall::Result<Tensor> { self.0 += 10; Ok(t) }
     /// }
     /// let k = KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (t,)| Ok(t));

@@ -103,7 +103,7 @@ fn report_of(stats: &[(String, super::OpStats)], opts: &ReportOptions) -> String
             s.per_backend
                 .iter()
                 .filter(|(k, _)| opts.backend.is_none_or(|b| b == *k))
-                .map(move |(k, f)| (name.clone(), *k, f.clone()))
+                .map(move |(k, f)| (name.clone(), *k, *f))
         })
         .collect();
     let names: Vec<String> = rows.iter().map(|(_, k, _)| k.name()).collect();
