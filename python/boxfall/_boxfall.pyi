@@ -474,3 +474,7 @@ def reset_metrics() -> None:
 def set_fast_path(on: bool) -> bool:
     """Turns the fast path on or off (for tests that compare it with the general path);
     returns whether it was on."""
+
+def vectorcall_installed() -> bool:
+    """Whether calls of ``OpOverload`` objects from Python come by vectorcall (switched on by
+    the first call of any operator)."""

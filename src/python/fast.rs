@@ -13,6 +13,7 @@
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -24,6 +25,7 @@ use super::convert::{
     default_ivalue, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed, TensorStyle,
 };
 use super::errors::{to_pyerr, IntoPy};
+use super::gil_cell::GilCell;
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::ops::{PyKeySet, PyOpOverload};
 use super::tensor::{cpu_tensor_to_numpy, wrap, PyTensor};
@@ -257,50 +259,68 @@ impl Plan {
     }
 }
 
-/// Up to `MAX` objects, kept on the stack.
+/// Up to `MAX` objects, kept on the stack. Only the filled slots are touched: with
+/// `Option` slots, making and dropping the three of a call wrote and tested all 24 of them,
+/// about a tenth of a Python kernel's fast path.
 struct Objs<'py> {
-    items: [Option<Bound<'py, PyAny>>; MAX],
+    /// Slots `..len` are initialized.
+    items: [MaybeUninit<Bound<'py, PyAny>>; MAX],
     len: usize,
 }
 
 impl<'py> Objs<'py> {
     fn new() -> Self {
         Objs {
-            items: Default::default(),
+            items: [const { MaybeUninit::uninit() }; MAX],
             len: 0,
         }
     }
 
+    /// Adds `o`; the plans bound every count by `MAX`, so a full `Objs` is a bug here, which
+    /// drops `o` rather than writing past the end.
     fn push(&mut self, o: Bound<'py, PyAny>) {
-        self.items[self.len] = Some(o);
-        self.len += 1;
+        debug_assert!(self.len < MAX, "more than MAX objects");
+        if let Some(slot) = self.items.get_mut(self.len) {
+            slot.write(o);
+            self.len += 1;
+        }
+    }
+
+    fn as_slice(&self) -> &[Bound<'py, PyAny>] {
+        // SAFETY: slots `..len` are initialized (`push` is the only writer and counts them),
+        // and `MaybeUninit<T>` has the layout of `T`.
+        unsafe { std::slice::from_raw_parts(self.items.as_ptr().cast(), self.len) }
     }
 
     fn iter(&self) -> Items<'_, 'py> {
-        self.range(0, self.len)
+        self.as_slice().iter()
     }
 
     fn range(&self, from: usize, to: usize) -> Items<'_, 'py> {
-        Items(self.items[from..to].iter())
+        self.as_slice()[from..to].iter()
+    }
+
+    /// The last object, taken out.
+    fn pop(&mut self) -> Option<Bound<'py, PyAny>> {
+        let i = self.len.checked_sub(1)?;
+        self.len = i;
+        // SAFETY: slot `i` was initialized (it was below `len`), and lowering `len` first
+        // hands its ownership to the caller, so `drop` does not drop it again.
+        Some(unsafe { self.items[i].assume_init_read() })
     }
 }
 
-/// The objects of a range of `Objs` (every slot below `len` is filled).
-struct Items<'a, 'py>(std::slice::Iter<'a, Option<Bound<'py, PyAny>>>);
-
-impl<'a, 'py> Iterator for Items<'a, 'py> {
-    type Item = &'a Bound<'py, PyAny>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().and_then(Option::as_ref)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
+impl Drop for Objs<'_> {
+    fn drop(&mut self) {
+        for slot in &mut self.items[..self.len] {
+            // SAFETY: slots `..len` are initialized and dropped once, here.
+            unsafe { slot.assume_init_drop() }
+        }
     }
 }
 
-impl ExactSizeIterator for Items<'_, '_> {}
+/// The objects of a range of `Objs`.
+type Items<'a, 'py> = std::slice::Iter<'a, Bound<'py, PyAny>>;
 
 /// A kernel's returns, as the caller gets them.
 enum Rets<'py> {
@@ -313,13 +333,9 @@ impl<'py> Rets<'py> {
     /// None for no return, the value for one, else a tuple (as `returns_to_py`).
     pub fn into_result(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         match self {
-            Rets::Few(o) => match o.len {
+            Rets::Few(mut o) => match o.len {
                 0 => Ok(py.None().into_bound(py)),
-                1 => Ok(o
-                    .iter()
-                    .next()
-                    .cloned()
-                    .unwrap_or_else(|| py.None().into_bound(py))),
+                1 => Ok(o.pop().unwrap_or_else(|| py.None().into_bound(py))),
                 _ => Ok(PyTuple::new(py, o.iter())?.into_any()),
             },
             Rets::Done(r) => r,
@@ -447,12 +463,12 @@ fn kernel_arg<'py>(
 /// raises if they do not bind). Fills `b`, which starts empty: the bound arguments are about
 /// 160 bytes, which a returned `Option<Bound_>` would have copied out twice by `memcpy`.
 fn bind_call<'py>(
+    py: Python<'py>,
     body: &Body,
-    args: &Bound<'py, PyTuple>,
+    args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
     b: &mut Bound_<'py>,
 ) -> Option<()> {
-    let py = args.py();
     let n = args.len();
     if n > body.positional {
         return None;
@@ -464,7 +480,7 @@ fn bind_call<'py>(
     let mut keys = DispatchKeySet::EMPTY;
     for (i, a) in body.args.iter().enumerate() {
         let given = if i < n {
-            Some(args.get_item(i).ok()?)
+            Some(args[i].clone())
         } else if let Some(kw) = kw {
             let g = kw.get_item(a.name.bind(py)).ok()?;
             matched += usize::from(g.is_some());
@@ -603,7 +619,7 @@ fn run<'py>(
     body: &Body,
     keys: DispatchKeySet,
     b: &Bound_<'py>,
-    args: Option<&Bound<'py, PyTuple>>,
+    args: Option<&[Bound<'py, PyAny>]>,
     done_ok: bool,
 ) -> Option<PyResult<Rets<'py>>> {
     let py = slf.py();
@@ -682,6 +698,26 @@ fn boxed_stack(body: &Body, b: &Bound_<'_>, passed: &mut Passed) -> Option<Stack
     Some(stack)
 }
 
+/// `func(*args)` with the caller's own argument array: no tuple is made.
+fn vectorcall<'py>(
+    func: &Bound<'py, PyAny>,
+    args: &[Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: `Bound<PyAny>` has the layout of a `*mut PyObject` (PyO3's own `as_slice` of a
+    // tuple relies on it), so the slice is the array of `args.len()` object pointers that
+    // vectorcall takes, borrowed for the call; the result is a new reference or null with an
+    // exception set, which `from_owned_ptr_or_err` takes over.
+    unsafe {
+        let r = pyo3::ffi::PyObject_Vectorcall(
+            func.as_ptr(),
+            args.as_ptr().cast(),
+            args.len(),
+            std::ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(func.py(), r)
+    }
+}
+
 /// Runs a kernel that is not a Python function, and converts its returns as `call_op` does.
 fn call_kernel_boxed<'py>(
     py: Python<'py>,
@@ -710,12 +746,13 @@ fn call_unboxed<'py>(
     body: &Body,
     kobjs: &Objs<'py>,
     b: &Bound_<'py>,
-    reuse: Option<&Bound<'py, PyTuple>>,
+    reuse: Option<&[Bound<'py, PyAny>]>,
 ) -> PyResult<Rets<'py>> {
     let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
     let out = match reuse {
-        Some(t) => func.call(t, None),
+        Some(args) => vectorcall(func, args),
         None => {
+            let k = kobjs.as_slice();
             let kwargs = if body.kwonly {
                 let d = PyDict::new(py);
                 for (a, o) in body.args[body.positional..]
@@ -730,9 +767,9 @@ fn call_unboxed<'py>(
             };
             match (kwargs, body.positional) {
                 // A few positional arguments go by vectorcall, without a tuple.
-                (None, 1) => func.call1((&kobjs.items[0],)),
-                (None, 2) => func.call1((&kobjs.items[0], &kobjs.items[1])),
-                (None, 3) => func.call1((&kobjs.items[0], &kobjs.items[1], &kobjs.items[2])),
+                (None, 1) => func.call1((&k[0],)),
+                (None, 2) => func.call1((&k[0], &k[1])),
+                (None, 3) => func.call1((&k[0], &k[1], &k[2])),
                 (kwargs, _) => {
                     let args = PyTuple::new(py, kobjs.range(0, body.positional)).map_err(py_err)?;
                     func.call(args, kwargs.as_ref())
@@ -795,9 +832,88 @@ fn call_boxed<'py>(
     b: &Bound_<'py>,
 ) -> PyResult<Rets<'py>> {
     let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
-    let list = PyList::new(py, kobjs.iter()).map_err(py_err)?;
-    let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
+    let spare = &slf.get().spare;
+    let list = match spare.list.take(py) {
+        Some(l) => {
+            let l = l.into_bound(py);
+            for o in kobjs.iter() {
+                l.append(o).map_err(py_err)?;
+            }
+            l
+        }
+        None => PyList::new(py, kobjs.iter()).map_err(py_err)?,
+    };
+    let keys_obj = spare.keys_obj(py, keys).map_err(py_err)?;
     func.call1((slf, keys_obj, &list)).map_err(py_err)?;
+    let result = boxed_returns(py, op, schema, keys, body, b, &list);
+    spare.give_back(list);
+    result
+}
+
+/// The objects of a boxed call that the next one may reuse (one of each, kept by the
+/// `OpOverload`): making and freeing the stack list and the key set object was a tenth of a
+/// Python fallback's hop.
+#[derive(Default)]
+pub struct Spare {
+    /// An empty list nobody else holds.
+    list: GilCell<Option<Py<PyList>>>,
+    /// The key set object last passed, with its keys (immutable, so it may be shared).
+    keys: GilCell<Option<(DispatchKeySet, Py<PyKeySet>)>>,
+}
+
+impl Spare {
+    /// The key set object of `keys`: the last one if its keys are these.
+    fn keys_obj<'py>(
+        &self,
+        py: Python<'py>,
+        keys: DispatchKeySet,
+    ) -> PyResult<Bound<'py, PyKeySet>> {
+        let last = self.keys.take(py);
+        if let Some((k, obj)) = &last {
+            if *k == keys {
+                let found = obj.clone_ref(py).into_bound(py);
+                self.keys.replace(py, last);
+                return Ok(found);
+            }
+        }
+        let obj = Bound::new(py, PyKeySet(keys))?;
+        let old = self.keys.replace(py, Some((keys, obj.clone().unbind())));
+        drop((last, old));
+        Ok(obj)
+    }
+
+    /// Keeps `list` for the next call if the kernel kept no reference to it (emptied first;
+    /// its items go now, after the cell was written).
+    fn give_back(&self, list: Bound<'_, PyList>) {
+        let py = list.py();
+        // SAFETY: `list` is a live list we hold a reference to; deleting its whole range
+        // (`PyList_SetSlice` with no items, 0 on success) needs no slice object, which
+        // `del_slice` makes.
+        let emptied = unsafe {
+            pyo3::ffi::Py_REFCNT(list.as_ptr()) == 1
+                && pyo3::ffi::PyList_SetSlice(list.as_ptr(), 0, isize::MAX, std::ptr::null_mut())
+                    == 0
+        };
+        if !emptied {
+            // A failed delete leaves an exception set, which this call must not report.
+            let _ = PyErr::take(py);
+            return;
+        }
+        let old = self.list.replace(py, Some(list.unbind()));
+        drop(old);
+    }
+}
+
+/// A boxed kernel's returns from its stack, as the caller gets them.
+fn boxed_returns<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    body: &Body,
+    b: &Bound_<'py>,
+    list: &Bound<'py, PyList>,
+) -> PyResult<Rets<'py>> {
     let n = list.len();
     // The plan has no `...` returns, so the count is the schema's.
     if n != body.rets.len() {
@@ -819,7 +935,7 @@ fn call_boxed<'py>(
 /// `op(*args, **kwargs)` by the fast path, or None.
 pub fn call<'py>(
     slf: &Bound<'py, PyOpOverload>,
-    args: &Bound<'py, PyTuple>,
+    args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
@@ -829,7 +945,7 @@ pub fn call<'py>(
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
     let mut b = Bound_::empty();
-    bind_call(body, args, kwargs, &mut b)?;
+    bind_call(py, body, args, kwargs, &mut b)?;
     let arg_keys = if b.keys.is_empty() {
         DispatchKey::CPU.set()
     } else {
@@ -845,7 +961,7 @@ pub fn call<'py>(
 pub fn redispatch<'py>(
     slf: &Bound<'py, PyOpOverload>,
     keys: DispatchKeySet,
-    args: &Bound<'py, PyTuple>,
+    args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
@@ -855,7 +971,7 @@ pub fn redispatch<'py>(
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
     let mut b = Bound_::empty();
-    bind_call(body, args, kwargs, &mut b)?;
+    bind_call(py, body, args, kwargs, &mut b)?;
     let r = run(
         slf,
         plan,

@@ -6,6 +6,7 @@ mod convert;
 mod coverage;
 mod errors;
 mod fast;
+mod gil_cell;
 mod kernel;
 mod library;
 mod logging;
@@ -13,6 +14,7 @@ mod ops;
 mod recursion;
 mod schema;
 mod tensor;
+mod vectorcall;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -302,5 +304,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
+    m.add_function(wrap_pyfunction!(vectorcall::vectorcall_installed, m)?)?;
     Ok(())
 }

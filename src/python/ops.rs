@@ -12,6 +12,7 @@ use super::errors::{new_err, IntoPy};
 use super::fast::{self, schema_for_plan, Plan};
 use super::recursion;
 use super::schema::PyFunctionSchema;
+use super::vectorcall;
 use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
 use crate::error::Error;
 use crate::ivalue::Stack;
@@ -63,17 +64,49 @@ impl PyKeySet {
 /// One operator overload: callable, with its schema and dispatch table.
 #[pyclass(name = "OpOverload", module = "boxfall", frozen)]
 pub struct PyOpOverload {
+    /// Where a call from Python enters (`vectorcall.rs`), read by the interpreter at the
+    /// offset the class names.
+    vectorcall: vectorcall::Entry,
     pub handle: OperatorHandle,
     /// The schema facts of the fast path, made at the first call.
     plan: PyOnceLock<Arc<Plan>>,
+    /// Objects a boxed Python kernel's calls reuse.
+    pub spare: fast::Spare,
 }
 
 impl PyOpOverload {
     pub fn from_handle(handle: OperatorHandle) -> Self {
         PyOpOverload {
+            vectorcall: vectorcall::ENTRY,
             handle,
             plan: PyOnceLock::new(),
+            spare: fast::Spare::default(),
         }
+    }
+
+    /// `op(*args, **kwargs)`, by either calling convention; `tuple` is `args` when the caller
+    /// packed them (the general path binds from a tuple).
+    pub fn call_with<'py>(
+        slf: &Bound<'py, Self>,
+        args: &[Bound<'py, PyAny>],
+        tuple: Option<&Bound<'py, PyTuple>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let _level = recursion::enter(py)?;
+        if let Some(r) = fast::call(slf, args, kwargs) {
+            return r;
+        }
+        match tuple {
+            Some(t) => call_op(py, &slf.get().handle, t, kwargs),
+            None => call_op(py, &slf.get().handle, &PyTuple::new(py, args)?, kwargs),
+        }
+    }
+
+    /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
+    pub fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
+        let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
+        field.checked_sub(slf.as_ptr() as usize)
     }
 
     /// The fast path's plan (None while the operator is not defined).
@@ -165,11 +198,8 @@ impl PyOpOverload {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let _level = recursion::enter(slf.py())?;
-        if let Some(r) = fast::call(slf, args, kwargs) {
-            return r;
-        }
-        call_op(slf.py(), &slf.get().handle, args, kwargs)
+        vectorcall::install(slf);
+        Self::call_with(slf, args.as_slice(), Some(args), kwargs)
     }
 
     /// A boxed call: `stack` holds every argument; returns a new list of the returns and leaves
@@ -219,7 +249,7 @@ impl PyOpOverload {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let _level = recursion::enter(py)?;
-        if let Some(r) = fast::redispatch(slf, keys.0, args, kwargs) {
+        if let Some(r) = fast::redispatch(slf, keys.0, args.as_slice(), kwargs) {
             return r;
         }
         let handle = &slf.get().handle;

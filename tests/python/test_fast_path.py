@@ -551,3 +551,26 @@ def test_a_failing_cpu_kernel_through_the_fallback_changes_nothing(ns, lib, path
     assert x.numpy().tolist() == [1.0, 1.0]
     stats = bf.metrics.op_stats(f"{ns}::bad_")
     assert stats["fallbacks"] == 1 and stats["failures"] == 1
+
+
+def test_a_stack_a_fallback_keeps_is_never_reused(ns, lib, trace):
+    # The stack list of a boxed call is reused by the next call only when nobody else holds
+    # it: one the fallback keeps must keep what it held, and the key set object it got must
+    # still name the keys of its own call.
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+    kept = []
+
+    def hop(op, keys, stack):
+        op.redispatch_boxed(keys, stack)
+        if len(kept) < 2:
+            kept.append((stack, keys))
+
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(hop, trace)
+        with bf.include_keys(trace):
+            results = [op_of(ns, "twice")(np.full(1, float(i))) for i in range(4)]
+    assert [r.tolist() for r in results] == [[0.0], [2.0], [4.0], [6.0]]
+    assert [s[0].tolist() for s, _ in kept] == [[0.0], [2.0]]
+    assert kept[0][0] is not kept[1][0]
+    assert all(trace in k.names() for _, k in kept)

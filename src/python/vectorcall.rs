@@ -1,0 +1,130 @@
+//! `op(x)` by Python's vectorcall protocol. PyO3 gives a class's `__call__` only the `tp_call`
+//! slot (PyO3 issue #4252), so every call from Python packed its arguments into a new tuple,
+//! which the fast path then unpacked: the tuple's allocation, its release and the generic
+//! call machinery around it were about a seventh of a trivial Python kernel's call through
+//! boxfall. With vectorcall the interpreter passes its own array of argument pointers.
+//!
+//! A vectorcall class keeps the entry point in each object, at an offset the class names
+//! (`tp_vectorcall_offset`, with the `Py_TPFLAGS_HAVE_VECTORCALL` flag). Every `OpOverload`
+//! carries [`ENTRY`] in a field; where that field sits in the object depends on PyO3's layout,
+//! so it is read off the first `OpOverload` that is called (through `tp_call`), and the class
+//! is switched over then. `tp_call` stays, and gives the same results (both end in
+//! `PyOpOverload::call_with`): C code that calls with a tuple still reaches it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use pyo3::PyTypeInfo;
+
+use super::ops::PyOpOverload;
+
+/// The entry point as the object stores it (null: none, which the interpreter reads as "use
+/// `tp_call`").
+pub type Entry = Option<ffi::vectorcallfunc>;
+
+/// The entry point every `OpOverload` carries.
+pub const ENTRY: Entry = Some(op_vectorcall);
+
+/// Whether the class was switched over.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Switches the `OpOverload` class to vectorcall, from one of its objects (once; the GIL
+/// serialises the callers).
+pub fn install(slf: &Bound<'_, PyOpOverload>) {
+    if INSTALLED.load(Ordering::Relaxed) {
+        return;
+    }
+    INSTALLED.store(true, Ordering::Relaxed);
+    let ty = PyOpOverload::type_object_raw(slf.py());
+    // The class has no subclasses (it is not declared `subclass`), so every object of it has
+    // this layout; the offset must lie inside the object.
+    let Some(offset) = PyOpOverload::entry_offset(slf) else {
+        return;
+    };
+    // SAFETY: `ty` is the live class object of `slf` (not a subclass: see above), and the
+    // GIL is held, so no other thread reads its slots while they change. Its objects hold a
+    // valid `vectorcallfunc` (`ENTRY`, set by `from_handle`, never changed) at `offset`, which
+    // is checked to fall inside the object; and the flag is set after the offset, so a reader
+    // that sees the flag sees the offset.
+    unsafe {
+        let size = usize::try_from((*ty).tp_basicsize).unwrap_or(0);
+        if offset + std::mem::size_of::<Entry>() > size
+            || !std::ptr::eq(ffi::Py_TYPE(slf.as_ptr()), ty)
+        {
+            return;
+        }
+        (*ty).tp_vectorcall_offset = offset as ffi::Py_ssize_t;
+        (*ty).tp_flags |= ffi::Py_TPFLAGS_HAVE_VECTORCALL;
+    }
+}
+
+/// Whether calls from Python now come by vectorcall (for tests).
+#[pyfunction]
+pub fn vectorcall_installed(py: Python<'_>) -> bool {
+    let ty = PyOpOverload::type_object_raw(py);
+    // SAFETY: reading the flags of a live class object with the GIL held.
+    unsafe { (*ty).tp_flags & ffi::Py_TPFLAGS_HAVE_VECTORCALL != 0 }
+}
+
+/// The vectorcall entry: PyO3's own trampoline (which attaches, counts the GIL for PyO3, and
+/// turns a panic into an exception) around [`call`].
+unsafe extern "C" fn op_vectorcall(
+    callable: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: the interpreter calls this with the GIL held, `callable` an `OpOverload`, and
+    // `args` the vectorcall array (see `call`).
+    unsafe {
+        let nargs = ffi::PyVectorcall_NARGS(nargsf);
+        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call)(
+            callable, args, nargs, kwnames,
+        )
+    }
+}
+
+/// `op(*args, **kwargs)` from the vectorcall arguments: `nargs` positional objects in `args`,
+/// then one per name of the `kwnames` tuple (or null).
+///
+/// # Safety
+/// As the vectorcall protocol promises: the GIL is held, `callable` is an object of the class
+/// (the only one whose objects carry this entry), and `args` holds `nargs` objects and then
+/// one per keyword name, borrowed for the length of the call.
+unsafe fn call(
+    py: Python<'_>,
+    callable: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: see the function's contract; `Bound<PyAny>` has the layout of a
+    // `*mut PyObject` (PyO3's `as_slice` of a tuple relies on it), and the slice, like the
+    // objects it borrows, does not outlive the call.
+    let (slf, names, all) = unsafe {
+        let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverload>();
+        let names = Borrowed::from_ptr_or_opt(py, kwnames).map(|n| n.cast_unchecked::<PyTuple>());
+        let nkw = names.as_ref().map_or(0, |n| n.len());
+        let n = usize::try_from(nargs).unwrap_or(0) + nkw;
+        let all: &[Bound<'_, PyAny>] = if n == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(args.cast(), n)
+        };
+        (slf, names, all)
+    };
+    let positional = &all[..all.len() - names.as_ref().map_or(0, |n| n.len())];
+    let kwargs = match &names {
+        Some(names) if !names.is_empty() => {
+            let d = PyDict::new(py);
+            for (k, v) in names.iter().zip(&all[positional.len()..]) {
+                d.set_item(k, v)?;
+            }
+            Some(d)
+        }
+        _ => None,
+    };
+    PyOpOverload::call_with(&slf, positional, None, kwargs.as_ref()).map(Bound::into_ptr)
+}
