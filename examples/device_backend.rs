@@ -7,7 +7,7 @@ use std::sync::Arc;
 use boxfall::backend::{register_backend, Backend};
 use boxfall::tensor::{HostArray, Payload};
 use boxfall::{
-    cpu_fallback, metrics, Device, DispatchKey, KernelFunction, Library, LibraryKind, Tensor,
+    cpu_fallback, Device, DispatchKey, Dispatcher, KernelFunction, Library, LibraryKind, Tensor,
 };
 use ndarray::ArrayD;
 
@@ -102,6 +102,6 @@ fn main() -> boxfall::Result<()> {
     let y = exp.typed::<(Tensor,), Tensor>()?.call((x.clone(),))?;
     let z = mul.typed::<(Tensor, Tensor), Tensor>()?.call((y, x))?;
     println!("x * exp(x) on {} = {}", z.device(), buffer(&z)?);
-    println!("{}", metrics::report());
+    println!("{}", Dispatcher::metrics().report());
     Ok(())
 }

@@ -12,7 +12,7 @@ use boxfall::backend::register_backend;
 use boxfall::ivalue::CallArgs;
 use boxfall::native::NativeBackend;
 use boxfall::tensor::HostArray;
-use boxfall::{metrics, CpuFallback, Device, DispatchKey, IValue, KernelFunction};
+use boxfall::{CpuFallback, Device, DispatchKey, Dispatcher, IValue, KernelFunction};
 use boxfall::{Library, LibraryKind, Tensor};
 
 /// How many calls the backend's fallback saw.
@@ -97,7 +97,7 @@ fn main() -> boxfall::Result<()> {
     println!("z = {} on {}", f64s(&z).unwrap_or_default(), z.device());
     println!("w = {} on {}", w.describe(), w.device());
     println!("{} calls fell back", FALLBACKS.load(Ordering::Relaxed));
-    println!("{}", metrics::report());
+    println!("{}", Dispatcher::metrics().report());
     Ok(())
 }
 

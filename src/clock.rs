@@ -60,7 +60,9 @@ fn raw_counter() -> u64 {
 /// std::thread::sleep(std::time::Duration::from_millis(2));
 /// assert!(ticks_to_ns(ticks() - start) >= 1_000_000);
 /// ```
-#[inline]
+// Always inlined: the fallback reads it four times a call, from its typed wrapper's tensor
+// maps too, where the inliner would otherwise leave a call and its frame each time.
+#[inline(always)]
 pub fn ticks() -> u64 {
     let source = match SOURCE.load(Ordering::Relaxed) {
         UNDECIDED => decide(),

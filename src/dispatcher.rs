@@ -17,11 +17,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use crossbeam_utils::CachePadded;
 
 use crate::error::{Error, Result};
-use crate::fallback::FallbackMode;
 use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
-use crate::kernel::{KernelFunction, UnboxedFn};
+use crate::kernel::{self as kernel_fn, KernelFunction};
 use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
-use crate::metrics::OpMetrics;
+use crate::metrics::{OpMetrics, OpStats, Snapshot};
 use crate::rcu::{self, RcuCell};
 use crate::schema::{FunctionSchema, SchemaInfo};
 
@@ -106,32 +105,65 @@ struct TableEntry {
 }
 
 /// An operator's table as one call sees it: its kernels by key, its fallthrough mask and its
-/// schema, all from one load (a kernel in it lives while the read section does).
-pub(crate) struct DispatchTable {
+/// schema, all from one load (a kernel in it lives while the read section does). A kernel that
+/// reads the table (`KernelFunction::from_boxed_in_table`) gets the one its call loaded.
+///
+/// ```
+/// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+/// let mut lib = Library::new("doc_dispatch_table", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(int x) -> int").unwrap();
+/// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
+/// op.with_table(DispatchKey::CPU.set(), |t| {
+///     assert!(t.kernel(DispatchKey::CPU.set()).is_some_and(|k| k.has_unboxed()));
+///     assert!(t.kernel(DispatchKey::NATIVE.set()).is_none());
+///     assert_eq!(t.schema(&op).unwrap().text, "doc_dispatch_table::f(int x) -> int");
+/// });
+/// ```
+pub struct DispatchTable {
     entries: [TableEntry; NUM_KEYS],
     /// The keys not served by a fallthrough.
     mask: u64,
-    /// The keys whose kernel runs long (`KernelFunction::long_running`; a CPU fallback whose
-    /// CPU kernel does): a call that may reach one leaves the read section first.
+    /// The keys whose kernel runs long (`KernelFunction::long_running`; a kernel that reads
+    /// the table, with a long one below it): a call that may reach one leaves the read section
+    /// first.
     long: u64,
     schema: Option<Arc<OpSchema>>,
 }
 
 impl DispatchTable {
-    /// The operator's schema, or the error for an operator declared but not defined.
+    /// The operator's schema (`op` is the table's operator), or the error for an operator
+    /// declared but not defined.
     #[inline]
-    pub(crate) fn schema(&self, op: &OperatorHandle) -> Result<&OpSchema> {
+    pub fn schema(&self, op: &OperatorHandle) -> Result<&OpSchema> {
         self.schema.as_deref().ok_or_else(|| op.undefined())
     }
 
-    /// The CPU kernel, unless a fallthrough at the CPU key hides it.
+    /// The kernel that serves the highest of `keys` once the operator's fallthroughs are
+    /// masked out (`None`: a call on them would be a `NoKernel` error).
     #[inline(always)]
-    pub(crate) fn cpu_kernel(&self) -> Option<&KernelFunction> {
-        let cpu = DispatchKey::CPU;
-        if self.mask & cpu.set().0 == 0 {
-            return None;
-        }
-        self.entries[cpu.index()].kernel.as_ref()
+    pub fn kernel(&self, keys: DispatchKeySet) -> Option<&KernelFunction> {
+        let key = DispatchKeySet(keys.0 & self.mask).highest()?;
+        self.entries[key.index()].kernel.as_ref()
+    }
+
+    /// A boxed call on exactly `keys` (masked by the operator's fallthroughs) in this table, as
+    /// a kernel that reads the table passes a call on: `keys.without_highest()` to redispatch
+    /// below its own key, `DispatchKey::CPU.set()` to reach the CPU kernel. `op` is the table's
+    /// operator. Runs inside the caller's read section: the kernel that reads the table left it
+    /// already if one below runs long.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_table_call", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x * 2)), false).unwrap();
+    /// let mut stack = vec![IValue::Int(4)];
+    /// op.with_table(DispatchKey::CPU.set(), |t| t.call(&op, DispatchKey::CPU.set(), &mut stack)).unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(8));
+    /// ```
+    #[inline]
+    pub fn call(&self, op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+        op.run(self, keys, DispatchKeySet(keys.0 & self.mask), stack)
     }
 
     /// Whether a call on `keys` may reach a kernel that runs long. A long key below the
@@ -218,10 +250,27 @@ impl OperatorHandle {
             .ok_or_else(|| self.undefined())
     }
 
-    /// The dispatch table, borrowed for as long as the caller's read section lasts.
+    /// Runs `f` on the operator's table as a call on `keys` would see it, as a kernel that
+    /// reads the table does when it is called boxed, not dispatched. If a kernel at or below
+    /// the highest of `keys` runs long, `f` runs outside the dispatcher's read section, on the
+    /// table held by a count.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_with_table", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// assert!(op.with_table(DispatchKey::CPU.set(), |t| t.kernel(DispatchKey::CPU.set()).is_none()));
+    /// ```
     #[inline]
-    pub(crate) fn table_in<'g>(&self, g: &'g rcu::ReadGuard) -> &'g DispatchTable {
-        self.0.table.load(g)
+    pub fn with_table<T>(&self, keys: DispatchKeySet, f: impl FnOnce(&DispatchTable) -> T) -> T {
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
+        let reach = keys.highest().map_or(0, |h| u64::MAX >> (63 - h.index()));
+        if table.long & reach != 0 {
+            let owned = leave_holding!(g, table);
+            return f(&owned);
+        }
+        f(table)
     }
 
     fn undefined(&self) -> Error {
@@ -389,7 +438,7 @@ impl OperatorHandle {
     }
 
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
-    /// arguments' keys: how the CPU fallback reaches the CPU kernel.
+    /// arguments' keys: as a caller that chose the key itself passes a call on.
     ///
     /// ```
     /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
@@ -410,18 +459,6 @@ impl OperatorHandle {
             return self.run_detached(owned, keys, masked, stack);
         }
         self.run(table, keys, masked, stack)
-    }
-
-    /// The CPU kernel of a table the caller has loaded, called boxed: the CPU fallback's step 2.
-    /// The same as `call_boxed_with_keys` with the CPU key alone, less the CPU fallback's direct
-    /// entry: a CPU fallback registered for the CPU key has no device to move tensors from,
-    /// and its boxed entry point says so.
-    #[inline(always)]
-    pub(crate) fn call_cpu_kernel(&self, table: &DispatchTable, stack: &mut Stack) -> Result<()> {
-        match table.cpu_kernel() {
-            Some(k) => k.call_boxed(self, DispatchKey::CPU.set(), stack),
-            None => Err(self.no_kernel(table, DispatchKey::CPU)),
-        }
     }
 
     /// `run` on a table held by a count, outside any read section this call entered: for a
@@ -455,10 +492,9 @@ impl OperatorHandle {
         }
     }
 
-    /// Runs `kernel`, from `table`, on the stack. The CPU fallback is called here directly,
-    /// with the table this call loaded, rather than through its boxed entry point, which
-    /// would enter a read section and load the table again to find the schema and the CPU
-    /// kernel.
+    /// Runs `kernel`, from `table`, on the stack. A kernel that reads the table (the CPU
+    /// fallback) gets the one this call loaded, rather than its boxed entry point, which would
+    /// enter a read section and load the table again to find the schema and the kernel below.
     #[inline(always)]
     fn call_kernel(
         &self,
@@ -467,10 +503,7 @@ impl OperatorHandle {
         keys: DispatchKeySet,
         stack: &mut Stack,
     ) -> Result<()> {
-        match kernel.cpu_fallback_mode() {
-            Some(mode) => crate::fallback::run_cpu_fallback_on(mode, self, table, keys, stack),
-            None => kernel.call_boxed(self, keys, stack),
-        }
+        kernel.call_boxed_in(self, table, keys, stack)
     }
 
     /// The error of a call that nothing serves: it names the key, the keys that have a kernel
@@ -682,12 +715,12 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     }
 
     /// Hands the call to a boxed fallback, from typed code: c10's `call_fallback_fn`, as a
-    /// backend's own kernel does for the cases it leaves to the CPU. The arguments are boxed
-    /// once, the fallback runs on the stack, and its returns are unboxed; the CPU fallback of a
-    /// functional operator whose CPU kernel is unboxed with this signature runs typed, without
-    /// boxing, as a dispatched typed call's does. The fallback runs for the arguments'
-    /// backend (the highest key of their tensors, else of their `Device` argument). A CPU
-    /// fallback obeys the fallback policy and counts, as a registered one does.
+    /// backend's own kernel does for the cases it leaves to the CPU. The fallback runs for the
+    /// arguments' backend (the highest key of their tensors, else of their `Device` argument),
+    /// on the operator's table as a dispatched call runs it: a fallback with a typed wrapper
+    /// (the CPU fallback of a functional operator whose CPU kernel is unboxed with this
+    /// signature) runs without boxing; any other gets the arguments boxed once and its returns
+    /// unboxed. A CPU fallback obeys the fallback policy and counts, as a registered one does.
     ///
     /// ```
     /// use boxfall::*;
@@ -703,28 +736,16 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     /// let sum = add.call_fallback(&fb, (a, b, 1.0)).unwrap();
     /// assert_eq!(sum.device(), native::DEVICE);
     /// assert_eq!(sum.to_host().unwrap().as_f64().unwrap().as_slice().unwrap(), &[3.0]);
-    /// assert_eq!(metrics::counter_value(op.name()), 1);
+    /// assert_eq!(Dispatcher::op_stats(op.name()).unwrap().fallbacks, 1);
     /// ```
     pub fn call_fallback(&self, fallback: &KernelFunction, args: A) -> Result<R> {
         let keys = args.dispatch_keys();
-        match fallback.cpu_fallback_mode() {
-            Some(mode) => self.call_fallback_cpu(keys, mode, args),
-            None => self.call_boxing(args, |stack| fallback.call_boxed(&self.op, keys, stack)),
+        if fallback.wraps() {
+            return self.op.with_table(keys, |table| {
+                self.call_wrapping(table, fallback, keys, args)
+            });
         }
-    }
-
-    /// `call_fallback` of a CPU fallback: on the operator's table, as a dispatched call runs it.
-    #[inline(never)]
-    fn call_fallback_cpu(&self, keys: DispatchKeySet, mode: FallbackMode, args: A) -> Result<R> {
-        let g = rcu::read();
-        let table = self.op.0.table.load(&g);
-        if table.cpu_kernel().is_some_and(KernelFunction::runs_long) {
-            // SAFETY: `table` was loaded under `g`, which is alive here.
-            let owned = unsafe { rcu::own(table) };
-            drop(g);
-            return self.call_cpu_fallback(&owned, keys, mode, args);
-        }
-        self.call_cpu_fallback(table, keys, mode, args)
+        self.call_boxing(args, |stack| fallback.call_boxed(&self.op, keys, stack))
     }
 
     /// `call_on` on a table held by a count, outside any read section this call entered.
@@ -764,8 +785,8 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         self.call_not_unboxed(table, kernel, keys, args)
     }
 
-    /// The call of a kernel that has no typed entry of this signature: the CPU fallback, or a
-    /// boxed kernel reached by boxing the arguments once.
+    /// The call of a kernel that has no typed entry of this signature: one that wraps another
+    /// (the CPU fallback), or a boxed kernel reached by boxing the arguments once.
     #[inline(always)]
     fn call_not_unboxed(
         &self,
@@ -774,34 +795,33 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
-        if let Some(mode) = kernel.cpu_fallback_mode() {
-            return self.call_cpu_fallback(table, keys, mode, args);
+        if kernel.wraps() {
+            return self.call_wrapping(table, kernel, keys, args);
         }
         self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
     }
 
-    /// A typed call that reached the CPU fallback. The fallback of a functional operator whose
-    /// CPU kernel has this signature runs typed, without boxing (`fallback::typed`; the test
-    /// is compiled out for signatures it cannot take); any other runs boxed, on this table.
-    /// Out of line, so that a typed call of a kernel keeps its own code small.
+    /// A typed call that reached a kernel that wraps another: its typed wrapper first, which
+    /// may serve the call without boxing (the CPU fallback's, for a functional operator whose
+    /// CPU kernel has this signature); else the arguments boxed once for the entry that reads
+    /// this table. Out of line, so that a typed call of a kernel keeps its own code small.
     #[inline(never)]
-    fn call_cpu_fallback(
+    fn call_wrapping(
         &self,
         table: &DispatchTable,
+        kernel: &KernelFunction,
         keys: DispatchKeySet,
-        mode: FallbackMode,
         args: A,
     ) -> Result<R> {
-        // The key the call was dispatched on (fewer arguments than passing it too).
-        let key = keys.highest().unwrap_or(DispatchKey::CPU);
-        if A::TYPED_FALLBACK && R::TYPED_FALLBACK {
-            if let Some((hooks, cpu)) = typed_fallback_parts::<A, R>(table, key) {
-                return crate::fallback::call_typed(&self.op, key, hooks, cpu, args);
-            }
+        let boxed = |args: A| {
+            self.call_boxing(args, |stack| {
+                kernel.call_boxed_in(&self.op, table, keys, stack)
+            })
+        };
+        match kernel.typed_wrapper() {
+            Some(w) => kernel_fn::call_wrapper::<A, R>(w, &self.op, table, keys, args, boxed),
+            None => boxed(args),
         }
-        self.call_boxing(args, |stack| {
-            crate::fallback::run_cpu_fallback_on(mode, &self.op, table, keys, stack)
-        })
     }
 
     /// Boxes the arguments once, runs `call` on the stack, and unboxes its returns. The stack
@@ -820,23 +840,20 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     }
 }
 
-/// What the typed CPU fallback needs to serve a call on `key`: the backend's hooks and the CPU
-/// kernel's typed function; `None` sends the call down the boxed fallback.
-#[inline(always)]
-fn typed_fallback_parts<A: 'static, R: 'static>(
+/// A typed call on exactly `keys` (masked by the operator's fallthroughs) in a table the caller
+/// loaded: how a typed wrapper redispatches (`TypedCall::redispatch`).
+#[inline(never)]
+pub(crate) fn call_in_table<A: CallArgs + 'static, R: CallReturns + 'static>(
+    op: &OperatorHandle,
     table: &DispatchTable,
-    key: DispatchKey,
-) -> Option<(&'static dyn crate::backend::Backend, UnboxedFn<A, R>)> {
-    let info = &table.schema.as_deref()?.info;
-    let hooks = crate::fallback::typed_hooks(info, key)?;
-    if !DispatchKeySet(table.mask).contains(DispatchKey::CPU) {
-        return None;
-    }
-    let cpu = table.entries[DispatchKey::CPU.index()]
-        .kernel
-        .as_ref()?
-        .unboxed::<A, R>()?;
-    Some((hooks, cpu))
+    keys: DispatchKeySet,
+    args: A,
+) -> Result<R> {
+    let typed = TypedOperatorHandle::<A, R> {
+        op: op.clone(),
+        _sig: PhantomData,
+    };
+    typed.call_on(table, keys, DispatchKeySet(keys.0 & table.mask), args)
 }
 
 /// This thread's spare stack while a typed call of a boxed kernel uses it; cleared and given
@@ -916,7 +933,7 @@ struct Registry {
     orphans: HashMap<String, std::sync::Weak<OperatorEntry>>,
     /// What removed entries had counted since the last reset, so that the metrics still report
     /// operators whose library was closed (a few words a name, where the entry is kilobytes).
-    retired_stats: HashMap<String, crate::metrics::OpStats>,
+    retired_stats: HashMap<String, OpStats>,
     fallbacks: Vec<Vec<Registered<KernelFunction>>>,
     def_libraries: HashMap<String, String>,
     next_id: u64,
@@ -1065,13 +1082,17 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
         }
         table.entries[i] = entry;
     }
-    let cpu_long = table.entries[DispatchKey::CPU.index()]
-        .kernel
-        .as_ref()
-        .is_some_and(KernelFunction::runs_long);
+    // A kernel that reads the table may run any kernel below its key (the CPU fallback runs
+    // the CPU kernel): it counts as long if one of those does. Slot 0 (CompositeImplicit) is
+    // reached only through the backend keys it serves.
+    let mut own_long = 0u64;
     for (i, e) in table.entries.iter().enumerate() {
         if let Some(k) = &e.kernel {
-            if k.runs_long() || (cpu_long && k.is_cpu_fallback()) {
+            if k.runs_long() {
+                own_long |= 1u64 << i;
+            }
+            let below = ((1u64 << i) - 1) & !1;
+            if k.runs_long() || (k.reads_table() && own_long & below != 0) {
                 table.long |= 1u64 << i;
             }
         }
@@ -1176,12 +1197,12 @@ impl Dispatcher {
     }
 
     /// What operators whose entries were freed (every registration of theirs gone) had
-    /// counted since the last [`metrics::reset`](crate::metrics::reset), by name.
+    /// counted since the last [`reset_metrics`](Self::reset_metrics), by name.
     ///
     /// ```
     /// assert!(boxfall::Dispatcher::retired_stats().iter().all(|(_, s)| s.fallbacks > 0));
     /// ```
-    pub fn retired_stats() -> Vec<(String, crate::metrics::OpStats)> {
+    pub fn retired_stats() -> Vec<(String, OpStats)> {
         let reg = registry();
         reg.retired_stats
             .iter()
@@ -1189,9 +1210,97 @@ impl Dispatcher {
             .collect()
     }
 
-    /// Forgets the counts of freed entries (part of `metrics::reset`).
-    pub(crate) fn clear_retired_stats() {
-        registry().retired_stats.clear();
+    /// The fallback counters of every operator counted since the last reset: each entry's own
+    /// (the atomics it owns), plus what freed entries had counted, gathered in one walk of the
+    /// registry. The slow path: it takes the registry lock, as registration does.
+    ///
+    /// ```
+    /// use boxfall::*;
+    /// let mut lib = Library::new("doc_dispatcher_metrics", LibraryKind::Def).unwrap();
+    /// let op = lib.define("neg(Tensor x) -> Tensor").unwrap();
+    /// lib.impl_kernel("neg", DispatchKey::CPU, KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| {
+    ///     Ok(Tensor::from_array(-x.to_host()?.as_f64().cloned().unwrap_or_default()))
+    /// }), false).unwrap();
+    /// native::install_fallback().unwrap();
+    /// op.typed::<(Tensor,), Tensor>().unwrap().call((native::tensor(ndarray::arr1(&[1.0]).into_dyn()),)).unwrap();
+    /// let m = Dispatcher::metrics();
+    /// assert_eq!(m.get(op.name()).unwrap().fallbacks, 1);
+    /// assert!(m.report().contains("doc_dispatcher_metrics::neg"));
+    /// ```
+    pub fn metrics() -> Snapshot {
+        let reg = registry();
+        let live = reg
+            .ops
+            .iter()
+            .map(|(name, s)| (name.clone(), s.handle.0.metrics.snapshot()));
+        let retired = reg
+            .retired_stats
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()));
+        Snapshot::from_counts(live.chain(retired).collect::<Vec<_>>())
+    }
+
+    /// The full counters of one operator: `"ns::name.overload"`, or `"ns::name"` for the
+    /// overload whose name is empty (as everywhere: `"ns::add"` is not `"ns::add.Tensor"`).
+    /// The operator is one defined now, or one counted since the last reset; a defined
+    /// operator that never fell back has zeros. Any other name is [`Error::UnknownOperator`],
+    /// which lists the closest names (the overloads of `ns::name` first).
+    ///
+    /// ```
+    /// use boxfall::{Dispatcher, Error, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_stats", LibraryKind::Def).unwrap();
+    /// lib.define("add.Tensor(Tensor self, Tensor other) -> Tensor").unwrap();
+    /// assert_eq!(Dispatcher::op_stats("doc_op_stats::add.Tensor").unwrap().fallbacks, 0);
+    /// let e = Dispatcher::op_stats("doc_op_stats::add").unwrap_err();
+    /// assert!(matches!(&e, Error::UnknownOperator { suggestions, .. }
+    ///     if suggestions == &["doc_op_stats::add.Tensor".to_string()]));
+    /// assert_eq!(e.to_string(), "unknown operator 'doc_op_stats::add'; did you mean: doc_op_stats::add.Tensor?");
+    /// ```
+    pub fn op_stats(name: &str) -> Result<OpStats> {
+        let reg = registry();
+        let state = reg.ops.get(name);
+        let live = state.map(|s| s.handle.0.metrics.snapshot());
+        let defined = state.is_some_and(|s| s.def.is_some());
+        // An entry that is not defined (a kernel of its outlived its definition) counts only
+        // if it fell back.
+        let live = live.filter(|l| defined || l.fallbacks > 0);
+        match (live, reg.retired_stats.get(name)) {
+            (Some(mut l), Some(r)) => {
+                l.add(r);
+                Ok(l)
+            }
+            (Some(l), None) => Ok(l),
+            (None, Some(r)) => Ok(r.clone()),
+            (None, None) => Err(Error::UnknownOperator {
+                name: name.to_string(),
+                suggestions: closest(name, reg.defined_names()),
+            }),
+        }
+    }
+
+    /// The fallback count of one operator (named as [`op_stats`](Self::op_stats) takes it), 0
+    /// if it never fell back, and 0 too for a name that is no operator: `op_stats` tells those
+    /// apart.
+    ///
+    /// ```
+    /// assert_eq!(boxfall::Dispatcher::counter_value("nobody::nothing"), 0);
+    /// ```
+    pub fn counter_value(name: &str) -> u64 {
+        Dispatcher::op_stats(name).map_or(0, |s| s.fallbacks)
+    }
+
+    /// Zeroes every operator's counters, and forgets what freed entries had counted.
+    ///
+    /// ```
+    /// boxfall::Dispatcher::reset_metrics();
+    /// assert!(boxfall::Dispatcher::metrics().counters().is_empty());
+    /// ```
+    pub fn reset_metrics() {
+        let mut reg = registry();
+        for s in reg.ops.values() {
+            s.handle.0.metrics.reset();
+        }
+        reg.retired_stats.clear();
     }
 
     /// The names of the defined operators, sorted.

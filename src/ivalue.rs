@@ -265,6 +265,17 @@ pub trait ArgValue: Sized {
         let _ = f;
         Ok(self)
     }
+    /// Gives each of the value's tensors, in order, to `f`, which may replace it in place (a
+    /// value without tensors gives none); stops at `f`'s first error. A typed wrapper's
+    /// arguments reach it so (`kernel::TensorMaps::args`).
+    #[inline]
+    fn for_each_tensor_mut<'a>(
+        &'a mut self,
+        f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
+    ) -> Result<()> {
+        let _ = f;
+        Ok(())
+    }
 }
 
 #[cold]
@@ -369,6 +380,13 @@ impl ArgValue for Tensor {
     fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
         f.map(self)
     }
+    #[inline(always)]
+    fn for_each_tensor_mut<'a>(
+        &'a mut self,
+        f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
+    ) -> Result<()> {
+        f(self)
+    }
     #[inline]
     fn key_set(&self) -> DispatchKeySet {
         self.key().set()
@@ -413,6 +431,13 @@ impl ArgValue for Option<Tensor> {
         self.map(|t| f.map(t)).transpose()
     }
     #[inline]
+    fn for_each_tensor_mut<'a>(
+        &'a mut self,
+        f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
+    ) -> Result<()> {
+        self.as_mut().map_or(Ok(()), f)
+    }
+    #[inline]
     fn key_set(&self) -> DispatchKeySet {
         self.as_ref()
             .map_or(DispatchKeySet::EMPTY, |t| t.key().set())
@@ -434,6 +459,12 @@ impl ArgValue for Vec<Tensor> {
     fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
         // Collected in place: the list's buffer is reused.
         self.into_iter().map(|t| f.map(t)).collect()
+    }
+    fn for_each_tensor_mut<'a>(
+        &'a mut self,
+        f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
+    ) -> Result<()> {
+        self.iter_mut().try_for_each(f)
     }
     fn key_set(&self) -> DispatchKeySet {
         self.iter().fold(DispatchKeySet::EMPTY, |s, t| s | t.key())
@@ -510,6 +541,15 @@ pub trait CallArgs: Sized {
     fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
         let _ = f;
         Ok(self)
+    }
+    /// Gives each tensor of the arguments, in order, to `f` (`ArgValue::for_each_tensor_mut`).
+    #[inline]
+    fn for_each_tensor_mut<'a>(
+        &'a mut self,
+        f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
+    ) -> Result<()> {
+        let _ = f;
+        Ok(())
     }
 }
 
@@ -594,6 +634,16 @@ macro_rules! tuple_impls {
             fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
                 let ($($name,)+) = self;
                 Ok(($($name.map_tensors(f)?,)+))
+            }
+            #[inline(always)]
+            #[allow(non_snake_case)]
+            fn for_each_tensor_mut<'a>(
+                &'a mut self,
+                f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
+            ) -> Result<()> {
+                let ($($name,)+) = self;
+                $($name.for_each_tensor_mut(f)?;)+
+                Ok(())
             }
             #[inline]
             #[allow(non_snake_case)]

@@ -1,16 +1,25 @@
 //! Kernels: every kernel has a boxed entry point `fn(op, keys, stack)`; a kernel made from a
 //! typed Rust function also keeps that function, so a typed call with the same signature runs it
 //! without boxing. The adapters box or unbox exactly once when the two sides differ.
+//!
+//! Two properties any kernel may have serve kernels that wrap another key's kernel for every
+//! operator (a backend fallback such as the CPU fallback, a logging or batching key): a boxed
+//! entry that reads the call's dispatch table (`from_boxed_in_table`), so that it finds the
+//! schema and the kernel below its key in the table the call loaded; and a typed entry beside
+//! the boxed one (`with_typed_wrapper`), generic over no signature, through which a typed call
+//! runs the wrapped kernel's own typed function with no stack in between. A kernel made from a
+//! typed function offers the wrapped side of that: its typed function run on a stack's values
+//! with their tensors mapped (`call_mapped`).
 
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::dispatcher::OperatorHandle;
-use crate::error::Result;
-use crate::fallback::{stack_entry, CpuFallback, FallbackMode, StackEntry};
-use crate::ivalue::{CallArgs, CallReturns, Stack};
+use crate::dispatcher::{DispatchTable, OperatorHandle};
+use crate::error::{Error, Result};
+use crate::ivalue::{CallArgs, CallReturns, Stack, TensorMap};
 use crate::key::DispatchKeySet;
+use crate::tensor::Tensor;
 
 /// The boxed calling convention: the operator, the call's key set (whose highest key is the
 /// kernel's own) and the stack, which holds the arguments on entry and the returns on exit.
@@ -30,14 +39,28 @@ pub type BoxedFn = dyn Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result
 /// ```
 pub type UnboxedFn<A, R> = fn(DispatchKeySet, A) -> Result<R>;
 
-#[derive(Clone)]
+/// The boxed calling convention of a kernel that reads the call's dispatch table: the operator,
+/// the table the call loaded (the schema, the kernels of the other keys), the call's key set and
+/// the stack.
+///
+/// ```
+/// fn below(op: &boxfall::OperatorHandle, t: &boxfall::dispatcher::DispatchTable, k: boxfall::DispatchKeySet, s: &mut boxfall::Stack) -> boxfall::Result<()> {
+///     t.call(op, k.without_highest(), s)
+/// }
+/// let f: &boxfall::kernel::TableFn = &below;
+/// # let _ = f;
+/// ```
+pub type TableFn =
+    dyn Fn(&OperatorHandle, &DispatchTable, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync;
+
+/// A typed kernel's function run on a stack's values with their tensors mapped
+/// (`KernelFunction::call_mapped`).
+type MappedFn = dyn Fn(DispatchKeySet, &mut Stack, &mut dyn TensorMaps) -> Result<()> + Send + Sync;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KernelKind {
     Regular,
     Fallthrough,
-    /// `mode`: its view policy.
-    CpuFallback {
-        mode: FallbackMode,
-    },
 }
 
 /// A kernel, as a dispatch table holds it.
@@ -52,9 +75,13 @@ pub(crate) enum KernelKind {
 pub struct KernelFunction {
     boxed: Arc<BoxedFn>,
     unboxed: Option<UnboxedPtr>,
-    /// For a kernel made from a typed function: its entry for the CPU fallback of a boxed
-    /// call (`fallback::typed`).
-    stack_entry: Option<Arc<StackEntry>>,
+    /// For a kernel made from a typed function whose values map their tensors: that function
+    /// run on a stack with the tensors mapped (`call_mapped`).
+    mapped: Option<Arc<MappedFn>>,
+    /// The entry that reads the call's table (`from_boxed_in_table`).
+    in_table: Option<Arc<TableFn>>,
+    /// The typed entry of a kernel that wraps another (`with_typed_wrapper`).
+    wrapper: Option<Arc<dyn TypedWrapper>>,
     pub(crate) kind: KernelKind,
     /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
     tag: Option<Arc<dyn Any + Send + Sync>>,
@@ -83,7 +110,9 @@ impl KernelFunction {
         KernelFunction {
             boxed: Arc::new(f),
             unboxed: None,
-            stack_entry: None,
+            mapped: None,
+            in_table: None,
+            wrapper: None,
             kind: KernelKind::Regular,
             tag: None,
             long_running: false,
@@ -124,7 +153,9 @@ impl KernelFunction {
                 signature: TypeId::of::<UnboxedFn<A, R>>(),
                 address: f as usize,
             }),
-            stack_entry: stack_entry(f),
+            mapped: mapped_entry(f),
+            in_table: None,
+            wrapper: None,
             kind: KernelKind::Regular,
             tag: None,
             long_running: false,
@@ -146,6 +177,17 @@ impl KernelFunction {
         let mut k = KernelFunction::from_boxed(f);
         k.tag = Some(Arc::new(tag));
         k
+    }
+
+    /// The same kernel carrying `tag` (see [`from_boxed_with_tag`](Self::from_boxed_with_tag)).
+    ///
+    /// ```
+    /// let k = boxfall::KernelFunction::fallthrough().with_tag(3u8);
+    /// assert_eq!(k.tag::<u8>(), Some(&3));
+    /// ```
+    pub fn with_tag<T: Any + Send + Sync>(mut self, tag: T) -> KernelFunction {
+        self.tag = Some(Arc::new(tag));
+        self
     }
 
     /// The tag given to `from_boxed_with_tag`, if it is a `T`.
@@ -178,25 +220,113 @@ impl KernelFunction {
                 op.redispatch_boxed(keys, stack)
             }),
             unboxed: None,
-            stack_entry: None,
+            mapped: None,
+            in_table: None,
+            wrapper: None,
             kind: KernelKind::Fallthrough,
             tag: None,
             long_running: false,
         }
     }
 
-    pub(crate) fn cpu_fallback(config: CpuFallback) -> KernelFunction {
-        let mode = FallbackMode::new(&config);
-        KernelFunction {
-            boxed: Arc::new(move |op: &OperatorHandle, keys, stack: &mut Stack| {
-                crate::fallback::run_cpu_fallback(mode, op, keys, stack)
-            }),
-            unboxed: None,
-            stack_entry: None,
-            kind: KernelKind::CpuFallback { mode },
-            tag: None,
-            long_running: false,
-        }
+    /// A boxed kernel that reads the call's dispatch table: dispatched, it gets the table the
+    /// call loaded (with the schema and every key's kernel), so that it can run a kernel of
+    /// another key without loading it again ([`DispatchTable::call`]); called boxed
+    /// ([`call_boxed`](Self::call_boxed)), it loads the table itself. How a backend fallback that
+    /// redispatches is written; the CPU fallback is one. A kernel below it that runs long makes
+    /// calls reaching it leave the dispatcher's read section first, as a long kernel's do.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_in_table", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 1)), false).unwrap();
+    /// // Native: the CPU kernel, found in the call's table, on a doubled argument.
+    /// let k = KernelFunction::from_boxed_in_table(|op, table, _keys, stack| {
+    ///     stack[0] = IValue::Int(2 * stack[0].to_int().unwrap_or(0));
+    ///     table.call(op, DispatchKey::CPU.set(), stack)
+    /// });
+    /// assert!(k.reads_table());
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, k, false).unwrap();
+    /// let mut stack = vec![IValue::Int(5)];
+    /// op.call_boxed_with_keys(DispatchKey::NATIVE.set(), &mut stack).unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(11));
+    /// ```
+    pub fn from_boxed_in_table(
+        f: impl Fn(&OperatorHandle, &DispatchTable, DispatchKeySet, &mut Stack) -> Result<()>
+            + Send
+            + Sync
+            + 'static,
+    ) -> KernelFunction {
+        let f: Arc<TableFn> = Arc::new(f);
+        let g = f.clone();
+        let mut k =
+            KernelFunction::from_boxed(move |op: &OperatorHandle, keys, stack: &mut Stack| {
+                op.with_table(keys, |table| g(op, table, keys, stack))
+            });
+        k.in_table = Some(f);
+        k
+    }
+
+    /// The same kernel with a typed entry beside its boxed one: a typed call that reaches the
+    /// kernel offers itself to `wrapper` (which may run it without boxing, or decline) before
+    /// it boxes its arguments. See [`TypedWrapper`].
+    ///
+    /// ```
+    /// use boxfall::kernel::{TypedCall, TypedWrapper};
+    /// use boxfall::{dispatcher::DispatchTable, DispatchKeySet, KernelFunction, OperatorHandle};
+    /// struct Declines;
+    /// impl TypedWrapper for Declines {
+    ///     fn call_typed(&self, _: &OperatorHandle, _: &DispatchTable, _: DispatchKeySet, _: &mut TypedCall<'_>) -> Option<boxfall::Result<()>> { None }
+    /// }
+    /// let k = KernelFunction::from_boxed(|_, _, _| Ok(())).with_typed_wrapper(Declines);
+    /// assert!(k.typed_wrapper().is_some());
+    /// ```
+    pub fn with_typed_wrapper(mut self, wrapper: impl TypedWrapper) -> KernelFunction {
+        self.wrapper = Some(Arc::new(wrapper));
+        self
+    }
+
+    /// A kernel made from a typed function, run on the values of `stack` (as its boxed entry
+    /// point would) with the argument tensors replaced by `maps.args` and each returned tensor by
+    /// `maps.ret`: the typed function is called once, with no second stack. `None` for a kernel
+    /// that offers no such entry (a boxed one, a long-running one, or one whose signature has a
+    /// value that cannot map its tensors). The caller checks the stack's length.
+    ///
+    /// ```
+    /// use boxfall::kernel::{TensorBatch, TensorMaps};
+    /// use boxfall::{DispatchKeySet, IValue, KernelFunction, Tensor};
+    /// struct Count(usize);
+    /// impl TensorMaps for Count {
+    ///     fn args(&mut self, ts: &mut TensorBatch<'_, '_>, _: bool) -> boxfall::Result<()> { self.0 += ts.iter_mut().count(); Ok(()) }
+    ///     fn ret(&mut self, t: Tensor) -> boxfall::Result<Tensor> { self.0 += 10; Ok(t) }
+    /// }
+    /// let k = KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (t,)| Ok(t));
+    /// let mut stack = vec![IValue::Tensor(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()))];
+    /// let mut count = Count(0);
+    /// k.call_mapped(DispatchKeySet::EMPTY, &mut stack, &mut count).unwrap().unwrap();
+    /// assert_eq!((count.0, stack.len()), (11, 1));
+    /// ```
+    #[inline(always)]
+    pub fn call_mapped(
+        &self,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+        maps: &mut dyn TensorMaps,
+    ) -> Option<Result<()>> {
+        self.mapped.as_deref().map(|f| f(keys, stack, maps))
+    }
+
+    /// Whether the kernel offers [`call_mapped`](Self::call_mapped).
+    ///
+    /// ```
+    /// use boxfall::{KernelFunction, Tensor};
+    /// assert!(KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (t,)| Ok(t)).has_mapped());
+    /// assert!(!KernelFunction::from_boxed(|_, _, _| Ok(())).has_mapped());
+    /// ```
+    #[inline(always)]
+    pub fn has_mapped(&self) -> bool {
+        self.mapped.is_some()
     }
 
     /// The same kernel, marked as one whose calls may run for long (a Python function, a
@@ -217,7 +347,7 @@ impl KernelFunction {
         // long-running one is reached boxed, where the dispatcher looks (its cost is the
         // kernel's, not the boxing).
         self.unboxed = None;
-        self.stack_entry = None;
+        self.mapped = None;
         self
     }
 
@@ -243,29 +373,33 @@ impl KernelFunction {
         matches!(self.kind, KernelKind::Fallthrough)
     }
 
-    /// Whether this is a CPU fallback kernel.
+    /// Whether the kernel reads the call's dispatch table ([`from_boxed_in_table`](Self::from_boxed_in_table)).
     ///
     /// ```
-    /// assert!(boxfall::cpu_fallback().is_cpu_fallback());
+    /// assert!(boxfall::cpu_fallback().reads_table());
+    /// assert!(!boxfall::KernelFunction::from_boxed(|_, _, _| Ok(())).reads_table());
     /// ```
-    pub fn is_cpu_fallback(&self) -> bool {
-        matches!(self.kind, KernelKind::CpuFallback { .. })
+    #[inline(always)]
+    pub fn reads_table(&self) -> bool {
+        self.in_table.is_some()
     }
 
-    /// The entry for the CPU fallback of a boxed call, if the kernel was made from a typed
-    /// function whose signature the typed fallback takes.
+    /// Whether a typed call may need more than the exact typed entry: the kernel reads the
+    /// table or has a typed wrapper (one test on the path of a typed call of a boxed kernel).
     #[inline(always)]
-    pub(crate) fn stack_entry(&self) -> Option<&StackEntry> {
-        self.stack_entry.as_deref()
+    pub(crate) fn wraps(&self) -> bool {
+        self.in_table.is_some() || self.wrapper.is_some()
     }
 
-    /// How a CPU fallback kernel runs; `None` for any other kernel.
+    /// The typed entry of a kernel that wraps another ([`with_typed_wrapper`](Self::with_typed_wrapper)).
+    ///
+    /// ```
+    /// assert!(boxfall::cpu_fallback().typed_wrapper().is_some());
+    /// assert!(boxfall::KernelFunction::fallthrough().typed_wrapper().is_none());
+    /// ```
     #[inline(always)]
-    pub(crate) fn cpu_fallback_mode(&self) -> Option<FallbackMode> {
-        match self.kind {
-            KernelKind::CpuFallback { mode } => Some(mode),
-            _ => None,
-        }
+    pub fn typed_wrapper(&self) -> Option<&dyn TypedWrapper> {
+        self.wrapper.as_deref()
     }
 
     /// Whether a typed entry point exists.
@@ -322,13 +456,360 @@ impl KernelFunction {
     }
 }
 
+impl KernelFunction {
+    /// Runs the kernel on a table the caller loaded: the entry that reads the table if the
+    /// kernel has one (no second load), else the boxed entry point.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_call_boxed_in", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x * 3)), false).unwrap();
+    /// let k = KernelFunction::from_boxed_in_table(|op, t, _, s| t.call(op, DispatchKey::CPU.set(), s));
+    /// let mut stack = vec![IValue::Int(2)];
+    /// op.with_table(DispatchKey::NATIVE.set(), |t| k.call_boxed_in(&op, t, DispatchKey::NATIVE.set(), &mut stack)).unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(6));
+    /// ```
+    #[inline(always)]
+    pub fn call_boxed_in(
+        &self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+    ) -> Result<()> {
+        match &self.in_table {
+            Some(f) => f(op, table, keys, stack),
+            None => self.call_boxed(op, keys, stack),
+        }
+    }
+}
+
+/// The tensor maps a wrapping kernel puts around a wrapped kernel's typed function
+/// ([`TypedCall::run`], [`KernelFunction::call_mapped`]): the argument tensors go through `args`
+/// before the function runs, each returned tensor through `ret` after. The CPU fallback's move
+/// tensors to the CPU and back; a logging key's may only look.
+///
+/// ```
+/// use boxfall::kernel::{TensorBatch, TensorMaps};
+/// use boxfall::Tensor;
+/// struct Same;
+/// impl TensorMaps for Same {
+///     fn args(&mut self, _: &mut TensorBatch<'_, '_>, _last: bool) -> boxfall::Result<()> { Ok(()) }
+///     fn ret(&mut self, t: Tensor) -> boxfall::Result<Tensor> { Ok(t) }
+/// }
+/// let e = Same.kernel_error(boxfall::Error::Fallback("no".into()));
+/// assert!(e.to_string().contains("no"));
+/// ```
+pub trait TensorMaps {
+    /// Replaces argument tensors in place: `tensors` holds the next ones, in order (a call
+    /// with many comes in several batches); `last` says that none follow, so the function runs
+    /// next (an error then stops the call before it runs).
+    fn args(&mut self, tensors: &mut TensorBatch<'_, '_>, last: bool) -> Result<()>;
+    /// The error the caller sees for an error of the function (or of unboxing its arguments).
+    fn kernel_error(&mut self, e: Error) -> Error {
+        e
+    }
+    /// The tensor that takes a returned tensor's place.
+    fn ret(&mut self, t: Tensor) -> Result<Tensor>;
+}
+
+/// Argument tensors of a typed call, a batch at a time, as [`TensorMaps::args`] gets them: in
+/// one call rather than one call a tensor, so that a wrapper's per-tensor work is its own
+/// loop, not a virtual call each.
+///
+/// ```
+/// use boxfall::kernel::TensorBatch;
+/// use boxfall::Tensor;
+/// let mut t = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// let mut slots = [Some(&mut t), None];
+/// let mut batch = TensorBatch::new(&mut slots);
+/// assert_eq!(batch.iter_mut().count(), 1);
+/// ```
+pub struct TensorBatch<'s, 'a>(&'s mut [Option<&'a mut Tensor>]);
+
+impl<'s, 'a> TensorBatch<'s, 'a> {
+    /// A batch of the tensors in `slots` (empty slots are skipped).
+    #[inline(always)]
+    pub fn new(slots: &'s mut [Option<&'a mut Tensor>]) -> TensorBatch<'s, 'a> {
+        TensorBatch(slots)
+    }
+
+    /// The batch's tensors, in order.
+    #[inline(always)]
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Tensor> + use<'_, 's, 'a> {
+        self.0.iter_mut().flatten().map(|t| &mut **t)
+    }
+}
+
+/// How many argument tensors a batch holds.
+const BATCH: usize = 8;
+
+/// A kernel's typed entry that serves every signature: a typed call that reaches the kernel
+/// (dispatched, or through `call_fallback`) hands it a [`TypedCall`], whose arguments and
+/// returns it cannot name but can pass, with their tensors mapped, to another kernel's typed
+/// function of the same signature (`TypedCall::run`), or on below a key (`TypedCall::redispatch`).
+/// It returns `None` to decline before it runs anything: the call then boxes once and runs the
+/// boxed entry. A wrapper runs inside the dispatcher's read section unless the table says a
+/// kernel below runs long.
+///
+/// ```
+/// use boxfall::kernel::{TypedCall, TypedWrapper};
+/// use boxfall::{dispatcher::DispatchTable, DispatchKey, DispatchKeySet, KernelFunction, Library, LibraryKind, OperatorHandle};
+/// // A wrapper that passes every typed call on to the CPU kernel.
+/// struct ToCpu;
+/// impl TypedWrapper for ToCpu {
+///     fn call_typed(&self, op: &OperatorHandle, t: &DispatchTable, _: DispatchKeySet, call: &mut TypedCall<'_>) -> Option<boxfall::Result<()>> {
+///         Some(call.redispatch(op, t, DispatchKey::CPU.set()))
+///     }
+/// }
+/// let mut lib = Library::new("doc_typed_wrapper", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(int x) -> int").unwrap();
+/// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 1)), false).unwrap();
+/// let boxed = KernelFunction::from_boxed(|_, _, _| Err(boxfall::Error::Fallback("boxed".into())));
+/// lib.impl_kernel("f", DispatchKey::NATIVE, boxed.with_typed_wrapper(ToCpu), false).unwrap();
+/// let f = op.typed::<(i64,), i64>().unwrap();
+/// assert_eq!(f.call_fallback(&op.kernel_for(DispatchKey::NATIVE).0.unwrap(), (1,)).unwrap(), 2);
+/// ```
+pub trait TypedWrapper: Send + Sync + 'static {
+    /// Serves the typed call `call` on `keys` (the call's key set; its highest key is the
+    /// kernel's own) with `table` the operator's table as the call loaded it, or declines
+    /// (`None`, having run nothing).
+    fn call_typed(
+        &self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+        call: &mut TypedCall<'_>,
+    ) -> Option<Result<()>>;
+}
+
+/// A typed call in flight, as a [`TypedWrapper`] sees it: typed arguments of a signature it
+/// does not know, and a place for the returns. Made by the dispatcher.
+pub struct TypedCall<'a> {
+    signature: TypeId,
+    maps_tensors: bool,
+    body: &'a mut dyn TypedBody,
+}
+
+impl TypedCall<'_> {
+    /// Whether `kernel` has a typed function of this call's signature (`run` can run it).
+    #[inline(always)]
+    pub fn fits(&self, kernel: &KernelFunction) -> bool {
+        kernel
+            .unboxed
+            .is_some_and(|p| p.signature == self.signature)
+    }
+
+    /// Whether every argument and return of the signature maps its tensors (a value that
+    /// does not would reach the function unmapped: a wrapper that must map declines).
+    #[inline(always)]
+    pub fn maps_tensors(&self) -> bool {
+        self.maps_tensors
+    }
+
+    /// Runs `kernel`'s typed function (it must [`fit`](Self::fits)) on the call's arguments
+    /// with their tensors mapped by `maps`, with `keys`; the returns, mapped, are the call's.
+    /// Runs once: a second run, or one of a kernel that does not fit, is an error.
+    #[inline(always)]
+    pub fn run(
+        &mut self,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        maps: &mut dyn TensorMaps,
+    ) -> Result<()> {
+        self.body.run(kernel, keys, maps)
+    }
+
+    /// Continues the call on `keys` in `table`, as a dispatched typed call would: the kernel of
+    /// their highest key (masked by the operator's fallthroughs) runs typed if it can, else
+    /// boxed once. The call's arguments are used up.
+    #[inline(always)]
+    pub fn redispatch(
+        &mut self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+    ) -> Result<()> {
+        self.body.redispatch(op, table, keys)
+    }
+}
+
+/// The typed side of a `TypedCall`, generic over the signature.
+trait TypedBody {
+    fn run(
+        &mut self,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        maps: &mut dyn TensorMaps,
+    ) -> Result<()>;
+    fn redispatch(
+        &mut self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+    ) -> Result<()>;
+}
+
+/// A typed call's arguments until a kernel takes them, then its returns.
+struct Slots<A, R> {
+    args: Option<A>,
+    returns: Option<R>,
+}
+
+impl<A, R> Slots<A, R> {
+    #[cold]
+    fn used_up() -> Error {
+        Error::Kernel {
+            context: "typed wrapper".into(),
+            message: "a typed call's arguments were used twice".into(),
+        }
+    }
+}
+
+impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedBody for Slots<A, R> {
+    #[inline(always)]
+    fn run(
+        &mut self,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        maps: &mut dyn TensorMaps,
+    ) -> Result<()> {
+        let (Some(f), Some(args)) = (kernel.unboxed::<A, R>(), self.args.take()) else {
+            return Err(Slots::<A, R>::used_up());
+        };
+        self.returns = Some(run_mapped(f, keys, args, maps)?);
+        Ok(())
+    }
+
+    fn redispatch(
+        &mut self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+    ) -> Result<()> {
+        let args = self.args.take().ok_or_else(Slots::<A, R>::used_up)?;
+        self.returns = Some(crate::dispatcher::call_in_table::<A, R>(
+            op, table, keys, args,
+        )?);
+        Ok(())
+    }
+}
+
+/// `f` on `args` with the tensors mapped: the steps every mapped typed call takes.
+#[inline(always)]
+fn run_mapped<A: CallArgs, R: CallReturns>(
+    f: UnboxedFn<A, R>,
+    keys: DispatchKeySet,
+    mut args: A,
+    maps: &mut dyn TensorMaps,
+) -> Result<R> {
+    map_args(&mut args, maps)?;
+    let returns = match f(keys, args) {
+        Ok(r) => r,
+        Err(e) => return Err(maps.kernel_error(e)),
+    };
+    returns.map_tensors(&mut Returns(maps))
+}
+
+/// The argument tensors through `maps.args`, in batches.
+#[inline(always)]
+fn map_args<A: CallArgs>(args: &mut A, maps: &mut dyn TensorMaps) -> Result<()> {
+    let mut batch: [Option<&mut Tensor>; BATCH] = Default::default();
+    let mut n = 0;
+    args.for_each_tensor_mut(&mut |t| {
+        if n == BATCH {
+            maps.args(&mut TensorBatch(&mut batch), false)?;
+            n = 0;
+        }
+        batch[n] = Some(t);
+        n += 1;
+        Ok(())
+    })?;
+    maps.args(&mut TensorBatch(&mut batch[..n]), true)
+}
+
+struct Returns<'m>(&'m mut dyn TensorMaps);
+
+impl TensorMap for Returns<'_> {
+    #[inline(always)]
+    fn map(&mut self, t: Tensor) -> Result<Tensor> {
+        self.0.ret(t)
+    }
+}
+
+/// Offers the typed call `args` to `wrapper`: `None` if it declined (the arguments are then
+/// given back to `declined`, untouched), else what it made of the call. Each outcome is built in
+/// the caller's return slot: a nested `Result` would copy the error-sized value at each level.
+#[inline(always)]
+pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
+    wrapper: &dyn TypedWrapper,
+    op: &OperatorHandle,
+    table: &DispatchTable,
+    keys: DispatchKeySet,
+    args: A,
+    declined: impl FnOnce(A) -> Result<R>,
+) -> Result<R> {
+    let mut slots = Slots::<A, R> {
+        args: Some(args),
+        returns: None,
+    };
+    let mut call = TypedCall {
+        signature: TypeId::of::<UnboxedFn<A, R>>(),
+        maps_tensors: A::TYPED_FALLBACK && R::TYPED_FALLBACK,
+        body: &mut slots,
+    };
+    match wrapper.call_typed(op, table, keys, &mut call) {
+        Some(Ok(())) => match slots.returns {
+            Some(r) => Ok(r),
+            None => Err(ran_nothing(op)),
+        },
+        Some(Err(e)) => Err(e),
+        // Declined: the arguments go back, unless the wrapper used them (and broke its word).
+        None => match slots.args {
+            Some(args) => declined(args),
+            None => Err(Slots::<A, R>::used_up()),
+        },
+    }
+}
+
+#[cold]
+fn ran_nothing(op: &OperatorHandle) -> Error {
+    Error::Kernel {
+        context: format!("the typed wrapper of '{}'", op.name()),
+        message: "it served the call but ran no kernel".into(),
+    }
+}
+
+/// The `call_mapped` entry of a kernel made from `f`, for signatures whose values map their
+/// tensors (`None` for the others).
+fn mapped_entry<A, R>(f: UnboxedFn<A, R>) -> Option<Arc<MappedFn>>
+where
+    A: CallArgs + 'static,
+    R: CallReturns + 'static,
+{
+    if !(A::TYPED_FALLBACK && R::TYPED_FALLBACK) {
+        return None;
+    }
+    Some(Arc::new(
+        move |keys, stack: &mut Stack, maps: &mut dyn TensorMaps| {
+            // The caller checked the stack's length. A value the signature does not take
+            // fails as the kernel's boxed entry point would fail.
+            let args = A::pop_from(stack).map_err(|e| maps.kernel_error(e))?;
+            run_mapped(f, keys, args, maps)?.push_onto(stack);
+            Ok(())
+        },
+    ))
+}
+
 impl fmt::Debug for KernelFunction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.kind {
             KernelKind::Regular if self.unboxed.is_some() => "unboxed",
+            KernelKind::Regular if self.wrapper.is_some() => "boxed, typed wrapper",
+            KernelKind::Regular if self.in_table.is_some() => "boxed, in table",
             KernelKind::Regular => "boxed",
             KernelKind::Fallthrough => "fallthrough",
-            KernelKind::CpuFallback { .. } => "cpu_fallback",
         };
         write!(f, "KernelFunction({kind})")
     }

@@ -33,7 +33,7 @@
 //! let y = op.typed::<(Tensor,), Tensor>()?.call((x,))?;
 //! assert_eq!(y.device(), native::DEVICE);
 //! assert_eq!(y.to_host()?.as_f64().unwrap().as_slice().unwrap(), &[2.0, 4.0]);
-//! assert_eq!(boxfall::metrics::counter_value("crate_doc::double"), 1);
+//! assert_eq!(boxfall::Dispatcher::counter_value("crate_doc::double"), 1);
 //! # Ok::<(), boxfall::Error>(())
 //! ```
 

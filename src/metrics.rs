@@ -1,7 +1,8 @@
 //! Per-operator fallback counters. Each operator entry owns its counters, one set per backend
 //! found by the key's index, so a fallback never looks a counter up by name and two operators
-//! (or two backends of one operator) never share one. Snapshots and the report walk the
-//! registry; that is the slow path.
+//! (or two backends of one operator) never share one. This module knows no registry: the
+//! dispatcher, which owns the list of operators, walks it and gathers each entry's counters
+//! into a [`Snapshot`] (`Dispatcher::metrics`, `Dispatcher::op_stats`); that is the slow path.
 //!
 //! A fallback counts its calls, its failures, the bytes moved each way and its time: whole, and
 //! split at the fallback's own step boundaries into moving to the CPU, the CPU kernel, and
@@ -18,14 +19,12 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relax
 
 use crossbeam_utils::CachePadded;
 
-use crate::dispatcher::Dispatcher;
-use crate::error::Result;
 use crate::key::{DispatchKey, DispatchKeySet, NUM_KEYS};
 use crate::thread_slot;
 
 mod report;
 
-pub use report::{report, report_with, ReportOptions, ReportSort};
+pub use report::{ReportOptions, ReportSort};
 
 /// How many figures one set of counts holds (`Figures` in this order).
 const N: usize = 8;
@@ -523,110 +522,75 @@ impl OpMetrics {
     }
 }
 
-/// Every operator counted since the last reset, by name: the live entries' counters plus what
-/// freed entries (every registration gone) had counted.
-fn counted() -> Vec<(String, OpStats)> {
-    let mut by_name: std::collections::HashMap<String, OpStats> =
-        Dispatcher::retired_stats().into_iter().collect();
-    for op in Dispatcher::all_operators() {
-        let s = op.metrics().snapshot();
-        if s.fallbacks > 0 {
-            by_name.entry(op.name().to_string()).or_default().add(&s);
+/// What every operator counted since the last reset, by name, as the registry gathered it
+/// (`Dispatcher::metrics`): the live entries' counters plus what
+/// freed entries (every registration gone) had counted. Only operators that fell back are in it.
+///
+/// ```
+/// use boxfall::{metrics::{Figures, OpStats, Snapshot}, DispatchKey};
+/// let one = OpStats::from_backends(vec![(DispatchKey::NATIVE, Figures { fallbacks: 2, ..Figures::default() })]);
+/// let s = Snapshot::from_counts([("d::f".to_string(), one.clone()), ("d::f".to_string(), one), ("d::g".to_string(), OpStats::default())]);
+/// assert_eq!(s.counters(), [("d::f".to_string(), 4)]);
+/// assert_eq!(s.get("d::f").map(|s| s.fallbacks), Some(4));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// By fallback time, most first, then by name.
+    stats: Vec<(String, OpStats)>,
+}
+
+impl Snapshot {
+    /// Gathers counts by name: those of one name add up; operators that never fell back are
+    /// left out.
+    ///
+    /// ```
+    /// assert!(boxfall::metrics::Snapshot::from_counts([]).all_stats().is_empty());
+    /// ```
+    pub fn from_counts(counts: impl IntoIterator<Item = (String, OpStats)>) -> Snapshot {
+        let mut by_name: std::collections::HashMap<String, OpStats> =
+            std::collections::HashMap::new();
+        for (name, s) in counts {
+            if s.fallbacks > 0 {
+                by_name.entry(name).or_default().add(&s);
+            }
         }
+        let mut stats: Vec<(String, OpStats)> = by_name.into_iter().collect();
+        stats.sort_by(|a, b| b.1.fallback_ns.cmp(&a.1.fallback_ns).then(a.0.cmp(&b.0)));
+        Snapshot { stats }
     }
-    by_name.into_iter().collect()
-}
 
-/// The counters of `name`: its entry's (if it has one) plus what a freed entry of that name
-/// had counted.
-fn stats_of(name: &str) -> Option<OpStats> {
-    let retired = Dispatcher::retired_stats()
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, s)| s);
-    let live = Dispatcher::lookup(name).map(|op| op.metrics().snapshot());
-    match (live, retired) {
-        (Some(mut l), Some(r)) => {
-            l.add(&r);
-            Some(l)
-        }
-        (l, r) => l.or(r),
+    /// Every operator counted, with its full counters, by fallback time.
+    ///
+    /// ```
+    /// let all = boxfall::Dispatcher::metrics();
+    /// assert!(all.all_stats().windows(2).all(|w| w[0].1.fallback_ns >= w[1].1.fallback_ns));
+    /// ```
+    pub fn all_stats(&self) -> &[(String, OpStats)] {
+        &self.stats
     }
-}
 
-/// The fallback count of one operator (named as [`op_stats`] takes it), 0 if it never fell
-/// back, and 0 too for a name that is no operator: [`op_stats`] tells those apart.
-///
-/// ```
-/// assert_eq!(boxfall::metrics::counter_value("nobody::nothing"), 0);
-/// ```
-pub fn counter_value(name: &str) -> u64 {
-    op_stats(name).map_or(0, |s| s.fallbacks)
-}
-
-/// Every operator counted since the last reset, with its count, sorted by name.
-///
-/// ```
-/// let c = boxfall::metrics::counters();
-/// assert!(c.iter().all(|(_, n)| *n > 0));
-/// ```
-pub fn counters() -> Vec<(String, u64)> {
-    let mut v: Vec<_> = counted()
-        .into_iter()
-        .map(|(name, s)| (name, s.fallbacks))
-        .collect();
-    v.sort();
-    v
-}
-
-/// The full counters of one operator: `"ns::name.overload"`, or `"ns::name"` for the overload
-/// whose name is empty (as everywhere: `"ns::add"` is not `"ns::add.Tensor"`). The operator is
-/// one defined now, or one counted since the last reset; a defined operator that never fell
-/// back has zeros. Any other name is [`crate::Error::UnknownOperator`], which lists the closest names
-/// (the overloads of `ns::name` first).
-///
-/// ```
-/// use boxfall::{metrics::op_stats, Error, Library, LibraryKind};
-/// let mut lib = Library::new("doc_op_stats", LibraryKind::Def).unwrap();
-/// lib.define("add.Tensor(Tensor self, Tensor other) -> Tensor").unwrap();
-/// assert_eq!(op_stats("doc_op_stats::add.Tensor").unwrap().fallbacks, 0);
-/// let e = op_stats("doc_op_stats::add").unwrap_err();
-/// assert!(matches!(&e, Error::UnknownOperator { suggestions, .. }
-///     if suggestions == &["doc_op_stats::add.Tensor".to_string()]));
-/// assert_eq!(e.to_string(), "unknown operator 'doc_op_stats::add'; did you mean: doc_op_stats::add.Tensor?");
-/// ```
-pub fn op_stats(name: &str) -> Result<OpStats> {
-    if let Some(s) = stats_of(name) {
-        return Ok(s);
+    /// Every operator counted, with its count, sorted by name.
+    ///
+    /// ```
+    /// let c = boxfall::Dispatcher::metrics().counters();
+    /// assert!(c.iter().all(|(_, n)| *n > 0));
+    /// ```
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<_> = self
+            .stats
+            .iter()
+            .map(|(name, s)| (name.clone(), s.fallbacks))
+            .collect();
+        v.sort();
+        v
     }
-    // Counted, but not defined now (a kernel of its outlived its definition).
-    match counted().into_iter().find(|(n, _)| n == name) {
-        Some((_, s)) => Ok(s),
-        None => Dispatcher::find(name).map(|op| op.metrics().snapshot()),
-    }
-}
 
-/// Every operator counted since the last reset with its full counters, by fallback time.
-///
-/// ```
-/// let all = boxfall::metrics::all_stats();
-/// assert!(all.windows(2).all(|w| w[0].1.fallback_ns >= w[1].1.fallback_ns));
-/// ```
-pub fn all_stats() -> Vec<(String, OpStats)> {
-    let mut v = counted();
-    v.sort_by(|a, b| b.1.fallback_ns.cmp(&a.1.fallback_ns).then(a.0.cmp(&b.0)));
-    v
-}
-
-/// Zeroes every operator's counters.
-///
-/// ```
-/// boxfall::metrics::reset();
-/// assert!(boxfall::metrics::counters().is_empty());
-/// ```
-pub fn reset() {
-    for op in Dispatcher::all_operators() {
-        op.metrics().reset();
+    /// The counters of one operator, if it was counted.
+    ///
+    /// ```
+    /// assert!(boxfall::Dispatcher::metrics().get("nobody::nothing").is_none());
+    /// ```
+    pub fn get(&self, name: &str) -> Option<&OpStats> {
+        self.stats.iter().find(|(n, _)| n == name).map(|(_, s)| s)
     }
-    Dispatcher::clear_retired_stats();
 }

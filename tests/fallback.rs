@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use boxfall::fallback::{set_fallback_policy, CpuFallback, ViewPolicy};
 use boxfall::ivalue::Multi;
-use boxfall::metrics::op_stats;
 use boxfall::native;
 use boxfall::tensor::HostArray;
+use boxfall::Dispatcher;
 use boxfall::{
     call_fallback, cpu_fallback, DType, Device, DispatchKey, DispatchKeySet, Error, FallbackPolicy,
     IValue, KernelFunction, Library, OperatorHandle, Result, Tensor,
@@ -37,7 +37,7 @@ fn own_dev(prefix: &str) -> Dev {
 }
 
 fn fallbacks(op: &boxfall::OperatorHandle) -> (u64, u64) {
-    let s = op_stats(op.name()).expect("a defined operator");
+    let s = Dispatcher::op_stats(op.name()).expect("a defined operator");
     (s.fallbacks, s.failures)
 }
 
@@ -160,7 +160,7 @@ fn a_tuple_a_boxed_cpu_kernel_returns_comes_back_with_every_tensor_on_the_device
     assert_eq!(values(tensor_of(&inner[0])), vec![1.0]);
     assert_eq!(inner[1].to_int(), Some(7));
     // Four tensors of 8, 16, 8 and 8 bytes came back (x went out once, y0 and y1 once each).
-    let s = op_stats(op.name()).unwrap();
+    let s = Dispatcher::op_stats(op.name()).unwrap();
     assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (32, 40));
     assert_eq!(values(&x), vec![1.0]);
 }
@@ -194,8 +194,11 @@ fn a_functional_operator_runs_on_the_cpu_and_returns_a_device_tensor() {
     assert_eq!(values(tensor_of(&stack[0])), vec![11.0, 22.0]);
     assert_eq!(tensor_of(&stack[0]).device(), d.device(0));
     assert_eq!(fallbacks(&op), (2, 0));
-    assert_eq!(boxfall::metrics::counter_value(op.name()), 2);
-    assert!(op_stats(op.name()).unwrap().backends.contains(d.key));
+    assert_eq!(boxfall::Dispatcher::counter_value(op.name()), 2);
+    assert!(Dispatcher::op_stats(op.name())
+        .unwrap()
+        .backends
+        .contains(d.key));
 }
 
 #[test]
@@ -950,7 +953,7 @@ fn a_failing_copy_from_cpu_changes_no_argument_and_names_the_step() {
     assert_failed_in_step(&err, &format!("'{ns}::acc_'"), "copy_from_cpu");
     assert_eq!((values(&acc), values(&x)), (vec![1.0], vec![2.0]));
     assert_eq!(fallbacks(&op), (1, 1));
-    let s = op_stats(op.name()).unwrap();
+    let s = Dispatcher::op_stats(op.name()).unwrap();
     assert_eq!(s.failures, 1);
 }
 
@@ -988,7 +991,7 @@ fn byte_counts_are_exact() {
         .unwrap()
         .call((d.tensor(&[1.0; 4]), d.tensor(&[2.0; 4])))
         .unwrap();
-    let s = op_stats(add.name()).unwrap();
+    let s = Dispatcher::op_stats(add.name()).unwrap();
     assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (64, 32));
 
     // In place: both inputs go to the CPU, self comes back.
@@ -1005,7 +1008,7 @@ fn byte_counts_are_exact() {
         .unwrap()
         .call((d.tensor(&[1.0; 3]), d.tensor(&[2.0; 3])))
         .unwrap();
-    let s = op_stats(inplace.name()).unwrap();
+    let s = Dispatcher::op_stats(inplace.name()).unwrap();
     assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (48, 24));
 
     // Other dtypes, and a CPU argument that does not move.
@@ -1020,13 +1023,13 @@ fn byte_counts_are_exact() {
         .unwrap()
         .call((d.tensor_at(0, ndarray::arr1(&[1i32, 2, 3, 4, 5]).into_dyn()),))
         .unwrap();
-    let s = op_stats(ident.name()).unwrap();
+    let s = Dispatcher::op_stats(ident.name()).unwrap();
     assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (20, 20));
     add.typed::<(Tensor, Tensor), Tensor>()
         .unwrap()
         .call((cpu(&[1.0; 2]), d.tensor(&[2.0; 2])))
         .unwrap();
-    let s = op_stats(add.name()).unwrap();
+    let s = Dispatcher::op_stats(add.name()).unwrap();
     assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (64 + 16, 32 + 16));
     assert_eq!(s.fallbacks, 2);
 }

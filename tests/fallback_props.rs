@@ -8,7 +8,7 @@ mod common;
 use std::sync::OnceLock;
 
 use boxfall::fallback::set_fallback_policy;
-use boxfall::metrics::op_stats;
+use boxfall::Dispatcher;
 use boxfall::{
     native, Device, FallbackPolicy, IValue, KernelFunction, Library, OperatorHandle, Tensor,
 };
@@ -117,7 +117,7 @@ fn ops() -> &'static Ops {
 }
 
 fn fallbacks(op: &OperatorHandle) -> (u64, u64) {
-    op_stats(op.name()).map_or((0, 0), |s| (s.fallbacks, s.failures))
+    Dispatcher::op_stats(op.name()).map_or((0, 0), |s| (s.fallbacks, s.failures))
 }
 
 proptest! {

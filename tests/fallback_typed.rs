@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use boxfall::backend::{register_backend, Backend};
 use boxfall::fallback::set_fallback_policy;
 use boxfall::ivalue::Multi;
-use boxfall::metrics::op_stats;
+use boxfall::Dispatcher;
 use boxfall::{
     Device, DispatchKey, DispatchKeySet, FallbackPolicy, IValue, KernelFunction, OperatorHandle,
     Result, Tensor,
@@ -147,7 +147,7 @@ fn outcome(r: Result<(Tensor, Vec<Tensor>)>) -> Outcome {
 
 /// An operator's counters and the backend's hook calls, to compare two calls' effects.
 fn effects(f: &Fixture, op: &OperatorHandle) -> [u64; 7] {
-    let s = op_stats(op.name()).expect("a defined operator");
+    let s = Dispatcher::op_stats(op.name()).expect("a defined operator");
     let hooks = [Hook::ToCpu, Hook::FromCpu, Hook::CopyFromCpu].map(|h| f.dev.count(h) as u64);
     [
         s.fallbacks,
@@ -247,7 +247,7 @@ fn a_typed_call_whose_cpu_kernel_is_boxed_only_falls_back_through_the_boxed_path
         .call((x.clone(),))
         .unwrap();
     assert_eq!((values(&r), r.device()), (vec![3.0, -4.0], dev.device(0)));
-    let s = op_stats(op.name()).unwrap();
+    let s = Dispatcher::op_stats(op.name()).unwrap();
     assert_eq!((s.fallbacks, s.bytes_to_cpu, s.bytes_from_cpu), (1, 16, 16));
 }
 
@@ -392,7 +392,7 @@ fn a_boxed_call_whose_values_the_typed_cpu_kernel_does_not_take_fails_naming_the
         err.contains(&format!("the CPU kernel of '{}'", op.name())),
         "{err}"
     );
-    let s = op_stats(op.name()).unwrap();
+    let s = Dispatcher::op_stats(op.name()).unwrap();
     assert_eq!((s.fallbacks, s.failures), (1, 1));
     assert_eq!((values(&x), x.device()), (vec![1.0, 2.0], f.dev.device(0)));
 }

@@ -159,7 +159,7 @@ fn a_copy_from_cpu_that_writes_part_and_fails_leaves_its_tensor_as_it_was() {
     let notes = p.notes().join(" ");
     assert!(notes.contains(&format!("{ns}::neg_")), "{notes}");
     assert!(notes.contains(&d.key.name()), "{notes}");
-    let s = boxfall::metrics::op_stats(op.name()).unwrap();
+    let s = boxfall::Dispatcher::op_stats(op.name()).unwrap();
     assert_eq!((s.fallbacks, s.failures), (1, 1));
 }
 
@@ -238,7 +238,7 @@ fn an_inplace_result_of_another_shape_or_dtype_is_refused_and_changes_nothing() 
         assert!(text.contains("'self'") && text.contains("Native"), "{text}");
         assert_eq!(values(&x), vec![1.0, 2.0]);
         assert_eq!(shape(&x), vec![2]);
-        let s = boxfall::metrics::op_stats(op.name()).unwrap();
+        let s = boxfall::Dispatcher::op_stats(op.name()).unwrap();
         assert_eq!((s.fallbacks, s.failures), (1, 1));
     }
 }

@@ -7,7 +7,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use boxfall::fallback::set_fallback_policy;
-use boxfall::metrics::{self, counter_value, counters, op_stats, Figures, OpStats, ReportSort};
+use boxfall::metrics::{self, Figures, OpStats, ReportSort};
+use boxfall::Dispatcher;
 use boxfall::{DispatchKey, DispatchKeySet, FallbackPolicy, KernelFunction, Result, Tensor};
 use common::*;
 
@@ -56,12 +57,12 @@ fn two_operators_through_one_boxed_kernel_count_separately_and_exactly() {
         foo_t.call((x.clone(),)).unwrap();
     }
     let (a, b) = (format!("{ns}::foo"), format!("{ns}::foo.Tensor"));
-    assert_eq!(counter_value(&a), 3);
-    assert_eq!(counter_value(&b), 2);
-    let all = counters();
+    assert_eq!(Dispatcher::counter_value(&a), 3);
+    assert_eq!(Dispatcher::counter_value(&b), 2);
+    let all = Dispatcher::metrics().counters();
     assert!(all.contains(&(a.clone(), 3)), "{all:?}");
     assert!(all.contains(&(b.clone(), 2)), "{all:?}");
-    let s = op_stats(&a).unwrap();
+    let s = Dispatcher::op_stats(&a).unwrap();
     assert_eq!(
         (s.fallbacks, s.failures, s.bytes_to_cpu, s.bytes_from_cpu),
         (3, 0, 3 * 16, 3 * 16)
@@ -69,8 +70,8 @@ fn two_operators_through_one_boxed_kernel_count_separately_and_exactly() {
     assert_eq!(s.backends, dev().key.set());
     // A CPU call is no fallback.
     foo.call((cpu(&[1.0]),)).unwrap();
-    assert_eq!(counter_value(&a), 3);
-    assert_eq!(counter_value(&format!("{ns}::nothing")), 0);
+    assert_eq!(Dispatcher::counter_value(&a), 3);
+    assert_eq!(Dispatcher::counter_value(&format!("{ns}::nothing")), 0);
 }
 
 #[test]
@@ -90,8 +91,8 @@ fn four_threads_of_500_fallbacks_count_exactly_2000() {
         }
     });
     let name = format!("{ns}::par");
-    assert_eq!(counter_value(&name), 2000);
-    let s = op_stats(&name).unwrap();
+    assert_eq!(Dispatcher::counter_value(&name), 2000);
+    let s = Dispatcher::op_stats(&name).unwrap();
     assert_eq!(s.failures, 0);
     assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (2000 * 16, 2000 * 16));
 }
@@ -121,12 +122,12 @@ fn more_threads_than_counter_slots_at_once_and_threads_that_come_and_go_count_ex
             .join()
             .unwrap();
     }
-    let s = op_stats(&format!("{ns}::crowd")).unwrap();
+    let s = Dispatcher::op_stats(&format!("{ns}::crowd")).unwrap();
     assert_eq!(s.fallbacks, 100 * 30 + 100);
     assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (3100 * 8, 3100 * 8));
 
     // After a reset every thread's counts start again from zero.
-    metrics::reset();
+    Dispatcher::reset_metrics();
     std::thread::scope(|scope| {
         for _ in 0..4 {
             let op = op.clone();
@@ -137,7 +138,12 @@ fn more_threads_than_counter_slots_at_once_and_threads_that_come_and_go_count_ex
             });
         }
     });
-    assert_eq!(op_stats(&format!("{ns}::crowd")).unwrap().fallbacks, 1000);
+    assert_eq!(
+        Dispatcher::op_stats(&format!("{ns}::crowd"))
+            .unwrap()
+            .fallbacks,
+        1000
+    );
 }
 
 #[test]
@@ -160,22 +166,27 @@ fn reset_zeroes_every_counter() {
         .call((dev().tensor(&[1.0]),))
         .is_err());
     let name = format!("{ns}::gone");
-    assert_eq!(counter_value(&name), 1);
-    assert_eq!(op_stats(failing.name()).unwrap().failures, 1);
+    assert_eq!(Dispatcher::counter_value(&name), 1);
+    assert_eq!(Dispatcher::op_stats(failing.name()).unwrap().failures, 1);
 
-    metrics::reset();
-    assert_eq!(counter_value(&name), 0);
-    assert_eq!(op_stats(&name).unwrap(), OpStats::default());
-    assert_eq!(op_stats(failing.name()).unwrap(), OpStats::default());
+    Dispatcher::reset_metrics();
+    assert_eq!(Dispatcher::counter_value(&name), 0);
+    assert_eq!(Dispatcher::op_stats(&name).unwrap(), OpStats::default());
+    assert_eq!(
+        Dispatcher::op_stats(failing.name()).unwrap(),
+        OpStats::default()
+    );
     assert!(
-        counters().is_empty(),
+        Dispatcher::metrics().counters().is_empty(),
         "only operators counted since the reset"
     );
-    assert!(metrics::all_stats().is_empty());
-    assert!(metrics::report().contains("(no operator fell back)"));
+    assert!(Dispatcher::metrics().all_stats().to_vec().is_empty());
+    assert!(Dispatcher::metrics()
+        .report()
+        .contains("(no operator fell back)"));
 
     op.call((dev().tensor(&[1.0]),)).unwrap();
-    assert_eq!(counters(), vec![(name, 1)]);
+    assert_eq!(Dispatcher::metrics().counters(), vec![(name, 1)]);
 }
 
 fn slow_neg(keys: DispatchKeySet, args: (Tensor,)) -> Result<Tensor> {
@@ -186,7 +197,7 @@ fn slow_neg(keys: DispatchKeySet, args: (Tensor,)) -> Result<Tensor> {
 #[test]
 fn report_lists_one_row_per_operator_and_backend_by_fallback_time() {
     let _s = serial();
-    metrics::reset();
+    Dispatcher::reset_metrics();
     let (ns, mut lib) = def_lib("met");
     let fast = unary(&mut lib, "fast");
     let slow = lib.define("slow(Tensor self) -> Tensor").unwrap();
@@ -206,12 +217,12 @@ fn report_lists_one_row_per_operator_and_backend_by_fallback_time() {
     slow.call((dev().tensor(&[1.0]),)).unwrap();
 
     let (fast_name, slow_name) = (format!("{ns}::fast"), format!("{ns}::slow"));
-    let stats = metrics::all_stats();
+    let stats = Dispatcher::metrics().all_stats().to_vec();
     let names: Vec<&str> = stats.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, vec![slow_name.as_str(), fast_name.as_str()]);
     assert!(stats[0].1.fallback_ns >= 50_000_000);
 
-    let report = metrics::report();
+    let report = Dispatcher::metrics().report();
     let lines: Vec<&str> = report.lines().collect();
     assert!(lines[0].starts_with("operator"), "{report}");
     for col in [
@@ -271,7 +282,7 @@ fn report_lists_one_row_per_operator_and_backend_by_fallback_time() {
     assert!(last.find(&slow_name) < last.find(&fast_name), "{report}");
 
     // One backend, by count, the first row only.
-    let only = metrics::report_with(&metrics::ReportOptions {
+    let only = Dispatcher::metrics().report_with(&metrics::ReportOptions {
         backend: Some(dev2().key),
         sort: ReportSort::Count,
         top: Some(1),
@@ -286,7 +297,7 @@ fn report_lists_one_row_per_operator_and_backend_by_fallback_time() {
             .any(|l| l.contains(&format!(" {}  ", dev().key.name()))),
         "{only}"
     );
-    let by_count = metrics::report_with(&metrics::ReportOptions {
+    let by_count = Dispatcher::metrics().report_with(&metrics::ReportOptions {
         sort: ReportSort::Count,
         top: Some(1),
         ..Default::default()
@@ -299,7 +310,7 @@ fn report_lists_one_row_per_operator_and_backend_by_fallback_time() {
         by_count.contains("(2 more rows not shown; the total counts them)"),
         "{by_count}"
     );
-    let by_name = metrics::report_with(&metrics::ReportOptions {
+    let by_name = Dispatcher::metrics().report_with(&metrics::ReportOptions {
         sort: ReportSort::Name,
         ..Default::default()
     });
@@ -327,7 +338,7 @@ fn each_backend_has_its_own_figures_and_the_totals_add_them_up() {
     dev2().hooks.fail(Hook::FromCpu, 0);
     assert!(op.call((dev2().tensor(&[1.0]),)).is_err());
 
-    let s = op_stats(&format!("{ns}::two")).unwrap();
+    let s = Dispatcher::op_stats(&format!("{ns}::two")).unwrap();
     let a = *s.backend(dev().key).expect("first backend");
     let b = *s.backend(dev2().key).expect("second backend");
     assert_eq!(
@@ -371,7 +382,10 @@ fn the_time_splits_into_to_cpu_kernel_and_from_cpu_within_the_whole() {
     slow_t.call((dev().tensor(&[1.0]),)).unwrap();
     let mut stack = vec![boxfall::IValue::Tensor(dev().tensor(&[1.0]))];
     slow.call_boxed(&mut stack).unwrap();
-    let f = *op_stats(slow.name()).unwrap().backend(dev().key).unwrap();
+    let f = *Dispatcher::op_stats(slow.name())
+        .unwrap()
+        .backend(dev().key)
+        .unwrap();
     check_split(&f);
     assert!(
         f.to_cpu_ns > 0 && f.kernel_ns > 0 && f.from_cpu_ns > 0,
@@ -384,7 +398,10 @@ fn the_time_splits_into_to_cpu_kernel_and_from_cpu_within_the_whole() {
         boxfall::IValue::Tensor(dev().tensor(&[2.0])),
     ];
     add_.call_boxed(&mut stack).unwrap();
-    let f = *op_stats(add_.name()).unwrap().backend(dev().key).unwrap();
+    let f = *Dispatcher::op_stats(add_.name())
+        .unwrap()
+        .backend(dev().key)
+        .unwrap();
     check_split(&f);
     assert!(
         f.to_cpu_ns > 0 && f.kernel_ns > 0 && f.from_cpu_ns > 0,
@@ -404,7 +421,7 @@ fn the_time_splits_into_to_cpu_kernel_and_from_cpu_within_the_whole() {
     assert!(failing_t.call((dev().tensor(&[1.0]),)).is_err());
     let mut stack = vec![boxfall::IValue::Tensor(dev().tensor(&[1.0]))];
     assert!(failing.call_boxed(&mut stack).is_err());
-    let f = *op_stats(failing.name())
+    let f = *Dispatcher::op_stats(failing.name())
         .unwrap()
         .backend(dev().key)
         .unwrap();
@@ -414,7 +431,7 @@ fn the_time_splits_into_to_cpu_kernel_and_from_cpu_within_the_whole() {
     let op = unary(&mut lib, "early");
     dev().hooks.fail(Hook::ToCpu, 0);
     assert!(op.call((dev().tensor(&[1.0]),)).is_err());
-    let f = *op_stats(&format!("{ns}::early"))
+    let f = *Dispatcher::op_stats(&format!("{ns}::early"))
         .unwrap()
         .backend(dev().key)
         .unwrap();
@@ -442,7 +459,7 @@ fn every_refused_or_failed_fallback_counts_as_a_failure() {
     let _s = serial();
     let (ns, mut lib) = def_lib("met");
     let one = |name: &str| {
-        let s = op_stats(&format!("{ns}::{name}")).unwrap();
+        let s = Dispatcher::op_stats(&format!("{ns}::{name}")).unwrap();
         let f = s.backend(dev().key).copied().unwrap_or_default();
         check_split(&f);
         (f.fallbacks, f.failures)
@@ -523,7 +540,7 @@ fn every_refused_or_failed_fallback_counts_as_a_failure() {
         .call((dev().tensor(&[1.0]), dev2().tensor(&[1.0])))
         .unwrap_err();
     assert!(matches!(e, boxfall::Error::Fallback(_)), "{e}");
-    let s = op_stats(two.name()).unwrap();
+    let s = Dispatcher::op_stats(two.name()).unwrap();
     assert_eq!((s.fallbacks, s.failures), (1, 1), "{s:?}");
     // The CPU fallback registered for a key that is no backend with transfer hooks.
     let trace = functionality_key("MetTrace");
@@ -535,7 +552,7 @@ fn every_refused_or_failed_fallback_counts_as_a_failure() {
         plain.call((cpu(&[1.0]),)).unwrap_err()
     };
     assert!(e.to_string().contains("not a backend"), "{e}");
-    let s = op_stats(&format!("{ns}::plain")).unwrap();
+    let s = Dispatcher::op_stats(&format!("{ns}::plain")).unwrap();
     let f = s.backend(trace).copied().unwrap_or_default();
     assert_eq!((f.fallbacks, f.failures, f.fallback_ns), (1, 1, 0), "{s:?}");
     // A fallback that went well is no failure.
@@ -553,21 +570,21 @@ fn per_backend_counts_outlive_the_library_of_their_operator() {
     let name = format!("{ns}::closed2");
     drop(op);
     lib.close();
-    let s = op_stats(&name).unwrap();
+    let s = Dispatcher::op_stats(&name).unwrap();
     assert_eq!(s.backend(dev().key).map(|f| f.bytes_to_cpu), Some(8));
     assert_eq!(s.backend(dev2().key).map(|f| f.bytes_to_cpu), Some(16));
     // Defined again, the new entry's counts join the retired ones backend by backend.
     let mut again = boxfall::Library::new(&ns, boxfall::LibraryKind::Def).unwrap();
     let op = unary(&mut again, "closed2");
     op.call((dev2().tensor(&[1.0]),)).unwrap();
-    let s = op_stats(&name).unwrap();
+    let s = Dispatcher::op_stats(&name).unwrap();
     assert_eq!(s.backend(dev().key).map(|f| f.fallbacks), Some(1));
     assert_eq!(
         s.backend(dev2().key).map(|f| (f.fallbacks, f.bytes_to_cpu)),
         Some((2, 24))
     );
     assert_eq!(s.fallbacks, 3);
-    let rows = metrics::report();
+    let rows = Dispatcher::metrics().report();
     assert_eq!(
         rows.lines().filter(|l| l.starts_with(&name)).count(),
         2,
@@ -590,19 +607,24 @@ fn counts_outlive_the_library_of_their_operator_until_a_reset() {
     assert!(!boxfall::Dispatcher::all_operators()
         .iter()
         .any(|o| o.name() == name));
-    assert_eq!(counter_value(&name), 3);
-    assert!(counters().contains(&(name.clone(), 3)));
-    assert_eq!(op_stats(&name).unwrap().bytes_to_cpu, 3 * 16);
+    assert_eq!(Dispatcher::counter_value(&name), 3);
+    assert!(Dispatcher::metrics()
+        .counters()
+        .contains(&(name.clone(), 3)));
+    assert_eq!(Dispatcher::op_stats(&name).unwrap().bytes_to_cpu, 3 * 16);
     // Defined again, it counts on from there.
     let mut again = boxfall::Library::new(&ns, boxfall::LibraryKind::Def).unwrap();
     let op = unary(&mut again, "closed");
     op.call((dev().tensor(&[1.0]),)).unwrap();
-    assert_eq!(counter_value(&name), 4);
-    assert!(metrics::report().contains(&name));
-    metrics::reset();
-    assert_eq!(counter_value(&name), 0);
+    assert_eq!(Dispatcher::counter_value(&name), 4);
+    assert!(Dispatcher::metrics().report().contains(&name));
+    Dispatcher::reset_metrics();
+    assert_eq!(Dispatcher::counter_value(&name), 0);
     again.close();
-    assert!(!counters().iter().any(|(n, _)| n == &name));
+    assert!(!Dispatcher::metrics()
+        .counters()
+        .iter()
+        .any(|(n, _)| n == &name));
 }
 
 #[test]
@@ -612,28 +634,38 @@ fn a_name_without_an_overload_is_the_empty_overload_and_an_unknown_one_lists_the
     let add_t = unary(&mut lib, "add.Tensor");
     unary(&mut lib, "add.Scalar");
     add_t.call((dev().tensor(&[1.0]),)).unwrap();
-    assert_eq!(op_stats(&format!("{ns}::add.Tensor")).unwrap().fallbacks, 1);
+    assert_eq!(
+        Dispatcher::op_stats(&format!("{ns}::add.Tensor"))
+            .unwrap()
+            .fallbacks,
+        1
+    );
     // "ns::add" names the overload "" (not defined here), not "any overload of add".
-    let e = op_stats(&format!("{ns}::add")).unwrap_err();
+    let e = Dispatcher::op_stats(&format!("{ns}::add")).unwrap_err();
     assert_eq!(
         e.to_string(),
         format!("unknown operator '{ns}::add'; did you mean: {ns}::add.Scalar, {ns}::add.Tensor?")
     );
     assert!(matches!(e, boxfall::Error::UnknownOperator { .. }));
     // A typo of the overload suggests the overloads too.
-    let e = op_stats(&format!("{ns}::add.Tensr"))
+    let e = Dispatcher::op_stats(&format!("{ns}::add.Tensr"))
         .unwrap_err()
         .to_string();
     assert!(e.contains(&format!("{ns}::add.Tensor")), "{e}");
     // Defined, never fell back: zeros, not an error.
     assert_eq!(
-        op_stats(&format!("{ns}::add.Scalar")).unwrap(),
+        Dispatcher::op_stats(&format!("{ns}::add.Scalar")).unwrap(),
         OpStats::default()
     );
     // The default overload is named without a dot.
     let neg = unary(&mut lib, "neg");
     neg.call((dev().tensor(&[1.0]),)).unwrap();
-    assert_eq!(op_stats(&format!("{ns}::neg")).unwrap().fallbacks, 1);
+    assert_eq!(
+        Dispatcher::op_stats(&format!("{ns}::neg"))
+            .unwrap()
+            .fallbacks,
+        1
+    );
 }
 
 #[test]
@@ -644,13 +676,15 @@ fn an_operator_that_fell_back_is_known_after_its_library_closed_until_a_reset() 
     op.call((dev().tensor(&[1.0]),)).unwrap();
     let name = format!("{ns}::gone");
     lib.close();
-    // counters() still lists it; op_stats agrees with it.
-    assert!(counters().contains(&(name.clone(), 1)));
-    assert_eq!(op_stats(&name).unwrap().fallbacks, 1);
-    assert_eq!(counter_value(&name), 1);
-    metrics::reset();
+    // Dispatcher::metrics().counters() still lists it; op_stats agrees with it.
+    assert!(Dispatcher::metrics()
+        .counters()
+        .contains(&(name.clone(), 1)));
+    assert_eq!(Dispatcher::op_stats(&name).unwrap().fallbacks, 1);
+    assert_eq!(Dispatcher::counter_value(&name), 1);
+    Dispatcher::reset_metrics();
     assert!(matches!(
-        op_stats(&name),
+        Dispatcher::op_stats(&name),
         Err(boxfall::Error::UnknownOperator { .. })
     ));
 }

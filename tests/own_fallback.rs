@@ -11,7 +11,8 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use boxfall::metrics::{op_stats, OpStats};
+use boxfall::metrics::OpStats;
+use boxfall::Dispatcher;
 use boxfall::{
     cpu_fallback, CpuFallback, DispatchKeySet, IValue, KernelFunction, Library, OperatorHandle,
     Result, Stack, Tensor,
@@ -69,7 +70,7 @@ fn counts(op: &OperatorHandle) -> (u64, u64, u64, u64) {
         bytes_to_cpu,
         bytes_from_cpu,
         ..
-    } = op_stats(op.name()).unwrap();
+    } = Dispatcher::op_stats(op.name()).unwrap();
     (fallbacks, failures, bytes_to_cpu, bytes_from_cpu)
 }
 

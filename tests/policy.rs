@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use boxfall::fallback::{fallback_policy, set_fallback_policy, set_operator_policy};
-use boxfall::metrics::op_stats;
+use boxfall::Dispatcher;
 use boxfall::{
     call_fallback, cpu_fallback, native, CpuFallback, DispatchKey, Error, FallbackPolicy, IValue,
     KernelFunction, OperatorHandle, Stack, Tensor,
@@ -93,7 +93,7 @@ fn call_neg(op: &OperatorHandle, x: &Tensor) -> boxfall::Result<Tensor> {
 }
 
 fn fallbacks(op: &OperatorHandle) -> u64 {
-    op_stats(op.name()).unwrap().fallbacks
+    Dispatcher::op_stats(op.name()).unwrap().fallbacks
 }
 
 #[test]
@@ -129,7 +129,7 @@ fn the_error_policy_refuses_and_counts_the_refusal() {
     assert!(text.contains("\"error\""), "{text}");
     // DESIGN.md, section 4: a refused fallback counts as a fallback that failed.
     assert_eq!(fallbacks(&op), 1, "a refused fallback is counted");
-    assert_eq!(op_stats(op.name()).unwrap().failures, 1);
+    assert_eq!(Dispatcher::op_stats(op.name()).unwrap().failures, 1);
     assert_eq!(d.count(Hook::ToCpu), 0, "nothing moved");
     assert_eq!(values(&x), vec![1.0, 2.0]);
     // CPU calls are not fallbacks and run.
@@ -140,7 +140,7 @@ fn the_error_policy_refuses_and_counts_the_refusal() {
     assert_eq!(fallback_policy(), FallbackPolicy::Allow);
     assert_eq!(values(&call_neg(&op, &x).unwrap()), vec![-1.0, -2.0]);
     assert_eq!(fallbacks(&op), 2);
-    assert_eq!(op_stats(op.name()).unwrap().failures, 1);
+    assert_eq!(Dispatcher::op_stats(op.name()).unwrap().failures, 1);
 }
 
 #[test]
@@ -175,7 +175,7 @@ fn the_warn_policy_warns_once_per_operator_and_backend() {
     assert_eq!(fallbacks(&b), 2);
 
     // metrics::reset forgets which operators warned.
-    boxfall::metrics::reset();
+    boxfall::Dispatcher::reset_metrics();
     call_neg(&a, &d1.tensor(&[1.0])).unwrap();
     assert_eq!(warnings(&a, &d1), 2);
     assert_eq!(fallbacks(&a), 1);
@@ -327,7 +327,7 @@ fn the_error_policy_refuses_the_cpu_fallback_however_it_is_reached() {
             "{}: {text}",
             p.name
         );
-        let stats = op_stats(p.op.name()).unwrap();
+        let stats = Dispatcher::op_stats(p.op.name()).unwrap();
         assert_eq!(
             (stats.fallbacks, stats.failures),
             (1, 1),
@@ -345,7 +345,7 @@ fn the_error_policy_refuses_the_cpu_fallback_however_it_is_reached() {
         );
         set_operator_policy(&p.op, None);
         assert!((p.call)(&p, &x).is_err(), "{}", p.name);
-        let stats = op_stats(p.op.name()).unwrap();
+        let stats = Dispatcher::op_stats(p.op.name()).unwrap();
         assert_eq!((stats.fallbacks, stats.failures), (3, 2), "{}", p.name);
     }
 }
@@ -419,7 +419,7 @@ fn the_fallback_a_native_kernel_takes_inside_itself_obeys_the_error_policy() {
         text.contains("'Native'") && text.contains("\"error\""),
         "{text}"
     );
-    let stats = op_stats(op.name()).unwrap();
+    let stats = Dispatcher::op_stats(op.name()).unwrap();
     assert_eq!(
         (stats.fallbacks, stats.failures),
         (1, 1),

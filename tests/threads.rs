@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use boxfall::fallback::set_fallback_policy;
-use boxfall::metrics::op_stats;
+use boxfall::Dispatcher;
 use boxfall::{
     cpu_fallback, DispatchKey, DispatchKeySet, FallbackPolicy, IValue, KernelFunction, Library,
     LibraryKind, Result, Tensor,
@@ -215,7 +215,7 @@ fn calls_stay_correct_while_libraries_come_and_go() {
     assert!(iterations > 0);
 
     // Every call that returned the CPU kernel's id took the fallback path, and only those.
-    let s = op_stats(op.name()).unwrap();
+    let s = Dispatcher::op_stats(op.name()).unwrap();
     assert_eq!(s.fallbacks, total_fallbacks, "of {total_calls} calls");
     assert_eq!(s.failures, 0);
     assert_eq!(s.bytes_to_cpu, total_fallbacks * 8);

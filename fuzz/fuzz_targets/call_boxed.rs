@@ -865,7 +865,7 @@ fn run(u: &mut Unstructured) -> UResult<()> {
     }
     // The report walks every operator (thousands here): now and then.
     if rare(u, 256)? {
-        let _ = boxfall::metrics::report();
+        let _ = boxfall::Dispatcher::metrics().report();
     }
     Ok(())
 }

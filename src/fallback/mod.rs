@@ -14,7 +14,6 @@ use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
-use crate::rcu;
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
 
@@ -30,7 +29,6 @@ pub use policy::{
 };
 pub use policy::{fallback_policy_from_env, operator_policy};
 use target::TargetDevice;
-pub(crate) use typed::{call_typed, stack_entry, typed_hooks, StackEntry};
 #[cfg(feature = "python")]
 pub(crate) use write_back::check_write;
 
@@ -54,7 +52,7 @@ pub enum ViewPolicy {
 /// ```
 /// use boxfall::fallback::{CpuFallback, ViewPolicy};
 /// let k = CpuFallback { views: ViewPolicy::Copy }.kernel();
-/// assert!(k.is_cpu_fallback());
+/// assert_eq!(CpuFallback::of(&k), Some(&CpuFallback { views: ViewPolicy::Copy }));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpuFallback {
@@ -63,16 +61,35 @@ pub struct CpuFallback {
 }
 
 impl CpuFallback {
-    /// The boxed kernel.
+    /// The boxed kernel. It is a kernel as any other, with two properties any kernel may
+    /// have: dispatched, it reads the call's table (the schema, the CPU kernel) rather than
+    /// loading it again; and it has a typed wrapper, which runs a typed call of a functional
+    /// operator whose CPU kernel has the call's signature without boxing (`typed`).
     ///
     /// ```
     /// use boxfall::CpuFallback;
     /// let k = CpuFallback::default().kernel();
-    /// assert!(k.is_cpu_fallback());
-    /// assert!(!k.has_unboxed()); // boxed only: it serves every signature
+    /// assert!(CpuFallback::of(&k).is_some() && k.reads_table() && k.typed_wrapper().is_some());
+    /// assert!(!k.has_unboxed()); // no typed function: it serves every signature
     /// ```
     pub fn kernel(&self) -> KernelFunction {
-        KernelFunction::cpu_fallback(self.clone())
+        let mode = FallbackMode::new(self);
+        KernelFunction::from_boxed_in_table(move |op, table, keys, stack| {
+            run_cpu_fallback_on(mode, op, table, keys, stack)
+        })
+        .with_typed_wrapper(typed::TypedCpuFallback)
+        .with_tag(self.clone())
+    }
+
+    /// The configuration of a CPU fallback kernel; `None` for any other kernel.
+    ///
+    /// ```
+    /// use boxfall::{CpuFallback, KernelFunction};
+    /// assert_eq!(CpuFallback::of(&boxfall::cpu_fallback()), Some(&CpuFallback::default()));
+    /// assert!(CpuFallback::of(&KernelFunction::fallthrough()).is_none());
+    /// ```
+    pub fn of(kernel: &KernelFunction) -> Option<&CpuFallback> {
+        kernel.tag::<CpuFallback>()
     }
 
     /// Runs the CPU fallback on a boxed call, as its kernel would: the pattern of a backend's
@@ -104,10 +121,13 @@ impl CpuFallback {
     /// let y = stack[0].as_tensor().unwrap();
     /// assert_eq!(y.device(), native::DEVICE);
     /// assert_eq!(y.to_host().unwrap().as_f64().unwrap().as_slice().unwrap(), &[-1.0, 2.0]);
-    /// assert_eq!(metrics::counter_value(op.name()), 1); // counted as the registered fallback is
+    /// assert_eq!(Dispatcher::counter_value(op.name()), 1); // counted as the registered fallback is
     /// ```
     pub fn call(&self, op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        run_cpu_fallback(FallbackMode::new(self), op, keys, stack)
+        let mode = FallbackMode::new(self);
+        op.with_table(keys, |table| {
+            run_cpu_fallback_on(mode, op, table, keys, stack)
+        })
     }
 }
 
@@ -200,26 +220,6 @@ impl WriteLog for () {
     fn keep(&mut self, _: Written) {}
 }
 
-/// The CPU fallback kernel's body, as its boxed entry point runs it (`call_fallback`,
-/// `CpuFallback::call`, or a caller outside the dispatcher).
-pub(crate) fn run_cpu_fallback(
-    mode: FallbackMode,
-    op: &OperatorHandle,
-    keys: DispatchKeySet,
-    stack: &mut Stack,
-) -> Result<()> {
-    let guard = rcu::read();
-    let table = op.table_in(&guard);
-    if table.cpu_kernel().is_some_and(KernelFunction::runs_long) {
-        // A CPU kernel that runs long runs outside the read section, on a counted table.
-        // SAFETY: `table` was loaded under `guard`, which is alive here.
-        let owned = unsafe { rcu::own(table) };
-        drop(guard);
-        return run_cpu_fallback_on(mode, op, &owned, keys, stack);
-    }
-    run_cpu_fallback_on(mode, op, table, keys, stack)
-}
-
 /// How one CPU fallback kernel runs: its view policy. The fallback policy applies to every
 /// one, however it is reached (DESIGN.md section 4, "Policy"). One byte, so that with the
 /// call's other arguments it is passed in registers.
@@ -264,8 +264,8 @@ pub(crate) fn run_cpu_fallback_on(
     let backend = registered(key).ok_or_else(|| not_a_backend(op, key))?;
     let start = clock::ticks();
     // A functional operator whose CPU kernel is typed runs the typed fallback from the stack.
-    if let Some(entry) = typed_stack_entry(info, backend, table, stack) {
-        return typed::call_stack_entry(op, key, backend.hooks, entry, start, stack);
+    if let Some(cpu) = typed_stack_entry(info, backend, table, stack) {
+        return typed::call_stack_entry(op, key, backend.hooks, cpu, start, stack);
     }
     let mut call = FallbackCall {
         op,
@@ -291,21 +291,23 @@ pub(crate) fn run_cpu_fallback_on(
     }
 }
 
-/// The CPU kernel's stack entry, where the typed fallback can serve this boxed call: what
-/// `typed::serves` asks, a stack that fits the schema (a call that does not goes the boxed
-/// way, which says so), and a CPU kernel that the operator's fallthroughs let through and that
-/// was made from a typed function.
+/// The CPU kernel, where the typed fallback can serve this boxed call through its mapped entry
+/// (`KernelFunction::call_mapped`): what `typed::serves` asks, a stack that fits the schema (a
+/// call that does not goes the boxed way, which says so), and a CPU kernel that the operator's
+/// fallthroughs let through and that was made from a typed function.
 #[inline(always)]
 fn typed_stack_entry<'t>(
     info: &SchemaInfo,
     backend: &Registered,
     table: &'t DispatchTable,
     stack: &Stack,
-) -> Option<&'t StackEntry> {
+) -> Option<&'t KernelFunction> {
     if !typed::serves(info, backend) || stack.len() != info.args.len() {
         return None;
     }
-    table.cpu_kernel()?.stack_entry()
+    table
+        .kernel(DispatchKey::CPU.set())
+        .filter(|k| k.has_mapped())
 }
 
 /// A view operator: refused, or copied with a warning (which the user may make an error); a
@@ -598,8 +600,8 @@ impl FallbackCall<'_> {
     /// Step 2: runs the CPU kernel on the CPU stack, which it leaves holding the returns.
     #[inline(always)]
     fn run_cpu_kernel(&self, stack: &mut Stack) -> Result<()> {
-        self.op
-            .call_cpu_kernel(self.table, stack)
+        self.table
+            .call(self.op, DispatchKey::CPU.set(), stack)
             .map_err(|e| kernel_error(self.op, self.key, e))?;
         if stack.len() != self.info.returns.len() {
             return Err(Error::Fallback(format!(

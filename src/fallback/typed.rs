@@ -15,17 +15,46 @@
 
 use crate::backend::{registered, Backend, Registered};
 use crate::clock;
-use crate::dispatcher::OperatorHandle;
-use crate::error::Result;
-use crate::ivalue::{CallArgs, CallReturns, Stack, TensorMap};
-use crate::kernel::UnboxedFn;
-use crate::key::DispatchKey;
+use crate::dispatcher::{DispatchTable, OperatorHandle};
+use crate::error::{Error, Result};
+use crate::ivalue::Stack;
+use crate::kernel::{KernelFunction, TensorBatch, TensorMaps, TypedCall, TypedWrapper};
+use crate::key::{DispatchKey, DispatchKeySet};
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
 
 use super::policy::check_policy;
 use super::target::TargetDevice;
 use super::{kernel_error, step_error, StepMarks};
+
+/// The CPU fallback kernel's typed entry (`KernelFunction::with_typed_wrapper`): it serves a
+/// typed call when the typed fallback can (`typed_hooks`) and the CPU kernel has the call's
+/// signature, and declines any other, which the boxed fallback then serves.
+pub(crate) struct TypedCpuFallback;
+
+impl TypedWrapper for TypedCpuFallback {
+    #[inline]
+    fn call_typed(
+        &self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+        call: &mut TypedCall<'_>,
+    ) -> Option<Result<()>> {
+        if !call.maps_tensors() {
+            return None;
+        }
+        // The key the call was dispatched on.
+        let key = keys.highest().unwrap_or(DispatchKey::CPU);
+        let info = &table.schema(op).ok()?.info;
+        let hooks = typed_hooks(info, key)?;
+        let cpu = table.kernel(DispatchKey::CPU.set())?;
+        if !call.fits(cpu) {
+            return None;
+        }
+        Some(call_typed(op, key, hooks, cpu, call))
+    }
+}
 
 /// The backend's hooks if the typed fallback can serve this operator on `key`, else `None`
 /// (the boxed fallback then does).
@@ -43,63 +72,41 @@ pub(crate) fn serves(info: &SchemaInfo, backend: &Registered) -> bool {
     !blocked && !backend.batches && !log::log_enabled!(target: "boxfall", log::Level::Debug)
 }
 
-/// Runs the fallback of a typed call: `cpu` is the operator's CPU kernel, `hooks` what
-/// `typed_hooks` gave. The fallback policy applies, as to every CPU fallback.
+/// Runs the fallback of a typed call: `cpu` is the operator's CPU kernel (it fits the call),
+/// `hooks` what `typed_hooks` gave. The fallback policy applies, as to every CPU fallback.
 #[inline(always)]
-pub(crate) fn call_typed<A: CallArgs, R: CallReturns>(
+fn call_typed(
     op: &OperatorHandle,
     key: DispatchKey,
     hooks: &dyn Backend,
-    cpu: UnboxedFn<A, R>,
-    args: A,
-) -> Result<R> {
+    cpu: &KernelFunction,
+    call: &mut TypedCall<'_>,
+) -> Result<()> {
     check_policy(op, key)?;
     let start = clock::ticks();
     let mut moves = Moves::new(op, key, hooks);
-    let result = moves.run(cpu, args);
+    let result = call.run(cpu, DispatchKey::CPU.set(), &mut moves);
     moves.record(start, result.is_ok());
     result
 }
 
-/// A CPU kernel's stack entry for the typed fallback of a boxed call: `Moves::run` on the
-/// arguments the stack holds, the returns pushed back.
-pub(crate) type StackEntry =
-    dyn for<'a, 'b> Fn(&'a mut Moves<'b>, &mut Stack) -> Result<()> + Send + Sync;
-
-/// The stack entry of a CPU kernel made from `cpu`, for the signatures the typed fallback
-/// takes (`None` for the others).
-pub(crate) fn stack_entry<A, R>(cpu: UnboxedFn<A, R>) -> Option<std::sync::Arc<StackEntry>>
-where
-    A: CallArgs + 'static,
-    R: CallReturns + 'static,
-{
-    if !(A::TYPED_FALLBACK && R::TYPED_FALLBACK) {
-        return None;
-    }
-    Some(std::sync::Arc::new(
-        move |moves: &mut Moves<'_>, stack: &mut Stack| {
-            // The caller checked the stack's length against the schema. A value the kernel's
-            // signature does not take fails as the kernel's boxed entry point would fail.
-            let args = A::pop_from(stack).map_err(|e| kernel_error(moves.op, moves.key, e))?;
-            moves.run(cpu, args)?.push_onto(stack);
-            Ok(())
-        },
-    ))
-}
-
-/// Runs the typed fallback of a boxed call through the CPU kernel's stack entry, and counts it
-/// (the policy was applied by the caller; `start` is when the fallback began).
+/// Runs the typed fallback of a boxed call through the CPU kernel's mapped entry
+/// (`KernelFunction::call_mapped`: the kernel unboxes the stack, the tensors are moved around
+/// its typed function), and counts it (the policy was applied by the caller; `start` is when
+/// the fallback began). `cpu` has a mapped entry.
 #[inline(always)]
 pub(crate) fn call_stack_entry(
     op: &OperatorHandle,
     key: DispatchKey,
     hooks: &dyn Backend,
-    entry: &StackEntry,
+    cpu: &KernelFunction,
     start: u64,
     stack: &mut Stack,
 ) -> Result<()> {
     let mut moves = Moves::new(op, key, hooks);
-    let result = entry(&mut moves, stack);
+    let result = cpu
+        .call_mapped(DispatchKey::CPU.set(), stack, &mut moves)
+        .unwrap_or_else(|| Err(Error::Fallback("the CPU kernel has no mapped entry".into())));
     moves.record(start, result.is_ok());
     result
 }
@@ -110,6 +117,8 @@ pub(crate) struct Moves<'a> {
     key: DispatchKey,
     hooks: &'a dyn Backend,
     target: TargetDevice,
+    /// The results' device, once the arguments are moved.
+    device: Device,
     to_cpu: u64,
     from_cpu: u64,
     marks: StepMarks,
@@ -123,6 +132,7 @@ impl<'a> Moves<'a> {
             key,
             hooks,
             target: TargetDevice::default(),
+            device: Device::CPU,
             to_cpu: 0,
             from_cpu: 0,
             marks: StepMarks::default(),
@@ -141,55 +151,57 @@ impl<'a> Moves<'a> {
             ok,
         );
     }
-
-    #[inline(always)]
-    fn run<A: CallArgs, R: CallReturns>(&mut self, cpu: UnboxedFn<A, R>, args: A) -> Result<R> {
-        // 1. The backend's tensors to the CPU, each checked to be on the call's one device.
-        let args = args.map_tensors(&mut ToCpu(self))?;
-        let target = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
-        self.marks.moved = clock::ticks();
-        // 2. The CPU kernel.
-        let returns =
-            cpu(DispatchKey::CPU.set(), args).map_err(|e| kernel_error(self.op, self.key, e))?;
-        self.marks.ran = clock::ticks();
-        // 3. The returns' CPU tensors to the device.
-        returns.map_tensors(&mut ToDevice(self, target))
-    }
 }
 
-/// Step 1 for one tensor.
-struct ToCpu<'m, 'a>(&'m mut Moves<'a>);
-
-impl TensorMap for ToCpu<'_, '_> {
+impl Moves<'_> {
+    /// Step 1 for one tensor: the backend's go to the CPU, each checked to be on the call's
+    /// one device.
     #[inline(always)]
-    fn map(&mut self, t: Tensor) -> Result<Tensor> {
-        let m = &mut *self.0;
-        m.target.see(m.op, &t)?;
-        if t.key() != m.key {
-            return Ok(t);
+    fn arg(&mut self, t: &mut Tensor) -> Result<()> {
+        self.target.see(self.op, t)?;
+        if t.key() != self.key {
+            return Ok(());
         }
-        let cpu = m
+        let cpu = self
             .hooks
-            .to_cpu_read_only(&t)
-            .map_err(|e| step_error(m.op, m.key, "to_cpu", e))?;
-        m.to_cpu += cpu.nbytes() as u64;
-        Ok(cpu)
+            .to_cpu_read_only(t)
+            .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
+        self.to_cpu += cpu.nbytes() as u64;
+        *t = cpu;
+        Ok(())
     }
 }
 
-/// Step 3 for one tensor: a CPU tensor goes to the device, any other stays.
-struct ToDevice<'m, 'a>(&'m mut Moves<'a>, Device);
+/// The fallback's steps around the CPU kernel's typed function: 1. the backend's tensors to the
+/// CPU; 2. the CPU kernel; 3. the returns' CPU tensors to the device.
+impl TensorMaps for Moves<'_> {
+    fn args(&mut self, tensors: &mut TensorBatch<'_, '_>, last: bool) -> Result<()> {
+        for t in tensors.iter_mut() {
+            self.arg(t)?;
+        }
+        if last {
+            self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
+            self.marks.moved = clock::ticks();
+        }
+        Ok(())
+    }
 
-impl TensorMap for ToDevice<'_, '_> {
-    #[inline(always)]
-    fn map(&mut self, t: Tensor) -> Result<Tensor> {
+    fn kernel_error(&mut self, e: Error) -> Error {
+        kernel_error(self.op, self.key, e)
+    }
+
+    /// A CPU tensor goes to the device, any other stays. The first return marks the end of
+    /// step 2 (a kernel whose returns hold no tensor ends it with the call).
+    fn ret(&mut self, t: Tensor) -> Result<Tensor> {
+        if self.marks.ran == u64::MAX {
+            self.marks.ran = clock::ticks();
+        }
         if t.key() != DispatchKey::CPU {
             return Ok(t);
         }
-        let m = &mut *self.0;
-        m.from_cpu += t.nbytes() as u64;
-        m.hooks
-            .from_cpu_owned(t, self.1)
-            .map_err(|e| step_error(m.op, m.key, "from_cpu", e))
+        self.from_cpu += t.nbytes() as u64;
+        self.hooks
+            .from_cpu_owned(t, self.device)
+            .map_err(|e| step_error(self.op, self.key, "from_cpu", e))
     }
 }

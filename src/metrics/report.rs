@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{all_stats, Figures};
+use super::{Figures, Snapshot};
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 
@@ -44,7 +44,7 @@ impl std::str::FromStr for ReportSort {
     }
 }
 
-/// What [`report_with`] shows.
+/// What [`Snapshot::report_with`] shows.
 ///
 /// ```
 /// use boxfall::metrics::{ReportOptions, ReportSort};
@@ -64,40 +64,46 @@ pub struct ReportOptions {
 /// How many operators the last line ranks.
 const RANKED: usize = 5;
 
-/// The report of every backend, rows by fallback time ([`report_with`]).
-///
-/// ```
-/// let r = boxfall::metrics::report();
-/// assert!(r.starts_with("operator"));
-/// ```
-pub fn report() -> String {
-    report_with(&ReportOptions::default())
+impl Snapshot {
+    /// The report of every backend, rows by fallback time ([`report_with`](Self::report_with)).
+    ///
+    /// ```
+    /// let r = boxfall::Dispatcher::metrics().report();
+    /// assert!(r.starts_with("operator"));
+    /// ```
+    pub fn report(&self) -> String {
+        self.report_with(&ReportOptions::default())
+    }
+
+    /// A table for people: one row per (operator, backend) that fell back, with calls,
+    /// failures, the whole fallback's time, its mean, its split into moving to the CPU, the CPU
+    /// kernel and moving back, its share of all the fallback time shown, and the bytes moved
+    /// each way; a total row; and a last line ranking the operators to implement natively
+    /// first, by the fallback time they cost. Times are in us, ms or s and sizes in B, KB, MB
+    /// or GB (1 KB = 1024 B), whichever fits each number.
+    ///
+    /// ```
+    /// use boxfall::metrics::{ReportOptions, ReportSort};
+    /// use boxfall::{DispatchKey, Dispatcher};
+    /// let r = Dispatcher::metrics().report_with(&ReportOptions { backend: Some(DispatchKey::NATIVE), sort: ReportSort::Name, top: Some(3) });
+    /// let header = r.lines().next().unwrap();
+    /// for col in ["operator", "backend", "calls", "failed", "to CPU", "kernel", "from CPU", "bytes to CPU"] {
+    ///     assert!(header.contains(col), "{r}");
+    /// }
+    /// ```
+    pub fn report_with(&self, opts: &ReportOptions) -> String {
+        report_of(self.all_stats(), opts)
+    }
 }
 
-/// A table for people: one row per (operator, backend) that fell back, with calls, failures,
-/// the whole fallback's time, its mean, its split into moving to the CPU, the CPU kernel and
-/// moving back, its share of all the fallback time shown, and the bytes moved each way; a
-/// total row; and a last line ranking the operators to implement natively first, by the
-/// fallback time they cost. Times are in us, ms or s and sizes in B, KB, MB or GB (1 KB =
-/// 1024 B), whichever fits each number.
-///
-/// ```
-/// use boxfall::metrics::{report_with, ReportOptions, ReportSort};
-/// use boxfall::DispatchKey;
-/// let r = report_with(&ReportOptions { backend: Some(DispatchKey::NATIVE), sort: ReportSort::Name, top: Some(3) });
-/// let header = r.lines().next().unwrap();
-/// for col in ["operator", "backend", "calls", "failed", "to CPU", "kernel", "from CPU", "bytes to CPU"] {
-///     assert!(header.contains(col), "{r}");
-/// }
-/// ```
-pub fn report_with(opts: &ReportOptions) -> String {
-    let rows: Vec<(String, DispatchKey, Figures)> = all_stats()
-        .into_iter()
+fn report_of(stats: &[(String, super::OpStats)], opts: &ReportOptions) -> String {
+    let rows: Vec<(String, DispatchKey, Figures)> = stats
+        .iter()
         .flat_map(|(name, s)| {
             s.per_backend
-                .into_iter()
+                .iter()
                 .filter(|(k, _)| opts.backend.is_none_or(|b| b == *k))
-                .map(move |(k, f)| (name.clone(), k, f))
+                .map(move |(k, f)| (name.clone(), *k, *f))
         })
         .collect();
     let names: Vec<String> = rows.iter().map(|(_, k, _)| k.name()).collect();

@@ -134,12 +134,12 @@ fn fallback_env_problem() -> Option<String> {
 
 #[pyfunction]
 fn counter_value(py: Python<'_>, name: &str) -> PyResult<u64> {
-    Ok(crate::metrics::op_stats(name).py(py)?.fallbacks)
+    Ok(crate::Dispatcher::op_stats(name).py(py)?.fallbacks)
 }
 
 #[pyfunction]
 fn counters() -> Vec<(String, u64)> {
-    crate::metrics::counters()
+    crate::Dispatcher::metrics().counters()
 }
 
 fn figures_dict<'py>(py: Python<'py>, f: &crate::metrics::Figures) -> PyResult<Bound<'py, PyDict>> {
@@ -168,13 +168,15 @@ fn stats_dict<'py>(py: Python<'py>, s: &crate::metrics::OpStats) -> PyResult<Bou
 
 #[pyfunction]
 fn op_stats<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-    let s = crate::metrics::op_stats(name).py(py)?;
+    let s = crate::Dispatcher::op_stats(name).py(py)?;
     stats_dict(py, &s)
 }
 
 #[pyfunction]
 fn all_stats<'py>(py: Python<'py>) -> PyResult<Vec<(String, Bound<'py, PyDict>)>> {
-    crate::metrics::all_stats()
+    crate::Dispatcher::metrics()
+        .all_stats()
+        .to_vec()
         .iter()
         .map(|(n, s)| Ok((n.clone(), stats_dict(py, s)?)))
         .collect()
@@ -200,14 +202,18 @@ fn report(
     let sort = sort
         .parse()
         .map_err(|e: crate::Error| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    Ok(crate::metrics::report_with(
-        &crate::metrics::ReportOptions { backend, sort, top },
-    ))
+    Ok(
+        crate::Dispatcher::metrics().report_with(&crate::metrics::ReportOptions {
+            backend,
+            sort,
+            top,
+        }),
+    )
 }
 
 #[pyfunction]
 fn reset_metrics() {
-    crate::metrics::reset()
+    crate::Dispatcher::reset_metrics()
 }
 
 /// The built-in Native backend.
