@@ -129,6 +129,18 @@ class Tensor:
     def to_device(self, device: str, /, *, stream: Any = None) -> Any:
         """A copy on ``device`` (a device string, a backend name, or ``"cpu"`` for a NumPy
         array), as the array API standard's ``to_device``."""
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule of a host copy (always on the CPU); ``copy=False`` raises
+        ``BufferError``, as no device memory is shared."""
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(1, 0)``: kDLCPU, the device of the capsule ``__dlpack__`` exports."""
 
 @final
 class AliasInfo:
