@@ -20,7 +20,9 @@ kernels that registers itself (``_registry``): ``_elementwise_functions``,
 ``_creation_functions``, ``_statistical_functions``, ``_manipulation_functions``,
 ``_linear_algebra_functions``, ``_data_type_functions``, ``_utility_functions``,
 ``_searching_functions``, ``_sorting_functions``, ``_set_functions``, ``_indexing_functions``,
-``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``); the ``linalg``
+``_constants``, ``_info``, ``_indexing`` (``x[key]`` and ``x[key] = value``: the operators
+``array_api::getitem`` and ``array_api::setitem``) and ``_array_methods`` (the methods of
+``bf.Tensor``); the ``linalg``
 extension is ``_linalg`` (operators ``array_api::linalg_<name>``), public as ``xp.linalg``.
 """
 
@@ -36,6 +38,7 @@ from . import (
     _data_type_functions,
     _dtypes,
     _elementwise_functions,
+    _indexing,
     _indexing_functions,
     _info,
     _linear_algebra_functions,
@@ -70,6 +73,7 @@ _CHAPTERS = (
     _dtypes,
     _elementwise_functions,
     _linear_algebra_functions,
+    _indexing,
     _indexing_functions,
     _manipulation_functions,
     _searching_functions,
