@@ -23,7 +23,7 @@ import numpy as np
 
 from .._boxfall import Tensor
 from ._helpers import device_of
-from ._registry import Op, dtype_name, register
+from ._registry import Op, dtype_name, register, with_arrays
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -228,7 +228,7 @@ def _like(name: str, x: Any, fill: tuple[Any, ...], dtype: Any, device: Any) -> 
     if device is not None and device != device_of(x):
         make = globals()[name.removesuffix("_like")]
         return make(tuple(x.shape), *fill, dtype=dtype or x.dtype, device=device)
-    return OPS[name](x, *fill, dtype=dtype_name(dtype), device=None)
+    return with_arrays(OPS[name])(x, *fill, dtype=dtype_name(dtype), device=None)
 
 
 def zeros_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import Op, register
+from ._registry import Op, register, with_arrays
 
 
 def _axis(axis: Any) -> Any:
@@ -125,7 +125,7 @@ globals().update(_public)
 
 def broadcast_arrays(*arrays: Any) -> list[Any]:
     """The operator ``array_api::broadcast_arrays``: the arrays broadcast against each other."""
-    return OPS["broadcast_arrays"](list(arrays))
+    return with_arrays(OPS["broadcast_arrays"])(list(arrays))
 
 
 def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
