@@ -74,3 +74,7 @@ def test_numpy_scalars_are_0d_arrays_where_a_function_takes_arrays():
     assert xp.stack([u[0], u[1]]).dtype == u.dtype
     assert float(xp.linalg.vector_norm(np.float32(-3.0))) == 3.0
     np.testing.assert_array_equal(xp.full(2, np.int64(3)), np.full(2, 3))
+    assert xp.astype(a[0], xp.int64).dtype == np.int64
+    np.testing.assert_array_equal(xp.where(a[0], u[0], np.int32(5)), np.int32(1))
+    assert xp.tensordot(u[0], u[1], axes=0).dtype == np.int32
+    np.testing.assert_array_equal(xp.unique_values(u[1]), [2])

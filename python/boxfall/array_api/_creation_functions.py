@@ -253,17 +253,17 @@ def full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = No
 
 def tril(x: Any, /, *, k: int = 0) -> Any:
     """The operator ``array_api::tril``."""
-    return OPS["tril"](x, k=k)
+    return with_arrays(OPS["tril"])(x, k=k)
 
 
 def triu(x: Any, /, *, k: int = 0) -> Any:
     """The operator ``array_api::triu``."""
-    return OPS["triu"](x, k=k)
+    return with_arrays(OPS["triu"])(x, k=k)
 
 
 def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:
     """The operator ``array_api::meshgrid``."""
-    return OPS["meshgrid"](list(arrays), indexing=indexing)
+    return with_arrays(OPS["meshgrid"])(list(arrays), indexing=indexing)
 
 
 DEVICE_DEFAULTED = ("asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye")

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import Op, register
+from ._registry import Op, register, with_arrays
 
 
 def matmul(x1: Any, x2: Any, /) -> Any:
@@ -64,8 +64,8 @@ globals().update(_public)
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
     """The operator ``array_api::tensordot`` (``tensordot.axes`` for two lists of axes)."""
     if isinstance(axes, int):
-        return OPS["tensordot"](x1, x2, axes=axes)
-    return OPS["tensordot.axes"](x1, x2, axes=[list(axes[0]), list(axes[1])])
+        return with_arrays(OPS["tensordot"])(x1, x2, axes=axes)
+    return with_arrays(OPS["tensordot.axes"])(x1, x2, axes=[list(axes[0]), list(axes[1])])
 
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]

@@ -131,13 +131,13 @@ def broadcast_arrays(*arrays: Any) -> list[Any]:
 def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
     """The operator ``array_api::repeat`` (``repeat.Tensor`` for an array of repeats)."""
     if isinstance(repeats, int):
-        return OPS["repeat"](x, repeats, axis=axis)
-    return OPS["repeat.Tensor"](x, repeats, axis=axis)
+        return with_arrays(OPS["repeat"])(x, repeats, axis=axis)
+    return with_arrays(OPS["repeat.Tensor"])(x, repeats, axis=axis)
 
 
 def unstack(x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
     """The operator ``array_api::unstack``: the slices of ``x`` along ``axis``, as a tuple."""
-    return tuple(OPS["unstack"](x, axis=axis))
+    return tuple(with_arrays(OPS["unstack"])(x, axis=axis))
 
 
 __all__ = [
