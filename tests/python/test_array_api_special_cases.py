@@ -1,7 +1,8 @@
 """Where the standard's special cases differ from NumPy's own functions, ``boxfall.array_api``
 follows the standard (its conformance suite found these), on the CPU, Native and a Python
 backend: ``floor_divide`` (and ``//``, ``//=``) with one infinite float, and ``expm1`` of
-complex numbers that are not finite or are zero."""
+complex numbers that are not finite or are zero, ``tanh`` of complex numbers of an infinite real
+part."""
 
 from __future__ import annotations
 
@@ -90,3 +91,13 @@ def test_expm1_of_complex_infinities_and_zeros_follows_the_standard(ns):
     want[4] = np.expm1(z[4])
     same(ns.expm1(ns.asarray(z)), want)
     same(ns.expm1(ns.asarray([0.0, -0.0, 1.0])), np.expm1([0.0, -0.0, 1.0]))
+
+
+def test_tanh_of_an_infinite_real_part_keeps_the_sign_of_the_imaginary_one(ns):
+    if not holds_complex(ns):
+        pytest.skip("this device holds no complex128 (Native before its complex dtypes)")
+    z = np.array([complex(INF, 2.0), complex(-INF, -1.0), complex(INF, 3.0), 0.5 + 0.5j])
+    want = np.tanh(z)
+    assert np.signbit(want[0].imag)  # NumPy's: the sign of sin(2 * 2.0)
+    want[:3] = [complex(1.0, 0.0), complex(-1.0, -0.0), complex(1.0, 0.0)]
+    same(ns.tanh(ns.asarray(z)), want)

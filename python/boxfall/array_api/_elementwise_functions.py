@@ -42,6 +42,19 @@ def _expm1(x: Any, /) -> Any:
     return result
 
 
+def _tanh(x: Any, /) -> Any:
+    """NumPy's ``tanh``; for complex ``x`` with an infinite real part and a finite imaginary
+    one, ``±1 + 0j`` with the imaginary zero's sign that of ``imag(x)`` (the standard's special
+    case, where NumPy gives the sign of ``sin(2 imag(x))``)."""
+    if not np.iscomplexobj(x):
+        return np.tanh(x)
+    x = np.asarray(x)
+    result = np.array(np.tanh(x))
+    edge = np.isinf(x.real) & np.isfinite(x.imag)
+    result.imag[edge] = np.copysign(0.0, x.imag[edge])
+    return result
+
+
 def _floor_divide(x1: Any, x2: Any, /, out: Any = None) -> Any:
     """NumPy's ``floor_divide``, but ``floor(x1 / x2)`` where one of two floats is infinite and
     the other finite (the standard's special cases: ``inf // 2`` is ``inf``, not NumPy's NaN,
@@ -95,7 +108,7 @@ UNARY: dict[str, Callable[[Any], Any]] = {
     "square": np.square,
     "sqrt": np.sqrt,
     "tan": np.tan,
-    "tanh": np.tanh,
+    "tanh": _tanh,
     "trunc": np.trunc,
 }
 """Unary functions: the standard's name -> the NumPy function that computes it."""
