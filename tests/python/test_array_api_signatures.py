@@ -1,7 +1,8 @@
 """Arguments of the standard's signatures that the conformance suite exercises, on the CPU,
 Native and a Python backend, against NumPy: ``diff``'s ``prepend``/``append``, an array
 ``rtol`` of ``linalg.pinv``/``matrix_rank``, ``vecdot``'s dtype and shape rule, and NumPy's
-scalars (what NumPy's indexing gives on the CPU) where a function takes arrays."""
+scalars (what NumPy's indexing gives on the CPU) where a function takes arrays, and
+``from_dlpack``."""
 
 from __future__ import annotations
 
@@ -78,3 +79,18 @@ def test_numpy_scalars_are_0d_arrays_where_a_function_takes_arrays():
     np.testing.assert_array_equal(xp.where(a[0], u[0], np.int32(5)), np.int32(1))
     assert xp.tensordot(u[0], u[1], axes=0).dtype == np.int32
     np.testing.assert_array_equal(xp.unique_values(u[1]), [2])
+
+
+def test_from_dlpack_reads_on_the_host_and_moves_to_the_device_asked(ns, accel):
+    a = np.arange(4.0)
+    shared = ns.from_dlpack(a)  # x's device, the CPU: NumPy's view of a's memory
+    assert isinstance(shared, np.ndarray) and np.shares_memory(shared, a)
+    assert not np.shares_memory(ns.from_dlpack(a, copy=True), a)
+    moved = ns.from_dlpack(a, device=accel.device)
+    assert moved.device == accel.device
+    np.testing.assert_array_equal(np.asarray(moved), a)
+    with pytest.raises(ValueError, match="copy=False"):
+        ns.from_dlpack(a, device=accel.device, copy=False)
+    t = xp.namespace("Native").asarray(a)
+    assert ns.from_dlpack(t) is t
+    assert ns.from_dlpack(t, device=accel.device).device == accel.device

@@ -266,6 +266,21 @@ def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:
     return with_arrays(OPS["meshgrid"])(list(arrays), indexing=indexing)
 
 
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """An array of ``x``, any object with ``__dlpack__``: ``numpy.from_dlpack`` reads it on the
+    host (sharing its memory unless ``copy``), and a ``device`` other than the CPU gets it by
+    ``array_api::asarray``; a ``bf.Tensor`` is ``asarray(x, device=device, copy=copy)``. No
+    operator of its own: DLPack is a transfer, like ``to_device``."""
+    if isinstance(x, Tensor):
+        return asarray(x, device=device, copy=copy)
+    host = np.from_dlpack(x, copy=copy)
+    if _device(device) is None:
+        return host
+    if copy is False:
+        raise ValueError(f"from_dlpack(copy=False) cannot move an array to {device}")
+    return asarray(host, device=device)
+
+
 DEVICE_DEFAULTED = ("asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye")
 """The functions whose ``device=None`` means the namespace's device (``namespace(device)``)."""
 
@@ -276,6 +291,7 @@ __all__ = [
     "empty_like",
     "eye",
     "full",
+    "from_dlpack",
     "full_like",
     "linspace",
     "meshgrid",
