@@ -211,6 +211,19 @@ def test_index_errors_are_numpys_with_the_operator_named(ns, key, error):
     assert any("array_api::getitem" in note for note in info.value.__notes__)
 
 
+@pytest.mark.parametrize("value", [None, object()], ids=["None", "object"])
+def test_a_value_of_no_number_is_numpys_type_error(ns, value):
+    ints = np.arange(6).reshape(2, 3)
+    x = ns.asarray(ints)
+    with pytest.raises(TypeError) as info:
+        x[0, 1] = value
+    with pytest.raises(TypeError) as numpys:
+        ints.copy()[0, 1] = value
+    assert str(info.value) == str(numpys.value)
+    assert any("array_api::setitem" in note for note in info.value.__notes__)
+    np.testing.assert_array_equal(np.asarray(x), ints)
+
+
 def test_a_string_in_an_index_is_numpys_index_error(ns):
     x = ns.asarray(A)
     with pytest.raises(IndexError, match="only integers, slices") as info:
