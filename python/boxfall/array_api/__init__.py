@@ -22,9 +22,8 @@ kernels that registers itself (``_registry``): ``_elementwise_functions``,
 ``_searching_functions``, ``_sorting_functions``, ``_set_functions``, ``_indexing_functions``,
 ``_constants``, ``_info``, ``_indexing`` (``x[key]`` and ``x[key] = value``: the operators
 ``array_api::getitem`` and ``array_api::setitem``) and ``_array_methods`` (the methods of
-``bf.Tensor``); the ``linalg``
-extension is ``_linalg`` (operators ``array_api::linalg_<name>``), public as ``xp.linalg``, and
-the ``fft`` extension ``_fft`` (operators ``array_api::fft_<name>``), public as ``xp.fft``.
+``bf.Tensor``); the ``linalg`` extension is ``_linalg`` (operators ``array_api::linalg_<name>``),
+public as ``xp.linalg``.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from . import (
     _data_type_functions,
     _dtypes,
     _elementwise_functions,
-    _fft,
     _indexing,
     _indexing_functions,
     _info,
@@ -50,7 +48,6 @@ from . import (
     _sorting_functions,
     _statistical_functions,
     _utility_functions,
-    fft,
     linalg,
 )
 from ._constants import *  # noqa: F403
@@ -122,18 +119,6 @@ def _on_device(fn: Any, device: str) -> Any:
 _namespaces: dict[str, types.ModuleType] = {}
 
 
-def _fft_on(device: str) -> types.ModuleType:
-    module = types.ModuleType(
-        f"boxfall.array_api[{device}].fft", f"boxfall.array_api.fft on {device}."
-    )
-    for attr in fft.__all__:
-        module.__dict__[attr] = getattr(fft, attr)
-    for attr in _fft.DEVICE_DEFAULTED:
-        module.__dict__[attr] = _on_device(getattr(fft, attr), device)
-    module.__dict__["__all__"] = fft.__all__
-    return module
-
-
 def namespace(device: Any) -> types.ModuleType:
     """The namespace whose creation functions default to ``device`` (``"Native"``,
     ``"Accel:0"``, any device string ``bf.Tensor.device`` prints, or ``"cpu"``). Every other
@@ -156,7 +141,6 @@ def namespace(device: Any) -> types.ModuleType:
         ns.__dict__[attr] = _on_device(globals()[attr], name)
     ns.__dict__["__array_api_version__"] = __array_api_version__
     ns.__dict__["linalg"] = linalg
-    ns.__dict__["fft"] = _fft_on(name)
     ns.__dict__["__array_namespace_info__"] = lambda: _info.Info(name)
     ns.__dict__["namespace"] = namespace
     ns.__dict__["device"] = name
@@ -170,7 +154,6 @@ __all__ = sorted(
     {
         "__array_api_version__",
         "__array_namespace_info__",
-        "fft",
         "linalg",
         "namespace",
         *(n for chapter in _CHAPTERS for n in chapter.__all__),

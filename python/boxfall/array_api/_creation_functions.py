@@ -23,7 +23,7 @@ import numpy as np
 
 from .._boxfall import Tensor
 from ._helpers import device_of
-from ._registry import Op, dtype_name, register, with_arrays
+from ._registry import Op, dtype_name, register
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -228,7 +228,7 @@ def _like(name: str, x: Any, fill: tuple[Any, ...], dtype: Any, device: Any) -> 
     if device is not None and device != device_of(x):
         make = globals()[name.removesuffix("_like")]
         return make(tuple(x.shape), *fill, dtype=dtype or x.dtype, device=device)
-    return with_arrays(OPS[name])(x, *fill, dtype=dtype_name(dtype), device=None)
+    return OPS[name](x, *fill, dtype=dtype_name(dtype), device=None)
 
 
 def zeros_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
@@ -253,32 +253,17 @@ def full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = No
 
 def tril(x: Any, /, *, k: int = 0) -> Any:
     """The operator ``array_api::tril``."""
-    return with_arrays(OPS["tril"])(x, k=k)
+    return OPS["tril"](x, k=k)
 
 
 def triu(x: Any, /, *, k: int = 0) -> Any:
     """The operator ``array_api::triu``."""
-    return with_arrays(OPS["triu"])(x, k=k)
+    return OPS["triu"](x, k=k)
 
 
 def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:
     """The operator ``array_api::meshgrid``."""
-    return with_arrays(OPS["meshgrid"])(list(arrays), indexing=indexing)
-
-
-def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
-    """An array of ``x``, any object with ``__dlpack__``: ``numpy.from_dlpack`` reads it on the
-    host (sharing its memory unless ``copy``), and a ``device`` other than the CPU gets it by
-    ``array_api::asarray``; a ``bf.Tensor`` is ``asarray(x, device=device, copy=copy)``. No
-    operator of its own: DLPack is a transfer, like ``to_device``."""
-    if isinstance(x, Tensor):
-        return asarray(x, device=device, copy=copy)
-    host = np.from_dlpack(x, copy=copy)
-    if _device(device) is None:
-        return host
-    if copy is False:
-        raise ValueError(f"from_dlpack(copy=False) cannot move an array to {device}")
-    return asarray(host, device=device)
+    return OPS["meshgrid"](list(arrays), indexing=indexing)
 
 
 DEVICE_DEFAULTED = ("asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye")
@@ -291,7 +276,6 @@ __all__ = [
     "empty_like",
     "eye",
     "full",
-    "from_dlpack",
     "full_like",
     "linspace",
     "meshgrid",

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _dtypes
 from ._helpers import ARRAY_TYPES, device_of
-from ._registry import Op, dtype_name, register, with_arrays
+from ._registry import Op, dtype_name, register
 
 
 def _astype(x: Any, dtype: str, /, *, copy: bool = True, device: Any = None) -> Any:
@@ -31,7 +31,7 @@ OPS, _ = register(
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
     """The operator ``array_api::astype``; with a ``device`` other than ``x``'s, the result is
     then moved there."""
-    out = with_arrays(OPS["astype"])(x, dtype_name(dtype), copy=copy)
+    out = OPS["astype"](x, dtype_name(dtype), copy=copy)
     if device is not None and device != device_of(x):
         from ._array_methods import to_device
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
-from ._registry import Op, register, with_arrays
+from ._registry import Op, register
 
 
 def _expm1(x: Any, /) -> Any:
@@ -262,10 +262,10 @@ def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002
     the result keeps ``x``'s dtype."""
     bounds_are_scalars = all(b is None or isinstance(b, SCALAR_TYPES) for b in (min, max))
     if bounds_are_scalars:
-        return with_arrays(OPS["clip.Scalar"])(x, min, max)
+        return OPS["clip.Scalar"](x, min, max)
     lo = scalar_array(min, x) if isinstance(min, (*SCALAR_TYPES, complex)) else min
     hi = scalar_array(max, x) if isinstance(max, (*SCALAR_TYPES, complex)) else max
-    return with_arrays(OPS["clip"])(x, lo, hi)
+    return OPS["clip"](x, lo, hi)
 
 
 globals().update(_public)

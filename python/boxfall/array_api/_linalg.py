@@ -5,9 +5,7 @@ the main namespace's own (the standard says the extension's are the same functio
 
 Decompositions return a tuple of arrays from the operator, and the public function gives it as
 the standard's named tuple. ``ord`` of ``matrix_norm`` is a string (``"fro"``, ``"nuc"``) or a
-number: two overloads, ``linalg_matrix_norm`` and ``linalg_matrix_norm.Scalar``; ``rtol`` of
-``pinv`` and ``matrix_rank`` is a number or an array: ``linalg_<name>`` and
-``linalg_<name>.Tensor``.
+number: two overloads, ``linalg_matrix_norm`` and ``linalg_matrix_norm.Scalar``.
 """
 
 from __future__ import annotations
@@ -16,9 +14,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._helpers import ARRAY_TYPES
 from ._linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot
-from ._registry import Op, register, with_arrays
+from ._registry import Op, register
 
 
 class EighResult(NamedTuple):
@@ -181,10 +178,8 @@ OPS, _ = register(
         ),
         Op(f"{_P}matrix_power(Tensor x, int n) -> Tensor", _matrix_power, False),
         Op(f"{_P}matrix_rank(Tensor x, *, Scalar? rtol=None) -> Tensor", _matrix_rank, False),
-        Op(f"{_P}matrix_rank.Tensor(Tensor x, *, Tensor rtol) -> Tensor", _matrix_rank, False),
         Op(f"{_P}outer(Tensor x1, Tensor x2) -> Tensor", _outer, False),
         Op(f"{_P}pinv(Tensor x, *, Scalar? rtol=None) -> Tensor", _pinv, False),
-        Op(f"{_P}pinv.Tensor(Tensor x, *, Tensor rtol) -> Tensor", _pinv, False),
         Op(f'{_P}qr(Tensor x, *, str mode="reduced") -> (Tensor Q, Tensor R)', _qr, False),
         Op(f"{_P}slogdet(Tensor x) -> (Tensor sign, Tensor logabsdet)", _slogdet, False),
         Op(f"{_P}solve(Tensor x1, Tensor x2) -> Tensor", _solve, False),
@@ -210,15 +205,7 @@ OPS, _ = register(
 
 
 def _op(name: str) -> Any:
-    return with_arrays(OPS[f"{_P}{name}"])
-
-
-def _with_rtol(name: str, x: Any, rtol: Any) -> Any:
-    # rtol is a float or an array (broadcast against the stack of matrices): two overloads.
-    if isinstance(rtol, np.generic):
-        rtol = np.asarray(rtol)
-    op = _op(f"{name}.Tensor") if isinstance(rtol, ARRAY_TYPES) else _op(name)
-    return op(x, rtol=rtol)
+    return OPS[f"{_P}{name}"]
 
 
 def cholesky(x: Any, /, *, upper: bool = False) -> Any:
@@ -270,9 +257,9 @@ def matrix_power(x: Any, n: int, /) -> Any:
 
 
 def matrix_rank(x: Any, /, *, rtol: Any = None) -> Any:
-    """The operator ``array_api::linalg_matrix_rank`` (``linalg_matrix_rank.Tensor`` for an
-    array ``rtol``): singular values above ``rtol`` times the largest."""
-    return _with_rtol("matrix_rank", x, rtol)
+    """The operator ``array_api::linalg_matrix_rank``: singular values above ``rtol`` times the
+    largest."""
+    return _op("matrix_rank")(x, rtol=rtol)
 
 
 def outer(x1: Any, x2: Any, /) -> Any:
@@ -281,9 +268,8 @@ def outer(x1: Any, x2: Any, /) -> Any:
 
 
 def pinv(x: Any, /, *, rtol: Any = None) -> Any:
-    """The operator ``array_api::linalg_pinv`` (``linalg_pinv.Tensor`` for an array
-    ``rtol``): the Moore-Penrose pseudo-inverse."""
-    return _with_rtol("pinv", x, rtol)
+    """The operator ``array_api::linalg_pinv``: the Moore-Penrose pseudo-inverse."""
+    return _op("pinv")(x, rtol=rtol)
 
 
 def qr(x: Any, /, *, mode: str = "reduced") -> QRResult:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import Op, register, with_arrays
+from ._registry import Op, register
 
 
 def _axis(axis: Any) -> Any:
@@ -125,19 +125,19 @@ globals().update(_public)
 
 def broadcast_arrays(*arrays: Any) -> list[Any]:
     """The operator ``array_api::broadcast_arrays``: the arrays broadcast against each other."""
-    return with_arrays(OPS["broadcast_arrays"])(list(arrays))
+    return OPS["broadcast_arrays"](list(arrays))
 
 
 def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
     """The operator ``array_api::repeat`` (``repeat.Tensor`` for an array of repeats)."""
     if isinstance(repeats, int):
-        return with_arrays(OPS["repeat"])(x, repeats, axis=axis)
-    return with_arrays(OPS["repeat.Tensor"])(x, repeats, axis=axis)
+        return OPS["repeat"](x, repeats, axis=axis)
+    return OPS["repeat.Tensor"](x, repeats, axis=axis)
 
 
 def unstack(x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
     """The operator ``array_api::unstack``: the slices of ``x`` along ``axis``, as a tuple."""
-    return tuple(with_arrays(OPS["unstack"])(x, axis=axis))
+    return tuple(OPS["unstack"](x, axis=axis))
 
 
 __all__ = [

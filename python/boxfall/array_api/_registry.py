@@ -92,57 +92,29 @@ def dtype_name(dtype: Any) -> str | None:
         raise TypeError(f"{dtype!r} is no dtype of the array API standard") from None
 
 
-def _array(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return np.asarray(value)
-    if isinstance(value, (list, tuple)) and any(isinstance(v, np.generic) for v in value):
-        return [np.asarray(v) if isinstance(v, np.generic) else v for v in value]
-    return value
-
-
-_with_arrays: dict[str, Callable[..., Any]] = {}
-
-
-def with_arrays(op: OpOverload) -> Callable[..., Any]:
-    """``op`` as a function that takes NumPy's scalars where the schema takes tensors (as 0-d
-    arrays: NumPy's indexing and 0-d results give them, ``a[0]``, ``a[()]``, ``a == b``), and
-    passes every other argument as it is (made once per operator)."""
-    made = _with_arrays.get(op.name)
-    if made is None:
-        made = _with_arrays[op.name] = _make_with_arrays(op)
-    return made
-
-
-def _make_with_arrays(op: OpOverload) -> Callable[..., Any]:
-    args = op.schema.arguments
-    tensors = [str(a.type).startswith("Tensor") for a in args]
-    positions = frozenset(i for i, t in enumerate(tensors) if t)
-    names = {a.name for a, t in zip(args, tensors, strict=True) if t}
-
-    def call(*a: Any, **kw: Any) -> Any:
-        if any(isinstance(v, (np.generic, list, tuple)) for v in a) or kw:
-            a = tuple(_array(v) if i in positions else v for i, v in enumerate(a))
-            kw = {k: _array(v) if k in names else v for k, v in kw.items()}
-        return op(*a, **kw)
-
-    return call
-
-
 def public_function(op: OpOverload, kernel: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """The namespace's function for ``op``: the kernel's signature, dtype objects as names,
-    NumPy's scalars as 0-d arrays where the schema takes tensors (:func:`with_arrays`)."""
+    """The namespace's function for ``op``: the kernel's signature, dtype objects as names."""
     sig = inspect.signature(kernel)
     params = list(sig.parameters)
     dtype_at = params.index("dtype") if "dtype" in params else None
-    call = with_arrays(op)
+    if dtype_at is None:
 
-    def fn(*args: Any, **kwargs: Any) -> Any:
-        if dtype_at is not None:
+        def fn(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[0], np.generic):
+                args = (np.asarray(args[0]), *args[1:])
+            return op(*args, **kwargs)
+
+    else:
+
+        def fn(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[0], np.generic):
+                # NumPy's 0-d results (`a == b` of 0-d arrays) are NumPy scalars: arrays here.
+                args = (np.asarray(args[0]), *args[1:])
             if len(args) > dtype_at:
                 args = (*args[:dtype_at], dtype_name(args[dtype_at]), *args[dtype_at + 1 :])
             elif kwargs.get("dtype") is not None:
                 kwargs["dtype"] = dtype_name(kwargs["dtype"])
-        return call(*args, **kwargs)
+            return op(*args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__signature__ = sig  # type: ignore[attr-defined]

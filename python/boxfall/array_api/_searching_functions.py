@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import Op, register, with_arrays
+from ._registry import Op, register
 
 
 def _axis(axis: Any) -> Any:
@@ -85,7 +85,7 @@ def _is_scalar(v: Any) -> bool:
 def nonzero(x: Any, /) -> tuple[Any, ...]:
     """The operator ``array_api::nonzero``: the indices of the elements that are not zero, an
     array per dimension."""
-    return tuple(with_arrays(OPS["nonzero"])(x))
+    return tuple(OPS["nonzero"](x))
 
 
 def where(condition: Any, x1: Any, x2: Any, /) -> Any:
@@ -93,10 +93,10 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Any:
     ``where.Scalar_Tensor`` (a Python scalar on one side, which takes the other's dtype):
     ``x1`` where ``condition`` is true, else ``x2``."""
     if _is_scalar(x2) and not _is_scalar(x1):
-        return with_arrays(OPS["where.Tensor_Scalar"])(condition, x1, x2)
+        return OPS["where.Tensor_Scalar"](condition, x1, x2)
     if _is_scalar(x1) and not _is_scalar(x2):
-        return with_arrays(OPS["where.Scalar_Tensor"])(condition, x1, x2)
-    return with_arrays(OPS["where"])(condition, x1, x2)
+        return OPS["where.Scalar_Tensor"](condition, x1, x2)
+    return OPS["where"](condition, x1, x2)
 
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._registry import Op, register, with_arrays
+from ._registry import Op, register
 
 
 class UniqueAllResult(NamedTuple):
@@ -90,23 +90,23 @@ OPS, _public = register(
 def unique_all(x: Any, /) -> UniqueAllResult:
     """The operator ``array_api::unique_all``: the unique values, the index of each one's first
     occurrence, the inverse indices (``x``'s shape) and the counts."""
-    return UniqueAllResult(*with_arrays(OPS["unique_all"])(x))
+    return UniqueAllResult(*OPS["unique_all"](x))
 
 
 def unique_counts(x: Any, /) -> UniqueCountsResult:
     """The operator ``array_api::unique_counts``: the unique values and their counts."""
-    return UniqueCountsResult(*with_arrays(OPS["unique_counts"])(x))
+    return UniqueCountsResult(*OPS["unique_counts"](x))
 
 
 def unique_inverse(x: Any, /) -> UniqueInverseResult:
     """The operator ``array_api::unique_inverse``: the unique values and, in ``x``'s shape,
     the index of each element's value among them."""
-    return UniqueInverseResult(*with_arrays(OPS["unique_inverse"])(x))
+    return UniqueInverseResult(*OPS["unique_inverse"](x))
 
 
 def unique_values(x: Any, /) -> Any:
     """The operator ``array_api::unique_values``: the unique values, sorted."""
-    return with_arrays(OPS["unique_values"])(x)
+    return OPS["unique_values"](x)
 
 
 __all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
