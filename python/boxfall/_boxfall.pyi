@@ -123,6 +123,10 @@ class Tensor:
     def __index__(self) -> int: ...
     def __complex__(self) -> complex: ...
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray: ...
+    def __getitem__(self, key: Any, /) -> Tensor:
+        """``x[key]``: ``array_api::getitem``, a new tensor."""
+    def __setitem__(self, key: Any, value: Any, /) -> None:
+        """``x[key] = value``: ``array_api::setitem``, written into this tensor."""
     __array_ufunc__: None
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
         """``boxfall.array_api``."""

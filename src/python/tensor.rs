@@ -893,6 +893,23 @@ impl PyTensor {
         array_call(slf, "mT")
     }
 
+    /// `x[key]`: `array_api::getitem`, a new tensor (the array API standard's indexing).
+    fn __getitem__(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__getitem__", key)
+    }
+
+    /// `x[key] = value`: `array_api::setitem`, written into this tensor.
+    fn __setitem__(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        array_module(slf.py())?
+            .getattr("__setitem__")?
+            .call1((slf, key, value))
+            .map(drop)
+    }
+
     /// The values, dtype and device, read through a host copy.
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
         array_call(slf, "__repr__")

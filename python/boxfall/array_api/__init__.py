@@ -20,10 +20,11 @@ kernels that registers itself (``_registry``): ``_elementwise_functions``,
 ``_creation_functions``, ``_statistical_functions``, ``_manipulation_functions``,
 ``_linear_algebra_functions``, ``_data_type_functions``, ``_utility_functions``,
 ``_searching_functions``, ``_sorting_functions``, ``_set_functions``, ``_indexing_functions``,
-``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``, DLPack
-included); the ``linalg`` extension is ``_linalg`` (operators ``array_api::linalg_<name>``),
-public as ``xp.linalg``, and the ``fft`` extension ``_fft`` (operators
-``array_api::fft_<name>``), public as ``xp.fft``.
+``_constants``, ``_info``, ``_indexing`` (``x[key]`` and ``x[key] = value``: the operators
+``array_api::getitem`` and ``array_api::setitem``) and ``_array_methods`` (the methods of
+``bf.Tensor``, DLPack included); the ``linalg`` extension is ``_linalg`` (operators
+``array_api::linalg_<name>``), public as ``xp.linalg``, and the ``fft`` extension ``_fft``
+(operators ``array_api::fft_<name>``), public as ``xp.fft``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from . import (
     _dtypes,
     _elementwise_functions,
     _fft,
+    _indexing,
     _indexing_functions,
     _info,
     _linear_algebra_functions,
@@ -74,6 +76,7 @@ _CHAPTERS = (
     _dtypes,
     _elementwise_functions,
     _linear_algebra_functions,
+    _indexing,
     _indexing_functions,
     _manipulation_functions,
     _searching_functions,

@@ -12,7 +12,8 @@ Transfers are no operators: ``__array__`` (and so ``__bool__``, ``__int__``, ``_
 ``__complex__``, ``__index__`` and ``repr``) copies to the host through the backend's
 ``to_cpu`` hook, and ``to_device`` to another device is ``array_api::asarray`` of that host
 copy with ``device=`` (so it runs the device's own ``asarray`` kernel, or the CPU kernel through
-its fallback). ``__getitem__``/``__setitem__`` are later work. DLPack is at the end.
+its fallback). ``x[key]`` is ``array_api::getitem`` and ``x[key] = value`` is
+``array_api::setitem`` (``_indexing``). DLPack is at the end.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _elementwise_functions as _ew
+from . import _indexing
 from . import _linear_algebra_functions as _la
 from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
 
@@ -92,6 +94,10 @@ __ior__ = _in_place("bitwise_or")
 __ixor__ = _in_place("bitwise_xor")
 __ilshift__ = _in_place("bitwise_left_shift")
 __irshift__ = _in_place("bitwise_right_shift")
+
+
+__getitem__ = _indexing.getitem
+__setitem__ = _indexing.setitem
 
 
 def __matmul__(self: Any, other: Any) -> Any:

@@ -233,7 +233,10 @@ def eye(
     dtype: Any = None,
     device: Any = None,
 ) -> Any:
-    """The operator ``array_api::eye``."""
+    """The operator ``array_api::eye``. A diagonal ``k`` past the matrix (all zeros) is
+    passed as the first one past it, so that any Python int fits the operator's ``int k``."""
+    past = max(n_rows, n_rows if n_cols is None else n_cols)
+    k = max(-past, min(k, past))
     return OPS["eye"](n_rows, n_cols, k=k, dtype=dtype_name(dtype), device=_device(device))
 
 
