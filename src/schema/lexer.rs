@@ -86,6 +86,11 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The whole text.
+    pub(crate) fn src(&self) -> &'a str {
+        self.src
+    }
+
     #[inline]
     pub(crate) fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()

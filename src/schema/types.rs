@@ -405,39 +405,44 @@ impl Type {
         matches!(self, Type::List { elem, .. } if elem.is_optional_tensor())
     }
 
-    /// Sets `ty` to the type a parameterless name denotes, if it is a known one. It writes in
-    /// place rather than returning an `Option<Type>`, which the parser would have to move.
+    /// The index in [`LEAVES`] of the type a parameterless name denotes, if it is a known one.
+    /// The parser keeps such types as this index: they need no heap and no per-argument value.
     #[inline]
-    pub(crate) fn set_from_name(name: &str, ty: &mut Type) -> bool {
-        *ty = match name {
-            "Tensor" => Type::Tensor,
-            "int" => Type::Int,
+    pub(crate) fn leaf_index(name: &str) -> Option<u8> {
+        Some(match name {
+            "Tensor" => 0,
+            "int" => 1,
             // native_functions.yaml's name for a device index; PyTorch reads it as an int.
-            "DeviceIndex" => Type::Int,
-            "float" => Type::Float,
-            "bool" => Type::Bool,
-            "str" => Type::Str,
-            "complex" => Type::Complex,
-            "Scalar" => Type::Scalar,
-            "SymInt" => Type::SymInt,
-            "SymFloat" => Type::SymFloat,
-            "SymBool" => Type::SymBool,
-            "ScalarType" => Type::ScalarType,
-            "Layout" => Type::Layout,
-            "Device" => Type::Device,
-            "MemoryFormat" => Type::MemoryFormat,
-            "Generator" => Type::Generator,
-            "Storage" => Type::Storage,
-            "Stream" => Type::Stream,
-            "Dimname" => Type::Dimname,
-            "QScheme" => Type::QScheme,
-            "Any" => Type::Any,
-            "AnyClassType" => Type::AnyClassType,
-            "AnyEnumType" => Type::AnyEnumType,
-            "NoneType" => Type::NoneType,
-            _ => return false,
-        };
-        true
+            "DeviceIndex" => 1,
+            "float" => 2,
+            "bool" => 3,
+            "str" => 4,
+            "complex" => 5,
+            "Scalar" => 6,
+            "SymInt" => 7,
+            "SymFloat" => 8,
+            "SymBool" => 9,
+            "ScalarType" => 10,
+            "Layout" => 11,
+            "Device" => 12,
+            "MemoryFormat" => 13,
+            "Generator" => 14,
+            "Storage" => 15,
+            "Stream" => 16,
+            "Dimname" => 17,
+            "QScheme" => 18,
+            "Any" => 19,
+            "AnyClassType" => 20,
+            "AnyEnumType" => 21,
+            "NoneType" => 22,
+            _ => return None,
+        })
+    }
+
+    /// The parameterless type at [`leaf_index`](Self::leaf_index) `i`.
+    #[inline]
+    pub(crate) fn leaf(i: u8) -> &'static Type {
+        LEAVES.get(usize::from(i)).unwrap_or(&Type::Any)
     }
 
     /// The written name of a type that takes no parameters.
@@ -472,6 +477,33 @@ impl Type {
     }
 }
 
+/// The types that take no parameters, in [`Type::leaf_index`] order.
+static LEAVES: [Type; 23] = [
+    Type::Tensor,
+    Type::Int,
+    Type::Float,
+    Type::Bool,
+    Type::Str,
+    Type::Complex,
+    Type::Scalar,
+    Type::SymInt,
+    Type::SymFloat,
+    Type::SymBool,
+    Type::ScalarType,
+    Type::Layout,
+    Type::Device,
+    Type::MemoryFormat,
+    Type::Generator,
+    Type::Storage,
+    Type::Stream,
+    Type::Dimname,
+    Type::QScheme,
+    Type::Any,
+    Type::AnyClassType,
+    Type::AnyEnumType,
+    Type::NoneType,
+];
+
 #[cfg(test)]
 mod tests {
     use super::Type;
@@ -503,9 +535,8 @@ mod tests {
             "AnyEnumType",
             "NoneType",
         ] {
-            let mut ty = Type::Var(String::new());
-            assert!(Type::set_from_name(name, &mut ty), "{name}");
-            assert_eq!(ty.simple_name(), Some(name));
+            let i = Type::leaf_index(name).unwrap_or_else(|| panic!("{name} is no leaf"));
+            assert_eq!(Type::leaf(i).simple_name(), Some(name));
         }
     }
 }
