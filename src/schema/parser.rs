@@ -19,11 +19,12 @@
 //! tuple, dict or future; that is where c10 keeps them too.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::str::FromStr;
 
 use super::lexer::{fault, unbalanced_bracket, Cursor, PResult};
-use super::syntax::{Alias, DefaultAt, Item, Node, Span, Syntax, TyRef};
+use super::syntax::{Alias, DefaultAt, Item, Node, Part, Span, Syntax, TyRef};
 use super::types::{FunctionSchema, Literal, Type};
 use crate::error::SchemaError;
 
@@ -52,23 +53,70 @@ impl FunctionSchema {
     /// # Ok::<(), boxfall::SchemaError>(())
     /// ```
     pub fn parse(text: &str) -> Result<FunctionSchema, SchemaError> {
-        Ok(Syntax::parse(text)?.to_schema(text))
+        // The Syntax only lives until the schema is built from it, so its vectors are reused
+        // from one parse to the next on this thread.
+        SCRATCH.with(|scratch| {
+            let syntax = Syntax::parse_with(text, scratch.take())?;
+            let schema = syntax.to_schema(text);
+            scratch.set(syntax.into_buffers());
+            Ok(schema)
+        })
     }
+}
+
+/// The vectors a [`Syntax`] is made of, empty, to parse into.
+#[derive(Default)]
+struct Buffers {
+    items: Vec<Item>,
+    parts: Vec<Part>,
+}
+
+/// Buffers larger than this (in elements) are not kept for the next parse, so that one huge
+/// schema does not pin its memory.
+const KEEP_CAPACITY: usize = 256;
+
+thread_local! {
+    static SCRATCH: Cell<Buffers> = Cell::new(Buffers::default());
 }
 
 impl Syntax {
     /// Parses a schema into spans of `text`; [`Syntax::to_schema`] with the same text builds the
     /// owned schema.
     pub(crate) fn parse(text: &str) -> Result<Syntax, SchemaError> {
+        Syntax::parse_with(
+            text,
+            Buffers {
+                // Most schemas have at most eight arguments and returns together.
+                items: Vec::with_capacity(8),
+                ..Buffers::default()
+            },
+        )
+    }
+
+    fn parse_with(text: &str, buffers: Buffers) -> Result<Syntax, SchemaError> {
         let mut parser = Parser {
             c: Cursor::new(text),
-            nodes: Vec::new(),
-            aliases: Vec::new(),
-            sets: Vec::new(),
+            items: buffers.items,
+            parts: buffers.parts,
         };
         parser
             .schema()
             .map_err(|fault| unbalanced_bracket(text).unwrap_or(fault).into_error(text))
+    }
+
+    /// The vectors, emptied, for the next parse (or none if they grew large).
+    fn into_buffers(self) -> Buffers {
+        let keep = |n: usize| n <= KEEP_CAPACITY;
+        if !(keep(self.items.capacity()) && keep(self.parts.capacity())) {
+            return Buffers::default();
+        }
+        let mut b = Buffers {
+            items: self.items,
+            parts: self.parts,
+        };
+        b.items.clear();
+        b.parts.clear();
+        b
     }
 }
 
@@ -89,9 +137,8 @@ impl FromStr for FunctionSchema {
 
 struct Parser<'a> {
     c: Cursor<'a>,
-    nodes: Vec<Node>,
-    aliases: Vec<Alias>,
-    sets: Vec<Span>,
+    items: Vec<Item>,
+    parts: Vec<Part>,
 }
 
 impl<'a> Parser<'a> {
@@ -112,8 +159,7 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         }
-        // Most schemas have at most eight arguments and returns together.
-        let mut items = Vec::with_capacity(8);
+        let mut items = std::mem::take(&mut self.items);
         let is_vararg = self.arguments(&mut items)?;
         let n_args = items.len();
         self.c.skip_ws();
@@ -137,9 +183,7 @@ impl<'a> Parser<'a> {
             overload,
             items,
             n_args,
-            nodes: std::mem::take(&mut self.nodes),
-            aliases: std::mem::take(&mut self.aliases),
-            sets: std::mem::take(&mut self.sets),
+            parts: std::mem::take(&mut self.parts),
             is_vararg,
             is_varret,
         })
@@ -345,14 +389,18 @@ impl<'a> Parser<'a> {
     }
 
     fn node(&mut self, node: Node) -> TyRef {
-        let i = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
-        self.nodes.push(node);
+        let i = self.next_part();
+        self.parts.push(Part::Node(node));
         TyRef::Node(i)
     }
 
+    fn next_part(&self) -> u32 {
+        u32::try_from(self.parts.len()).unwrap_or(u32::MAX)
+    }
+
     fn push_alias(&mut self, alias: Alias) -> u32 {
-        let i = u32::try_from(self.aliases.len()).unwrap_or(u32::MAX);
-        self.aliases.push(alias);
+        let i = self.next_part();
+        self.parts.push(Part::Alias(alias));
         i
     }
 
@@ -389,14 +437,13 @@ impl<'a> Parser<'a> {
                     *alias = match (alias.take(), own) {
                         (None, own) => own,
                         (Some(elem), Some(own)) => {
-                            if let Some(own) = self.aliases.get_mut(own as usize) {
+                            if let Some(Part::Alias(own)) = self.parts.get_mut(own as usize) {
                                 own.contained = Some(elem);
                             }
                             Some(own)
                         }
                         (Some(elem), None) => {
-                            let is_write =
-                                self.aliases.get(elem as usize).is_some_and(|e| e.is_write);
+                            let is_write = matches!(self.parts.get(elem as usize), Some(Part::Alias(e)) if e.is_write);
                             let empty = (0, 0);
                             Some(self.push_alias(Alias {
                                 before: empty,
@@ -483,9 +530,10 @@ impl<'a> Parser<'a> {
                 }
             }
             // The elements' own nodes are in place; their references follow in a run.
-            let first = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
+            let first = self.next_part();
             let len = u32::try_from(elems.len()).unwrap_or(u32::MAX);
-            self.nodes.extend(elems.into_iter().map(Node::Elem));
+            self.parts
+                .extend(elems.into_iter().map(|elem| Part::Node(Node::Elem(elem))));
             return Ok(self.node(Node::Tuple { start: first, len }));
         }
         let Some(name) = self.c.qualified_ident() else {
@@ -573,15 +621,15 @@ impl<'a> Parser<'a> {
         }))
     }
 
-    /// The sets, as the run `(start, len)` of [`Syntax::sets`] they were pushed to.
+    /// The sets, as the run `(start, len)` of parts they were pushed to.
     fn alias_sets(&mut self) -> PResult<(u32, u32)> {
-        let first = self.sets.len();
+        let first = self.parts.len();
         loop {
             self.c.skip_ws();
             let at = self.c.pos;
             if self.c.eat(b'*') || self.c.ident().is_some() {
                 let set = self.span_from(at);
-                self.sets.push(set);
+                self.parts.push(Part::Set(set));
             } else {
                 return self.fail(format!(
                     "bad alias annotation: expected an alias set name or '*', found {}",
@@ -591,7 +639,7 @@ impl<'a> Parser<'a> {
             self.c.skip_ws();
             if !self.c.eat(b'|') {
                 let start = u32::try_from(first).unwrap_or(u32::MAX);
-                let len = u32::try_from(self.sets.len() - first).unwrap_or(u32::MAX);
+                let len = u32::try_from(self.parts.len() - first).unwrap_or(u32::MAX);
                 return Ok((start, len));
             }
         }
@@ -817,10 +865,10 @@ impl Parser<'_> {
     fn shape(&self, ty: TyRef) -> Shape<'static> {
         match ty {
             TyRef::Leaf(i) => Shape::Leaf(Type::leaf(i)),
-            TyRef::Node(n) => match self.nodes.get(n as usize) {
-                Some(Node::Optional(inner)) => Shape::Optional(*inner),
-                Some(Node::List { elem, size }) => Shape::List(*elem, *size),
-                Some(Node::Var(_)) => Shape::Var,
+            TyRef::Node(n) => match self.parts.get(n as usize) {
+                Some(Part::Node(Node::Optional(inner))) => Shape::Optional(*inner),
+                Some(Part::Node(Node::List { elem, size })) => Shape::List(*elem, *size),
+                Some(Part::Node(Node::Var(_))) => Shape::Var,
                 _ => Shape::Other,
             },
         }
@@ -833,9 +881,7 @@ impl Parser<'_> {
             overload: Span::default(),
             items: Vec::new(),
             n_args: 0,
-            nodes: self.nodes.clone(),
-            aliases: Vec::new(),
-            sets: Vec::new(),
+            parts: self.parts.clone(),
             is_vararg: false,
             is_varret: false,
         };

@@ -51,7 +51,17 @@ pub(crate) enum Node {
     Class(Span),
 }
 
-/// An alias annotation; its sets are `sets[start..start + len]` (a `*` is the span of the `*`).
+/// A type node, an alias annotation or an alias set: one vector holds them all, so that a
+/// schema's types and annotations cost one allocation.
+#[derive(Clone, Debug)]
+pub(crate) enum Part {
+    Node(Node),
+    Alias(Alias),
+    /// An alias set's name; a `*` is the span of the `*`.
+    Set(Span),
+}
+
+/// An alias annotation; its sets are the `Set` parts `start..start + len`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Alias {
     pub(crate) before: (u32, u32),
@@ -88,16 +98,17 @@ pub(crate) struct Syntax {
     /// The arguments, then the returns.
     pub(crate) items: Vec<Item>,
     pub(crate) n_args: usize,
-    pub(crate) nodes: Vec<Node>,
-    pub(crate) aliases: Vec<Alias>,
-    pub(crate) sets: Vec<Span>,
+    pub(crate) parts: Vec<Part>,
     pub(crate) is_vararg: bool,
     pub(crate) is_varret: bool,
 }
 
 impl Syntax {
     fn node(&self, i: u32) -> Option<&Node> {
-        self.nodes.get(i as usize)
+        match self.parts.get(i as usize) {
+            Some(Part::Node(node)) => Some(node),
+            _ => None,
+        }
     }
 
     /// The owned schema. `src` must be the text this was parsed from.
@@ -160,15 +171,18 @@ impl Syntax {
 
     fn sets<'s>(&'s self, src: &'s str, (start, len): (u32, u32)) -> impl Iterator<Item = &'s str> {
         let start = start as usize;
-        self.sets
+        self.parts
             .get(start..start.saturating_add(len as usize))
             .unwrap_or_default()
             .iter()
-            .map(move |s| s.of(src))
+            .filter_map(move |part| match part {
+                Part::Set(set) => Some(set.of(src)),
+                _ => None,
+            })
     }
 
     fn alias(&self, src: &str, i: u32) -> AliasInfo {
-        let Some(a) = self.aliases.get(i as usize) else {
+        let Some(Part::Alias(a)) = self.parts.get(i as usize) else {
             return AliasInfo {
                 before: Vec::new(),
                 after: Vec::new(),
