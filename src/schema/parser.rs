@@ -201,12 +201,13 @@ impl<'a> Parser<'a> {
         if self.c.looking_at("::") {
             return self.fail("missing namespace: expected 'namespace::name'");
         }
-        let Some(ns) = self.c.ident() else {
+        if self.c.ident_bytes().is_none() {
             return self.fail(format!(
                 "expected an operator name 'namespace::name', found {}",
                 self.c.found()
             ));
         };
+        let ns = self.c.slice(start, self.c.pos);
         if !self.c.eat_str("::") {
             return match self.c.peek() {
                 None | Some(b'(' | b'.' | b' ' | b'\t' | b'\n' | b'\r') => Err(fault(
@@ -219,7 +220,7 @@ impl<'a> Parser<'a> {
                 )),
             };
         }
-        if self.c.ident().is_none() {
+        if self.c.ident_bytes().is_none() {
             return self.fail(format!(
                 "expected the operator's name after '::', found {}",
                 self.c.found()
@@ -228,7 +229,7 @@ impl<'a> Parser<'a> {
         let name = self.span_from(start);
         let overload = if self.c.eat(b'.') {
             let at = self.c.pos;
-            match self.c.ident() {
+            match self.c.ident_bytes() {
                 Some(_) => self.span_from(at),
                 None => {
                     return self.fail(format!(
@@ -303,13 +304,14 @@ impl<'a> Parser<'a> {
         let ty = self.ty(0, true, &mut alias)?;
         self.c.skip_ws();
         let name_pos = self.c.pos;
-        let Some(name) = self.c.ident() else {
+        let Some(name) = self.c.ident_bytes() else {
             return self.fail(format!(
                 "expected an argument name, found {}",
                 self.c.found()
             ));
         };
-        if seen.contains_or_add(name, previous, self.c.src()) {
+        if seen.contains_or_add(name, previous, self.c.src().as_bytes()) {
+            let name = self.c.slice(name_pos, self.c.pos);
             return Err(fault(name_pos, format!("duplicate argument name '{name}'")));
         }
         let name = self.span_from(name_pos);
@@ -375,7 +377,7 @@ impl<'a> Parser<'a> {
         let ty = self.ty(0, true, &mut alias)?;
         self.c.skip_ws();
         let at = self.c.pos;
-        let name = match self.c.ident() {
+        let name = match self.c.ident_bytes() {
             Some(_) => self.span_from(at),
             None => Span::default(),
         };
@@ -542,24 +544,25 @@ impl<'a> Parser<'a> {
         if let Some(leaf) = Type::leaf_index(name) {
             return Ok(TyRef::Leaf(leaf));
         }
-        let node = match name {
+        let written = self.c.slice(start, self.c.pos);
+        let node = match written {
             "Dict" => {
-                let [key, value] = self.type_params::<2>(name, depth)?;
+                let [key, value] = self.type_params::<2>(written, depth)?;
                 Node::Dict(key, value)
             }
             "Future" | "Await" | "RRef" => {
-                let [inner] = self.type_params::<1>(name, depth)?;
-                match name {
+                let [inner] = self.type_params::<1>(written, depth)?;
+                match written {
                     "Future" => Node::Future(inner),
                     "Await" => Node::Await(inner),
                     _ => Node::RRef(inner),
                 }
             }
-            _ if name.contains('.') => Node::Class(self.span_from(start)),
-            _ if name.bytes().next().is_some_and(|b| b.is_ascii_lowercase()) => {
+            _ if name.contains(&b'.') => Node::Class(self.span_from(start)),
+            _ if name.first().is_some_and(|b| b.is_ascii_lowercase()) => {
                 Node::Var(self.span_from(start))
             }
-            _ => return Err(fault(start, format!("unknown type '{name}'"))),
+            _ => return Err(fault(start, format!("unknown type '{written}'"))),
         };
         Ok(self.node(node))
     }
@@ -627,7 +630,7 @@ impl<'a> Parser<'a> {
         loop {
             self.c.skip_ws();
             let at = self.c.pos;
-            if self.c.eat(b'*') || self.c.ident().is_some() {
+            if self.c.eat(b'*') || self.c.ident_bytes().is_some() {
                 let set = self.span_from(at);
                 self.parts.push(Part::Set(set));
             } else {
@@ -825,22 +828,22 @@ fn enum_default(word: &str, dtypes: bool) -> Option<i64> {
 /// thousands of arguments is not checked in quadratic time.
 #[derive(Default)]
 struct SeenNames<'a> {
-    set: Option<HashSet<&'a str>>,
+    set: Option<HashSet<&'a [u8]>>,
 }
 
 impl<'a> SeenNames<'a> {
     /// Whether `name` is among `previous` (the arguments before it, spans of `src`); remembers
     /// it if not.
-    fn contains_or_add(&mut self, name: &'a str, previous: &[Item], src: &'a str) -> bool {
+    fn contains_or_add(&mut self, name: &'a [u8], previous: &[Item], src: &'a [u8]) -> bool {
         if let Some(set) = &mut self.set {
             return !set.insert(name);
         }
         // Comparing lengths first skips most string comparisons.
         let found = previous
             .iter()
-            .any(|a| a.name.end - a.name.start == name.len() && a.name.of(src) == name);
+            .any(|a| a.name.end - a.name.start == name.len() && a.name.bytes(src) == name);
         if !found && previous.len() >= SCAN_LIMIT {
-            let names = previous.iter().map(|a| a.name.of(src));
+            let names = previous.iter().map(|a| a.name.bytes(src));
             self.set = Some(names.chain([name]).collect());
         }
         found

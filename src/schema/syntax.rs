@@ -20,6 +20,10 @@ impl Span {
     pub(crate) fn of(self, src: &str) -> &str {
         src.get(self.start..self.end).unwrap_or_default()
     }
+
+    pub(crate) fn bytes(self, src: &[u8]) -> &[u8] {
+        src.get(self.start..self.end).unwrap_or_default()
+    }
 }
 
 /// A type: a parameterless one by its index in [`Type::leaf`], any other by its node.

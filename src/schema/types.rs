@@ -408,33 +408,33 @@ impl Type {
     /// The index in [`LEAVES`] of the type a parameterless name denotes, if it is a known one.
     /// The parser keeps such types as this index: they need no heap and no per-argument value.
     #[inline]
-    pub(crate) fn leaf_index(name: &str) -> Option<u8> {
+    pub(crate) fn leaf_index(name: &[u8]) -> Option<u8> {
         Some(match name {
-            "Tensor" => 0,
-            "int" => 1,
+            b"Tensor" => 0,
+            b"int" => 1,
             // native_functions.yaml's name for a device index; PyTorch reads it as an int.
-            "DeviceIndex" => 1,
-            "float" => 2,
-            "bool" => 3,
-            "str" => 4,
-            "complex" => 5,
-            "Scalar" => 6,
-            "SymInt" => 7,
-            "SymFloat" => 8,
-            "SymBool" => 9,
-            "ScalarType" => 10,
-            "Layout" => 11,
-            "Device" => 12,
-            "MemoryFormat" => 13,
-            "Generator" => 14,
-            "Storage" => 15,
-            "Stream" => 16,
-            "Dimname" => 17,
-            "QScheme" => 18,
-            "Any" => 19,
-            "AnyClassType" => 20,
-            "AnyEnumType" => 21,
-            "NoneType" => 22,
+            b"DeviceIndex" => 1,
+            b"float" => 2,
+            b"bool" => 3,
+            b"str" => 4,
+            b"complex" => 5,
+            b"Scalar" => 6,
+            b"SymInt" => 7,
+            b"SymFloat" => 8,
+            b"SymBool" => 9,
+            b"ScalarType" => 10,
+            b"Layout" => 11,
+            b"Device" => 12,
+            b"MemoryFormat" => 13,
+            b"Generator" => 14,
+            b"Storage" => 15,
+            b"Stream" => 16,
+            b"Dimname" => 17,
+            b"QScheme" => 18,
+            b"Any" => 19,
+            b"AnyClassType" => 20,
+            b"AnyEnumType" => 21,
+            b"NoneType" => 22,
             _ => return None,
         })
     }
@@ -535,7 +535,8 @@ mod tests {
             "AnyEnumType",
             "NoneType",
         ] {
-            let i = Type::leaf_index(name).unwrap_or_else(|| panic!("{name} is no leaf"));
+            let i =
+                Type::leaf_index(name.as_bytes()).unwrap_or_else(|| panic!("{name} is no leaf"));
             assert_eq!(Type::leaf(i).simple_name(), Some(name));
         }
     }
