@@ -76,7 +76,12 @@ struct Buffers {
 const KEEP_CAPACITY: usize = 256;
 
 thread_local! {
-    static SCRATCH: Cell<Buffers> = Cell::new(Buffers::default());
+    static SCRATCH: Cell<Buffers> = const {
+        Cell::new(Buffers {
+            items: Vec::new(),
+            parts: Vec::new(),
+        })
+    };
 }
 
 impl Syntax {

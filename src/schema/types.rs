@@ -409,32 +409,34 @@ impl Type {
     /// The parser keeps such types as this index: they need no heap and no per-argument value.
     #[inline]
     pub(crate) fn leaf_index(name: &[u8]) -> Option<u8> {
-        Some(match name {
-            b"Tensor" => 0,
-            b"int" => 1,
+        // By length and first byte first: then one comparison with a name of known length,
+        // which compiles to a load or two, instead of one per candidate.
+        Some(match (name.len(), *name.first()?) {
+            (6, b'T') if name == b"Tensor" => 0,
+            (3, b'i') if name == b"int" => 1,
             // native_functions.yaml's name for a device index; PyTorch reads it as an int.
-            b"DeviceIndex" => 1,
-            b"float" => 2,
-            b"bool" => 3,
-            b"str" => 4,
-            b"complex" => 5,
-            b"Scalar" => 6,
-            b"SymInt" => 7,
-            b"SymFloat" => 8,
-            b"SymBool" => 9,
-            b"ScalarType" => 10,
-            b"Layout" => 11,
-            b"Device" => 12,
-            b"MemoryFormat" => 13,
-            b"Generator" => 14,
-            b"Storage" => 15,
-            b"Stream" => 16,
-            b"Dimname" => 17,
-            b"QScheme" => 18,
-            b"Any" => 19,
-            b"AnyClassType" => 20,
-            b"AnyEnumType" => 21,
-            b"NoneType" => 22,
+            (11, b'D') if name == b"DeviceIndex" => 1,
+            (5, b'f') if name == b"float" => 2,
+            (4, b'b') if name == b"bool" => 3,
+            (3, b's') if name == b"str" => 4,
+            (7, b'c') if name == b"complex" => 5,
+            (6, b'S') if name == b"Scalar" => 6,
+            (6, b'S') if name == b"SymInt" => 7,
+            (8, b'S') if name == b"SymFloat" => 8,
+            (7, b'S') if name == b"SymBool" => 9,
+            (10, b'S') if name == b"ScalarType" => 10,
+            (6, b'L') if name == b"Layout" => 11,
+            (6, b'D') if name == b"Device" => 12,
+            (12, b'M') if name == b"MemoryFormat" => 13,
+            (9, b'G') if name == b"Generator" => 14,
+            (7, b'S') if name == b"Storage" => 15,
+            (6, b'S') if name == b"Stream" => 16,
+            (7, b'D') if name == b"Dimname" => 17,
+            (7, b'Q') if name == b"QScheme" => 18,
+            (3, b'A') if name == b"Any" => 19,
+            (12, b'A') if name == b"AnyClassType" => 20,
+            (11, b'A') if name == b"AnyEnumType" => 21,
+            (8, b'N') if name == b"NoneType" => 22,
             _ => return None,
         })
     }
@@ -538,6 +540,35 @@ mod tests {
             let i =
                 Type::leaf_index(name.as_bytes()).unwrap_or_else(|| panic!("{name} is no leaf"));
             assert_eq!(Type::leaf(i).simple_name(), Some(name));
+        }
+    }
+
+    #[test]
+    fn device_index_is_an_int_and_near_misses_are_no_leaf() {
+        assert_eq!(
+            Type::leaf_index(b"DeviceIndex").map(Type::leaf),
+            Some(&Type::Int)
+        );
+        for name in [
+            "",
+            "T",
+            "tensor",
+            "Tensorx",
+            "Tensot",
+            "Dimnam",
+            "SymFloa",
+            "SymFloatx",
+            "Scalars",
+            "Stor",
+            "AnyType",
+            "Dict",
+            "Future",
+            "t",
+            "tVal",
+            "ScalarTypo",
+            "int8",
+        ] {
+            assert_eq!(Type::leaf_index(name.as_bytes()), None, "{name}");
         }
     }
 }
