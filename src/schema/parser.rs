@@ -86,7 +86,8 @@ thread_local! {
 
 impl Syntax {
     /// Parses a schema into spans of `text`; [`Syntax::to_schema`] with the same text builds the
-    /// owned schema.
+    /// owned schema. The Python binding keeps the result (`bf.parse_schema`).
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
     pub(crate) fn parse(text: &str) -> Result<Syntax, SchemaError> {
         Syntax::parse_with(
             text,
