@@ -1,6 +1,7 @@
 //! The Python bindings (`boxfall._boxfall`): the only part of the crate that names pyo3 or
 //! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error.
 
+mod array_ops;
 mod backend;
 mod convert;
 mod coverage;
