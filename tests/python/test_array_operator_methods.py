@@ -163,3 +163,25 @@ def test_a_scalar_the_operator_cannot_bind_raises_the_operators_error():
         methods.__add__(x, 2**70)
     assert type(fast.value) is type(slow.value)
     assert str(fast.value) == str(slow.value)
+
+
+def test_array_kernel_gives_arrays_as_the_python_wrapper_did():
+    from boxfall import _boxfall
+    from boxfall.array_api._registry import _as_arrays
+
+    out = np.ones(2)
+    kernel = _boxfall.array_kernel(lambda *a, **k: (a, k, out)[2], _as_arrays)
+    assert kernel(1, k=2) is out  # a NumPy array comes back as it is
+    scalar = _boxfall.array_kernel(np.add, _as_arrays)(np.asarray(1.0), np.asarray(2.0))
+    assert isinstance(scalar, np.ndarray) and scalar.shape == () and scalar == 3.0
+    pair = _boxfall.array_kernel(lambda x: (x.sum(), x), _as_arrays)(np.ones(3))
+    assert isinstance(pair, tuple) and all(isinstance(p, np.ndarray) for p in pair)
+    seen = []
+    _boxfall.array_kernel(lambda *a, **k: seen.append((a, k)) or out, _as_arrays)(1, 2, axis=0)
+    assert seen == [((1, 2), {"axis": 0})]
+
+    def fails(x):
+        raise ZeroDivisionError("x")
+
+    with pytest.raises(ZeroDivisionError):
+        _boxfall.array_kernel(fails, _as_arrays)(1)
