@@ -487,7 +487,7 @@ pub fn cpu_tensor_to_numpy<'py>(
 }
 
 /// A boxfall tensor on a device: `.device`, `.dtype`, `.shape`, `.payload`, `.numpy()`.
-#[pyclass(name = "Tensor", module = "boxfall", frozen)]
+#[pyclass(name = "Tensor", module = "boxfall", frozen, freelist = 64)]
 pub struct PyTensor {
     pub inner: Tensor,
 }
