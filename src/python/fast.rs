@@ -692,7 +692,9 @@ fn run<'py>(
 /// collected Python kernel, keyword-only arguments, a NumPy array among the tensors, a return
 /// that is not one Tensor, or an operator or backend the typed fallback does not serve. Once
 /// the kernel ran, every outcome is the boxed way's: the same conversions and the same errors,
-/// noted the same way.
+/// noted the same way. Not inlined into `run`, whose other calls (a Python kernel's) it would
+/// slow with its frame.
+#[inline(never)]
 fn run_fallback<'py>(
     slf: &Bound<'py, PyOpOverload>,
     plan: &Plan,
