@@ -198,32 +198,53 @@ pub fn binary(
     Some(PyOpOverload::call_with(op.bind(py), &args, None, None).map(Bound::unbind))
 }
 
+/// The CPU kernel `boxfall.array_api` registers for a function of the standard
+/// (`array_kernel`): a call gives the function's result as `as_arrays(result)` does (NumPy
+/// returns NumPy scalars for 0-d results, where an operator returns arrays); a NumPy array, the
+/// result of nearly every call, comes back as it is without calling `as_arrays`. The fast path
+/// calls `kernel` itself with the caller's argument array and then `finish` (`PyKernel::array`),
+/// sparing the argument tuple a call of this object makes.
+#[pyclass(frozen, module = "boxfall._boxfall", name = "ArrayKernel")]
+pub struct ArrayKernel {
+    /// The function of the standard's CPU kernel.
+    pub kernel: Py<PyAny>,
+    as_arrays: Py<PyAny>,
+}
+
+impl ArrayKernel {
+    /// `out`, the kernel's result, as the operator returns it.
+    pub fn finish<'py>(&self, out: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if is_numpy_array(&out) {
+            return Ok(out);
+        }
+        self.as_arrays.bind(out.py()).call1((out,))
+    }
+}
+
+#[pymethods]
+impl ArrayKernel {
+    /// `as_arrays(kernel(*args, **kwargs))`, NumPy arrays as they are.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        args: &Bound<'py, pyo3::types::PyTuple>,
+        kwargs: Option<&Bound<'py, pyo3::types::PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.finish(self.kernel.bind(args.py()).call(args, kwargs)?)
+    }
+
+    /// The function it calls.
+    #[getter]
+    fn __wrapped__(&self, py: Python<'_>) -> Py<PyAny> {
+        self.kernel.clone_ref(py)
+    }
+}
+
 /// `array_kernel(kernel, as_arrays)`: the CPU kernel `boxfall.array_api` registers for
-/// `kernel`, a function that calls it and gives its result as `as_arrays(result)` does (NumPy
-/// returns NumPy scalars for 0-d results, where an operator returns arrays): a NumPy array, the
-/// result of nearly every call, comes back as it is without calling `as_arrays`. A Python
-/// function around each kernel was two more Python frames on every call of every operator of
-/// the standard, a quarter of `x + y` on one element through the CPU fallback (issue 16).
+/// `kernel` (an [`ArrayKernel`]). A Python function around each kernel was two more Python
+/// frames on every call of every operator of the standard, a quarter of `x + y` on one element
+/// through the CPU fallback (issue 16).
 #[pyfunction]
-pub fn array_kernel<'py>(
-    kernel: &Bound<'py, PyAny>,
-    as_arrays: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, pyo3::types::PyCFunction>> {
-    let py = kernel.py();
-    let (kernel, as_arrays) = (kernel.clone().unbind(), as_arrays.clone().unbind());
-    pyo3::types::PyCFunction::new_closure(
-        py,
-        Some(c"array_kernel"),
-        Some(c"A CPU kernel of boxfall.array_api: its function's result, NumPy scalars as 0-d arrays."),
-        move |args: &Bound<'_, pyo3::types::PyTuple>,
-              kwargs: Option<&Bound<'_, pyo3::types::PyDict>>|
-              -> PyResult<Py<PyAny>> {
-            let py = args.py();
-            let out = kernel.bind(py).call(args, kwargs)?;
-            if is_numpy_array(&out) {
-                return Ok(out.unbind());
-            }
-            Ok(as_arrays.bind(py).call1((out,))?.unbind())
-        },
-    )
+pub fn array_kernel(kernel: Py<PyAny>, as_arrays: Py<PyAny>) -> ArrayKernel {
+    ArrayKernel { kernel, as_arrays }
 }

@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use super::array_ops::ArrayKernel;
 use super::convert::{
     default_ivalue, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed, TensorStyle,
 };
@@ -48,6 +49,9 @@ pub struct PyKernel {
     func: UnsafeCell<Option<Py<PyAny>>>,
     /// Boxed: `fn(op, keys, stack)`; else called with the arguments.
     pub boxed: bool,
+    /// The function is an `ArrayKernel` (`array_ops.rs`): the fast path calls its function
+    /// directly and finishes the result as it would.
+    pub array: bool,
 }
 
 // SAFETY: the slot is read and written only with the GIL held (see `func`), which serialises
@@ -57,9 +61,11 @@ unsafe impl Sync for PyKernel {}
 impl PyKernel {
     /// A kernel calling `func`.
     pub fn new(func: Py<PyAny>, boxed: bool) -> PyKernel {
+        let array = Python::attach(|py| func.bind(py).is_exact_instance_of::<ArrayKernel>());
         PyKernel {
             func: UnsafeCell::new(Some(func)),
             boxed,
+            array,
         }
     }
 
@@ -605,7 +611,7 @@ fn ret_error(
 /// What serves a call, as the fast path found it.
 enum Found<'py> {
     /// A Python function (boxed or not), with the call's keys masked by the operator's.
-    Python(Bound<'py, PyAny>, bool, DispatchKeySet),
+    Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet),
     /// Another kernel (the CPU fallback, a Rust kernel).
     Other,
 }
@@ -633,13 +639,13 @@ fn run<'py>(
             }
             // Its library was collected (no function): the general path says so.
             Some(match kernel?.tag::<Arc<PyKernel>>() {
-                Some(k) => Found::Python(k.func(py)?, k.boxed, masked),
+                Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
                 None => Found::Other,
             })
         })
         .flatten()?;
-    let (func, boxed, masked) = match found {
-        Found::Python(func, boxed, masked) => (func, boxed, masked),
+    let (func, boxed, array, masked) = match found {
+        Found::Python(func, boxed, array, masked) => (func, boxed, array, masked),
         Found::Other => {
             if !done_ok {
                 return None;
@@ -676,7 +682,7 @@ fn run<'py>(
     Some(if boxed {
         call_boxed(py, &func, slf, op, schema, masked, body, kobjs, b)
     } else {
-        call_unboxed(py, &func, op, schema, masked, body, kobjs, b, reuse)
+        call_unboxed(py, &func, array, op, schema, masked, body, kobjs, b, reuse)
     })
 }
 
@@ -735,8 +741,19 @@ fn run_fallback<'py>(
             let cpu = table.kernel(DispatchKey::CPU.set())?;
             let kernel = cpu.tag::<Arc<PyKernel>>().filter(|k| !k.boxed)?;
             let func = kernel.func(py)?;
+            let array = kernel.array;
             crate::fallback::run_with_maps(op, table, key, |maps| {
-                kernel_in_fallback(py, &func, op, &plan.schema, key, b, &mut tensors[..n], maps)
+                kernel_in_fallback(
+                    py,
+                    &func,
+                    array,
+                    op,
+                    &plan.schema,
+                    key,
+                    b,
+                    &mut tensors[..n],
+                    maps,
+                )
             })
         })?
         .py(py);
@@ -763,6 +780,7 @@ fn run_fallback<'py>(
 fn kernel_in_fallback<'py>(
     py: Python<'py>,
     func: &Bound<'py, PyAny>,
+    array: bool,
     op: &OperatorHandle,
     schema: &OpSchema,
     key: DispatchKey,
@@ -805,7 +823,14 @@ fn kernel_in_fallback<'py>(
             Err(e) => return Err(kernel_err(maps, e)),
         }
     }
-    let out = match vectorcall(func, objs.as_slice()) {
+    let wrapper = array.then(|| func.cast::<ArrayKernel>().ok()).flatten();
+    let out = match wrapper {
+        Some(w) => {
+            vectorcall(w.get().kernel.bind(py), objs.as_slice()).and_then(|out| w.get().finish(out))
+        }
+        None => vectorcall(func, objs.as_slice()),
+    };
+    let out = match out {
         Ok(o) => o,
         Err(e) => return Err(kernel_err(maps, e)),
     };
@@ -900,6 +925,7 @@ fn call_kernel_boxed<'py>(
 fn call_unboxed<'py>(
     py: Python<'py>,
     func: &Bound<'py, PyAny>,
+    array: bool,
     op: &OperatorHandle,
     schema: &OpSchema,
     keys: DispatchKeySet,
@@ -909,6 +935,15 @@ fn call_unboxed<'py>(
     reuse: Option<&[Bound<'py, PyAny>]>,
 ) -> PyResult<Rets<'py>> {
     let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
+    let wrapper = array.then(|| func.cast::<ArrayKernel>().ok()).flatten();
+    let inner;
+    let func = match wrapper {
+        Some(w) => {
+            inner = w.get().kernel.bind(py).clone();
+            &inner
+        }
+        None => func,
+    };
     let out = match reuse {
         Some(args) => vectorcall(func, args),
         None => {
@@ -937,6 +972,10 @@ fn call_unboxed<'py>(
             }
         }
     }
+    .and_then(|out| match wrapper {
+        Some(w) => w.get().finish(out),
+        None => Ok(out),
+    })
     .map_err(py_err)?;
     let n = body.rets.len();
     let mut rets = Objs::new();

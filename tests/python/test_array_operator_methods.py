@@ -185,3 +185,23 @@ def test_array_kernel_gives_arrays_as_the_python_wrapper_did():
 
     with pytest.raises(ZeroDivisionError):
         _boxfall.array_kernel(fails, _as_arrays)(1)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
+def test_array_kernels_give_arrays_on_both_paths(fast):
+    from boxfall import _boxfall
+
+    before = _boxfall.set_fast_path(fast)
+    try:
+        # NumPy's 0-d add is a NumPy scalar: the operator's result is a 0-d array.
+        out = xp.add(np.asarray(1.0), np.asarray(2.0))
+        assert type(out) is np.ndarray and out.shape == () and out == 3.0
+        a = np.array([1.0, 2.0])
+        assert xp.multiply(a, a).tolist() == [1.0, 4.0]
+        x = nx.asarray([1.0, 2.0])
+        z = x * x
+        assert z.device == "Native:0" and z.numpy().tolist() == [1.0, 4.0]
+        zero_d = nx.asarray(2.0) + nx.asarray(3.0)
+        assert zero_d.shape == () and float(zero_d) == 5.0
+    finally:
+        _boxfall.set_fast_path(before)
