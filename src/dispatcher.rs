@@ -146,6 +146,14 @@ impl DispatchTable {
         self.entries[key.index()].kernel.as_ref()
     }
 
+    /// `keys` without the keys the operator's fallthroughs serve: the keys a call on `keys`
+    /// dispatches on (its kernel is `kernel(keys)`, at the highest of them).
+    #[cfg(feature = "python")]
+    #[inline(always)]
+    pub(crate) fn masked(&self, keys: DispatchKeySet) -> DispatchKeySet {
+        DispatchKeySet(keys.0 & self.mask)
+    }
+
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs) in this table, as
     /// a kernel that reads the table passes a call on: `keys.without_highest()` to redispatch
     /// below its own key, `DispatchKey::CPU.set()` to reach the CPU kernel. `op` is the table's

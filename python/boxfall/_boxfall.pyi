@@ -380,6 +380,10 @@ def overloads(base: str) -> list[OpOverload]:
 def find_op(name: str) -> OpOverload:
     """The defined operator ``name``."""
 
+def array_kernel(kernel: Callable[..., Any], as_arrays: Callable[[Any], Any]) -> Callable[..., Any]:
+    """The CPU kernel ``boxfall.array_api`` registers for ``kernel``: its result as
+    ``as_arrays(result)`` gives it (NumPy arrays as they are)."""
+
 def call_first_binding(
     overloads: Sequence[OpOverload], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
 ) -> Any:

@@ -132,9 +132,12 @@ def bench_calls(number: int, repeat: int) -> list[str]:
             return np.add(a, b)
 
         lib.impl("ident", ident, "CPU")
+        lib.define("add_ufunc(Tensor self, Tensor other) -> Tensor")
         lib.impl("add", add, "CPU")
+        lib.impl("add_ufunc", np.add, "CPU")
         op = getattr(bf.ops, ns).ident.default
         add_op = getattr(bf.ops, ns).add.default
+        ufunc_op = getattr(bf.ops, ns).add_ufunc.default
         a = np.ones(1)
         call = paired(lambda: op(a), lambda: ident(a), number, repeat)
         rows.append(_row("op(x), trivial Python kernel", call, "the kernel called directly"))
@@ -176,36 +179,64 @@ def bench_calls(number: int, repeat: int) -> list[str]:
         )
 
         # Two tensors, not one passed twice: one tensor twice is lent once, which would
-        # flatter the figure.
+        # flatter the figure. The baseline is NumPy's own `np.add(a, b)`, as issue 18 names
+        # it; the NumPy kernel is the ufunc `np.add` itself, registered as the CPU kernel, and
+        # the last NumPy row has a Python function around it (the kernels of most libraries).
         a2 = np.ones(1)
         x, y = bf.native.tensor(a), bf.native.tensor(a2)
-        through = paired(lambda: add_op(x, y), lambda: add(a, a2), number, repeat)
-        cpu_call = paired(lambda: add_op(a, a2), lambda: add(a, a2), number, repeat)
-        rows.append(_row("add(x, y), Native 1 elem, CPU fallback", through, "NumPy kernel direct"))
-        rows.append(_row("add(a, b), NumPy arrays, CPU kernel", cpu_call, "NumPy kernel direct"))
+        through = paired(lambda: ufunc_op(x, y), lambda: np.add(a, a2), number, repeat)
+        cpu_call = paired(lambda: ufunc_op(a, a2), lambda: np.add(a, a2), number, repeat)
+        cpu_py = paired(lambda: add_op(a, a2), lambda: np.add(a, a2), number, repeat)
+        rows.append(_row("add(x, y), Native 1 elem, fallback, np.add", through, "np.add(a, b)"))
+        rows.append(_row("add(a, b), NumPy arrays, kernel np.add", cpu_call, "np.add(a, b)"))
+        rows.append(_row("add(a, b), NumPy arrays, kernel def: np.add", cpu_py, "np.add(a, b)"))
         big, big2 = np.ones(1 << 20), np.ones(1 << 20)
         xb, yb = bf.native.tensor(big), bf.native.tensor(big2)
         # Native memory is Rust's, so the NumPy kernel's result is copied into it: the fair
         # baseline is the kernel and that one copy (into memory already mapped, as Rust's
         # allocator reuses it).
         dest = np.empty_like(big)
-        through_big = paired(lambda: add_op(xb, yb), lambda: add(big, big2), 20, repeat)
+        through_big = paired(lambda: ufunc_op(xb, yb), lambda: np.add(big, big2), 20, repeat)
         through_big2 = paired(
-            lambda: add_op(xb, yb), lambda: np.copyto(dest, add(big, big2)), 20, repeat
+            lambda: ufunc_op(xb, yb), lambda: np.copyto(dest, np.add(big, big2)), 20, repeat
         )
         # One call against two baselines: each row names what it is compared with, so that no
         # label repeats.
-        rows.append(
-            _row("add(x, y), Native 1M f64 fallback / kernel", through_big, "NumPy kernel direct")
-        )
+        rows.append(_row("add(x, y), Native 1M f64 fallback / kernel", through_big, "np.add(a, b)"))
         rows.append(
             _row(
                 "add(x, y), Native 1M f64 fallback / kernel+copy",
                 through_big2,
-                "kernel + copy of its result",
+                "np.add + copy of its result",
             )
         )
     bf.metrics.reset()
+    return rows
+
+
+def bench_array_api(number: int, repeat: int) -> list[str]:
+    """Issue 16's rows: `x + y` on 1-element float64 `bf.Tensor`s on Native (the operator
+    `array_api::add`, reached through `bf.Tensor.__add__`) against NumPy's `a + b`, measured in
+    the same run: with Native's Rust kernel, and through the CPU fallback."""
+    import boxfall.array_api as xp
+
+    nx = xp.namespace("Native")
+    x, y = nx.asarray([1.0]), nx.asarray([2.0])
+    a, b = np.asarray([1.0]), np.asarray([2.0])
+    op = bf.ops.array_api.add.default
+    rows = []
+    if op.dispatch_table().get("Native") == "kernel":
+        native = paired(lambda: x + y, lambda: a + b, number, repeat)
+        rows.append(_row("x + y, Native 1 elem f64, Rust kernel", native, "NumPy a + b"))
+        # The same operator through the CPU fallback: the fallback registered as its Native
+        # kernel for the length of the row (the kernel it replaces comes back on close).
+        with bf.Library("array_api", "IMPL") as lib:
+            lib.impl("add", bf.cpu_fallback, "Native", allow_override=True)
+            through = paired(lambda: x + y, lambda: a + b, number, repeat)
+    else:
+        rows.append("x + y, Native 1 elem f64, Rust kernel: no Native kernel for array_api::add")
+        through = paired(lambda: x + y, lambda: a + b, number, repeat)
+    rows.append(_row("x + y, Native 1 elem f64, CPU fallback", through, "NumPy a + b"))
     return rows
 
 
@@ -286,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"medians of {args.repeat} paired rounds (the call and its baseline back to back)")
         print(HEADER)
         for line in bench_schema(args.schemas, args.repeat) + bench_calls(args.number, args.repeat):
+            print(line)
+        for line in bench_array_api(args.number, args.repeat):
             print(line)
         for line in bench_registration(args.repeat):
             print(line)

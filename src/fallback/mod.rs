@@ -30,6 +30,8 @@ pub use policy::{
 pub use policy::{fallback_policy_from_env, operator_policy};
 use target::TargetDevice;
 #[cfg(feature = "python")]
+pub(crate) use typed::run_with_maps;
+#[cfg(feature = "python")]
 pub(crate) use write_back::check_write;
 
 /// What the fallback does with a view operator (a return that aliases an input without

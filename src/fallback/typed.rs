@@ -111,6 +111,39 @@ pub(crate) fn call_stack_entry(
     result
 }
 
+/// Runs the CPU fallback of a call on `key` whose caller runs the CPU kernel itself, with its
+/// tensors mapped by the `TensorMaps` it is given (the Python bindings, for a Python CPU kernel
+/// called from Python with a backend's tensors: the arguments go straight from the caller's
+/// objects to the kernel's, with no stack). The same steps, checks, errors, counters and policy
+/// as the typed fallback (`call_stack_entry`, which the boxed fallback runs for such an
+/// operator): `None`, before anything ran, where that fallback would not serve (an operator
+/// that writes an argument, a view or `Device` argument, a backend that batches or is not
+/// registered, DEBUG logging), and the caller then takes the boxed fallback. `f` gets the
+/// maps: it passes the argument tensors through `args`, runs the kernel (its errors through
+/// `kernel_error`), and each returned tensor through `ret`.
+#[cfg(feature = "python")]
+#[inline(always)]
+pub(crate) fn run_with_maps<T>(
+    op: &OperatorHandle,
+    table: &DispatchTable,
+    key: DispatchKey,
+    f: impl FnOnce(&mut dyn TensorMaps) -> Result<T>,
+) -> Option<Result<T>> {
+    let info = &table.schema(op).ok()?.info;
+    let backend = registered(key)?;
+    if !serves(info, backend) {
+        return None;
+    }
+    if let Err(e) = check_policy(op, key) {
+        return Some(Err(e));
+    }
+    let start = clock::ticks();
+    let mut moves = Moves::new(op, key, backend.hooks);
+    let result = f(&mut moves);
+    moves.record(start, result.is_ok());
+    Some(result)
+}
+
 /// One typed fallback call: moves its tensors, and counts their bytes.
 pub(crate) struct Moves<'a> {
     op: &'a OperatorHandle,

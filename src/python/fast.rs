@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use super::array_ops::ArrayKernel;
 use super::convert::{
     default_ivalue, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed, TensorStyle,
 };
@@ -28,7 +29,7 @@ use super::errors::{to_pyerr, IntoPy};
 use super::gil_cell::GilCell;
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::ops::{PyKeySet, PyOpOverload};
-use super::tensor::{cpu_tensor_to_numpy, wrap, PyTensor};
+use super::tensor::{cpu_tensor_to_numpy, kernel_array, wrap, PyTensor};
 use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::ivalue::{IValue, Stack};
 use crate::key::{local_keys, DispatchKey, DispatchKeySet};
@@ -48,6 +49,9 @@ pub struct PyKernel {
     func: UnsafeCell<Option<Py<PyAny>>>,
     /// Boxed: `fn(op, keys, stack)`; else called with the arguments.
     pub boxed: bool,
+    /// The function is an `ArrayKernel` (`array_ops.rs`): the fast path calls its function
+    /// directly and finishes the result as it would.
+    pub array: bool,
 }
 
 // SAFETY: the slot is read and written only with the GIL held (see `func`), which serialises
@@ -57,9 +61,11 @@ unsafe impl Sync for PyKernel {}
 impl PyKernel {
     /// A kernel calling `func`.
     pub fn new(func: Py<PyAny>, boxed: bool) -> PyKernel {
+        let array = Python::attach(|py| func.bind(py).is_exact_instance_of::<ArrayKernel>());
         PyKernel {
             func: UnsafeCell::new(Some(func)),
             boxed,
+            array,
         }
     }
 
@@ -605,7 +611,7 @@ fn ret_error(
 /// What serves a call, as the fast path found it.
 enum Found<'py> {
     /// A Python function (boxed or not), with the call's keys masked by the operator's.
-    Python(Bound<'py, PyAny>, bool, DispatchKeySet),
+    Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet),
     /// Another kernel (the CPU fallback, a Rust kernel).
     Other,
 }
@@ -633,16 +639,19 @@ fn run<'py>(
             }
             // Its library was collected (no function): the general path says so.
             Some(match kernel?.tag::<Arc<PyKernel>>() {
-                Some(k) => Found::Python(k.func(py)?, k.boxed, masked),
+                Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
                 None => Found::Other,
             })
         })
         .flatten()?;
-    let (func, boxed, masked) = match found {
-        Found::Python(func, boxed, masked) => (func, boxed, masked),
+    let (func, boxed, array, masked) = match found {
+        Found::Python(func, boxed, array, masked) => (func, boxed, array, masked),
         Found::Other => {
             if !done_ok {
                 return None;
+            }
+            if let Some(r) = run_fallback(slf, plan, body, keys, b) {
+                return Some(Ok(Rets::Done(r)));
             }
             return op
                 .resolve(keys, |schema, masked, kernel| {
@@ -673,8 +682,184 @@ fn run<'py>(
     Some(if boxed {
         call_boxed(py, &func, slf, op, schema, masked, body, kobjs, b)
     } else {
-        call_unboxed(py, &func, op, schema, masked, body, kobjs, b, reuse)
+        call_unboxed(py, &func, array, op, schema, masked, body, kobjs, b, reuse)
     })
+}
+
+/// A call of backend tensors that the CPU fallback serves with a Python CPU kernel, run
+/// without a stack: the caller's tensors go through the fallback's maps (`run_with_maps`: the
+/// moves, checks, policy and counters of the typed fallback) straight to the kernel's NumPy
+/// arguments, and its NumPy result straight to the device. The boxed way built a stack of the
+/// arguments, walked it by the schema, built the kernel's arguments from it, wrapped the result
+/// as a CPU tensor holding the array object and copied that into the device: two thirds of a
+/// one-element call's time outside NumPy (issue 18).
+///
+/// `None` before anything ran where the boxed way must serve: another kernel, a boxed or
+/// collected Python kernel, keyword-only arguments, a NumPy array among the tensors, a return
+/// that is not one Tensor, or an operator or backend the typed fallback does not serve. Once
+/// the kernel ran, every outcome is the boxed way's: the same conversions and the same errors,
+/// noted the same way. Not inlined into `run`, whose other calls (a Python kernel's) it would
+/// slow with its frame.
+#[inline(never)]
+fn run_fallback<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    plan: &Plan,
+    body: &Body,
+    keys: DispatchKeySet,
+    b: &Bound_<'py>,
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    if !b.wraps || body.kwonly || body.rets.len() != 1 {
+        return None;
+    }
+    let ret = &body.rets[0];
+    if ret.kind != Kind::Tensor || ret.optional {
+        return None;
+    }
+    let py = slf.py();
+    let op = &slf.get().handle;
+    // The tensors of the call, by argument (the general path's stack holds the same ones).
+    let mut tensors: [Option<crate::tensor::Tensor>; MAX] = Default::default();
+    for ((a, g), slot) in body.args.iter().zip(b.given.iter()).zip(tensors.iter_mut()) {
+        if a.kind != Kind::Tensor {
+            continue;
+        }
+        match g.cast::<PyTensor>() {
+            Ok(t) => *slot = Some(t.get().inner.clone()),
+            Err(_) if g.is_none() => {}
+            Err(_) => return None,
+        }
+    }
+    let n = body.args.len();
+    let result = op
+        .with_table(keys, |table| {
+            let masked = table.masked(keys);
+            let key = masked.highest()?;
+            crate::fallback::CpuFallback::of(table.kernel(masked)?)?;
+            if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+                return None;
+            }
+            let cpu = table.kernel(DispatchKey::CPU.set())?;
+            let kernel = cpu.tag::<Arc<PyKernel>>().filter(|k| !k.boxed)?;
+            let func = kernel.func(py)?;
+            let array = kernel.array;
+            crate::fallback::run_with_maps(op, table, key, |maps| {
+                kernel_in_fallback(
+                    py,
+                    &func,
+                    array,
+                    op,
+                    &plan.schema,
+                    key,
+                    b,
+                    &mut tensors[..n],
+                    maps,
+                )
+            })
+        })?
+        .py(py);
+    Some(result.and_then(|t| {
+        // As `returns_to_py` gives it: an argument's tensor as the caller's object.
+        for g in b.given.iter() {
+            if let Ok(gt) = g.cast::<PyTensor>() {
+                if gt.get().inner.same(&t) {
+                    return Ok(g.clone());
+                }
+            }
+        }
+        if t.key() == DispatchKey::CPU {
+            cpu_tensor_to_numpy(py, &t, true)
+        } else {
+            wrap(py, t)
+        }
+    }))
+}
+
+/// The fallback's steps 1-3 around the Python kernel `func` (see `run_fallback`): the result's
+/// tensor on the device.
+#[allow(clippy::too_many_arguments)]
+fn kernel_in_fallback<'py>(
+    py: Python<'py>,
+    func: &Bound<'py, PyAny>,
+    array: bool,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    key: DispatchKey,
+    b: &Bound_<'py>,
+    tensors: &mut [Option<crate::tensor::Tensor>],
+    maps: &mut dyn crate::kernel::TensorMaps,
+) -> crate::Result<crate::tensor::Tensor> {
+    let cpu_keys = DispatchKey::CPU.set();
+    // 1. The backend's tensors to the CPU.
+    {
+        let n = tensors.len();
+        let mut slots: [Option<&mut crate::tensor::Tensor>; MAX] = Default::default();
+        for (s, t) in slots.iter_mut().zip(tensors.iter_mut()) {
+            *s = t.as_mut();
+        }
+        maps.args(&mut crate::kernel::TensorBatch::new(&mut slots[..n]), true)?;
+    }
+    // 2. The kernel, with CPU tensors as NumPy arrays (one object a tensor) and the other
+    // arguments as the fast bind made them.
+    let kernel_err = |maps: &mut dyn crate::kernel::TensorMaps, e: PyErr| {
+        maps.kernel_error(kernel_error(py, e, op, cpu_keys))
+    };
+    let mut objs = Objs::new();
+    for (i, (t, k)) in tensors.iter().zip(b.kernel.iter()).enumerate() {
+        let Some(t) = t else {
+            objs.push(k.clone());
+            continue;
+        };
+        let earlier = tensors[..i]
+            .iter()
+            .zip(objs.iter())
+            .find_map(|(e, o)| e.as_ref().filter(|e| e.same(t)).map(|_| o.clone()));
+        let obj = match earlier {
+            Some(o) => Ok(o),
+            None if t.key() == DispatchKey::CPU => kernel_array(py, t, false),
+            None => wrap(py, t.clone()),
+        };
+        match obj {
+            Ok(o) => objs.push(o),
+            Err(e) => return Err(kernel_err(maps, e)),
+        }
+    }
+    let wrapper = array.then(|| func.cast::<ArrayKernel>().ok()).flatten();
+    let out = match wrapper {
+        Some(w) => {
+            vectorcall(w.get().kernel.bind(py), objs.as_slice()).and_then(|out| w.get().finish(out))
+        }
+        None => vectorcall(func, objs.as_slice()),
+    };
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => return Err(kernel_err(maps, e)),
+    };
+    // The return as the kernel wrapper converts it: an argument's array is that argument's
+    // tensor; a new NumPy array, for Native, goes into host memory at once (the one copy
+    // `from_cpu` would make of it; if it cannot, `from_cpu` says why, as before).
+    let passed = tensors
+        .iter()
+        .zip(objs.iter())
+        .find_map(|(t, o)| t.as_ref().filter(|_| o.is(&out)).cloned());
+    let cpu = match passed {
+        Some(t) => t,
+        None if key == DispatchKey::NATIVE
+            && out.is_exact_instance_of::<numpy::PyUntypedArray>() =>
+        {
+            match super::tensor::numpy_to_host(&out) {
+                Ok(h) => crate::tensor::Tensor::host(crate::tensor::Device::CPU, h),
+                Err(_) => super::tensor::numpy_tensor(&out),
+            }
+        }
+        None => match super::convert::to_tensor(&out, &mut Passed::default()) {
+            Ok(t) => t,
+            Err(m) => {
+                return Err(maps.kernel_error(ret_error(op, schema, cpu_keys, 0, m)));
+            }
+        },
+    };
+    // 3. The result to the device.
+    maps.ret(cpu)
 }
 
 thread_local! {
@@ -740,6 +925,7 @@ fn call_kernel_boxed<'py>(
 fn call_unboxed<'py>(
     py: Python<'py>,
     func: &Bound<'py, PyAny>,
+    array: bool,
     op: &OperatorHandle,
     schema: &OpSchema,
     keys: DispatchKeySet,
@@ -749,6 +935,15 @@ fn call_unboxed<'py>(
     reuse: Option<&[Bound<'py, PyAny>]>,
 ) -> PyResult<Rets<'py>> {
     let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
+    let wrapper = array.then(|| func.cast::<ArrayKernel>().ok()).flatten();
+    let inner;
+    let func = match wrapper {
+        Some(w) => {
+            inner = w.get().kernel.bind(py).clone();
+            &inner
+        }
+        None => func,
+    };
     let out = match reuse {
         Some(args) => vectorcall(func, args),
         None => {
@@ -777,6 +972,10 @@ fn call_unboxed<'py>(
             }
         }
     }
+    .and_then(|out| match wrapper {
+        Some(w) => w.get().finish(out),
+        None => Ok(out),
+    })
     .map_err(py_err)?;
     let n = body.rets.len();
     let mut rets = Objs::new();

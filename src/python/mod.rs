@@ -1,6 +1,7 @@
 //! The Python bindings (`boxfall._boxfall`): the only part of the crate that names pyo3 or
 //! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error.
 
+mod array_ops;
 mod backend;
 mod convert;
 mod coverage;
@@ -279,6 +280,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schema::parse_schemas_count, m)?)?;
     m.add_function(wrap_pyfunction!(ops::overloads, m)?)?;
     m.add_function(wrap_pyfunction!(ops::find_op, m)?)?;
+    m.add_function(wrap_pyfunction!(array_ops::array_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;

@@ -240,25 +240,34 @@ impl PyOpOverload {
     }
 
     /// From inside a kernel: dispatches on `keys` without its highest key.
-    #[pyo3(signature = (keys, *args, **kwargs))]
+    ///
+    /// `keys` is taken from the arguments here rather than by PyO3's signature, which would
+    /// copy the rest into a new tuple on every call (a tenth of a Python fallback's hop by
+    /// `stack[:] = [op.redispatch(keys, *stack)]`); as a keyword it is taken only when no
+    /// argument is positional, as PyO3 binds it.
+    #[pyo3(signature = (*args, **kwargs), text_signature = "($self, keys, *args, **kwargs)")]
     fn redispatch<'py>(
         slf: &Bound<'py, Self>,
-        keys: PyRef<'py, PyKeySet>,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
+        let (keys, args, kwargs) = split_keys(args, kwargs)?;
+        let keys = keys.cast::<PyKeySet>()?.get().0;
+        let kwargs = kwargs.as_ref();
         let _level = recursion::enter(py)?;
-        if let Some(r) = fast::redispatch(slf, keys.0, args.as_slice(), kwargs) {
+        let all = args.as_slice();
+        if let Some(r) = fast::redispatch(slf, keys, &all[all.len().min(1)..], kwargs) {
             return r;
         }
+        let args = args.get_slice(1, args.len());
         let handle = &slf.get().handle;
         let schema = schema_of(py, handle)?;
         let mut passed = Passed::default();
-        let mut stack = bind(&schema, args, kwargs, &mut passed)
+        let mut stack = bind(&schema, &args, kwargs, &mut passed)
             .map_err(|m| argument_error(handle, &schema, m))
             .py(py)?;
-        handle.redispatch_boxed(keys.0, &mut stack).py(py)?;
+        handle.redispatch_boxed(keys, &mut stack).py(py)?;
         returns_to_py(py, &stack, &passed)
     }
 
@@ -300,6 +309,41 @@ impl PyOpOverload {
     fn __repr__(&self) -> String {
         format!("OpOverload({})", self.handle.name())
     }
+}
+
+/// `redispatch`'s `keys` (the first positional argument, or the keyword `keys` when there is no
+/// positional one), the arguments (`keys` still first among them when it was positional) and
+/// the keyword arguments without it.
+#[allow(clippy::type_complexity)]
+fn split_keys<'py>(
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<(
+    Bound<'py, PyAny>,
+    Bound<'py, PyTuple>,
+    Option<Bound<'py, PyDict>>,
+)> {
+    let py = args.py();
+    if let Ok(first) = args.get_item(0) {
+        if kwargs.is_some_and(|k| k.contains("keys").unwrap_or(false)) {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "OpOverload.redispatch() got multiple values for argument 'keys'",
+            ));
+        }
+        return Ok((first, args.clone(), kwargs.cloned()));
+    }
+    let missing = || {
+        pyo3::exceptions::PyTypeError::new_err(
+            "OpOverload.redispatch() missing 1 required positional argument: 'keys'",
+        )
+    };
+    let kwargs = kwargs.ok_or_else(missing)?;
+    let keys = kwargs.get_item("keys")?.ok_or_else(missing)?;
+    let rest = kwargs.copy()?;
+    rest.del_item("keys")?;
+    // The arguments then hold a placeholder where `keys` would have been.
+    let args = PyTuple::new(py, [py.None()])?;
+    Ok((keys, args, Some(rest)))
 }
 
 /// The defined overloads of `ns::op`, in definition order.

@@ -487,7 +487,7 @@ pub fn cpu_tensor_to_numpy<'py>(
 }
 
 /// A boxfall tensor on a device: `.device`, `.dtype`, `.shape`, `.payload`, `.numpy()`.
-#[pyclass(name = "Tensor", module = "boxfall", frozen)]
+#[pyclass(name = "Tensor", module = "boxfall", frozen, freelist = 64)]
 pub struct PyTensor {
     pub inner: Tensor,
 }
@@ -944,12 +944,16 @@ fn array_call(slf: &Bound<'_, PyTensor>, name: &str) -> PyResult<Py<PyAny>> {
         .map(Bound::unbind)
 }
 
-/// `_array_methods.<name>(slf, other)`: a binary operator method.
+/// `_array_methods.<name>(slf, other)`: a binary operator method (its operator called
+/// directly, where the operand's type alone decides it: `array_ops`).
 fn array_method(
     slf: &Bound<'_, PyTensor>,
     name: &str,
     other: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
+    if let Some(r) = super::array_ops::binary(slf, name, other) {
+        return r;
+    }
     array_module(slf.py())?
         .getattr(name)?
         .call1((slf, other))

@@ -4,6 +4,9 @@
 the same name, so each operator method is the operator of its function (``x + y`` is
 ``array_api::add``, ``1 + x`` is ``array_api::add.Scalar_Tensor``, ``x @ y`` is
 ``array_api::matmul``) and goes through the dispatcher, where a backend can take it natively.
+For the operands whose type alone decides the operator (a ``bf.Tensor``, a NumPy array, a plain
+``bool``, ``int`` or ``float``) the binary methods call that operator from Rust directly
+(``src/python/array_ops.rs``), as the functions here would; every other operand comes here.
 The in-place operators are the operators ``array_api::<name>_`` (``x += y`` is
 ``array_api::add_``, ``x += 1`` is ``array_api::add_.Scalar``), whose ``Tensor(a!)`` argument
 the CPU fallback writes back into the device tensor.

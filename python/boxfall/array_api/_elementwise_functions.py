@@ -171,13 +171,6 @@ def _unary_kernel(f: Callable[[Any], Any], name: str) -> Callable[..., Any]:
     return kernel
 
 
-def _binary_kernel(f: Callable[[Any, Any], Any]) -> Callable[..., Any]:
-    def kernel(x1: Any, x2: Any, /) -> Any:
-        return f(x1, x2)
-
-    return kernel
-
-
 def _in_place_kernel(f: Any) -> Callable[..., Any]:
     def kernel(x1: Any, x2: Any, /) -> Any:
         f(x1, x2, out=x1)
@@ -195,7 +188,9 @@ def _clip(x: Any, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002
 def _rows() -> list[Op]:
     rows = [Op(f"{n}(Tensor x) -> Tensor", _unary_kernel(f, n)) for n, f in UNARY.items()]
     for n, f in BINARY.items():
-        k = _binary_kernel(f)
+        # The ufunc itself: boxfall calls a kernel with the schema's two positional arguments,
+        # as a Python function around it did, one Python frame a call sooner (issue 16).
+        k = f
         rows += [
             Op(f"{n}(Tensor x1, Tensor x2) -> Tensor", k, public=False),
             Op(f"{n}.Tensor_Scalar(Tensor x1, Scalar x2) -> Tensor", k, public=False),

@@ -26,7 +26,6 @@ Conventions of the schemas (the standard's types in PyTorch's language):
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -73,11 +72,9 @@ def _as_arrays(result: Any) -> Any:
 
 
 def _cpu_kernel(kernel: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(kernel)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        return _as_arrays(kernel(*args, **kwargs))
-
-    return run
+    # `_as_arrays(kernel(*args, **kwargs))`, in Rust: a Python function here was two more
+    # Python frames on every call of every operator (its NumPy-array results skip `_as_arrays`).
+    return _boxfall.array_kernel(kernel, _as_arrays)
 
 
 def dtype_name(dtype: Any) -> str | None:

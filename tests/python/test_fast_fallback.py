@@ -1,0 +1,223 @@
+"""A Python call of backend tensors whose CPU kernel is a Python function runs the CPU fallback
+without a stack (``fast.rs``, ``run_fallback``): it gives what the general path gives (the
+values, the result's device and dtype, the errors with their notes, the counters and the
+policy), for every case it takes and every case it hands on.
+
+``both`` runs a call on the fast path and on the general path (``_boxfall.set_fast_path``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import boxfall as bf
+import numpy as np
+import pytest
+from boxfall import _boxfall
+
+STAT_KEYS = ("fallbacks", "failures", "bytes_to_cpu", "bytes_from_cpu")
+
+
+def both(fn):
+    """``fn()`` on the fast path, then on the general path."""
+    out = []
+    for on in (True, False):
+        before = _boxfall.set_fast_path(on)
+        try:
+            out.append(fn())
+        finally:
+            _boxfall.set_fast_path(before)
+    return out[0], out[1]
+
+
+def outcome(fn):
+    """What ``fn()`` gives: the result's device, dtype and values, or the exception's type,
+    text and notes."""
+    try:
+        r = fn()
+    except Exception as e:  # noqa: BLE001 - any exception is the outcome here
+        return ("error", type(e), str(e), tuple(getattr(e, "__notes__", [])))
+    if isinstance(r, bf.Tensor):
+        return ("tensor", r.device, str(r.dtype), r.numpy().tolist())
+    return ("other", type(r), np.asarray(r).tolist())
+
+
+def counted(name, fn):
+    """``outcome(fn)`` and the counters it moved."""
+    bf.metrics.reset()
+    out = outcome(fn)
+    stats = bf.metrics.op_stats(name)
+    return out, {k: stats[k] for k in STAT_KEYS}
+
+
+def same_on_both_paths(name, fn):
+    fast, general = both(lambda: counted(name, fn))
+    assert fast == general
+    return fast
+
+
+@pytest.fixture
+def ns(unique_name):
+    return unique_name("fastfb").lower()
+
+
+@pytest.fixture
+def lib(ns):
+    with bf.Library(ns, "DEF") as lib:
+        yield lib
+
+
+def op_of(ns, name):
+    return getattr(getattr(bf.ops, ns), name).default
+
+
+def test_a_binary_kernel_gives_the_same_result_and_counters(ns, lib):
+    lib.define("add(Tensor a, Tensor b) -> Tensor")
+    lib.impl("add", np.add, "CPU")
+    x, y = bf.native.tensor(np.arange(3.0)), bf.native.tensor(np.ones(3))
+    (out, stats) = same_on_both_paths(f"{ns}::add", lambda: op_of(ns, "add")(x, y))
+    assert out == ("tensor", "Native:0", "float64", [1.0, 2.0, 3.0])
+    assert stats == {"fallbacks": 1, "failures": 0, "bytes_to_cpu": 48, "bytes_from_cpu": 24}
+
+
+def test_scalars_defaults_and_one_tensor_twice(ns, lib):
+    lib.define("axpy(Tensor a, Tensor b, float s=2.0, int k=1) -> Tensor")
+    seen = []
+
+    def axpy(a, b, s, k):
+        seen.append(a is b)
+        return a * s + b * k
+
+    lib.impl("axpy", axpy, "CPU")
+    x = bf.native.tensor(np.arange(4.0))
+    op = op_of(ns, "axpy")
+    same_on_both_paths(f"{ns}::axpy", lambda: op(x, x))
+    same_on_both_paths(f"{ns}::axpy", lambda: op(x, x, 0.5, 3))
+    # One tensor passed twice reaches the kernel as one array, on both paths.
+    assert seen and all(seen)
+
+
+def test_integer_and_bool_results_come_back_in_their_dtypes(ns, lib):
+    lib.define("lt(Tensor a, Tensor b) -> Tensor")
+    lib.define("floor(Tensor a) -> Tensor")
+    lib.impl("lt", np.less, "CPU")
+    lib.impl("floor", lambda a: np.floor(a).astype(np.int32), "CPU")
+    x = bf.native.tensor(np.array([1.0, 5.0]))
+    y = bf.native.tensor(np.array([2.0, 3.0]))
+    out, _ = same_on_both_paths(f"{ns}::lt", lambda: op_of(ns, "lt")(x, y))
+    assert out == ("tensor", "Native:0", "bool", [True, False])
+    out, _ = same_on_both_paths(f"{ns}::floor", lambda: op_of(ns, "floor")(x))
+    assert out == ("tensor", "Native:0", "int32", [1, 5])
+
+
+def test_a_strided_or_big_endian_result_is_copied_in_order(ns, lib):
+    lib.define("rev(Tensor a) -> Tensor")
+    lib.define("swap(Tensor a) -> Tensor")
+    lib.impl("rev", lambda a: (a * 2)[::-1], "CPU")
+    lib.impl("swap", lambda a: (a * 2).astype(">f8"), "CPU")
+    x = bf.native.tensor(np.arange(4.0))
+    out, _ = same_on_both_paths(f"{ns}::rev", lambda: op_of(ns, "rev")(x))
+    assert out[3] == [6.0, 4.0, 2.0, 0.0]
+    out, _ = same_on_both_paths(f"{ns}::swap", lambda: op_of(ns, "swap")(x))
+    assert out[3] == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_a_kernel_returning_its_argument(ns, lib):
+    lib.define("ident(Tensor a) -> Tensor")
+    lib.impl("ident", lambda a: a, "CPU")
+    x = bf.native.tensor(np.arange(2.0))
+    fast, general = both(lambda: op_of(ns, "ident")(x))
+    assert (fast is x) == (general is x)
+    assert fast.numpy().tolist() == general.numpy().tolist() == [0.0, 1.0]
+    same_on_both_paths(f"{ns}::ident", lambda: op_of(ns, "ident")(x))
+
+
+def test_kernel_exceptions_keep_their_type_text_and_notes(ns, lib):
+    lib.define("boom(Tensor a) -> Tensor")
+
+    def boom(a):
+        raise KeyError("nope")
+
+    lib.impl("boom", boom, "CPU")
+    x = bf.native.tensor(np.ones(1))
+    out, stats = same_on_both_paths(f"{ns}::boom", lambda: op_of(ns, "boom")(x))
+    assert out[0] == "error" and out[1] is KeyError and out[3]
+    assert stats["fallbacks"] == 1 and stats["failures"] == 1
+
+
+def test_a_lent_argument_stays_read_only(ns, lib):
+    lib.define("scribble(Tensor a) -> Tensor")
+
+    def scribble(a):
+        a[0] = 7.0
+        return a
+
+    lib.impl("scribble", scribble, "CPU")
+    x = bf.native.tensor(np.ones(2))
+    out, _ = same_on_both_paths(f"{ns}::scribble", lambda: op_of(ns, "scribble")(x))
+    assert out[0] == "error" and out[1] is ValueError
+    assert x.numpy().tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        pytest.param(lambda a: [1.0], id="a list"),
+        pytest.param(lambda a: "text", id="a string"),
+        pytest.param(lambda a: None, id="None"),
+        pytest.param(lambda a: np.array(["a"]), id="an unsupported dtype"),
+        pytest.param(lambda a: np.float64(1.0), id="a NumPy scalar"),
+    ],
+)
+def test_a_bad_return_is_the_same_error(ns, lib, result):
+    lib.define("bad(Tensor a) -> Tensor")
+    lib.impl("bad", result, "CPU")
+    x = bf.native.tensor(np.ones(1))
+    out, stats = same_on_both_paths(f"{ns}::bad", lambda: op_of(ns, "bad")(x))
+    assert out[0] == "error"
+    assert stats["failures"] == 1
+
+
+def test_the_policy_refuses_and_warns_alike(ns, lib):
+    lib.define("neg(Tensor a) -> Tensor")
+    lib.impl("neg", np.negative, "CPU")
+    x = bf.native.tensor(np.ones(2))
+    op = op_of(ns, "neg")
+    bf.set_fallback_policy("error")
+    try:
+        out, stats = same_on_both_paths(f"{ns}::neg", lambda: op(x))
+    finally:
+        bf.set_fallback_policy("allow")
+    assert out[0] == "error" and out[1] is bf.FallbackError
+    assert stats == {"fallbacks": 1, "failures": 1, "bytes_to_cpu": 0, "bytes_from_cpu": 0}
+    caught = []
+    for on in (True, False):
+        before = _boxfall.set_fast_path(on)
+        bf.set_fallback_policy("warn")
+        bf.metrics.reset()  # forgets which operators warned
+        try:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                op(x)
+                op(x)
+            caught.append([(type(m.message), str(m.message)) for m in w])
+        finally:
+            bf.set_fallback_policy("allow")
+            _boxfall.set_fast_path(before)
+    assert caught[0] == caught[1] and len(caught[0]) == 1
+
+
+def test_a_python_backend_and_mixed_devices_give_the_same(ns, lib, backend_factory):
+    accel = backend_factory("FastFbAccel")
+    lib.define("add(Tensor a, Tensor b) -> Tensor")
+    lib.impl("add", np.add, "CPU")
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, accel.name)
+        a = accel.tensor(np.arange(2.0))
+        out, _ = same_on_both_paths(f"{ns}::add", lambda: op_of(ns, "add")(a, a))
+        assert out[1] == accel.device and out[3] == [0.0, 2.0]
+        x = bf.native.tensor(np.ones(2))
+        out, _ = same_on_both_paths(f"{ns}::add", lambda: op_of(ns, "add")(x, a))
+        assert out[0] == "error" and out[1] is bf.FallbackError
+    # A NumPy array beside a Native tensor: the general way serves it, as before.
+    same_on_both_paths(f"{ns}::add", lambda: op_of(ns, "add")(x, np.ones(2)))
