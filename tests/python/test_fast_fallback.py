@@ -166,7 +166,6 @@ def test_a_lent_argument_stays_read_only(ns, lib):
         pytest.param(lambda a: "text", id="a string"),
         pytest.param(lambda a: None, id="None"),
         pytest.param(lambda a: np.array(["a"]), id="an unsupported dtype"),
-        pytest.param(lambda a: np.float64(1.0), id="a NumPy scalar"),
     ],
 )
 def test_a_bad_return_is_the_same_error(ns, lib, result):
@@ -176,6 +175,17 @@ def test_a_bad_return_is_the_same_error(ns, lib, result):
     out, stats = same_on_both_paths(f"{ns}::bad", lambda: op_of(ns, "bad")(x))
     assert out[0] == "error"
     assert stats["failures"] == 1
+
+
+def test_a_numpy_scalar_return_is_a_0d_tensor_on_both_paths(ns, lib):
+    # NumPy's reductions return NumPy scalars for 0-d results; a Tensor return takes them as
+    # 0-d arrays (as a Tensor argument does), on the fast path as on the general one.
+    lib.define("total(Tensor a) -> Tensor")
+    lib.impl("total", lambda a: np.float64(a.sum()), "CPU")
+    x = bf.native.tensor(np.arange(4.0))
+    out, stats = same_on_both_paths(f"{ns}::total", lambda: op_of(ns, "total")(x))
+    assert out == ("tensor", "Native:0", "float64", 6.0)
+    assert stats["failures"] == 0
 
 
 def test_the_policy_refuses_and_warns_alike(ns, lib):
