@@ -40,6 +40,7 @@ from . import (
     _info,
     _linear_algebra_functions,
     _manipulation_functions,
+    _registry,
     _searching_functions,
     _set_functions,
     _sorting_functions,
