@@ -10,7 +10,7 @@
 use ndarray::{ArrayD, ArrayView1, ArrayViewD, Axis, Ix2, Zip};
 use num_complex::Complex;
 
-use super::cast::cast_host;
+use super::cast::{cast_host, Cast};
 use super::elem::{with_elem, HostElem};
 use super::kernels::{fall_back, kernel_error, native_host, reduce_dims, result_of, run_blocking};
 use super::promote::{accumulation, safe};
@@ -120,6 +120,37 @@ impl<T: HostElem> Reducer<T> for Prod {
     }
 }
 
+/// The extreme of a contiguous run: eight running extremes compared without branches (which
+/// vectorizes), and whether a NaN was seen (`v != v`), which then is the result.
+#[allow(clippy::eq_op)]
+fn extreme_slice<T: HostElem>(s: &[T], max: bool) -> T {
+    let Some(&first) = s.first() else {
+        return T::ZERO;
+    };
+    let mut m = [first; 8];
+    let mut nan = [false; 8];
+    let chunks = s.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for j in 0..8 {
+            let v = c[j];
+            let better = if max {
+                T::less(m[j], v)
+            } else {
+                T::less(v, m[j])
+            };
+            m[j] = if better { v } else { m[j] };
+            nan[j] |= v != v;
+        }
+    }
+    if nan.iter().any(|&n| n) {
+        return s.iter().copied().find(|&v| v != v).unwrap_or(first);
+    }
+    let f = if max { T::max } else { T::min };
+    let folded = m.iter().fold(first, |a, &v| f(a, v));
+    rest.iter().fold(folded, |a, &v| f(a, v))
+}
+
 /// NaN-propagating extremes (never empty: empty ones are the CPU kernel's error).
 struct Extreme(bool);
 impl<T: HostElem> Reducer<T> for Extreme {
@@ -127,7 +158,7 @@ impl<T: HostElem> Reducer<T> for Extreme {
         let first = lane.first().copied().unwrap_or(T::ZERO);
         let f = if self.0 { T::max } else { T::min };
         match lane.as_slice() {
-            Some(s) => s.iter().fold(first, |m, &v| f(m, v)),
+            Some(s) => extreme_slice(s, self.0),
             None => lane.fold(first, |m, &v| f(m, v)),
         }
     }
@@ -264,6 +295,64 @@ fn divide(h: &HostArray, count: usize, out: DType, what: &dyn Fn() -> String) ->
     }
 }
 
+/// The sum of a contiguous run of `T` in the wider integer `A`, each element cast as it is
+/// read (no copy); integer sums wrap, so any order gives NumPy's result.
+fn sum_widened<T: HostElem + Cast<A>, A: HostElem>(s: &[T]) -> A {
+    let mut acc = [A::ZERO; 8];
+    let chunks = s.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for j in 0..8 {
+            acc[j] = acc[j].add(c[j].cast());
+        }
+    }
+    let total = acc.iter().fold(A::ZERO, |t, &v| t.add(v));
+    rest.iter().fold(total, |t, &v| t.add(v.cast()))
+}
+
+/// `sum` of a bool or integer array into int64/uint64 over its last axes (all of them, or
+/// `axis=-1`...) of C-ordered memory, without a widened copy; `None` for other layouts.
+fn integer_sum(
+    a: &HostArray,
+    acc: DType,
+    dims: &[usize],
+    keepdims: bool,
+    what: &(dyn Fn() -> String + Sync),
+) -> Result<Option<HostArray>> {
+    let ndim = a.shape().len();
+    let trailing = dims.iter().enumerate().all(|(i, &d)| d == ndim - 1 - i);
+    let inner: usize = a.shape()[ndim - dims.len().min(ndim)..].iter().product();
+    if !trailing || dims.is_empty() || inner == 0 {
+        return Ok(None);
+    }
+    let mut shape = a.shape()[..ndim - dims.len()].to_vec();
+    let out = with_elem!(a.dtype(), T => {
+        let Some(s) = T::of(a).and_then(|x| x.as_slice()) else {
+            return Ok(None);
+        };
+        run_blocking(s.len(), || -> Result<HostArray> {
+            let starts: Vec<usize> = (0..s.len() / inner).collect();
+            Ok(match acc {
+                DType::U64 => HostArray::U64(crate::alloc::try_map_slice(&shape, &starts, what, |r| {
+                    sum_widened::<T, u64>(&s[r * inner..(r + 1) * inner])
+                })?),
+                // `reduction` calls this for int64 and uint64 only.
+                _ => HostArray::I64(crate::alloc::try_map_slice(&shape, &starts, what, |r| {
+                    sum_widened::<T, i64>(&s[r * inner..(r + 1) * inner])
+                })?),
+            })
+        })?
+    });
+    let mut out = out;
+    if keepdims {
+        shape.extend(std::iter::repeat_n(1, dims.len()));
+        out = crate::tensor::host_map!(out, x => x.into_shape_with_order(shape.clone()).map_err(|e| {
+            crate::error::Error::Kernel { context: what(), message: e.to_string() }
+        })?);
+    }
+    Ok(Some(out))
+}
+
 /// The result of reduction `R`; `None`: not covered here.
 fn reduction<const R: u8>(op: &OperatorHandle, stack: &Stack) -> Result<Option<Tensor>> {
     let Some((a, device)) = native_host(stack.first()) else {
@@ -304,6 +393,12 @@ fn reduction<const R: u8>(op: &OperatorHandle, stack: &Stack) -> Result<Option<T
         _ => (d, d),
     };
     let what = result_of(op);
+    let widens = matches!(reduce_in, DType::I64 | DType::U64) && reduce_in != d;
+    if R == SUM && widens && matches!(d.kind(), Kind::Bool | Kind::Signed | Kind::Unsigned) {
+        if let Some(out) = integer_sum(&a, reduce_in, &dims, keepdims, &what)? {
+            return Ok(Some(Tensor::host(device, out)));
+        }
+    }
     let out = run_blocking(a.shape().iter().product(), || -> Result<HostArray> {
         let cast;
         let x: &HostArray = if reduce_in == d {
