@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 import boxfall as bf
-import numpy as np
 
 
 def _find_schemas() -> Path:
