@@ -15,6 +15,7 @@ import timeit
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -269,17 +270,22 @@ def bench_native_kernels(repeat: int, n: int = 1_000_000) -> list[str]:
         b = (a[::-1] + 1).astype(dtype)
         x, y = bf.native.tensor(a), bf.native.tensor(b)
         cases = [
-            ("add", lambda: xp.add(x, y), lambda: a + b, "a + b"),
-            ("multiply", lambda: xp.multiply(x, y), lambda: a * b, "a * b"),
-            ("less", lambda: xp.less(x, y), lambda: a < b, "a < b"),
-            ("add scalar", lambda: xp.add(x, 3), lambda: a + 3, "a + 3"),
-            ("sum", lambda: xp.sum(x), lambda: np.sum(a), "np.sum(a)"),
+            ("add", partial(xp.add, x, y), partial(np.add, a, b), "np.add(a, b)"),
+            (
+                "multiply",
+                partial(xp.multiply, x, y),
+                partial(np.multiply, a, b),
+                "np.multiply(a, b)",
+            ),
+            ("less", partial(xp.less, x, y), partial(np.less, a, b), "np.less(a, b)"),
+            ("add scalar", partial(xp.add, x, 3), partial(np.add, a, 3), "np.add(a, 3)"),
+            ("sum", partial(xp.sum, x), partial(np.sum, a), "np.sum(a)"),
         ]
         if dtype == "float64":
             cases += [
-                ("divide", lambda: xp.divide(x, y), lambda: a / b, "a / b"),
-                ("mean", lambda: xp.mean(x), lambda: np.mean(a), "np.mean(a)"),
-                ("max", lambda: xp.max(x), lambda: np.max(a), "np.max(a)"),
+                ("divide", partial(xp.divide, x, y), partial(np.divide, a, b), "np.divide(a, b)"),
+                ("mean", partial(xp.mean, x), partial(np.mean, a), "np.mean(a)"),
+                ("max", partial(xp.max, x), partial(np.max, a), "np.max(a)"),
             ]
         for label, call, base, base_label in cases:
             p = paired(call, base, number, repeat)
