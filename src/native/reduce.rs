@@ -28,54 +28,92 @@ pub(super) const MEAN: u8 = 2;
 pub(super) const MAX: u8 = 3;
 pub(super) const MIN: u8 = 4;
 
-/// NumPy's pairwise sum of real numbers (`pairwise_sum` of its loops): the same additions in
-/// the same order.
-fn pairwise_real<T: HostElem>(a: &[T]) -> T {
-    let n = a.len();
-    if n < 8 {
-        a.iter().fold(T::ZERO, |s, &v| s.add(v))
-    } else if n <= 128 {
-        let mut r = [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]];
-        let body = n - n % 8;
-        for c in a[8..body].chunks_exact(8) {
-            for j in 0..8 {
-                r[j] = r[j].add(c[j]);
+/// Defines `$name(a) -> T` twice, for the baseline and for AVX2 (chosen at run time, as NumPy
+/// chooses its loops): `$body` with `$self_` the variant itself, for the recursion.
+macro_rules! simd_twice {
+    ($(#[$doc:meta])* fn $name:ident<T>($a:ident: &[T] $(, $p:ident: $pt:ty)*) -> T as $self_:ident $body:block) => {
+        $(#[$doc])*
+        fn $name<T: HostElem>($a: &[T] $(, $p: $pt)*) -> T {
+            #[inline(always)]
+            fn base<T: HostElem>($a: &[T] $(, $p: $pt)*) -> T {
+                #[allow(unused)]
+                use base as $self_;
+                $body
             }
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                fn avx2<T: HostElem>($a: &[T] $(, $p: $pt)*) -> T {
+                    #[allow(unused)]
+                    use avx2 as $self_;
+                    $body
+                }
+                if $a.len() >= 64 && std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2 (checked at run time just above), the one
+                    // requirement of calling a function compiled with it. Exercised by the
+                    // reduction tests (tests/python/test_native_array_api_kernels.py, this
+                    // module's tests) on any AVX2 machine.
+                    return unsafe { avx2($a $(, $p)*) };
+                }
+            }
+            base($a $(, $p)*)
         }
-        let mut res = (r[0].add(r[1]).add(r[2].add(r[3]))).add(r[4].add(r[5]).add(r[6].add(r[7])));
-        for &v in &a[body..] {
-            res = res.add(v);
+    };
+}
+
+simd_twice! {
+    /// NumPy's pairwise sum of real numbers (`pairwise_sum` of its loops): the same additions
+    /// in the same order.
+    fn pairwise_real<T>(a: &[T]) -> T as this {
+        let n = a.len();
+        if n < 8 {
+            a.iter().fold(T::ZERO, |s, &v| s.add(v))
+        } else if n <= 128 {
+            let mut r = [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]];
+            let body = n - n % 8;
+            for c in a[8..body].chunks_exact(8) {
+                for j in 0..8 {
+                    r[j] = r[j].add(c[j]);
+                }
+            }
+            let mut res = (r[0].add(r[1]).add(r[2].add(r[3])))
+                .add(r[4].add(r[5]).add(r[6].add(r[7])));
+            for &v in &a[body..] {
+                res = res.add(v);
+            }
+            res
+        } else {
+            let mut n2 = n / 2;
+            n2 -= n2 % 8;
+            this(&a[..n2]).add(this(&a[n2..]))
         }
-        res
-    } else {
-        let mut n2 = n / 2;
-        n2 -= n2 % 8;
-        pairwise_real(&a[..n2]).add(pairwise_real(&a[n2..]))
     }
 }
 
-/// NumPy's pairwise sum of complex numbers, which it runs over the interleaved real and
-/// imaginary parts: four complex accumulators in blocks of 64.
-fn pairwise_complex<T: HostElem>(a: &[T]) -> T {
-    let n = a.len();
-    if n < 4 {
-        a.iter().fold(T::ZERO, |s, &v| s.add(v))
-    } else if n <= 64 {
-        let mut r = [a[0], a[1], a[2], a[3]];
-        let body = n - n % 4;
-        for c in a[4..body].chunks_exact(4) {
-            for j in 0..4 {
-                r[j] = r[j].add(c[j]);
+simd_twice! {
+    /// NumPy's pairwise sum of complex numbers, which it runs over the interleaved real and
+    /// imaginary parts: four complex accumulators in blocks of 64.
+    fn pairwise_complex<T>(a: &[T]) -> T as this {
+        let n = a.len();
+        if n < 4 {
+            a.iter().fold(T::ZERO, |s, &v| s.add(v))
+        } else if n <= 64 {
+            let mut r = [a[0], a[1], a[2], a[3]];
+            let body = n - n % 4;
+            for c in a[4..body].chunks_exact(4) {
+                for j in 0..4 {
+                    r[j] = r[j].add(c[j]);
+                }
             }
+            let mut res = r[0].add(r[1]).add(r[2].add(r[3]));
+            for &v in &a[body..] {
+                res = res.add(v);
+            }
+            res
+        } else {
+            let k = (n - n % 8) / 2;
+            this(&a[..k]).add(this(&a[k..]))
         }
-        let mut res = r[0].add(r[1]).add(r[2].add(r[3]));
-        for &v in &a[body..] {
-            res = res.add(v);
-        }
-        res
-    } else {
-        let k = (n - n % 8) / 2;
-        pairwise_complex(&a[..k]).add(pairwise_complex(&a[k..]))
     }
 }
 
@@ -120,35 +158,35 @@ impl<T: HostElem> Reducer<T> for Prod {
     }
 }
 
-/// The extreme of a contiguous run: eight running extremes compared without branches (which
-/// vectorizes), and whether a NaN was seen (`v != v`), which then is the result.
-#[allow(clippy::eq_op)]
-fn extreme_slice<T: HostElem>(s: &[T], max: bool) -> T {
-    let Some(&first) = s.first() else {
-        return T::ZERO;
-    };
-    let mut m = [first; 8];
-    let mut nan = [false; 8];
-    let chunks = s.chunks_exact(8);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for j in 0..8 {
-            let v = c[j];
-            let better = if max {
-                T::less(m[j], v)
-            } else {
-                T::less(v, m[j])
-            };
-            m[j] = if better { v } else { m[j] };
-            nan[j] |= v != v;
+simd_twice! {
+    /// The extreme of a contiguous run: eight running extremes compared without branches
+    /// (which vectorizes), and whether a NaN was seen (`v != v`), which then is the result.
+    fn extreme_slice<T>(s: &[T], max: bool) -> T as this {
+        let Some(&first) = s.first() else {
+            return T::ZERO;
+        };
+        let mut m = [first; 8];
+        let mut nan = [false; 8];
+        let chunks = s.chunks_exact(8);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for j in 0..8 {
+                let v = c[j];
+                let better = if max { T::less(m[j], v) } else { T::less(v, m[j]) };
+                m[j] = if better { v } else { m[j] };
+                #[allow(clippy::eq_op)]
+                let is_nan = v != v;
+                nan[j] |= is_nan;
+            }
         }
+        #[allow(clippy::eq_op)]
+        if nan.iter().any(|&n| n) {
+            return s.iter().copied().find(|&v| v != v).unwrap_or(first);
+        }
+        let f = if max { T::max } else { T::min };
+        let folded = m.iter().fold(first, |a, &v| f(a, v));
+        rest.iter().fold(folded, |a, &v| f(a, v))
     }
-    if nan.iter().any(|&n| n) {
-        return s.iter().copied().find(|&v| v != v).unwrap_or(first);
-    }
-    let f = if max { T::max } else { T::min };
-    let folded = m.iter().fold(first, |a, &v| f(a, v));
-    rest.iter().fold(folded, |a, &v| f(a, v))
 }
 
 /// NaN-propagating extremes (never empty: empty ones are the CPU kernel's error).
