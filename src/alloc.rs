@@ -77,10 +77,25 @@ fn advise_huge_pages<T>(v: &mut Vec<T>) {
 
 /// A C-ordered array of `shape` over `v` (which holds exactly its elements).
 fn array_of<T>(shape: &[usize], v: Vec<T>, what: &dyn Fn() -> String) -> Result<ArrayD<T>> {
-    ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| Error::Kernel {
+    // A 0-d or 1-d array is built with its fixed dimension first: the dynamic constructor
+    // spends as long on strides and checks as a small kernel on its arithmetic.
+    match *shape {
+        [] if v.len() == 1 => {
+            return ndarray::Array0::from_shape_vec((), v)
+                .map(|a| a.into_dyn())
+                .map_err(|e| shape_error(what, shape, e))
+        }
+        [n] if n == v.len() => return Ok(ndarray::Array1::from_vec(v).into_dyn()),
+        _ => {}
+    }
+    ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| shape_error(what, shape, e))
+}
+
+fn shape_error(what: &dyn Fn() -> String, shape: &[usize], e: ndarray::ShapeError) -> Error {
+    Error::Kernel {
         context: what(),
         message: format!("cannot make an array of shape {shape:?}: {e}"),
-    })
+    }
 }
 
 /// An array of `shape` whose elements `fill` writes. `fill` gets a `Zip` whose first producer

@@ -132,7 +132,12 @@ fn tensors<const OP: u8>(op: &OperatorHandle, stack: &Stack) -> Result<Option<Te
     else {
         return Ok(None);
     };
-    let Some(shape) = broadcast(a.shape(), b.shape()) else {
+    let same = a.shape() == b.shape();
+    let Some(shape) = (if same {
+        Some(Vec::new())
+    } else {
+        broadcast(a.shape(), b.shape())
+    }) else {
         return Err(kernel_error(
             op,
             format!(
@@ -155,8 +160,10 @@ fn tensors<const OP: u8>(op: &OperatorHandle, stack: &Stack) -> Result<Option<Te
     };
     let (x, y) = (as_dtype(op, &a, d)?, as_dtype(op, &b, d)?);
     let complex = d.kind() == Kind::Complex;
+    // Equal shapes (the common case) are the shape itself, not a broadcast one.
+    let shape: &[usize] = if same { a.shape() } else { &shape };
     let out = with_elem!(d, T => match (T::of(&x), T::of(&y)) {
-        (Some(x), Some(y)) => compute::<T, OP>(op, &shape, Side::Array(x), Side::Array(y), complex)?,
+        (Some(x), Some(y)) => compute::<T, OP>(op, shape, Side::Array(x), Side::Array(y), complex)?,
         _ => None,
     });
     Ok(out.map(|o| Tensor::host(device, o)))
