@@ -85,9 +85,52 @@ simd_twice! {
         } else {
             let mut n2 = n / 2;
             n2 -= n2 % 8;
-            this(&a[..n2]).add(this(&a[n2..]))
+            let (l, r) = a.split_at(n2);
+            if l.len() <= 128 && r.len() <= 128 {
+                // Two last blocks: summed side by side, each exactly as alone (two chains of
+                // additions instead of one, so the adds do not wait on each other).
+                let (x, y) = leaf_pair(l, r);
+                return x.add(y);
+            }
+            this(l).add(this(r))
         }
     }
+}
+
+/// The pairwise sums of two blocks of 8 to 128 elements, each as `pairwise_real` sums one:
+/// eight accumulators, combined as NumPy combines them, then the rest one by one.
+#[inline(always)]
+fn leaf_pair<T: HostElem>(l: &[T], r: &[T]) -> (T, T) {
+    #[inline(always)]
+    fn start<T: HostElem>(a: &[T]) -> [T; 8] {
+        [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]]
+    }
+    #[inline(always)]
+    fn step<T: HostElem>(acc: &mut [T; 8], c: &[T]) {
+        for j in 0..8 {
+            acc[j] = acc[j].add(c[j]);
+        }
+    }
+    #[inline(always)]
+    fn finish<T: HostElem>(r: [T; 8], rest: &[T]) -> T {
+        let res = (r[0].add(r[1]).add(r[2].add(r[3]))).add(r[4].add(r[5]).add(r[6].add(r[7])));
+        rest.iter().fold(res, |s, &v| s.add(v))
+    }
+    let (lb, rb) = (l.len() - l.len() % 8, r.len() - r.len() % 8);
+    let (mut x, mut y) = (start(l), start(r));
+    let (lc, rc) = (l[8..lb].chunks_exact(8), r[8..rb].chunks_exact(8));
+    let common = lc.len().min(rc.len());
+    for (p, q) in lc.clone().zip(rc.clone()) {
+        step(&mut x, p);
+        step(&mut y, q);
+    }
+    for p in lc.skip(common) {
+        step(&mut x, p);
+    }
+    for q in rc.skip(common) {
+        step(&mut y, q);
+    }
+    (finish(x, &l[lb..]), finish(y, &r[rb..]))
 }
 
 simd_twice! {
