@@ -211,7 +211,9 @@ pub(super) fn kernel<const OP: u8, const FORM: u8>(
     };
     match (out, FORM) {
         (Some(t), _) => {
-            *stack = vec![IValue::Tensor(t)];
+            // The stack keeps its memory: the arguments go, the result takes their place.
+            stack.clear();
+            stack.push(IValue::Tensor(t));
             Ok(())
         }
         (None, TENSORS) => fall_back::<(Tensor, Tensor)>(op, stack),

@@ -506,7 +506,9 @@ pub(super) fn kernel<const R: u8>(
 ) -> Result<()> {
     match reduction::<R>(op, stack)? {
         Some(t) => {
-            *stack = vec![IValue::Tensor(t)];
+            // The stack keeps its memory: the arguments go, the result takes their place.
+            stack.clear();
+            stack.push(IValue::Tensor(t));
             Ok(())
         }
         None if R == SUM || R == PROD => fall_back::<(Tensor, IValue, IValue, bool)>(op, stack),
