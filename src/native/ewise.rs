@@ -158,7 +158,11 @@ fn tensors<const OP: u8>(op: &OperatorHandle, stack: &Stack) -> Result<Option<Te
     let Some(d) = computes_in::<OP>(promoted) else {
         return Ok(None);
     };
-    let (x, y) = (as_dtype(op, &a, d)?, as_dtype(op, &b, d)?);
+    // A cast copy of a large operand runs without the GIL too.
+    let n = a.shape().iter().product::<usize>() + b.shape().iter().product::<usize>();
+    let (x, y) = run_blocking(n, || -> Result<_> {
+        Ok((as_dtype(op, &a, d)?, as_dtype(op, &b, d)?))
+    })?;
     let complex = d.kind() == Kind::Complex;
     // Equal shapes (the common case) are the shape itself, not a broadcast one.
     let shape: &[usize] = if same { a.shape() } else { &shape };
@@ -182,7 +186,7 @@ fn with_python_scalar<const OP: u8>(
     let Some(d) = with_scalar(a.dtype(), s).and_then(computes_in::<OP>) else {
         return Ok(None);
     };
-    let x = as_dtype(op, &a, d)?;
+    let x = run_blocking(a.shape().iter().product(), || as_dtype(op, &a, d))?;
     let complex = d.kind() == Kind::Complex;
     let shape = a.shape().to_vec();
     let out = with_elem!(d, T => match T::of(&x) {

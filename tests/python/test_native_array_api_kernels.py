@@ -291,3 +291,39 @@ def test_the_namespaces_operators_use_the_rust_kernels():
     assert (x + 1).dtype == np.uint16
     assert (x / 2).dtype == np.float64
     assert xp.sum(y).dtype == np.int64
+
+
+def test_large_inputs_from_several_threads_give_numpys_results():
+    """Inputs above the blocking threshold (computed with the GIL released, results of 4 MiB
+    and more in huge pages, loops in the CPU's widest vectors) from several threads at once."""
+    import threading
+
+    n = 1 << 20
+    a = np.random.default_rng(10).normal(size=n)
+    b = (np.arange(n) % 1000).astype("int16")
+    x, y = bf.native.tensor(a), bf.native.tensor(b)
+    want = (a + b, a < b, np.sum(a), b * 3, np.sum(b), np.max(a))
+    results: list = []
+
+    def work():
+        results.append(
+            (
+                xp.add(x, y).numpy(),  # int16 cast to float64, then added
+                xp.less(x, y).numpy(),
+                xp.sum(x).numpy(),
+                xp.multiply(y, 3).numpy(),
+                xp.sum(y).numpy(),  # widened to int64 as it is read
+                xp.max(x).numpy(),
+            )
+        )
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4
+    for got in results:
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == np.asarray(w).dtype
+            assert g.tobytes() == np.asarray(w).tobytes()
