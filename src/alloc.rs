@@ -133,6 +133,14 @@ fn wrong_length(what: &dyn Fn() -> String, shape: &[usize], len: usize) -> Error
     }
 }
 
+/// Whether the CPU has AVX-512F and BW (the loops of large results use them, as NumPy's do).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn has_avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+}
+
 /// Writes `f(x)` into each slot of `out` (as many as `xs` has: the callers pass equal lengths).
 /// Compiled twice on x86-64: for the baseline and for AVX2, chosen at run time as NumPy chooses
 /// its loops, so the flat loop vectorizes four or eight elements wide where the CPU can.
@@ -149,6 +157,17 @@ fn map_into<A: Copy, T: Copy>(out: &mut [MaybeUninit<T>], xs: &[A], f: &impl Fn(
         #[target_feature(enable = "avx2")]
         fn avx2<A: Copy, T: Copy>(out: &mut [MaybeUninit<T>], xs: &[A], f: &impl Fn(A) -> T) {
             run(out, xs, f)
+        }
+        #[target_feature(enable = "avx512f,avx512bw")]
+        fn avx512<A: Copy, T: Copy>(out: &mut [MaybeUninit<T>], xs: &[A], f: &impl Fn(A) -> T) {
+            run(out, xs, f)
+        }
+        if out.len() >= 4096 && has_avx512() {
+            // SAFETY: the CPU has AVX-512F and BW (checked at run time just above), the one
+            // requirement of calling a function compiled with them. Exercised by the large
+            // Native kernel tests (tests/python/test_native_array_api_kernels.py) on such CPUs.
+            unsafe { avx512(out, xs, f) };
+            return;
         }
         if out.len() >= 64 && std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked at run time just above), the one requirement
@@ -190,6 +209,22 @@ fn zip_into<A: Copy, B: Copy, T: Copy>(
             f: &impl Fn(A, B) -> T,
         ) {
             run(out, xs, ys, f)
+        }
+        #[target_feature(enable = "avx512f,avx512bw")]
+        fn avx512<A: Copy, B: Copy, T: Copy>(
+            out: &mut [MaybeUninit<T>],
+            xs: &[A],
+            ys: &[B],
+            f: &impl Fn(A, B) -> T,
+        ) {
+            run(out, xs, ys, f)
+        }
+        if out.len() >= 4096 && has_avx512() {
+            // SAFETY: the CPU has AVX-512F and BW (checked at run time just above), the one
+            // requirement of calling a function compiled with them. Exercised by the large
+            // Native kernel tests (tests/python/test_native_array_api_kernels.py) on such CPUs.
+            unsafe { avx512(out, xs, ys, f) };
+            return;
         }
         if out.len() >= 64 && std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked at run time just above), the one requirement
