@@ -199,7 +199,7 @@ def impl(
     return register
 
 
-from . import metrics, native  # noqa: E402  (they use the names above)
+from . import metrics, native, testing  # noqa: E402  (they use the names above)
 from ._custom_op import CustomOpDef, custom_op  # noqa: E402
 
 get_fallback_policy()  # reads BOXFALL_FALLBACK now, at import
@@ -254,4 +254,5 @@ __all__ = [
     "register_backend",
     "register_functionality_key",
     "set_fallback_policy",
+    "testing",
 ]

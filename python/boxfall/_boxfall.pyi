@@ -123,12 +123,28 @@ class Tensor:
     def __index__(self) -> int: ...
     def __complex__(self) -> complex: ...
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray: ...
+    def __getitem__(self, key: Any, /) -> Tensor:
+        """``x[key]``: ``array_api::getitem``, a new tensor."""
+    def __setitem__(self, key: Any, value: Any, /) -> None:
+        """``x[key] = value``: ``array_api::setitem``, written into this tensor."""
     __array_ufunc__: None
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
         """``boxfall.array_api``."""
     def to_device(self, device: str, /, *, stream: Any = None) -> Any:
         """A copy on ``device`` (a device string, a backend name, or ``"cpu"`` for a NumPy
         array), as the array API standard's ``to_device``."""
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule of a host copy (always on the CPU); ``copy=False`` raises
+        ``BufferError``, as no device memory is shared."""
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(1, 0)``: kDLCPU, the device of the capsule ``__dlpack__`` exports."""
 
 @final
 class AliasInfo:

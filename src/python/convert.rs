@@ -121,6 +121,17 @@ pub fn to_tensor(obj: &Bound<'_, PyAny>, passed: &mut Passed) -> Result<Tensor, 
         t.get().inner.clone()
     } else if is_numpy_array(obj) {
         numpy_tensor(obj)
+    } else if numpy_kind(obj).is_some() {
+        // A NumPy scalar (`np.float32(1.5)`, what indexing a NumPy array by integers gives) is
+        // a 0-d array, as NumPy's own functions take it. Only reached when the argument is no
+        // array, so the usual call pays nothing for it; not noted: a returned tensor is then
+        // the 0-d array, never the (immutable) scalar.
+        let array = obj
+            .py()
+            .import("numpy")
+            .and_then(|np| np.getattr("asarray")?.call1((obj,)))
+            .map_err(|e| e.to_string())?;
+        return Ok(numpy_tensor(&array));
     } else {
         return Err(format!(
             "expected a Tensor (a NumPy array or a bf.Tensor), got {}",

@@ -865,6 +865,32 @@ impl PyTensor {
             .map(Bound::unbind)
     }
 
+    /// A DLPack capsule of a host copy (the array API standard's `__dlpack__`): the device has
+    /// no memory DLPack can name, so the capsule is always on the CPU.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        slf: &Bound<'_, Self>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let kwargs = pyo3::types::PyDict::new(slf.py());
+        kwargs.set_item("stream", stream)?;
+        kwargs.set_item("max_version", max_version)?;
+        kwargs.set_item("dl_device", dl_device)?;
+        kwargs.set_item("copy", copy)?;
+        array_module(slf.py())?
+            .getattr("__dlpack__")?
+            .call((slf,), Some(&kwargs))
+            .map(Bound::unbind)
+    }
+
+    /// `(device type, device id)` of the capsule `__dlpack__` exports: `(1, 0)`, kDLCPU.
+    fn __dlpack_device__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__dlpack_device__")
+    }
+
     /// The transpose of a 2-d tensor (`array_api::permute_dims`).
     #[getter(T)]
     fn transpose(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
@@ -875,6 +901,23 @@ impl PyTensor {
     #[getter(mT)]
     fn matrix_transpose(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
         array_call(slf, "mT")
+    }
+
+    /// `x[key]`: `array_api::getitem`, a new tensor (the array API standard's indexing).
+    fn __getitem__(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__getitem__", key)
+    }
+
+    /// `x[key] = value`: `array_api::setitem`, written into this tensor.
+    fn __setitem__(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        array_module(slf.py())?
+            .getattr("__setitem__")?
+            .call1((slf, key, value))
+            .map(drop)
     }
 
     /// The values, dtype and device, read through a host copy.

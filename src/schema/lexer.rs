@@ -8,28 +8,34 @@ use std::borrow::Cow;
 
 use crate::error::SchemaError;
 
-/// A parse failure before it is dressed up as a [`SchemaError`]: cheap to build and to move,
-/// since most messages are static.
+/// A parse failure before it is dressed up as a [`SchemaError`]. Boxed, so that every
+/// `PResult` on the success path is small: a `PResult<TyRef>` comes back in two registers
+/// instead of through memory.
 #[derive(Debug)]
-pub(crate) struct Fault {
-    pub(crate) pos: usize,
-    pub(crate) message: Cow<'static, str>,
+pub(crate) struct Fault(Box<FaultAt>);
+
+#[derive(Debug)]
+struct FaultAt {
+    pos: usize,
+    message: Cow<'static, str>,
 }
 
 pub(crate) type PResult<T> = Result<T, Fault>;
 
+#[cold]
 pub(crate) fn fault(pos: usize, message: impl Into<Cow<'static, str>>) -> Fault {
-    Fault {
+    Fault(Box::new(FaultAt {
         pos,
         message: message.into(),
-    }
+    }))
 }
 
 impl Fault {
     pub(crate) fn into_error(self, src: &str) -> SchemaError {
+        let FaultAt { pos, message } = *self.0;
         SchemaError {
-            message: self.message.into_owned(),
-            column: column(src, self.pos),
+            message: message.into_owned(),
+            column: column(src, pos),
             text: src.to_owned(),
         }
     }
@@ -86,6 +92,11 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The whole text.
+    pub(crate) fn src(&self) -> &'a str {
+        self.src
+    }
+
     #[inline]
     pub(crate) fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
@@ -138,22 +149,30 @@ impl<'a> Cursor<'a> {
     /// `[A-Za-z_][A-Za-z0-9_]*`.
     pub(crate) fn ident(&mut self) -> Option<&'a str> {
         let start = self.pos;
-        if !self.peek().is_some_and(is_ident_start) {
+        self.ident_bytes()?;
+        Some(self.slice(start, self.pos))
+    }
+
+    /// [`ident`](Self::ident) as bytes: the parser's hot paths only compare names or keep
+    /// their spans, and a byte slice needs none of the character-boundary checks of a `&str`.
+    #[inline]
+    pub(crate) fn ident_bytes(&mut self) -> Option<&'a [u8]> {
+        let start = self.pos;
+        let rest = self.bytes.get(start..)?;
+        let (&first, tail) = rest.split_first()?;
+        if !is_ident_start(first) {
             return None;
         }
-        let mut end = start + 1;
-        while self.bytes.get(end).is_some_and(|&b| is_ident_continue(b)) {
-            end += 1;
-        }
-        self.pos = end;
-        Some(&self.src[start..end])
+        let len = 1 + tail.iter().take_while(|&&b| is_ident_continue(b)).count();
+        self.pos = start + len;
+        rest.get(..len)
     }
 
     /// An identifier with dotted continuations, as class types are written
     /// (`__torch__.torch.classes.quantized.Conv2dPackedParamsBase`).
-    pub(crate) fn qualified_ident(&mut self) -> Option<&'a str> {
+    pub(crate) fn qualified_ident(&mut self) -> Option<&'a [u8]> {
         let start = self.pos;
-        self.ident()?;
+        self.ident_bytes()?;
         while self.peek() == Some(b'.')
             && self
                 .bytes
@@ -161,9 +180,9 @@ impl<'a> Cursor<'a> {
                 .is_some_and(|&b| is_ident_start(b))
         {
             self.pos += 1;
-            self.ident();
+            self.ident_bytes();
         }
-        Some(&self.src[start..self.pos])
+        self.bytes.get(start..self.pos)
     }
 
     /// What sits at the cursor, for messages: `'x'` or `end of input`.

@@ -13,15 +13,19 @@
 //! # Ok::<(), boxfall::SchemaError>(())
 //! ```
 //!
-//! Files: `types.rs` the data model, `lexer.rs` and `parser.rs` the reader, `printer.rs` the
-//! writer, `info.rs` the precomputed facts.
+//! Files: `types.rs` the data model, `lexer.rs` and `parser.rs` the reader, `syntax.rs` what the
+//! reader produces (spans into the text) and how the data model is built from it, `printer.rs`
+//! the writer, `info.rs` the precomputed facts.
 #![warn(missing_docs)]
 
 mod info;
 mod lexer;
 mod parser;
 mod printer;
+mod syntax;
 mod types;
 
 pub use info::{ArgFacts, ArgKind, ReturnFacts, SchemaInfo};
+#[cfg(feature = "python")]
+pub(crate) use syntax::Syntax;
 pub use types::{AliasInfo, Argument, DefaultValue, FunctionSchema, Literal, Type};

@@ -1,5 +1,6 @@
-//! The schema parser: a recursive-descent reader over [`Cursor`] that builds a
-//! [`FunctionSchema`] in one pass, without a token vector.
+//! The schema parser: a recursive-descent reader over [`Cursor`] that builds a [`Syntax`] (spans
+//! into the text, types and alias annotations in flat vectors) in one pass, without a token
+//! vector; [`FunctionSchema::parse`] then builds the owned schema from it.
 //!
 //! Grammar, as PyTorch writes schemas:
 //! ```text
@@ -18,11 +19,13 @@
 //! tuple, dict or future; that is where c10 keeps them too.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::str::FromStr;
 
 use super::lexer::{fault, unbalanced_bracket, Cursor, PResult};
-use super::types::{AliasInfo, Argument, DefaultValue, FunctionSchema, Literal, Type};
+use super::syntax::{Alias, DefaultAt, Item, Node, Part, Span, Syntax, TyRef};
+use super::types::{FunctionSchema, Literal, Type};
 use crate::error::SchemaError;
 
 /// How deep types and default lists may nest. Real schemas stay below 5; the cap keeps
@@ -32,15 +35,6 @@ const MAX_DEPTH: usize = 64;
 /// How many elements an int broadcast to a fixed-size list (`int[2] k=1`) may expand to, so
 /// that a hostile `int[999999999] k=1` cannot allocate gigabytes.
 const MAX_BROADCAST: usize = 64;
-
-/// What an argument is pushed as before it is parsed in place.
-const EMPTY_ARGUMENT: Argument = Argument {
-    name: String::new(),
-    ty: Type::NoneType,
-    default: None,
-    kwarg_only: false,
-    alias: None,
-};
 
 /// Up to this many arguments, duplicates are found by scanning the ones already parsed.
 const SCAN_LIMIT: usize = 16;
@@ -59,12 +53,76 @@ impl FunctionSchema {
     /// # Ok::<(), boxfall::SchemaError>(())
     /// ```
     pub fn parse(text: &str) -> Result<FunctionSchema, SchemaError> {
+        // The Syntax only lives until the schema is built from it, so its vectors are reused
+        // from one parse to the next on this thread.
+        SCRATCH.with(|scratch| {
+            let syntax = Syntax::parse_with(text, scratch.take())?;
+            let schema = syntax.to_schema(text);
+            scratch.set(syntax.into_buffers());
+            Ok(schema)
+        })
+    }
+}
+
+/// The vectors a [`Syntax`] is made of, empty, to parse into.
+#[derive(Default)]
+struct Buffers {
+    items: Vec<Item>,
+    parts: Vec<Part>,
+}
+
+/// Buffers larger than this (in elements) are not kept for the next parse, so that one huge
+/// schema does not pin its memory.
+const KEEP_CAPACITY: usize = 256;
+
+thread_local! {
+    static SCRATCH: Cell<Buffers> = const {
+        Cell::new(Buffers {
+            items: Vec::new(),
+            parts: Vec::new(),
+        })
+    };
+}
+
+impl Syntax {
+    /// Parses a schema into spans of `text`; [`Syntax::to_schema`] with the same text builds the
+    /// owned schema. The Python binding keeps the result (`bf.parse_schema`).
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
+    pub(crate) fn parse(text: &str) -> Result<Syntax, SchemaError> {
+        Syntax::parse_with(
+            text,
+            Buffers {
+                // Most schemas have at most eight arguments and returns together.
+                items: Vec::with_capacity(8),
+                ..Buffers::default()
+            },
+        )
+    }
+
+    fn parse_with(text: &str, buffers: Buffers) -> Result<Syntax, SchemaError> {
         let mut parser = Parser {
             c: Cursor::new(text),
+            items: buffers.items,
+            parts: buffers.parts,
         };
         parser
             .schema()
             .map_err(|fault| unbalanced_bracket(text).unwrap_or(fault).into_error(text))
+    }
+
+    /// The vectors, emptied, for the next parse (or none if they grew large).
+    fn into_buffers(self) -> Buffers {
+        let keep = |n: usize| n <= KEEP_CAPACITY;
+        if !(keep(self.items.capacity()) && keep(self.parts.capacity())) {
+            return Buffers::default();
+        }
+        let mut b = Buffers {
+            items: self.items,
+            parts: self.parts,
+        };
+        b.items.clear();
+        b.parts.clear();
+        b
     }
 }
 
@@ -85,6 +143,8 @@ impl FromStr for FunctionSchema {
 
 struct Parser<'a> {
     c: Cursor<'a>,
+    items: Vec<Item>,
+    parts: Vec<Part>,
 }
 
 impl<'a> Parser<'a> {
@@ -92,12 +152,12 @@ impl<'a> Parser<'a> {
         Err(fault(self.c.pos, message))
     }
 
-    fn schema(&mut self) -> PResult<FunctionSchema> {
+    fn schema(&mut self) -> PResult<Syntax> {
         self.c.skip_ws();
         if self.c.at_end() {
             return Err(fault(0, "empty schema"));
         }
-        let (name, overload_name) = self.name()?;
+        let (name, overload) = self.name()?;
         self.c.skip_ws();
         if !self.c.eat(b'(') {
             return self.fail(format!(
@@ -105,7 +165,9 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         }
-        let (arguments, is_vararg) = self.arguments()?;
+        let mut items = std::mem::take(&mut self.items);
+        let is_vararg = self.arguments(&mut items)?;
+        let n_args = items.len();
         self.c.skip_ws();
         if !self.c.eat_str("->") {
             return self.fail(format!(
@@ -114,7 +176,7 @@ impl<'a> Parser<'a> {
             ));
         }
         self.c.skip_ws();
-        let (returns, is_varret) = self.returns()?;
+        let is_varret = self.returns(&mut items)?;
         self.c.skip_ws();
         if !self.c.at_end() {
             return self.fail(format!(
@@ -122,27 +184,36 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         }
-        Ok(FunctionSchema {
+        Ok(Syntax {
             name,
-            overload_name,
-            arguments,
-            returns,
+            overload,
+            items,
+            n_args,
+            parts: std::mem::take(&mut self.parts),
             is_vararg,
             is_varret,
         })
     }
 
-    fn name(&mut self) -> PResult<(String, String)> {
+    fn span_from(&self, start: usize) -> Span {
+        Span {
+            start,
+            end: self.c.pos,
+        }
+    }
+
+    fn name(&mut self) -> PResult<(Span, Span)> {
         let start = self.c.pos;
         if self.c.looking_at("::") {
             return self.fail("missing namespace: expected 'namespace::name'");
         }
-        let Some(ns) = self.c.ident() else {
+        if self.c.ident_bytes().is_none() {
             return self.fail(format!(
                 "expected an operator name 'namespace::name', found {}",
                 self.c.found()
             ));
         };
+        let ns = self.c.slice(start, self.c.pos);
         if !self.c.eat_str("::") {
             return match self.c.peek() {
                 None | Some(b'(' | b'.' | b' ' | b'\t' | b'\n' | b'\r') => Err(fault(
@@ -155,16 +226,17 @@ impl<'a> Parser<'a> {
                 )),
             };
         }
-        if self.c.ident().is_none() {
+        if self.c.ident_bytes().is_none() {
             return self.fail(format!(
                 "expected the operator's name after '::', found {}",
                 self.c.found()
             ));
         }
-        let name = self.c.slice(start, self.c.pos).to_owned();
+        let name = self.span_from(start);
         let overload = if self.c.eat(b'.') {
-            match self.c.ident() {
-                Some(overload) => overload.to_owned(),
+            let at = self.c.pos;
+            match self.c.ident_bytes() {
+                Some(_) => self.span_from(at),
                 None => {
                     return self.fail(format!(
                         "expected an overload name after '.', found {}",
@@ -173,19 +245,18 @@ impl<'a> Parser<'a> {
                 }
             }
         } else {
-            String::new()
+            Span::default()
         };
         Ok((name, overload))
     }
 
-    /// After the opening `(`, through the closing `)`.
-    fn arguments(&mut self) -> PResult<(Vec<Argument>, bool)> {
-        let mut args = Vec::new();
+    /// After the opening `(`, through the closing `)`; whether they end with `...`.
+    fn arguments(&mut self, args: &mut Vec<Item>) -> PResult<bool> {
         let mut seen = SeenNames::default();
         let mut kwarg_only = false;
         self.c.skip_ws();
         if self.c.eat(b')') {
-            return Ok((args, false));
+            return Ok(false);
         }
         loop {
             self.c.skip_ws();
@@ -194,7 +265,7 @@ impl<'a> Parser<'a> {
                 if !self.c.eat(b')') {
                     return self.fail("'...' must be the last argument");
                 }
-                return Ok((args, true));
+                return Ok(true);
             }
             if self.c.peek() == Some(b'*') {
                 if kwarg_only {
@@ -213,10 +284,11 @@ impl<'a> Parser<'a> {
                 }
                 continue;
             }
-            self.argument(kwarg_only, &mut args, &mut seen)?;
+            let arg = self.argument(kwarg_only, args, &mut seen)?;
+            args.push(arg);
             self.c.skip_ws();
             if self.c.eat(b')') {
-                return Ok((args, false));
+                return Ok(false);
             }
             if !self.c.eat(b',') {
                 return self.fail(format!(
@@ -227,73 +299,61 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Parses one argument onto `args`. The argument is pushed first and filled in place:
-    /// moving freshly built 200-byte values through `Result`s cost more than the parsing
-    /// itself (store-to-load forwarding stalls on every move).
+    /// One argument; `previous` are the ones before it.
     fn argument(
         &mut self,
         kwarg_only: bool,
-        args: &mut Vec<Argument>,
-        seen: &mut SeenNames,
-    ) -> PResult<()> {
-        args.push(EMPTY_ARGUMENT);
-        let result = match args.split_last_mut() {
-            Some((arg, previous)) => {
-                arg.kwarg_only = kwarg_only;
-                self.fill_argument(arg, previous, seen)
-            }
-            None => Ok(()),
-        };
-        if result.is_err() {
-            args.pop();
-        }
-        result
-    }
-
-    fn fill_argument(
-        &mut self,
-        arg: &mut Argument,
-        previous: &[Argument],
-        seen: &mut SeenNames,
-    ) -> PResult<()> {
-        self.ty_into(0, true, &mut arg.ty, &mut arg.alias)?;
+        previous: &[Item],
+        seen: &mut SeenNames<'a>,
+    ) -> PResult<Item> {
+        let mut alias = None;
+        let ty = self.ty(0, true, &mut alias)?;
         self.c.skip_ws();
         let name_pos = self.c.pos;
-        let Some(name) = self.c.ident() else {
+        let Some(name) = self.c.ident_bytes() else {
             return self.fail(format!(
                 "expected an argument name, found {}",
                 self.c.found()
             ));
         };
-        if seen.contains_or_add(name, previous) {
+        if seen.contains_or_add(name, previous, self.c.src().as_bytes()) {
+            let name = self.c.slice(name_pos, self.c.pos);
             return Err(fault(name_pos, format!("duplicate argument name '{name}'")));
         }
-        arg.name = name.to_owned();
+        let name = self.span_from(name_pos);
         self.c.skip_ws();
-        if self.c.eat(b'=') {
+        let default = if self.c.eat(b'=') {
             self.c.skip_ws();
-            arg.default = Some(self.default_value(&arg.ty)?);
-        }
-        Ok(())
+            Some(self.default_value(ty)?)
+        } else {
+            None
+        };
+        Ok(Item {
+            name,
+            ty,
+            default,
+            kwarg_only,
+            alias,
+        })
     }
 
-    fn returns(&mut self) -> PResult<(Vec<Argument>, bool)> {
+    /// The returns, onto `returns`; whether they end with `...`.
+    fn returns(&mut self, returns: &mut Vec<Item>) -> PResult<bool> {
         if self.c.eat_str("...") {
-            return Ok((Vec::new(), true));
+            return Ok(true);
         }
         if !self.c.eat(b'(') {
             if self.c.at_end() {
                 return self.fail("expected the returns after '->'");
             }
-            let mut returns = Vec::with_capacity(1);
-            self.ret(&mut returns)?;
-            return Ok((returns, false));
+            let ret = self.ret()?;
+            returns.push(ret);
+            return Ok(false);
         }
         self.c.skip_ws();
         if self.c.eat(b')') {
-            return Ok((Vec::new(), false));
+            return Ok(false);
         }
-        let mut returns = Vec::new();
         loop {
             self.c.skip_ws();
             if self.c.eat_str("...") {
@@ -301,12 +361,13 @@ impl<'a> Parser<'a> {
                 if !self.c.eat(b')') {
                     return self.fail("'...' must be the last return");
                 }
-                return Ok((returns, true));
+                return Ok(true);
             }
-            self.ret(&mut returns)?;
+            let ret = self.ret()?;
+            returns.push(ret);
             self.c.skip_ws();
             if self.c.eat(b')') {
-                return Ok((returns, false));
+                return Ok(false);
             }
             if !self.c.eat(b',') {
                 return self.fail(format!(
@@ -317,42 +378,58 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn ret(&mut self, returns: &mut Vec<Argument>) -> PResult<()> {
-        returns.push(EMPTY_ARGUMENT);
-        let result = match returns.last_mut() {
-            Some(ret) => self.fill_return(ret),
-            None => Ok(()),
-        };
-        if result.is_err() {
-            returns.pop();
-        }
-        result
-    }
-
-    fn fill_return(&mut self, ret: &mut Argument) -> PResult<()> {
-        self.ty_into(0, true, &mut ret.ty, &mut ret.alias)?;
+    fn ret(&mut self) -> PResult<Item> {
+        let mut alias = None;
+        let ty = self.ty(0, true, &mut alias)?;
         self.c.skip_ws();
-        if let Some(name) = self.c.ident() {
-            ret.name = name.to_owned();
-        }
-        Ok(())
+        let at = self.c.pos;
+        let name = match self.c.ident_bytes() {
+            Some(_) => self.span_from(at),
+            None => Span::default(),
+        };
+        Ok(Item {
+            name,
+            ty,
+            default: None,
+            kwarg_only: false,
+            alias,
+        })
     }
 
-    /// A type with its suffixes, written into `ty`; with `with_alias`, also its alias
-    /// annotations, into `alias`. They fold as c10 folds them: an annotation written before a
-    /// list suffix belongs to the elements, and the list's own annotation contains it.
-    fn ty_into(
-        &mut self,
-        depth: usize,
-        with_alias: bool,
-        ty: &mut Type,
-        alias: &mut Option<AliasInfo>,
-    ) -> PResult<()> {
+    fn node(&mut self, node: Node) -> TyRef {
+        let i = self.next_part();
+        self.push_part(Part::Node(node));
+        TyRef::Node(i)
+    }
+
+    /// Pushes a part. The first push makes room for eight: a schema rarely has more, and
+    /// growing from the four a vector starts with cost a reallocation in a third of them.
+    fn push_part(&mut self, part: Part) {
+        if self.parts.capacity() == 0 {
+            self.parts.reserve_exact(8);
+        }
+        self.parts.push(part);
+    }
+
+    fn next_part(&self) -> u32 {
+        u32::try_from(self.parts.len()).unwrap_or(u32::MAX)
+    }
+
+    fn push_alias(&mut self, alias: Alias) -> u32 {
+        let i = self.next_part();
+        self.push_part(Part::Alias(alias));
+        i
+    }
+
+    /// A type with its suffixes; with `with_alias`, also its alias annotations, into `alias`.
+    /// They fold as c10 folds them: an annotation written before a list suffix belongs to the
+    /// elements, and the list's own annotation contains it.
+    fn ty(&mut self, depth: usize, with_alias: bool, alias: &mut Option<u32>) -> PResult<TyRef> {
         let mut depth = depth + 1;
         if depth > MAX_DEPTH {
             return self.too_deep();
         }
-        self.core_type_into(depth, ty)?;
+        let mut ty = self.core_type(depth)?;
         self.c.skip_ws();
         if with_alias && self.c.peek() == Some(b'(') {
             *alias = Some(self.alias()?);
@@ -362,12 +439,12 @@ impl<'a> Parser<'a> {
             match self.c.peek() {
                 Some(b'?') => {
                     self.c.pos += 1;
-                    wrap(ty, Type::Optional);
+                    ty = self.node(Node::Optional(ty));
                 }
                 Some(b'[') => {
                     self.c.pos += 1;
                     let size = self.list_size()?;
-                    wrap(ty, |elem| Type::List { elem, size });
+                    ty = self.node(Node::List { elem: ty, size });
                     self.c.skip_ws();
                     let own = if with_alias && self.c.peek() == Some(b'(') {
                         Some(self.alias()?)
@@ -376,16 +453,22 @@ impl<'a> Parser<'a> {
                     };
                     *alias = match (alias.take(), own) {
                         (None, own) => own,
-                        (Some(elem), Some(mut own)) => {
-                            own.contained.push(elem);
+                        (Some(elem), Some(own)) => {
+                            if let Some(Part::Alias(own)) = self.parts.get_mut(own as usize) {
+                                own.contained = Some(elem);
+                            }
                             Some(own)
                         }
-                        (Some(elem), None) => Some(AliasInfo {
-                            before: Vec::new(),
-                            after: Vec::new(),
-                            is_write: elem.is_write,
-                            contained: vec![elem],
-                        }),
+                        (Some(elem), None) => {
+                            let is_write = matches!(self.parts.get(elem as usize), Some(Part::Alias(e)) if e.is_write);
+                            let empty = (0, 0);
+                            Some(self.push_alias(Alias {
+                                before: empty,
+                                after: empty,
+                                is_write,
+                                contained: Some(elem),
+                            }))
+                        }
                     };
                 }
                 _ => break,
@@ -402,7 +485,7 @@ impl<'a> Parser<'a> {
                 "bad alias annotation: only an argument's own type or its list elements can carry one"
             });
         }
-        Ok(())
+        Ok(ty)
     }
 
     fn too_deep<T>(&self) -> PResult<T> {
@@ -412,9 +495,9 @@ impl<'a> Parser<'a> {
     }
 
     /// A type that takes no alias annotation, e.g. a tuple's element.
-    fn inner_type_into(&mut self, depth: usize, ty: &mut Type) -> PResult<()> {
+    fn inner_type(&mut self, depth: usize) -> PResult<TyRef> {
         let mut no_alias = None;
-        self.ty_into(depth, false, ty, &mut no_alias)
+        self.ty(depth, false, &mut no_alias)
     }
 
     /// After `[`: an optional size, then `]`.
@@ -442,7 +525,7 @@ impl<'a> Parser<'a> {
         Ok(size)
     }
 
-    fn core_type_into(&mut self, depth: usize, ty: &mut Type) -> PResult<()> {
+    fn core_type(&mut self, depth: usize) -> PResult<TyRef> {
         let start = self.c.pos;
         if self.c.eat(b'(') {
             let mut elems = Vec::new();
@@ -450,10 +533,7 @@ impl<'a> Parser<'a> {
             if !self.c.eat(b')') {
                 loop {
                     self.c.skip_ws();
-                    elems.push(Type::NoneType);
-                    if let Some(elem) = elems.last_mut() {
-                        self.inner_type_into(depth, elem)?;
-                    }
+                    elems.push(self.inner_type(depth)?);
                     self.c.skip_ws();
                     if self.c.eat(b')') {
                         break;
@@ -466,40 +546,45 @@ impl<'a> Parser<'a> {
                     }
                 }
             }
-            *ty = Type::Tuple(elems);
-            return Ok(());
+            // The elements' own nodes are in place; their references follow in a run.
+            let first = self.next_part();
+            let len = u32::try_from(elems.len()).unwrap_or(u32::MAX);
+            for elem in elems {
+                self.push_part(Part::Node(Node::Elem(elem)));
+            }
+            return Ok(self.node(Node::Tuple { start: first, len }));
         }
         let Some(name) = self.c.qualified_ident() else {
             return self.fail(format!("expected a type, found {}", self.c.found()));
         };
-        if Type::set_from_name(name, ty) {
-            return Ok(());
+        if let Some(leaf) = Type::leaf_index(name) {
+            return Ok(TyRef::Leaf(leaf));
         }
-        *ty = match name {
+        let written = self.c.slice(start, self.c.pos);
+        let node = match written {
             "Dict" => {
-                let [key, value] = self.type_params::<2>(name, depth)?;
-                Type::Dict(Box::new(key), Box::new(value))
+                let [key, value] = self.type_params::<2>(written, depth)?;
+                Node::Dict(key, value)
             }
             "Future" | "Await" | "RRef" => {
-                let [inner] = self.type_params::<1>(name, depth)?;
-                let inner = Box::new(inner);
-                match name {
-                    "Future" => Type::Future(inner),
-                    "Await" => Type::Await(inner),
-                    _ => Type::RRef(inner),
+                let [inner] = self.type_params::<1>(written, depth)?;
+                match written {
+                    "Future" => Node::Future(inner),
+                    "Await" => Node::Await(inner),
+                    _ => Node::RRef(inner),
                 }
             }
-            _ if name.contains('.') => Type::Class(name.to_owned()),
-            _ if name.bytes().next().is_some_and(|b| b.is_ascii_lowercase()) => {
-                Type::Var(name.to_owned())
+            _ if name.contains(&b'.') => Node::Class(self.span_from(start)),
+            _ if name.first().is_some_and(|b| b.is_ascii_lowercase()) => {
+                Node::Var(self.span_from(start))
             }
-            _ => return Err(fault(start, format!("unknown type '{name}'"))),
+            _ => return Err(fault(start, format!("unknown type '{written}'"))),
         };
-        Ok(())
+        Ok(self.node(node))
     }
 
     /// `(T1, ..., TN)` after a parameterised type's name.
-    fn type_params<const N: usize>(&mut self, name: &str, depth: usize) -> PResult<[Type; N]> {
+    fn type_params<const N: usize>(&mut self, name: &str, depth: usize) -> PResult<[TyRef; N]> {
         self.c.skip_ws();
         if !self.c.eat(b'(') {
             return self.fail(format!(
@@ -507,10 +592,10 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         }
-        let mut params: [Type; N] = std::array::from_fn(|_| Type::NoneType);
+        let mut params = [TyRef::Leaf(0); N];
         for (i, param) in params.iter_mut().enumerate() {
             self.c.skip_ws();
-            self.inner_type_into(depth, param)?;
+            *param = self.inner_type(depth)?;
             self.c.skip_ws();
             let (sep, what) = if i + 1 == N {
                 (b')', "')'")
@@ -529,7 +614,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `(a)`, `(a!)`, `(a|b)`, `(a -> *)`, `(*)`; the cursor is on `(`.
-    fn alias(&mut self) -> PResult<AliasInfo> {
+    fn alias(&mut self) -> PResult<u32> {
         self.c.pos += 1;
         let before = self.alias_sets()?;
         self.c.skip_ws();
@@ -538,7 +623,7 @@ impl<'a> Parser<'a> {
         let after = if self.c.eat_str("->") {
             self.alias_sets()?
         } else {
-            before.iter().map(|set| set.as_str().to_owned()).collect()
+            before
         };
         self.c.skip_ws();
         if !self.c.eat(b')') {
@@ -547,22 +632,23 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         }
-        Ok(AliasInfo {
+        Ok(self.push_alias(Alias {
             before,
             after,
             is_write,
-            contained: Vec::new(),
-        })
+            contained: None,
+        }))
     }
 
-    fn alias_sets(&mut self) -> PResult<Vec<String>> {
-        let mut sets = Vec::with_capacity(1);
+    /// The sets, as the run `(start, len)` of parts they were pushed to.
+    fn alias_sets(&mut self) -> PResult<(u32, u32)> {
+        let first = self.parts.len();
         loop {
             self.c.skip_ws();
-            if self.c.eat(b'*') {
-                sets.push("*".to_owned());
-            } else if let Some(set) = self.c.ident() {
-                sets.push(set.to_owned());
+            let at = self.c.pos;
+            if self.c.eat(b'*') || self.c.ident_bytes().is_some() {
+                let set = self.span_from(at);
+                self.push_part(Part::Set(set));
             } else {
                 return self.fail(format!(
                     "bad alias annotation: expected an alias set name or '*', found {}",
@@ -571,23 +657,28 @@ impl<'a> Parser<'a> {
             }
             self.c.skip_ws();
             if !self.c.eat(b'|') {
-                return Ok(sets);
+                let start = u32::try_from(first).unwrap_or(u32::MAX);
+                let len = u32::try_from(self.parts.len() - first).unwrap_or(u32::MAX);
+                return Ok((start, len));
             }
         }
     }
 
-    fn default_value(&mut self, ty: &Type) -> PResult<DefaultValue> {
+    fn default_value(&mut self, ty: TyRef) -> PResult<DefaultAt> {
         let start = self.c.pos;
-        let literal = self.literal(0, takes_dtype_names(ty))?;
+        let literal = self.literal(0, self.takes_dtype_names(ty))?;
         let text = self.c.slice(start, self.c.pos);
-        match coerce(ty, literal) {
-            Ok(value) => Ok(DefaultValue {
-                text: text.to_owned(),
+        match self.coerce(ty, literal) {
+            Ok(value) => Ok(DefaultAt {
+                text: self.span_from(start),
                 value,
             }),
             Err(Mismatch::Type) => Err(fault(
                 start,
-                format!("default value {text} does not fit type '{ty}'"),
+                format!(
+                    "default value {text} does not fit type '{}'",
+                    self.owned_type(ty)
+                ),
             )),
             Err(Mismatch::TooLong(n)) => Err(fault(
                 start,
@@ -701,14 +792,6 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// Whether a default of this type may be a dtype name (`ScalarType`, optional or not).
-fn takes_dtype_names(ty: &Type) -> bool {
-    match ty {
-        Type::Optional(inner) => takes_dtype_names(inner),
-        t => *t == Type::ScalarType,
-    }
-}
-
 /// The enum names that native_functions.yaml writes as defaults, as the integers PyTorch's
 /// parser turns them into (`function_schema_parser.cpp`): a few names for any type, and for a
 /// `ScalarType` every dtype name of `c10::getStringToDtypeMap`.
@@ -760,33 +843,27 @@ fn enum_default(word: &str, dtypes: bool) -> Option<i64> {
 /// beats hashing; past [`SCAN_LIMIT`] a set takes over, so that a hostile schema with
 /// thousands of arguments is not checked in quadratic time.
 #[derive(Default)]
-struct SeenNames {
-    set: Option<HashSet<String>>,
+struct SeenNames<'a> {
+    set: Option<HashSet<&'a [u8]>>,
 }
 
-impl SeenNames {
-    /// Whether `name` is among `previous` (the arguments before it); remembers it if not.
-    fn contains_or_add(&mut self, name: &str, previous: &[Argument]) -> bool {
+impl<'a> SeenNames<'a> {
+    /// Whether `name` is among `previous` (the arguments before it, spans of `src`); remembers
+    /// it if not.
+    fn contains_or_add(&mut self, name: &'a [u8], previous: &[Item], src: &'a [u8]) -> bool {
         if let Some(set) = &mut self.set {
-            return !set.insert(name.to_owned());
+            return !set.insert(name);
         }
-        // Comparing lengths and last bytes first skips most calls to memcmp.
-        let last = name.as_bytes().last();
-        let found = previous.iter().any(|a| {
-            a.name.len() == name.len() && a.name.as_bytes().last() == last && a.name == name
-        });
+        // Comparing lengths first skips most string comparisons.
+        let found = previous
+            .iter()
+            .any(|a| a.name.end - a.name.start == name.len() && a.name.bytes(src) == name);
         if !found && previous.len() >= SCAN_LIMIT {
-            let names = previous.iter().map(|a| a.name.clone());
-            self.set = Some(names.chain([name.to_owned()]).collect());
+            let names = previous.iter().map(|a| a.name.bytes(src));
+            self.set = Some(names.chain([name]).collect());
         }
         found
     }
-}
-
-/// Wraps the type in place (`T` becomes `T?` or `T[]`).
-fn wrap(ty: &mut Type, make: impl FnOnce(Box<Type>) -> Type) {
-    let inner = std::mem::replace(ty, Type::NoneType);
-    *ty = make(Box::new(inner));
 }
 
 enum Mismatch {
@@ -794,52 +871,111 @@ enum Mismatch {
     TooLong(usize),
 }
 
-/// Checks a default against its argument's type and converts it to the value the type holds,
-/// as c10 does when it reads a schema: ints widen to floats, an int fills a sized int list.
-fn coerce(ty: &Type, literal: Literal) -> Result<Literal, Mismatch> {
-    use Literal as L;
-    match (ty, literal) {
-        (Type::Optional(_) | Type::NoneType, L::None) => Ok(L::None),
-        // c10 reads an optional's number as written: `float? x=1` holds the int 1.
-        (Type::Optional(inner), literal @ L::Int(_))
-            if matches!(**inner, Type::Float | Type::SymFloat | Type::Complex) =>
-        {
-            Ok(literal)
-        }
-        (Type::Optional(inner), literal) => coerce(inner, literal),
-        (Type::Any | Type::Var(_), literal) => Ok(literal),
-        (Type::Bool | Type::SymBool, literal @ L::Bool(_)) => Ok(literal),
-        (
-            Type::Int
-            | Type::SymInt
-            | Type::ScalarType
-            | Type::Layout
-            | Type::MemoryFormat
-            | Type::QScheme,
-            literal @ L::Int(_),
-        ) => Ok(literal),
-        (Type::Float | Type::SymFloat | Type::Complex, L::Int(i)) => Ok(L::Float(i as f64)),
-        (Type::Float | Type::SymFloat | Type::Complex, literal @ L::Float(_)) => Ok(literal),
-        (Type::Scalar, literal @ (L::Bool(_) | L::Int(_) | L::Float(_))) => Ok(literal),
-        (Type::Str | Type::Device | Type::Dimname, literal @ L::Str(_)) => Ok(literal),
-        (Type::List { elem, .. }, L::List(items)) => items
-            .into_iter()
-            .map(|item| coerce(elem, item))
-            .collect::<Result<Vec<_>, _>>()
-            .map(L::List),
-        (
-            Type::List {
-                elem,
-                size: Some(n),
+/// What [`Parser::coerce`] needs to know of a type.
+enum Shape<'t> {
+    Leaf(&'t Type),
+    Optional(TyRef),
+    List(TyRef, Option<usize>),
+    Var,
+    Other,
+}
+
+impl Parser<'_> {
+    fn shape(&self, ty: TyRef) -> Shape<'static> {
+        match ty {
+            TyRef::Leaf(i) => Shape::Leaf(Type::leaf(i)),
+            TyRef::Node(n) => match self.parts.get(n as usize) {
+                Some(Part::Node(Node::Optional(inner))) => Shape::Optional(*inner),
+                Some(Part::Node(Node::List { elem, size })) => Shape::List(*elem, *size),
+                Some(Part::Node(Node::Var(_))) => Shape::Var,
+                _ => Shape::Other,
             },
-            L::Int(i),
-        ) if matches!(**elem, Type::Int | Type::SymInt) => {
-            if *n > MAX_BROADCAST {
-                Err(Mismatch::TooLong(*n))
-            } else {
-                Ok(L::List(vec![L::Int(i); *n]))
-            }
         }
-        _ => Err(Mismatch::Type),
+    }
+
+    /// The owned type, for messages.
+    fn owned_type(&self, ty: TyRef) -> Type {
+        let syntax = Syntax {
+            name: Span::default(),
+            overload: Span::default(),
+            items: Vec::new(),
+            n_args: 0,
+            parts: self.parts.clone(),
+            is_vararg: false,
+            is_varret: false,
+        };
+        syntax.ty(self.c.src(), ty)
+    }
+
+    /// Whether a default of this type may be a dtype name (`ScalarType`, optional or not).
+    fn takes_dtype_names(&self, ty: TyRef) -> bool {
+        match self.shape(ty) {
+            Shape::Optional(inner) => self.takes_dtype_names(inner),
+            Shape::Leaf(t) => *t == Type::ScalarType,
+            _ => false,
+        }
+    }
+
+    fn is_leaf(&self, ty: TyRef, pred: impl Fn(&Type) -> bool) -> bool {
+        matches!(self.shape(ty), Shape::Leaf(t) if pred(t))
+    }
+
+    /// Checks a default against its argument's type and converts it to the value the type
+    /// holds, as c10 does when it reads a schema: ints widen to floats, an int fills a sized
+    /// int list.
+    fn coerce(&self, ty: TyRef, literal: Literal) -> Result<Literal, Mismatch> {
+        use Literal as L;
+        match (self.shape(ty), literal) {
+            (Shape::Optional(_) | Shape::Leaf(Type::NoneType), L::None) => Ok(L::None),
+            // c10 reads an optional's number as written: `float? x=1` holds the int 1.
+            (Shape::Optional(inner), literal @ L::Int(_))
+                if self.is_leaf(inner, |t| {
+                    matches!(t, Type::Float | Type::SymFloat | Type::Complex)
+                }) =>
+            {
+                Ok(literal)
+            }
+            (Shape::Optional(inner), literal) => self.coerce(inner, literal),
+            (Shape::Leaf(Type::Any) | Shape::Var, literal) => Ok(literal),
+            (Shape::Leaf(Type::Bool | Type::SymBool), literal @ L::Bool(_)) => Ok(literal),
+            (
+                Shape::Leaf(
+                    Type::Int
+                    | Type::SymInt
+                    | Type::ScalarType
+                    | Type::Layout
+                    | Type::MemoryFormat
+                    | Type::QScheme,
+                ),
+                literal @ L::Int(_),
+            ) => Ok(literal),
+            (Shape::Leaf(Type::Float | Type::SymFloat | Type::Complex), L::Int(i)) => {
+                Ok(L::Float(i as f64))
+            }
+            (Shape::Leaf(Type::Float | Type::SymFloat | Type::Complex), literal @ L::Float(_)) => {
+                Ok(literal)
+            }
+            (Shape::Leaf(Type::Scalar), literal @ (L::Bool(_) | L::Int(_) | L::Float(_))) => {
+                Ok(literal)
+            }
+            (Shape::Leaf(Type::Str | Type::Device | Type::Dimname), literal @ L::Str(_)) => {
+                Ok(literal)
+            }
+            (Shape::List(elem, _), L::List(items)) => items
+                .into_iter()
+                .map(|item| self.coerce(elem, item))
+                .collect::<Result<Vec<_>, _>>()
+                .map(L::List),
+            (Shape::List(elem, Some(n)), L::Int(i))
+                if self.is_leaf(elem, |t| matches!(t, Type::Int | Type::SymInt)) =>
+            {
+                if n > MAX_BROADCAST {
+                    Err(Mismatch::TooLong(n))
+                } else {
+                    Ok(L::List(vec![L::Int(i); n]))
+                }
+            }
+            _ => Err(Mismatch::Type),
+        }
     }
 }

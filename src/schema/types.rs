@@ -405,39 +405,46 @@ impl Type {
         matches!(self, Type::List { elem, .. } if elem.is_optional_tensor())
     }
 
-    /// Sets `ty` to the type a parameterless name denotes, if it is a known one. It writes in
-    /// place rather than returning an `Option<Type>`, which the parser would have to move.
+    /// The index in [`LEAVES`] of the type a parameterless name denotes, if it is a known one.
+    /// The parser keeps such types as this index: they need no heap and no per-argument value.
     #[inline]
-    pub(crate) fn set_from_name(name: &str, ty: &mut Type) -> bool {
-        *ty = match name {
-            "Tensor" => Type::Tensor,
-            "int" => Type::Int,
+    pub(crate) fn leaf_index(name: &[u8]) -> Option<u8> {
+        // By length and first byte first: then one comparison with a name of known length,
+        // which compiles to a load or two, instead of one per candidate.
+        Some(match (name.len(), *name.first()?) {
+            (6, b'T') if name == b"Tensor" => 0,
+            (3, b'i') if name == b"int" => 1,
             // native_functions.yaml's name for a device index; PyTorch reads it as an int.
-            "DeviceIndex" => Type::Int,
-            "float" => Type::Float,
-            "bool" => Type::Bool,
-            "str" => Type::Str,
-            "complex" => Type::Complex,
-            "Scalar" => Type::Scalar,
-            "SymInt" => Type::SymInt,
-            "SymFloat" => Type::SymFloat,
-            "SymBool" => Type::SymBool,
-            "ScalarType" => Type::ScalarType,
-            "Layout" => Type::Layout,
-            "Device" => Type::Device,
-            "MemoryFormat" => Type::MemoryFormat,
-            "Generator" => Type::Generator,
-            "Storage" => Type::Storage,
-            "Stream" => Type::Stream,
-            "Dimname" => Type::Dimname,
-            "QScheme" => Type::QScheme,
-            "Any" => Type::Any,
-            "AnyClassType" => Type::AnyClassType,
-            "AnyEnumType" => Type::AnyEnumType,
-            "NoneType" => Type::NoneType,
-            _ => return false,
-        };
-        true
+            (11, b'D') if name == b"DeviceIndex" => 1,
+            (5, b'f') if name == b"float" => 2,
+            (4, b'b') if name == b"bool" => 3,
+            (3, b's') if name == b"str" => 4,
+            (7, b'c') if name == b"complex" => 5,
+            (6, b'S') if name == b"Scalar" => 6,
+            (6, b'S') if name == b"SymInt" => 7,
+            (8, b'S') if name == b"SymFloat" => 8,
+            (7, b'S') if name == b"SymBool" => 9,
+            (10, b'S') if name == b"ScalarType" => 10,
+            (6, b'L') if name == b"Layout" => 11,
+            (6, b'D') if name == b"Device" => 12,
+            (12, b'M') if name == b"MemoryFormat" => 13,
+            (9, b'G') if name == b"Generator" => 14,
+            (7, b'S') if name == b"Storage" => 15,
+            (6, b'S') if name == b"Stream" => 16,
+            (7, b'D') if name == b"Dimname" => 17,
+            (7, b'Q') if name == b"QScheme" => 18,
+            (3, b'A') if name == b"Any" => 19,
+            (12, b'A') if name == b"AnyClassType" => 20,
+            (11, b'A') if name == b"AnyEnumType" => 21,
+            (8, b'N') if name == b"NoneType" => 22,
+            _ => return None,
+        })
+    }
+
+    /// The parameterless type at [`leaf_index`](Self::leaf_index) `i`.
+    #[inline]
+    pub(crate) fn leaf(i: u8) -> &'static Type {
+        LEAVES.get(usize::from(i)).unwrap_or(&Type::Any)
     }
 
     /// The written name of a type that takes no parameters.
@@ -472,6 +479,33 @@ impl Type {
     }
 }
 
+/// The types that take no parameters, in [`Type::leaf_index`] order.
+static LEAVES: [Type; 23] = [
+    Type::Tensor,
+    Type::Int,
+    Type::Float,
+    Type::Bool,
+    Type::Str,
+    Type::Complex,
+    Type::Scalar,
+    Type::SymInt,
+    Type::SymFloat,
+    Type::SymBool,
+    Type::ScalarType,
+    Type::Layout,
+    Type::Device,
+    Type::MemoryFormat,
+    Type::Generator,
+    Type::Storage,
+    Type::Stream,
+    Type::Dimname,
+    Type::QScheme,
+    Type::Any,
+    Type::AnyClassType,
+    Type::AnyEnumType,
+    Type::NoneType,
+];
+
 #[cfg(test)]
 mod tests {
     use super::Type;
@@ -503,9 +537,38 @@ mod tests {
             "AnyEnumType",
             "NoneType",
         ] {
-            let mut ty = Type::Var(String::new());
-            assert!(Type::set_from_name(name, &mut ty), "{name}");
-            assert_eq!(ty.simple_name(), Some(name));
+            let i =
+                Type::leaf_index(name.as_bytes()).unwrap_or_else(|| panic!("{name} is no leaf"));
+            assert_eq!(Type::leaf(i).simple_name(), Some(name));
+        }
+    }
+
+    #[test]
+    fn device_index_is_an_int_and_near_misses_are_no_leaf() {
+        assert_eq!(
+            Type::leaf_index(b"DeviceIndex").map(Type::leaf),
+            Some(&Type::Int)
+        );
+        for name in [
+            "",
+            "T",
+            "tensor",
+            "Tensorx",
+            "Tensot",
+            "Dimnam",
+            "SymFloa",
+            "SymFloatx",
+            "Scalars",
+            "Stor",
+            "AnyType",
+            "Dict",
+            "Future",
+            "t",
+            "tVal",
+            "ScalarTypo",
+            "int8",
+        ] {
+            assert_eq!(Type::leaf_index(name.as_bytes()), None, "{name}");
         }
     }
 }

@@ -354,3 +354,37 @@ def test_defaults_as_native_functions_yaml_writes_them_print_as_torch(written, p
 def test_a_dtype_name_is_a_default_only_for_a_scalar_type():
     with pytest.raises(bf.SchemaError, match="float32"):
         bf.parse_schema("demo::f(int x=float32) -> ()")
+
+
+def test_parsed_schema_is_left_out_of_garbage_collection_and_stays_usable():
+    """parse_schema untracks its result (it holds only its text, a str, so it can be in no cycle);
+    collections must leave it intact, and it must free cleanly."""
+    import gc
+    import weakref
+
+    s = bf.parse_schema(ADD_)
+    assert not gc.is_tracked(s)
+    assert all(o is not s for o in gc.get_objects())
+    gc.collect()
+    assert s.name == "demo::add_"
+    assert s.arguments[0].is_write
+    assert str(s) == ADD_
+    with pytest.raises(TypeError):
+        weakref.ref(s)  # no weak references either: nothing can observe it but its owners
+    del s
+    gc.collect()
+
+
+def test_parsed_schema_builds_its_fields_lazily_and_consistently():
+    """The names come from the parsed text; every other field from the schema built on first
+    use, equal to the one an operator's own schema gives."""
+    s = bf.parse_schema(ADD)
+    assert (s.name, s.overload_name, s.operator_name) == ("demo::add", "Tensor", "demo::add.Tensor")
+    assert (s.is_vararg, s.is_varret) == (False, False)
+    first = s.arguments
+    assert [a.name for a in first] == ["self", "other", "alpha"]
+    assert [a.name for a in s.arguments] == ["self", "other", "alpha"]
+    assert s == bf.parse_schema(ADD)
+    assert hash(s) == hash(bf.parse_schema(ADD))
+    v = bf.parse_schema("demo::f(...) -> ...")
+    assert (v.is_vararg, v.is_varret) == (True, True)

@@ -6,9 +6,8 @@ fallback for the rest), and give NumPy's results on the same device.
 scipy reads ``SCIPY_ARRAY_API=1`` at import: conftest.py sets it before any test imports scipy
 (and .ci/run exports it).
 
-A case that needs ``bf.Tensor.__getitem__``/``__setitem__`` (``array_api::getitem``/``setitem``,
-not yet in boxfall) is a strict xfail while the array object lacks them, and an ordinary test
-once it has them.
+Most cases index arrays (``y[0]``, ``s[idx][:, None]``, ``scale[mask] = 1.0``): through
+``bf.Tensor.__getitem__``/``__setitem__``, the operators ``array_api::getitem``/``setitem``.
 """
 
 from __future__ import annotations
@@ -41,19 +40,6 @@ from sklearn.metrics.pairwise import (  # noqa: E402
     polynomial_kernel,
 )
 from sklearn.preprocessing import MinMaxScaler, StandardScaler  # noqa: E402
-
-HAS_INDEXING = hasattr(bf.Tensor, "__getitem__") and hasattr(bf.Tensor, "__setitem__")
-
-
-def needs_indexing(where: str) -> pytest.MarkDecorator:
-    """Strict xfail while ``bf.Tensor`` has no ``__getitem__``/``__setitem__``; ``where`` names
-    the indexing scikit-learn does."""
-    return pytest.mark.xfail(
-        not HAS_INDEXING,
-        reason=f"bf.Tensor has no __getitem__/__setitem__ (array_api::getitem/setitem): {where}",
-        raises=TypeError,
-        strict=True,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -103,27 +89,22 @@ ESTIMATORS: list[Any] = [
     pytest.param(
         lambda d: StandardScaler().fit_transform(d["X"]),
         id="StandardScaler",
-        marks=needs_indexing("_incremental_mean_and_var sets var[zeros] = ..."),
     ),
     pytest.param(
         lambda d: MinMaxScaler().fit_transform(d["X"]),
         id="MinMaxScaler",
-        marks=needs_indexing("_handle_zeros_in_scale sets scale[constant_mask] = 1.0"),
     ),
     pytest.param(
         lambda d: PCA(n_components=2, svd_solver="full").fit_transform(d["X"]),
         id="PCA-full",
-        marks=needs_indexing("svd_flip reads signs[np.newaxis, :]"),
     ),
     pytest.param(
         lambda d: LinearDiscriminantAnalysis().fit(d["X"], d["labels"]).predict(d["X"]),
         id="LinearDiscriminantAnalysis",
-        marks=needs_indexing("type_of_target reads y[0]"),
     ),
     pytest.param(
         lambda d: Ridge(alpha=1.0, solver="svd").fit(d["X"], d["target"]).predict(d["X"]),
         id="Ridge-svd",
-        marks=needs_indexing("_solve_svd reads s[idx][:, None]"),
     ),
 ]
 
@@ -131,12 +112,10 @@ ARRAY_FUNCTIONS: list[Any] = [
     pytest.param(
         lambda d: euclidean_distances(d["X"], d["Y"]),
         id="euclidean_distances",
-        marks=needs_indexing("_euclidean_distances reads row_norms(X)[:, None]"),
     ),
     pytest.param(
         lambda d: cosine_similarity(d["X"], d["Y"]),
         id="cosine_similarity",
-        marks=needs_indexing("normalize sets norms[norms == 0] = 1.0"),
     ),
     pytest.param(lambda d: linear_kernel(d["X"], d["Y"]), id="linear_kernel"),
     pytest.param(lambda d: polynomial_kernel(d["X"], d["Y"], degree=2), id="polynomial_kernel"),
@@ -146,12 +125,10 @@ SCORES: list[Any] = [
     pytest.param(
         lambda d: accuracy_score(d["labels"], d["labels"] * 0 + 1),
         id="accuracy_score",
-        marks=needs_indexing("type_of_target reads y[0]"),
     ),
     pytest.param(
         lambda d: r2_score(d["target"], d["predicted"]),
         id="r2_score",
-        marks=needs_indexing("_assemble_fraction_of_explained_deviance reads a[valid_score]"),
     ),
     pytest.param(lambda d: mean_squared_error(d["target"], d["predicted"]), id="mse"),
     pytest.param(lambda d: mean_absolute_error(d["target"], d["predicted"]), id="mae"),

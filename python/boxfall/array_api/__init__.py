@@ -20,8 +20,11 @@ kernels that registers itself (``_registry``): ``_elementwise_functions``,
 ``_creation_functions``, ``_statistical_functions``, ``_manipulation_functions``,
 ``_linear_algebra_functions``, ``_data_type_functions``, ``_utility_functions``,
 ``_searching_functions``, ``_sorting_functions``, ``_set_functions``, ``_indexing_functions``,
-``_constants``, ``_info``, and ``_array_methods`` (the methods of ``bf.Tensor``); the ``linalg``
-extension is ``_linalg`` (operators ``array_api::linalg_<name>``), public as ``xp.linalg``.
+``_constants``, ``_info``, ``_indexing`` (``x[key]`` and ``x[key] = value``: the operators
+``array_api::getitem`` and ``array_api::setitem``) and ``_array_methods`` (the methods of
+``bf.Tensor``, DLPack included); the ``linalg`` extension is ``_linalg`` (operators
+``array_api::linalg_<name>``), public as ``xp.linalg``, and the ``fft`` extension ``_fft``
+(operators ``array_api::fft_<name>``), public as ``xp.fft``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from . import (
     _data_type_functions,
     _dtypes,
     _elementwise_functions,
+    _fft,
+    _indexing,
     _indexing_functions,
     _info,
     _linear_algebra_functions,
@@ -46,6 +51,7 @@ from . import (
     _sorting_functions,
     _statistical_functions,
     _utility_functions,
+    fft,
     linalg,
 )
 from ._constants import *  # noqa: F403
@@ -76,6 +82,7 @@ _CHAPTERS = (
     _dtypes,
     _elementwise_functions,
     _linear_algebra_functions,
+    _indexing,
     _indexing_functions,
     _manipulation_functions,
     _searching_functions,
@@ -111,7 +118,9 @@ def _on_device(fn: Any, device: str) -> Any:
     @functools.wraps(fn)
     def create(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("device") is None:
-            if not (fn is asarray and args and isinstance(args[0], Tensor)):  # noqa: F405
+            # asarray and from_dlpack keep a bf.Tensor's device (the standard's rule).
+            keeps = fn in (asarray, from_dlpack)  # noqa: F405
+            if not (keeps and args and isinstance(args[0], Tensor)):
                 kwargs["device"] = device
         return fn(*args, **kwargs)
 
@@ -119,6 +128,18 @@ def _on_device(fn: Any, device: str) -> Any:
 
 
 _namespaces: dict[str, types.ModuleType] = {}
+
+
+def _fft_namespace(device: str) -> types.ModuleType:
+    """``fft`` of ``namespace(device)``: the same functions, ``fftfreq``/``rfftfreq`` on
+    ``device`` by default."""
+    mod = types.ModuleType(f"boxfall.array_api[{device}].fft", fft.__doc__)
+    for attr in fft.__all__:
+        mod.__dict__[attr] = getattr(fft, attr)
+    for attr in _fft.DEVICE_DEFAULTED:
+        mod.__dict__[attr] = _on_device(getattr(fft, attr), device)
+    mod.__dict__["__all__"] = list(fft.__all__)
+    return mod
 
 
 def namespace(device: Any) -> types.ModuleType:
@@ -143,6 +164,7 @@ def namespace(device: Any) -> types.ModuleType:
         ns.__dict__[attr] = _on_device(globals()[attr], name)
     ns.__dict__["__array_api_version__"] = __array_api_version__
     ns.__dict__["linalg"] = linalg
+    ns.__dict__["fft"] = _fft_namespace(name)
     ns.__dict__["__array_namespace_info__"] = lambda: _info.Info(name)
     ns.__dict__["namespace"] = namespace
     ns.__dict__["device"] = name
@@ -156,6 +178,7 @@ __all__ = sorted(
     {
         "__array_api_version__",
         "__array_namespace_info__",
+        "fft",
         "linalg",
         "namespace",
         *(n for chapter in _CHAPTERS for n in chapter.__all__),

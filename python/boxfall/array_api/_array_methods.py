@@ -12,16 +12,19 @@ Transfers are no operators: ``__array__`` (and so ``__bool__``, ``__int__``, ``_
 ``__complex__``, ``__index__`` and ``repr``) copies to the host through the backend's
 ``to_cpu`` hook, and ``to_device`` to another device is ``array_api::asarray`` of that host
 copy with ``device=`` (so it runs the device's own ``asarray`` kernel, or the CPU kernel through
-its fallback). ``__getitem__``/``__setitem__`` and ``__dlpack__`` are later work.
+its fallback). ``x[key]`` is ``array_api::getitem`` and ``x[key] = value`` is
+``array_api::setitem`` (``_indexing``). DLPack is at the end.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import numpy as np
 
 from . import _elementwise_functions as _ew
+from . import _indexing
 from . import _linear_algebra_functions as _la
 from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
 
@@ -91,6 +94,10 @@ __ior__ = _in_place("bitwise_or")
 __ixor__ = _in_place("bitwise_xor")
 __ilshift__ = _in_place("bitwise_left_shift")
 __irshift__ = _in_place("bitwise_right_shift")
+
+
+__getitem__ = _indexing.getitem
+__setitem__ = _indexing.setitem
 
 
 def __matmul__(self: Any, other: Any) -> Any:
@@ -197,3 +204,48 @@ def __repr__(self: Any) -> str:
     except Exception as e:  # a repr must not fail: say what the host copy said
         body = f"<no host copy: {type(e).__name__}: {e}>"
     return f"bf.Tensor({body}, dtype={self.dtype}, device='{self.device}')"
+
+
+# DLPack (the standard's data interchange). A device's memory is nothing DLPack can name (no
+# kDL device type for a boxfall backend), so a tensor exports a host array and says so:
+# ``__dlpack_device__`` is kDLCPU. Native's memory is host memory, so a Native tensor shares it
+# (read-only, which needs a versioned capsule, ``max_version >= (1, 0)``) unless ``copy=True``;
+# every other backend exports a host copy, and ``copy=False`` there is the standard's
+# ``BufferError``.
+
+
+class DLDeviceType(enum.IntEnum):
+    """DLPack's device types that boxfall exports (an ``int``, as DLPack's enum)."""
+
+    kDLCPU = 1  # noqa: N815  (DLPack's name)
+
+
+def __dlpack_device__(self: Any) -> tuple[DLDeviceType, int]:
+    """``(kDLCPU, 0)``: the device of the capsule ``__dlpack__`` exports."""
+    return (DLDeviceType.kDLCPU, 0)
+
+
+def __dlpack__(
+    self: Any,
+    *,
+    stream: Any = None,
+    max_version: Any = None,
+    dl_device: Any = None,
+    copy: Any = None,
+) -> Any:
+    """A DLPack capsule of the tensor's values on the CPU (NumPy's exporter)."""
+    if dl_device is not None and tuple(dl_device) != (DLDeviceType.kDLCPU, 0):
+        raise BufferError(f"a tensor on {self.device} exports to the CPU (1, 0), not {dl_device}")
+    kwargs = {"stream": stream, "max_version": max_version, "dl_device": dl_device}
+    if copy is not True and self.device.split(":", 1)[0] == "Native":
+        try:
+            return self.numpy().__dlpack__(copy=False, **kwargs)  # read-only, shared
+        except BufferError:
+            if copy is False:
+                raise
+    elif copy is False:
+        raise BufferError(
+            f"a tensor on {self.device} has no host memory to share: __dlpack__(copy=False) "
+            "would need a copy"
+        )
+    return np.asarray(self.numpy()).__dlpack__(copy=True, **kwargs)

@@ -113,6 +113,14 @@ def _triu(x: Any, /, *, k: int = 0) -> Any:
     return np.triu(x, k=k)
 
 
+def _from_dlpack(x: Any, /, *, device: Any = None, copy: Any = None) -> Any:
+    try:
+        return np.from_dlpack(x, copy=copy)
+    except TypeError:  # NumPy < 2.1 has no copy=: it always shares
+        shared = np.from_dlpack(x)
+        return np.array(shared, copy=True) if copy else shared
+
+
 def _meshgrid(arrays: Any, *, indexing: str = "xy") -> Any:
     return [np.array(a) for a in np.meshgrid(*arrays, indexing=cast(Any, indexing))]
 
@@ -143,6 +151,11 @@ OPS, _ = register(
         Op(f"full_like(Tensor x, Any fill_value, *, {_DEVICE}) -> Tensor", _full_like, False),
         Op("tril(Tensor x, *, int k=0) -> Tensor", _tril, False),
         Op("triu(Tensor x, *, int k=0) -> Tensor", _triu, False),
+        Op(
+            "from_dlpack(Any x, *, Device? device=None, bool? copy=None) -> Tensor",
+            _from_dlpack,
+            False,
+        ),
         Op('meshgrid(Tensor[] arrays, *, str indexing="xy") -> Tensor[]', _meshgrid, False),
     ]
 )
@@ -220,7 +233,10 @@ def eye(
     dtype: Any = None,
     device: Any = None,
 ) -> Any:
-    """The operator ``array_api::eye``."""
+    """The operator ``array_api::eye``. A diagonal ``k`` past the matrix (all zeros) is
+    passed as the first one past it, so that any Python int fits the operator's ``int k``."""
+    past = max(n_rows, n_rows if n_cols is None else n_cols)
+    k = max(-past, min(k, past))
     return OPS["eye"](n_rows, n_cols, k=k, dtype=dtype_name(dtype), device=_device(device))
 
 
@@ -261,12 +277,49 @@ def triu(x: Any, /, *, k: int = 0) -> Any:
     return OPS["triu"](x, k=k)
 
 
+def from_dlpack(x: object, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """The operator ``array_api::from_dlpack``: the array of ``x``, an object with
+    ``__dlpack__``, on ``device``.
+
+    A ``bf.Tensor`` is the namespace's own array: it is ``asarray(x, device=device,
+    copy=copy)`` (without ``device``, on ``x``'s device), with no DLPack round trip. Anything
+    else is read with ``numpy.from_dlpack`` (sharing its memory unless ``copy=True``; an
+    object on a device NumPy cannot read raises NumPy's ``BufferError``) and, for a device other
+    than the CPU, moved there by the operator (the device's kernel or the CPU kernel through its
+    fallback), a copy: ``copy=False`` with such a ``device`` is a ``ValueError``, as the
+    standard says. ``namespace(device).from_dlpack`` creates on ``device`` by default.
+    """
+    if isinstance(x, Tensor):
+        if device is not None and device != x.device and copy is False:
+            raise ValueError(
+                f"from_dlpack(copy=False) cannot move an array from {x.device} to {device}"
+            )
+        if device == "cpu":
+            return x.to_device("cpu")
+        return asarray(x, device=device, copy=copy)
+    if copy is False and _device(device) is not None:
+        raise ValueError(
+            f"from_dlpack(copy=False) cannot put an array on {device}: that needs a copy"
+        )
+    return OPS["from_dlpack"](x, device=_device(device), copy=copy)
+
+
 def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:
     """The operator ``array_api::meshgrid``."""
     return OPS["meshgrid"](list(arrays), indexing=indexing)
 
 
-DEVICE_DEFAULTED = ("asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye")
+DEVICE_DEFAULTED = (
+    "asarray",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "arange",
+    "linspace",
+    "eye",
+    "from_dlpack",
+)
 """The functions whose ``device=None`` means the namespace's device (``namespace(device)``)."""
 
 __all__ = [
@@ -276,6 +329,7 @@ __all__ = [
     "empty_like",
     "eye",
     "full",
+    "from_dlpack",
     "full_like",
     "linspace",
     "meshgrid",

@@ -26,6 +26,51 @@ import numpy as np
 from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
 from ._registry import Op, register
 
+
+def _expm1(x: Any, /) -> Any:
+    """NumPy's ``expm1``; for complex ``x``, ``exp(x) - 1`` where ``x`` is not finite and
+    ``+0`` real parts at zero (the standard's special cases, where NumPy gives NaN, -0)."""
+    if not np.iscomplexobj(x):
+        return np.expm1(x)
+    x = np.asarray(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        result = np.array(np.expm1(x))
+        infinite = ~np.isfinite(x)
+        if np.any(infinite):
+            result[infinite] = np.exp(x[infinite]) - 1
+    result.real[x == 0] = 0.0
+    return result
+
+
+def _tanh(x: Any, /) -> Any:
+    """NumPy's ``tanh``; for complex ``x`` with an infinite real part and a finite imaginary
+    one, ``±1 + 0j`` with the imaginary zero's sign that of ``imag(x)`` (the standard's special
+    case, where NumPy gives the sign of ``sin(2 imag(x))``)."""
+    if not np.iscomplexobj(x):
+        return np.tanh(x)
+    x = np.asarray(x)
+    result = np.array(np.tanh(x))
+    edge = np.isinf(x.real) & np.isfinite(x.imag)
+    result.imag[edge] = np.copysign(0.0, x.imag[edge])
+    return result
+
+
+def _floor_divide(x1: Any, x2: Any, /, out: Any = None) -> Any:
+    """NumPy's ``floor_divide``, but ``floor(x1 / x2)`` where one of two floats is infinite and
+    the other finite (the standard's special cases: ``inf // 2`` is ``inf``, not NumPy's NaN,
+    ``1 // -inf`` is ``-0``, not ``-1``)."""
+    floats = np.result_type(x1, x2).kind == "f"
+    one_infinite = floats and ((np.isinf(x1) & np.isfinite(x2)) | (np.isfinite(x1) & np.isinf(x2)))
+    if not np.any(one_infinite):
+        return np.floor_divide(x1, x2, out=out)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = np.where(one_infinite, np.floor(np.divide(x1, x2)), np.floor_divide(x1, x2))
+    if out is None:
+        return result
+    np.copyto(out, result, casting="same_kind")
+    return out
+
+
 UNARY: dict[str, Callable[[Any], Any]] = {
     "abs": np.abs,
     "acos": np.arccos,
@@ -40,7 +85,7 @@ UNARY: dict[str, Callable[[Any], Any]] = {
     "cos": np.cos,
     "cosh": np.cosh,
     "exp": np.exp,
-    "expm1": np.expm1,
+    "expm1": _expm1,
     "floor": np.floor,
     "imag": np.imag,
     "isfinite": np.isfinite,
@@ -63,7 +108,7 @@ UNARY: dict[str, Callable[[Any], Any]] = {
     "square": np.square,
     "sqrt": np.sqrt,
     "tan": np.tan,
-    "tanh": np.tanh,
+    "tanh": _tanh,
     "trunc": np.trunc,
 }
 """Unary functions: the standard's name -> the NumPy function that computes it."""
@@ -79,7 +124,7 @@ BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "copysign": np.copysign,
     "divide": np.divide,
     "equal": np.equal,
-    "floor_divide": np.floor_divide,
+    "floor_divide": _floor_divide,
     "greater": np.greater,
     "greater_equal": np.greater_equal,
     "hypot": np.hypot,
@@ -122,7 +167,7 @@ def _unary_kernel(f: Callable[[Any], Any], name: str) -> Callable[..., Any]:
         return f(x)
 
     kernel.__name__ = name
-    kernel.__doc__ = f"NumPy's ``{f.__name__}``."
+    kernel.__doc__ = f"NumPy's ``{f.__name__}``." if isinstance(f, np.ufunc) else f.__doc__
     return kernel
 
 
@@ -206,7 +251,8 @@ def _binary_function(name: str) -> Callable[..., Any]:
     fn.__module__ = "boxfall.array_api"
     fn.__doc__ = (
         f"The operator ``{both.name}`` (``{both.schema}``), or its ``Tensor_Scalar`` and "
-        f"``Scalar_Tensor`` overloads for a Python scalar; NumPy's ``{BINARY[name].__name__}``."
+        f"``Scalar_Tensor`` overloads for a Python scalar; NumPy's "
+        f"``{BINARY[name].__name__.lstrip('_')}``."
     )
     return fn
 

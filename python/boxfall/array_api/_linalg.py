@@ -5,7 +5,8 @@ the main namespace's own (the standard says the extension's are the same functio
 
 Decompositions return a tuple of arrays from the operator, and the public function gives it as
 the standard's named tuple. ``ord`` of ``matrix_norm`` is a string (``"fro"``, ``"nuc"``) or a
-number: two overloads, ``linalg_matrix_norm`` and ``linalg_matrix_norm.Scalar``.
+number: two overloads, ``linalg_matrix_norm`` and ``linalg_matrix_norm.Scalar``; ``rtol`` of
+``pinv`` and ``matrix_rank`` is a number or an array: ``linalg_pinv`` and ``linalg_pinv.Tensor``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._helpers import ARRAY_TYPES
 from ._linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot
 from ._registry import Op, register
 
@@ -178,8 +180,10 @@ OPS, _ = register(
         ),
         Op(f"{_P}matrix_power(Tensor x, int n) -> Tensor", _matrix_power, False),
         Op(f"{_P}matrix_rank(Tensor x, *, Scalar? rtol=None) -> Tensor", _matrix_rank, False),
+        Op(f"{_P}matrix_rank.Tensor(Tensor x, *, Tensor rtol) -> Tensor", _matrix_rank, False),
         Op(f"{_P}outer(Tensor x1, Tensor x2) -> Tensor", _outer, False),
         Op(f"{_P}pinv(Tensor x, *, Scalar? rtol=None) -> Tensor", _pinv, False),
+        Op(f"{_P}pinv.Tensor(Tensor x, *, Tensor rtol) -> Tensor", _pinv, False),
         Op(f'{_P}qr(Tensor x, *, str mode="reduced") -> (Tensor Q, Tensor R)', _qr, False),
         Op(f"{_P}slogdet(Tensor x) -> (Tensor sign, Tensor logabsdet)", _slogdet, False),
         Op(f"{_P}solve(Tensor x1, Tensor x2) -> Tensor", _solve, False),
@@ -258,7 +262,9 @@ def matrix_power(x: Any, n: int, /) -> Any:
 
 def matrix_rank(x: Any, /, *, rtol: Any = None) -> Any:
     """The operator ``array_api::linalg_matrix_rank``: singular values above ``rtol`` times the
-    largest."""
+    largest (``.Tensor`` for an array ``rtol``, one per matrix of the stack)."""
+    if isinstance(rtol, ARRAY_TYPES):
+        return _op("matrix_rank.Tensor")(x, rtol=rtol)
     return _op("matrix_rank")(x, rtol=rtol)
 
 
@@ -268,7 +274,10 @@ def outer(x1: Any, x2: Any, /) -> Any:
 
 
 def pinv(x: Any, /, *, rtol: Any = None) -> Any:
-    """The operator ``array_api::linalg_pinv``: the Moore-Penrose pseudo-inverse."""
+    """The operator ``array_api::linalg_pinv``: the Moore-Penrose pseudo-inverse (``.Tensor``
+    for an array ``rtol``)."""
+    if isinstance(rtol, ARRAY_TYPES):
+        return _op("pinv.Tensor")(x, rtol=rtol)
     return _op("pinv")(x, rtol=rtol)
 
 

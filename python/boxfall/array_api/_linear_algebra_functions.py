@@ -30,9 +30,16 @@ def _tensordot_axes(x1: Any, x2: Any, /, *, axes: Any) -> Any:
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
-    """The dot product of vectors along ``axis`` (conjugating ``x1``)."""
+    """The dot product of vectors along ``axis`` (conjugating ``x1``), in the dtype of
+    ``x1 * x2``; the two sizes along ``axis`` must be equal (that axis does not broadcast)."""
+    x1, x2 = np.asarray(x1), np.asarray(x2)
+    if x1.shape[axis] != x2.shape[axis]:
+        raise ValueError(
+            f"vecdot: the sizes along axis {axis} differ ({x1.shape[axis]} and {x2.shape[axis]})"
+        )
     x1, x2 = np.broadcast_arrays(x1, x2)
-    return np.sum(np.conj(x1) * x2, axis=axis)
+    product = np.conj(x1) * x2
+    return np.sum(product, axis=axis, dtype=product.dtype)
 
 
 OPS, _public = register(

@@ -23,16 +23,22 @@ def any(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:  # noqa:
     return np.any(x, axis=_axis(axis), keepdims=keepdims)
 
 
-def diff(x: Any, /, *, axis: int = -1, n: int = 1) -> Any:
-    """The ``n``-th differences along ``axis`` (prepend and append are later work)."""
-    return np.diff(x, n=n, axis=axis)
+def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Any:
+    """The ``n``-th differences along ``axis``, of ``x`` with ``prepend`` before it and
+    ``append`` after it along ``axis`` when given."""
+    kwargs = {k: v for k, v in (("prepend", prepend), ("append", append)) if v is not None}
+    return np.diff(x, n=n, axis=axis, **kwargs)
 
 
 OPS, _public = register(
     [
         Op("all(Tensor x, *, int[1]? axis=None, bool keepdims=False) -> Tensor", all),
         Op("any(Tensor x, *, int[1]? axis=None, bool keepdims=False) -> Tensor", any),
-        Op("diff(Tensor x, *, int axis=-1, int n=1) -> Tensor", diff),
+        Op(
+            "diff(Tensor x, *, int axis=-1, int n=1, Tensor? prepend=None, Tensor? append=None)"
+            " -> Tensor",
+            diff,
+        ),
     ]
 )
 all = _public["all"]  # noqa: A001

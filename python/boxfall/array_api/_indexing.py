@@ -1,0 +1,141 @@
+"""Indexing (the standard's ``indexing`` page): ``x[key]`` and ``x[key] = value``, as data.
+
+Two operators, functional like every other one of ``boxfall.array_api``:
+
+- ``array_api::getitem(Tensor x, Any key, Tensor?[] arrays) -> Tensor``: a new array, never a
+  view (the CPU fallback refuses view operators, and a device cannot share the host's memory);
+- ``array_api::setitem(Tensor(a!) x, Any key, Tensor?[] arrays, Tensor value) -> ()`` and
+  ``array_api::setitem.Scalar(Tensor(a!) x, Any key, Tensor?[] arrays, Scalar value) -> ()``:
+  ``value`` (broadcast, cast to ``x.dtype`` as NumPy casts) written into ``x``; through the CPU
+  fallback the write-back of the ``Tensor(a!)`` argument makes it all or nothing.
+
+``key`` is the index as Python writes it (an int, a slice, ``...``, ``None``, or a tuple of
+these) with the string :data:`SLOT` in place of each array in it; ``arrays`` holds those arrays
+in order (integer arrays and boolean masks, ``bf.Tensor`` or NumPy; a list in an index is
+NumPy's reading of it, an array). The arrays are so tensor arguments the dispatcher sees: a
+device's CPU fallback moves them with ``x``, and arrays of two devices are a ``FallbackError``.
+``Any`` keeps ints, bools, ``None`` and strings as values and slices, ``...`` and NumPy scalars
+as the Python objects themselves, tuples as tuples. A backend's own kernel takes the same
+arguments (``bf.Library("array_api", "IMPL").impl("getitem", fn, "Accel")``) and can rebuild
+the index with :func:`join_key`.
+
+The kernels are NumPy's indexing, so every index the standard defines (and NumPy's others)
+works, and a bad one raises NumPy's ``IndexError`` (out of range, a float, too many indices) or
+``TypeError``, with a note naming the operator. A string in an index is refused before the call
+with NumPy's ``IndexError``: a string is the array slot's mark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
+from ._registry import NAMESPACE, Op, register
+
+SLOT = "array"
+"""The mark in ``key`` of the next array of ``arrays`` (no index component is a string)."""
+
+_BAD_INDEX = (
+    "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or "
+    "boolean arrays are valid indices"
+)
+
+
+def split_key(key: Any, op: str = "getitem") -> tuple[Any, list[Any]]:
+    """``key`` with :data:`SLOT` where each array was, and the arrays: the arguments ``key``
+    and ``arrays`` of ``array_api::getitem``/``setitem`` (``op``, named by an error)."""
+    arrays: list[Any] = []
+
+    def component(k: Any) -> Any:
+        if isinstance(k, ARRAY_TYPES):
+            arrays.append(k)
+            return SLOT
+        if isinstance(k, list):  # NumPy reads a list in an index as an array
+            arrays.append(np.asarray(k) if k else np.asarray(k, dtype=np.intp))
+            return SLOT
+        if isinstance(k, str):
+            error = IndexError(_BAD_INDEX)
+            error.add_note(f"while making the index {k!r} an argument of '{NAMESPACE}::{op}'")
+            raise error
+        return k
+
+    if isinstance(key, tuple):
+        return tuple(component(k) for k in key), arrays
+    return component(key), arrays
+
+
+def join_key(key: Any, arrays: Any) -> Any:
+    """The index ``split_key`` split: each :data:`SLOT` of ``key`` replaced by the next of
+    ``arrays`` (for a kernel of ``array_api::getitem``/``setitem``)."""
+    rest = iter(arrays)
+
+    def component(k: Any) -> Any:
+        if isinstance(k, str) and k == SLOT:
+            try:
+                return next(rest)
+            except StopIteration:
+                raise IndexError(f"the index has more slots {SLOT!r} than arrays") from None
+        if isinstance(k, str):
+            raise IndexError(_BAD_INDEX)
+        return k
+
+    joined = tuple(component(k) for k in key) if isinstance(key, tuple) else component(key)
+    if next(rest, rest) is not rest:
+        raise IndexError(f"the index has fewer slots {SLOT!r} than arrays")
+    return joined
+
+
+def _getitem(x: Any, key: Any, arrays: Any) -> Any:
+    """``x[key]`` with the arrays in their slots, as a new array."""
+    result = np.asarray(x)[join_key(key, arrays)]
+    if isinstance(result, np.ndarray) and np.may_share_memory(result, x):
+        result = result.copy()  # basic indexing makes a view; the operator is functional
+    return result
+
+
+def _setitem(x: Any, key: Any, arrays: Any, value: Any) -> None:
+    """``x[key] = value`` with the arrays in their slots, written into ``x``."""
+    x[join_key(key, arrays)] = value
+
+
+OPS, _ = register(
+    [
+        Op("getitem(Tensor x, Any key, Tensor?[] arrays) -> Tensor", _getitem, public=False),
+        Op(
+            "setitem(Tensor(a!) x, Any key, Tensor?[] arrays, Tensor value) -> ()",
+            _setitem,
+            public=False,
+        ),
+        Op(
+            "setitem.Scalar(Tensor(a!) x, Any key, Tensor?[] arrays, Scalar value) -> ()",
+            _setitem,
+            public=False,
+        ),
+    ]
+)
+
+
+def getitem(x: Any, key: Any) -> Any:
+    """``x[key]``: ``array_api::getitem`` of the split ``key`` (``bf.Tensor.__getitem__``)."""
+    key, arrays = split_key(key)
+    return OPS["getitem"](x, key, arrays)
+
+
+def setitem(x: Any, key: Any, value: Any) -> None:
+    """``x[key] = value``: ``array_api::setitem`` (an array ``value``) or ``setitem.Scalar``
+    (a Python bool, int or float; a complex one becomes a 0-d array of ``x.dtype``)
+    (``bf.Tensor.__setitem__``)."""
+    key, arrays = split_key(key, "setitem")
+    if isinstance(value, SCALAR_TYPES):
+        OPS["setitem.Scalar"](x, key, arrays, value)
+        return
+    if isinstance(value, complex):
+        value = scalar_array(value, x)
+    elif not isinstance(value, ARRAY_TYPES):
+        value = np.asarray(value)
+    OPS["setitem"](x, key, arrays, value)
+
+
+__all__: list[str] = []
