@@ -40,15 +40,62 @@ pub(crate) fn try_vec_for<T>(
     let mut v = Vec::new();
     v.try_reserve_exact(n)
         .map_err(|_| out_of_memory(what, shape, size))?;
+    advise_huge_pages(&mut v);
     Ok((v, n))
+}
+
+/// Asks the kernel to back a large new buffer (4 MiB or more) with huge pages, as NumPy does
+/// for its arrays: a kernel that writes a fresh 8 MB result otherwise takes 2048 page faults,
+/// which cost as much as the arithmetic. A hint; nothing changes if it is refused.
+fn advise_huge_pages<T>(v: &mut Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let bytes = v.capacity() * std::mem::size_of::<T>();
+        if bytes < 1 << 22 {
+            return;
+        }
+        let start = v.as_mut_ptr() as usize;
+        let offset = (PAGE - start % PAGE) % PAGE;
+        // SAFETY: the range [start + offset, start + bytes) lies inside the allocation `v`
+        // owns (its capacity is `bytes` bytes), and starts on a page boundary, as madvise(2)
+        // requires; MADV_HUGEPAGE only changes how the kernel backs those pages, never their
+        // contents, and its failure (an error return) is ignored. Exercised by every test
+        // that makes a large Native array (tests/python/test_native_kernels.py's large-kernel
+        // test, the 1M-element benchmarks).
+        unsafe {
+            libc::madvise(
+                (start + offset) as *mut libc::c_void,
+                bytes - offset,
+                libc::MADV_HUGEPAGE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
 }
 
 /// A C-ordered array of `shape` over `v` (which holds exactly its elements).
 fn array_of<T>(shape: &[usize], v: Vec<T>, what: &dyn Fn() -> String) -> Result<ArrayD<T>> {
-    ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| Error::Kernel {
+    // A 0-d or 1-d array is built with its fixed dimension first: the dynamic constructor
+    // spends as long on strides and checks as a small kernel on its arithmetic.
+    match *shape {
+        [] if v.len() == 1 => {
+            return ndarray::Array0::from_shape_vec((), v)
+                .map(|a| a.into_dyn())
+                .map_err(|e| shape_error(what, shape, e))
+        }
+        [n] if n == v.len() => return Ok(ndarray::Array1::from_vec(v).into_dyn()),
+        _ => {}
+    }
+    ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| shape_error(what, shape, e))
+}
+
+fn shape_error(what: &dyn Fn() -> String, shape: &[usize], e: ndarray::ShapeError) -> Error {
+    Error::Kernel {
         context: what(),
         message: format!("cannot make an array of shape {shape:?}: {e}"),
-    })
+    }
 }
 
 /// An array of `shape` whose elements `fill` writes. `fill` gets a `Zip` whose first producer
@@ -78,12 +125,170 @@ fn build<T: Copy>(
     array_of(shape, v, what)
 }
 
+/// An error for slices whose lengths do not match the shape they are to fill.
+fn wrong_length(what: &dyn Fn() -> String, shape: &[usize], len: usize) -> Error {
+    Error::Kernel {
+        context: what(),
+        message: format!("{len} values do not fill the shape {shape:?}"),
+    }
+}
+
+/// Whether the CPU has AVX-512F and BW (the loops of large results use them, as NumPy's do).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn has_avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+}
+
+/// Writes `f(x)` into each slot of `out` (as many as `xs` has: the callers pass equal lengths).
+/// Compiled twice on x86-64: for the baseline and for AVX2, chosen at run time as NumPy chooses
+/// its loops, so the flat loop vectorizes four or eight elements wide where the CPU can.
+#[inline(always)]
+fn map_into<A: Copy, T: Copy>(out: &mut [MaybeUninit<T>], xs: &[A], f: &impl Fn(A) -> T) {
+    #[inline(always)]
+    fn run<A: Copy, T: Copy>(out: &mut [MaybeUninit<T>], xs: &[A], f: &impl Fn(A) -> T) {
+        for (o, &a) in out.iter_mut().zip(xs) {
+            o.write(f(a));
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2<A: Copy, T: Copy>(out: &mut [MaybeUninit<T>], xs: &[A], f: &impl Fn(A) -> T) {
+            run(out, xs, f)
+        }
+        #[target_feature(enable = "avx512f,avx512bw")]
+        fn avx512<A: Copy, T: Copy>(out: &mut [MaybeUninit<T>], xs: &[A], f: &impl Fn(A) -> T) {
+            run(out, xs, f)
+        }
+        if out.len() >= 4096 && has_avx512() {
+            // SAFETY: the CPU has AVX-512F and BW (checked at run time just above), the one
+            // requirement of calling a function compiled with them. Exercised by the large
+            // Native kernel tests (tests/python/test_native_array_api_kernels.py) on such CPUs.
+            unsafe { avx512(out, xs, f) };
+            return;
+        }
+        if out.len() >= 64 && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked at run time just above), the one requirement
+            // of calling a function compiled with it. Exercised by the Native kernel tests
+            // (tests/python/test_native_array_api_kernels.py) on any AVX2 machine.
+            unsafe { avx2(out, xs, f) };
+            return;
+        }
+    }
+    run(out, xs, f)
+}
+
+/// Writes `f(x, y)` into each slot of `out` (see `map_into`).
+#[inline(always)]
+fn zip_into<A: Copy, B: Copy, T: Copy>(
+    out: &mut [MaybeUninit<T>],
+    xs: &[A],
+    ys: &[B],
+    f: &impl Fn(A, B) -> T,
+) {
+    #[inline(always)]
+    fn run<A: Copy, B: Copy, T: Copy>(
+        out: &mut [MaybeUninit<T>],
+        xs: &[A],
+        ys: &[B],
+        f: &impl Fn(A, B) -> T,
+    ) {
+        for ((o, &a), &b) in out.iter_mut().zip(xs).zip(ys) {
+            o.write(f(a, b));
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2<A: Copy, B: Copy, T: Copy>(
+            out: &mut [MaybeUninit<T>],
+            xs: &[A],
+            ys: &[B],
+            f: &impl Fn(A, B) -> T,
+        ) {
+            run(out, xs, ys, f)
+        }
+        #[target_feature(enable = "avx512f,avx512bw")]
+        fn avx512<A: Copy, B: Copy, T: Copy>(
+            out: &mut [MaybeUninit<T>],
+            xs: &[A],
+            ys: &[B],
+            f: &impl Fn(A, B) -> T,
+        ) {
+            run(out, xs, ys, f)
+        }
+        if out.len() >= 4096 && has_avx512() {
+            // SAFETY: the CPU has AVX-512F and BW (checked at run time just above), the one
+            // requirement of calling a function compiled with them. Exercised by the large
+            // Native kernel tests (tests/python/test_native_array_api_kernels.py) on such CPUs.
+            unsafe { avx512(out, xs, ys, f) };
+            return;
+        }
+        if out.len() >= 64 && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked at run time just above), the one requirement
+            // of calling a function compiled with it. Exercised by the Native kernel tests
+            // (tests/python/test_native_array_api_kernels.py) on any AVX2 machine.
+            unsafe { avx2(out, xs, ys, f) };
+            return;
+        }
+    }
+    run(out, xs, ys, f)
+}
+
+/// `f` of each element of the slice `xs` (C-ordered, of `shape`), as a new array: one flat
+/// loop, which the compiler vectorizes.
+pub(crate) fn try_map_slice<A: Copy, T: Copy>(
+    shape: &[usize],
+    xs: &[A],
+    what: &dyn Fn() -> String,
+    f: impl Fn(A) -> T,
+) -> Result<ArrayD<T>> {
+    let (mut v, n) = try_vec_for::<T>(shape, what)?;
+    if xs.len() != n {
+        return Err(wrong_length(what, shape, xs.len()));
+    }
+    map_into(&mut v.spare_capacity_mut()[..n], xs, &f);
+    // SAFETY: `map_into` zipped the first `n` slots of `v`'s spare capacity with `xs`, which
+    // has exactly `n` elements (checked above), and wrote each slot; so all `n` are initialized.
+    // `T: Copy`: had `f` panicked, the `Vec`, still of length 0, would drop without reading
+    // them. Exercised by this module's tests and every Native kernel test.
+    unsafe { v.set_len(n) };
+    array_of(shape, v, what)
+}
+
+/// `f` of each pair of the slices `xs` and `ys` (C-ordered, both of `shape`), as a new array:
+/// one flat loop, which the compiler vectorizes.
+pub(crate) fn try_zip_slices<A: Copy, B: Copy, T: Copy>(
+    shape: &[usize],
+    xs: &[A],
+    ys: &[B],
+    what: &dyn Fn() -> String,
+    f: impl Fn(A, B) -> T,
+) -> Result<ArrayD<T>> {
+    let (mut v, n) = try_vec_for::<T>(shape, what)?;
+    if xs.len() != n || ys.len() != n {
+        return Err(wrong_length(what, shape, xs.len().min(ys.len())));
+    }
+    zip_into(&mut v.spare_capacity_mut()[..n], xs, ys, &f);
+    // SAFETY: `zip_into` zipped the first `n` slots of `v`'s spare capacity with `xs` and `ys`,
+    // which have exactly `n` elements each (checked above), and wrote each slot; so all `n` are
+    // initialized. `T: Copy`: had `f` panicked, the `Vec`, still of length 0, would drop
+    // without reading them. Exercised by this module's tests and every Native kernel test.
+    unsafe { v.set_len(n) };
+    array_of(shape, v, what)
+}
+
 /// `f` of each element of `x`, as a new C-ordered array.
 pub(crate) fn try_map<A: Copy, T: Copy>(
     x: &ArrayViewD<'_, A>,
     what: &dyn Fn() -> String,
     f: impl Fn(A) -> T,
 ) -> Result<ArrayD<T>> {
+    if let Some(xs) = x.as_slice() {
+        return try_map_slice(x.shape(), xs, what, f);
+    }
     build(x.shape(), what, |z| {
         z.and(x).for_each(|o, &a| {
             o.write(f(a));
@@ -115,6 +320,11 @@ pub(crate) fn try_zip<A: Copy, B: Copy, T: Copy>(
             y.shape()
         ),
     };
+    if x.shape() == shape && y.shape() == shape {
+        if let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice()) {
+            return try_zip_slices(shape, xs, ys, what, f);
+        }
+    }
     let xb = x.broadcast(IxDyn(shape)).ok_or_else(not_broadcast)?;
     let yb = y.broadcast(IxDyn(shape)).ok_or_else(not_broadcast)?;
     build(shape, what, |z| {
@@ -168,6 +378,18 @@ mod tests {
 
     fn what() -> String {
         "a test array".into()
+    }
+
+    #[test]
+    fn flat_loops_fill_every_element_or_refuse_a_wrong_length() {
+        let m = try_map_slice(&[2, 2], &[1, 2, 3, 4], &what, |v| v * 10).unwrap();
+        assert_eq!(m, arr2(&[[10, 20], [30, 40]]).into_dyn());
+        let z = try_zip_slices(&[3], &[1.0, 2.0, 3.0], &[0.5; 3], &what, |a, b| a - b).unwrap();
+        assert_eq!(z.as_slice().unwrap(), &[0.5, 1.5, 2.5]);
+        assert!(try_map_slice(&[3], &[1, 2], &what, |v| v).is_err());
+        assert!(try_zip_slices(&[2], &[1, 2], &[1], &what, |a, b| a + b).is_err());
+        let t = arr2(&[[1, 2], [3, 4]]).reversed_axes().into_dyn();
+        assert_eq!(try_map(&t.view(), &what, |v| v).unwrap(), t); // strided: the Zip path
     }
 
     #[test]

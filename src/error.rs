@@ -144,7 +144,7 @@ pub enum Error {
     /// ```
     /// let e = boxfall::Error::DType { dtype: "float16".into(), context: "a Native tensor".into() };
     /// assert!(e.to_string().contains("float16"));
-    /// assert!(e.to_string().contains("float32, float64, int32, int64, bool"));
+    /// assert!(e.to_string().contains("bool, int8, uint8, int16"));
     /// ```
     #[error(
         "{context} cannot hold dtype {dtype}; the supported dtypes are {}",

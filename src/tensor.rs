@@ -11,28 +11,67 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use ndarray::ArrayD;
+use num_complex::Complex;
 
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 
-/// The element types host memory holds.
+/// The element types host memory holds: every dtype of the array API standard.
 ///
 /// ```
 /// assert_eq!(boxfall::DType::F64.size(), 8);
 /// assert_eq!(boxfall::DType::F32.name(), "float32");
+/// assert_eq!(boxfall::DType::C64.size(), 8);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
-    /// `float32`
-    F32,
-    /// `float64`
-    F64,
+    /// `bool`
+    Bool,
+    /// `int8`
+    I8,
+    /// `int16`
+    I16,
     /// `int32`
     I32,
     /// `int64`
     I64,
+    /// `uint8`
+    U8,
+    /// `uint16`
+    U16,
+    /// `uint32`
+    U32,
+    /// `uint64`
+    U64,
+    /// `float32`
+    F32,
+    /// `float64`
+    F64,
+    /// `complex64` (two float32)
+    C64,
+    /// `complex128` (two float64)
+    C128,
+}
+
+/// The kind of an element type, as the array API standard groups them for type promotion.
+///
+/// ```
+/// use boxfall::{tensor::Kind, DType};
+/// assert_eq!(DType::U16.kind(), Kind::Unsigned);
+/// assert_eq!(DType::C64.kind(), Kind::Complex);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
     /// `bool`
     Bool,
+    /// `int8` to `int64`
+    Signed,
+    /// `uint8` to `uint64`
+    Unsigned,
+    /// `float32`, `float64`
+    Float,
+    /// `complex64`, `complex128`
+    Complex,
 }
 
 impl DType {
@@ -42,26 +81,62 @@ impl DType {
     /// use boxfall::DType;
     /// assert_eq!(DType::Bool.size(), 1);
     /// assert_eq!(DType::I32.size(), 4);
+    /// assert_eq!(DType::C128.size(), 16);
     /// ```
     pub const fn size(self) -> usize {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F64 | DType::I64 => 8,
-            DType::Bool => 1,
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::U16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
+            DType::C128 => 16,
         }
     }
 
-    /// Every element type host memory holds, lowest first as NumPy lists them.
+    /// The kind (bool, signed or unsigned integer, real or complex floating point).
     ///
     /// ```
-    /// assert_eq!(boxfall::DType::ALL.len(), 5);
+    /// use boxfall::{tensor::Kind, DType};
+    /// assert_eq!(DType::I8.kind(), Kind::Signed);
+    /// assert_eq!(DType::F64.kind(), Kind::Float);
     /// ```
-    pub const ALL: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+    pub const fn kind(self) -> Kind {
+        match self {
+            DType::Bool => Kind::Bool,
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => Kind::Signed,
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => Kind::Unsigned,
+            DType::F32 | DType::F64 => Kind::Float,
+            DType::C64 | DType::C128 => Kind::Complex,
+        }
+    }
 
-    /// The names of [`DType::ALL`], for error messages: `"float32, float64, int32, int64, bool"`.
+    /// Every element type host memory holds, in NumPy's order of type numbers.
     ///
     /// ```
-    /// assert_eq!(boxfall::DType::supported_names(), "float32, float64, int32, int64, bool");
+    /// assert_eq!(boxfall::DType::ALL.len(), 13);
+    /// ```
+    pub const ALL: [DType; 13] = [
+        DType::Bool,
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::F32,
+        DType::F64,
+        DType::C64,
+        DType::C128,
+    ];
+
+    /// The names of [`DType::ALL`], for error messages.
+    ///
+    /// ```
+    /// let names = boxfall::DType::supported_names();
+    /// assert!(names.starts_with("bool, int8, uint8, int16"));
+    /// assert!(names.ends_with("float32, float64, complex64, complex128"));
     /// ```
     pub fn supported_names() -> String {
         DType::ALL.map(DType::name).join(", ")
@@ -73,15 +148,35 @@ impl DType {
     /// use boxfall::DType;
     /// assert_eq!(DType::I64.name(), "int64");
     /// assert_eq!(DType::Bool.name(), "bool");
+    /// assert_eq!(DType::C64.name(), "complex64");
     /// ```
     pub const fn name(self) -> &'static str {
         match self {
-            DType::F32 => "float32",
-            DType::F64 => "float64",
+            DType::Bool => "bool",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
             DType::I32 => "int32",
             DType::I64 => "int64",
-            DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::C64 => "complex64",
+            DType::C128 => "complex128",
         }
+    }
+
+    /// The element type NumPy names `name`, if host memory holds it.
+    ///
+    /// ```
+    /// use boxfall::DType;
+    /// assert_eq!(DType::from_name("uint16"), Some(DType::U16));
+    /// assert_eq!(DType::from_name("float16"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
     }
 }
 
@@ -92,35 +187,111 @@ impl DType {
 /// let a = HostArray::from(ndarray::arr1(&[1.0f32, 2.0]).into_dyn());
 /// assert_eq!(a.dtype(), DType::F32);
 /// assert_eq!(a.nbytes(), 8);
+/// let c = HostArray::from(ndarray::arr1(&[num_complex::Complex::new(1.0f64, 2.0)]).into_dyn());
+/// assert_eq!(c.dtype(), DType::C128);
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostArray {
-    /// float32 elements
-    F32(ArrayD<f32>),
-    /// float64 elements
-    F64(ArrayD<f64>),
+    /// bool elements
+    Bool(ArrayD<bool>),
+    /// int8 elements
+    I8(ArrayD<i8>),
+    /// int16 elements
+    I16(ArrayD<i16>),
     /// int32 elements
     I32(ArrayD<i32>),
     /// int64 elements
     I64(ArrayD<i64>),
-    /// bool elements
-    Bool(ArrayD<bool>),
+    /// uint8 elements
+    U8(ArrayD<u8>),
+    /// uint16 elements
+    U16(ArrayD<u16>),
+    /// uint32 elements
+    U32(ArrayD<u32>),
+    /// uint64 elements
+    U64(ArrayD<u64>),
+    /// float32 elements
+    F32(ArrayD<f32>),
+    /// float64 elements
+    F64(ArrayD<f64>),
+    /// complex64 elements
+    C64(ArrayD<Complex<f32>>),
+    /// complex128 elements
+    C128(ArrayD<Complex<f64>>),
 }
 
-macro_rules! host_from {
-    ($t:ty, $v:ident) => {
-        impl From<ArrayD<$t>> for HostArray {
-            fn from(a: ArrayD<$t>) -> Self {
-                HostArray::$v(a)
-            }
+/// `$body` for the array inside a `HostArray`, bound to `$a` (whose element type differs from
+/// arm to arm).
+macro_rules! host_match {
+    ($h:expr, $a:ident => $body:expr) => {
+        match $h {
+            $crate::tensor::HostArray::Bool($a) => $body,
+            $crate::tensor::HostArray::I8($a) => $body,
+            $crate::tensor::HostArray::I16($a) => $body,
+            $crate::tensor::HostArray::I32($a) => $body,
+            $crate::tensor::HostArray::I64($a) => $body,
+            $crate::tensor::HostArray::U8($a) => $body,
+            $crate::tensor::HostArray::U16($a) => $body,
+            $crate::tensor::HostArray::U32($a) => $body,
+            $crate::tensor::HostArray::U64($a) => $body,
+            $crate::tensor::HostArray::F32($a) => $body,
+            $crate::tensor::HostArray::F64($a) => $body,
+            $crate::tensor::HostArray::C64($a) => $body,
+            $crate::tensor::HostArray::C128($a) => $body,
         }
     };
 }
-host_from!(f32, F32);
-host_from!(f64, F64);
-host_from!(i32, I32);
-host_from!(i64, I64);
-host_from!(bool, Bool);
+pub(crate) use host_match;
+
+/// Like `host_match!`, with `$body` (an `ArrayD` of the same element type) put back in the
+/// same variant.
+macro_rules! host_map {
+    ($h:expr, $a:ident => $body:expr) => {
+        match $h {
+            $crate::tensor::HostArray::Bool($a) => $crate::tensor::HostArray::Bool($body),
+            $crate::tensor::HostArray::I8($a) => $crate::tensor::HostArray::I8($body),
+            $crate::tensor::HostArray::I16($a) => $crate::tensor::HostArray::I16($body),
+            $crate::tensor::HostArray::I32($a) => $crate::tensor::HostArray::I32($body),
+            $crate::tensor::HostArray::I64($a) => $crate::tensor::HostArray::I64($body),
+            $crate::tensor::HostArray::U8($a) => $crate::tensor::HostArray::U8($body),
+            $crate::tensor::HostArray::U16($a) => $crate::tensor::HostArray::U16($body),
+            $crate::tensor::HostArray::U32($a) => $crate::tensor::HostArray::U32($body),
+            $crate::tensor::HostArray::U64($a) => $crate::tensor::HostArray::U64($body),
+            $crate::tensor::HostArray::F32($a) => $crate::tensor::HostArray::F32($body),
+            $crate::tensor::HostArray::F64($a) => $crate::tensor::HostArray::F64($body),
+            $crate::tensor::HostArray::C64($a) => $crate::tensor::HostArray::C64($body),
+            $crate::tensor::HostArray::C128($a) => $crate::tensor::HostArray::C128($body),
+        }
+    };
+}
+pub(crate) use host_map;
+
+macro_rules! host_from {
+    ($($t:ty => $v:ident),* $(,)?) => {
+        $(
+            impl From<ArrayD<$t>> for HostArray {
+                fn from(a: ArrayD<$t>) -> Self {
+                    HostArray::$v(a)
+                }
+            }
+        )*
+    };
+}
+host_from!(
+    bool => Bool,
+    i8 => I8,
+    i16 => I16,
+    i32 => I32,
+    i64 => I64,
+    u8 => U8,
+    u16 => U16,
+    u32 => U32,
+    u64 => U64,
+    f32 => F32,
+    f64 => F64,
+    Complex<f32> => C64,
+    Complex<f64> => C128,
+);
 
 impl HostArray {
     /// The element type.
@@ -128,14 +299,23 @@ impl HostArray {
     /// ```
     /// use boxfall::{tensor::HostArray, DType};
     /// assert_eq!(HostArray::from(ndarray::ArrayD::<i32>::zeros(vec![2])).dtype(), DType::I32);
+    /// assert_eq!(HostArray::from(ndarray::ArrayD::<u8>::zeros(vec![2])).dtype(), DType::U8);
     /// ```
     pub fn dtype(&self) -> DType {
         match self {
-            HostArray::F32(_) => DType::F32,
-            HostArray::F64(_) => DType::F64,
+            HostArray::Bool(_) => DType::Bool,
+            HostArray::I8(_) => DType::I8,
+            HostArray::I16(_) => DType::I16,
             HostArray::I32(_) => DType::I32,
             HostArray::I64(_) => DType::I64,
-            HostArray::Bool(_) => DType::Bool,
+            HostArray::U8(_) => DType::U8,
+            HostArray::U16(_) => DType::U16,
+            HostArray::U32(_) => DType::U32,
+            HostArray::U64(_) => DType::U64,
+            HostArray::F32(_) => DType::F32,
+            HostArray::F64(_) => DType::F64,
+            HostArray::C64(_) => DType::C64,
+            HostArray::C128(_) => DType::C128,
         }
     }
 
@@ -146,13 +326,7 @@ impl HostArray {
     /// assert_eq!(a.shape(), &[2, 3]);
     /// ```
     pub fn shape(&self) -> &[usize] {
-        match self {
-            HostArray::F32(a) => a.shape(),
-            HostArray::F64(a) => a.shape(),
-            HostArray::I32(a) => a.shape(),
-            HostArray::I64(a) => a.shape(),
-            HostArray::Bool(a) => a.shape(),
-        }
+        host_match!(self, a => a.shape())
     }
 
     /// Element count times element size.
@@ -160,6 +334,8 @@ impl HostArray {
     /// ```
     /// let a = boxfall::tensor::HostArray::from(ndarray::ArrayD::<i64>::zeros(vec![2, 3]));
     /// assert_eq!(a.nbytes(), 6 * 8);
+    /// let c = boxfall::tensor::HostArray::from(ndarray::ArrayD::<num_complex::Complex<f32>>::zeros(vec![3]));
+    /// assert_eq!(c.nbytes(), 3 * 8);
     /// ```
     pub fn nbytes(&self) -> usize {
         self.shape().iter().product::<usize>() * self.dtype().size()
@@ -183,13 +359,7 @@ impl HostArray {
                 self.shape()
             )
         };
-        Ok(match self {
-            HostArray::F32(a) => HostArray::F32(crate::alloc::try_copy(&a.view(), &what)?),
-            HostArray::F64(a) => HostArray::F64(crate::alloc::try_copy(&a.view(), &what)?),
-            HostArray::I32(a) => HostArray::I32(crate::alloc::try_copy(&a.view(), &what)?),
-            HostArray::I64(a) => HostArray::I64(crate::alloc::try_copy(&a.view(), &what)?),
-            HostArray::Bool(a) => HostArray::Bool(crate::alloc::try_copy(&a.view(), &what)?),
-        })
+        Ok(host_map!(self, a => crate::alloc::try_copy(&a.view(), &what)?))
     }
 
     /// The float64 array, if that is what this is.

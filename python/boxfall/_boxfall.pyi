@@ -340,6 +340,10 @@ class Library:
     def register_native_kernels(self) -> list[str]:
         """Registers Native's Rust kernels for this library's operators that have one of the
         schemas Native implements; returns their names."""
+    def register_native_array_api_kernels(self) -> list[str]:
+        """Registers Native's Rust kernels for this library's operators that have one of the
+        array API standard's schemas Native implements (``boxfall.array_api``'s); returns
+        their names."""
     def close(self) -> None:
         """Removes every registration of this library (no warning: it was closed on
         purpose)."""

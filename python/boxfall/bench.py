@@ -15,6 +15,7 @@ import timeit
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +287,52 @@ def bench_registration(rounds: int) -> list[str]:
     return [_row(label, paired_rounds(times), "no thread asleep")]
 
 
+def bench_native_kernels(repeat: int, n: int = 1_000_000) -> list[str]:
+    """Native's Rust kernels of the array API's operators against NumPy's own call on the same
+    data, for ``n`` elements (elementwise and reductions) and for one element."""
+    from . import array_api
+
+    xp: Any = array_api  # its functions are made at import: typed as Any
+
+    rng = np.random.default_rng(0)
+    rows: list[str] = [f"Native's Rust kernels of boxfall.array_api, {n} elements:"]
+    number = max(1, 20_000_000 // max(n, 1) // 10)
+    for dtype in ("float64", "float32", "int32", "int8", "complex128"):
+        a = rng.normal(size=n).astype(dtype) if dtype[0] != "i" else rng.integers(-9, 9, n)
+        a = a.astype(dtype)
+        b = (a[::-1] + 1).astype(dtype)
+        x, y = bf.native.tensor(a), bf.native.tensor(b)
+        cases = [
+            ("add", partial(xp.add, x, y), partial(np.add, a, b), "np.add(a, b)"),
+            (
+                "multiply",
+                partial(xp.multiply, x, y),
+                partial(np.multiply, a, b),
+                "np.multiply(a, b)",
+            ),
+            ("less", partial(xp.less, x, y), partial(np.less, a, b), "np.less(a, b)"),
+            ("add scalar", partial(xp.add, x, 3), partial(np.add, a, 3), "np.add(a, 3)"),
+            ("sum", partial(xp.sum, x), partial(np.sum, a), "np.sum(a)"),
+        ]
+        if dtype == "float64":
+            cases += [
+                ("divide", partial(xp.divide, x, y), partial(np.divide, a, b), "np.divide(a, b)"),
+                ("mean", partial(xp.mean, x), partial(np.mean, a), "np.mean(a)"),
+                ("max", partial(xp.max, x), partial(np.max, a), "np.max(a)"),
+            ]
+        for label, call, base, base_label in cases:
+            p = paired(call, base, number, repeat)
+            rows.append(_row(f"xp.{label}, {dtype}", p, base_label))
+    one_a, one_b = np.array([1.5]), np.array([2.5])
+    one_x, one_y = bf.native.tensor(one_a), bf.native.tensor(one_b)
+    add = bf.ops.array_api.add.default
+    p = paired(lambda: add(one_x, one_y), lambda: one_a + one_b, 20000, repeat)
+    rows.append(_row("array_api::add, float64[1]", p, "a + b"))
+    p = paired(lambda: one_x + one_y, lambda: one_a + one_b, 20000, repeat)
+    rows.append(_row("x + y, float64[1]", p, "a + b"))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print the table."""
     parser = argparse.ArgumentParser(
@@ -321,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in bench_array_api(args.number, args.repeat):
             print(line)
         for line in bench_registration(args.repeat):
+            print(line)
+        for line in bench_native_kernels(args.repeat):
             print(line)
     finally:
         bf.set_fallback_policy(policy)

@@ -13,8 +13,8 @@ backend: Backend = _boxfall.native_backend()
 
 
 def tensor(array: Any, index: int = 0) -> Tensor:
-    """A Native tensor holding a copy of ``array`` (float32/64, int32/64 or bool), of any rank
-    NumPy supports.
+    """A Native tensor holding a copy of ``array`` (any dtype of the array API standard: bool,
+    int8-64, uint8-64, float32/64, complex64/128), of any rank NumPy supports.
 
     A big-endian array of one of these dtypes (``>f8``) is taken in native byte order (the
     values are the same; its copy costs what a strided array's does). Another dtype raises
@@ -37,9 +37,25 @@ def register_kernels(lib: Library) -> list[str]:
     return lib.register_native_kernels()
 
 
+def register_array_api_kernels(lib: Library) -> list[str]:
+    """Registers, in ``lib``, Native's Rust kernels for the operators of ``lib``'s namespace
+    defined with the array API standard's schemas as :mod:`boxfall.array_api` writes them
+    (``add(Tensor x1, Tensor x2)``, ``add.Tensor_Scalar``, ``add.Scalar_Tensor``, the same for
+    ``subtract``, ``multiply``, ``divide`` and the six comparisons; ``sum``, ``prod``, ``mean``,
+    ``max``, ``min``); returns their names. They compute as NumPy 2 does, for every dtype:
+    the standard's type promotion, Python scalars as weak (``x + 1`` keeps ``x.dtype``),
+    integers wrapping on overflow, true division of integers as float64, NumPy's accumulation
+    dtypes and pairwise sums. The cases they do not compute (``subtract`` of bools, ordering
+    comparisons of complex numbers, int64 against uint64 comparisons, a Python int the
+    array's dtype cannot hold, empty ``mean``/``max``/``min``, ``max``/``min`` of complex
+    numbers, a ``dtype`` that is not a safe cast, ``axis=()``) go to the CPU fallback.
+    ``boxfall.array_api`` registers them for its own operators at import."""
+    return lib.register_native_array_api_kernels()
+
+
 def kernel_names() -> list[tuple[str, list[str]]]:
     """The operators Native implements in Rust: ``(name, argument types)``."""
     return _boxfall.native_kernel_names()
 
 
-__all__ = ["backend", "kernel_names", "register_kernels", "tensor"]
+__all__ = ["backend", "kernel_names", "register_array_api_kernels", "register_kernels", "tensor"]

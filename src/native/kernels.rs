@@ -44,7 +44,7 @@ use crate::tensor::{Device, HostArray, Tensor};
 /// ```
 pub const BLOCKING_ELEMENTS: usize = 1 << 16;
 
-type NativeKernel = fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()>;
+pub(super) type NativeKernel = fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()>;
 
 /// Operator name, argument types as written, kernel.
 const KERNELS: &[(&str, &[&str], NativeKernel)] = &[
@@ -77,7 +77,13 @@ const KERNELS: &[(&str, &[&str], NativeKernel)] = &[
 /// assert!(boxfall::native::kernel_names().iter().any(|(n, _)| *n == "add.Tensor"));
 /// ```
 pub fn kernel_names() -> Vec<(&'static str, &'static [&'static str])> {
-    KERNELS.iter().map(|(n, t, _)| (*n, *t)).collect()
+    all_rows().map(|(n, t, _)| (*n, *t)).collect()
+}
+
+/// The PyTorch-style rows, then the array API's (`super::array_api`).
+fn all_rows() -> impl Iterator<Item = &'static (&'static str, &'static [&'static str], NativeKernel)>
+{
+    KERNELS.iter().chain(super::array_api::rows())
 }
 
 /// Whether a kernel of these argument types serves `schema` as it is written: the same
@@ -101,7 +107,9 @@ fn serves(schema: &FunctionSchema, types: &[&str]) -> bool {
 /// Registers, in `lib`, Native's Rust kernel for every operator of `lib`'s namespace that is
 /// defined with one of the known schemas: the same name and argument types, no alias
 /// annotation (an in-place or view schema of the same name is not Native's functional kernel),
-/// and one `Tensor` return. Returns the names it registered.
+/// and one `Tensor` return. Returns the names it registered. The schemas are PyTorch's
+/// (`add.Tensor` with `alpha`, `sum.dim_IntList`...); [`register_array_api_kernels`] has the
+/// array API standard's.
 ///
 /// ```
 /// use boxfall::{Library, LibraryKind, native};
@@ -111,8 +119,38 @@ fn serves(schema: &FunctionSchema, types: &[&str]) -> bool {
 /// assert_eq!(native::register_kernels(&mut lib).unwrap(), vec!["doc_native_kernels::relu"]);
 /// ```
 pub fn register_kernels(lib: &mut Library) -> Result<Vec<String>> {
-    let mut done = Vec::new();
-    for (name, types, kernel) in KERNELS {
+    register_rows(lib, KERNELS.iter())
+}
+
+/// Registers, in `lib`, Native's Rust kernels for the operators of `lib`'s namespace defined
+/// with the array API standard's schemas as `boxfall.array_api` writes them: `add(Tensor x1,
+/// Tensor x2)`, `add.Tensor_Scalar(Tensor x1, Scalar x2)`, `add.Scalar_Tensor`, the same for
+/// `subtract`, `multiply`, `divide` and the six comparisons, and `sum`/`prod(Tensor x, *,
+/// int[1]? axis, str? dtype, bool keepdims)`, `mean`/`max`/`min(Tensor x, *, int[1]? axis,
+/// bool keepdims)`. They compute as NumPy does (type promotion, weak Python scalars, integer
+/// wrap-around) for every dtype; the cases they leave go to the CPU fallback. Returns the
+/// names it registered.
+///
+/// ```
+/// use boxfall::{Library, LibraryKind, native};
+/// let mut lib = Library::new("doc_native_array_api", LibraryKind::Def).unwrap();
+/// lib.define("add.Tensor_Scalar(Tensor x1, Scalar x2) -> Tensor").unwrap();
+/// lib.define("relu(Tensor self) -> Tensor").unwrap(); // PyTorch's: not this table's
+/// assert_eq!(
+///     native::register_array_api_kernels(&mut lib).unwrap(),
+///     vec!["doc_native_array_api::add.Tensor_Scalar"]
+/// );
+/// ```
+pub fn register_array_api_kernels(lib: &mut Library) -> Result<Vec<String>> {
+    register_rows(lib, super::array_api::rows())
+}
+
+fn register_rows<'a>(
+    lib: &mut Library,
+    rows: impl Iterator<Item = &'a (&'static str, &'static [&'static str], NativeKernel)>,
+) -> Result<Vec<String>> {
+    let mut done: Vec<String> = Vec::new();
+    for (name, types, kernel) in rows {
         let full = lib.qualify(name);
         let Some(op) = Dispatcher::lookup(&full) else {
             continue;
@@ -154,7 +192,7 @@ pub fn set_blocking_hook(h: BlockingHook) -> bool {
     BLOCKING_HOOK.set(h).is_ok()
 }
 
-fn run_blocking<T: Send>(elements: usize, f: impl FnOnce() -> T + Send) -> T {
+pub(super) fn run_blocking<T: Send>(elements: usize, f: impl FnOnce() -> T + Send) -> T {
     let hook = match BLOCKING_HOOK.get() {
         Some(h) if elements >= BLOCKING_ELEMENTS => h,
         _ => return f(),
@@ -186,7 +224,10 @@ fn unreachable_work<T>() -> T {
 /// backend's kernel calls c10's `call_fallback_fn`. A kernel that hands a call on falls back
 /// like any other call, under the fallback policy: "warn" reports it and "error" refuses it
 /// (and counts the refusal).
-fn fall_back<A: CallArgs + 'static>(op: &OperatorHandle, stack: &mut Stack) -> Result<()> {
+pub(super) fn fall_back<A: CallArgs + 'static>(
+    op: &OperatorHandle,
+    stack: &mut Stack,
+) -> Result<()> {
     static FALLBACK: OnceLock<KernelFunction> = OnceLock::new();
     if stack.len() != A::LEN {
         return Err(Error::Fallback(format!(
@@ -204,7 +245,7 @@ fn fall_back<A: CallArgs + 'static>(op: &OperatorHandle, stack: &mut Stack) -> R
     Ok(())
 }
 
-fn native_host(v: Option<&IValue>) -> Option<(Arc<HostArray>, Device)> {
+pub(super) fn native_host(v: Option<&IValue>) -> Option<(Arc<HostArray>, Device)> {
     match v {
         Some(IValue::Tensor(t)) if t.key() == DispatchKey::NATIVE => {
             t.host_array().map(|h| (h, t.device()))
@@ -213,7 +254,7 @@ fn native_host(v: Option<&IValue>) -> Option<(Arc<HostArray>, Device)> {
     }
 }
 
-fn kernel_error(op: &OperatorHandle, message: String) -> Error {
+pub(super) fn kernel_error(op: &OperatorHandle, message: String) -> Error {
     Error::Kernel {
         context: format!("the Native kernel of '{}'", op.name()),
         message,
@@ -221,11 +262,11 @@ fn kernel_error(op: &OperatorHandle, message: String) -> Error {
 }
 
 /// What a kernel's result is, for an out-of-memory error.
-fn result_of(op: &OperatorHandle) -> impl Fn() -> String + Sync + '_ {
+pub(super) fn result_of(op: &OperatorHandle) -> impl Fn() -> String + Sync + '_ {
     move || format!("the result of '{}' on Native", op.name())
 }
 
-fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+pub(super) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
     (0..n)
         .map(|i| {
@@ -425,7 +466,10 @@ fn axis(d: i64, ndim: usize) -> std::result::Result<usize, String> {
 
 /// The dimensions to reduce, normalized and sorted high to low; an error as NumPy's for one
 /// out of range or given twice. None or an empty list reduce every dimension.
-fn reduce_dims(v: Option<&IValue>, ndim: usize) -> std::result::Result<Vec<usize>, String> {
+pub(super) fn reduce_dims(
+    v: Option<&IValue>,
+    ndim: usize,
+) -> std::result::Result<Vec<usize>, String> {
     let dims: Vec<i64> = match v {
         None | Some(IValue::None) => vec![],
         Some(IValue::IntList(d)) => d.clone(),
@@ -639,13 +683,7 @@ fn transpose(op: &OperatorHandle, _keys: DispatchKeySet, stack: &mut Stack) -> R
             try_copy(&v, &what)?
         }};
     }
-    let out = match &*a {
-        HostArray::F64(x) => HostArray::F64(swap!(x)),
-        HostArray::F32(x) => HostArray::F32(swap!(x)),
-        HostArray::I64(x) => HostArray::I64(swap!(x)),
-        HostArray::I32(x) => HostArray::I32(swap!(x)),
-        HostArray::Bool(x) => HostArray::Bool(swap!(x)),
-    };
+    let out = crate::tensor::host_map!(&*a, x => swap!(x));
     *stack = vec![IValue::Tensor(Tensor::host(device, out))];
     Ok(())
 }

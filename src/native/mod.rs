@@ -1,8 +1,13 @@
 //! The built-in `Native` backend: host memory owned by Rust (ndarray). Because it is host
 //! memory, the CPU fallback lends its read-only tensors to CPU kernels without a copy.
 
+mod array_api;
+mod cast;
 mod elem;
+mod ewise;
 mod kernels;
+mod promote;
+mod reduce;
 
 use std::sync::Arc;
 
@@ -12,7 +17,8 @@ use crate::key::DispatchKey;
 use crate::tensor::{Device, HostArray, Tensor, TensorData};
 
 pub use kernels::{
-    kernel_names, register_kernels, set_blocking_hook, BlockingHook, BLOCKING_ELEMENTS,
+    kernel_names, register_array_api_kernels, register_kernels, set_blocking_hook, BlockingHook,
+    BLOCKING_ELEMENTS,
 };
 
 /// The `Native` device, index 0.

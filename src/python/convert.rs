@@ -185,14 +185,7 @@ fn to_dtype(obj: &Bound<'_, PyAny>) -> Result<DType, String> {
                 .extract()
         })
         .map_err(|_| format!("expected a dtype, got {}", type_name(obj)))?;
-    Ok(match name.as_str() {
-        "float32" => DType::F32,
-        "float64" => DType::F64,
-        "int32" => DType::I32,
-        "int64" => DType::I64,
-        "bool" => DType::Bool,
-        other => return Err(format!("dtype {other} is not supported")),
-    })
+    DType::from_name(&name).ok_or_else(|| format!("dtype {name} is not supported"))
 }
 
 fn items<'py>(obj: &Bound<'py, PyAny>, what: &str) -> Result<Vec<Bound<'py, PyAny>>, String> {

@@ -367,6 +367,16 @@ impl PyLibrary {
         Ok(names)
     }
 
+    /// Registers Native's Rust kernels for this library's operators that have one of the
+    /// array API standard's schemas Native implements (`boxfall.array_api`'s); returns their
+    /// names.
+    fn register_native_array_api_kernels(&mut self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let names = crate::native::register_array_api_kernels(self.lib(py)?).py(py)?;
+        let made = names.iter().map(|n| format!("Native's kernel of '{n}'"));
+        self.made.extend(made);
+        Ok(names)
+    }
+
     /// Removes every registration of this library (no warning: it was closed on purpose).
     fn close(&mut self) {
         if let Some(mut lib) = self.lib.take() {

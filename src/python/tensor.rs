@@ -196,6 +196,14 @@ fn contiguous_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
     try_as!(i64);
     try_as!(i32);
     try_as!(bool);
+    try_as!(i8);
+    try_as!(i16);
+    try_as!(u8);
+    try_as!(u16);
+    try_as!(u32);
+    try_as!(u64);
+    try_as!(numpy::Complex32);
+    try_as!(numpy::Complex64);
     None
 }
 
@@ -207,6 +215,14 @@ fn holds(dtype: &Bound<'_, PyArrayDescr>) -> bool {
         || dtype.is_equiv_to(&numpy::dtype::<i64>(py))
         || dtype.is_equiv_to(&numpy::dtype::<i32>(py))
         || dtype.is_equiv_to(&numpy::dtype::<bool>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<i8>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<i16>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<u8>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<u16>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<u32>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<u64>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<numpy::Complex32>(py))
+        || dtype.is_equiv_to(&numpy::dtype::<numpy::Complex64>(py))
 }
 
 /// Copies a NumPy array into Rust host memory. An array that is C-contiguous, aligned and in
@@ -266,13 +282,7 @@ pub fn host_to_numpy<'py>(
     let owner = Bound::new(py, HostOwner { _data: host })?;
     let host: &HostArray = &owner.get()._data;
     let owner = owner.clone().into_any();
-    let lent = match host {
-        HostArray::F32(a) => borrow_read_only(a, owner),
-        HostArray::F64(a) => borrow_read_only(a, owner),
-        HostArray::I32(a) => borrow_read_only(a, owner),
-        HostArray::I64(a) => borrow_read_only(a, owner),
-        HostArray::Bool(a) => borrow_read_only(a, owner),
-    }?;
+    let lent = crate::tensor::host_match!(host, a => borrow_read_only(a, owner))?;
     if !writable {
         return Ok(lent);
     }

@@ -224,9 +224,12 @@ def test_the_namespace_has_the_standards_names_and_values():
     assert np.isinf(xp.inf) and np.isnan(xp.nan)
     info = xp.__array_namespace_info__()
     assert info.default_device() == "cpu" and info.default_dtypes()["indexing"] == xp.int64
-    assert set(xp.namespace("Native").__array_namespace_info__().dtypes()) == {
-        "bool", "int32", "int64", "float32", "float64",
-    }  # fmt: skip
+    every = {d.name for d in (xp.bool, xp.int8, xp.int16, xp.int32, xp.int64, xp.uint8,
+             xp.uint16, xp.uint32, xp.uint64, xp.float32, xp.float64, xp.complex64,
+             xp.complex128)}  # fmt: skip
+    assert set(xp.namespace("Native").__array_namespace_info__().dtypes()) == every
+    for name in every:  # Native holds each of them
+        assert xp.namespace("Native").ones(2, dtype=getattr(xp, name)).dtype == np.dtype(name)
     assert xp.namespace("native") is xp.namespace("Native:0")
     assert xp.namespace("cpu") is xp
     with pytest.raises(ValueError, match="no device 'Nowhere'"):
@@ -259,8 +262,12 @@ def test_finfo_and_iinfo_fields_are_python_numbers():
     assert type(i.max) is int and (i.bits, i.min, i.max) == (64, 0, 2**64 - 1)
     bf.metrics.reset()
     x = xp.namespace("Native").ones(2)
-    assert (x * xp.finfo(x.dtype).eps).device == x.device
-    assert bf.metrics.counter_value("array_api::multiply.Tensor_Scalar") == 1
+    y = x * xp.finfo(x.dtype).eps
+    assert y.device == x.device and y.dtype == x.dtype
+    np.testing.assert_array_equal(y.numpy(), np.finfo(np.float64).eps)
+    # array_api::multiply.Tensor_Scalar, which Native runs with its Rust kernel (no fallback).
+    assert bf.ops.array_api.multiply.Tensor_Scalar.dispatch_table()["Native"] == "kernel"
+    assert bf.metrics.counter_value("array_api::multiply.Tensor_Scalar") == 0
 
 
 def test_a_numpy_scalar_is_taken_as_a_0d_array():

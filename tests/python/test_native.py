@@ -157,7 +157,66 @@ def test_mutable_argument_unchanged_when_the_kernel_raises(ns, lib):
     assert (stats["fallbacks"], stats["failures"]) == (1, 1)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool"])
+ALL_DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
+
+
+def _extremes(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """An array of ``shape`` and ``dtype`` holding its extreme and special values."""
+    n = int(np.prod(shape))
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        base = np.array([True, False, True])
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        base = np.array([info.min, info.max, 0, 1, info.max - 1], dtype=dt)
+    else:
+        real = np.float32 if dt in (np.float32, np.complex64) else np.float64
+        fin = np.finfo(real)
+        r = np.array([np.nan, np.inf, -np.inf, -0.0, fin.tiny, fin.max, fin.eps], dtype=real)
+        base = r + 1j * r[::-1] if dt.kind == "c" else r
+    return np.resize(base, n).astype(dt).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (2, 3), (2, 1, 3), (1, 2, 2, 2, 3)])
+def test_every_dtype_round_trips_exactly_at_every_rank(dtype, shape):
+    a = _extremes(dtype, shape)
+    x = bf.native.tensor(a)
+    assert x.dtype == a.dtype and x.shape == a.shape and x.device == "Native:0"
+    back = x.numpy()
+    assert back.dtype == a.dtype and back.shape == a.shape
+    assert back.tobytes() == a.tobytes()  # bit for bit: NaN payloads and signed zeros too
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_every_dtype_round_trips_from_strided_and_big_endian_arrays(dtype):
+    a = _extremes(dtype, (4, 6))
+    for view in (a[::2, ::-3], a.T, np.broadcast_to(a[:1], (3, 6)), a[:, 1:][:, ::2]):
+        back = bf.native.tensor(view).numpy()
+        assert back.dtype == a.dtype
+        assert back.tobytes() == np.ascontiguousarray(view).tobytes()
+    if a.dtype.itemsize > 1 and a.dtype.kind != "b":
+        swapped = a.astype(a.dtype.newbyteorder(">" if np.little_endian else "<"))
+        x = bf.native.tensor(swapped)
+        assert x.dtype == a.dtype and x.dtype.isnative
+        assert x.numpy().tobytes() == a.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_dtypes_survive_the_round_trip(ns, lib, dtype):
     lib.define("same(Tensor self) -> Tensor")
     lib.impl("same", lambda self: self.copy(), "CPU")

@@ -45,6 +45,7 @@ from . import (
     _info,
     _linear_algebra_functions,
     _manipulation_functions,
+    _registry,
     _searching_functions,
     _set_functions,
     _sorting_functions,
@@ -68,6 +69,11 @@ from ._statistical_functions import *  # noqa: F403
 from ._utility_functions import *  # noqa: F403
 
 __array_api_version__ = "2024.12"
+
+NATIVE_KERNELS: list[str] = _registry._library.register_native_array_api_kernels()
+"""The operators Native runs with its Rust kernels (element-wise arithmetic and comparisons in
+their three overloads, ``sum``/``prod``/``mean``/``max``/``min``), for every dtype; the cases
+they do not compute go to the CPU fallback (see :func:`boxfall.native.register_kernels`)."""
 
 _CHAPTERS = (
     _constants,

@@ -6,13 +6,6 @@ from typing import Any
 
 from . import _dtypes
 
-_NATIVE_DTYPES = ("bool", "int32", "int64", "float32", "float64")
-"""What Native's Rust host memory holds today (issue 16 widens it to every dtype)."""
-
-
-def _backend_name(device: str) -> str:
-    return device.split(":", 1)[0].lower()
-
 
 class Info:
     """What a namespace supports: capabilities, devices, dtypes and the default ones."""
@@ -42,10 +35,8 @@ class Info:
         """The dtypes of ``device`` (the namespace's by default), of ``kind`` if given."""
         from ._data_type_functions import isdtype
 
-        device = self._device if device is None else device
+        # Every device holds every dtype of the standard (Native's Rust host memory too).
         names = [d.name for d in _dtypes.ALL]
-        if _backend_name(str(device)) == "native":
-            names = [n for n in names if n in _NATIVE_DTYPES]
         found = {n: getattr(_dtypes, n) for n in names}
         if kind is None:
             return found

@@ -14,9 +14,9 @@ Conventions of the schemas (the standard's types in PyTorch's language):
 - ``axis`` is ``int[1]?`` (an int or a tuple of ints, or None), ``shape`` is ``int[1]`` (an int or
   a tuple);
 - ``dtype`` is ``str?``: the operator takes the dtype's name (``"float32"``), which every NumPy
-  kernel reads as a dtype and which names every dtype of the standard (the core's
-  ``ScalarType`` holds only Native's five today); the public functions take dtype objects
-  and pass their names;
+  kernel reads as a dtype and which names every dtype of the standard (as the core's
+  ``ScalarType`` and Native's host memory do); the public functions take dtype objects and
+  pass their names;
 - ``device`` is ``Device?``: a call with no array argument dispatches on it (c10's
   BackendSelect), and a backend's CPU fallback rewrites it to the CPU for the kernel;
 - every operator is functional (no ``Tensor(a)`` view annotation: the standard leaves aliasing
