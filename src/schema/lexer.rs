@@ -170,6 +170,7 @@ impl<'a> Cursor<'a> {
 
     /// An identifier with dotted continuations, as class types are written
     /// (`__torch__.torch.classes.quantized.Conv2dPackedParamsBase`).
+    #[inline]
     pub(crate) fn qualified_ident(&mut self) -> Option<&'a [u8]> {
         let start = self.pos;
         self.ident_bytes()?;

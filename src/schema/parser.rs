@@ -56,8 +56,8 @@ impl FunctionSchema {
         // The Syntax only lives until the schema is built from it, so its vectors are reused
         // from one parse to the next on this thread.
         SCRATCH.with(|scratch| {
-            let syntax = Syntax::parse_with(text, scratch.take())?;
-            let schema = syntax.to_schema(text);
+            let mut syntax = Syntax::parse_with(text, scratch.take())?;
+            let schema = syntax.take_schema(text);
             scratch.set(syntax.into_buffers());
             Ok(schema)
         })

@@ -1,7 +1,8 @@
 //! The parser's own result: a schema as byte ranges into its text plus a few flat vectors, with
 //! no heap value per name, type or alias set. [`FunctionSchema`] is built from it
-//! ([`Syntax::to_schema`]); the Python binding keeps it as it is and builds the owned schema
-//! only when something asks for more than the name.
+//! ([`Syntax::take_schema`] on the Rust path, which takes the defaults out of it); the Python
+//! binding keeps it as it is and builds the owned schema ([`Syntax::to_schema`]) only when
+//! something asks for more than the name.
 //!
 //! A schema of the PyTorch set holds on average five arguments and returns, five types and one
 //! alias annotation; as owned values that is about fifteen allocations, here it is two to four.
@@ -115,7 +116,9 @@ impl Syntax {
         }
     }
 
-    /// The owned schema. `src` must be the text this was parsed from.
+    /// The owned schema, leaving the Syntax as it is (the Python binding keeps it). `src` must
+    /// be the text this was parsed from.
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
     pub(crate) fn to_schema(&self, src: &str) -> FunctionSchema {
         let (arguments, returns) = self.items.split_at(self.n_args.min(self.items.len()));
         FunctionSchema {
@@ -128,10 +131,59 @@ impl Syntax {
         }
     }
 
+    /// The owned schema, taking the items' defaults instead of copying them: the Rust path
+    /// ([`FunctionSchema::parse`]) throws the Syntax away afterwards and keeps only its
+    /// emptied vectors. `src` must be the text this was parsed from.
+    pub(crate) fn take_schema(&mut self, src: &str) -> FunctionSchema {
+        let mut items = std::mem::take(&mut self.items);
+        let n_args = self.n_args.min(items.len());
+        // Exact capacities: the counts are known, so neither vector grows.
+        let mut arguments = Vec::with_capacity(n_args);
+        let mut returns = Vec::with_capacity(items.len() - n_args);
+        for (i, item) in items.drain(..).enumerate() {
+            let a = self.take_argument(src, item);
+            if i < n_args {
+                arguments.push(a);
+            } else {
+                returns.push(a);
+            }
+        }
+        self.items = items;
+        FunctionSchema {
+            name: self.name.of(src).to_owned(),
+            overload_name: self.overload.of(src).to_owned(),
+            arguments,
+            returns,
+            is_vararg: self.is_vararg,
+            is_varret: self.is_varret,
+        }
+    }
+
+    fn take_argument(&self, src: &str, item: Item) -> Argument {
+        Argument {
+            name: item.name.of(src).to_owned(),
+            // Most types are leaves: built here, without the call.
+            ty: match item.ty {
+                TyRef::Leaf(i) => Type::leaf_owned(i),
+                node => self.ty(src, node),
+            },
+            default: item.default.map(|d| DefaultValue {
+                text: d.text.of(src).to_owned(),
+                value: d.value,
+            }),
+            kwarg_only: item.kwarg_only,
+            alias: item.alias.map(|a| self.alias(src, a)),
+        }
+    }
+
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
     fn argument(&self, src: &str, item: &Item) -> Argument {
         Argument {
             name: item.name.of(src).to_owned(),
-            ty: self.ty(src, item.ty),
+            ty: match item.ty {
+                TyRef::Leaf(i) => Type::leaf_owned(i),
+                node => self.ty(src, node),
+            },
             default: item.default.as_ref().map(|d| DefaultValue {
                 text: d.text.of(src).to_owned(),
                 value: d.value.clone(),
@@ -144,7 +196,7 @@ impl Syntax {
     /// The owned type.
     pub(crate) fn ty(&self, src: &str, ty: TyRef) -> Type {
         let n = match ty {
-            TyRef::Leaf(i) => return Type::leaf(i).clone(),
+            TyRef::Leaf(i) => return Type::leaf_owned(i),
             TyRef::Node(n) => n,
         };
         let boxed = |t: &TyRef| Box::new(self.ty(src, *t));
