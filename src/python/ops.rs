@@ -131,6 +131,27 @@ impl PyOpOverload {
         returns_to_py(py, &stack, &passed)
     }
 
+    /// Breaks the cycle of `op.redispatch` (which holds its operator) when nothing else holds
+    /// either object: an `OpOverload` made for one boxed call (the general path's) then goes
+    /// when the call ends, not at the garbage collector's next run.
+    pub fn drop_redispatch_cycle(slf: &Bound<'_, Self>) {
+        let py = slf.py();
+        let cell = &slf.get().redispatch;
+        let kept = cell.take(py);
+        // Ours and the function's (`__self__`) are the operator's only references, and the
+        // cell's is the function's only one.
+        // SAFETY: reading the counts of two live objects we hold, with the GIL held.
+        let alone = kept.as_ref().is_some_and(|f| unsafe {
+            pyo3::ffi::Py_REFCNT(f.as_ptr()) == 1 && pyo3::ffi::Py_REFCNT(slf.as_ptr()) == 2
+        });
+        if alone {
+            drop(kept);
+        } else {
+            let old = cell.replace(py, kept);
+            drop(old);
+        }
+    }
+
     /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
     pub fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
         let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;

@@ -113,3 +113,41 @@ def test_an_unknown_keyword_reaches_the_operator_s_binding(op_and_key):
     keys = _keys_seen(op, key)
     with pytest.raises(bf.ArgumentError, match="bogus"):
         op.redispatch(keys, np.array([1.0]), bogus=1)
+
+
+def test_the_general_path_s_operator_goes_when_its_call_ends(op_and_key):
+    # With the fast path off, a boxed fallback gets an OpOverload made for its call; looking
+    # up its `redispatch` ties the two in a cycle, which the call breaks when nobody kept
+    # either, so no OpOverload waits for the collector.
+    op, key = op_and_key
+    kept = []
+
+    def fallback(op, keys, stack):
+        stack[:] = [op.redispatch(keys, *stack)]
+
+    def keeping(op, keys, stack):
+        kept.append(op.redispatch)
+        stack[:] = [op.redispatch(keys, *stack)]
+
+    before = _boxfall.set_fast_path(False)
+    gc.disable()
+    try:
+        gc.collect()
+        count = sum(1 for o in gc.get_objects() if type(o) is bf.OpOverload)
+        with bf.Library("_", "IMPL") as fb:
+            fb.fallback(fallback, key)
+            with bf.include_keys(key):
+                outs = [op(np.array([float(i)]), 2) for i in range(20)]
+        assert sum(1 for o in gc.get_objects() if type(o) is bf.OpOverload) == count
+        with bf.Library("_", "IMPL") as fb:
+            fb.fallback(keeping, key)
+            with bf.include_keys(key):
+                op(np.array([1.0]), 2)
+    finally:
+        gc.enable()
+        _boxfall.set_fast_path(before)
+    assert [o.tolist() for o in outs] == [[2.0 * i] for i in range(20)]
+    # A kept one still works, and still names its own operator.
+    assert kept[0].__self__.name == op.name
+    keys = _keys_seen(op, key)
+    np.testing.assert_array_equal(kept[0](keys, np.array([3.0]), 2), [6.0])
