@@ -5,7 +5,7 @@ and an IDE's hover show what the module's own ``__doc__`` strings say.
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeAlias, final
+from typing import Any, Literal, Protocol, TypeAlias, final
 
 import numpy as np
 
@@ -249,6 +249,13 @@ class DispatchKeySet:
     def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
+class _Redispatch(Protocol):
+    """``OpOverload.redispatch``: a builtin method bound to its operator."""
+
+    __self__: OpOverload
+    def __call__(self, keys: DispatchKeySet, *args: Any, **kwargs: Any) -> Any:
+        """Dispatches on ``keys`` without its highest key."""
+
 @final
 class OpOverload:
     """One operator overload: callable, with its schema and dispatch table
@@ -269,8 +276,11 @@ class OpOverload:
     def call_boxed(self, stack: list[Any]) -> list[Any]:
         """A boxed call: ``stack`` holds every argument; returns a new list of the returns and
         leaves ``stack`` as it was."""
-    def redispatch(self, keys: DispatchKeySet, *args: Any, **kwargs: Any) -> Any:
-        """From inside a kernel: dispatches on ``keys`` without its highest key."""
+    @property
+    def redispatch(self) -> _Redispatch:
+        """From inside a kernel: ``op.redispatch(keys, *args, **kwargs)`` dispatches on
+        ``keys`` without its highest key. One object per operator, made at the first look-up
+        (bound to it: ``__self__``)."""
     def redispatch_boxed(self, keys: DispatchKeySet, stack: list[Any]) -> None:
         """The boxed form of ``redispatch``: replaces the contents of ``stack`` (the
         arguments) with the returns, as a boxed kernel must."""

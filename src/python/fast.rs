@@ -1035,8 +1035,16 @@ fn call_boxed<'py>(
     let list = match spare.list.take(py) {
         Some(l) => {
             let l = l.into_bound(py);
-            for o in kobjs.iter() {
-                l.append(o).map_err(py_err)?;
+            if l.len() == kobjs.len {
+                // The last call's slots (None), replaced: the list keeps its storage.
+                for (i, o) in kobjs.iter().enumerate() {
+                    l.set_item(i, o).map_err(py_err)?;
+                }
+            } else {
+                l.del_slice(0, l.len()).map_err(py_err)?;
+                for o in kobjs.iter() {
+                    l.append(o).map_err(py_err)?;
+                }
             }
             l
         }
@@ -1054,7 +1062,7 @@ fn call_boxed<'py>(
 /// Python fallback's hop.
 #[derive(Default)]
 pub struct Spare {
-    /// An empty list nobody else holds.
+    /// A list nobody else holds, its items None (the last call's length and storage).
     list: GilCell<Option<Py<PyList>>>,
     /// The key set object last passed, with its keys (immutable, so it may be shared).
     keys: GilCell<Option<(DispatchKeySet, Py<PyKeySet>)>>,
@@ -1081,22 +1089,23 @@ impl Spare {
         Ok(obj)
     }
 
-    /// Keeps `list` for the next call if the kernel kept no reference to it (emptied first;
-    /// its items go now, after the cell was written).
+    /// Keeps `list` for the next call if the kernel kept no reference to it (its items
+    /// replaced by None first, so that they go now, after the cell was written, while the
+    /// list keeps its length and storage: emptying it freed the storage, which the next call's
+    /// first append allocated again).
     fn give_back(&self, list: Bound<'_, PyList>) {
         let py = list.py();
-        // SAFETY: `list` is a live list we hold a reference to; deleting its whole range
-        // (`PyList_SetSlice` with no items, 0 on success) needs no slice object, which
-        // `del_slice` makes.
-        let emptied = unsafe {
-            pyo3::ffi::Py_REFCNT(list.as_ptr()) == 1
-                && pyo3::ffi::PyList_SetSlice(list.as_ptr(), 0, isize::MAX, std::ptr::null_mut())
-                    == 0
-        };
-        if !emptied {
-            // A failed delete leaves an exception set, which this call must not report.
-            let _ = PyErr::take(py);
+        // SAFETY: `list` is a live list we hold a reference to.
+        if unsafe { pyo3::ffi::Py_REFCNT(list.as_ptr()) } != 1 {
             return;
+        }
+        for i in 0..list.len() {
+            if list.set_item(i, py.None()).is_err() {
+                // An index in range of a list cannot fail; if it did, the list is not kept
+                // and the exception is not this call's to report.
+                let _ = PyErr::take(py);
+                return;
+            }
         }
         let old = self.list.replace(py, Some(list.unbind()));
         drop(old);

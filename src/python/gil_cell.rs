@@ -26,6 +26,19 @@ impl<T> GilCell<T> {
     }
 }
 
+impl<T> GilCell<T> {
+    /// The value, for the garbage collector's traversal.
+    ///
+    /// # Safety
+    /// The GIL is held and no Python code runs (nor any write of the cell) while the reference
+    /// lives: as in a `__traverse__`.
+    pub unsafe fn peek(&self) -> &T {
+        // SAFETY: the caller's contract; no `&mut` to the value exists outside `replace`,
+        // which does not run meanwhile.
+        unsafe { &*self.0.get() }
+    }
+}
+
 impl<T: Default> GilCell<T> {
     /// Takes the value out, leaving the default.
     pub fn take(&self, py: Python<'_>) -> T {

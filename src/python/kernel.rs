@@ -273,7 +273,10 @@ fn call_boxed_kernel(
     let list = PyList::new(py, items).map_err(py_err)?;
     let op_obj = Bound::new(py, PyOpOverload::from_handle(op.clone())).map_err(py_err)?;
     let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
-    func.call1((op_obj, keys_obj, &list)).map_err(py_err)?;
+    let called = func.call1((&op_obj, keys_obj, &list));
+    PyOpOverload::drop_redispatch_cycle(&op_obj);
+    drop(op_obj);
+    called.map_err(py_err)?;
     let rets = &schema.schema.returns;
     if list.len() != rets.len() && !schema.schema.is_varret {
         return Err(stack_count_error(op, keys, &schema, list.len(), nargs));

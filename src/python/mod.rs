@@ -13,6 +13,7 @@ mod library;
 mod logging;
 mod ops;
 mod recursion;
+mod redispatch;
 mod schema;
 mod tensor;
 mod vectorcall;

@@ -2,6 +2,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 
 use super::convert::{bind, generic, returns_to_py, to_py, Passed, TensorStyle};
 use std::sync::Arc;
@@ -10,7 +11,9 @@ use pyo3::sync::PyOnceLock;
 
 use super::errors::{new_err, IntoPy};
 use super::fast::{self, schema_for_plan, Plan};
+use super::gil_cell::GilCell;
 use super::recursion;
+use super::redispatch;
 use super::schema::PyFunctionSchema;
 use super::vectorcall;
 use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
@@ -72,6 +75,8 @@ pub struct PyOpOverload {
     plan: PyOnceLock<Arc<Plan>>,
     /// Objects a boxed Python kernel's calls reuse.
     pub spare: fast::Spare,
+    /// `op.redispatch`, made at the first look-up (`redispatch.rs`).
+    redispatch: GilCell<Option<Py<PyAny>>>,
 }
 
 impl PyOpOverload {
@@ -81,6 +86,7 @@ impl PyOpOverload {
             handle,
             plan: PyOnceLock::new(),
             spare: fast::Spare::default(),
+            redispatch: GilCell::default(),
         }
     }
 
@@ -100,6 +106,49 @@ impl PyOpOverload {
         match tuple {
             Some(t) => call_op(py, &slf.get().handle, t, kwargs),
             None => call_op(py, &slf.get().handle, &PyTuple::new(py, args)?, kwargs),
+        }
+    }
+
+    /// `op.redispatch(keys, *args, **kwargs)`, `keys` taken out of the arguments.
+    pub fn redispatch_with<'py>(
+        slf: &Bound<'py, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let _level = recursion::enter(py)?;
+        if let Some(r) = fast::redispatch(slf, keys, args, kwargs) {
+            return r;
+        }
+        let handle = &slf.get().handle;
+        let schema = schema_of(py, handle)?;
+        let mut passed = Passed::default();
+        let mut stack = bind(&schema, &PyTuple::new(py, args)?, kwargs, &mut passed)
+            .map_err(|m| argument_error(handle, &schema, m))
+            .py(py)?;
+        handle.redispatch_boxed(keys, &mut stack).py(py)?;
+        returns_to_py(py, &stack, &passed)
+    }
+
+    /// Breaks the cycle of `op.redispatch` (which holds its operator) when nothing else holds
+    /// either object: an `OpOverload` made for one boxed call (the general path's) then goes
+    /// when the call ends, not at the garbage collector's next run.
+    pub fn drop_redispatch_cycle(slf: &Bound<'_, Self>) {
+        let py = slf.py();
+        let cell = &slf.get().redispatch;
+        let kept = cell.take(py);
+        // Ours and the function's (`__self__`) are the operator's only references, and the
+        // cell's is the function's only one.
+        // SAFETY: reading the counts of two live objects we hold, with the GIL held.
+        let alone = kept.as_ref().is_some_and(|f| unsafe {
+            pyo3::ffi::Py_REFCNT(f.as_ptr()) == 1 && pyo3::ffi::Py_REFCNT(slf.as_ptr()) == 2
+        });
+        if alone {
+            drop(kept);
+        } else {
+            let old = cell.replace(py, kept);
+            drop(old);
         }
     }
 
@@ -239,36 +288,23 @@ impl PyOpOverload {
         PyList::new(py, stack_to_list(py, &s, &passed)?)
     }
 
-    /// From inside a kernel: dispatches on `keys` without its highest key.
-    ///
-    /// `keys` is taken from the arguments here rather than by PyO3's signature, which would
-    /// copy the rest into a new tuple on every call (a tenth of a Python fallback's hop by
-    /// `stack[:] = [op.redispatch(keys, *stack)]`); as a keyword it is taken only when no
-    /// argument is positional, as PyO3 binds it.
-    #[pyo3(signature = (*args, **kwargs), text_signature = "($self, keys, *args, **kwargs)")]
-    fn redispatch<'py>(
-        slf: &Bound<'py, Self>,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    /// From inside a kernel: `op.redispatch(keys, *args, **kwargs)` dispatches on `keys`
+    /// without its highest key. One object per operator, made at the first look-up
+    /// (`redispatch.rs`), so that a look-up makes no bound method.
+    #[getter(redispatch)]
+    fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let (keys, args, kwargs) = split_keys(args, kwargs)?;
-        let keys = keys.cast::<PyKeySet>()?.get().0;
-        let kwargs = kwargs.as_ref();
-        let _level = recursion::enter(py)?;
-        let all = args.as_slice();
-        if let Some(r) = fast::redispatch(slf, keys, &all[all.len().min(1)..], kwargs) {
-            return r;
+        let cell = &slf.get().redispatch;
+        let kept = cell.take(py);
+        if let Some(f) = &kept {
+            let found = f.clone_ref(py).into_bound(py);
+            cell.replace(py, kept);
+            return Ok(found);
         }
-        let args = args.get_slice(1, args.len());
-        let handle = &slf.get().handle;
-        let schema = schema_of(py, handle)?;
-        let mut passed = Passed::default();
-        let mut stack = bind(&schema, &args, kwargs, &mut passed)
-            .map_err(|m| argument_error(handle, &schema, m))
-            .py(py)?;
-        handle.redispatch_boxed(keys, &mut stack).py(py)?;
-        returns_to_py(py, &stack, &passed)
+        let f = redispatch::new(slf)?;
+        let old = cell.replace(py, Some(f.clone().unbind()));
+        drop(old);
+        Ok(f)
     }
 
     /// The boxed form of `redispatch`: replaces the contents of `stack` (the arguments) with
@@ -296,6 +332,21 @@ impl PyOpOverload {
         Ok(())
     }
 
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // SAFETY: the collector holds the GIL and runs no Python code while it traverses, so
+        // nothing writes the cell meanwhile.
+        if let Some(f) = unsafe { self.redispatch.peek() } {
+            visit.call(f)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        // The collector calls this with the GIL held.
+        let old = Python::attach(|py| self.redispatch.take(py));
+        drop(old);
+    }
+
     /// Key name -> what serves it: "kernel", "composite kernel", "backend fallback",
     /// "fallthrough" or "missing".
     fn dispatch_table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -309,41 +360,6 @@ impl PyOpOverload {
     fn __repr__(&self) -> String {
         format!("OpOverload({})", self.handle.name())
     }
-}
-
-/// `redispatch`'s `keys` (the first positional argument, or the keyword `keys` when there is no
-/// positional one), the arguments (`keys` still first among them when it was positional) and
-/// the keyword arguments without it.
-#[allow(clippy::type_complexity)]
-fn split_keys<'py>(
-    args: &Bound<'py, PyTuple>,
-    kwargs: Option<&Bound<'py, PyDict>>,
-) -> PyResult<(
-    Bound<'py, PyAny>,
-    Bound<'py, PyTuple>,
-    Option<Bound<'py, PyDict>>,
-)> {
-    let py = args.py();
-    if let Ok(first) = args.get_item(0) {
-        if kwargs.is_some_and(|k| k.contains("keys").unwrap_or(false)) {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
-                "OpOverload.redispatch() got multiple values for argument 'keys'",
-            ));
-        }
-        return Ok((first, args.clone(), kwargs.cloned()));
-    }
-    let missing = || {
-        pyo3::exceptions::PyTypeError::new_err(
-            "OpOverload.redispatch() missing 1 required positional argument: 'keys'",
-        )
-    };
-    let kwargs = kwargs.ok_or_else(missing)?;
-    let keys = kwargs.get_item("keys")?.ok_or_else(missing)?;
-    let rest = kwargs.copy()?;
-    rest.del_item("keys")?;
-    // The arguments then hold a placeholder where `keys` would have been.
-    let args = PyTuple::new(py, [py.None()])?;
-    Ok((keys, args, Some(rest)))
 }
 
 /// The defined overloads of `ns::op`, in definition order.

@@ -574,3 +574,31 @@ def test_a_stack_a_fallback_keeps_is_never_reused(ns, lib, trace):
     assert [s[0].tolist() for s, _ in kept] == [[0.0], [2.0]]
     assert kept[0][0] is not kept[1][0]
     assert all(trace in k.names() for _, k in kept)
+
+
+def test_a_reused_stack_holds_only_its_own_call_s_arguments(ns, lib, trace):
+    # The spare stack list keeps its length between calls (its items set to None): each call's
+    # fallback sees exactly its own arguments, and the list keeps nothing of a past call alive.
+    import weakref
+
+    lib.define("pair(Tensor x, Tensor y) -> Tensor")
+    lib.impl("pair", lambda x, y: x + y, "CPU")
+    seen = []
+
+    def hop(op, keys, stack):
+        seen.append([s.tolist() for s in stack])
+        stack[:] = [op.redispatch(keys, *stack)]
+
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(hop, trace)
+        with bf.include_keys(trace):
+            results = [
+                op_of(ns, "pair")(np.full(1, float(i)), np.full(1, 10.0 * i)) for i in range(3)
+            ]
+            x = np.full(1, 5.0)
+            out = op_of(ns, "pair")(x, np.full(1, 1.0))
+            gone_x, gone_out = weakref.ref(x), weakref.ref(out)
+            del x, out
+    assert seen == [[[0.0], [0.0]], [[1.0], [10.0]], [[2.0], [20.0]], [[5.0], [1.0]]]
+    assert [r.tolist() for r in results] == [[0.0], [11.0], [22.0]]
+    assert gone_x() is None and gone_out() is None

@@ -1,0 +1,137 @@
+//! `op.redispatch`: one callable per `OpOverload`, made at the first look-up and kept by it.
+//!
+//! As a method, `op.redispatch` made a new bound method object at every look-up: the
+//! documented hop `stack[:] = [op.redispatch(keys, *stack)]` calls with `*args`, which
+//! Python's method-call shortcut does not serve, so every hop made and freed one (about a
+//! ninth of the hop). The attribute is now a builtin method object bound to the `OpOverload`
+//! (what the look-up made each time, made once), called by `METH_FASTCALL`: the look-up is an
+//! incref, and the call gets the interpreter's argument array. The `OpOverload` keeps it, and
+//! it keeps its `OpOverload` (as `__self__`): the garbage collector sees that cycle through
+//! the `OpOverload`'s `__traverse__` and breaks it with its `__clear__`.
+
+use std::ffi::CStr;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use super::ops::{PyKeySet, PyOpOverload};
+
+/// The method's definition, which every `op.redispatch` object points to (CPython reads it,
+/// never writes it).
+struct Def(ffi::PyMethodDef);
+
+// SAFETY: the definition is never written after it is made, and its pointers are to static
+// strings and a function.
+unsafe impl Sync for Def {}
+
+const NAME: &CStr = c"redispatch";
+
+/// `__doc__` (with `__text_signature__` before the `--` line, as CPython reads it).
+const DOC: &CStr = c"redispatch($self, keys, *args, **kwargs)
+--
+
+From inside a kernel: dispatches on `keys` without its highest key.
+
+`op.redispatch` is one object per operator (bound to it, made at the first look-up), so that a
+boxed fallback's `stack[:] = [op.redispatch(keys, *stack)]` makes no method object per call.";
+
+static DEF: Def = Def(ffi::PyMethodDef {
+    ml_name: NAME.as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer {
+        PyCFunctionFastWithKeywords: entry,
+    },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: DOC.as_ptr(),
+});
+
+/// A new `redispatch` object bound to `slf`.
+pub fn new<'py>(slf: &Bound<'py, PyOpOverload>) -> PyResult<Bound<'py, PyAny>> {
+    let py = slf.py();
+    // SAFETY: `DEF` is static and never written (CPython only reads a method definition; the
+    // pointer is `*mut` for historical reasons); `slf` is a live object, which the new
+    // function holds a reference to; the GIL is held. A null result means an exception is set.
+    unsafe {
+        let def = std::ptr::addr_of!(DEF.0).cast_mut();
+        let f = ffi::PyCFunction_NewEx(def, slf.as_ptr(), std::ptr::null_mut());
+        Bound::from_owned_ptr_or_err(py, f)
+    }
+}
+
+/// The `METH_FASTCALL | METH_KEYWORDS` entry: PyO3's trampoline (which attaches, counts the
+/// GIL for PyO3, and turns a panic into an exception) around [`call`].
+unsafe extern "C" fn entry(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls this with the GIL held, `slf` the object the function was bound
+    // to (an `OpOverload`, by `new`), and the fastcall arguments (see `call`).
+    unsafe {
+        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call)(
+            slf, args, nargs, kwnames,
+        )
+    }
+}
+
+/// `op.redispatch(keys, *args, **kwargs)` from the fastcall arguments: `nargs` positional
+/// objects in `args`, then one per name of the `kwnames` tuple (or null).
+///
+/// # Safety
+/// As the fastcall protocol promises: the GIL is held, `slf` is the `OpOverload` the function
+/// was bound to (only `new` binds it, always to one), and `args` holds `nargs` objects and
+/// then one per keyword name, borrowed for the length of the call.
+unsafe fn call(
+    py: Python<'_>,
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: see the function's contract; `Bound<PyAny>` has the layout of a
+    // `*mut PyObject` (PyO3's `as_slice` of a tuple relies on it), and the slice, like the
+    // objects it borrows, does not outlive the call.
+    let (slf, names, all, nargs) = unsafe {
+        let slf = Borrowed::from_ptr(py, slf).cast_unchecked::<PyOpOverload>();
+        let names = Borrowed::from_ptr_or_opt(py, kwnames).map(|n| n.cast_unchecked::<PyTuple>());
+        let nkw = names.as_ref().map_or(0, |n| n.len());
+        let nargs = usize::try_from(nargs).unwrap_or(0);
+        let n = nargs + nkw;
+        let all: &[Bound<'_, PyAny>] = if n == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(args.cast(), n)
+        };
+        (slf, names, all, nargs)
+    };
+    let (positional, values) = all.split_at(nargs);
+    let mut keys = positional.first().cloned();
+    let rest = positional.get(1..).unwrap_or(&[]);
+    let mut kwargs: Option<Bound<'_, PyDict>> = None;
+    if let Some(names) = &names {
+        for (k, v) in names.iter().zip(values) {
+            if k.cast::<PyString>().is_ok_and(|s| s == "keys") {
+                if keys.is_some() {
+                    return Err(pyo3::exceptions::PyTypeError::new_err(
+                        "OpOverload.redispatch() got multiple values for argument 'keys'",
+                    ));
+                }
+                keys = Some(v.clone());
+                continue;
+            }
+            let d = match &kwargs {
+                Some(d) => d,
+                None => kwargs.insert(PyDict::new(py)),
+            };
+            d.set_item(k, v)?;
+        }
+    }
+    let keys = keys.ok_or_else(|| {
+        pyo3::exceptions::PyTypeError::new_err(
+            "OpOverload.redispatch() missing 1 required positional argument: 'keys'",
+        )
+    })?;
+    let keys = keys.cast::<PyKeySet>()?.get().0;
+    PyOpOverload::redispatch_with(&slf, keys, rest, kwargs.as_ref()).map(Bound::into_ptr)
+}
