@@ -133,3 +133,13 @@ def unique_name():
 def backend_factory():
     """:func:`make_backend`, as a fixture, for module-scoped backend fixtures."""
     return make_backend
+
+
+@pytest.fixture(scope="module")
+def accel():
+    """The array API tests' Python backend (DeviceBuffer payloads, three copy hooks) with the
+    CPU fallback for every operator: one key slot for every module that uses it."""
+    backend = make_backend("ArrayApiAccel")
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        yield backend

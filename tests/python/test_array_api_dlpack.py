@@ -17,15 +17,6 @@ DEVICES = ["Native", "accel"]
 VALUES = np.arange(6.0).reshape(2, 3)
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    """A Python backend (DeviceBuffer payloads, three copy hooks) with the CPU fallback."""
-    backend = backend_factory("DlpackAccel")
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
-
-
 @pytest.fixture(params=DEVICES)
 def device(request, accel):
     return {"Native": "Native:0", "accel": accel.device}[request.param]
@@ -81,7 +72,7 @@ def test_copy_true_never_shares(device):
 
 
 def test_copy_false_is_a_buffer_error_when_a_copy_is_needed(accel):
-    with pytest.raises(BufferError, match="DlpackAccel:0"):
+    with pytest.raises(BufferError, match=accel.device):
         accel.tensor(VALUES).__dlpack__(copy=False)
     t = xp.namespace("Native").asarray(VALUES)
     # Read-only memory needs a versioned capsule (DLPack >= 1.0) to say so.

@@ -14,15 +14,6 @@ from boxfall.array_api import _elementwise_functions as ew
 DEVICES = ["cpu", "Native", "accel"]
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    """A Python backend (DeviceBuffer payloads, three copy hooks) with the CPU fallback."""
-    backend = backend_factory("ArrayApiAccel")
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
-
-
 @pytest.fixture(params=DEVICES)
 def ns(request, accel):
     """A namespace of each kind: ``xp`` itself, Native's, the Python backend's."""

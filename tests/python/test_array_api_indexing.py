@@ -16,15 +16,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    """A Python backend (DeviceBuffer payloads, three copy hooks) with the CPU fallback."""
-    backend = backend_factory("ArrayApiAccel")  # the key of test_array_api_object.py's backend
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
-
-
 @pytest.fixture(params=["Native", "accel"])
 def ns(request, accel):
     """The namespace of Native, and of the Python backend."""

@@ -12,15 +12,6 @@ import pytest
 DEVICES = ["cpu", "Native", "accel"]
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    """A Python backend (DeviceBuffer payloads, three copy hooks) with the CPU fallback."""
-    backend = backend_factory("LinalgAccel")
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
-
-
 @pytest.fixture(params=DEVICES)
 def ns(request, accel):
     device = {"cpu": "cpu", "Native": "Native", "accel": accel.device}[request.param]

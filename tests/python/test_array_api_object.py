@@ -13,15 +13,6 @@ import numpy as np
 import pytest
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    """A Python backend (DeviceBuffer payloads, three copy hooks) with the CPU fallback."""
-    backend = backend_factory("ArrayApiAccel")  # one key slot for both modules
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
-
-
 @pytest.fixture(params=["Native", "accel"])
 def ns(request, accel):
     return xp.namespace("Native" if request.param == "Native" else accel.device)

@@ -12,15 +12,6 @@ DEVICES = ["cpu", "Native", "accel"]
 VALUES = np.array([[3.0, 1.0, 2.0], [1.0, 3.0, 3.0]])
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    """The Python backend of test_array_api_functions (one key slot for both)."""
-    backend = backend_factory("ArrayApiAccel")
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
-
-
 @pytest.fixture(params=DEVICES)
 def ns(request, accel):
     device = {"cpu": "cpu", "Native": "Native", "accel": accel.device}[request.param]

@@ -16,15 +16,6 @@ import pytest
 INF = math.inf
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    """A Python backend (DeviceBuffer payloads, three copy hooks) with the CPU fallback."""
-    backend = backend_factory("ArrayApiAccel")
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
-
-
 @pytest.fixture(params=["cpu", "Native", "accel"])
 def ns(request, accel):
     return xp.namespace(accel.device if request.param == "accel" else request.param)
