@@ -16,7 +16,7 @@ use super::cast::cast_host;
 use super::elem::{with_elem, HostElem};
 use super::kernels::{broadcast, fall_back, kernel_error, native_host, result_of, run_blocking};
 use super::promote::{division, promote, with_scalar, Weak};
-use crate::alloc::{try_full, try_map, try_zip};
+use crate::alloc::{try_full, try_map, try_map_slice, try_zip, try_zip_slices};
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
 use crate::ivalue::{IValue, Stack};
@@ -76,9 +76,22 @@ fn zip_with<T: HostElem, O: Copy + Send>(
     let what = result_of(op);
     let n = shape.iter().product();
     run_blocking(n, || match (x, y) {
-        (Side::Array(a), Side::Array(b)) => try_zip(shape, &a.view(), &b.view(), &what, f),
-        (Side::Array(a), Side::Scalar(s)) => try_map(&a.view(), &what, |v| f(v, s)),
-        (Side::Scalar(s), Side::Array(b)) => try_map(&b.view(), &what, |v| f(s, v)),
+        // Contiguous operands of the result's shape (the common case): their slices, without
+        // the views (whose dynamic shapes and strides are copies) that `try_zip` would check.
+        (Side::Array(a), Side::Array(b)) => match (a.as_slice(), b.as_slice()) {
+            (Some(xs), Some(ys)) if a.shape() == shape && b.shape() == shape => {
+                try_zip_slices(shape, xs, ys, &what, f)
+            }
+            _ => try_zip(shape, &a.view(), &b.view(), &what, f),
+        },
+        (Side::Array(a), Side::Scalar(s)) => match a.as_slice() {
+            Some(xs) => try_map_slice(a.shape(), xs, &what, |v| f(v, s)),
+            None => try_map(&a.view(), &what, |v| f(v, s)),
+        },
+        (Side::Scalar(s), Side::Array(b)) => match b.as_slice() {
+            Some(ys) => try_map_slice(b.shape(), ys, &what, |v| f(s, v)),
+            None => try_map(&b.view(), &what, |v| f(s, v)),
+        },
         (Side::Scalar(s), Side::Scalar(t)) => try_full(shape, f(s, t), &what),
     })
 }
@@ -133,6 +146,21 @@ fn tensors<const OP: u8>(op: &OperatorHandle, stack: &Stack) -> Result<Option<Te
         return Ok(None);
     };
     let same = a.shape() == b.shape();
+    // Equal shapes and dtypes that the operator computes in (`x + y` of two float64 arrays):
+    // no broadcast, no promotion, no cast.
+    let d = a.dtype();
+    if same && b.dtype() == d && computes_in::<OP>(d) == Some(d) {
+        let complex = d.kind() == Kind::Complex;
+        let out = with_elem!(d, T => match (T::of(&a), T::of(&b)) {
+            (Some(x), Some(y)) => {
+                compute::<T, OP>(op, a.shape(), Side::Array(x), Side::Array(y), complex)?
+            }
+            _ => None,
+        });
+        if let Some(o) = out {
+            return Ok(Some(Tensor::host(device, o)));
+        }
+    }
     let Some(shape) = (if same {
         Some(Vec::new())
     } else {

@@ -430,10 +430,8 @@ fn kernel_arg<'py>(
     }
     let exact = match a.kind {
         Kind::Tensor => {
-            if is_numpy_array(obj) {
-                *keys |= DispatchKey::CPU;
-                return Some(obj.clone());
-            }
+            // A `bf.Tensor` first: its type check is one comparison, NumPy's a look-up of
+            // NumPy's type object (no object is both).
             if let Ok(t) = obj.cast::<PyTensor>() {
                 // A device tensor reaches a kernel as a new `bf.Tensor` of the same tensor
                 // (made in `run` once the kernel is known to be a Python one); CPU ones, and
@@ -444,6 +442,10 @@ fn kernel_arg<'py>(
                 }
                 *keys |= inner.key();
                 *wraps = true;
+                return Some(obj.clone());
+            }
+            if is_numpy_array(obj) {
+                *keys |= DispatchKey::CPU;
                 return Some(obj.clone());
             }
             return None;
@@ -612,8 +614,9 @@ fn ret_error(
 enum Found<'py> {
     /// A Python function (boxed or not), with the call's keys masked by the operator's.
     Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet),
-    /// Another kernel (the CPU fallback, a Rust kernel).
-    Other,
+    /// Another kernel: the CPU fallback (`true`, which `run_fallback` may run without a
+    /// stack) or a Rust kernel (`false`, straight to the boxed call).
+    Other(bool),
 }
 
 /// Runs the Python kernel that serves the call, or None where the general path must.
@@ -640,18 +643,22 @@ fn run<'py>(
             // Its library was collected (no function): the general path says so.
             Some(match kernel?.tag::<Arc<PyKernel>>() {
                 Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
-                None => Found::Other,
+                None => Found::Other(crate::fallback::CpuFallback::of(kernel?).is_some()),
             })
         })
         .flatten()?;
     let (func, boxed, array, masked) = match found {
         Found::Python(func, boxed, array, masked) => (func, boxed, array, masked),
-        Found::Other => {
+        Found::Other(fallback) => {
             if !done_ok {
                 return None;
             }
-            if let Some(r) = run_fallback(slf, plan, body, keys, b) {
-                return Some(Ok(Rets::Done(r)));
+            // Only the CPU fallback runs there: a Rust kernel (Native's `array_api::add`)
+            // spares the fallback's table look-up, a third of its own cost on one element.
+            if fallback {
+                if let Some(r) = run_fallback(slf, plan, body, keys, b) {
+                    return Some(Ok(Rets::Done(r)));
+                }
             }
             return op
                 .resolve(keys, |schema, masked, kernel| {
