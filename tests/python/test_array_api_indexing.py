@@ -298,3 +298,12 @@ def test_basic_and_integer_array_indices_match_numpy(accel, data, shape):
         want[key] = -1.0
         x[on_device(ns, key)] = -1.0
         check(ns, x, want)
+
+
+def test_the_info_claims_boolean_indexing_and_data_dependent_shapes_which_work(ns):
+    caps = ns.__array_namespace_info__().capabilities()
+    assert caps["boolean indexing"] is True and caps["data-dependent shapes"] is True
+    x = ns.asarray([3.0, -1.0, 2.0, -4.0])
+    np.testing.assert_array_equal(np.asarray(x[x > 0]), [3.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(ns.nonzero(x < 0)[0]), [1, 3])
+    np.testing.assert_array_equal(np.asarray(ns.unique_values(ns.abs(x) > 2)), [False, True])

@@ -16,8 +16,10 @@ class Info:
         self._device = default_device
 
     def capabilities(self) -> dict[str, Any]:
-        """Boolean indexing and data-dependent shapes come with ``__getitem__`` (later work)."""
-        return {"boolean indexing": False, "data-dependent shapes": False, "max dimensions": 64}
+        """Boolean-mask indexing (``array_api::getitem``/``setitem``) and the functions whose
+        output shape depends on the data (``nonzero``, ``unique_*``, ``repeat`` with an array)
+        work on every device; arrays have up to 64 dimensions, as NumPy's."""
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
 
     def default_device(self) -> str:
         """The device the namespace's creation functions use when given none."""

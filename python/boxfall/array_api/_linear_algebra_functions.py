@@ -1,5 +1,5 @@
 """Linear algebra functions (the standard's chapter of that name; the ``linalg`` extension is
-later work), as data."""
+``_linalg``), as data."""
 
 from __future__ import annotations
 
