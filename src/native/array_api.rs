@@ -56,6 +56,24 @@ const REDUCTIONS: [Row; 5] = [
     ("min", WITHOUT_DTYPE, reduce::kernel::<MIN>),
 ];
 
+/// The typed entry of the two-array kernel of the function `name` (`add`, ...), if it has one.
+pub(super) fn typed(name: &str) -> Option<super::NativeTensors> {
+    let f = match name {
+        "add" => ewise::typed_tensors::<ADD>,
+        "subtract" => ewise::typed_tensors::<SUB>,
+        "multiply" => ewise::typed_tensors::<MUL>,
+        "divide" => ewise::typed_tensors::<DIV>,
+        "equal" => ewise::typed_tensors::<EQ>,
+        "not_equal" => ewise::typed_tensors::<NE>,
+        "less" => ewise::typed_tensors::<LT>,
+        "less_equal" => ewise::typed_tensors::<LE>,
+        "greater" => ewise::typed_tensors::<GT>,
+        "greater_equal" => ewise::typed_tensors::<GE>,
+        _ => return None,
+    };
+    Some(super::NativeTensors(f))
+}
+
 /// Every row: the binary functions' overloads, then the reductions.
 pub(super) fn rows() -> impl Iterator<Item = &'static Row> {
     BINARY.iter().flatten().chain(REDUCTIONS.iter())

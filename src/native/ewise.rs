@@ -14,7 +14,9 @@ use ndarray::ArrayD;
 
 use super::cast::cast_host;
 use super::elem::{with_elem, HostElem};
-use super::kernels::{broadcast, fall_back, kernel_error, native_host, result_of, run_blocking};
+use super::kernels::{
+    broadcast, fall_back, kernel_error, native_host, native_host_of, result_of, run_blocking,
+};
 use super::promote::{division, promote, with_scalar, Weak};
 use crate::alloc::{try_full, try_map, try_map_slice, try_zip, try_zip_slices};
 use crate::dispatcher::OperatorHandle;
@@ -139,10 +141,24 @@ fn computes_in<const OP: u8>(promoted: DType) -> Option<DType> {
     }
 }
 
-/// The two-array overload.
+/// The two-array overload on the stack's arguments.
 fn tensors<const OP: u8>(op: &OperatorHandle, stack: &Stack) -> Result<Option<Tensor>> {
-    let (Some((a, device)), Some((b, _))) = (native_host(stack.first()), native_host(stack.get(1)))
-    else {
+    match (stack.first(), stack.get(1)) {
+        (Some(IValue::Tensor(x)), Some(IValue::Tensor(y))) => typed_tensors::<OP>(op, x, y),
+        _ => Ok(None),
+    }
+}
+
+/// The two-array overload of operator `OP` on the operands themselves: the result, or `None`
+/// where the kernel hands the call to the CPU fallback (the boxed kernel then does, on the same
+/// arguments). The typed entry of the kernel ([`super::NativeTensors`]), which a caller holding
+/// the two tensors runs without building a stack.
+pub(super) fn typed_tensors<const OP: u8>(
+    op: &OperatorHandle,
+    x: &Tensor,
+    y: &Tensor,
+) -> Result<Option<Tensor>> {
+    let (Some((a, device)), Some((b, _))) = (native_host_of(x), native_host_of(y)) else {
         return Ok(None);
     };
     let same = a.shape() == b.shape();

@@ -119,7 +119,7 @@ fn serves(schema: &FunctionSchema, types: &[&str]) -> bool {
 /// assert_eq!(native::register_kernels(&mut lib).unwrap(), vec!["doc_native_kernels::relu"]);
 /// ```
 pub fn register_kernels(lib: &mut Library) -> Result<Vec<String>> {
-    register_rows(lib, KERNELS.iter())
+    register_rows(lib, KERNELS.iter(), |_| None)
 }
 
 /// Registers, in `lib`, Native's Rust kernels for the operators of `lib`'s namespace defined
@@ -142,12 +142,13 @@ pub fn register_kernels(lib: &mut Library) -> Result<Vec<String>> {
 /// );
 /// ```
 pub fn register_array_api_kernels(lib: &mut Library) -> Result<Vec<String>> {
-    register_rows(lib, super::array_api::rows())
+    register_rows(lib, super::array_api::rows(), super::array_api::typed)
 }
 
 fn register_rows<'a>(
     lib: &mut Library,
     rows: impl Iterator<Item = &'a (&'static str, &'static [&'static str], NativeKernel)>,
+    typed: fn(&str) -> Option<super::NativeTensors>,
 ) -> Result<Vec<String>> {
     let mut done: Vec<String> = Vec::new();
     for (name, types, kernel) in rows {
@@ -158,12 +159,12 @@ fn register_rows<'a>(
         if !serves(&op.schema()?.schema, types) {
             continue;
         }
-        lib.impl_kernel(
-            name,
-            DispatchKey::NATIVE,
-            KernelFunction::from_boxed(*kernel),
-            false,
-        )?;
+        let mut k = KernelFunction::from_boxed(*kernel);
+        // A two-array kernel carries its typed entry (`NativeTensors`).
+        if let Some(t) = typed(name) {
+            k = k.with_tag(t);
+        }
+        lib.impl_kernel(name, DispatchKey::NATIVE, k, false)?;
         done.push(full);
     }
     Ok(done)
@@ -247,10 +248,17 @@ pub(super) fn fall_back<A: CallArgs + 'static>(
 
 pub(super) fn native_host(v: Option<&IValue>) -> Option<(Arc<HostArray>, Device)> {
     match v {
-        Some(IValue::Tensor(t)) if t.key() == DispatchKey::NATIVE => {
-            t.host_array().map(|h| (h, t.device()))
-        }
+        Some(IValue::Tensor(t)) => native_host_of(t),
         _ => None,
+    }
+}
+
+/// A Native tensor's host array and device (`None`: another backend's, or foreign memory).
+pub(super) fn native_host_of(t: &Tensor) -> Option<(Arc<HostArray>, Device)> {
+    if t.key() == DispatchKey::NATIVE {
+        t.host_array().map(|h| (h, t.device()))
+    } else {
+        None
     }
 }
 

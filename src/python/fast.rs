@@ -665,10 +665,14 @@ fn run<'py>(
                     if !Arc::ptr_eq(schema, &plan.schema) {
                         return None;
                     }
+                    let kernel = kernel?;
+                    if let Some(r) = native_tensors(py, op, kernel, b) {
+                        return Some(Ok(Rets::Done(r)));
+                    }
                     let mut passed = Passed::default();
                     let stack = boxed_stack(body, b, &mut passed)?;
                     Some(Ok(Rets::Done(call_kernel_boxed(
-                        py, op, kernel?, masked, stack, &passed,
+                        py, op, kernel, masked, stack, &passed,
                     ))))
                 })
                 .flatten();
@@ -867,6 +871,36 @@ fn kernel_in_fallback<'py>(
     };
     // 3. The result to the device.
     maps.ret(cpu)
+}
+
+/// A call of two `bf.Tensor`s that a Native kernel of two arrays serves, run by its typed
+/// entry (`NativeTensors`) on the caller's tensors: no stack of the arguments, no tensor handle
+/// cloned into one, the result wrapped as `returns_to_py` wraps it (a new tensor is never an
+/// argument's, so it is never the caller's object). `None` where the boxed kernel must serve:
+/// another kernel, an argument that is no `bf.Tensor`, or a call the kernel hands to the CPU
+/// fallback (which the boxed kernel then does, on the same arguments).
+#[inline(always)]
+fn native_tensors<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    kernel: &crate::KernelFunction,
+    b: &Bound_<'py>,
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    let entry = crate::native::NativeTensors::of(kernel)?;
+    let [x, y] = b.given.as_slice() else {
+        return None;
+    };
+    let (x, y) = (x.cast::<PyTensor>().ok()?, y.cast::<PyTensor>().ok()?);
+    let t = match entry.call(op, &x.get().inner, &y.get().inner) {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(to_pyerr(py, e))),
+    };
+    Some(if t.key() == DispatchKey::CPU {
+        cpu_tensor_to_numpy(py, &t, true)
+    } else {
+        wrap(py, t)
+    })
 }
 
 thread_local! {
