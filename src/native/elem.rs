@@ -1,7 +1,7 @@
 //! Element arithmetic of Native's kernels, as NumPy does it: integers wrap on overflow (NumPy's
 //! fixed-width integers do, and a Rust `+` would panic in a debug build), floats follow IEEE.
 
-use ndarray::{ArrayD, ArrayView1};
+use ndarray::ArrayD;
 use num_complex::Complex;
 
 use super::cast::{AnyCast, Cast};
@@ -18,8 +18,6 @@ pub(super) trait Elem: Copy + Send + Sync + PartialEq + 'static {
     /// NumPy's `/` of integers is a float), so the integers' `div` is never reached; it is
     /// total all the same (0 for a zero divisor) rather than a panic.
     fn div(self, other: Self) -> Self;
-    /// The sum of a lane.
-    fn sum(lane: ArrayView1<'_, Self>) -> Self;
 }
 
 macro_rules! float {
@@ -38,10 +36,6 @@ macro_rules! float {
             }
             fn div(self, o: Self) -> Self {
                 self / o
-            }
-            fn sum(lane: ArrayView1<'_, Self>) -> Self {
-                // ndarray's sum: unrolled over contiguous memory, as NumPy's pairwise sum is.
-                lane.sum()
             }
         }
     };
@@ -65,9 +59,6 @@ macro_rules! int {
             }
             fn div(self, o: Self) -> Self {
                 self.checked_div(o).unwrap_or(0)
-            }
-            fn sum(lane: ArrayView1<'_, Self>) -> Self {
-                lane.fold(0, |s, &v| s.wrapping_add(v))
             }
         }
     };
@@ -97,9 +88,6 @@ impl Elem for bool {
     }
     fn div(self, o: Self) -> Self {
         self & o
-    }
-    fn sum(lane: ArrayView1<'_, Self>) -> Self {
-        lane.iter().any(|&v| v)
     }
 }
 
@@ -137,9 +125,6 @@ macro_rules! complex {
                     let scl = 1.0 / (bi + br * rat);
                     Complex::new((ar * rat + ai) * scl, (ai * rat - ar) * scl)
                 }
-            }
-            fn sum(lane: ArrayView1<'_, Self>) -> Self {
-                lane.fold(Self::ZERO, |s, &v| s + v)
             }
         }
     };
@@ -340,10 +325,6 @@ mod tests {
         assert_eq!(Elem::add(i64::MAX, 1), i64::MIN);
         assert_eq!(Elem::mul(i32::MAX, 2), -2);
         assert_eq!(Elem::sub(i64::MIN, 1), i64::MAX);
-        assert_eq!(
-            <i64 as Elem>::sum(ndarray::arr1(&[i64::MAX, 1]).view()),
-            i64::MIN
-        );
         assert_eq!(Elem::div(1i64, 0), 0);
         assert_eq!(Elem::add(255u8, 1), 0);
         assert_eq!(Elem::sub(0u64, 1), u64::MAX);

@@ -11,10 +11,11 @@
 use std::sync::{Arc, OnceLock};
 
 use ndarray::linalg::general_mat_mul;
-use ndarray::{ArrayD, ArrayViewD, Axis, Ix2, LinalgScalar, Zip};
+use ndarray::{ArrayD, Axis, Ix2, LinalgScalar};
 
-use super::elem::Elem;
-use crate::alloc::{try_copy, try_full, try_lanes, try_map, try_zip};
+use super::elem::{Elem, HostElem};
+use super::reduce::{along, Sum};
+use crate::alloc::{try_copy, try_full, try_map, try_zip};
 use crate::dispatcher::{Dispatcher, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::fallback::cpu_fallback;
@@ -498,28 +499,8 @@ pub(super) fn reduce_dims(
     Ok(out)
 }
 
-/// The sum along `axis`.
-fn sum_axis<T: Elem>(
-    x: &ArrayViewD<'_, T>,
-    axis: Axis,
-    what: &(dyn Fn() -> String + Sync),
-) -> Result<ArrayD<T>> {
-    let n = x.len_of(axis);
-    if n > 1 && x.ndim() > 1 && x.stride_of(axis) != 1 {
-        // Row by row, so the inner loops run along memory.
-        let mut out = try_copy(&x.index_axis(axis, 0), what)?;
-        for i in 1..n {
-            Zip::from(&mut out)
-                .and(&x.index_axis(axis, i))
-                .for_each(|o, &v| *o = o.add(v));
-        }
-        return Ok(out);
-    }
-    try_lanes(x, axis, what, T::sum)
-}
-
 /// The sum over `dims` (high to low), and how many elements each result sums.
-fn reduce<T: Elem>(
+fn reduce<T: HostElem>(
     x: &ArrayD<T>,
     dims: &[usize],
     keepdim: bool,
@@ -531,7 +512,7 @@ fn reduce<T: Elem>(
         for &d in dims {
             let src = r.as_ref().map_or_else(|| x.view(), |a| a.view());
             count *= src.len_of(Axis(d));
-            let mut next = sum_axis(&src, Axis(d), what)?;
+            let mut next = along(&src, Axis(d), &Sum, what)?;
             if keepdim {
                 next.insert_axis_inplace(Axis(d));
             }

@@ -172,12 +172,12 @@ fn sum_slice<T: HostElem>(a: &[T]) -> T {
 }
 
 /// How one reduction reduces: a lane at once, and a row into the running result.
-trait Reducer<T: HostElem>: Sync {
+pub(super) trait Reducer<T: HostElem>: Sync {
     fn lane(&self, lane: ArrayView1<'_, T>) -> T;
     fn fold(&self, acc: T, v: T) -> T;
 }
 
-struct Sum;
+pub(super) struct Sum;
 impl<T: HostElem> Reducer<T> for Sum {
     fn lane(&self, lane: ArrayView1<'_, T>) -> T {
         match lane.as_slice() {
@@ -252,8 +252,8 @@ impl<T: HostElem> Reducer<T> for Extreme {
     }
 }
 
-/// The reduction along one axis.
-fn along<T: HostElem>(
+/// The reduction along one axis (also the sum of the PyTorch-style kernels' `sum.dim`).
+pub(super) fn along<T: HostElem>(
     x: &ArrayViewD<'_, T>,
     axis: Axis,
     r: &dyn Reducer<T>,
