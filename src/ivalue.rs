@@ -573,26 +573,6 @@ pub trait CallReturns: Sized {
         let _ = f;
         Ok(self)
     }
-    /// Gives each tensor of the returns, in order, to `f`, which may replace it in place
-    /// (`ArgValue::for_each_tensor_mut`); a typed wrapper maps the returns so
-    /// (`kernel::TypedCall::run`).
-    ///
-    /// ```
-    /// use boxfall::{ivalue::{CallReturns, Multi}, Tensor};
-    /// let t = || Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
-    /// let mut r = Multi((t(), 2_i64, t()));
-    /// let mut n = 0;
-    /// r.for_each_tensor_mut(&mut |_| { n += 1; Ok(()) }).unwrap();
-    /// assert_eq!(n, 2);
-    /// ```
-    #[inline]
-    fn for_each_tensor_mut<'a>(
-        &'a mut self,
-        f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
-    ) -> Result<()> {
-        let _ = f;
-        Ok(())
-    }
 }
 
 /// Pushes the value `build` makes, built straight in the stack's memory: a value built on the
@@ -630,13 +610,6 @@ impl<T: ArgValue> CallReturns for T {
     #[inline(always)]
     fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
         ArgValue::map_tensors(self, f)
-    }
-    #[inline(always)]
-    fn for_each_tensor_mut<'a>(
-        &'a mut self,
-        f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
-    ) -> Result<()> {
-        ArgValue::for_each_tensor_mut(self, f)
     }
     #[inline]
     fn push_onto(self, stack: &mut Stack) {
@@ -741,13 +714,6 @@ impl<T: CallArgs> CallReturns for Multi<T> {
     #[inline]
     fn map_tensors(self, f: &mut impl TensorMap) -> Result<Self> {
         self.0.map_tensors(f).map(Multi)
-    }
-    #[inline]
-    fn for_each_tensor_mut<'a>(
-        &'a mut self,
-        f: &mut impl FnMut(&'a mut Tensor) -> Result<()>,
-    ) -> Result<()> {
-        self.0.for_each_tensor_mut(f)
     }
     fn push_onto(self, stack: &mut Stack) {
         self.0.push_onto(stack)

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::{Error, Result};
-use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
+use crate::ivalue::{CallArgs, CallReturns, Stack, TensorMap};
 use crate::key::DispatchKeySet;
 use crate::tensor::Tensor;
 
@@ -53,10 +53,9 @@ pub type UnboxedFn<A, R> = fn(DispatchKeySet, A) -> Result<R>;
 pub type TableFn =
     dyn Fn(&OperatorHandle, &DispatchTable, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync;
 
-/// A typed kernel's function run on a stack that holds exactly its arguments: they are
-/// unboxed, the function runs, its returns are pushed (`KernelFunction::call_mapped` maps the
-/// tensors on the stack around it).
-type MappedFn = dyn Fn(DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync;
+/// A typed kernel's function run on a stack's values with their tensors mapped
+/// (`KernelFunction::call_mapped`).
+type MappedFn = dyn Fn(DispatchKeySet, &mut Stack, &mut dyn TensorMaps) -> Result<()> + Send + Sync;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KernelKind {
@@ -309,14 +308,13 @@ impl KernelFunction {
     /// assert_eq!((count.0, stack.len()), (11, 1));
     /// ```
     #[inline(always)]
-    pub fn call_mapped<M: TensorMaps + ?Sized>(
+    pub fn call_mapped(
         &self,
         keys: DispatchKeySet,
         stack: &mut Stack,
-        maps: &mut M,
+        maps: &mut dyn TensorMaps,
     ) -> Option<Result<()>> {
-        let f = self.mapped.as_deref()?;
-        Some(run_mapped_on_stack(f, keys, stack, maps))
+        self.mapped.as_deref().map(|f| f(keys, stack, maps))
     }
 
     /// Whether the kernel offers [`call_mapped`](Self::call_mapped).
@@ -591,8 +589,6 @@ pub trait TypedWrapper: Send + Sync + 'static {
 pub struct TypedCall<'a> {
     signature: TypeId,
     maps_tensors: bool,
-    /// A kernel ran on the arguments, or they were passed on: a second use is an error.
-    used: bool,
     body: &'a mut dyn TypedBody,
 }
 
@@ -615,52 +611,14 @@ impl TypedCall<'_> {
     /// Runs `kernel`'s typed function (it must [`fit`](Self::fits)) on the call's arguments
     /// with their tensors mapped by `maps`, with `keys`; the returns, mapped, are the call's.
     /// Runs once: a second run, or one of a kernel that does not fit, is an error.
-    ///
-    /// Generic over the maps, so that their steps are compiled into the wrapper's own code:
-    /// only the signature's part (where its tensors are, the function's call) is reached
-    /// through the call, a batch of tensors at a time.
     #[inline(always)]
-    pub fn run<M: TensorMaps + ?Sized>(
+    pub fn run(
         &mut self,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
-        maps: &mut M,
+        maps: &mut dyn TensorMaps,
     ) -> Result<()> {
-        if self.used || !self.fits(kernel) {
-            return Err(used_up());
-        }
-        self.used = true;
-        // 1. The argument tensors, a batch at a time.
-        let mut skip = 0;
-        loop {
-            let mut slots: [Option<&mut Tensor>; BATCH] = Default::default();
-            let (n, more) = self.body.arg_tensors(skip, &mut slots);
-            maps.args(&mut TensorBatch(&mut slots[..n]), !more)?;
-            if !more {
-                break;
-            }
-            skip += n;
-        }
-        // 2. The function; 3. each returned tensor, in its place.
-        let mut skip = 0;
-        loop {
-            let mut slots: [Option<&mut Tensor>; BATCH] = Default::default();
-            let (n, more) = if skip == 0 {
-                match self.body.call(kernel, keys, &mut slots) {
-                    Ok(found) => found,
-                    Err(e) => return Err(maps.kernel_error(e)),
-                }
-            } else {
-                self.body.ret_tensors(skip, &mut slots)
-            };
-            for t in slots[..n].iter_mut().flatten() {
-                map_in_place(t, |t| maps.ret(t))?;
-            }
-            if !more {
-                return Ok(());
-            }
-            skip += n;
-        }
+        self.body.run(kernel, keys, maps)
     }
 
     /// Continues the call on `keys` in `table`, as a dispatched typed call would: the kernel of
@@ -673,28 +631,18 @@ impl TypedCall<'_> {
         table: &DispatchTable,
         keys: DispatchKeySet,
     ) -> Result<()> {
-        self.used = true;
         self.body.redispatch(op, table, keys)
     }
 }
 
-/// A batch of tensor places: where a signature's tensors are, as `TypedBody` finds them.
-type Places<'s> = [Option<&'s mut Tensor>; BATCH];
-
-/// The typed side of a `TypedCall`, generic over the signature: where the tensors are, and the
-/// function's call. A batch is the tensors from the `skip`-th on, as many as fit; each method
-/// that fills one says how many it put and whether more follow.
+/// The typed side of a `TypedCall`, generic over the signature.
 trait TypedBody {
-    fn arg_tensors<'s>(&'s mut self, skip: usize, out: &mut Places<'s>) -> (usize, bool);
-    /// Runs `kernel`'s typed function on the arguments (the caller checked that it fits),
-    /// then fills `out` with the first batch of the returned tensors.
-    fn call<'s>(
-        &'s mut self,
+    fn run(
+        &mut self,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
-        out: &mut Places<'s>,
-    ) -> Result<(usize, bool)>;
-    fn ret_tensors<'s>(&'s mut self, skip: usize, out: &mut Places<'s>) -> (usize, bool);
+        maps: &mut dyn TensorMaps,
+    ) -> Result<()>;
     fn redispatch(
         &mut self,
         op: &OperatorHandle,
@@ -709,83 +657,29 @@ struct Slots<A, R> {
     returns: Option<R>,
 }
 
-#[cold]
-fn used_up() -> Error {
-    Error::Kernel {
-        context: "typed wrapper".into(),
-        message:
-            "a typed call's arguments were used twice, or given to a kernel of another signature"
-                .into(),
-    }
-}
-
-/// Fills a batch of tensor places from a walk over a value's tensors.
-struct Collect<'o, 's> {
-    skip: usize,
-    seen: usize,
-    n: usize,
-    out: &'o mut Places<'s>,
-}
-
-impl<'o, 's> Collect<'o, 's> {
-    #[inline(always)]
-    fn new(skip: usize, out: &'o mut Places<'s>) -> Collect<'o, 's> {
-        Collect {
-            skip,
-            seen: 0,
-            n: 0,
-            out,
+impl<A, R> Slots<A, R> {
+    #[cold]
+    fn used_up() -> Error {
+        Error::Kernel {
+            context: "typed wrapper".into(),
+            message: "a typed call's arguments were used twice".into(),
         }
-    }
-
-    #[inline(always)]
-    fn push(&mut self, t: &'s mut Tensor) -> Result<()> {
-        if self.seen >= self.skip && self.n < BATCH {
-            self.out[self.n] = Some(t);
-            self.n += 1;
-        }
-        self.seen += 1;
-        Ok(())
-    }
-
-    #[inline(always)]
-    fn done(self) -> (usize, bool) {
-        (self.n, self.seen > self.skip + self.n)
     }
 }
 
 impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedBody for Slots<A, R> {
-    fn arg_tensors<'s>(&'s mut self, skip: usize, out: &mut Places<'s>) -> (usize, bool) {
-        let Some(args) = &mut self.args else {
-            return (0, false);
-        };
-        let mut c = Collect::new(skip, out);
-        let _ = args.for_each_tensor_mut(&mut |t| c.push(t));
-        c.done()
-    }
-
-    fn call<'s>(
-        &'s mut self,
+    #[inline(always)]
+    fn run(
+        &mut self,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
-        out: &mut Places<'s>,
-    ) -> Result<(usize, bool)> {
+        maps: &mut dyn TensorMaps,
+    ) -> Result<()> {
         let (Some(f), Some(args)) = (kernel.unboxed::<A, R>(), self.args.take()) else {
-            return Err(used_up());
+            return Err(Slots::<A, R>::used_up());
         };
-        let returns = self.returns.insert(f(keys, args)?);
-        let mut c = Collect::new(0, out);
-        let _ = returns.for_each_tensor_mut(&mut |t| c.push(t));
-        Ok(c.done())
-    }
-
-    fn ret_tensors<'s>(&'s mut self, skip: usize, out: &mut Places<'s>) -> (usize, bool) {
-        let Some(returns) = &mut self.returns else {
-            return (0, false);
-        };
-        let mut c = Collect::new(skip, out);
-        let _ = returns.for_each_tensor_mut(&mut |t| c.push(t));
-        c.done()
+        self.returns = Some(run_mapped(f, keys, args, maps)?);
+        Ok(())
     }
 
     fn redispatch(
@@ -794,7 +688,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedBody for Slots<A, R> 
         table: &DispatchTable,
         keys: DispatchKeySet,
     ) -> Result<()> {
-        let args = self.args.take().ok_or_else(used_up)?;
+        let args = self.args.take().ok_or_else(Slots::<A, R>::used_up)?;
         self.returns = Some(crate::dispatcher::call_in_table::<A, R>(
             op, table, keys, args,
         )?);
@@ -802,38 +696,46 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedBody for Slots<A, R> 
     }
 }
 
-/// Puts `f`'s result in `slot`'s place, `f` taking the tensor the slot held: a returned
-/// tensor mapped where it lies, inside returns of any shape. If `f` fails or panics, the slot
-/// gets an empty tensor, so that it holds a tensor whenever anything can see it.
+/// `f` on `args` with the tensors mapped: the steps every mapped typed call takes.
 #[inline(always)]
-fn map_in_place(slot: &mut Tensor, f: impl FnOnce(Tensor) -> Result<Tensor>) -> Result<()> {
-    /// A slot whose tensor was moved out; filled with an empty tensor if dropped.
-    struct Hole(*mut Tensor);
-    impl Drop for Hole {
-        fn drop(&mut self) {
-            // SAFETY: the pointer is the slot's (valid for writes for as long as `map_in_place`
-            // runs), and the tensor it held was moved out: writing without dropping it is right.
-            unsafe { self.0.write(empty_tensor()) }
-        }
-    }
-    let hole = Hole(slot);
-    // SAFETY: the slot holds an initialized tensor, read out once here; until the slot is
-    // written again (the result below, or `hole`'s empty tensor if `f` fails or unwinds) no
-    // one reads it: `slot`'s borrow is this function's.
-    let t = unsafe { hole.0.read() };
-    let mapped = f(t)?;
-    let place = hole.0;
-    std::mem::forget(hole);
-    // SAFETY: `place` is the slot, whose tensor was moved out above: written, not dropped.
-    unsafe { place.write(mapped) };
-    Ok(())
+fn run_mapped<A: CallArgs, R: CallReturns>(
+    f: UnboxedFn<A, R>,
+    keys: DispatchKeySet,
+    mut args: A,
+    maps: &mut dyn TensorMaps,
+) -> Result<R> {
+    map_args(&mut args, maps)?;
+    let returns = match f(keys, args) {
+        Ok(r) => r,
+        Err(e) => return Err(maps.kernel_error(e)),
+    };
+    returns.map_tensors(&mut Returns(maps))
 }
 
-/// The tensor a slot holds after a map of its tensor failed.
-#[cold]
-#[inline(never)]
-fn empty_tensor() -> Tensor {
-    Tensor::from_array(ndarray::ArrayD::<f64>::zeros(ndarray::IxDyn(&[0])))
+/// The argument tensors through `maps.args`, in batches.
+#[inline(always)]
+fn map_args<A: CallArgs>(args: &mut A, maps: &mut dyn TensorMaps) -> Result<()> {
+    let mut batch: [Option<&mut Tensor>; BATCH] = Default::default();
+    let mut n = 0;
+    args.for_each_tensor_mut(&mut |t| {
+        if n == BATCH {
+            maps.args(&mut TensorBatch(&mut batch), false)?;
+            n = 0;
+        }
+        batch[n] = Some(t);
+        n += 1;
+        Ok(())
+    })?;
+    maps.args(&mut TensorBatch(&mut batch[..n]), true)
+}
+
+struct Returns<'m>(&'m mut dyn TensorMaps);
+
+impl TensorMap for Returns<'_> {
+    #[inline(always)]
+    fn map(&mut self, t: Tensor) -> Result<Tensor> {
+        self.0.ret(t)
+    }
 }
 
 /// Offers the typed call `args` to `wrapper`: `None` if it declined (the arguments are then
@@ -855,7 +757,6 @@ pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
     let mut call = TypedCall {
         signature: TypeId::of::<UnboxedFn<A, R>>(),
         maps_tensors: A::TYPED_FALLBACK && R::TYPED_FALLBACK,
-        used: false,
         body: &mut slots,
     };
     match wrapper.call_typed(op, table, keys, &mut call) {
@@ -867,7 +768,7 @@ pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
         // Declined: the arguments go back, unless the wrapper used them (and broke its word).
         None => match slots.args {
             Some(args) => declined(args),
-            None => Err(used_up()),
+            None => Err(Slots::<A, R>::used_up()),
         },
     }
 }
@@ -890,60 +791,15 @@ where
     if !(A::TYPED_FALLBACK && R::TYPED_FALLBACK) {
         return None;
     }
-    Some(Arc::new(move |keys, stack: &mut Stack| {
-        // The caller checked the stack's length. A value the signature does not take fails
-        // as the kernel's boxed entry point would fail.
-        let args = A::pop_from(stack)?;
-        f(keys, args)?.push_onto(stack);
-        Ok(())
-    }))
-}
-
-/// `f` on a stack that holds its arguments, with the stack's tensors mapped in place around
-/// it: the argument tensors (a value's, or a list's) through `maps.args` a batch at a time, each
-/// returned one through `maps.ret`. Generic over the maps, which are compiled in.
-#[inline(always)]
-fn run_mapped_on_stack<M: TensorMaps + ?Sized>(
-    f: &MappedFn,
-    keys: DispatchKeySet,
-    stack: &mut Stack,
-    maps: &mut M,
-) -> Result<()> {
-    {
-        let mut batch: Places<'_> = Default::default();
-        let mut n = 0;
-        for v in stack.iter_mut() {
-            let tensors: &mut [Tensor] = match v {
-                IValue::Tensor(t) => std::slice::from_mut(t),
-                IValue::TensorList(ts) => ts,
-                _ => continue,
-            };
-            for t in tensors {
-                if n == BATCH {
-                    maps.args(&mut TensorBatch(&mut batch), false)?;
-                    n = 0;
-                }
-                batch[n] = Some(t);
-                n += 1;
-            }
-        }
-        maps.args(&mut TensorBatch(&mut batch[..n]), true)?;
-    }
-    if let Err(e) = f(keys, stack) {
-        return Err(maps.kernel_error(e));
-    }
-    for v in stack.iter_mut() {
-        match v {
-            IValue::Tensor(t) => map_in_place(t, |t| maps.ret(t))?,
-            IValue::TensorList(ts) => {
-                for t in ts {
-                    map_in_place(t, |t| maps.ret(t))?;
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+    Some(Arc::new(
+        move |keys, stack: &mut Stack, maps: &mut dyn TensorMaps| {
+            // The caller checked the stack's length. A value the signature does not take
+            // fails as the kernel's boxed entry point would fail.
+            let args = A::pop_from(stack).map_err(|e| maps.kernel_error(e))?;
+            run_mapped(f, keys, args, maps)?.push_onto(stack);
+            Ok(())
+        },
+    ))
 }
 
 impl fmt::Debug for KernelFunction {

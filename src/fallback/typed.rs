@@ -208,8 +208,6 @@ impl Moves<'_> {
 /// The fallback's steps around the CPU kernel's typed function: 1. the backend's tensors to the
 /// CPU; 2. the CPU kernel; 3. the returns' CPU tensors to the device.
 impl TensorMaps for Moves<'_> {
-    // Inlined where the maps are known (`TypedCall::run`, `KernelFunction::call_mapped`).
-    #[inline(always)]
     fn args(&mut self, tensors: &mut TensorBatch<'_, '_>, last: bool) -> Result<()> {
         for t in tensors.iter_mut() {
             self.arg(t)?;
@@ -227,7 +225,6 @@ impl TensorMaps for Moves<'_> {
 
     /// A CPU tensor goes to the device, any other stays. The first return marks the end of
     /// step 2 (a kernel whose returns hold no tensor ends it with the call).
-    #[inline(always)]
     fn ret(&mut self, t: Tensor) -> Result<Tensor> {
         if self.marks.ran == u64::MAX {
             self.marks.ran = clock::ticks();
