@@ -85,9 +85,18 @@ fn call_typed(
     check_policy(op, key)?;
     let start = clock::ticks();
     let mut moves = Moves::new(op, key, hooks);
-    let result = call.run(cpu, DispatchKey::CPU.set(), &mut moves);
-    moves.record(start, result.is_ok());
-    result
+    // The error case apart, so that a call that went well returns without copying a `Result`
+    // (an error-sized value) from a local into the caller's slot.
+    match call.run(cpu, DispatchKey::CPU.set(), &mut moves) {
+        Ok(()) => {
+            moves.record(start, true);
+            Ok(())
+        }
+        Err(e) => {
+            moves.record(start, false);
+            Err(e)
+        }
+    }
 }
 
 /// Runs the typed fallback of a boxed call through the CPU kernel's mapped entry
@@ -104,11 +113,21 @@ pub(crate) fn call_stack_entry(
     stack: &mut Stack,
 ) -> Result<()> {
     let mut moves = Moves::new(op, key, hooks);
-    let result = cpu
-        .call_mapped(DispatchKey::CPU.set(), stack, &mut moves)
-        .unwrap_or_else(|| Err(Error::Fallback("the CPU kernel has no mapped entry".into())));
-    moves.record(start, result.is_ok());
-    result
+    // As in `call_typed`: no copy of the `Result` when the call went well.
+    match cpu.call_mapped(DispatchKey::CPU.set(), stack, &mut moves) {
+        Some(Ok(())) => {
+            moves.record(start, true);
+            Ok(())
+        }
+        Some(Err(e)) => {
+            moves.record(start, false);
+            Err(e)
+        }
+        None => {
+            moves.record(start, false);
+            Err(Error::Fallback("the CPU kernel has no mapped entry".into()))
+        }
+    }
 }
 
 /// Runs the CPU fallback of a call on `key` whose caller runs the CPU kernel itself, with its
