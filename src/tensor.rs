@@ -800,6 +800,22 @@ impl Tensor {
         slot.view.clone()
     }
 
+    /// `f` of the view [`Tensor::host_view`] gives, borrowed under the tensor's read lock
+    /// rather than cloned out of it: no reference count is taken and dropped (two atomic
+    /// operations, which the Python bindings' loan of a one-element tensor felt). `f` must be
+    /// brief, and must not write this tensor (the lock is held while it runs).
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(t.with_host_view(|v| v.is_none()));
+    /// t.set_host_view(std::sync::Arc::new(7_u32));
+    /// assert_eq!(t.with_host_view(|v| v.and_then(|v| v.downcast_ref::<u32>()).copied()), Some(7));
+    /// ```
+    pub fn with_host_view<R>(&self, f: impl FnOnce(Option<&HostView>) -> R) -> R {
+        let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        f(slot.view.as_ref())
+    }
+
     /// Keeps `view` with the tensor until its data is replaced (see [`Tensor::host_view`]).
     ///
     /// ```

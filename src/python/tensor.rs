@@ -15,7 +15,7 @@ use super::errors::{from_pyerr, IntoPy};
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
-use crate::tensor::{HostArray, Payload, Tensor, TensorData, TensorMeta};
+use crate::tensor::{DType, HostArray, Payload, Tensor, TensorData, TensorMeta};
 
 /// A Python object as a tensor payload: a backend's device payload, or a NumPy array on CPU.
 pub struct PyPayload(pub Py<PyAny>, Option<usize>);
@@ -160,9 +160,115 @@ fn array_from_vec<T>(shape: &[usize], v: Vec<T>) -> Option<ndarray::ArrayD<T>> {
     }
 }
 
+/// The element type of host memory a NumPy dtype is, by its kind and size (NumPy's `int64` is
+/// `long` or `long long`, which are both `i8`); `None` for a dtype host memory does not hold.
+fn host_dtype(kind: u8, size: usize) -> Option<DType> {
+    Some(match (kind, size) {
+        (b'b', 1) => DType::Bool,
+        (b'i', 1) => DType::I8,
+        (b'i', 2) => DType::I16,
+        (b'i', 4) => DType::I32,
+        (b'i', 8) => DType::I64,
+        (b'u', 1) => DType::U8,
+        (b'u', 2) => DType::U16,
+        (b'u', 4) => DType::U32,
+        (b'u', 8) => DType::U64,
+        (b'f', 4) => DType::F32,
+        (b'f', 8) => DType::F64,
+        (b'c', 8) => DType::C64,
+        (b'c', 16) => DType::C128,
+        _ => return None,
+    })
+}
+
+/// The copy of a plain `numpy.ndarray` (not a subclass) that is C-contiguous, aligned, and of a
+/// dtype host memory holds in native byte order, read from the array object's own fields: what
+/// `contiguous_to_host` does for any array, without rust-numpy's typed cast, which tries the
+/// dtypes one by one (NumPy's dtype comparison for each) and reads the shape twice. This is
+/// the copy of every NumPy result a Python CPU kernel hands a Native tensor (a third of the
+/// fallback's own work on one element went there). `None` for any other array.
+fn plain_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
+    use numpy::npyffi::flags::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
+    if !obj.is_exact_instance_of::<PyUntypedArray>() {
+        return None;
+    }
+    // SAFETY: `obj` is exactly a `numpy.ndarray` (checked above).
+    let arr = unsafe { obj.cast_unchecked::<PyUntypedArray>() };
+    let descr = arr.dtype();
+    if descr.is_native_byteorder() == Some(false) {
+        return None;
+    }
+    let dtype = host_dtype(descr.kind(), descr.itemsize())?;
+    // SAFETY: `arr` is a live array object and the GIL is held, so no other thread changes
+    // it; `dimensions` points at `nd` values owned by the array (none when `nd` is 0), as
+    // NumPy's `PyArray_DIMS` reads them, each at least 0 (so the same bits as a `usize`).
+    let (flags, data, shape) = unsafe {
+        let f = &(*arr.as_array_ptr()).fields;
+        let nd = usize::try_from(f.nd).ok()?;
+        let shape: &[usize] = if nd == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(f.dimensions.cast::<usize>(), nd)
+        };
+        (f.flags, f.data, shape)
+    };
+    let needed = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED;
+    if flags & needed != needed {
+        return None;
+    }
+    let n = crate::alloc::element_count(shape, dtype.size())?;
+    macro_rules! copy_as {
+        ($t:ty) => {{
+            let ptr = data.cast::<$t>().cast_const();
+            if n > 0 && (ptr.is_null() || !ptr.is_aligned()) {
+                return None;
+            }
+            // SAFETY: a C-contiguous array of `n` elements of this dtype (its kind and size
+            // are `$t`'s, in native byte order) holds them at `data`, aligned (checked above),
+            // in memory the array keeps alive while we hold it, with the GIL held and no
+            // Python code run until the copy is made (as rust-numpy's `as_slice` reads it).
+            // NumPy's booleans are the bytes 0 and 1, as Rust's. An empty array reads no
+            // memory. Exercised by tests/python/test_native_memory.py and every fallback
+            // whose kernel returns a NumPy array to a Native tensor (test_native.py).
+            let slice: &[$t] = if n == 0 {
+                &[]
+            } else {
+                unsafe { std::slice::from_raw_parts(ptr, n) }
+            };
+            let what = || format!("a Native copy of a {} array", dtype.name());
+            crate::alloc::try_copy_slice(slice, &what).and_then(|v| {
+                array_from_vec(shape, v)
+                    .map(HostArray::from)
+                    .ok_or_else(|| Error::Kernel {
+                        context: what(),
+                        message: format!("{n} values do not fill the shape {shape:?}"),
+                    })
+            })
+        }};
+    }
+    Some(match dtype {
+        DType::Bool => copy_as!(bool),
+        DType::I8 => copy_as!(i8),
+        DType::I16 => copy_as!(i16),
+        DType::I32 => copy_as!(i32),
+        DType::I64 => copy_as!(i64),
+        DType::U8 => copy_as!(u8),
+        DType::U16 => copy_as!(u16),
+        DType::U32 => copy_as!(u32),
+        DType::U64 => copy_as!(u64),
+        DType::F32 => copy_as!(f32),
+        DType::F64 => copy_as!(f64),
+        DType::C64 => copy_as!(numpy::Complex32),
+        DType::C128 => copy_as!(numpy::Complex64),
+    })
+}
+
 /// The copy of an array that is C-contiguous, aligned, and of a dtype Rust host memory holds
 /// in native byte order; `None` for any other array.
 fn contiguous_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
+    if obj.is_exact_instance_of::<PyUntypedArray>() {
+        return plain_to_host(obj);
+    }
     macro_rules! try_as {
         ($t:ty) => {
             if let Ok(a) = obj.cast::<PyArrayDyn<$t>>() {
@@ -457,11 +563,13 @@ pub fn kernel_array<'py>(
     if writable || !t.is_host() {
         return cpu_tensor_to_numpy(py, t, writable);
     }
-    let kept = t.host_view();
-    if let Some(view) = kept.as_ref().and_then(|v| v.downcast_ref::<LentView>()) {
-        if let Some(array) = view.intact(py) {
-            return Ok(array);
-        }
+    // Read in place (no Python code runs meanwhile: `intact` only reads the array's fields).
+    let kept = t.with_host_view(|v| {
+        v.and_then(|v| v.downcast_ref::<LentView>())
+            .and_then(|view| view.intact(py))
+    });
+    if let Some(array) = kept {
+        return Ok(array);
     }
     let array = cpu_tensor_to_numpy(py, t, false)?;
     if let Some(view) = LentView::new(&array) {
