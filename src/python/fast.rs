@@ -29,7 +29,7 @@ use super::errors::{to_pyerr, IntoPy};
 use super::gil_cell::GilCell;
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::ops::{PyKeySet, PyOpOverload};
-use super::tensor::{cpu_tensor_to_numpy, kernel_array, wrap, PyTensor};
+use super::tensor::{cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
 use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::ivalue::{IValue, Stack};
 use crate::key::{local_keys, DispatchKey, DispatchKeySet};
@@ -826,7 +826,10 @@ fn kernel_in_fallback<'py>(
             .find_map(|(e, o)| e.as_ref().filter(|e| e.same(t)).map(|_| o.clone()));
         let obj = match earlier {
             Some(o) => Ok(o),
-            None if t.key() == DispatchKey::CPU => kernel_array(py, t, false),
+            None if t.key() == DispatchKey::CPU => match b.given.as_slice().get(i) {
+                Some(g) => lent_array(g, t),
+                None => kernel_array(py, t, false),
+            },
             None => wrap(py, t.clone()),
         };
         match obj {

@@ -12,6 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use super::errors::{from_pyerr, IntoPy};
+use super::gil_cell::GilCell;
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
@@ -490,7 +491,7 @@ pub fn read_only_view<'py>(arr: &Bound<'py, PyUntypedArray>) -> PyResult<Bound<'
 /// looked like when made: a kernel may reshape or retype the array object in place
 /// (`a.shape = ...`), and such a view is not handed out again.
 struct LentView {
-    array: Py<PyAny>,
+    array: Py<PyUntypedArray>,
     data: usize,
     descr: usize,
     dims: Box<[isize]>,
@@ -499,6 +500,7 @@ struct LentView {
 
 impl LentView {
     fn new(array: &Bound<'_, PyAny>) -> Option<LentView> {
+        let array = array.cast::<PyUntypedArray>().ok()?;
         let (data, descr, dims, strides) = array_fields(array)?;
         Some(LentView {
             array: array.clone().unbind(),
@@ -515,19 +517,25 @@ impl LentView {
         let (data, descr, dims, strides) = array_fields(array)?;
         let same = data == self.data
             && descr == self.descr
-            && dims == &*self.dims
-            && strides == &*self.strides;
-        same.then(|| array.clone())
+            && same_values(dims, &self.dims)
+            && same_values(strides, &self.strides);
+        same.then(|| array.clone().into_any())
     }
 }
 
+/// `a == b`, compared in place: a slice's `==` calls `memcmp`, which costs more than the one or
+/// two values of most arrays' shapes.
+#[inline]
+fn same_values(a: &[isize], b: &[isize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// A read-only array's data pointer, dtype, shape and strides, as NumPy holds them (`None` for
-/// a writable array or a non-array).
+/// a writable array).
 fn array_fields<'a>(
-    array: &'a Bound<'_, PyAny>,
+    array: &'a Bound<'_, PyUntypedArray>,
 ) -> Option<(usize, usize, &'a [isize], &'a [isize])> {
-    let arr = array.cast::<PyUntypedArray>().ok()?;
-    let raw = arr.as_array_ptr();
+    let raw = array.as_array_ptr();
     // SAFETY: `raw` points at the live array object `array` holds (it is borrowed for 'a, with
     // the GIL held, so no other thread changes it); its `dimensions` and `strides` point at
     // `nd` values each, owned by the array, as NumPy's `PyArray_DIMS`/`PyArray_STRIDES` read them.
@@ -611,6 +619,58 @@ pub fn cpu_tensor_to_numpy<'py>(
 #[pyclass(name = "Tensor", module = "boxfall", frozen)]
 pub struct PyTensor {
     pub inner: Tensor,
+    /// The read-only NumPy view of `inner`'s loan last lent to a Python kernel (`lent_array`),
+    /// with the loan's `data_version` when it was made. Boxed: a `bf.Tensor` that is never
+    /// lent stays small (Python zeroes every new object's memory).
+    lent: GilCell<Option<Box<(u64, LentView)>>>,
+}
+
+impl PyTensor {
+    /// The `bf.Tensor` of `inner`.
+    fn new(inner: Tensor) -> PyTensor {
+        PyTensor {
+            inner,
+            lent: GilCell::default(),
+        }
+    }
+}
+
+/// The largest loan whose view `lent_array` keeps in the `bf.Tensor`: a view kept there holds
+/// the data it sees until the next loan, also after a write has replaced it, so only small ones
+/// are kept (where the lock of the tensor's own kept view is a noticeable share of the call).
+const KEEP_LENT_BYTES: usize = 4096;
+
+/// `kernel_array(py, loan, false)` for `loan`, the loan of the tensor of `owner` (a
+/// `bf.Tensor`; else, or for another tensor, the same as `kernel_array`). The view is kept in
+/// `owner` with the loan's data version, so a tensor lent again reaches the kernel without
+/// taking the loan's lock (its read and its release, two atomic operations) or a new array:
+/// the GIL guards the `bf.Tensor`'s cell. A view the kernel reshaped or retyped in place, or
+/// one of data replaced since (the version moved on), is not handed out again.
+pub fn lent_array<'py>(owner: &Bound<'py, PyAny>, loan: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    let py = owner.py();
+    let owner = match owner.cast::<PyTensor>() {
+        Ok(o) if loan.nbytes() <= KEEP_LENT_BYTES && o.get().inner.has_loan(loan) => o.get(),
+        _ => return kernel_array(py, loan, false),
+    };
+    // Read before the view is made: a write meanwhile leaves the kept version behind, so the
+    // view is made again next time.
+    let version = loan.data_version();
+    let kept = owner.lent.take(py);
+    if let Some((v, view)) = kept.as_deref() {
+        if *v == version {
+            if let Some(array) = view.intact(py) {
+                owner.lent.replace(py, kept);
+                return Ok(array);
+            }
+        }
+    }
+    drop(kept);
+    let array = kernel_array(py, loan, false)?;
+    if let Some(view) = LentView::new(&array) {
+        let old = owner.lent.replace(py, Some(Box::new((version, view))));
+        drop(old);
+    }
+    Ok(array)
 }
 
 #[pymethods]
@@ -1098,7 +1158,7 @@ pub fn numpy_dtype<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAn
 
 /// Wraps a core tensor for Python (a new `bf.Tensor` object).
 pub fn wrap(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
-    Ok(Bound::new(py, PyTensor { inner: t })?.into_any())
+    Ok(Bound::new(py, PyTensor::new(t))?.into_any())
 }
 
 /// A Python error from a hook as a core error.
