@@ -855,17 +855,17 @@ fn kernel_in_fallback<'py>(
         .iter()
         .zip(objs.iter())
         .find_map(|(t, o)| t.as_ref().filter(|_| o.is(&out)).cloned());
-    let cpu = match passed {
-        Some(t) => t,
-        None if key == DispatchKey::NATIVE
-            && out.is_exact_instance_of::<numpy::PyUntypedArray>() =>
-        {
-            match super::tensor::numpy_to_host(&out) {
-                Ok(h) => crate::tensor::Tensor::host(crate::tensor::Device::CPU, h),
-                Err(_) => super::tensor::numpy_tensor(&out),
-            }
-        }
-        None => match super::convert::to_tensor(&out, &mut Passed::default()) {
+    let plain = match passed {
+        None if key == DispatchKey::NATIVE => out.cast_exact::<numpy::PyUntypedArray>().ok(),
+        _ => None,
+    };
+    let cpu = match (passed, plain) {
+        (Some(t), _) => t,
+        (None, Some(arr)) => match super::tensor::plain_numpy_to_host(arr) {
+            Ok(h) => crate::tensor::Tensor::host(crate::tensor::Device::CPU, h),
+            Err(_) => super::tensor::numpy_tensor(&out),
+        },
+        (None, None) => match super::convert::to_tensor(&out, &mut Passed::default()) {
             Ok(t) => t,
             Err(m) => {
                 return Err(maps.kernel_error(ret_error(op, schema, cpu_keys, 0, m)));

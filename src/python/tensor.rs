@@ -188,13 +188,8 @@ fn host_dtype(kind: u8, size: usize) -> Option<DType> {
 /// dtypes one by one (NumPy's dtype comparison for each) and reads the shape twice. This is
 /// the copy of every NumPy result a Python CPU kernel hands a Native tensor (a third of the
 /// fallback's own work on one element went there). `None` for any other array.
-fn plain_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
+fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
     use numpy::npyffi::flags::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
-    if !obj.is_exact_instance_of::<PyUntypedArray>() {
-        return None;
-    }
-    // SAFETY: `obj` is exactly a `numpy.ndarray` (checked above).
-    let arr = unsafe { obj.cast_unchecked::<PyUntypedArray>() };
     let descr = arr.dtype();
     if descr.is_native_byteorder() == Some(false) {
         return None;
@@ -267,8 +262,8 @@ fn plain_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
 /// The copy of an array that is C-contiguous, aligned, and of a dtype Rust host memory holds
 /// in native byte order; `None` for any other array.
 fn contiguous_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
-    if obj.is_exact_instance_of::<PyUntypedArray>() {
-        return plain_to_host(obj);
+    if let Ok(arr) = obj.cast_exact::<PyUntypedArray>() {
+        return plain_to_host(arr);
     }
     macro_rules! try_as {
         ($t:ty) => {
@@ -344,6 +339,20 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     if let Some(host) = contiguous_to_host(obj) {
         return host;
     }
+    numpy_to_host_slow(obj)
+}
+
+/// `numpy_to_host` of a plain `numpy.ndarray` (the caller checked its type once).
+pub fn plain_numpy_to_host(arr: &Bound<'_, PyUntypedArray>) -> Result<HostArray> {
+    match plain_to_host(arr) {
+        Some(host) => host,
+        None => numpy_to_host_slow(arr.as_any()),
+    }
+}
+
+/// `numpy_to_host` of an array that is not C-contiguous, aligned and of a dtype host memory
+/// holds in native byte order, or of another object.
+fn numpy_to_host_slow(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     let Ok(arr) = obj.cast::<PyUntypedArray>() else {
         let type_name = obj
             .get_type()
