@@ -7,7 +7,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use ndarray::ArrayD;
@@ -575,6 +575,9 @@ struct TensorInner {
     /// This tensor's CPU loan (`host_loan`): made once, then kept holding this tensor's data
     /// by `set_data`, so that lending it takes no lock.
     loan: OnceLock<Tensor>,
+    /// How many times the data was replaced (`data_version`): written under the write lock,
+    /// read without any.
+    version: AtomicU64,
 }
 
 /// What the lock guards: the data, and a foreign runtime's view of it (`host_view`).
@@ -629,6 +632,7 @@ impl Tensor {
             data: RwLock::new(Slot { data, view: None }),
             replaced: AtomicBool::new(false),
             loan: OnceLock::new(),
+            version: AtomicU64::new(0),
         }))
     }
 
@@ -778,6 +782,7 @@ impl Tensor {
         let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
         self.0.replaced.store(false, Ordering::Relaxed);
+        self.bump_version();
         let view = slot.view.take();
         (std::mem::replace(&mut slot.data, data), view)
     }
@@ -800,6 +805,22 @@ impl Tensor {
         slot.view.clone()
     }
 
+    /// `f` of the view [`Tensor::host_view`] gives, borrowed under the tensor's read lock
+    /// rather than cloned out of it: no reference count is taken and dropped (two atomic
+    /// operations, which the Python bindings' loan of a one-element tensor felt). `f` must be
+    /// brief, and must not write this tensor (the lock is held while it runs).
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(t.with_host_view(|v| v.is_none()));
+    /// t.set_host_view(std::sync::Arc::new(7_u32));
+    /// assert_eq!(t.with_host_view(|v| v.and_then(|v| v.downcast_ref::<u32>()).copied()), Some(7));
+    /// ```
+    pub fn with_host_view<R>(&self, f: impl FnOnce(Option<&HostView>) -> R) -> R {
+        let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        f(slot.view.as_ref())
+    }
+
     /// Keeps `view` with the tensor until its data is replaced (see [`Tensor::host_view`]).
     ///
     /// ```
@@ -813,6 +834,44 @@ impl Tensor {
         drop(slot);
         // A foreign object's drop may run foreign code: not under the lock.
         drop(old);
+    }
+
+    /// Counts a replacement of the data (the caller holds the write lock, which orders the
+    /// writers: a plain load and store, no locked instruction).
+    fn bump_version(&self) {
+        let v = self.0.version.load(Ordering::Relaxed);
+        self.0.version.store(v.wrapping_add(1), Ordering::Release);
+    }
+
+    /// How many times the data was replaced (by `set_data`, or, for a loan, by a write of the
+    /// tensor it is the loan of), read without a lock: a foreign runtime that keeps its own
+    /// view of a tensor's data (as [`Tensor::host_view`] does, but outside the tensor) knows by
+    /// it whether the view still sees the tensor's data.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// let (v, loan) = (t.data_version(), t.host_loan().unwrap());
+    /// let lent = loan.data_version();
+    /// t.set_data(t.data());
+    /// assert_ne!(t.data_version(), v);
+    /// assert_ne!(loan.data_version(), lent); // the loan holds the new data too
+    /// ```
+    #[inline]
+    pub fn data_version(&self) -> u64 {
+        self.0.version.load(Ordering::Acquire)
+    }
+
+    /// Whether `loan` is this tensor's loan ([`Tensor::host_loan`]), read without a lock.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(!t.has_loan(&t));
+    /// let loan = t.host_loan().unwrap();
+    /// assert!(t.has_loan(&loan));
+    /// ```
+    #[inline]
+    pub fn has_loan(&self, loan: &Tensor) -> bool {
+        self.0.loan.get().is_some_and(|l| l.same(loan))
     }
 
     /// Whether the data is still what the tensor was made with.
@@ -835,6 +894,7 @@ impl Tensor {
         // lock also sees its byte count.
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
         self.0.replaced.store(true, Ordering::Relaxed);
+        self.bump_version();
         let old_view = slot.view.take();
         // The loan follows under this tensor's lock (always taken before the loan's).
         let old_lent = self.0.loan.get().map(|loan| loan.hold(data.clone()));

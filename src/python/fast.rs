@@ -29,7 +29,7 @@ use super::errors::{to_pyerr, IntoPy};
 use super::gil_cell::GilCell;
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::ops::{PyKeySet, PyOpOverload};
-use super::tensor::{cpu_tensor_to_numpy, kernel_array, wrap, PyTensor};
+use super::tensor::{cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
 use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::ivalue::{IValue, Stack};
 use crate::key::{local_keys, DispatchKey, DispatchKeySet};
@@ -826,7 +826,10 @@ fn kernel_in_fallback<'py>(
             .find_map(|(e, o)| e.as_ref().filter(|e| e.same(t)).map(|_| o.clone()));
         let obj = match earlier {
             Some(o) => Ok(o),
-            None if t.key() == DispatchKey::CPU => kernel_array(py, t, false),
+            None if t.key() == DispatchKey::CPU => match b.given.as_slice().get(i) {
+                Some(g) => lent_array(g, t),
+                None => kernel_array(py, t, false),
+            },
             None => wrap(py, t.clone()),
         };
         match obj {
@@ -852,17 +855,17 @@ fn kernel_in_fallback<'py>(
         .iter()
         .zip(objs.iter())
         .find_map(|(t, o)| t.as_ref().filter(|_| o.is(&out)).cloned());
-    let cpu = match passed {
-        Some(t) => t,
-        None if key == DispatchKey::NATIVE
-            && out.is_exact_instance_of::<numpy::PyUntypedArray>() =>
-        {
-            match super::tensor::numpy_to_host(&out) {
-                Ok(h) => crate::tensor::Tensor::host(crate::tensor::Device::CPU, h),
-                Err(_) => super::tensor::numpy_tensor(&out),
-            }
-        }
-        None => match super::convert::to_tensor(&out, &mut Passed::default()) {
+    let plain = match passed {
+        None if key == DispatchKey::NATIVE => out.cast_exact::<numpy::PyUntypedArray>().ok(),
+        _ => None,
+    };
+    let cpu = match (passed, plain) {
+        (Some(t), _) => t,
+        (None, Some(arr)) => match super::tensor::plain_numpy_to_host(arr) {
+            Ok(h) => crate::tensor::Tensor::host(crate::tensor::Device::CPU, h),
+            Err(_) => super::tensor::numpy_tensor(&out),
+        },
+        (None, None) => match super::convert::to_tensor(&out, &mut Passed::default()) {
             Ok(t) => t,
             Err(m) => {
                 return Err(maps.kernel_error(ret_error(op, schema, cpu_keys, 0, m)));

@@ -1,6 +1,7 @@
 //! The Python bindings (`boxfall._boxfall`): the only part of the crate that names pyo3 or
 //! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error.
 
+mod alloc;
 mod array_ops;
 mod backend;
 mod convert;
@@ -27,7 +28,7 @@ use errors::IntoPy;
 // third cheaper than glibc's malloc (measured by `python -m boxfall bench`). Only the
 // extension module uses it; the pure-Rust crate keeps the system allocator.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: alloc::MiMalloc = alloc::MiMalloc;
 
 use crate::fallback::{FallbackPolicy, WarningKind};
 use crate::key::{DispatchKey, DispatchKeySet};

@@ -12,10 +12,11 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use super::errors::{from_pyerr, IntoPy};
+use super::gil_cell::GilCell;
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
-use crate::tensor::{HostArray, Payload, Tensor, TensorData, TensorMeta};
+use crate::tensor::{DType, HostArray, Payload, Tensor, TensorData, TensorMeta};
 
 /// A Python object as a tensor payload: a backend's device payload, or a NumPy array on CPU.
 pub struct PyPayload(pub Py<PyAny>, Option<usize>);
@@ -160,9 +161,110 @@ fn array_from_vec<T>(shape: &[usize], v: Vec<T>) -> Option<ndarray::ArrayD<T>> {
     }
 }
 
+/// The element type of host memory a NumPy dtype is, by its kind and size (NumPy's `int64` is
+/// `long` or `long long`, which are both `i8`); `None` for a dtype host memory does not hold.
+fn host_dtype(kind: u8, size: usize) -> Option<DType> {
+    Some(match (kind, size) {
+        (b'b', 1) => DType::Bool,
+        (b'i', 1) => DType::I8,
+        (b'i', 2) => DType::I16,
+        (b'i', 4) => DType::I32,
+        (b'i', 8) => DType::I64,
+        (b'u', 1) => DType::U8,
+        (b'u', 2) => DType::U16,
+        (b'u', 4) => DType::U32,
+        (b'u', 8) => DType::U64,
+        (b'f', 4) => DType::F32,
+        (b'f', 8) => DType::F64,
+        (b'c', 8) => DType::C64,
+        (b'c', 16) => DType::C128,
+        _ => return None,
+    })
+}
+
+/// The copy of a plain `numpy.ndarray` (not a subclass) that is C-contiguous, aligned, and of a
+/// dtype host memory holds in native byte order, read from the array object's own fields: what
+/// `contiguous_to_host` does for any array, without rust-numpy's typed cast, which tries the
+/// dtypes one by one (NumPy's dtype comparison for each) and reads the shape twice. This is
+/// the copy of every NumPy result a Python CPU kernel hands a Native tensor (a third of the
+/// fallback's own work on one element went there). `None` for any other array.
+fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
+    use numpy::npyffi::flags::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
+    let descr = arr.dtype();
+    if descr.is_native_byteorder() == Some(false) {
+        return None;
+    }
+    let dtype = host_dtype(descr.kind(), descr.itemsize())?;
+    // SAFETY: `arr` is a live array object and the GIL is held, so no other thread changes
+    // it; `dimensions` points at `nd` values owned by the array (none when `nd` is 0), as
+    // NumPy's `PyArray_DIMS` reads them, each at least 0 (so the same bits as a `usize`).
+    let (flags, data, shape) = unsafe {
+        let f = &(*arr.as_array_ptr()).fields;
+        let nd = usize::try_from(f.nd).ok()?;
+        let shape: &[usize] = if nd == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(f.dimensions.cast::<usize>(), nd)
+        };
+        (f.flags, f.data, shape)
+    };
+    let needed = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED;
+    if flags & needed != needed {
+        return None;
+    }
+    let n = crate::alloc::element_count(shape, dtype.size())?;
+    macro_rules! copy_as {
+        ($t:ty) => {{
+            let ptr = data.cast::<$t>().cast_const();
+            if n > 0 && (ptr.is_null() || !ptr.is_aligned()) {
+                return None;
+            }
+            // SAFETY: a C-contiguous array of `n` elements of this dtype (its kind and size
+            // are `$t`'s, in native byte order) holds them at `data`, aligned (checked above),
+            // in memory the array keeps alive while we hold it, with the GIL held and no
+            // Python code run until the copy is made (as rust-numpy's `as_slice` reads it).
+            // NumPy's booleans are the bytes 0 and 1, as Rust's. An empty array reads no
+            // memory. Exercised by tests/python/test_native_memory.py and every fallback
+            // whose kernel returns a NumPy array to a Native tensor (test_native.py).
+            let slice: &[$t] = if n == 0 {
+                &[]
+            } else {
+                unsafe { std::slice::from_raw_parts(ptr, n) }
+            };
+            let what = || format!("a Native copy of a {} array", dtype.name());
+            crate::alloc::try_copy_slice(slice, &what).and_then(|v| {
+                array_from_vec(shape, v)
+                    .map(HostArray::from)
+                    .ok_or_else(|| Error::Kernel {
+                        context: what(),
+                        message: format!("{n} values do not fill the shape {shape:?}"),
+                    })
+            })
+        }};
+    }
+    Some(match dtype {
+        DType::Bool => copy_as!(bool),
+        DType::I8 => copy_as!(i8),
+        DType::I16 => copy_as!(i16),
+        DType::I32 => copy_as!(i32),
+        DType::I64 => copy_as!(i64),
+        DType::U8 => copy_as!(u8),
+        DType::U16 => copy_as!(u16),
+        DType::U32 => copy_as!(u32),
+        DType::U64 => copy_as!(u64),
+        DType::F32 => copy_as!(f32),
+        DType::F64 => copy_as!(f64),
+        DType::C64 => copy_as!(numpy::Complex32),
+        DType::C128 => copy_as!(numpy::Complex64),
+    })
+}
+
 /// The copy of an array that is C-contiguous, aligned, and of a dtype Rust host memory holds
 /// in native byte order; `None` for any other array.
 fn contiguous_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
+    if let Ok(arr) = obj.cast_exact::<PyUntypedArray>() {
+        return plain_to_host(arr);
+    }
     macro_rules! try_as {
         ($t:ty) => {
             if let Ok(a) = obj.cast::<PyArrayDyn<$t>>() {
@@ -237,6 +339,20 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     if let Some(host) = contiguous_to_host(obj) {
         return host;
     }
+    numpy_to_host_slow(obj)
+}
+
+/// `numpy_to_host` of a plain `numpy.ndarray` (the caller checked its type once).
+pub fn plain_numpy_to_host(arr: &Bound<'_, PyUntypedArray>) -> Result<HostArray> {
+    match plain_to_host(arr) {
+        Some(host) => host,
+        None => numpy_to_host_slow(arr.as_any()),
+    }
+}
+
+/// `numpy_to_host` of an array that is not C-contiguous, aligned and of a dtype host memory
+/// holds in native byte order, or of another object.
+fn numpy_to_host_slow(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     let Ok(arr) = obj.cast::<PyUntypedArray>() else {
         let type_name = obj
             .get_type()
@@ -384,7 +500,7 @@ pub fn read_only_view<'py>(arr: &Bound<'py, PyUntypedArray>) -> PyResult<Bound<'
 /// looked like when made: a kernel may reshape or retype the array object in place
 /// (`a.shape = ...`), and such a view is not handed out again.
 struct LentView {
-    array: Py<PyAny>,
+    array: Py<PyUntypedArray>,
     data: usize,
     descr: usize,
     dims: Box<[isize]>,
@@ -393,6 +509,7 @@ struct LentView {
 
 impl LentView {
     fn new(array: &Bound<'_, PyAny>) -> Option<LentView> {
+        let array = array.cast::<PyUntypedArray>().ok()?;
         let (data, descr, dims, strides) = array_fields(array)?;
         Some(LentView {
             array: array.clone().unbind(),
@@ -409,19 +526,25 @@ impl LentView {
         let (data, descr, dims, strides) = array_fields(array)?;
         let same = data == self.data
             && descr == self.descr
-            && dims == &*self.dims
-            && strides == &*self.strides;
-        same.then(|| array.clone())
+            && same_values(dims, &self.dims)
+            && same_values(strides, &self.strides);
+        same.then(|| array.clone().into_any())
     }
 }
 
+/// `a == b`, compared in place: a slice's `==` calls `memcmp`, which costs more than the one or
+/// two values of most arrays' shapes.
+#[inline]
+fn same_values(a: &[isize], b: &[isize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// A read-only array's data pointer, dtype, shape and strides, as NumPy holds them (`None` for
-/// a writable array or a non-array).
+/// a writable array).
 fn array_fields<'a>(
-    array: &'a Bound<'_, PyAny>,
+    array: &'a Bound<'_, PyUntypedArray>,
 ) -> Option<(usize, usize, &'a [isize], &'a [isize])> {
-    let arr = array.cast::<PyUntypedArray>().ok()?;
-    let raw = arr.as_array_ptr();
+    let raw = array.as_array_ptr();
     // SAFETY: `raw` points at the live array object `array` holds (it is borrowed for 'a, with
     // the GIL held, so no other thread changes it); its `dimensions` and `strides` point at
     // `nd` values each, owned by the array, as NumPy's `PyArray_DIMS`/`PyArray_STRIDES` read them.
@@ -457,11 +580,13 @@ pub fn kernel_array<'py>(
     if writable || !t.is_host() {
         return cpu_tensor_to_numpy(py, t, writable);
     }
-    let kept = t.host_view();
-    if let Some(view) = kept.as_ref().and_then(|v| v.downcast_ref::<LentView>()) {
-        if let Some(array) = view.intact(py) {
-            return Ok(array);
-        }
+    // Read in place (no Python code runs meanwhile: `intact` only reads the array's fields).
+    let kept = t.with_host_view(|v| {
+        v.and_then(|v| v.downcast_ref::<LentView>())
+            .and_then(|view| view.intact(py))
+    });
+    if let Some(array) = kept {
+        return Ok(array);
     }
     let array = cpu_tensor_to_numpy(py, t, false)?;
     if let Some(view) = LentView::new(&array) {
@@ -497,9 +622,64 @@ pub fn cpu_tensor_to_numpy<'py>(
 }
 
 /// A boxfall tensor on a device: `.device`, `.dtype`, `.shape`, `.payload`, `.numpy()`.
-#[pyclass(name = "Tensor", module = "boxfall", frozen, freelist = 64)]
+// No `freelist`: PyO3's free list takes a mutex on every allocation and every free, which
+// cost more than Python's own small-object allocator does (about 190 instructions and four
+// atomic operations a one-element fallback's result).
+#[pyclass(name = "Tensor", module = "boxfall", frozen)]
 pub struct PyTensor {
     pub inner: Tensor,
+    /// The read-only NumPy view of `inner`'s loan last lent to a Python kernel (`lent_array`),
+    /// with the loan's `data_version` when it was made. Boxed: a `bf.Tensor` that is never
+    /// lent stays small (Python zeroes every new object's memory).
+    lent: GilCell<Option<Box<(u64, LentView)>>>,
+}
+
+impl PyTensor {
+    /// The `bf.Tensor` of `inner`.
+    fn new(inner: Tensor) -> PyTensor {
+        PyTensor {
+            inner,
+            lent: GilCell::default(),
+        }
+    }
+}
+
+/// The largest loan whose view `lent_array` keeps in the `bf.Tensor`: a view kept there holds
+/// the data it sees until the next loan, also after a write has replaced it, so only small ones
+/// are kept (where the lock of the tensor's own kept view is a noticeable share of the call).
+const KEEP_LENT_BYTES: usize = 4096;
+
+/// `kernel_array(py, loan, false)` for `loan`, the loan of the tensor of `owner` (a
+/// `bf.Tensor`; else, or for another tensor, the same as `kernel_array`). The view is kept in
+/// `owner` with the loan's data version, so a tensor lent again reaches the kernel without
+/// taking the loan's lock (its read and its release, two atomic operations) or a new array:
+/// the GIL guards the `bf.Tensor`'s cell. A view the kernel reshaped or retyped in place, or
+/// one of data replaced since (the version moved on), is not handed out again.
+pub fn lent_array<'py>(owner: &Bound<'py, PyAny>, loan: &Tensor) -> PyResult<Bound<'py, PyAny>> {
+    let py = owner.py();
+    let owner = match owner.cast::<PyTensor>() {
+        Ok(o) if loan.nbytes() <= KEEP_LENT_BYTES && o.get().inner.has_loan(loan) => o.get(),
+        _ => return kernel_array(py, loan, false),
+    };
+    // Read before the view is made: a write meanwhile leaves the kept version behind, so the
+    // view is made again next time.
+    let version = loan.data_version();
+    let kept = owner.lent.take(py);
+    if let Some((v, view)) = kept.as_deref() {
+        if *v == version {
+            if let Some(array) = view.intact(py) {
+                owner.lent.replace(py, kept);
+                return Ok(array);
+            }
+        }
+    }
+    drop(kept);
+    let array = kernel_array(py, loan, false)?;
+    if let Some(view) = LentView::new(&array) {
+        let old = owner.lent.replace(py, Some(Box::new((version, view))));
+        drop(old);
+    }
+    Ok(array)
 }
 
 #[pymethods]
@@ -987,7 +1167,7 @@ pub fn numpy_dtype<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAn
 
 /// Wraps a core tensor for Python (a new `bf.Tensor` object).
 pub fn wrap(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyAny>> {
-    Ok(Bound::new(py, PyTensor { inner: t })?.into_any())
+    Ok(Bound::new(py, PyTensor::new(t))?.into_any())
 }
 
 /// A Python error from a hook as a core error.

@@ -231,3 +231,72 @@ def test_a_python_backend_and_mixed_devices_give_the_same(ns, lib, backend_facto
         assert out[0] == "error" and out[1] is bf.FallbackError
     # A NumPy array beside a Native tensor: the general way serves it, as before.
     same_on_both_paths(f"{ns}::add", lambda: op_of(ns, "add")(x, np.ones(2)))
+
+
+RESULTS = {
+    "bool": lambda: np.array([True, False, True]),
+    "int8": lambda: np.array([-3, 0, 5], dtype=np.int8),
+    "int16": lambda: np.array([-300, 7], dtype=np.int16),
+    "int32": lambda: np.arange(-2, 4, dtype=np.int32).reshape(2, 3),
+    "int64": lambda: np.array(-(2**40), dtype=np.int64),  # 0-d
+    "uint8": lambda: np.array([255, 1], dtype=np.uint8),
+    "uint16": lambda: np.array([65535], dtype=np.uint16),
+    "uint32": lambda: np.array([2**32 - 1, 3], dtype=np.uint32),
+    "uint64": lambda: np.array([2**64 - 1], dtype=np.uint64),
+    "float32": lambda: np.linspace(0, 1, 24, dtype=np.float32).reshape(2, 3, 4),
+    "float64": lambda: np.empty((0, 3)),  # empty
+    "complex64": lambda: np.array([1 + 2j, -3j], dtype=np.complex64),
+    "complex128": lambda: np.array([[1 - 1j]], dtype=np.complex128),
+    "big-endian": lambda: np.arange(4.0).astype(">f8"),
+    "strided": lambda: np.arange(10.0)[::3],
+    "fortran": lambda: np.asfortranarray(np.arange(6).reshape(2, 3)),
+}
+
+
+@pytest.mark.parametrize("make", list(RESULTS.values()), ids=list(RESULTS))
+def test_a_kernel_result_of_every_dtype_and_layout_comes_back_as_it_was(ns, lib, make):
+    # The result's copy into Native memory reads a plain C-ordered array's fields directly
+    # (`plain_to_host`) and hands any other array to NumPy first: the values, dtype (in native
+    # byte order) and shape are the kernel's either way, on both paths.
+    lib.define("make(Tensor a) -> Tensor")
+    lib.impl("make", lambda a: make(), "CPU")
+    x = bf.native.tensor(np.ones(1))
+    expected = make()
+    for out in both(lambda: op_of(ns, "make")(x)):
+        assert isinstance(out, bf.Tensor) and out.device == "Native:0"
+        got = out.numpy()
+        assert got.dtype == expected.dtype.newbyteorder("=")
+        assert got.shape == expected.shape
+        assert got.tolist() == expected.tolist()
+
+
+def test_a_lent_argument_kept_in_its_tensor_follows_every_write(ns, lib):
+    # A small loan's view is kept in the `bf.Tensor` (`lent_array`) and lent again while the
+    # data is unchanged; a write through the fallback, or one a Native kernel makes, retires
+    # it, and the next call sees the new values.
+    lib.define("peek(Tensor a, Tensor b) -> Tensor")
+    lib.define("fill_(Tensor(a!) self, float v) -> Tensor(a!)")
+    seen = []
+
+    def peek(a, b):
+        seen.append((a, a.tolist(), b.tolist()))
+        return a + b
+
+    def fill_(a, v):
+        a[...] = v
+        return a
+
+    lib.impl("peek", peek, "CPU")
+    lib.impl("fill_", fill_, "CPU")
+    ops = getattr(bf.ops, ns)
+    x, y = bf.native.tensor(np.arange(2.0)), bf.native.tensor(np.ones(2))
+    assert ops.peek(x, y).numpy().tolist() == [1.0, 2.0]
+    assert ops.peek(x, y).numpy().tolist() == [1.0, 2.0]
+    assert seen[0][0] is seen[1][0], "unchanged: the kept view is lent again"
+    ops.fill_(x, 5.0)
+    assert ops.peek(x, y).numpy().tolist() == [6.0, 6.0]
+    assert seen[2][0] is not seen[0][0] and seen[2][1] == [5.0, 5.0]
+    assert seen[0][0].tolist() == [0.0, 1.0], "an old view keeps what it saw"
+    x[0] = 9.0  # `__setitem__`: another way in, through the tensor's own write
+    assert ops.peek(x, y).numpy().tolist() == [10.0, 6.0]
+    assert seen[3][1] == [9.0, 5.0]
