@@ -84,19 +84,36 @@ thread_local! {
     };
 }
 
+/// What `bf.parse_schema` keeps of a schema it has checked: where its names are in the text,
+/// and the two flags. The rest is read again from the text when something asks for it.
+#[cfg(feature = "python")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Checked {
+    /// `ns::op`.
+    pub(crate) name: Span,
+    /// Empty for the default overload.
+    pub(crate) overload: Span,
+    pub(crate) is_vararg: bool,
+    pub(crate) is_varret: bool,
+}
+
 impl Syntax {
-    /// Parses a schema into spans of `text`; [`Syntax::to_schema`] with the same text builds the
-    /// owned schema. The Python binding keeps the result (`bf.parse_schema`).
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    pub(crate) fn parse(text: &str) -> Result<Syntax, SchemaError> {
-        Syntax::parse_with(
-            text,
-            Buffers {
-                // Most schemas have at most eight arguments and returns together.
-                items: Vec::with_capacity(8),
-                ..Buffers::default()
-            },
-        )
+    /// Checks a schema as [`FunctionSchema::parse`] does, with the same errors, but keeps only
+    /// the [`Checked`] facts: the parse goes into this thread's reused vectors, so that a
+    /// successful check allocates nothing. The Python binding's `bf.parse_schema` uses it.
+    #[cfg(feature = "python")]
+    pub(crate) fn check(text: &str) -> Result<Checked, SchemaError> {
+        SCRATCH.with(|scratch| {
+            let syntax = Syntax::parse_with(text, scratch.take())?;
+            let checked = Checked {
+                name: syntax.name,
+                overload: syntax.overload,
+                is_vararg: syntax.is_vararg,
+                is_varret: syntax.is_varret,
+            };
+            scratch.set(syntax.into_buffers());
+            Ok(checked)
+        })
     }
 
     fn parse_with(text: &str, buffers: Buffers) -> Result<Syntax, SchemaError> {

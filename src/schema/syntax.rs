@@ -1,8 +1,7 @@
 //! The parser's own result: a schema as byte ranges into its text plus a few flat vectors, with
 //! no heap value per name, type or alias set. [`FunctionSchema`] is built from it
-//! ([`Syntax::take_schema`] on the Rust path, which takes the defaults out of it); the Python
-//! binding keeps it as it is and builds the owned schema ([`Syntax::to_schema`]) only when
-//! something asks for more than the name.
+//! ([`Syntax::take_schema`], which takes the defaults out of it); the Python binding's check
+//! (`Syntax::check`) keeps only the names' spans and the flags.
 //!
 //! A schema of the PyTorch set holds on average five arguments and returns, five types and one
 //! alias annotation; as owned values that is about fifteen allocations, here it is two to four.
@@ -116,21 +115,6 @@ impl Syntax {
         }
     }
 
-    /// The owned schema, leaving the Syntax as it is (the Python binding keeps it). `src` must
-    /// be the text this was parsed from.
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    pub(crate) fn to_schema(&self, src: &str) -> FunctionSchema {
-        let (arguments, returns) = self.items.split_at(self.n_args.min(self.items.len()));
-        FunctionSchema {
-            name: self.name.of(src).to_owned(),
-            overload_name: self.overload.of(src).to_owned(),
-            arguments: arguments.iter().map(|a| self.argument(src, a)).collect(),
-            returns: returns.iter().map(|r| self.argument(src, r)).collect(),
-            is_vararg: self.is_vararg,
-            is_varret: self.is_varret,
-        }
-    }
-
     /// The owned schema, taking the items' defaults instead of copying them: the Rust path
     /// ([`FunctionSchema::parse`]) throws the Syntax away afterwards and keeps only its
     /// emptied vectors. `src` must be the text this was parsed from.
@@ -170,23 +154,6 @@ impl Syntax {
             default: item.default.map(|d| DefaultValue {
                 text: d.text.of(src).to_owned(),
                 value: d.value,
-            }),
-            kwarg_only: item.kwarg_only,
-            alias: item.alias.map(|a| self.alias(src, a)),
-        }
-    }
-
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    fn argument(&self, src: &str, item: &Item) -> Argument {
-        Argument {
-            name: item.name.of(src).to_owned(),
-            ty: match item.ty {
-                TyRef::Leaf(i) => Type::leaf_owned(i),
-                node => self.ty(src, node),
-            },
-            default: item.default.as_ref().map(|d| DefaultValue {
-                text: d.text.of(src).to_owned(),
-                value: d.value.clone(),
             }),
             kwarg_only: item.kwarg_only,
             alias: item.alias.map(|a| self.alias(src, a)),
