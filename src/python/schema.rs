@@ -13,7 +13,7 @@ use pyo3::pybacked::PyBackedStr;
 use pyo3::types::PyList;
 
 use super::errors::IntoPy;
-use crate::schema::{AliasInfo, Argument, Checked, FunctionSchema, Syntax};
+use crate::schema::{AliasInfo, Argument, FunctionSchema, Syntax};
 
 /// An alias annotation: `(a!)` is `AliasInfo(before=["a"], after=["a"], is_write=True)`.
 #[pyclass(name = "AliasInfo", module = "boxfall", frozen, eq)]
@@ -126,7 +126,7 @@ enum Repr {
     /// the owned schema once something needs it.
     Parsed {
         text: PyBackedStr,
-        checked: Checked,
+        checked: Syntax,
         built: OnceLock<FunctionSchema>,
     },
 }

@@ -27,7 +27,5 @@ mod types;
 
 pub use info::{ArgFacts, ArgKind, ReturnFacts, SchemaInfo};
 #[cfg(feature = "python")]
-pub(crate) use parser::Checked;
-#[cfg(feature = "python")]
 pub(crate) use syntax::Syntax;
 pub use types::{AliasInfo, Argument, DefaultValue, FunctionSchema, Literal, Type};
