@@ -263,8 +263,7 @@ impl<'a> Parser<'a, '_> {
                 }
                 continue;
             }
-            let arg = self.argument(kwarg_only, args, &mut seen)?;
-            args.push(arg);
+            self.argument(kwarg_only, args, &mut seen)?;
             self.c.skip_ws();
             if self.c.eat(b')') {
                 return Ok(false);
@@ -278,13 +277,13 @@ impl<'a> Parser<'a, '_> {
         }
     }
 
-    /// One argument; `previous` are the ones before it.
+    /// One argument, onto `args` (the ones before it).
     fn argument(
         &mut self,
         kwarg_only: bool,
-        previous: &[Item],
+        args: &mut Vec<Item>,
         seen: &mut SeenNames<'a>,
-    ) -> PResult<Item> {
+    ) -> PResult<()> {
         let mut alias = None;
         let ty = self.ty(0, true, &mut alias)?;
         self.c.skip_ws();
@@ -295,7 +294,7 @@ impl<'a> Parser<'a, '_> {
                 self.c.found()
             ));
         };
-        if seen.contains_or_add(name, previous, self.c.src().as_bytes()) {
+        if seen.contains_or_add(name, args, self.c.src().as_bytes()) {
             let name = self.c.slice(name_pos, self.c.pos);
             return Err(fault(name_pos, format!("duplicate argument name '{name}'")));
         }
@@ -310,13 +309,14 @@ impl<'a> Parser<'a, '_> {
         } else {
             None
         };
-        Ok(Item {
+        args.push(Item {
             name,
             ty,
             default,
             kwarg_only,
             alias,
-        })
+        });
+        Ok(())
     }
 
     /// The returns, onto `returns`; whether they end with `...`.
@@ -328,8 +328,7 @@ impl<'a> Parser<'a, '_> {
             if self.c.at_end() {
                 return self.fail("expected the returns after '->'");
             }
-            let ret = self.ret()?;
-            returns.push(ret);
+            self.ret(returns)?;
             return Ok(false);
         }
         self.c.skip_ws();
@@ -345,8 +344,7 @@ impl<'a> Parser<'a, '_> {
                 }
                 return Ok(true);
             }
-            let ret = self.ret()?;
-            returns.push(ret);
+            self.ret(returns)?;
             self.c.skip_ws();
             if self.c.eat(b')') {
                 return Ok(false);
@@ -360,7 +358,8 @@ impl<'a> Parser<'a, '_> {
         }
     }
 
-    fn ret(&mut self) -> PResult<Item> {
+    /// One return, onto `returns`.
+    fn ret(&mut self, returns: &mut Vec<Item>) -> PResult<()> {
         let mut alias = None;
         let ty = self.ty(0, true, &mut alias)?;
         self.c.skip_ws();
@@ -369,13 +368,14 @@ impl<'a> Parser<'a, '_> {
             Some(_) => self.span_from(at),
             None => Span::default(),
         };
-        Ok(Item {
+        returns.push(Item {
             name,
             ty,
             default: None,
             kwarg_only: false,
             alias,
-        })
+        });
+        Ok(())
     }
 
     fn node(&mut self, node: Node) -> TyRef {
@@ -860,9 +860,7 @@ impl<'a> SeenNames<'a> {
 fn name_hash(name: &[u8]) -> u32 {
     let first = u32::from(name.first().copied().unwrap_or(0));
     let last = u32::from(name.last().copied().unwrap_or(0));
-    let len = name.len() as u32;
-    (len.wrapping_mul(0x9E37_79B9) ^ first.wrapping_mul(0x85EB_CA6B) ^ last.wrapping_mul(0xC2B2_AE35))
-        >> 26
+    (first + last * 5 + (name.len() as u32) * 9) & 63
 }
 
 enum Mismatch {
