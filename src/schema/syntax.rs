@@ -159,15 +159,16 @@ impl Body {
     pub(crate) fn take_schema(&mut self, syntax: &Syntax, src: &str) -> FunctionSchema {
         let n_args = syntax.n_args.min(self.items.len());
         let (arguments, returns) = self.items.split_at(n_args);
-        // Exact capacities: the counts are known, so neither vector grows.
-        let mut owned_args = Vec::with_capacity(arguments.len());
-        for item in arguments {
-            owned_args.push(self.take_argument(src, item));
-        }
-        let mut owned_rets = Vec::with_capacity(returns.len());
-        for item in returns {
-            owned_rets.push(self.take_argument(src, item));
-        }
+        // Collected from slices: one allocation of the exact size each, and every argument is
+        // built where it is stored rather than moved there.
+        let owned_args = arguments
+            .iter()
+            .map(|item| self.take_argument(src, item))
+            .collect();
+        let owned_rets = returns
+            .iter()
+            .map(|item| self.take_argument(src, item))
+            .collect();
         FunctionSchema {
             name: syntax.name.of(src).to_owned(),
             overload_name: syntax.overload.of(src).to_owned(),
@@ -178,6 +179,7 @@ impl Body {
         }
     }
 
+    #[inline(always)]
     fn take_argument(&self, src: &str, item: &Item) -> Argument {
         Argument {
             name: item.name.of(src).to_owned(),
