@@ -119,22 +119,24 @@ pub struct PyFunctionSchema {
     repr: Repr,
 }
 
+/// The owned schemas are boxed, so that a parsed schema that never builds one (most) is an
+/// object of about 100 bytes rather than 200.
 enum Repr {
     /// From an operator's own schema.
-    Built(FunctionSchema),
+    Built(Box<FunctionSchema>),
     /// From `parse_schema`: the caller's text (kept, not copied), what the check found, and
     /// the owned schema once something needs it.
     Parsed {
         text: PyBackedStr,
         checked: Syntax,
-        built: OnceLock<FunctionSchema>,
+        built: OnceLock<Box<FunctionSchema>>,
     },
 }
 
 impl PyFunctionSchema {
     pub fn new(schema: FunctionSchema) -> Self {
         PyFunctionSchema {
-            repr: Repr::Built(schema),
+            repr: Repr::Built(Box::new(schema)),
         }
     }
 
@@ -151,7 +153,7 @@ impl PyFunctionSchema {
                 let schema = FunctionSchema::parse(text)
                     .map_err(crate::Error::from)
                     .py(py)?;
-                Ok(built.get_or_init(|| schema))
+                Ok(built.get_or_init(|| Box::new(schema)))
             }
         }
     }
