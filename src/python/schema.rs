@@ -268,7 +268,10 @@ impl PyFunctionSchema {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!("FunctionSchema({:?})", self.schema(py)?.to_string()))
+        Ok(format!(
+            "FunctionSchema({:?})",
+            self.schema(py)?.to_string()
+        ))
     }
 
     fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
