@@ -1,4 +1,8 @@
-//! Parse speed: the whole of torch_schemas.txt, reported per schema.
+//! Parse speed: the whole of torch_schemas.txt, reported per schema. `cargo bench --bench schema`.
+//!
+//! `BOXFALL_BENCH_LOOP=parse:100` parses (and drops) the whole file so many times and nothing
+//! else, for a profiler or an instruction count (`valgrind --tool=callgrind`, with a run of 0
+//! passes to subtract the setup; divide by the passes times the schemas).
 
 use std::hint::black_box;
 
@@ -22,6 +26,20 @@ fn bench_parse(c: &mut Criterion) {
         .iter()
         .map(|l| FunctionSchema::parse(l).expect("the data parses"))
         .collect();
+
+    if let Some((which, passes)) = loop_request() {
+        match which.as_str() {
+            "parse" => {
+                for _ in 0..passes {
+                    for line in &lines {
+                        black_box(FunctionSchema::parse(black_box(line)).ok());
+                    }
+                }
+            }
+            other => panic!("BOXFALL_BENCH_LOOP: no loop {other:?} (parse)"),
+        }
+        return;
+    }
 
     let mut group = c.benchmark_group("schema");
     group.throughput(Throughput::Elements(lines.len() as u64));
@@ -57,6 +75,13 @@ fn bench_parse(c: &mut Criterion) {
         })
     });
     group.finish();
+}
+
+/// `BOXFALL_BENCH_LOOP=<loop>:<passes>`, if set.
+fn loop_request() -> Option<(String, u64)> {
+    let v = std::env::var("BOXFALL_BENCH_LOOP").ok()?;
+    let (which, passes) = v.split_once(':')?;
+    Some((which.to_owned(), passes.parse().ok()?))
 }
 
 criterion_group!(benches, bench_parse);

@@ -106,11 +106,19 @@ fn duplicate_argument_names() {
 
 #[test]
 fn duplicates_among_many_arguments() {
-    // Past a few arguments the check switches from a scan to a set; it must still catch them.
-    let names: Vec<String> = (0..40).map(|i| format!("int a{i}")).collect();
+    // Up to 64 arguments a filter and a scan on its hits find them, past that a set; both must
+    // catch them (40 names fill the filter's 64 bits enough for hits without duplicates too).
+    let names: Vec<String> = (0..100).map(|i| format!("int a{i}")).collect();
     let ok = format!("demo::f({}) -> ()", names.join(", "));
-    assert_eq!(FunctionSchema::parse(&ok).unwrap().arguments.len(), 40);
-    for dup in [3, 17, 30] {
+    assert_eq!(FunctionSchema::parse(&ok).unwrap().arguments.len(), 100);
+    for dup in [3, 17, 30, 63, 64, 99] {
+        let mut names = names[..40.max(dup + 1).min(names.len())].to_vec();
+        names.push(format!("int a{dup}"));
+        let text = format!("demo::f({}) -> ()", names.join(", "));
+        let column = text.rfind(&format!("a{dup}")).unwrap() + 1;
+        fails(&text, column, &format!("duplicate argument name 'a{dup}'"));
+    }
+    for dup in [3, 17, 30, 70] {
         let mut names = names.clone();
         names.push(format!("int a{dup}"));
         let text = format!("demo::f({}) -> ()", names.join(", "));

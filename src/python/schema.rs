@@ -1,9 +1,10 @@
 //! `bf.parse_schema`, `FunctionSchema`, `Argument`, `AliasInfo`: read-only views of a parsed
 //! schema (frozen classes around the core's values).
 //!
-//! `bf.parse_schema` keeps what the parser produced (the text and spans into it) and builds the
-//! owned [`FunctionSchema`] only on the first access that needs more than the names: most
-//! parsed schemas are only checked, or have their name read.
+//! `bf.parse_schema` checks the text as the parser reads it (every error as
+//! [`FunctionSchema::parse`] gives it) but keeps only the caller's str, where the names are in
+//! it and the two flags: most parsed schemas are only checked, or have their name read. The
+//! owned [`FunctionSchema`] is read from the text on the first access that needs more.
 
 use std::sync::OnceLock;
 
@@ -118,34 +119,42 @@ pub struct PyFunctionSchema {
     repr: Repr,
 }
 
+/// The owned schemas are boxed, so that a parsed schema that never builds one (most) is an
+/// object of about 100 bytes rather than 200.
 enum Repr {
     /// From an operator's own schema.
-    Built(FunctionSchema),
-    /// From `parse_schema`: the caller's text (kept, not copied), the parser's spans into it,
-    /// and the owned schema once something needs it.
+    Built(Box<FunctionSchema>),
+    /// From `parse_schema`: the caller's text (kept, not copied), what the check found, and
+    /// the owned schema once something needs it.
     Parsed {
         text: PyBackedStr,
-        syntax: Syntax,
-        built: OnceLock<FunctionSchema>,
+        checked: Syntax,
+        built: OnceLock<Box<FunctionSchema>>,
     },
 }
 
 impl PyFunctionSchema {
     pub fn new(schema: FunctionSchema) -> Self {
         PyFunctionSchema {
-            repr: Repr::Built(schema),
+            repr: Repr::Built(Box::new(schema)),
         }
     }
 
-    /// The owned schema, built on first use for a parsed one.
-    fn schema(&self) -> &FunctionSchema {
+    /// The owned schema, read from the text on first use for a parsed one. The text passed
+    /// the same parser's check, so reading it again cannot fail; were it to, the error is the
+    /// parser's own, raised as `bf.SchemaError`.
+    fn schema(&self, py: Python<'_>) -> PyResult<&FunctionSchema> {
         match &self.repr {
-            Repr::Built(schema) => schema,
-            Repr::Parsed {
-                text,
-                syntax,
-                built,
-            } => built.get_or_init(|| syntax.to_schema(text)),
+            Repr::Built(schema) => Ok(schema),
+            Repr::Parsed { text, built, .. } => {
+                if let Some(schema) = built.get() {
+                    return Ok(schema);
+                }
+                let schema = FunctionSchema::parse(text)
+                    .map_err(crate::Error::from)
+                    .py(py)?;
+                Ok(built.get_or_init(|| Box::new(schema)))
+            }
         }
     }
 
@@ -153,7 +162,9 @@ impl PyFunctionSchema {
     fn names(&self) -> (&str, &str) {
         match &self.repr {
             Repr::Built(schema) => (&schema.name, &schema.overload_name),
-            Repr::Parsed { text, syntax, .. } => (syntax.name.of(text), syntax.overload.of(text)),
+            Repr::Parsed { text, checked, .. } => {
+                (checked.name.of(text), checked.overload.of(text))
+            }
         }
     }
 }
@@ -185,8 +196,8 @@ impl PyFunctionSchema {
 
     /// Whether some argument is written (`(a!)`).
     #[getter]
-    fn is_mutable(&self) -> bool {
-        self.schema().is_mutable()
+    fn is_mutable(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.schema(py)?.is_mutable())
     }
 
     /// Whether the arguments end in `...`.
@@ -194,7 +205,7 @@ impl PyFunctionSchema {
     fn is_vararg(&self) -> bool {
         match &self.repr {
             Repr::Built(schema) => schema.is_vararg,
-            Repr::Parsed { syntax, .. } => syntax.is_vararg,
+            Repr::Parsed { checked, .. } => checked.is_vararg,
         }
     }
 
@@ -203,73 +214,78 @@ impl PyFunctionSchema {
     fn is_varret(&self) -> bool {
         match &self.repr {
             Repr::Built(schema) => schema.is_varret,
-            Repr::Parsed { syntax, .. } => syntax.is_varret,
+            Repr::Parsed { checked, .. } => checked.is_varret,
         }
     }
 
     /// The arguments.
     #[getter]
     fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        list(py, &self.schema().arguments)
+        list(py, &self.schema(py)?.arguments)
     }
 
     /// The returns.
     #[getter]
     fn returns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        list(py, &self.schema().returns)
+        list(py, &self.schema(py)?.returns)
     }
 
     /// Indices of the arguments that hold tensors (Tensor, Tensor?, Tensor[], Tensor?[]).
     #[getter]
-    fn tensor_arguments(&self) -> Vec<usize> {
-        self.schema().info().tensor_args
+    fn tensor_arguments(&self, py: Python<'_>) -> PyResult<Vec<usize>> {
+        Ok(self.schema(py)?.info().tensor_args)
     }
 
     /// Indices of the arguments the operator writes (`(a!)`, also on a list's elements).
     #[getter]
-    fn written_arguments(&self) -> Vec<usize> {
-        let info = self.schema().info();
-        (0..info.args.len())
+    fn written_arguments(&self, py: Python<'_>) -> PyResult<Vec<usize>> {
+        let info = self.schema(py)?.info();
+        Ok((0..info.args.len())
             .filter(|&i| info.args[i].is_write)
-            .collect()
+            .collect())
     }
 
     /// For each return, the index of the argument it aliases, or None.
     #[getter]
-    fn return_aliases(&self) -> Vec<Option<usize>> {
-        self.schema()
+    fn return_aliases(&self, py: Python<'_>) -> PyResult<Vec<Option<usize>>> {
+        Ok(self
+            .schema(py)?
             .info()
             .returns
             .iter()
             .map(|r| r.aliases_arg)
-            .collect()
+            .collect())
     }
 
     /// Whether some return is a view of an argument (`Tensor(a)`, not written).
     #[getter]
-    fn has_view_returns(&self) -> bool {
-        self.schema().info().has_view_returns
+    fn has_view_returns(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.schema(py)?.info().has_view_returns)
     }
 
-    fn __str__(&self) -> String {
-        self.schema().to_string()
+    fn __str__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.schema(py)?.to_string())
     }
 
-    fn __repr__(&self) -> String {
-        format!("FunctionSchema({:?})", self.schema().to_string())
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "FunctionSchema({:?})",
+            self.schema(py)?.to_string()
+        ))
     }
 
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other
-            .cast::<PyFunctionSchema>()
-            .is_ok_and(|o| o.get().schema() == self.schema())
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(other) = other.cast::<PyFunctionSchema>() else {
+            return Ok(false);
+        };
+        Ok(other.get().schema(py)? == self.schema(py)?)
     }
 
-    fn __hash__(&self) -> u64 {
+    fn __hash__(&self, py: Python<'_>) -> PyResult<u64> {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.schema().to_string().hash(&mut h);
-        h.finish()
+        self.schema(py)?.to_string().hash(&mut h);
+        Ok(h.finish())
     }
 }
 
@@ -285,9 +301,8 @@ fn list<'py>(py: Python<'py>, args: &[Argument]) -> PyResult<Bound<'py, PyList>>
 /// `bf.SchemaError` showing the column and a caret.
 #[pyfunction]
 pub fn parse_schema(py: Python<'_>, text: PyBackedStr) -> PyResult<Bound<'_, PyFunctionSchema>> {
-    // Matched rather than mapped: the Syntax is not moved through two more Results.
-    let syntax = match Syntax::parse(&text) {
-        Ok(syntax) => syntax,
+    let checked = match Syntax::check(&text) {
+        Ok(checked) => checked,
         Err(e) => return Err(crate::Error::from(e)).py(py),
     };
     let schema = Bound::new(
@@ -295,7 +310,7 @@ pub fn parse_schema(py: Python<'_>, text: PyBackedStr) -> PyResult<Bound<'_, PyF
         PyFunctionSchema {
             repr: Repr::Parsed {
                 text,
-                syntax,
+                checked,
                 built: OnceLock::new(),
             },
         },

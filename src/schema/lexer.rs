@@ -51,24 +51,32 @@ pub(crate) fn column(src: &str, pos: usize) -> usize {
 }
 
 /// Identifier bytes by table: names make up most of a schema, and a lookup beats the range
-/// tests on every byte.
-const IDENT_CONTINUE: [bool; 256] = {
-    let mut table = [false; 256];
+/// tests on every byte. Bit 0: may start an identifier; bit 1: may continue one.
+const IDENT_CLASS: [u8; 256] = {
+    let mut table = [0; 256];
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric() || c == b'_';
+        if c.is_ascii_alphabetic() || c == b'_' {
+            table[b] = START | CONTINUE;
+        } else if c.is_ascii_digit() {
+            table[b] = CONTINUE;
+        }
         b += 1;
     }
     table
 };
+const START: u8 = 1;
+const CONTINUE: u8 = 2;
 
+#[inline]
 pub(crate) fn is_ident_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_'
+    IDENT_CLASS[b as usize] & START != 0
 }
 
+#[inline]
 pub(crate) fn is_ident_continue(b: u8) -> bool {
-    IDENT_CONTINUE[b as usize]
+    IDENT_CLASS[b as usize] & CONTINUE != 0
 }
 
 /// A number's text and whether it is written as a float.
@@ -158,14 +166,20 @@ impl<'a> Cursor<'a> {
     #[inline]
     pub(crate) fn ident_bytes(&mut self) -> Option<&'a [u8]> {
         let start = self.pos;
-        let rest = self.bytes.get(start..)?;
-        let (&first, tail) = rest.split_first()?;
-        if !is_ident_start(first) {
-            return None;
+        let bytes = self.bytes;
+        match bytes.get(start) {
+            Some(&b) if is_ident_start(b) => {}
+            _ => return None,
         }
-        let len = 1 + tail.iter().take_while(|&&b| is_ident_continue(b)).count();
-        self.pos = start + len;
-        rest.get(..len)
+        let mut end = start + 1;
+        while let Some(&b) = bytes.get(end) {
+            if !is_ident_continue(b) {
+                break;
+            }
+            end += 1;
+        }
+        self.pos = end;
+        bytes.get(start..end)
     }
 
     /// An identifier with dotted continuations, as class types are written

@@ -19,12 +19,12 @@
 //! tuple, dict or future; that is where c10 keeps them too.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::str::FromStr;
 
 use super::lexer::{fault, unbalanced_bracket, Cursor, PResult};
-use super::syntax::{Alias, DefaultAt, Item, Node, Part, Span, Syntax, TyRef};
+use super::syntax::{Alias, Body, DefaultAt, Item, Node, Part, Span, Syntax, TyRef};
 use super::types::{FunctionSchema, Literal, Type};
 use crate::error::SchemaError;
 
@@ -36,8 +36,9 @@ const MAX_DEPTH: usize = 64;
 /// that a hostile `int[999999999] k=1` cannot allocate gigabytes.
 const MAX_BROADCAST: usize = 64;
 
-/// Up to this many arguments, duplicates are found by scanning the ones already parsed.
-const SCAN_LIMIT: usize = 16;
+/// Up to this many arguments, duplicates are found by a filter and, on its hits, by scanning
+/// the ones already parsed.
+const SCAN_LIMIT: usize = 64;
 
 impl FunctionSchema {
     /// Parses a schema as PyTorch prints it. The namespace and `->` are required.
@@ -53,76 +54,54 @@ impl FunctionSchema {
     /// # Ok::<(), boxfall::SchemaError>(())
     /// ```
     pub fn parse(text: &str) -> Result<FunctionSchema, SchemaError> {
-        // The Syntax only lives until the schema is built from it, so its vectors are reused
-        // from one parse to the next on this thread.
-        SCRATCH.with(|scratch| {
-            let mut syntax = Syntax::parse_with(text, scratch.take())?;
-            let schema = syntax.take_schema(text);
-            scratch.set(syntax.into_buffers());
-            Ok(schema)
-        })
+        parse_into_scratch(text, |syntax, body| body.take_schema(syntax, text))
     }
 }
 
-/// The vectors a [`Syntax`] is made of, empty, to parse into.
-#[derive(Default)]
-struct Buffers {
-    items: Vec<Item>,
-    parts: Vec<Part>,
+thread_local! {
+    /// The body every parse on this thread fills, emptied after each.
+    static SCRATCH: RefCell<Body> = const { RefCell::new(Body::new()) };
 }
 
-/// Buffers larger than this (in elements) are not kept for the next parse, so that one huge
-/// schema does not pin its memory.
-const KEEP_CAPACITY: usize = 256;
+/// Parses `text` into this thread's reused [`Body`] and hands the result to `build`; the body
+/// is emptied afterwards for the next parse.
+fn parse_into_scratch<R>(
+    text: &str,
+    build: impl FnOnce(&Syntax, &mut Body) -> R,
+) -> Result<R, SchemaError> {
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut body) => parse_into(text, &mut body, build),
+        // Only if `build` parsed again, which none does: a body of its own then.
+        Err(_) => parse_into(text, &mut Body::new(), build),
+    })
+}
 
-thread_local! {
-    static SCRATCH: Cell<Buffers> = const {
-        Cell::new(Buffers {
-            items: Vec::new(),
-            parts: Vec::new(),
-        })
+fn parse_into<R>(
+    text: &str,
+    body: &mut Body,
+    build: impl FnOnce(&Syntax, &mut Body) -> R,
+) -> Result<R, SchemaError> {
+    let parsed = Parser {
+        c: Cursor::new(text),
+        b: body,
+    }
+    .schema();
+    let result = match parsed {
+        Ok(syntax) => Ok(build(&syntax, body)),
+        Err(fault) => Err(unbalanced_bracket(text).unwrap_or(fault).into_error(text)),
     };
+    body.reset();
+    result
 }
 
 impl Syntax {
-    /// Parses a schema into spans of `text`; [`Syntax::to_schema`] with the same text builds the
-    /// owned schema. The Python binding keeps the result (`bf.parse_schema`).
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    pub(crate) fn parse(text: &str) -> Result<Syntax, SchemaError> {
-        Syntax::parse_with(
-            text,
-            Buffers {
-                // Most schemas have at most eight arguments and returns together.
-                items: Vec::with_capacity(8),
-                ..Buffers::default()
-            },
-        )
-    }
-
-    fn parse_with(text: &str, buffers: Buffers) -> Result<Syntax, SchemaError> {
-        let mut parser = Parser {
-            c: Cursor::new(text),
-            items: buffers.items,
-            parts: buffers.parts,
-        };
-        parser
-            .schema()
-            .map_err(|fault| unbalanced_bracket(text).unwrap_or(fault).into_error(text))
-    }
-
-    /// The vectors, emptied, for the next parse (or none if they grew large).
-    fn into_buffers(self) -> Buffers {
-        let keep = |n: usize| n <= KEEP_CAPACITY;
-        if !(keep(self.items.capacity()) && keep(self.parts.capacity())) {
-            return Buffers::default();
-        }
-        let mut b = Buffers {
-            items: self.items,
-            parts: self.parts,
-        };
-        b.items.clear();
-        b.parts.clear();
-        b
+    /// Checks a schema as [`FunctionSchema::parse`] does, with the same errors, but keeps only
+    /// the head: the names' spans and the flags. The body goes into this thread's reused
+    /// vectors, so that a successful check allocates nothing. The Python binding's
+    /// `bf.parse_schema` uses it.
+    #[cfg(feature = "python")]
+    pub(crate) fn check(text: &str) -> Result<Syntax, SchemaError> {
+        parse_into_scratch(text, |syntax, _| *syntax)
     }
 }
 
@@ -141,13 +120,12 @@ impl FromStr for FunctionSchema {
     }
 }
 
-struct Parser<'a> {
+struct Parser<'a, 'b> {
     c: Cursor<'a>,
-    items: Vec<Item>,
-    parts: Vec<Part>,
+    b: &'b mut Body,
 }
 
-impl<'a> Parser<'a> {
+impl<'a> Parser<'a, '_> {
     fn fail<T>(&self, message: impl Into<Cow<'static, str>>) -> PResult<T> {
         Err(fault(self.c.pos, message))
     }
@@ -165,7 +143,9 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         }
-        let mut items = std::mem::take(&mut self.items);
+        // Out of the body while the arguments are read, so that each can be checked against
+        // the ones before it while the parser pushes types.
+        let mut items = std::mem::take(&mut self.b.items);
         let is_vararg = self.arguments(&mut items)?;
         let n_args = items.len();
         self.c.skip_ws();
@@ -184,12 +164,11 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         }
+        self.b.items = items;
         Ok(Syntax {
             name,
             overload,
-            items,
             n_args,
-            parts: std::mem::take(&mut self.parts),
             is_vararg,
             is_varret,
         })
@@ -284,8 +263,7 @@ impl<'a> Parser<'a> {
                 }
                 continue;
             }
-            let arg = self.argument(kwarg_only, args, &mut seen)?;
-            args.push(arg);
+            self.argument(kwarg_only, args, &mut seen)?;
             self.c.skip_ws();
             if self.c.eat(b')') {
                 return Ok(false);
@@ -299,13 +277,13 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// One argument; `previous` are the ones before it.
+    /// One argument, onto `args` (the ones before it).
     fn argument(
         &mut self,
         kwarg_only: bool,
-        previous: &[Item],
+        args: &mut Vec<Item>,
         seen: &mut SeenNames<'a>,
-    ) -> PResult<Item> {
+    ) -> PResult<()> {
         let mut alias = None;
         let ty = self.ty(0, true, &mut alias)?;
         self.c.skip_ws();
@@ -316,7 +294,7 @@ impl<'a> Parser<'a> {
                 self.c.found()
             ));
         };
-        if seen.contains_or_add(name, previous, self.c.src().as_bytes()) {
+        if seen.contains_or_add(name, args, self.c.src().as_bytes()) {
             let name = self.c.slice(name_pos, self.c.pos);
             return Err(fault(name_pos, format!("duplicate argument name '{name}'")));
         }
@@ -324,17 +302,21 @@ impl<'a> Parser<'a> {
         self.c.skip_ws();
         let default = if self.c.eat(b'=') {
             self.c.skip_ws();
-            Some(self.default_value(ty)?)
+            let default = self.default_value(ty)?;
+            let i = u32::try_from(self.b.defaults.len()).unwrap_or(u32::MAX);
+            self.b.defaults.push(default);
+            Some(i)
         } else {
             None
         };
-        Ok(Item {
+        args.push(Item {
             name,
             ty,
             default,
             kwarg_only,
             alias,
-        })
+        });
+        Ok(())
     }
 
     /// The returns, onto `returns`; whether they end with `...`.
@@ -346,8 +328,7 @@ impl<'a> Parser<'a> {
             if self.c.at_end() {
                 return self.fail("expected the returns after '->'");
             }
-            let ret = self.ret()?;
-            returns.push(ret);
+            self.ret(returns)?;
             return Ok(false);
         }
         self.c.skip_ws();
@@ -363,8 +344,7 @@ impl<'a> Parser<'a> {
                 }
                 return Ok(true);
             }
-            let ret = self.ret()?;
-            returns.push(ret);
+            self.ret(returns)?;
             self.c.skip_ws();
             if self.c.eat(b')') {
                 return Ok(false);
@@ -378,7 +358,8 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn ret(&mut self) -> PResult<Item> {
+    /// One return, onto `returns`.
+    fn ret(&mut self, returns: &mut Vec<Item>) -> PResult<()> {
         let mut alias = None;
         let ty = self.ty(0, true, &mut alias)?;
         self.c.skip_ws();
@@ -387,13 +368,14 @@ impl<'a> Parser<'a> {
             Some(_) => self.span_from(at),
             None => Span::default(),
         };
-        Ok(Item {
+        returns.push(Item {
             name,
             ty,
             default: None,
             kwarg_only: false,
             alias,
-        })
+        });
+        Ok(())
     }
 
     fn node(&mut self, node: Node) -> TyRef {
@@ -405,14 +387,14 @@ impl<'a> Parser<'a> {
     /// Pushes a part. The first push makes room for eight: a schema rarely has more, and
     /// growing from the four a vector starts with cost a reallocation in a third of them.
     fn push_part(&mut self, part: Part) {
-        if self.parts.capacity() == 0 {
-            self.parts.reserve_exact(8);
+        if self.b.parts.capacity() == 0 {
+            self.b.parts.reserve_exact(8);
         }
-        self.parts.push(part);
+        self.b.parts.push(part);
     }
 
     fn next_part(&self) -> u32 {
-        u32::try_from(self.parts.len()).unwrap_or(u32::MAX)
+        u32::try_from(self.b.parts.len()).unwrap_or(u32::MAX)
     }
 
     fn push_alias(&mut self, alias: Alias) -> u32 {
@@ -454,13 +436,13 @@ impl<'a> Parser<'a> {
                     *alias = match (alias.take(), own) {
                         (None, own) => own,
                         (Some(elem), Some(own)) => {
-                            if let Some(Part::Alias(own)) = self.parts.get_mut(own as usize) {
+                            if let Some(Part::Alias(own)) = self.b.parts.get_mut(own as usize) {
                                 own.contained = Some(elem);
                             }
                             Some(own)
                         }
                         (Some(elem), None) => {
-                            let is_write = matches!(self.parts.get(elem as usize), Some(Part::Alias(e)) if e.is_write);
+                            let is_write = matches!(self.b.parts.get(elem as usize), Some(Part::Alias(e)) if e.is_write);
                             let empty = (0, 0);
                             Some(self.push_alias(Alias {
                                 before: empty,
@@ -642,7 +624,7 @@ impl<'a> Parser<'a> {
 
     /// The sets, as the run `(start, len)` of parts they were pushed to.
     fn alias_sets(&mut self) -> PResult<(u32, u32)> {
-        let first = self.parts.len();
+        let first = self.b.parts.len();
         loop {
             self.c.skip_ws();
             let at = self.c.pos;
@@ -658,7 +640,7 @@ impl<'a> Parser<'a> {
             self.c.skip_ws();
             if !self.c.eat(b'|') {
                 let start = u32::try_from(first).unwrap_or(u32::MAX);
-                let len = u32::try_from(self.parts.len() - first).unwrap_or(u32::MAX);
+                let len = u32::try_from(self.b.parts.len() - first).unwrap_or(u32::MAX);
                 return Ok((start, len));
             }
         }
@@ -839,11 +821,14 @@ fn enum_default(word: &str, dtypes: bool) -> Option<i64> {
     })
 }
 
-/// The argument names seen so far. Schemas have a handful of arguments, and scanning them
-/// beats hashing; past [`SCAN_LIMIT`] a set takes over, so that a hostile schema with
-/// thousands of arguments is not checked in quadratic time.
+/// The argument names seen so far. Schemas have a handful of arguments: a 64-bit filter over
+/// each name's length and end bytes answers "not seen" for almost every new name without
+/// comparing it with any other, and only a hit is checked by scanning the ones before it. Past
+/// [`SCAN_LIMIT`] a set takes over, so that a hostile schema with thousands of arguments is not
+/// checked in quadratic time.
 #[derive(Default)]
 struct SeenNames<'a> {
+    filter: u64,
     set: Option<HashSet<&'a [u8]>>,
 }
 
@@ -854,16 +839,28 @@ impl<'a> SeenNames<'a> {
         if let Some(set) = &mut self.set {
             return !set.insert(name);
         }
-        // Comparing lengths first skips most string comparisons.
-        let found = previous
-            .iter()
-            .any(|a| a.name.end - a.name.start == name.len() && a.name.bytes(src) == name);
+        let bit = 1u64 << name_hash(name);
+        let found = self.filter & bit != 0
+            && previous.iter().any(|a| {
+                // Comparing lengths first skips most string comparisons.
+                a.name.end - a.name.start == name.len() && a.name.bytes(src) == name
+            });
+        self.filter |= bit;
         if !found && previous.len() >= SCAN_LIMIT {
             let names = previous.iter().map(|a| a.name.bytes(src));
             self.set = Some(names.chain([name]).collect());
         }
         found
     }
+}
+
+/// Six bits of a name, from its length and its first and last bytes: enough to tell a schema's
+/// few argument names apart.
+#[inline]
+fn name_hash(name: &[u8]) -> u32 {
+    let first = u32::from(name.first().copied().unwrap_or(0));
+    let last = u32::from(name.last().copied().unwrap_or(0));
+    (first + last * 5 + (name.len() as u32) * 9) & 63
 }
 
 enum Mismatch {
@@ -880,11 +877,11 @@ enum Shape<'t> {
     Other,
 }
 
-impl Parser<'_> {
+impl Parser<'_, '_> {
     fn shape(&self, ty: TyRef) -> Shape<'static> {
         match ty {
             TyRef::Leaf(i) => Shape::Leaf(Type::leaf(i)),
-            TyRef::Node(n) => match self.parts.get(n as usize) {
+            TyRef::Node(n) => match self.b.parts.get(n as usize) {
                 Some(Part::Node(Node::Optional(inner))) => Shape::Optional(*inner),
                 Some(Part::Node(Node::List { elem, size })) => Shape::List(*elem, *size),
                 Some(Part::Node(Node::Var(_))) => Shape::Var,
@@ -895,16 +892,7 @@ impl Parser<'_> {
 
     /// The owned type, for messages.
     fn owned_type(&self, ty: TyRef) -> Type {
-        let syntax = Syntax {
-            name: Span::default(),
-            overload: Span::default(),
-            items: Vec::new(),
-            n_args: 0,
-            parts: self.parts.clone(),
-            is_vararg: false,
-            is_varret: false,
-        };
-        syntax.ty(self.c.src(), ty)
+        self.b.ty(self.c.src(), ty)
     }
 
     /// Whether a default of this type may be a dtype name (`ScalarType`, optional or not).

@@ -1,8 +1,7 @@
-//! The parser's own result: a schema as byte ranges into its text plus a few flat vectors, with
-//! no heap value per name, type or alias set. [`FunctionSchema`] is built from it
-//! ([`Syntax::take_schema`] on the Rust path, which takes the defaults out of it); the Python
-//! binding keeps it as it is and builds the owned schema ([`Syntax::to_schema`]) only when
-//! something asks for more than the name.
+//! The parser's own result: a schema as byte ranges into its text plus a few flat vectors (a
+//! [`Syntax`] head and its [`Body`]), with no heap value per name, type or alias set.
+//! [`FunctionSchema`] is built from it ([`Body::take_schema`]); the Python binding's check
+//! (`Syntax::check`) keeps only the head.
 //!
 //! A schema of the PyTorch set holds on average five arguments and returns, five types and one
 //! alias annotation; as owned values that is about fifteen allocations, here it is two to four.
@@ -83,32 +82,72 @@ pub(crate) struct DefaultAt {
     pub(crate) value: Literal,
 }
 
-/// An argument or a return; an unnamed return has an empty name.
-#[derive(Clone, Debug)]
+/// An argument or a return; an unnamed return has an empty name. Plain data, so that clearing
+/// a vector of them for the next parse costs nothing: the default is an index into
+/// [`Body::defaults`].
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Item {
     pub(crate) name: Span,
     pub(crate) ty: TyRef,
-    pub(crate) default: Option<DefaultAt>,
+    pub(crate) default: Option<u32>,
     pub(crate) kwarg_only: bool,
     pub(crate) alias: Option<u32>,
 }
 
-/// A parsed schema, as spans into the text it was parsed from.
-#[derive(Clone, Debug)]
+/// A parsed schema's head: the names, as spans into the text it was parsed from, and the
+/// flags. Its arguments, returns, types and annotations are in the [`Body`] it was parsed
+/// with.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Syntax {
     /// `ns::op`.
     pub(crate) name: Span,
     /// Empty for the default overload.
     pub(crate) overload: Span,
-    /// The arguments, then the returns.
-    pub(crate) items: Vec<Item>,
+    /// How many of the body's items are arguments; the rest are returns.
     pub(crate) n_args: usize,
-    pub(crate) parts: Vec<Part>,
     pub(crate) is_vararg: bool,
     pub(crate) is_varret: bool,
 }
 
-impl Syntax {
+/// The vectors a parse fills: the arguments then the returns, the type nodes, alias annotations
+/// and alias sets, and the defaults. They are kept per thread and reused from one parse to the
+/// next, so that a parse allocates nothing once they have grown to a schema's size.
+#[derive(Debug, Default)]
+pub(crate) struct Body {
+    pub(crate) items: Vec<Item>,
+    pub(crate) parts: Vec<Part>,
+    pub(crate) defaults: Vec<DefaultAt>,
+}
+
+/// Bodies larger than this (in elements of any vector) are not kept for the next parse, so
+/// that one huge schema does not pin its memory.
+const KEEP_CAPACITY: usize = 256;
+
+impl Body {
+    /// An empty body, without allocating (a `const` thread-local's initial value).
+    pub(crate) const fn new() -> Body {
+        Body {
+            items: Vec::new(),
+            parts: Vec::new(),
+            defaults: Vec::new(),
+        }
+    }
+
+    /// Empties the vectors for the next parse, or drops them if they grew large.
+    pub(crate) fn reset(&mut self) {
+        let keep = |n: usize| n <= KEEP_CAPACITY;
+        if keep(self.items.capacity())
+            && keep(self.parts.capacity())
+            && keep(self.defaults.capacity())
+        {
+            self.items.clear();
+            self.parts.clear();
+            self.defaults.clear();
+        } else {
+            *self = Body::new();
+        }
+    }
+
     fn node(&self, i: u32) -> Option<&Node> {
         match self.parts.get(i as usize) {
             Some(Part::Node(node)) => Some(node),
@@ -116,50 +155,32 @@ impl Syntax {
         }
     }
 
-    /// The owned schema, leaving the Syntax as it is (the Python binding keeps it). `src` must
-    /// be the text this was parsed from.
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    pub(crate) fn to_schema(&self, src: &str) -> FunctionSchema {
-        let (arguments, returns) = self.items.split_at(self.n_args.min(self.items.len()));
+    /// The owned schema of `syntax`, which was parsed from `src` into this body.
+    pub(crate) fn take_schema(&mut self, syntax: &Syntax, src: &str) -> FunctionSchema {
+        let n_args = syntax.n_args.min(self.items.len());
+        let (arguments, returns) = self.items.split_at(n_args);
+        // Collected from slices: one allocation of the exact size each, and every argument is
+        // built where it is stored rather than moved there.
+        let owned_args = arguments
+            .iter()
+            .map(|item| self.take_argument(src, item))
+            .collect();
+        let owned_rets = returns
+            .iter()
+            .map(|item| self.take_argument(src, item))
+            .collect();
         FunctionSchema {
-            name: self.name.of(src).to_owned(),
-            overload_name: self.overload.of(src).to_owned(),
-            arguments: arguments.iter().map(|a| self.argument(src, a)).collect(),
-            returns: returns.iter().map(|r| self.argument(src, r)).collect(),
-            is_vararg: self.is_vararg,
-            is_varret: self.is_varret,
+            name: syntax.name.of(src).to_owned(),
+            overload_name: syntax.overload.of(src).to_owned(),
+            arguments: owned_args,
+            returns: owned_rets,
+            is_vararg: syntax.is_vararg,
+            is_varret: syntax.is_varret,
         }
     }
 
-    /// The owned schema, taking the items' defaults instead of copying them: the Rust path
-    /// ([`FunctionSchema::parse`]) throws the Syntax away afterwards and keeps only its
-    /// emptied vectors. `src` must be the text this was parsed from.
-    pub(crate) fn take_schema(&mut self, src: &str) -> FunctionSchema {
-        let mut items = std::mem::take(&mut self.items);
-        let n_args = self.n_args.min(items.len());
-        // Exact capacities: the counts are known, so neither vector grows.
-        let mut arguments = Vec::with_capacity(n_args);
-        let mut returns = Vec::with_capacity(items.len() - n_args);
-        for (i, item) in items.drain(..).enumerate() {
-            let a = self.take_argument(src, item);
-            if i < n_args {
-                arguments.push(a);
-            } else {
-                returns.push(a);
-            }
-        }
-        self.items = items;
-        FunctionSchema {
-            name: self.name.of(src).to_owned(),
-            overload_name: self.overload.of(src).to_owned(),
-            arguments,
-            returns,
-            is_vararg: self.is_vararg,
-            is_varret: self.is_varret,
-        }
-    }
-
-    fn take_argument(&self, src: &str, item: Item) -> Argument {
+    #[inline(always)]
+    fn take_argument(&self, src: &str, item: &Item) -> Argument {
         Argument {
             name: item.name.of(src).to_owned(),
             // Most types are leaves: built here, without the call.
@@ -167,29 +188,22 @@ impl Syntax {
                 TyRef::Leaf(i) => Type::leaf_owned(i),
                 node => self.ty(src, node),
             },
-            default: item.default.map(|d| DefaultValue {
-                text: d.text.of(src).to_owned(),
-                value: d.value,
-            }),
+            default: item.default.map(|d| self.default(src, d)),
             kwarg_only: item.kwarg_only,
             alias: item.alias.map(|a| self.alias(src, a)),
         }
     }
 
-    #[cfg_attr(not(feature = "python"), allow(dead_code))]
-    fn argument(&self, src: &str, item: &Item) -> Argument {
-        Argument {
-            name: item.name.of(src).to_owned(),
-            ty: match item.ty {
-                TyRef::Leaf(i) => Type::leaf_owned(i),
-                node => self.ty(src, node),
-            },
-            default: item.default.as_ref().map(|d| DefaultValue {
+    fn default(&self, src: &str, i: u32) -> DefaultValue {
+        match self.defaults.get(i as usize) {
+            Some(d) => DefaultValue {
                 text: d.text.of(src).to_owned(),
                 value: d.value.clone(),
-            }),
-            kwarg_only: item.kwarg_only,
-            alias: item.alias.map(|a| self.alias(src, a)),
+            },
+            None => DefaultValue {
+                text: String::new(),
+                value: Literal::None,
+            },
         }
     }
 
