@@ -152,6 +152,35 @@ impl PyOpOverload {
         }
     }
 
+    /// `op.redispatch`: one object per operator, made at the first look-up (`redispatch.rs`,
+    /// whose getter serves every later look-up without coming here).
+    pub fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let cell = &slf.get().redispatch;
+        let kept = cell.take(py);
+        if let Some(f) = &kept {
+            let found = f.clone_ref(py).into_bound(py);
+            cell.replace(py, kept);
+            return Ok(found);
+        }
+        let f = redispatch::new(slf)?;
+        let old = cell.replace(py, Some(f.clone().unbind()));
+        drop(old);
+        Ok(f)
+    }
+
+    /// `op.redispatch` if it was made (a borrowed pointer, or null).
+    ///
+    /// # Safety
+    /// The GIL is held, and the pointer is used (and its object given a reference of its own)
+    /// before any Python code runs.
+    pub unsafe fn redispatch_ptr(&self) -> *mut pyo3::ffi::PyObject {
+        // SAFETY: the caller's contract is `peek`'s.
+        unsafe { self.redispatch.peek() }
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |f| f.as_ptr())
+    }
+
     /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
     pub fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
         let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
@@ -286,25 +315,6 @@ impl PyOpOverload {
         }
         self.handle.call_boxed(&mut s).py(py)?;
         PyList::new(py, stack_to_list(py, &s, &passed)?)
-    }
-
-    /// From inside a kernel: `op.redispatch(keys, *args, **kwargs)` dispatches on `keys`
-    /// without its highest key. One object per operator, made at the first look-up
-    /// (`redispatch.rs`), so that a look-up makes no bound method.
-    #[getter(redispatch)]
-    fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let cell = &slf.get().redispatch;
-        let kept = cell.take(py);
-        if let Some(f) = &kept {
-            let found = f.clone_ref(py).into_bound(py);
-            cell.replace(py, kept);
-            return Ok(found);
-        }
-        let f = redispatch::new(slf)?;
-        let old = cell.replace(py, Some(f.clone().unbind()));
-        drop(old);
-        Ok(f)
     }
 
     /// The boxed form of `redispatch`: replaces the contents of `stack` (the arguments) with
