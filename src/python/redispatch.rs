@@ -184,6 +184,13 @@ unsafe fn call(
         (slf, names, all, nargs)
     };
     let (positional, values) = all.split_at(nargs);
+    if names.is_none() {
+        // `op.redispatch(keys, *args)`, the documented hop: nothing to sort out.
+        if let Some((keys, rest)) = positional.split_first() {
+            let keys = key_set(keys)?;
+            return PyOpOverload::redispatch_with(&slf, keys, rest, None).map(Bound::into_ptr);
+        }
+    }
     let mut keys = positional.first().cloned();
     let rest = positional.get(1..).unwrap_or(&[]);
     let mut kwargs: Option<Bound<'_, PyDict>> = None;
