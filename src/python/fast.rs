@@ -1210,6 +1210,25 @@ pub fn call<'py>(
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
+    call_as(slf, args, kwargs, true)
+}
+
+/// `op(*args)` by the fast path where a Python function serves it; else None, with nothing
+/// run (`vectorcall.rs` then takes the whole call).
+pub fn call_python<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    args: &[Bound<'py, PyAny>],
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    call_as(slf, args, None, false)
+}
+
+#[inline(always)]
+fn call_as<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    args: &[Bound<'py, PyAny>],
+    kwargs: Option<&Bound<'py, PyDict>>,
+    done_ok: bool,
+) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
         return None;
     }
@@ -1225,7 +1244,7 @@ pub fn call<'py>(
     };
     let (inc, exc) = local_keys();
     let keys = DispatchKeySet((arg_keys.0 | inc.0) & !exc.0);
-    let r = run(slf, plan, body, keys, &b, Some(args), true)?;
+    let r = run(slf, plan, body, keys, &b, Some(args), done_ok)?;
     Some(r.and_then(|r| r.into_result(py)))
 }
 

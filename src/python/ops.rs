@@ -77,6 +77,9 @@ pub struct PyOpOverload {
     pub spare: fast::Spare,
     /// `op.redispatch`, made at the first look-up (`redispatch.rs`).
     redispatch: GilCell<Option<Py<PyAny>>>,
+    /// Calls from Python try the lean entry first (`vectorcall.rs`); cleared for good by the
+    /// first call that a Python function does not serve.
+    pub lean: std::sync::atomic::AtomicBool,
 }
 
 impl PyOpOverload {
@@ -87,6 +90,7 @@ impl PyOpOverload {
             plan: PyOnceLock::new(),
             spare: fast::Spare::default(),
             redispatch: GilCell::default(),
+            lean: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -107,6 +111,16 @@ impl PyOpOverload {
             Some(t) => call_op(py, &slf.get().handle, t, kwargs),
             None => call_op(py, &slf.get().handle, &PyTuple::new(py, args)?, kwargs),
         }
+    }
+
+    /// `op(*args)` where a Python function serves it (by the fast path), else None with
+    /// nothing run.
+    pub fn call_python<'py>(
+        slf: &Bound<'py, Self>,
+        args: &[Bound<'py, PyAny>],
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let _level = recursion::enter(slf.py())?;
+        fast::call_python(slf, args).transpose()
     }
 
     /// `op.redispatch(keys, *args, **kwargs)`, `keys` taken out of the arguments.

@@ -1,7 +1,8 @@
-"""The entry points of a call from Python (``op(x)`` and ``op.redispatch``) run without PyO3's
-count of the GIL: what the count decides, whether a reference is given back at once or left to
-PyO3's pool, must not show. A failing call empties that pool before it raises, so that the
-exception's objects go as soon as the caller lets go of them, with no collector run."""
+"""How calls from Python enter boxfall. ``op.redispatch`` runs without PyO3's count of the GIL:
+what the count decides, whether a reference is given back at once or left to PyO3's pool, must
+not show. A failing call empties that pool before it raises, so that the exception's objects go
+as soon as the caller lets go of them, with no collector run (and so through ``op(x)``, which
+keeps PyO3's entry)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ class _Held:
 @pytest.fixture
 def ns():
     return f"entry{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def key(unique_name):
+    """One functionality key for the module (the key slots are few)."""
+    name = unique_name("EntryKey")
+    bf.register_functionality_key(name)
+    return name
 
 
 @pytest.fixture
@@ -57,9 +66,7 @@ def test_a_kernel_s_exception_through_op_goes_with_its_caller(ns, no_collector):
         assert ref() is None
 
 
-def test_a_kernel_s_exception_through_a_redispatch_goes_with_its_caller(ns, no_collector):
-    key = f"EntryKey{uuid.uuid4().hex[:6]}"
-    bf.register_functionality_key(key)
+def test_a_kernel_s_exception_through_a_redispatch_goes_with_its_caller(ns, key, no_collector):
     with bf.Library(ns, "DEF") as lib:
         lib.define("boom(Tensor x) -> Tensor")
 
@@ -84,9 +91,7 @@ def test_a_kernel_s_exception_through_a_redispatch_goes_with_its_caller(ns, no_c
             assert ref() is None
 
 
-def test_redispatch_takes_only_a_key_set(ns):
-    key = f"EntryKey{uuid.uuid4().hex[:6]}"
-    bf.register_functionality_key(key)
+def test_redispatch_takes_only_a_key_set(ns, key):
     with bf.Library(ns, "DEF") as lib:
         lib.define("ident(Tensor x) -> Tensor")
         lib.impl("ident", lambda x: x, "CPU")
