@@ -1,8 +1,9 @@
-"""How calls from Python enter boxfall. ``op.redispatch`` runs without PyO3's count of the GIL:
-what the count decides, whether a reference is given back at once or left to PyO3's pool, must
-not show. A failing call empties that pool before it raises, so that the exception's objects go
-as soon as the caller lets go of them, with no collector run (and so through ``op(x)``, which
-keeps PyO3's entry)."""
+"""How calls from Python enter boxfall. ``op.redispatch``, and ``op(x)`` while a Python function
+serves the operator's calls, run without PyO3's count of the GIL: what the count decides,
+whether a reference is given back at once or left to PyO3's pool, must not show. A failing call
+empties that pool before it raises, so that the exception's objects go as soon as the caller
+lets go of them, with no collector run. A call that no Python function serves takes PyO3's
+entry, before anything runs, and the operator keeps to it."""
 
 from __future__ import annotations
 
@@ -152,3 +153,22 @@ def test_the_recursion_guard_holds_on_threads_after_the_main_one(ns):
         assert len(errors) == 2
         with pytest.raises(RecursionError):
             op(np.ones(1))
+
+
+def test_an_operator_served_by_python_then_by_native_gives_the_same_as_before(ns):
+    # The first call runs the Python CPU kernel by the lean entry; the Native ones find a
+    # Rust kernel (or the CPU fallback), which sends them, and every later call, PyO3's way.
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("plus(Tensor self, Tensor other) -> Tensor")
+        lib.impl("plus", np.add, "CPU")
+        op = getattr(bf.ops, ns).plus.default
+        a, b = np.arange(3.0), np.ones(3)
+        np.testing.assert_array_equal(op(a, b), [1.0, 2.0, 3.0])
+        x, y = bf.native.tensor(a), bf.native.tensor(b)
+        for _ in range(2):
+            out = op(x, y)
+            assert isinstance(out, bf.Tensor)
+            np.testing.assert_array_equal(out.numpy(), [1.0, 2.0, 3.0])
+            np.testing.assert_array_equal(op(a, b), [1.0, 2.0, 3.0])
+        with pytest.raises(TypeError):
+            op(a, "not a tensor")
