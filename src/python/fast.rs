@@ -417,6 +417,22 @@ fn fits_i64(obj: &Bound<'_, PyAny>) -> bool {
     obj.extract::<i64>().is_ok()
 }
 
+/// Whether `obj`'s type is NumPy's `ndarray` itself (a subclass is not: `is_numpy_array`
+/// tells those). One comparison once the type is known; the type object is NumPy's, static
+/// in its extension module, which is never unloaded.
+#[inline]
+fn is_exact_ndarray(obj: &Bound<'_, PyAny>) -> bool {
+    use pyo3::PyTypeInfo;
+    use std::sync::atomic::AtomicPtr;
+    static NDARRAY: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+    let mut known = NDARRAY.load(Ordering::Relaxed);
+    if known.is_null() {
+        known = numpy::PyUntypedArray::type_object_raw(obj.py());
+        NDARRAY.store(known, Ordering::Relaxed);
+    }
+    std::ptr::eq(obj.get_type_ptr(), known)
+}
+
 /// An argument as the kernel gets it (the object the general path would build from its
 /// `IValue`); None where the general path would raise, or where the fast path does not go.
 fn kernel_arg<'py>(
@@ -430,8 +446,12 @@ fn kernel_arg<'py>(
     }
     let exact = match a.kind {
         Kind::Tensor => {
-            // A `bf.Tensor` first: its type check is one comparison, NumPy's a look-up of
-            // NumPy's type object (no object is both).
+            // A plain `ndarray` first, by its type pointer (a comparison); then a `bf.Tensor`,
+            // whose check walks the array's bases when it is none (no object is both).
+            if is_exact_ndarray(obj) {
+                *keys |= DispatchKey::CPU;
+                return Some(obj.clone());
+            }
             if let Ok(t) = obj.cast::<PyTensor>() {
                 // A device tensor reaches a kernel as a new `bf.Tensor` of the same tensor
                 // (made in `run` once the kernel is known to be a Python one); CPU ones, and
@@ -1129,7 +1149,10 @@ impl Spare {
         }
         let obj = Bound::new(py, PyKeySet(keys))?;
         let old = self.keys.replace(py, Some((keys, obj.clone().unbind())));
-        drop((last, old));
+        // As `Bound`s, whose drop decrements at once (a `Py`'s asks PyO3's count first).
+        for (_, o) in last.into_iter().chain(old) {
+            drop(o.into_bound(py));
+        }
         Ok(obj)
     }
 
@@ -1152,7 +1175,7 @@ impl Spare {
             }
         }
         let old = self.list.replace(py, Some(list.unbind()));
-        drop(old);
+        drop(old.map(|o| o.into_bound(py)));
     }
 }
 
@@ -1190,6 +1213,25 @@ pub fn call<'py>(
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
+    call_as(slf, args, kwargs, true)
+}
+
+/// `op(*args)` by the fast path where a Python function serves it; else None, with nothing
+/// run (`vectorcall.rs` then takes the whole call).
+pub fn call_python<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    args: &[Bound<'py, PyAny>],
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    call_as(slf, args, None, false)
+}
+
+#[inline(always)]
+fn call_as<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    args: &[Bound<'py, PyAny>],
+    kwargs: Option<&Bound<'py, PyDict>>,
+    done_ok: bool,
+) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
         return None;
     }
@@ -1205,7 +1247,7 @@ pub fn call<'py>(
     };
     let (inc, exc) = local_keys();
     let keys = DispatchKeySet((arg_keys.0 | inc.0) & !exc.0);
-    let r = run(slf, plan, body, keys, &b, Some(args), true)?;
+    let r = run(slf, plan, body, keys, &b, Some(args), done_ok)?;
     Some(r.and_then(|r| r.into_result(py)))
 }
 

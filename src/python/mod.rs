@@ -268,6 +268,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<library::PyFallthrough>()?;
     m.add_class::<library::PyCpuFallback>()?;
     m.add_class::<ops::PyOpOverload>()?;
+    redispatch::install_getter(py)?;
     m.add_class::<ops::PyKeySet>()?;
     m.add_class::<backend::PyBackend>()?;
     m.add("fallthrough", library::PyFallthrough)?;

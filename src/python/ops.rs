@@ -77,6 +77,9 @@ pub struct PyOpOverload {
     pub spare: fast::Spare,
     /// `op.redispatch`, made at the first look-up (`redispatch.rs`).
     redispatch: GilCell<Option<Py<PyAny>>>,
+    /// Calls from Python try the lean entry first (`vectorcall.rs`); cleared for good by the
+    /// first call that a Python function does not serve.
+    pub lean: std::sync::atomic::AtomicBool,
 }
 
 impl PyOpOverload {
@@ -87,6 +90,7 @@ impl PyOpOverload {
             plan: PyOnceLock::new(),
             spare: fast::Spare::default(),
             redispatch: GilCell::default(),
+            lean: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -107,6 +111,16 @@ impl PyOpOverload {
             Some(t) => call_op(py, &slf.get().handle, t, kwargs),
             None => call_op(py, &slf.get().handle, &PyTuple::new(py, args)?, kwargs),
         }
+    }
+
+    /// `op(*args)` where a Python function serves it (by the fast path), else None with
+    /// nothing run.
+    pub fn call_python<'py>(
+        slf: &Bound<'py, Self>,
+        args: &[Bound<'py, PyAny>],
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let _level = recursion::enter(slf.py())?;
+        fast::call_python(slf, args).transpose()
     }
 
     /// `op.redispatch(keys, *args, **kwargs)`, `keys` taken out of the arguments.
@@ -150,6 +164,35 @@ impl PyOpOverload {
             let old = cell.replace(py, kept);
             drop(old);
         }
+    }
+
+    /// `op.redispatch`: one object per operator, made at the first look-up (`redispatch.rs`,
+    /// whose getter serves every later look-up without coming here).
+    pub fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let cell = &slf.get().redispatch;
+        let kept = cell.take(py);
+        if let Some(f) = &kept {
+            let found = f.clone_ref(py).into_bound(py);
+            cell.replace(py, kept);
+            return Ok(found);
+        }
+        let f = redispatch::new(slf)?;
+        let old = cell.replace(py, Some(f.clone().unbind()));
+        drop(old);
+        Ok(f)
+    }
+
+    /// `op.redispatch` if it was made (a borrowed pointer, or null).
+    ///
+    /// # Safety
+    /// The GIL is held, and the pointer is used (and its object given a reference of its own)
+    /// before any Python code runs.
+    pub unsafe fn redispatch_ptr(&self) -> *mut pyo3::ffi::PyObject {
+        // SAFETY: the caller's contract is `peek`'s.
+        unsafe { self.redispatch.peek() }
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |f| f.as_ptr())
     }
 
     /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
@@ -286,25 +329,6 @@ impl PyOpOverload {
         }
         self.handle.call_boxed(&mut s).py(py)?;
         PyList::new(py, stack_to_list(py, &s, &passed)?)
-    }
-
-    /// From inside a kernel: `op.redispatch(keys, *args, **kwargs)` dispatches on `keys`
-    /// without its highest key. One object per operator, made at the first look-up
-    /// (`redispatch.rs`), so that a look-up makes no bound method.
-    #[getter(redispatch)]
-    fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let cell = &slf.get().redispatch;
-        let kept = cell.take(py);
-        if let Some(f) = &kept {
-            let found = f.clone_ref(py).into_bound(py);
-            cell.replace(py, kept);
-            return Ok(found);
-        }
-        let f = redispatch::new(slf)?;
-        let old = cell.replace(py, Some(f.clone().unbind()));
-        drop(old);
-        Ok(f)
     }
 
     /// The boxed form of `redispatch`: replaces the contents of `stack` (the arguments) with

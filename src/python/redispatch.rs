@@ -45,6 +45,88 @@ static DEF: Def = Def(ffi::PyMethodDef {
     ml_doc: DOC.as_ptr(),
 });
 
+/// The getter of `OpOverload.redispatch` (installed by [`install_getter`] in place of the one
+/// PyO3 would make): a look-up of an operator whose function is made is a load and an incref.
+/// PyO3's getter wrapper (its trampoline, which counts the GIL in a thread-local twice, and
+/// the take-and-put-back of the cell) was about a third of the look-up.
+struct GetSet(ffi::PyGetSetDef);
+
+// SAFETY: as `Def`: never written after it is made; its pointers are to static strings and a
+// function.
+unsafe impl Sync for GetSet {}
+
+const GET_DOC: &CStr =
+    c"From inside a kernel: `op.redispatch(keys, *args, **kwargs)` dispatches on `keys` without
+its highest key. One object per operator, made at the first look-up (`redispatch.rs`), so that a
+look-up makes no bound method.";
+
+static GETSET: GetSet = GetSet(ffi::PyGetSetDef {
+    name: NAME.as_ptr(),
+    get: Some(get),
+    set: None,
+    doc: GET_DOC.as_ptr(),
+    closure: std::ptr::null_mut(),
+});
+
+/// Puts the getter of [`GETSET`] in the `OpOverload` class as its `redispatch` attribute (once,
+/// when the module is made).
+pub fn install_getter(py: Python<'_>) -> PyResult<()> {
+    use pyo3::PyTypeInfo;
+    let ty = PyOpOverload::type_object_raw(py);
+    // SAFETY: `ty` is the live class object, whose `tp_dict` is its attribute dict (a class
+    // made by `PyType_FromSpec` has one); `GETSET` is static and only read (the pointer is
+    // `*mut` for historical reasons). The GIL is held. The class is changed before any
+    // `OpOverload` exists, and `PyType_Modified` drops the interpreter's caches of its
+    // attributes all the same.
+    unsafe {
+        let def = std::ptr::addr_of!(GETSET.0).cast_mut();
+        let descr = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewGetSet(ty, def))?;
+        let dict = (*ty).tp_dict;
+        if dict.is_null() {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "boxfall: the OpOverload class has no attribute dict",
+            ));
+        }
+        if ffi::PyDict_SetItemString(dict, NAME.as_ptr(), descr.as_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        ffi::PyType_Modified(ty);
+    }
+    Ok(())
+}
+
+/// `op.redispatch`: the kept function, or (the first time) PyO3's trampoline around
+/// [`make`], which makes it.
+unsafe extern "C" fn get(
+    slf: *mut ffi::PyObject,
+    _closure: *mut std::ffi::c_void,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls a getter with the GIL held and `slf` an instance of the class the
+    // descriptor was made for (`getset_get` checks it): an `OpOverload` (which has no
+    // subclasses). The kept function is read and given the caller's reference before any
+    // Python code runs; nothing here can panic.
+    unsafe {
+        let py = Python::assume_attached();
+        let op = Borrowed::from_ptr(py, slf).cast_unchecked::<PyOpOverload>();
+        let f = op.get().redispatch_ptr();
+        if !f.is_null() {
+            ffi::Py_INCREF(f);
+            return f;
+        }
+        pyo3::impl_::trampoline::get_trampoline_function!(unaryfunc, make)(slf)
+    }
+}
+
+/// Makes and keeps `op.redispatch` (see [`PyOpOverload::redispatch_fn`]).
+///
+/// # Safety
+/// `slf` is an `OpOverload` (see [`get`]), and the GIL is held.
+unsafe fn make(py: Python<'_>, slf: *mut ffi::PyObject) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: see the function's contract.
+    let op = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<PyOpOverload>() };
+    PyOpOverload::redispatch_fn(&op).map(Bound::into_ptr)
+}
+
 /// A new `redispatch` object bound to `slf`.
 pub fn new<'py>(slf: &Bound<'py, PyOpOverload>) -> PyResult<Bound<'py, PyAny>> {
     let py = slf.py();
@@ -58,8 +140,8 @@ pub fn new<'py>(slf: &Bound<'py, PyOpOverload>) -> PyResult<Bound<'py, PyAny>> {
     }
 }
 
-/// The `METH_FASTCALL | METH_KEYWORDS` entry: PyO3's trampoline (which attaches, counts the
-/// GIL for PyO3, and turns a panic into an exception) around [`call`].
+/// The `METH_FASTCALL | METH_KEYWORDS` entry: the lean trampoline of `vectorcall.rs` (which
+/// turns a panic into an exception, as PyO3's does, without counting the GIL) around [`call`].
 unsafe extern "C" fn entry(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
@@ -68,11 +150,7 @@ unsafe extern "C" fn entry(
 ) -> *mut ffi::PyObject {
     // SAFETY: CPython calls this with the GIL held, `slf` the object the function was bound
     // to (an `OpOverload`, by `new`), and the fastcall arguments (see `call`).
-    unsafe {
-        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call)(
-            slf, args, nargs, kwnames,
-        )
-    }
+    unsafe { super::vectorcall::trampoline(|py| call(py, slf, args, nargs, kwnames)) }
 }
 
 /// `op.redispatch(keys, *args, **kwargs)` from the fastcall arguments: `nargs` positional
@@ -106,6 +184,13 @@ unsafe fn call(
         (slf, names, all, nargs)
     };
     let (positional, values) = all.split_at(nargs);
+    if names.is_none() {
+        // `op.redispatch(keys, *args)`, the documented hop: nothing to sort out.
+        if let Some((keys, rest)) = positional.split_first() {
+            let keys = key_set(keys)?;
+            return PyOpOverload::redispatch_with(&slf, keys, rest, None).map(Bound::into_ptr);
+        }
+    }
     let mut keys = positional.first().cloned();
     let rest = positional.get(1..).unwrap_or(&[]);
     let mut kwargs: Option<Bound<'_, PyDict>> = None;
@@ -132,6 +217,25 @@ unsafe fn call(
             "OpOverload.redispatch() missing 1 required positional argument: 'keys'",
         )
     })?;
-    let keys = keys.cast::<PyKeySet>()?.get().0;
+    let keys = key_set(&keys)?;
     PyOpOverload::redispatch_with(&slf, keys, rest, kwargs.as_ref()).map(Bound::into_ptr)
+}
+
+/// The keys of a `DispatchKeySet` argument. The class is told by its type pointer, kept from
+/// the first one seen: PyO3's check looks the class object up first, about a fiftieth of the
+/// hop.
+fn key_set(keys: &Bound<'_, PyAny>) -> PyResult<crate::key::DispatchKeySet> {
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    // The class object lives as long as the module, which is never unloaded.
+    static KEY_SET: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+    let ty = keys.get_type_ptr();
+    if std::ptr::eq(ty, KEY_SET.load(Ordering::Relaxed)) {
+        // SAFETY: the object's type is `DispatchKeySet`'s class (it has no subclasses).
+        return Ok(unsafe { keys.cast_unchecked::<PyKeySet>() }.get().0);
+    }
+    let k = keys.cast::<PyKeySet>()?;
+    if keys.is_exact_instance_of::<PyKeySet>() {
+        KEY_SET.store(ty, Ordering::Relaxed);
+    }
+    Ok(k.get().0)
 }

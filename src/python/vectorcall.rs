@@ -68,8 +68,14 @@ pub fn vectorcall_installed(py: Python<'_>) -> bool {
     unsafe { (*ty).tp_flags & ffi::Py_TPFLAGS_HAVE_VECTORCALL != 0 }
 }
 
-/// The vectorcall entry: PyO3's own trampoline (which attaches, counts the GIL for PyO3, and
-/// turns a panic into an exception) around [`call`].
+/// The vectorcall entry. A call that a Python function serves by the fast path (the one path
+/// that never asks for `Python::attach`) runs in the lean [`trampoline`]; whatever else, in
+/// PyO3's own trampoline (which counts the GIL for PyO3) around [`call`]: under the lean one,
+/// a call from plain Python code would run with PyO3's count at zero, and every
+/// `Python::attach` under it (the core's calls of Python kernels, a Python backend's
+/// conversions) would go through `PyGILState_Ensure`, a twentieth more on a call by the
+/// general path. An operator tries the lean way until a call finds no Python function to run
+/// (which the fast path tells before it runs anything); from then on it goes PyO3's way.
 unsafe extern "C" fn op_vectorcall(
     callable: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
@@ -80,10 +86,111 @@ unsafe extern "C" fn op_vectorcall(
     // `args` the vectorcall array (see `call`).
     unsafe {
         let nargs = ffi::PyVectorcall_NARGS(nargsf);
+        if kwnames.is_null() {
+            let slf = Borrowed::from_ptr(Python::assume_attached(), callable)
+                .cast_unchecked::<PyOpOverload>();
+            let lean = &slf.get().lean;
+            if lean.load(Ordering::Relaxed) {
+                let mut served = true;
+                let out = trampoline(|py| {
+                    let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverload>();
+                    let all = positional_args(args, nargs);
+                    match PyOpOverload::call_python(&slf, all)? {
+                        Some(r) => Ok(r.into_ptr()),
+                        None => {
+                            served = false;
+                            Ok(std::ptr::null_mut())
+                        }
+                    }
+                });
+                if served {
+                    return out;
+                }
+                lean.store(false, Ordering::Relaxed);
+            }
+        }
         pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call)(
             callable, args, nargs, kwnames,
         )
     }
+}
+
+/// The `nargs` objects of a vectorcall array.
+///
+/// # Safety
+/// `args` holds `nargs` objects, borrowed for the length of the call (which `'a` must not
+/// outlive); the GIL is held.
+unsafe fn positional_args<'a, 'py>(
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> &'a [Bound<'py, PyAny>] {
+    let n = usize::try_from(nargs).unwrap_or(0);
+    if n == 0 {
+        return &[];
+    }
+    // SAFETY: the function's contract; `Bound<PyAny>` has the layout of a `*mut PyObject`
+    // (PyO3's `as_slice` of a tuple relies on it).
+    unsafe { std::slice::from_raw_parts(args.cast(), n) }
+}
+
+/// What PyO3's trampoline does around a call from the interpreter, but for counting the GIL in
+/// PyO3's thread-local: a panic becomes a `PanicException`, an error is raised, and the result
+/// is handed over. For `op.redispatch`, which a boxed kernel calls inside a call of the
+/// operator, so inside PyO3's count of that call: counting again (two thread-local accesses,
+/// through `__tls_get_addr` in a shared library) was about a twentieth of the hop. The count
+/// only decides whether the drop of a `Py` (not of a `Bound`) decrements at once or leaves it
+/// to PyO3's pool, which the next PyO3 entry point empties, and whether `Python::attach` is
+/// cheap; the thread is attached whatever it says. So that an error's objects (an exception
+/// and its traceback) never wait in the pool, a call that fails enters PyO3's own trampoline
+/// once before it raises, which empties it.
+///
+/// # Safety
+/// The thread is attached (the GIL is held), as for any call from the interpreter.
+#[inline(always)]
+pub(super) unsafe fn trampoline(
+    f: impl FnOnce(Python<'_>) -> PyResult<*mut ffi::PyObject>,
+) -> *mut ffi::PyObject {
+    // SAFETY: the caller's contract: the thread is attached.
+    let py = unsafe { Python::assume_attached() };
+    let err = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
+        Ok(Ok(out)) => return out,
+        Ok(Err(e)) => e,
+        Err(payload) => panic_error(payload),
+    };
+    fail(py, err)
+}
+
+/// Empties PyO3's pool of deferred decrements (by entering its trampoline), then raises `err`.
+#[cold]
+#[inline(never)]
+fn fail(py: Python<'_>, err: PyErr) -> *mut ffi::PyObject {
+    /// Nothing, inside PyO3's trampoline, which empties the pool on entry.
+    ///
+    /// # Safety
+    /// None needed: the argument is not read.
+    unsafe fn nothing(_py: Python<'_>, _o: *mut ffi::PyObject) -> PyResult<*mut ffi::PyObject> {
+        Ok(std::ptr::null_mut())
+    }
+    // SAFETY: the thread is attached (`py`); `nothing` reads no argument and sets no error.
+    unsafe {
+        pyo3::impl_::trampoline::get_trampoline_function!(unaryfunc, nothing)(std::ptr::null_mut());
+    }
+    err.restore(py);
+    std::ptr::null_mut()
+}
+
+/// A panic's payload as the `PanicException` PyO3 raises for it.
+#[cold]
+#[inline(never)]
+fn panic_error(payload: Box<dyn std::any::Any + Send + 'static>) -> PyErr {
+    let message = if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else {
+        "panic from Rust code".to_string()
+    };
+    pyo3::panic::PanicException::new_err(message)
 }
 
 /// `op(*args, **kwargs)` from the vectorcall arguments: `nargs` positional objects in `args`,
