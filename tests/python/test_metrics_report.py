@@ -41,13 +41,16 @@ def two(backend_factory):
 
 @pytest.fixture
 def ops(ns, lib):
-    """``bf.ops.<ns>`` with neg (fast), slow (a kernel that sleeps 2 ms) and big (any size)."""
+    """``bf.ops.<ns>`` with neg (fast), slow (a kernel that sleeps 30 ms) and big (any size).
+
+    30 ms, not 2: on a loaded machine a preempted fast call once outweighed a 2 ms sleep.
+    """
     lib.define("neg(Tensor self) -> Tensor")
     lib.impl("neg", lambda self: -self, "CPU")
     lib.define("slow(Tensor self) -> Tensor")
 
     def slow(self):
-        time.sleep(0.002)
+        time.sleep(0.030)
         return self * 2.0
 
     lib.impl("slow", slow, "CPU")
@@ -137,7 +140,7 @@ def test_report_units_fit_the_numbers(ns, ops, two):
     a, b = two
     ops.neg(a.tensor(np.ones(1)))  # 8 B
     ops.neg(b.tensor(np.ones(300_000)))  # 2.4 MB
-    ops.slow(a.tensor(np.ones(256)))  # 2 KB, 2 ms in the kernel
+    ops.slow(a.tensor(np.ones(256)))  # 2 KB, 30 ms in the kernel
     rows = _rows(bf.metrics.report())
     for row in rows.values():
         for col in ("total time", "mean", "to CPU", "kernel", "from CPU"):
