@@ -44,6 +44,24 @@ pub trait Backend: Send + Sync + 'static {
         self.to_cpu(t, false)
     }
 
+    /// `to_cpu_read_only`'s tensor borrowed from `t`, where the backend keeps it in `t` (no
+    /// handle is made or counted for a call that holds `t` throughout); `None` (the default)
+    /// where it has none at hand, and the caller then calls `to_cpu_read_only`. A backend that
+    /// overrides it returns exactly the tensor `to_cpu_read_only` would.
+    ///
+    /// ```
+    /// use boxfall::backend::Backend;
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// let cpu = boxfall::native::NativeBackend.to_cpu_read_only(&t).unwrap();
+    /// let kept = boxfall::native::NativeBackend.lent_to_cpu(&t).unwrap();
+    /// assert!(kept.same(&cpu));
+    /// ```
+    #[inline(always)]
+    fn lent_to_cpu<'t>(&self, t: &'t Tensor) -> Option<&'t Tensor> {
+        let _ = t;
+        None
+    }
+
     /// Whether `to_cpu_many` is a real batched transfer (the fallback then moves all of a
     /// call's tensors with one call of it; otherwise it calls `to_cpu` per tensor).
     fn batches_transfers(&self) -> bool {

@@ -281,6 +281,28 @@ impl OperatorHandle {
         f(table)
     }
 
+    /// As [`with_table`](Self::with_table), but `f` runs inside the dispatcher's read section
+    /// whatever the table's kernels are, as [`peek`](Self::peek) does: for a caller that only
+    /// looks (takes what it needs out of the table and runs nothing long in `f`), so that a
+    /// table with a long-running kernel is not counted out of the section (two locked
+    /// instructions). How the Python bindings find what the CPU fallback of a Python CPU
+    /// kernel needs.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_peek_table", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), 7u8), false).unwrap();
+    /// let tag = op.peek_table(|t| t.kernel(DispatchKey::CPU.set()).and_then(|k| k.tag::<u8>().copied()));
+    /// assert_eq!(tag, Some(7));
+    /// ```
+    #[inline]
+    pub fn peek_table<T>(&self, f: impl FnOnce(&DispatchTable) -> T) -> T {
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
+        f(table)
+    }
+
     fn undefined(&self) -> Error {
         Error::UnknownOperator {
             name: self.0.name.clone(),

@@ -776,6 +776,30 @@ impl Tensor {
         Some(lent)
     }
 
+    /// The tensor's loan ([`Tensor::host_loan`]) borrowed rather than counted, where it holds
+    /// the tensor's data as it is now (the case of every loan but the first and one made after
+    /// a write, which `host_loan` makes or puts right). It takes no lock and no count: a
+    /// caller lending it for a call it holds the tensor through needs no handle of its own.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(t.kept_loan().is_none()); // never lent yet
+    /// let loan = t.host_loan().unwrap();
+    /// assert!(t.kept_loan().is_some_and(|l| l.same(&loan)));
+    /// let two = boxfall::tensor::TensorData::Host(std::sync::Arc::new(ndarray::arr1(&[2.0]).into_dyn().into()));
+    /// t.set_data(two.clone());
+    /// assert!(t.kept_loan().is_some_and(|l| l.same(&loan))); // the loan follows the tensor
+    /// loan.set_data(two); // a write into the loan itself: `host_loan` puts it right first
+    /// assert!(t.kept_loan().is_none());
+    /// ```
+    #[inline]
+    pub fn kept_loan(&self) -> Option<&Tensor> {
+        if !self.is_host() {
+            return None;
+        }
+        self.0.loan.get().filter(|l| l.unchanged())
+    }
+
     /// Writes `data` in as this loan's tensor's data (its `set_data`); hands back what to drop
     /// once every lock is released.
     fn hold(&self, data: TensorData) -> (TensorData, Option<HostView>) {

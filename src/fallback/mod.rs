@@ -32,6 +32,8 @@ use target::TargetDevice;
 #[cfg(feature = "python")]
 pub(crate) use typed::run_with_maps;
 #[cfg(feature = "python")]
+pub(crate) use typed::Moves;
+#[cfg(feature = "python")]
 pub(crate) use write_back::check_write;
 
 /// What the fallback does with a view operator (a return that aliases an input without

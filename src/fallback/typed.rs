@@ -144,11 +144,10 @@ pub(crate) fn call_stack_entry(
 #[inline(always)]
 pub(crate) fn run_with_maps<T>(
     op: &OperatorHandle,
-    table: &DispatchTable,
+    info: &SchemaInfo,
     key: DispatchKey,
-    f: impl FnOnce(&mut dyn TensorMaps) -> Result<T>,
+    f: impl FnOnce(&mut Moves<'_>) -> Result<T>,
 ) -> Option<Result<T>> {
-    let info = &table.schema(op).ok()?.info;
     let backend = registered(key)?;
     if !serves(info, backend) {
         return None;
@@ -222,6 +221,53 @@ impl Moves<'_> {
         *t = cpu;
         Ok(())
     }
+
+    /// The end of step 1: the results' device, and the step's time mark.
+    #[inline(always)]
+    fn args_done(&mut self) -> Result<()> {
+        self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
+        self.marks.moved = clock::ticks();
+        Ok(())
+    }
+
+    /// Step 1 for all of a call's argument tensors (`args` with `last`), borrowed from the
+    /// caller rather than handed over. Where `tensors[i]` is the backend's, its CPU tensor
+    /// takes its place: borrowed from it where the backend keeps one (`lent_to_cpu`), else
+    /// made into `moved[i]` (and `tensors[i]` left for the caller to replace by it). No tensor
+    /// handle is cloned for a backend that keeps its CPU tensors (for `run_with_maps`'
+    /// caller, which holds the arguments in its own objects for the call).
+    #[cfg(feature = "python")]
+    #[inline(always)]
+    pub(crate) fn args_lent(
+        &mut self,
+        tensors: &mut [Option<&Tensor>],
+        moved: &mut [Option<Tensor>],
+    ) -> Result<()> {
+        for (g, m) in tensors.iter_mut().zip(moved.iter_mut()) {
+            let Some(t) = *g else {
+                continue;
+            };
+            self.target.see(self.op, t)?;
+            if t.key() != self.key {
+                continue;
+            }
+            match self.hooks.lent_to_cpu(t) {
+                Some(cpu) => {
+                    self.to_cpu += cpu.nbytes() as u64;
+                    *g = Some(cpu);
+                }
+                None => {
+                    let cpu = self
+                        .hooks
+                        .to_cpu_read_only(t)
+                        .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
+                    self.to_cpu += cpu.nbytes() as u64;
+                    *m = Some(cpu);
+                }
+            }
+        }
+        self.args_done()
+    }
 }
 
 /// The fallback's steps around the CPU kernel's typed function: 1. the backend's tensors to the
@@ -232,8 +278,7 @@ impl TensorMaps for Moves<'_> {
             self.arg(t)?;
         }
         if last {
-            self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
-            self.marks.moved = clock::ticks();
+            self.args_done()?;
         }
         Ok(())
     }

@@ -123,6 +123,11 @@ impl Backend for NativeBackend {
         })
     }
 
+    #[inline]
+    fn lent_to_cpu<'t>(&self, t: &'t Tensor) -> Option<&'t Tensor> {
+        t.kept_loan()
+    }
+
     fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
         Ok(Tensor::new(device, TensorData::Host(cpu.to_host()?)))
     }

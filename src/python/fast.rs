@@ -749,45 +749,47 @@ fn run_fallback<'py>(
     let py = slf.py();
     let op = &slf.get().handle;
     // The tensors of the call, by argument (the general path's stack holds the same ones).
-    let mut tensors: [Option<crate::tensor::Tensor>; MAX] = Default::default();
+    // Borrowed from the caller's objects, which outlive the call: no tensor handle is cloned.
+    let mut tensors: [Option<&crate::tensor::Tensor>; MAX] = [None; MAX];
     for ((a, g), slot) in body.args.iter().zip(b.given.iter()).zip(tensors.iter_mut()) {
         if a.kind != Kind::Tensor {
             continue;
         }
         match g.cast::<PyTensor>() {
-            Ok(t) => *slot = Some(t.get().inner.clone()),
+            Ok(t) => *slot = Some(&t.get().inner),
             Err(_) if g.is_none() => {}
             Err(_) => return None,
         }
     }
     let n = body.args.len();
-    let result = op
-        .with_table(keys, |table| {
-            let masked = table.masked(keys);
-            let key = masked.highest()?;
-            crate::fallback::CpuFallback::of(table.kernel(masked)?)?;
-            if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
-                return None;
-            }
-            let cpu = table.kernel(DispatchKey::CPU.set())?;
-            let kernel = cpu.tag::<Arc<PyKernel>>().filter(|k| !k.boxed)?;
-            let func = kernel.func(py)?;
-            let array = kernel.array;
-            crate::fallback::run_with_maps(op, table, key, |maps| {
-                kernel_in_fallback(
-                    py,
-                    &func,
-                    array,
-                    op,
-                    &plan.schema,
-                    key,
-                    b,
-                    &mut tensors[..n],
-                    maps,
-                )
-            })
-        })?
-        .py(py);
+    // What the fallback needs of the table, taken out of it in the read section (the
+    // function is a Python reference): the Python kernel then runs outside it, with no count
+    // of the table held.
+    let (key, func, array) = op.peek_table(|table| {
+        let masked = table.masked(keys);
+        let key = masked.highest()?;
+        crate::fallback::CpuFallback::of(table.kernel(masked)?)?;
+        if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+            return None;
+        }
+        let cpu = table.kernel(DispatchKey::CPU.set())?;
+        let kernel = cpu.tag::<Arc<PyKernel>>().filter(|k| !k.boxed)?;
+        Some((key, kernel.func(py)?, kernel.array))
+    })?;
+    let result = crate::fallback::run_with_maps(op, &plan.schema.info, key, |maps| {
+        kernel_in_fallback(
+            py,
+            &func,
+            array,
+            op,
+            &plan.schema,
+            key,
+            b,
+            &tensors[..n],
+            maps,
+        )
+    })?
+    .py(py);
     Some(result.and_then(|t| {
         // As `returns_to_py` gives it: an argument's tensor as the caller's object.
         for g in b.given.iter() {
@@ -816,27 +818,31 @@ fn kernel_in_fallback<'py>(
     schema: &OpSchema,
     key: DispatchKey,
     b: &Bound_<'py>,
-    tensors: &mut [Option<crate::tensor::Tensor>],
-    maps: &mut dyn crate::kernel::TensorMaps,
+    given: &[Option<&crate::tensor::Tensor>],
+    maps: &mut crate::fallback::Moves<'_>,
 ) -> crate::Result<crate::tensor::Tensor> {
+    use crate::kernel::TensorMaps;
     let cpu_keys = DispatchKey::CPU.set();
-    // 1. The backend's tensors to the CPU.
-    {
-        let n = tensors.len();
-        let mut slots: [Option<&mut crate::tensor::Tensor>; MAX] = Default::default();
-        for (s, t) in slots.iter_mut().zip(tensors.iter_mut()) {
-            *s = t.as_mut();
-        }
-        maps.args(&mut crate::kernel::TensorBatch::new(&mut slots[..n]), true)?;
+    // 1. The backend's tensors to the CPU: the kernel's tensor of argument i is its CPU tensor
+    // if it moved, else the caller's own.
+    let n = given.len();
+    let mut lent: [Option<&crate::tensor::Tensor>; MAX] = [None; MAX];
+    lent[..n].copy_from_slice(given);
+    let mut moved: [Option<crate::tensor::Tensor>; MAX] = Default::default();
+    maps.args_lent(&mut lent[..n], &mut moved[..n])?;
+    let mut tensors: [Option<&crate::tensor::Tensor>; MAX] = [None; MAX];
+    for ((t, m), l) in tensors.iter_mut().zip(moved.iter()).zip(lent.iter()) {
+        *t = m.as_ref().or(*l);
     }
+    let tensors = &tensors[..n];
     // 2. The kernel, with CPU tensors as NumPy arrays (one object a tensor) and the other
     // arguments as the fast bind made them.
-    let kernel_err = |maps: &mut dyn crate::kernel::TensorMaps, e: PyErr| {
+    let kernel_err = |maps: &mut crate::fallback::Moves<'_>, e: PyErr| {
         maps.kernel_error(kernel_error(py, e, op, cpu_keys))
     };
     let mut objs = Objs::new();
     for (i, (t, k)) in tensors.iter().zip(b.kernel.iter()).enumerate() {
-        let Some(t) = t else {
+        let Some(t) = *t else {
             objs.push(k.clone());
             continue;
         };
@@ -874,7 +880,7 @@ fn kernel_in_fallback<'py>(
     let passed = tensors
         .iter()
         .zip(objs.iter())
-        .find_map(|(t, o)| t.as_ref().filter(|_| o.is(&out)).cloned());
+        .find_map(|(t, o)| t.filter(|_| o.is(&out)).cloned());
     let plain = match passed {
         None if key == DispatchKey::NATIVE => out.cast_exact::<numpy::PyUntypedArray>().ok(),
         _ => None,

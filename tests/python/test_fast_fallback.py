@@ -300,3 +300,21 @@ def test_a_lent_argument_kept_in_its_tensor_follows_every_write(ns, lib):
     x[0] = 9.0  # `__setitem__`: another way in, through the tensor's own write
     assert ops.peek(x, y).numpy().tolist() == [10.0, 6.0]
     assert seen[3][1] == [9.0, 5.0]
+
+
+def test_every_call_counts_its_moves_whether_the_loan_is_new_or_kept(ns, lib):
+    # The first call makes each argument's loan; later ones borrow the kept loan (no handle
+    # is made for it): each call counts the same bytes, on both paths, and a tensor whose
+    # loan is kept and one lent for the first time together count both.
+    lib.define("add(Tensor a, Tensor b) -> Tensor")
+    lib.impl("add", np.add, "CPU")
+    op = op_of(ns, "add")
+    x, y = bf.native.tensor(np.arange(3.0)), bf.native.tensor(np.ones(3))
+    per_call = {"fallbacks": 1, "failures": 0, "bytes_to_cpu": 48, "bytes_from_cpu": 24}
+    for _ in range(3):
+        out, stats = same_on_both_paths(f"{ns}::add", lambda: op(x, y))
+        assert out == ("tensor", "Native:0", "float64", [1.0, 2.0, 3.0])
+        assert stats == per_call
+    z = bf.native.tensor(np.full(3, 2.0))  # never lent: its loan is made in this call
+    fast, _ = both(lambda: counted(f"{ns}::add", lambda: op(x, z)))
+    assert fast == (("tensor", "Native:0", "float64", [2.0, 3.0, 4.0]), per_call)
