@@ -14,11 +14,18 @@ import pytest
 from boxfall import _boxfall
 
 
+@pytest.fixture(scope="module")
+def key():
+    # One key for the module: the functionality key slots are few, and every fallback here is
+    # removed when its test ends.
+    name = f"RedObjKey{uuid.uuid4().hex[:6]}"
+    bf.register_functionality_key(name)
+    return name
+
+
 @pytest.fixture
-def op_and_key():
+def op_and_key(key):
     ns = f"redobj{uuid.uuid4().hex[:8]}"
-    key = f"RedObjKey{uuid.uuid4().hex[:6]}"
-    bf.register_functionality_key(key)
     with bf.Library(ns, "DEF") as lib:
         lib.define("scale(Tensor self, int n=1) -> Tensor")
         lib.impl("scale", lambda x, n=1: x * n, "CPU")
