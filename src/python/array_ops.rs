@@ -123,7 +123,7 @@ impl Ops {
         let op = |name: String| {
             Dispatcher::find(&format!("array_api::{name}"))
                 .ok()
-                .and_then(|h| Py::new(py, PyOpOverload::from_handle(h)).ok())
+                .and_then(|h| PyOpOverload::new_bound(py, h).ok().map(Bound::unbind))
         };
         Some(if in_place {
             Ops {

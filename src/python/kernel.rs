@@ -271,7 +271,7 @@ fn call_boxed_kernel(
     let nargs = stack.len();
     let items = kernel_arguments(py, &schema, stack, &mut passed, &mut written).map_err(py_err)?;
     let list = PyList::new(py, items).map_err(py_err)?;
-    let op_obj = Bound::new(py, PyOpOverload::from_handle(op.clone())).map_err(py_err)?;
+    let op_obj = PyOpOverload::new_bound(py, op.clone()).map_err(py_err)?;
     let keys_obj = Bound::new(py, PyKeySet(keys)).map_err(py_err)?;
     let called = func.call1((&op_obj, keys_obj, &list));
     PyOpOverload::drop_redispatch_cycle(&op_obj);

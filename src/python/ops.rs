@@ -75,15 +75,30 @@ pub struct PyOpOverload {
     plan: PyOnceLock<Arc<Plan>>,
     /// Objects a boxed Python kernel's calls reuse.
     pub spare: fast::Spare,
-    /// `op.redispatch`, made at the first look-up (`redispatch.rs`).
+    /// `op.redispatch`, made with the object (`new_bound`), read by the interpreter as a
+    /// member at its offset (`redispatch.rs`).
     redispatch: GilCell<Option<Py<PyAny>>>,
     /// Calls from Python try the lean entry first (`vectorcall.rs`); cleared for good by the
     /// first call that a Python function does not serve.
     pub lean: std::sync::atomic::AtomicBool,
 }
 
+// `redispatch.rs` reads the kept function as a `PyObject *` field (null when none).
+const _: () = assert!(
+    std::mem::size_of::<Option<Py<PyAny>>>() == std::mem::size_of::<*mut pyo3::ffi::PyObject>()
+);
+
 impl PyOpOverload {
-    pub fn from_handle(handle: OperatorHandle) -> Self {
+    /// A new `OpOverload` of `handle`, its `op.redispatch` made (the member of
+    /// `redispatch.rs` reads it, so no object may be seen by Python code without it).
+    pub fn new_bound(py: Python<'_>, handle: OperatorHandle) -> PyResult<Bound<'_, Self>> {
+        let slf = Bound::new(py, Self::from_handle(handle))?;
+        drop(Self::redispatch_fn(&slf)?);
+        redispatch::install_member(&slf);
+        Ok(slf)
+    }
+
+    fn from_handle(handle: OperatorHandle) -> Self {
         PyOpOverload {
             vectorcall: vectorcall::ENTRY,
             handle,
@@ -193,6 +208,12 @@ impl PyOpOverload {
         unsafe { self.redispatch.peek() }
             .as_ref()
             .map_or(std::ptr::null_mut(), |f| f.as_ptr())
+    }
+
+    /// Where in the object `op.redispatch` is kept (bytes from its start).
+    pub fn redispatch_offset(slf: &Bound<'_, Self>) -> Option<usize> {
+        let field = std::ptr::addr_of!(slf.get().redispatch) as usize;
+        field.checked_sub(slf.as_ptr() as usize)
     }
 
     /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
@@ -388,17 +409,17 @@ impl PyOpOverload {
 
 /// The defined overloads of `ns::op`, in definition order.
 #[pyfunction]
-pub fn overloads(base: &str) -> Vec<PyOpOverload> {
+pub fn overloads<'py>(py: Python<'py>, base: &str) -> PyResult<Vec<Bound<'py, PyOpOverload>>> {
     Dispatcher::overloads(base)
         .into_iter()
-        .map(PyOpOverload::from_handle)
+        .map(|h| PyOpOverload::new_bound(py, h))
         .collect()
 }
 
 /// The defined operator `name`.
 #[pyfunction]
-pub fn find_op(py: Python<'_>, name: &str) -> PyResult<PyOpOverload> {
-    Dispatcher::find(name).py(py).map(PyOpOverload::from_handle)
+pub fn find_op<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyOpOverload>> {
+    PyOpOverload::new_bound(py, Dispatcher::find(name).py(py)?)
 }
 
 /// Calls the first overload, in order, whose schema binds the arguments.

@@ -1,4 +1,5 @@
-//! `op.redispatch`: one callable per `OpOverload`, made at the first look-up and kept by it.
+//! `op.redispatch`: one callable per `OpOverload`, made with it and kept by it (read as a
+//! member of the object once one is made: [`install_member`]).
 //!
 //! As a method, `op.redispatch` made a new bound method object at every look-up: the
 //! documented hop `stack[:] = [op.redispatch(keys, *stack)]` calls with `*args`, which
@@ -93,6 +94,92 @@ pub fn install_getter(py: Python<'_>) -> PyResult<()> {
         ffi::PyType_Modified(ty);
     }
     Ok(())
+}
+
+/// `OpOverload.redispatch` as a read-only member (`Py_T_OBJECT_EX`) at the offset of the
+/// kept function in the object: CPython 3.11's `LOAD_ATTR` specializes a look-up of such a
+/// member into a type check, a load and an incref (`LOAD_ATTR_SLOT`), where a getter (a
+/// get-set descriptor) always took the generic look-up (`PyObject_GetAttr`, the type's
+/// attribute cache, the descriptor's call): about a twentieth of the documented hop. The
+/// member reads the object's field, so every `OpOverload` has its function made from the
+/// start ([`PyOpOverload::new_bound`]); only an object the collector cleared (garbage) has
+/// none, and a look-up on it raises `AttributeError`.
+struct Member(ffi::PyMemberDef);
+
+// SAFETY: as `Def`: written once (in the `OnceLock`), then only read; its pointers are to
+// static strings.
+unsafe impl Sync for Member {}
+// SAFETY: as above: plain data and pointers to static strings.
+unsafe impl Send for Member {}
+
+static MEMBER: std::sync::OnceLock<Member> = std::sync::OnceLock::new();
+
+/// Replaces the getter of [`GETSET`] with the member of [`Member`], once, given the first
+/// `OpOverload` made (whose function is made): its field's offset is read from it and checked
+/// (the field holds the function's pointer, within the object). If the check or the change
+/// fails, the getter stays (it serves every object, made or not).
+pub fn install_member(slf: &Bound<'_, PyOpOverload>) {
+    use pyo3::PyTypeInfo;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static TRIED: AtomicBool = AtomicBool::new(false);
+    if TRIED.load(Ordering::Relaxed) {
+        return;
+    }
+    TRIED.store(true, Ordering::Relaxed);
+    let py = slf.py();
+    let ty = PyOpOverload::type_object_raw(py);
+    // SAFETY: the GIL is held (`slf` is bound), so nothing writes the cell meanwhile.
+    let f = unsafe { slf.get().redispatch_ptr() };
+    let Some(offset) = PyOpOverload::redispatch_offset(slf) else {
+        return;
+    };
+    // SAFETY: `ty` is the live class object and `slf` an instance of it (checked); the field
+    // is read only once it is known to lie within the object's `tp_basicsize` bytes; `MEMBER`
+    // lives as long as the process (the descriptor points to it) and is only read; the class
+    // is changed with the GIL held, and `PyType_Modified` drops the interpreter's caches of
+    // its attributes (and its specialized look-ups, which check the class's version).
+    unsafe {
+        let size = usize::try_from((*ty).tp_basicsize).unwrap_or(0);
+        if f.is_null()
+            || !std::ptr::eq(ffi::Py_TYPE(slf.as_ptr()), ty)
+            || offset + std::mem::size_of::<*mut ffi::PyObject>() > size
+        {
+            return;
+        }
+        let field = slf
+            .as_ptr()
+            .cast::<u8>()
+            .add(offset)
+            .cast::<*mut ffi::PyObject>();
+        if *field != f {
+            return;
+        }
+        let Ok(offset) = ffi::Py_ssize_t::try_from(offset) else {
+            return;
+        };
+        let member = MEMBER.get_or_init(|| {
+            Member(ffi::PyMemberDef {
+                name: NAME.as_ptr(),
+                type_code: ffi::Py_T_OBJECT_EX,
+                offset,
+                flags: ffi::Py_READONLY,
+                doc: GET_DOC.as_ptr(),
+            })
+        });
+        if member.0.offset != offset {
+            return;
+        }
+        let def = std::ptr::addr_of!(member.0).cast_mut();
+        let Ok(descr) = Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMember(ty, def)) else {
+            return;
+        };
+        let dict = (*ty).tp_dict;
+        if dict.is_null() || ffi::PyDict_SetItemString(dict, NAME.as_ptr(), descr.as_ptr()) != 0 {
+            let _ = PyErr::take(py);
+            return;
+        }
+        ffi::PyType_Modified(ty);
+    }
 }
 
 /// `op.redispatch`: the kept function, or (the first time) PyO3's trampoline around

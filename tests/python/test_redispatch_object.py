@@ -14,11 +14,18 @@ import pytest
 from boxfall import _boxfall
 
 
+@pytest.fixture(scope="module")
+def key():
+    # One key for the module: the functionality key slots are few, and every fallback here is
+    # removed when its test ends.
+    name = f"RedObjKey{uuid.uuid4().hex[:6]}"
+    bf.register_functionality_key(name)
+    return name
+
+
 @pytest.fixture
-def op_and_key():
+def op_and_key(key):
     ns = f"redobj{uuid.uuid4().hex[:8]}"
-    key = f"RedObjKey{uuid.uuid4().hex[:6]}"
-    bf.register_functionality_key(key)
     with bf.Library(ns, "DEF") as lib:
         lib.define("scale(Tensor self, int n=1) -> Tensor")
         lib.impl("scale", lambda x, n=1: x * n, "CPU")
@@ -151,3 +158,40 @@ def test_the_general_path_s_operator_goes_when_its_call_ends(op_and_key):
     assert kept[0].__self__.name == op.name
     keys = _keys_seen(op, key)
     np.testing.assert_array_equal(kept[0](keys, np.array([3.0]), 2), [6.0])
+
+
+def _look_up(op):
+    return op.redispatch
+
+
+def test_the_attribute_is_a_read_only_member_every_object_has(op_and_key):
+    # The look-up reads the function kept in the object (a read-only member, which the
+    # interpreter specializes into a load): every OpOverload, however made, has it from the
+    # start, and a specialized look-up site serves each object its own.
+    op, key = op_and_key
+    assert type(bf.OpOverload.__dict__["redispatch"]).__name__ == "member_descriptor"
+    with pytest.raises(AttributeError):
+        op.redispatch = None
+    made = [op, _boxfall.find_op(op.name), *_boxfall.overloads(op.name.split(".")[0])]
+    seen_by_the_general_path = []
+
+    def fallback(op, keys, stack):
+        seen_by_the_general_path.append((op, _look_up(op)))
+        stack[:] = [op.redispatch(keys, *stack)]
+
+    before = _boxfall.set_fast_path(False)
+    try:
+        with bf.Library("_", "IMPL") as fb:
+            fb.fallback(fallback, key)
+            with bf.include_keys(key):
+                out = op(np.array([2.0]), 3)
+    finally:
+        _boxfall.set_fast_path(before)
+    np.testing.assert_array_equal(out, [6.0])
+    ((general, its_redispatch),) = seen_by_the_general_path
+    assert its_redispatch.__self__ is general
+    for _ in range(20):
+        for o in made:
+            r = _look_up(o)
+            assert r is o.redispatch
+            assert r.__self__ is o
