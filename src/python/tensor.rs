@@ -3,10 +3,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use numpy::{
-    PyArrayDescr, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
-    PyUntypedArrayMethods,
-};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
@@ -182,12 +179,12 @@ fn host_dtype(kind: u8, size: usize) -> Option<DType> {
     })
 }
 
-/// The copy of a plain `numpy.ndarray` (not a subclass) that is C-contiguous, aligned, and of a
-/// dtype host memory holds in native byte order, read from the array object's own fields: what
-/// `contiguous_to_host` does for any array, without rust-numpy's typed cast, which tries the
-/// dtypes one by one (NumPy's dtype comparison for each) and reads the shape twice. This is
-/// the copy of every NumPy result a Python CPU kernel hands a Native tensor (a third of the
-/// fallback's own work on one element went there). `None` for any other array.
+/// The copy of a NumPy array that is C-contiguous, aligned, and of a dtype host memory holds
+/// in native byte order, read from the array object's own fields (a subclass's object has
+/// them too), not through rust-numpy's typed cast, which tries the dtypes one by one (NumPy's
+/// dtype comparison for each) and reads the shape twice. This is the copy of every NumPy
+/// result a Python CPU kernel hands a Native tensor (a third of the fallback's own work on one
+/// element went there). `None` for any other array.
 fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
     use numpy::npyffi::flags::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
     let descr = arr.dtype();
@@ -259,54 +256,11 @@ fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
     })
 }
 
-/// The copy of an array that is C-contiguous, aligned, and of a dtype Rust host memory holds
-/// in native byte order; `None` for any other array.
+/// The copy of an array (an `ndarray` or a subclass, whose object has the same fields) that is
+/// C-contiguous, aligned, and of a dtype Rust host memory holds in native byte order; `None`
+/// for any other array or object.
 fn contiguous_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
-    if let Ok(arr) = obj.cast_exact::<PyUntypedArray>() {
-        return plain_to_host(arr);
-    }
-    macro_rules! try_as {
-        ($t:ty) => {
-            if let Ok(a) = obj.cast::<PyArrayDyn<$t>>() {
-                if !a.is_c_contiguous() {
-                    return None;
-                }
-                // SAFETY: the GIL is held and the slice is copied at once, with no Python code
-                // run meanwhile, as rust-numpy's own `to_vec` reads it; `as_slice` checks that
-                // the memory is aligned and contiguous (None here otherwise, so NumPy makes an
-                // aligned copy first). Exercised by tests/python/test_native_memory.py.
-                let slice = unsafe { a.as_slice() }.ok()?;
-                let shape = a.shape();
-                let what = || {
-                    format!(
-                        "a Native copy of a {} array",
-                        <$t as numpy::Element>::get_dtype(obj.py())
-                    )
-                };
-                let copy = crate::alloc::try_copy_slice(slice, &what).and_then(|v| {
-                    array_from_vec(shape, v).ok_or_else(|| Error::Kernel {
-                        context: what(),
-                        message: format!("{} values do not fill the shape {shape:?}", slice.len()),
-                    })
-                });
-                return Some(copy.map(HostArray::from));
-            }
-        };
-    }
-    try_as!(f64);
-    try_as!(f32);
-    try_as!(i64);
-    try_as!(i32);
-    try_as!(bool);
-    try_as!(i8);
-    try_as!(i16);
-    try_as!(u8);
-    try_as!(u16);
-    try_as!(u32);
-    try_as!(u64);
-    try_as!(numpy::Complex32);
-    try_as!(numpy::Complex64);
-    None
+    plain_to_host(obj.cast::<PyUntypedArray>().ok()?)
 }
 
 /// Whether Rust host memory holds elements of `dtype`.

@@ -233,6 +233,10 @@ def test_a_python_backend_and_mixed_devices_give_the_same(ns, lib, backend_facto
     same_on_both_paths(f"{ns}::add", lambda: op_of(ns, "add")(x, np.ones(2)))
 
 
+class _Sub(np.ndarray):
+    """An ndarray subclass: its object has the array's fields, read as a plain array's."""
+
+
 RESULTS = {
     "bool": lambda: np.array([True, False, True]),
     "int8": lambda: np.array([-3, 0, 5], dtype=np.int8),
@@ -250,14 +254,16 @@ RESULTS = {
     "big-endian": lambda: np.arange(4.0).astype(">f8"),
     "strided": lambda: np.arange(10.0)[::3],
     "fortran": lambda: np.asfortranarray(np.arange(6).reshape(2, 3)),
+    "subclass": lambda: np.arange(5.0).view(_Sub),
+    "subclass-strided": lambda: np.arange(8.0).view(_Sub)[::2],
 }
 
 
 @pytest.mark.parametrize("make", list(RESULTS.values()), ids=list(RESULTS))
 def test_a_kernel_result_of_every_dtype_and_layout_comes_back_as_it_was(ns, lib, make):
-    # The result's copy into Native memory reads a plain C-ordered array's fields directly
-    # (`plain_to_host`) and hands any other array to NumPy first: the values, dtype (in native
-    # byte order) and shape are the kernel's either way, on both paths.
+    # The result's copy into Native memory reads a C-ordered array's fields directly
+    # (`plain_to_host`, subclasses too) and hands any other array to NumPy first: the values,
+    # dtype (in native byte order) and shape are the kernel's either way, on both paths.
     lib.define("make(Tensor a) -> Tensor")
     lib.impl("make", lambda a: make(), "CPU")
     x = bf.native.tensor(np.ones(1))
