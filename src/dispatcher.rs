@@ -831,10 +831,10 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
     }
 
-    /// A typed call that reached a kernel that wraps another: its typed wrapper first, which
-    /// may serve the call without boxing (the CPU fallback's, for a functional operator whose
-    /// CPU kernel has this signature); else the arguments boxed once for the entry that reads
-    /// this table. Out of line, so that a typed call of a kernel keeps its own code small.
+    /// A typed call that reached a kernel that wraps another: its typed entry first
+    /// (`kernel::call_wrapping`), which may serve the call without boxing (the CPU fallback's,
+    /// for a functional operator whose CPU kernel has this signature); else the arguments boxed
+    /// once for the entry that reads this table. Out of line, so that a typed call of a kernel keeps its own code small.
     #[inline(never)]
     fn call_wrapping(
         &self,
@@ -848,10 +848,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
                 kernel.call_boxed_in(&self.op, table, keys, stack)
             })
         };
-        match kernel.typed_wrapper() {
-            Some(w) => kernel_fn::call_wrapper::<A, R>(w, &self.op, table, keys, args, boxed),
-            None => boxed(args),
-        }
+        kernel_fn::call_wrapping::<A, R>(kernel, &self.op, table, keys, args, boxed)
     }
 
     /// Boxes the arguments once, runs `call` on the stack, and unboxes its returns. The stack

@@ -78,10 +78,16 @@ pub struct KernelFunction {
     /// For a kernel made from a typed function whose values map their tensors: that function
     /// run on a stack with the tensors mapped (`call_mapped`).
     mapped: Option<Arc<MappedFn>>,
+    /// The same, compiled with the CPU fallback's maps (`fallback::stack_entry`): how the CPU
+    /// fallback runs a boxed call of an operator whose CPU kernel this is.
+    fallback_entry: Option<Arc<crate::fallback::StackEntry>>,
     /// The entry that reads the call's table (`from_boxed_in_table`).
     in_table: Option<Arc<TableFn>>,
     /// The typed entry of a kernel that wraps another (`with_typed_wrapper`).
     wrapper: Option<Arc<dyn TypedWrapper>>,
+    /// The CPU fallback: a typed call runs its typed entry compiled with the call's signature
+    /// (`call_wrapping`), not through `wrapper`.
+    compiled_cpu_fallback: bool,
     pub(crate) kind: KernelKind,
     /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
     tag: Option<Arc<dyn Any + Send + Sync>>,
@@ -111,8 +117,10 @@ impl KernelFunction {
             boxed: Arc::new(f),
             unboxed: None,
             mapped: None,
+            fallback_entry: None,
             in_table: None,
             wrapper: None,
+            compiled_cpu_fallback: false,
             kind: KernelKind::Regular,
             tag: None,
             long_running: false,
@@ -154,8 +162,10 @@ impl KernelFunction {
                 address: f as usize,
             }),
             mapped: mapped_entry(f),
+            fallback_entry: crate::fallback::stack_entry(f),
             in_table: None,
             wrapper: None,
+            compiled_cpu_fallback: false,
             kind: KernelKind::Regular,
             tag: None,
             long_running: false,
@@ -221,8 +231,10 @@ impl KernelFunction {
             }),
             unboxed: None,
             mapped: None,
+            fallback_entry: None,
             in_table: None,
             wrapper: None,
+            compiled_cpu_fallback: false,
             kind: KernelKind::Fallthrough,
             tag: None,
             long_running: false,
@@ -287,6 +299,18 @@ impl KernelFunction {
         self
     }
 
+    /// The same kernel as the CPU fallback's: its typed wrapper (`TypedCpuFallback`, for a
+    /// wrapper that passes a call on to it) is compiled into every typed call that reaches the
+    /// kernel, with the call's signature (`fallback::call_compiled`). A typed wrapper is
+    /// generic over no signature, so through it the tensors are mapped by virtual calls in
+    /// frames of their own, about 220 instructions a call more (`benches/fallback.rs`); a
+    /// monomorphized entry must name both the fallback and the signature, and this module,
+    /// not the dispatcher, is where both meet.
+    pub(crate) fn with_compiled_cpu_fallback(mut self) -> KernelFunction {
+        self.compiled_cpu_fallback = true;
+        self.with_typed_wrapper(crate::fallback::TypedCpuFallback)
+    }
+
     /// A kernel made from a typed function, run on the values of `stack` (as its boxed entry
     /// point would) with the argument tensors replaced by `maps.args` and each returned tensor by
     /// `maps.ret`: the typed function is called once, with no second stack. `None` for a kernel
@@ -315,6 +339,13 @@ impl KernelFunction {
         maps: &mut dyn TensorMaps,
     ) -> Option<Result<()>> {
         self.mapped.as_deref().map(|f| f(keys, stack, maps))
+    }
+
+    /// The CPU fallback's entry compiled with this kernel's signature, if it was made from a
+    /// typed function whose values map their tensors (as `call_mapped` is).
+    #[inline(always)]
+    pub(crate) fn fallback_entry(&self) -> Option<&crate::fallback::StackEntry> {
+        self.fallback_entry.as_deref()
     }
 
     /// Whether the kernel offers [`call_mapped`](Self::call_mapped).
@@ -348,6 +379,7 @@ impl KernelFunction {
         // kernel's, not the boxing).
         self.unboxed = None;
         self.mapped = None;
+        self.fallback_entry = None;
         self
     }
 
@@ -738,11 +770,32 @@ impl TensorMap for Returns<'_> {
     }
 }
 
+/// A typed call that reached `kernel`, which wraps another: the CPU fallback's typed entry
+/// compiled with this signature, or the kernel's typed wrapper, either of which may serve the
+/// call without boxing; else (or if it declines) `boxed` gets the arguments.
+#[inline(always)]
+pub(crate) fn call_wrapping<A: CallArgs + 'static, R: CallReturns + 'static>(
+    kernel: &KernelFunction,
+    op: &OperatorHandle,
+    table: &DispatchTable,
+    keys: DispatchKeySet,
+    args: A,
+    boxed: impl FnOnce(A) -> Result<R>,
+) -> Result<R> {
+    if kernel.compiled_cpu_fallback {
+        return crate::fallback::call_compiled::<A, R>(op, table, keys, args, boxed);
+    }
+    match kernel.typed_wrapper() {
+        Some(w) => call_wrapper::<A, R>(w, op, table, keys, args, boxed),
+        None => boxed(args),
+    }
+}
+
 /// Offers the typed call `args` to `wrapper`: `None` if it declined (the arguments are then
 /// given back to `declined`, untouched), else what it made of the call. Each outcome is built in
 /// the caller's return slot: a nested `Result` would copy the error-sized value at each level.
 #[inline(always)]
-pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
+fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
     wrapper: &dyn TypedWrapper,
     op: &OperatorHandle,
     table: &DispatchTable,

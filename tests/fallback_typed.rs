@@ -1,5 +1,7 @@
 //! The typed CPU fallback, which serves a functional operator whose CPU kernel is typed: from a
-//! typed call, without boxing, and from a boxed call, through the CPU kernel's stack entry.
+//! typed call, without boxing (compiled with the call's signature, or through the fallback's
+//! typed wrapper as another kernel may call it), and from a boxed call, through the CPU
+//! kernel's stack entry.
 //! Over random mixes of device, second-device and CPU tensors, with failures injected in each
 //! step, both give what the schema-driven walk of the boxed fallback gives (which a boxed-only
 //! CPU kernel gets): the same values on the same devices, or the same error; they call the same
@@ -14,8 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use boxfall::backend::{register_backend, Backend};
+use boxfall::dispatcher::DispatchTable;
 use boxfall::fallback::set_fallback_policy;
 use boxfall::ivalue::Multi;
+use boxfall::kernel::{TypedCall, TypedWrapper};
 use boxfall::Dispatcher;
 use boxfall::{
     Device, DispatchKey, DispatchKeySet, FallbackPolicy, IValue, KernelFunction, OperatorHandle,
@@ -48,7 +52,10 @@ struct Fixture {
     blend: OperatorHandle,
     /// `blend` again, with a boxed-only CPU kernel: its fallback is the schema-driven walk.
     blend_walk: OperatorHandle,
-    _libs: [boxfall::Library; 2],
+    /// `blend` again, whose kernel on the device passes typed calls on to the CPU fallback's
+    /// typed wrapper (`ViaCpuFallback`).
+    blend_via: OperatorHandle,
+    _libs: [boxfall::Library; 3],
 }
 
 fn fixture() -> &'static Fixture {
@@ -58,11 +65,13 @@ fn fixture() -> &'static Fixture {
         let dev = Dev::with_cpu_fallback("FbTyped");
         let (lib, blend) = define_blend();
         let (walk_lib, blend_walk) = define_blend_walk();
+        let (via_lib, blend_via) = define_blend_via(dev.key);
         Fixture {
             dev,
             blend,
             blend_walk,
-            _libs: [lib, walk_lib],
+            blend_via,
+            _libs: [lib, walk_lib, via_lib],
         }
     })
 }
@@ -87,6 +96,45 @@ fn define_blend_walk() -> (boxfall::Library, OperatorHandle) {
             Ok(())
         }),
     )
+}
+
+/// A wrapper that passes every typed call on to the CPU fallback's typed wrapper, as a user's
+/// kernel may: the CPU fallback's typed entry reached through `dyn TypedWrapper`, where a
+/// dispatched typed call runs it compiled with the call's signature.
+struct ViaCpuFallback(KernelFunction);
+
+/// The typed calls `ViaCpuFallback` passed on and the CPU fallback's wrapper served.
+static SERVED_VIA: AtomicUsize = AtomicUsize::new(0);
+
+impl TypedWrapper for ViaCpuFallback {
+    fn call_typed(
+        &self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+        call: &mut TypedCall<'_>,
+    ) -> Option<Result<()>> {
+        let served = self.0.typed_wrapper()?.call_typed(op, table, keys, call)?;
+        SERVED_VIA.fetch_add(1, Ordering::Relaxed);
+        Some(served)
+    }
+}
+
+/// `blend` with `blend_cpu` as its CPU kernel and, on `key`, the CPU fallback's boxed entry
+/// with `ViaCpuFallback` as its typed wrapper.
+fn define_blend_via(key: DispatchKey) -> (boxfall::Library, OperatorHandle) {
+    let (mut lib, blend) = define_blend_with(
+        "fbvia",
+        KernelFunction::from_unboxed::<BlendArgs, BlendReturns>(blend_cpu),
+    );
+    let fallback = boxfall::cpu_fallback();
+    let boxed = fallback.clone();
+    let kernel = KernelFunction::from_boxed_in_table(move |op, table, keys, stack| {
+        boxed.call_boxed_in(op, table, keys, stack)
+    })
+    .with_typed_wrapper(ViaCpuFallback(fallback));
+    lib.impl_kernel("blend", key, kernel, false).unwrap();
+    (lib, blend)
 }
 
 /// `blend` in a library of its own namespace, with `cpu` as its CPU kernel.
@@ -202,9 +250,23 @@ proptest! {
                 .call((ta.clone(), tb.clone(), tcs.clone(), k))
                 .map(|Multi(r)| r)
         });
+        let served_before = SERVED_VIA.load(Ordering::Relaxed);
+        let (via, via_effects) = run(&f.blend_via, &|| {
+            f.blend_via
+                .typed::<BlendArgs, BlendReturns>()
+                .unwrap()
+                .call((ta.clone(), tb.clone(), tcs.clone(), k))
+                .map(|Multi(r)| r)
+        });
         prop_assert_eq!(&boxed, &walk);
         prop_assert_eq!(boxed_effects, walk_effects);
+        // The typed fallback compiled with the call's signature (`typed`) and reached through
+        // its typed wrapper (`via`) are one fallback.
+        prop_assert_eq!(&via, &walk);
+        prop_assert_eq!(via_effects, walk_effects);
         let on_device = a.0 > 0 || b.iter().any(|b| b.0 > 0) || cs.iter().any(|c| c.0 > 0);
+        let served = SERVED_VIA.load(Ordering::Relaxed) - served_before;
+        prop_assert_eq!(served, usize::from(on_device), "the wrapper serves, not the boxed path");
         prop_assert_eq!(&typed, &walk);
         prop_assert_eq!(typed_effects, walk_effects);
         prop_assert_eq!(typed_effects[0], u64::from(on_device), "one fallback when a tensor is on the device");

@@ -33,6 +33,7 @@ use target::TargetDevice;
 pub(crate) use typed::run_with_maps;
 #[cfg(feature = "python")]
 pub(crate) use typed::Moves;
+pub(crate) use typed::{call_compiled, stack_entry, StackEntry, TypedCpuFallback};
 #[cfg(feature = "python")]
 pub(crate) use write_back::check_write;
 
@@ -81,7 +82,7 @@ impl CpuFallback {
         KernelFunction::from_boxed_in_table(move |op, table, keys, stack| {
             run_cpu_fallback_on(mode, op, table, keys, stack)
         })
-        .with_typed_wrapper(typed::TypedCpuFallback)
+        .with_compiled_cpu_fallback()
         .with_tag(self.clone())
     }
 
@@ -268,8 +269,8 @@ pub(crate) fn run_cpu_fallback_on(
     let backend = registered(key).ok_or_else(|| not_a_backend(op, key))?;
     let start = clock::ticks();
     // A functional operator whose CPU kernel is typed runs the typed fallback from the stack.
-    if let Some(cpu) = typed_stack_entry(info, backend, table, stack) {
-        return typed::call_stack_entry(op, key, backend.hooks, cpu, start, stack);
+    if let Some(entry) = typed_stack_entry(info, backend, table, stack) {
+        return typed::call_stack_entry(op, key, backend.hooks, entry, start, stack);
     }
     let mut call = FallbackCall {
         op,
@@ -295,9 +296,9 @@ pub(crate) fn run_cpu_fallback_on(
     }
 }
 
-/// The CPU kernel, where the typed fallback can serve this boxed call through its mapped entry
-/// (`KernelFunction::call_mapped`): what `typed::serves` asks, a stack that fits the schema (a
-/// call that does not goes the boxed way, which says so), and a CPU kernel that the operator's
+/// The CPU kernel's stack entry, where the typed fallback can serve this boxed call through it
+/// (`typed::stack_entry`): what `typed::serves` asks, a stack that fits the schema (a call that
+/// does not goes the boxed way, which says so), and a CPU kernel that the operator's
 /// fallthroughs let through and that was made from a typed function.
 #[inline(always)]
 fn typed_stack_entry<'t>(
@@ -305,13 +306,11 @@ fn typed_stack_entry<'t>(
     backend: &Registered,
     table: &'t DispatchTable,
     stack: &Stack,
-) -> Option<&'t KernelFunction> {
+) -> Option<&'t typed::StackEntry> {
     if !typed::serves(info, backend) || stack.len() != info.args.len() {
         return None;
     }
-    table
-        .kernel(DispatchKey::CPU.set())
-        .filter(|k| k.has_mapped())
+    table.kernel(DispatchKey::CPU.set())?.fallback_entry()
 }
 
 /// A view operator: refused, or copied with a warning (which the user may make an error); a
