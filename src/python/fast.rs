@@ -569,7 +569,7 @@ fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>, b: &mut Bound_<'py>)
 fn ret_to_caller<'py>(
     obj: &Bound<'py, PyAny>,
     r: &RetPlan,
-    given: &Objs<'py>,
+    given: &[Bound<'py, PyAny>],
 ) -> Result<PyResult<Bound<'py, PyAny>>, String> {
     let py = obj.py();
     if r.optional && obj.is_none() {
@@ -628,6 +628,99 @@ fn ret_error(
         keys,
         format!("return '{}' ({}): {m}", r.name, r.type_str()),
     )
+}
+
+/// Whether no keyword argument was given.
+#[inline(always)]
+fn no_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> bool {
+    kwargs.is_none_or(|k| k.is_empty())
+}
+
+/// Whether a call takes the lean path ([`run_lean`]): every argument given by position, each
+/// one bound to itself (`kernel_arg` gives the caller's object back: a NumPy `ndarray`, an
+/// exact `int` that fits, `float` or `bool`, or None where the argument is optional), so that
+/// the kernel gets the caller's own argument array; and one return. Nothing else is looked at:
+/// a call that is not lean takes `bind_call` and `run`, as before.
+#[inline(always)]
+fn lean_args(body: &Body, args: &[Bound<'_, PyAny>]) -> bool {
+    if args.len() != body.args.len() || body.kwonly || body.rets.len() != 1 {
+        return false;
+    }
+    for (i, a) in body.args.iter().enumerate() {
+        // In range: the lengths are equal.
+        if !binds_to_itself(&args[i], a) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether `kernel_arg` gives `obj` itself for `a`, with no device tensor and the CPU key (an
+/// exact type's test, in `kernel_arg`'s order).
+#[inline(always)]
+fn binds_to_itself(obj: &Bound<'_, PyAny>, a: &ArgPlan) -> bool {
+    if a.optional && obj.is_none() {
+        return true;
+    }
+    match a.kind {
+        Kind::Tensor => is_exact_ndarray(obj),
+        Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
+        Kind::Float => obj.is_exact_instance_of::<PyFloat>(),
+        Kind::Bool => obj.is_exact_instance_of::<PyBool>(),
+        Kind::Scalar => {
+            obj.is_exact_instance_of::<PyBool>()
+                || obj.is_exact_instance_of::<PyFloat>()
+                || (obj.is_exact_instance_of::<PyInt>() && fits_i64(obj))
+        }
+        Kind::Str => false,
+    }
+}
+
+/// A lean call ([`lean_args`]) that a Python function serves, run on the caller's argument
+/// array: no bound arguments are built (two objects held and released per argument) and the
+/// one return comes back as it is, not through `Rets`. None, with nothing run, where another
+/// kernel serves (`run` then takes the call).
+#[inline(always)]
+fn run_lean<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    plan: &Plan,
+    body: &Body,
+    keys: DispatchKeySet,
+    args: &[Bound<'py, PyAny>],
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    let py = slf.py();
+    let op = &slf.get().handle;
+    let (func, boxed, array, masked) = op
+        .peek(keys, |schema, masked, kernel| {
+            if !Arc::ptr_eq(schema, &plan.schema) {
+                return None;
+            }
+            let k = kernel?.tag::<Arc<PyKernel>>()?;
+            Some((k.func(py)?, k.boxed, k.array, masked))
+        })
+        .flatten()?;
+    let schema = &plan.schema;
+    if boxed {
+        let r = call_boxed(py, &func, slf, op, masked, args).and_then(|list| {
+            let r = boxed_one(py, op, schema, masked, body, args, &list);
+            slf.get().spare.give_back(list);
+            r
+        });
+        return Some(r);
+    }
+    let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, masked));
+    let out = match array.then(|| func.cast::<ArrayKernel>().ok()).flatten() {
+        Some(w) => vectorcall(w.get().kernel.bind(py), args).and_then(|out| w.get().finish(out)),
+        None => vectorcall(&func, args),
+    };
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => return Some(Err(py_err(e))),
+    };
+    Some(match ret_to_caller(&out, &body.rets[0], args) {
+        Ok(r) => r,
+        Err(m) => Err(to_pyerr(py, ret_error(op, schema, masked, 0, m))),
+    })
 }
 
 /// What serves a call, as the fast path found it.
@@ -711,7 +804,11 @@ fn run<'py>(
     };
     let reuse = args.filter(|_| b.reuse && !b.wraps);
     Some(if boxed {
-        call_boxed(py, &func, slf, op, schema, masked, body, kobjs, b)
+        call_boxed(py, &func, slf, op, masked, kobjs.as_slice()).and_then(|list| {
+            let r = boxed_returns(py, op, schema, masked, body, b.given.as_slice(), &list);
+            slf.get().spare.give_back(list);
+            r
+        })
     } else {
         call_unboxed(py, &func, array, op, schema, masked, body, kobjs, b, reuse)
     })
@@ -1050,7 +1147,7 @@ fn call_unboxed<'py>(
     let n = body.rets.len();
     let mut rets = Objs::new();
     let mut one = |i: usize, o: &Bound<'py, PyAny>| -> PyResult<()> {
-        match ret_to_caller(o, &body.rets[i], &b.given) {
+        match ret_to_caller(o, &body.rets[i], b.given.as_slice()) {
             Ok(r) => {
                 rets.push(r?);
                 Ok(())
@@ -1088,27 +1185,25 @@ fn call_unboxed<'py>(
     Ok(Rets::Few(rets))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Runs a boxed Python kernel `func(op, keys, stack)` on a stack of `kobjs`, and gives the
+/// stack back for its returns to be read (the caller then hands it to `Spare::give_back`).
 fn call_boxed<'py>(
     py: Python<'py>,
     func: &Bound<'py, PyAny>,
     slf: &Bound<'py, PyOpOverload>,
     op: &OperatorHandle,
-    schema: &OpSchema,
     keys: DispatchKeySet,
-    body: &Body,
-    kobjs: &Objs<'py>,
-    b: &Bound_<'py>,
-) -> PyResult<Rets<'py>> {
+    kobjs: &[Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyList>> {
     let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
     let spare = &slf.get().spare;
     let list = match spare.list.take(py) {
         Some(l) => {
             let l = l.into_bound(py);
-            if l.len() == kobjs.len {
+            if l.len() == kobjs.len() {
                 // The last call's slots (None), replaced: the list keeps its storage.
                 for (i, o) in kobjs.iter().enumerate() {
-                    l.set_item(i, o).map_err(py_err)?;
+                    put_item(&l, i, o);
                 }
             } else {
                 l.del_slice(0, l.len()).map_err(py_err)?;
@@ -1121,10 +1216,51 @@ fn call_boxed<'py>(
         None => PyList::new(py, kobjs.iter()).map_err(py_err)?,
     };
     let keys_obj = spare.keys_obj(py, keys).map_err(py_err)?;
-    func.call1((slf, keys_obj, &list)).map_err(py_err)?;
-    let result = boxed_returns(py, op, schema, keys, body, b, &list);
-    spare.give_back(list);
-    result
+    // By vectorcall with the three objects borrowed (a slot before them, which a bound
+    // method may use for its `self`): PyO3's `call1` held and released each one.
+    let argv = [
+        std::ptr::null_mut(),
+        slf.as_ptr(),
+        keys_obj.as_ptr(),
+        list.as_ptr(),
+    ];
+    // SAFETY: `argv[1..]` holds three live objects we hold references to for the length of
+    // the call, and the offset flag lets the callee write `argv[0]` (ours) during it; the
+    // result is a new reference or null with an exception set.
+    let out = unsafe {
+        let r = pyo3::ffi::PyObject_Vectorcall(
+            func.as_ptr(),
+            argv.as_ptr().add(1),
+            3 | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET,
+            std::ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, r)
+    };
+    drop(out.map_err(py_err)?);
+    Ok(list)
+}
+
+/// `list[i] = o` for an `i` in range, by the list's slot: PyO3's `set_item` checked the index
+/// twice and went through `PyList_SetItem`, twice a hop.
+#[inline(always)]
+fn put_item(list: &Bound<'_, PyList>, i: usize, o: &Bound<'_, PyAny>) {
+    let Ok(at) = pyo3::ffi::Py_ssize_t::try_from(i) else {
+        return;
+    };
+    if i >= list.len() {
+        // Never, by the callers; as `PyList_SetItem` would, nothing is written.
+        return;
+    }
+    // SAFETY: `list` is a live list and `at` is within its length (checked above), so slot
+    // `at` holds an object (a list's slots below its length are never null); the slot takes
+    // a new reference to `o`, and the old item's reference, ours now, is released after the
+    // slot was written, as `PyList_SetItem` does (its release may run Python code, which then
+    // sees a whole list).
+    unsafe {
+        let old = pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), at);
+        pyo3::ffi::PyList_SET_ITEM(list.as_ptr(), at, o.clone().into_ptr());
+        pyo3::ffi::Py_XDECREF(old);
+    }
 }
 
 /// The objects of a boxed call that the next one may reuse (one of each, kept by the
@@ -1172,13 +1308,9 @@ impl Spare {
         if unsafe { pyo3::ffi::Py_REFCNT(list.as_ptr()) } != 1 {
             return;
         }
+        let none = py.None().into_bound(py);
         for i in 0..list.len() {
-            if list.set_item(i, py.None()).is_err() {
-                // An index in range of a list cannot fail; if it did, the list is not kept
-                // and the exception is not this call's to report.
-                let _ = PyErr::take(py);
-                return;
-            }
+            put_item(&list, i, &none);
         }
         let old = self.list.replace(py, Some(list.unbind()));
         drop(old.map(|o| o.into_bound(py)));
@@ -1192,7 +1324,7 @@ fn boxed_returns<'py>(
     schema: &OpSchema,
     keys: DispatchKeySet,
     body: &Body,
-    b: &Bound_<'py>,
+    given: &[Bound<'py, PyAny>],
     list: &Bound<'py, PyList>,
 ) -> PyResult<Rets<'py>> {
     let n = list.len();
@@ -1205,12 +1337,53 @@ fn boxed_returns<'py>(
     }
     let mut rets = Objs::new();
     for (i, o) in list.iter().enumerate() {
-        match ret_to_caller(&o, &body.rets[i], &b.given) {
+        match ret_to_caller(&o, &body.rets[i], given) {
             Ok(r) => rets.push(r?),
             Err(m) => return Err(to_pyerr(py, ret_error(op, schema, keys, i, m))),
         }
     }
     Ok(Rets::Few(rets))
+}
+
+/// Replaces the contents of `list` with the one object `r` (as `Rets::into_list` does with
+/// one return).
+fn one_into_list<'py>(r: Bound<'py, PyAny>, list: &Bound<'py, PyList>) -> PyResult<()> {
+    let old = list.len();
+    if old == 0 {
+        return list.append(r);
+    }
+    put_item(list, 0, &r);
+    if old > 1 {
+        list.del_slice(1, old)?;
+    }
+    Ok(())
+}
+
+/// A boxed kernel's one return from its stack, as the caller gets it (`boxed_returns` for a
+/// schema of one return, without `Rets`).
+fn boxed_one<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    body: &Body,
+    given: &[Bound<'py, PyAny>],
+    list: &Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let n = list.len();
+    let (1, Some(r)) = (n, body.rets.first()) else {
+        return Err(to_pyerr(
+            py,
+            stack_count_error(op, keys, schema, n, body.args.len()),
+        ));
+    };
+    // A reference of ours: converting the return may run Python code, which may change the
+    // list.
+    let o = list.get_item(0)?;
+    match ret_to_caller(&o, r, given) {
+        Ok(r) => r,
+        Err(m) => Err(to_pyerr(py, ret_error(op, schema, keys, 0, m))),
+    }
 }
 
 /// `op(*args, **kwargs)` by the fast path, or None.
@@ -1244,6 +1417,15 @@ fn call_as<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
+    if no_kwargs(kwargs) && lean_args(body, args) {
+        // Every tensor is a NumPy array, so the call's keys are CPU's (as `bind_call` finds
+        // them, and as it takes for a call with no tensor).
+        let (inc, exc) = local_keys();
+        let keys = DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0);
+        if let Some(r) = run_lean(slf, plan, body, keys, args) {
+            return Some(r);
+        }
+    }
     let mut b = Bound_::empty();
     bind_call(py, body, args, kwargs, &mut b)?;
     let arg_keys = if b.keys.is_empty() {
@@ -1270,6 +1452,11 @@ pub fn redispatch<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
+    if no_kwargs(kwargs) && lean_args(body, args) {
+        if let Some(r) = run_lean(slf, plan, body, keys.without_highest(), args) {
+            return Some(r);
+        }
+    }
     let mut b = Bound_::empty();
     bind_call(py, body, args, kwargs, &mut b)?;
     let r = run(
@@ -1296,6 +1483,19 @@ pub fn redispatch_boxed<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
+    if stack.len() == body.args.len() {
+        // References of ours to the stack's objects: the kernel may change the list.
+        let mut objs = Objs::new();
+        for o in stack.iter().take(body.args.len()) {
+            objs.push(o);
+        }
+        let args = objs.as_slice();
+        if lean_args(body, args) {
+            if let Some(r) = run_lean(slf, plan, body, keys.without_highest(), args) {
+                return Some(r.and_then(|r| one_into_list(r, stack)));
+            }
+        }
+    }
     let mut b = Bound_::empty();
     bind_stack(body, stack, &mut b)?;
     let r = run(slf, plan, body, keys.without_highest(), &b, None, false)?;
