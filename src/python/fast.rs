@@ -1458,6 +1458,7 @@ fn call_as<'py>(
 }
 
 /// `op.redispatch(keys, *args, **kwargs)` by the fast path, or None.
+#[inline]
 pub fn redispatch<'py>(
     slf: &Bound<'py, PyOpOverload>,
     keys: DispatchKeySet,

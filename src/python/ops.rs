@@ -139,6 +139,7 @@ impl PyOpOverload {
     }
 
     /// `op.redispatch(keys, *args, **kwargs)`, `keys` taken out of the arguments.
+    #[inline]
     pub fn redispatch_with<'py>(
         slf: &Bound<'py, Self>,
         keys: DispatchKeySet,
