@@ -4,6 +4,10 @@
 //! building `IValue`s or asking the core to box anything; only the function's result is checked
 //! and converted. The schema facts it needs are computed once per schema ([`Plan`]).
 //!
+//! The commonest call, every argument given by position and bound to itself (NumPy arrays and
+//! exact scalars) with one return, takes a leaner way still ([`run_lean`]): the kernel gets the
+//! caller's own argument array, and no bound arguments are built.
+//!
 //! The fast path never raises an error of its own before the kernel runs: whatever it does not
 //! handle (an argument type it has no plan for, an argument that fails the check, a written
 //! `bf.Tensor`, a kernel that is not a Python function, an operator redefined since the plan
