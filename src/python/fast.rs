@@ -1400,8 +1400,8 @@ fn boxed_one<'py>(
     // list.
     // SAFETY: `list` is a live list of one item (`n`), so its slot 0 holds an object, which
     // gets a reference of ours before anything else runs.
-    let o = unsafe { Borrowed::from_ptr(py, pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), 0)) }
-        .to_owned();
+    let o =
+        unsafe { Borrowed::from_ptr(py, pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), 0)) }.to_owned();
     match ret_owned(o, r, given) {
         Ok(r) => r,
         Err(m) => Err(to_pyerr(py, ret_error(op, schema, keys, 0, m))),
