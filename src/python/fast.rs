@@ -695,10 +695,43 @@ fn binds_to_itself(obj: &Bound<'_, PyAny>, a: &ArgPlan) -> bool {
     }
 }
 
+/// What the lean path ([`run_lean`]) did with a call: two words, returned in registers, where
+/// an `Option<PyResult<_>>` (the size of a `PyErr`, about nine words) was copied out through
+/// memory at every level of the call.
+pub enum Lean<'py> {
+    /// The kernel ran: the caller's result.
+    Done(Bound<'py, PyAny>),
+    /// The kernel ran and failed: the error is in the caller's slot.
+    Raised,
+    /// Nothing ran: the call is not lean, or no Python function serves it.
+    Passed,
+}
+
+impl<'py> Lean<'py> {
+    /// As the other ways of the fast path answer: None where nothing ran.
+    #[inline(always)]
+    fn into_option(self, err: &mut Option<PyErr>) -> Option<PyResult<Bound<'py, PyAny>>> {
+        match self {
+            Lean::Done(r) => Some(Ok(r)),
+            Lean::Raised => Some(Err(raised(err))),
+            Lean::Passed => None,
+        }
+    }
+}
+
+/// The error a [`Lean::Raised`] left in its slot (always there: `run_lean` fills it).
+#[cold]
+#[inline(never)]
+pub fn raised(err: &mut Option<PyErr>) -> PyErr {
+    err.take().unwrap_or_else(|| {
+        pyo3::exceptions::PyRuntimeError::new_err("boxfall: a failed call lost its error")
+    })
+}
+
 /// A lean call ([`lean_args`]) that a Python function serves, run on the caller's argument
 /// array: no bound arguments are built (two objects held and released per argument) and the
-/// one return comes back as it is, not through `Rets`. None, with nothing run, where another
-/// kernel serves (`run` then takes the call).
+/// one return comes back as it is, not through `Rets`. [`Lean::Passed`], with nothing run,
+/// where another kernel serves (`run` then takes the call); an error goes to `err`.
 #[inline(always)]
 fn run_lean<'py>(
     slf: &Bound<'py, PyOpOverload>,
@@ -706,10 +739,11 @@ fn run_lean<'py>(
     body: &Body,
     keys: DispatchKeySet,
     args: &[Bound<'py, PyAny>],
-) -> Option<PyResult<Bound<'py, PyAny>>> {
+    err: &mut Option<PyErr>,
+) -> Lean<'py> {
     let py = slf.py();
     let op = &slf.get().handle;
-    let (func, boxed, array, masked) = op
+    let found = op
         .peek(keys, |schema, masked, kernel| {
             if !Arc::ptr_eq(schema, &plan.schema) {
                 return None;
@@ -717,29 +751,39 @@ fn run_lean<'py>(
             let k = kernel?.tag::<Arc<PyKernel>>()?;
             Some((k.func(py)?, k.boxed, k.array, masked))
         })
-        .flatten()?;
+        .flatten();
+    let Some((func, boxed, array, masked)) = found else {
+        return Lean::Passed;
+    };
     let schema = &plan.schema;
-    if boxed {
-        let r = call_boxed(py, &func, slf, op, masked, args).and_then(|list| {
+    let r = if boxed {
+        call_boxed(py, &func, slf, op, masked, args).and_then(|list| {
             let r = boxed_one(py, op, schema, masked, body, args, &list);
             slf.get().spare.give_back(list);
             r
-        });
-        return Some(r);
+        })
+    } else {
+        let out = match array.then(|| func.cast::<ArrayKernel>().ok()).flatten() {
+            Some(w) => {
+                vectorcall(w.get().kernel.bind(py), args).and_then(|out| w.get().finish(out))
+            }
+            None => vectorcall(&func, args),
+        };
+        match out {
+            Ok(out) => match ret_owned(out, &body.rets[0], args) {
+                Ok(r) => r,
+                Err(m) => Err(to_pyerr(py, ret_error(op, schema, masked, 0, m))),
+            },
+            Err(e) => Err(to_pyerr(py, kernel_error(py, e, op, masked))),
+        }
+    };
+    match r {
+        Ok(r) => Lean::Done(r),
+        Err(e) => {
+            *err = Some(e);
+            Lean::Raised
+        }
     }
-    let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, masked));
-    let out = match array.then(|| func.cast::<ArrayKernel>().ok()).flatten() {
-        Some(w) => vectorcall(w.get().kernel.bind(py), args).and_then(|out| w.get().finish(out)),
-        None => vectorcall(&func, args),
-    };
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => return Some(Err(py_err(e))),
-    };
-    Some(match ret_owned(out, &body.rets[0], args) {
-        Ok(r) => r,
-        Err(m) => Err(to_pyerr(py, ret_error(op, schema, masked, 0, m))),
-    })
 }
 
 /// What serves a call, as the fast path found it.
@@ -1444,7 +1488,8 @@ fn call_as<'py>(
         // them, and as it takes for a call with no tensor).
         let (inc, exc) = local_keys();
         let keys = DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0);
-        if let Some(r) = run_lean(slf, plan, body, keys, args) {
+        let mut err = None;
+        if let Some(r) = run_lean(slf, plan, body, keys, args, &mut err).into_option(&mut err) {
             return Some(r);
         }
     }
@@ -1461,13 +1506,38 @@ fn call_as<'py>(
     Some(r.and_then(|r| r.into_result(py)))
 }
 
-/// `op.redispatch(keys, *args, **kwargs)` by the fast path, or None.
+/// `op.redispatch(keys, *args)` by the lean path ([`run_lean`]): [`Lean::Passed`], with
+/// nothing run, where it does not serve (`redispatch` then takes the call, `lean` false).
+#[inline(always)]
+pub fn redispatch_lean<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    keys: DispatchKeySet,
+    args: &[Bound<'py, PyAny>],
+    err: &mut Option<PyErr>,
+) -> Lean<'py> {
+    if !enabled() {
+        return Lean::Passed;
+    }
+    let Some(plan) = slf.get().plan(slf.py()) else {
+        return Lean::Passed;
+    };
+    match &plan.body {
+        Some(body) if lean_args(body, args) => {
+            run_lean(slf, plan, body, keys.without_highest(), args, err)
+        }
+        _ => Lean::Passed,
+    }
+}
+
+/// `op.redispatch(keys, *args, **kwargs)` by the fast path, or None. `lean`: the lean path may
+/// serve it (false where [`redispatch_lean`] has passed it on already).
 #[inline]
 pub fn redispatch<'py>(
     slf: &Bound<'py, PyOpOverload>,
     keys: DispatchKeySet,
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
+    lean: bool,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
         return None;
@@ -1475,8 +1545,10 @@ pub fn redispatch<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
-    if no_kwargs(kwargs) && lean_args(body, args) {
-        if let Some(r) = run_lean(slf, plan, body, keys.without_highest(), args) {
+    if lean && no_kwargs(kwargs) && lean_args(body, args) {
+        let mut err = None;
+        let keys = keys.without_highest();
+        if let Some(r) = run_lean(slf, plan, body, keys, args, &mut err).into_option(&mut err) {
             return Some(r);
         }
     }
@@ -1514,7 +1586,9 @@ pub fn redispatch_boxed<'py>(
         }
         let args = objs.as_slice();
         if lean_args(body, args) {
-            if let Some(r) = run_lean(slf, plan, body, keys.without_highest(), args) {
+            let mut err = None;
+            let keys = keys.without_highest();
+            if let Some(r) = run_lean(slf, plan, body, keys, args, &mut err).into_option(&mut err) {
                 return Some(r.and_then(|r| one_into_list(r, stack)));
             }
         }
