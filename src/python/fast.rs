@@ -743,15 +743,22 @@ fn run_lean<'py>(
 ) -> Lean<'py> {
     let py = slf.py();
     let op = &slf.get().handle;
-    let found = op
-        .peek(keys, |schema, masked, kernel| {
-            if !Arc::ptr_eq(schema, &plan.schema) {
-                return None;
+    let spare = &slf.get().spare;
+    let found = op.peek_table(|table| {
+        let (k, masked) = match spare.hint(py, table, keys) {
+            Some(found) => found,
+            None => {
+                if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+                    return None;
+                }
+                let masked = table.masked(keys);
+                let k = table.kernel(masked)?.tag::<Arc<PyKernel>>()?;
+                spare.keep_hint(py, table, keys, masked, k);
+                (&**k, masked)
             }
-            let k = kernel?.tag::<Arc<PyKernel>>()?;
-            Some((k.func(py)?, k.boxed, k.array, masked))
-        })
-        .flatten();
+        };
+        Some((k.func(py)?, k.boxed, k.array, masked))
+    });
     let Some((func, boxed, array, masked)) = found else {
         return Lean::Passed;
     };
@@ -1328,16 +1335,84 @@ fn put_item(list: &Bound<'_, PyList>, i: usize, o: &Bound<'_, PyAny>) {
 
 /// The objects of a boxed call that the next one may reuse (one of each, kept by the
 /// `OpOverload`): making and freeing the stack list and the key set object was a tenth of a
-/// Python fallback's hop.
+/// Python fallback's hop. And what the lean path last found in the operator's table.
 #[derive(Default)]
 pub struct Spare {
     /// A list nobody else holds, its items None (the last call's length and storage).
     list: GilCell<Option<Py<PyList>>>,
     /// The key set object last passed, with its keys (immutable, so it may be shared).
     keys: GilCell<Option<(DispatchKeySet, Py<PyKeySet>)>>,
+    /// The Python kernels the lean path last found, for two key sets (a hop's two calls).
+    hints: GilCell<[Hint; 2]>,
+}
+
+/// A Python kernel found in one table of the operator for one key set: the table's address
+/// and the epoch read after it was loaded (equal again, the table is the same one, alive, and
+/// tables never change once published: `rcu::epoch`), the keys asked and masked, and the
+/// kernel (a pointer into that table, which holds it). Kept as plain numbers: it is only
+/// followed inside a read section that loaded that same table.
+#[derive(Clone, Copy, Default)]
+struct Hint {
+    table: usize,
+    epoch: u64,
+    keys: u64,
+    masked: u64,
+    kernel: usize,
 }
 
 impl Spare {
+    /// The kernel of `table` for `keys` and the masked keys, if a hint holds them.
+    /// `table` is the operator's table, loaded in the caller's read section.
+    #[inline(always)]
+    fn hint<'t>(
+        &self,
+        py: Python<'_>,
+        table: &'t crate::dispatcher::DispatchTable,
+        keys: DispatchKeySet,
+    ) -> Option<(&'t PyKernel, DispatchKeySet)> {
+        let at = std::ptr::from_ref(table) as usize;
+        // SAFETY: the GIL is held (`py`), and the cell is read whole (a copy) with no Python
+        // code run meanwhile.
+        let hints = unsafe { *self.hints.peek() };
+        let _ = py;
+        let h = hints.iter().find(|h| h.table == at && h.keys == keys.0)?;
+        // The epoch after the table's load in this section: equal, the table the hint was
+        // made from was not freed since, so `table` (at its address) is that one.
+        if h.epoch != crate::rcu::epoch() {
+            return None;
+        }
+        // SAFETY: `h.kernel` points to the `PyKernel` held by an entry of that table (see
+        // `keep_hint`), which lives while the caller's read section keeps the table.
+        Some((
+            unsafe { &*(h.kernel as *const PyKernel) },
+            DispatchKeySet(h.masked),
+        ))
+    }
+
+    /// Keeps `kernel` (of `table`, loaded in the caller's read section) as found for `keys`.
+    #[inline(never)]
+    fn keep_hint(
+        &self,
+        py: Python<'_>,
+        table: &crate::dispatcher::DispatchTable,
+        keys: DispatchKeySet,
+        masked: DispatchKeySet,
+        kernel: &Arc<PyKernel>,
+    ) {
+        let hint = Hint {
+            table: std::ptr::from_ref(table) as usize,
+            // After the table's load (see `rcu::epoch`).
+            epoch: crate::rcu::epoch(),
+            keys: keys.0,
+            masked: masked.0,
+            kernel: Arc::as_ptr(kernel) as usize,
+        };
+        let [a, b] = self.hints.replace(py, [Hint::default(); 2]);
+        // The newer first; the older of the two goes.
+        let kept = if a.keys == keys.0 { b } else { a };
+        self.hints.replace(py, [hint, kept]);
+    }
+
     /// The key set object of `keys`: the last one if its keys are these.
     fn keys_obj<'py>(
         &self,

@@ -174,3 +174,43 @@ def test_a_kernel_that_calls_its_own_operator_forever_hits_the_recursion_guard(n
     lib.impl("deep", lambda x: op(x), "CPU")
     with pytest.raises(RecursionError):
         op(np.ones(1))
+
+
+def test_what_a_call_found_in_the_table_never_outlives_the_table(ns, lib, trace):
+    # The lean path keeps the kernel it found for the operator's next call, and follows it only
+    # while the operator's table is the same one: every registration and every closing in
+    # between must show in the very next call (tables come and go at reused addresses, so the
+    # loop runs many rounds).
+    lib.define("k(Tensor x) -> Tensor")
+    lib.impl("k", lambda x: x * 2, "CPU")
+    op = op_of(ns, "k")
+    a = np.ones(1)
+    hops = []
+
+    def hop(op, keys, stack):
+        hops.append(1)
+        stack[:] = [op.redispatch(keys, *stack)]
+
+    for i in range(50):
+        assert op(a).tolist() == [2.0]
+        with bf.Library(ns, "IMPL") as over:
+            over.impl("k", lambda x, i=i: x + i, "CPU", allow_override=True)
+            assert op(a).tolist() == [1.0 + i]
+        assert op(a).tolist() == [2.0]
+        with bf.Library("_", "IMPL") as fb:
+            fb.fallback(hop, trace)
+            with bf.include_keys(trace):
+                assert op(a).tolist() == [2.0]
+        with bf.include_keys(trace), pytest.raises(bf.NoKernelError):
+            op(a)
+    assert len(hops) == 50
+
+
+def test_a_closed_kernel_is_not_called_again(ns, lib):
+    lib.define("gone(Tensor x) -> Tensor")
+    op = op_of(ns, "gone")
+    with bf.Library(ns, "IMPL") as impl:
+        impl.impl("gone", lambda x: x, "CPU")
+        assert op(np.ones(1)) is not None
+    fast, general = both(lambda: error_of(lambda: op(np.ones(1))))
+    assert fast == general and f"{ns}::gone" in fast[1]
