@@ -405,6 +405,21 @@ mod tests {
     }
 
     #[test]
+    fn no_retired_object_is_freed_without_the_epoch_moving_first() {
+        // What `epoch` promises its readers: an object seen with an epoch, freed, shows a
+        // later epoch to whoever reads it next (other tests' collects only move it further).
+        let drops = Arc::new(AtomicUsize::new(0));
+        let cell = RcuCell::new(Counted(drops.clone()));
+        let g = read();
+        let _seen = cell.load(&g);
+        let seen_at = epoch();
+        drop(g);
+        cell.replace(Counted(drops.clone()));
+        assert_eq!(collect_until(&drops, 1), 1);
+        assert!(epoch() > seen_at, "freed, so the epoch moved");
+    }
+
+    #[test]
     fn a_retired_object_outlives_the_readers_that_saw_it() {
         let drops = Arc::new(AtomicUsize::new(0));
         let cell = RcuCell::new(Counted(drops.clone()));
