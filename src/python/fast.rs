@@ -1533,24 +1533,51 @@ pub fn call<'py>(
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    call_as(slf, args, kwargs, true)
+    call_as(slf, args, kwargs, true, true)
 }
 
-/// `op(*args)` by the fast path where a Python function serves it; else None, with nothing
-/// run (`vectorcall.rs` then takes the whole call).
+/// `op(*args)` by the fast path where a Python function serves it; else [`Lean::Passed`],
+/// with nothing run (`vectorcall.rs` then takes the whole call). The lean path's answer goes
+/// back in two words; only another way's is converted to a `Lean`.
+#[inline(always)]
 pub fn call_python<'py>(
     slf: &Bound<'py, PyOpOverload>,
     args: &[Bound<'py, PyAny>],
-) -> Option<PyResult<Bound<'py, PyAny>>> {
-    call_as(slf, args, None, false)
+    err: &mut Option<PyErr>,
+) -> Lean<'py> {
+    if !enabled() {
+        return Lean::Passed;
+    }
+    let py = slf.py();
+    let Some(plan) = slf.get().plan(py) else {
+        return Lean::Passed;
+    };
+    if let Some(body) = plan.body.as_ref().filter(|b| lean_args(b, args)) {
+        let (inc, exc) = local_keys();
+        let keys = DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0);
+        match run_lean(slf, plan, body, keys, args, err) {
+            Lean::Passed => {}
+            done => return done,
+        }
+    }
+    match call_as(slf, args, None, false, false) {
+        Some(Ok(r)) => Lean::Done(r),
+        Some(Err(e)) => {
+            *err = Some(e);
+            Lean::Raised
+        }
+        None => Lean::Passed,
+    }
 }
 
+/// `lean`: the lean path may serve the call (false where it passed it on already).
 #[inline(always)]
 fn call_as<'py>(
     slf: &Bound<'py, PyOpOverload>,
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
     done_ok: bool,
+    lean: bool,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
         return None;
@@ -1558,7 +1585,7 @@ fn call_as<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
-    if no_kwargs(kwargs) && lean_args(body, args) {
+    if lean && no_kwargs(kwargs) && lean_args(body, args) {
         // Every tensor is a NumPy array, so the call's keys are CPU's (as `bind_call` finds
         // them, and as it takes for a call with no tensor).
         let (inc, exc) = local_keys();

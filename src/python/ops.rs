@@ -128,14 +128,22 @@ impl PyOpOverload {
         }
     }
 
-    /// `op(*args)` where a Python function serves it (by the fast path), else None with
-    /// nothing run.
+    /// `op(*args)` where a Python function serves it (by the fast path), else
+    /// `Lean::Passed` with nothing run; an error goes to `err`.
+    #[inline(always)]
     pub fn call_python<'py>(
         slf: &Bound<'py, Self>,
         args: &[Bound<'py, PyAny>],
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let _level = recursion::enter(slf.py())?;
-        fast::call_python(slf, args).transpose()
+        err: &mut Option<PyErr>,
+    ) -> fast::Lean<'py> {
+        let _level = match recursion::enter(slf.py()) {
+            Ok(level) => level,
+            Err(e) => {
+                *err = Some(e);
+                return fast::Lean::Raised;
+            }
+        };
+        fast::call_python(slf, args, err)
     }
 
     /// `op.redispatch(keys, *args)` (the documented hop's form), as a new reference: by the
