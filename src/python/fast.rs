@@ -437,6 +437,28 @@ fn is_exact_ndarray(obj: &Bound<'_, PyAny>) -> bool {
     std::ptr::eq(obj.get_type_ptr(), known)
 }
 
+/// `obj` as a `bf.Tensor`, told by its type pointer (kept from the first look-up): the class
+/// has no subclasses (it is not declared `subclass`), so this is what `cast` finds, inline,
+/// where `cast` (which asks the lazily made class object first) was a call of its own on the
+/// path of every `bf.Tensor` argument.
+#[inline(always)]
+fn as_tensor<'a, 'py>(obj: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyTensor>> {
+    use pyo3::PyTypeInfo;
+    use std::sync::atomic::AtomicPtr;
+    // The class object lives as long as the module, which is never unloaded.
+    static TENSOR: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+    let mut known = TENSOR.load(Ordering::Relaxed);
+    if known.is_null() {
+        known = PyTensor::type_object_raw(obj.py());
+        TENSOR.store(known, Ordering::Relaxed);
+    }
+    if !std::ptr::eq(obj.get_type_ptr(), known) {
+        return None;
+    }
+    // SAFETY: the object's type is the `bf.Tensor` class itself (checked above).
+    Some(unsafe { obj.cast_unchecked::<PyTensor>() })
+}
+
 /// An argument as the kernel gets it (the object the general path would build from its
 /// `IValue`); None where the general path would raise, or where the fast path does not go.
 fn kernel_arg<'py>(
@@ -456,7 +478,7 @@ fn kernel_arg<'py>(
                 *keys |= DispatchKey::CPU;
                 return Some(obj.clone());
             }
-            if let Ok(t) = obj.cast::<PyTensor>() {
+            if let Some(t) = as_tensor(obj) {
                 // A device tensor reaches a kernel as a new `bf.Tensor` of the same tensor
                 // (made in `run` once the kernel is known to be a Python one); CPU ones, and
                 // written ones, go the general way.
@@ -599,11 +621,11 @@ fn ret_to_caller<'py>(
             if is_numpy_array(obj) {
                 return Ok(Ok(obj.clone()));
             }
-            if let Ok(t) = obj.cast::<PyTensor>() {
+            if let Some(t) = as_tensor(obj) {
                 let inner = &t.get().inner;
                 // An argument's tensor comes back as the caller's object.
                 for g in given.iter() {
-                    if let Ok(gt) = g.cast::<PyTensor>() {
+                    if let Some(gt) = as_tensor(g) {
                         if gt.get().inner.same(inner) {
                             return Ok(Ok(g.clone()));
                         }
@@ -1086,7 +1108,7 @@ fn native_tensors<'py>(
     let [x, y] = b.given.as_slice() else {
         return None;
     };
-    let (x, y) = (x.cast::<PyTensor>().ok()?, y.cast::<PyTensor>().ok()?);
+    let (x, y) = (as_tensor(x)?, as_tensor(y)?);
     let t = match entry.call(op, &x.get().inner, &y.get().inner) {
         Ok(Some(t)) => t,
         Ok(None) => return None,
@@ -1527,13 +1549,17 @@ fn boxed_one<'py>(
     }
 }
 
-/// `op(*args, **kwargs)` by the fast path, or None.
+/// `op(*args, **kwargs)` by the fast path, or None. The lean path is tried only while the
+/// operator's calls from Python still try it first (`PyOpOverload::lean`): once one of its
+/// calls found no Python function, its calls come here, and mostly for another kernel (a
+/// Native one's `bf.Tensor`s), where the lean test only added its own cost.
 pub fn call<'py>(
     slf: &Bound<'py, PyOpOverload>,
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    call_as(slf, args, kwargs, true, true)
+    let lean = slf.get().lean.load(Ordering::Relaxed);
+    call_as(slf, args, kwargs, true, lean)
 }
 
 /// `op(*args)` by the fast path where a Python function serves it; else [`Lean::Passed`],
@@ -1553,9 +1579,7 @@ pub fn call_python<'py>(
         return Lean::Passed;
     };
     if let Some(body) = plan.body.as_ref().filter(|b| lean_args(b, args)) {
-        let (inc, exc) = local_keys();
-        let keys = DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0);
-        match run_lean(slf, plan, body, keys, args, err) {
+        match run_lean(slf, plan, body, lean_keys(), args, err) {
             Lean::Passed => {}
             done => return done,
         }
@@ -1568,6 +1592,28 @@ pub fn call_python<'py>(
         }
         None => Lean::Passed,
     }
+}
+
+/// The keys of a lean call: every tensor is a NumPy array, so the arguments' keys are CPU's
+/// (as `bind_call` finds them, and as it takes for a call with no tensor).
+#[inline(always)]
+fn lean_keys() -> DispatchKeySet {
+    let (inc, exc) = local_keys();
+    DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0)
+}
+
+/// `op(*args)` by the lean path for `call_as`, once `lean_args` holds: out of line, so that a
+/// call that is not lean (a Native kernel's `bf.Tensor`s, by `bf.Tensor.__add__`) pays only
+/// the test, not a larger `call_as`.
+#[inline(never)]
+fn call_lean<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    plan: &Plan,
+    body: &Body,
+    args: &[Bound<'py, PyAny>],
+    err: &mut Option<PyErr>,
+) -> Lean<'py> {
+    run_lean(slf, plan, body, lean_keys(), args, err)
 }
 
 /// `lean`: the lean path may serve the call (false where it passed it on already).
@@ -1586,12 +1632,8 @@ fn call_as<'py>(
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
     if lean && no_kwargs(kwargs) && lean_args(body, args) {
-        // Every tensor is a NumPy array, so the call's keys are CPU's (as `bind_call` finds
-        // them, and as it takes for a call with no tensor).
-        let (inc, exc) = local_keys();
-        let keys = DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0);
         let mut err = None;
-        if let Some(r) = run_lean(slf, plan, body, keys, args, &mut err).into_option(&mut err) {
+        if let Some(r) = call_lean(slf, plan, body, args, &mut err).into_option(&mut err) {
             return Some(r);
         }
     }
