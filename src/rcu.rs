@@ -124,6 +124,17 @@ pub(crate) struct ReadGuard {
     _not_send: PhantomData<*const ()>,
 }
 
+/// The epoch now. Every release of a retired object follows a bump of it ([`collect`] bumps it
+/// before it frees anything), so a reader that loaded an object inside a read section and then
+/// read the epoch knows, when a later read (after a later load of the same cell) gives the
+/// same epoch, that the object was not freed meanwhile: an equal pointer is then the same
+/// object, not a new one at a reused address. How the Python bindings keep what they found in
+/// an operator's table for the next call on it.
+#[inline]
+pub(crate) fn epoch() -> u64 {
+    EPOCH.load(Ordering::Acquire)
+}
+
 /// Enters a read section (or a nested one).
 #[inline]
 pub(crate) fn read() -> ReadGuard {
@@ -391,6 +402,21 @@ mod tests {
             std::thread::yield_now();
         }
         drops.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn no_retired_object_is_freed_without_the_epoch_moving_first() {
+        // What `epoch` promises its readers: an object seen with an epoch, freed, shows a
+        // later epoch to whoever reads it next (other tests' collects only move it further).
+        let drops = Arc::new(AtomicUsize::new(0));
+        let cell = RcuCell::new(Counted(drops.clone()));
+        let g = read();
+        let _seen = cell.load(&g);
+        let seen_at = epoch();
+        drop(g);
+        cell.replace(Counted(drops.clone()));
+        assert_eq!(collect_until(&drops, 1), 1);
+        assert!(epoch() > seen_at, "freed, so the epoch moved");
     }
 
     #[test]

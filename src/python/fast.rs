@@ -4,6 +4,10 @@
 //! building `IValue`s or asking the core to box anything; only the function's result is checked
 //! and converted. The schema facts it needs are computed once per schema ([`Plan`]).
 //!
+//! The commonest call, every argument given by position and bound to itself (NumPy arrays and
+//! exact scalars) with one return, takes a leaner way still ([`run_lean`]): the kernel gets the
+//! caller's own argument array, and no bound arguments are built.
+//!
 //! The fast path never raises an error of its own before the kernel runs: whatever it does not
 //! handle (an argument type it has no plan for, an argument that fails the check, a written
 //! `bf.Tensor`, a kernel that is not a Python function, an operator redefined since the plan
@@ -433,6 +437,28 @@ fn is_exact_ndarray(obj: &Bound<'_, PyAny>) -> bool {
     std::ptr::eq(obj.get_type_ptr(), known)
 }
 
+/// `obj` as a `bf.Tensor`, told by its type pointer (kept from the first look-up): the class
+/// has no subclasses (it is not declared `subclass`), so this is what `cast` finds, inline,
+/// where `cast` (which asks the lazily made class object first) was a call of its own on the
+/// path of every `bf.Tensor` argument.
+#[inline(always)]
+fn as_tensor<'a, 'py>(obj: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyTensor>> {
+    use pyo3::PyTypeInfo;
+    use std::sync::atomic::AtomicPtr;
+    // The class object lives as long as the module, which is never unloaded.
+    static TENSOR: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+    let mut known = TENSOR.load(Ordering::Relaxed);
+    if known.is_null() {
+        known = PyTensor::type_object_raw(obj.py());
+        TENSOR.store(known, Ordering::Relaxed);
+    }
+    if !std::ptr::eq(obj.get_type_ptr(), known) {
+        return None;
+    }
+    // SAFETY: the object's type is the `bf.Tensor` class itself (checked above).
+    Some(unsafe { obj.cast_unchecked::<PyTensor>() })
+}
+
 /// An argument as the kernel gets it (the object the general path would build from its
 /// `IValue`); None where the general path would raise, or where the fast path does not go.
 fn kernel_arg<'py>(
@@ -452,7 +478,7 @@ fn kernel_arg<'py>(
                 *keys |= DispatchKey::CPU;
                 return Some(obj.clone());
             }
-            if let Ok(t) = obj.cast::<PyTensor>() {
+            if let Some(t) = as_tensor(obj) {
                 // A device tensor reaches a kernel as a new `bf.Tensor` of the same tensor
                 // (made in `run` once the kernel is known to be a Python one); CPU ones, and
                 // written ones, go the general way.
@@ -564,12 +590,27 @@ fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>, b: &mut Bound_<'py>)
     Some(())
 }
 
+/// `ret_to_caller` of an object of ours: a NumPy `ndarray` (the common return, which comes
+/// back as it is) is told inline by its type pointer and handed over, with no call, no new
+/// reference and no release.
+#[inline(always)]
+fn ret_owned<'py>(
+    obj: Bound<'py, PyAny>,
+    r: &RetPlan,
+    given: &[Bound<'py, PyAny>],
+) -> Result<PyResult<Bound<'py, PyAny>>, String> {
+    if r.kind == Kind::Tensor && is_exact_ndarray(&obj) {
+        return Ok(Ok(obj));
+    }
+    ret_to_caller(&obj, r, given)
+}
+
 /// A kernel's return as the caller gets it (`to_ivalue` in the kernel wrapper, then `to_py`
 /// for the caller), or the message of the error.
 fn ret_to_caller<'py>(
     obj: &Bound<'py, PyAny>,
     r: &RetPlan,
-    given: &Objs<'py>,
+    given: &[Bound<'py, PyAny>],
 ) -> Result<PyResult<Bound<'py, PyAny>>, String> {
     let py = obj.py();
     if r.optional && obj.is_none() {
@@ -580,11 +621,11 @@ fn ret_to_caller<'py>(
             if is_numpy_array(obj) {
                 return Ok(Ok(obj.clone()));
             }
-            if let Ok(t) = obj.cast::<PyTensor>() {
+            if let Some(t) = as_tensor(obj) {
                 let inner = &t.get().inner;
                 // An argument's tensor comes back as the caller's object.
                 for g in given.iter() {
-                    if let Ok(gt) = g.cast::<PyTensor>() {
+                    if let Some(gt) = as_tensor(g) {
                         if gt.get().inner.same(inner) {
                             return Ok(Ok(g.clone()));
                         }
@@ -628,6 +669,150 @@ fn ret_error(
         keys,
         format!("return '{}' ({}): {m}", r.name, r.type_str()),
     )
+}
+
+/// Whether no keyword argument was given.
+#[inline(always)]
+fn no_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> bool {
+    kwargs.is_none_or(|k| k.is_empty())
+}
+
+/// Whether a call takes the lean path ([`run_lean`]): every argument given by position, each
+/// one bound to itself (`kernel_arg` gives the caller's object back: a NumPy `ndarray`, an
+/// exact `int` that fits, `float` or `bool`, or None where the argument is optional), so that
+/// the kernel gets the caller's own argument array; and one return. Nothing else is looked at:
+/// a call that is not lean takes `bind_call` and `run`, as before.
+#[inline(always)]
+fn lean_args(body: &Body, args: &[Bound<'_, PyAny>]) -> bool {
+    if args.len() != body.args.len() || body.kwonly || body.rets.len() != 1 {
+        return false;
+    }
+    for (i, a) in body.args.iter().enumerate() {
+        // In range: the lengths are equal.
+        if !binds_to_itself(&args[i], a) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether `kernel_arg` gives `obj` itself for `a`, with no device tensor and the CPU key (an
+/// exact type's test, in `kernel_arg`'s order).
+#[inline(always)]
+fn binds_to_itself(obj: &Bound<'_, PyAny>, a: &ArgPlan) -> bool {
+    if a.optional && obj.is_none() {
+        return true;
+    }
+    match a.kind {
+        Kind::Tensor => is_exact_ndarray(obj),
+        Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
+        Kind::Float => obj.is_exact_instance_of::<PyFloat>(),
+        Kind::Bool => obj.is_exact_instance_of::<PyBool>(),
+        Kind::Scalar => {
+            obj.is_exact_instance_of::<PyBool>()
+                || obj.is_exact_instance_of::<PyFloat>()
+                || (obj.is_exact_instance_of::<PyInt>() && fits_i64(obj))
+        }
+        Kind::Str => false,
+    }
+}
+
+/// What the lean path ([`run_lean`]) did with a call: two words, returned in registers, where
+/// an `Option<PyResult<_>>` (the size of a `PyErr`, about nine words) was copied out through
+/// memory at every level of the call.
+pub enum Lean<'py> {
+    /// The kernel ran: the caller's result.
+    Done(Bound<'py, PyAny>),
+    /// The kernel ran and failed: the error is in the caller's slot.
+    Raised,
+    /// Nothing ran: the call is not lean, or no Python function serves it.
+    Passed,
+}
+
+impl<'py> Lean<'py> {
+    /// As the other ways of the fast path answer: None where nothing ran.
+    #[inline(always)]
+    fn into_option(self, err: &mut Option<PyErr>) -> Option<PyResult<Bound<'py, PyAny>>> {
+        match self {
+            Lean::Done(r) => Some(Ok(r)),
+            Lean::Raised => Some(Err(raised(err))),
+            Lean::Passed => None,
+        }
+    }
+}
+
+/// The error a [`Lean::Raised`] left in its slot (always there: `run_lean` fills it).
+#[cold]
+#[inline(never)]
+pub fn raised(err: &mut Option<PyErr>) -> PyErr {
+    err.take().unwrap_or_else(|| {
+        pyo3::exceptions::PyRuntimeError::new_err("boxfall: a failed call lost its error")
+    })
+}
+
+/// A lean call ([`lean_args`]) that a Python function serves, run on the caller's argument
+/// array: no bound arguments are built (two objects held and released per argument) and the
+/// one return comes back as it is, not through `Rets`. [`Lean::Passed`], with nothing run,
+/// where another kernel serves (`run` then takes the call); an error goes to `err`.
+#[inline(always)]
+fn run_lean<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    plan: &Plan,
+    body: &Body,
+    keys: DispatchKeySet,
+    args: &[Bound<'py, PyAny>],
+    err: &mut Option<PyErr>,
+) -> Lean<'py> {
+    let py = slf.py();
+    let op = &slf.get().handle;
+    let spare = &slf.get().spare;
+    let found = op.peek_table(|table| {
+        let (k, masked) = match spare.hint(py, table, keys) {
+            Some(found) => found,
+            None => {
+                if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+                    return None;
+                }
+                let masked = table.masked(keys);
+                let k = table.kernel(masked)?.tag::<Arc<PyKernel>>()?;
+                spare.keep_hint(py, table, keys, masked, k);
+                (&**k, masked)
+            }
+        };
+        Some((k.func(py)?, k.boxed, k.array, masked))
+    });
+    let Some((func, boxed, array, masked)) = found else {
+        return Lean::Passed;
+    };
+    let schema = &plan.schema;
+    let r = if boxed {
+        call_boxed(py, &func, slf, op, masked, args).and_then(|list| {
+            let r = boxed_one(py, op, schema, masked, body, args, &list);
+            slf.get().spare.give_back(list);
+            r
+        })
+    } else {
+        let out = match array.then(|| func.cast::<ArrayKernel>().ok()).flatten() {
+            Some(w) => {
+                vectorcall(w.get().kernel.bind(py), args).and_then(|out| w.get().finish(out))
+            }
+            None => vectorcall(&func, args),
+        };
+        match out {
+            Ok(out) => match ret_owned(out, &body.rets[0], args) {
+                Ok(r) => r,
+                Err(m) => Err(to_pyerr(py, ret_error(op, schema, masked, 0, m))),
+            },
+            Err(e) => Err(to_pyerr(py, kernel_error(py, e, op, masked))),
+        }
+    };
+    match r {
+        Ok(r) => Lean::Done(r),
+        Err(e) => {
+            *err = Some(e);
+            Lean::Raised
+        }
+    }
 }
 
 /// What serves a call, as the fast path found it.
@@ -711,7 +896,11 @@ fn run<'py>(
     };
     let reuse = args.filter(|_| b.reuse && !b.wraps);
     Some(if boxed {
-        call_boxed(py, &func, slf, op, schema, masked, body, kobjs, b)
+        call_boxed(py, &func, slf, op, masked, kobjs.as_slice()).and_then(|list| {
+            let r = boxed_returns(py, op, schema, masked, body, b.given.as_slice(), &list);
+            slf.get().spare.give_back(list);
+            r
+        })
     } else {
         call_unboxed(py, &func, array, op, schema, masked, body, kobjs, b, reuse)
     })
@@ -919,7 +1108,7 @@ fn native_tensors<'py>(
     let [x, y] = b.given.as_slice() else {
         return None;
     };
-    let (x, y) = (x.cast::<PyTensor>().ok()?, y.cast::<PyTensor>().ok()?);
+    let (x, y) = (as_tensor(x)?, as_tensor(y)?);
     let t = match entry.call(op, &x.get().inner, &y.get().inner) {
         Ok(Some(t)) => t,
         Ok(None) => return None,
@@ -1050,7 +1239,7 @@ fn call_unboxed<'py>(
     let n = body.rets.len();
     let mut rets = Objs::new();
     let mut one = |i: usize, o: &Bound<'py, PyAny>| -> PyResult<()> {
-        match ret_to_caller(o, &body.rets[i], &b.given) {
+        match ret_to_caller(o, &body.rets[i], b.given.as_slice()) {
             Ok(r) => {
                 rets.push(r?);
                 Ok(())
@@ -1088,27 +1277,25 @@ fn call_unboxed<'py>(
     Ok(Rets::Few(rets))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Runs a boxed Python kernel `func(op, keys, stack)` on a stack of `kobjs`, and gives the
+/// stack back for its returns to be read (the caller then hands it to `Spare::give_back`).
 fn call_boxed<'py>(
     py: Python<'py>,
     func: &Bound<'py, PyAny>,
     slf: &Bound<'py, PyOpOverload>,
     op: &OperatorHandle,
-    schema: &OpSchema,
     keys: DispatchKeySet,
-    body: &Body,
-    kobjs: &Objs<'py>,
-    b: &Bound_<'py>,
-) -> PyResult<Rets<'py>> {
+    kobjs: &[Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyList>> {
     let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
     let spare = &slf.get().spare;
     let list = match spare.list.take(py) {
         Some(l) => {
             let l = l.into_bound(py);
-            if l.len() == kobjs.len {
+            if l.len() == kobjs.len() {
                 // The last call's slots (None), replaced: the list keeps its storage.
                 for (i, o) in kobjs.iter().enumerate() {
-                    l.set_item(i, o).map_err(py_err)?;
+                    put_item(&l, i, o);
                 }
             } else {
                 l.del_slice(0, l.len()).map_err(py_err)?;
@@ -1121,24 +1308,133 @@ fn call_boxed<'py>(
         None => PyList::new(py, kobjs.iter()).map_err(py_err)?,
     };
     let keys_obj = spare.keys_obj(py, keys).map_err(py_err)?;
-    func.call1((slf, keys_obj, &list)).map_err(py_err)?;
-    let result = boxed_returns(py, op, schema, keys, body, b, &list);
-    spare.give_back(list);
-    result
+    // By vectorcall with the three objects borrowed (a slot before them, which a bound
+    // method may use for its `self`): PyO3's `call1` held and released each one.
+    let argv = [
+        std::ptr::null_mut(),
+        slf.as_ptr(),
+        keys_obj.as_ptr(),
+        list.as_ptr(),
+    ];
+    // SAFETY: `argv[1..]` holds three live objects we hold references to for the length of
+    // the call, and the offset flag lets the callee write `argv[0]` (ours) during it; the
+    // result is a new reference or null with an exception set.
+    let out = unsafe {
+        let r = pyo3::ffi::PyObject_Vectorcall(
+            func.as_ptr(),
+            argv.as_ptr().add(1),
+            3 | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET,
+            std::ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, r)
+    };
+    drop(out.map_err(py_err)?);
+    Ok(list)
+}
+
+/// `list[i] = o` for an `i` in range, by the list's slot: PyO3's `set_item` checked the index
+/// twice and went through `PyList_SetItem`, twice a hop.
+#[inline(always)]
+fn put_item(list: &Bound<'_, PyList>, i: usize, o: &Bound<'_, PyAny>) {
+    let Ok(at) = pyo3::ffi::Py_ssize_t::try_from(i) else {
+        return;
+    };
+    if i >= list.len() {
+        // Never, by the callers; as `PyList_SetItem` would, nothing is written.
+        return;
+    }
+    // SAFETY: `list` is a live list and `at` is within its length (checked above), so slot
+    // `at` holds an object (a list's slots below its length are never null); the slot takes
+    // a new reference to `o`, and the old item's reference, ours now, is released after the
+    // slot was written, as `PyList_SetItem` does (its release may run Python code, which then
+    // sees a whole list).
+    unsafe {
+        let old = pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), at);
+        pyo3::ffi::PyList_SET_ITEM(list.as_ptr(), at, o.clone().into_ptr());
+        pyo3::ffi::Py_XDECREF(old);
+    }
 }
 
 /// The objects of a boxed call that the next one may reuse (one of each, kept by the
 /// `OpOverload`): making and freeing the stack list and the key set object was a tenth of a
-/// Python fallback's hop.
+/// Python fallback's hop. And what the lean path last found in the operator's table.
 #[derive(Default)]
 pub struct Spare {
     /// A list nobody else holds, its items None (the last call's length and storage).
     list: GilCell<Option<Py<PyList>>>,
     /// The key set object last passed, with its keys (immutable, so it may be shared).
     keys: GilCell<Option<(DispatchKeySet, Py<PyKeySet>)>>,
+    /// The Python kernels the lean path last found, for two key sets (a hop's two calls).
+    hints: GilCell<[Hint; 2]>,
+}
+
+/// A Python kernel found in one table of the operator for one key set: the table's address
+/// and the epoch read after it was loaded (equal again, the table is the same one, alive, and
+/// tables never change once published: `rcu::epoch`), the keys asked and masked, and the
+/// kernel (a pointer into that table, which holds it). Kept as plain numbers: it is only
+/// followed inside a read section that loaded that same table.
+#[derive(Clone, Copy, Default)]
+struct Hint {
+    table: usize,
+    epoch: u64,
+    keys: u64,
+    masked: u64,
+    kernel: usize,
 }
 
 impl Spare {
+    /// The kernel of `table` for `keys` and the masked keys, if a hint holds them.
+    /// `table` is the operator's table, loaded in the caller's read section.
+    #[inline(always)]
+    fn hint<'t>(
+        &self,
+        py: Python<'_>,
+        table: &'t crate::dispatcher::DispatchTable,
+        keys: DispatchKeySet,
+    ) -> Option<(&'t PyKernel, DispatchKeySet)> {
+        let at = std::ptr::from_ref(table) as usize;
+        // SAFETY: the GIL is held (`py`), and the cell is read whole (a copy) with no Python
+        // code run meanwhile.
+        let hints = unsafe { *self.hints.peek() };
+        let _ = py;
+        let h = hints.iter().find(|h| h.table == at && h.keys == keys.0)?;
+        // The epoch after the table's load in this section: equal, the table the hint was
+        // made from was not freed since, so `table` (at its address) is that one.
+        if h.epoch != crate::rcu::epoch() {
+            return None;
+        }
+        // SAFETY: `h.kernel` points to the `PyKernel` held by an entry of that table (see
+        // `keep_hint`), which lives while the caller's read section keeps the table.
+        Some((
+            unsafe { &*(h.kernel as *const PyKernel) },
+            DispatchKeySet(h.masked),
+        ))
+    }
+
+    /// Keeps `kernel` (of `table`, loaded in the caller's read section) as found for `keys`.
+    #[inline(never)]
+    fn keep_hint(
+        &self,
+        py: Python<'_>,
+        table: &crate::dispatcher::DispatchTable,
+        keys: DispatchKeySet,
+        masked: DispatchKeySet,
+        kernel: &Arc<PyKernel>,
+    ) {
+        let hint = Hint {
+            table: std::ptr::from_ref(table) as usize,
+            // After the table's load (see `rcu::epoch`).
+            epoch: crate::rcu::epoch(),
+            keys: keys.0,
+            masked: masked.0,
+            kernel: Arc::as_ptr(kernel) as usize,
+        };
+        let [a, b] = self.hints.replace(py, [Hint::default(); 2]);
+        // The newer first; the older of the two goes.
+        let kept = if a.keys == keys.0 { b } else { a };
+        self.hints.replace(py, [hint, kept]);
+    }
+
     /// The key set object of `keys`: the last one if its keys are these.
     fn keys_obj<'py>(
         &self,
@@ -1172,13 +1468,9 @@ impl Spare {
         if unsafe { pyo3::ffi::Py_REFCNT(list.as_ptr()) } != 1 {
             return;
         }
+        let none = py.None().into_bound(py);
         for i in 0..list.len() {
-            if list.set_item(i, py.None()).is_err() {
-                // An index in range of a list cannot fail; if it did, the list is not kept
-                // and the exception is not this call's to report.
-                let _ = PyErr::take(py);
-                return;
-            }
+            put_item(&list, i, &none);
         }
         let old = self.list.replace(py, Some(list.unbind()));
         drop(old.map(|o| o.into_bound(py)));
@@ -1192,7 +1484,7 @@ fn boxed_returns<'py>(
     schema: &OpSchema,
     keys: DispatchKeySet,
     body: &Body,
-    b: &Bound_<'py>,
+    given: &[Bound<'py, PyAny>],
     list: &Bound<'py, PyList>,
 ) -> PyResult<Rets<'py>> {
     let n = list.len();
@@ -1205,7 +1497,7 @@ fn boxed_returns<'py>(
     }
     let mut rets = Objs::new();
     for (i, o) in list.iter().enumerate() {
-        match ret_to_caller(&o, &body.rets[i], &b.given) {
+        match ret_to_caller(&o, &body.rets[i], given) {
             Ok(r) => rets.push(r?),
             Err(m) => return Err(to_pyerr(py, ret_error(op, schema, keys, i, m))),
         }
@@ -1213,30 +1505,125 @@ fn boxed_returns<'py>(
     Ok(Rets::Few(rets))
 }
 
-/// `op(*args, **kwargs)` by the fast path, or None.
+/// Replaces the contents of `list` with the one object `r` (as `Rets::into_list` does with
+/// one return).
+fn one_into_list<'py>(r: Bound<'py, PyAny>, list: &Bound<'py, PyList>) -> PyResult<()> {
+    let old = list.len();
+    if old == 0 {
+        return list.append(r);
+    }
+    put_item(list, 0, &r);
+    if old > 1 {
+        list.del_slice(1, old)?;
+    }
+    Ok(())
+}
+
+/// A boxed kernel's one return from its stack, as the caller gets it (`boxed_returns` for a
+/// schema of one return, without `Rets`).
+fn boxed_one<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    body: &Body,
+    given: &[Bound<'py, PyAny>],
+    list: &Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let n = list.len();
+    let (1, Some(r)) = (n, body.rets.first()) else {
+        return Err(to_pyerr(
+            py,
+            stack_count_error(op, keys, schema, n, body.args.len()),
+        ));
+    };
+    // A reference of ours: converting the return may run Python code, which may change the
+    // list.
+    // SAFETY: `list` is a live list of one item (`n`), so its slot 0 holds an object, which
+    // gets a reference of ours before anything else runs.
+    let o =
+        unsafe { Borrowed::from_ptr(py, pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), 0)) }.to_owned();
+    match ret_owned(o, r, given) {
+        Ok(r) => r,
+        Err(m) => Err(to_pyerr(py, ret_error(op, schema, keys, 0, m))),
+    }
+}
+
+/// `op(*args, **kwargs)` by the fast path, or None. The lean path is tried only while the
+/// operator's calls from Python still try it first (`PyOpOverload::lean`): once one of its
+/// calls found no Python function, its calls come here, and mostly for another kernel (a
+/// Native one's `bf.Tensor`s), where the lean test only added its own cost.
 pub fn call<'py>(
     slf: &Bound<'py, PyOpOverload>,
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    call_as(slf, args, kwargs, true)
+    let lean = slf.get().lean.load(Ordering::Relaxed);
+    call_as(slf, args, kwargs, true, lean)
 }
 
-/// `op(*args)` by the fast path where a Python function serves it; else None, with nothing
-/// run (`vectorcall.rs` then takes the whole call).
+/// `op(*args)` by the fast path where a Python function serves it; else [`Lean::Passed`],
+/// with nothing run (`vectorcall.rs` then takes the whole call). The lean path's answer goes
+/// back in two words; only another way's is converted to a `Lean`.
+#[inline(always)]
 pub fn call_python<'py>(
     slf: &Bound<'py, PyOpOverload>,
     args: &[Bound<'py, PyAny>],
-) -> Option<PyResult<Bound<'py, PyAny>>> {
-    call_as(slf, args, None, false)
+    err: &mut Option<PyErr>,
+) -> Lean<'py> {
+    if !enabled() {
+        return Lean::Passed;
+    }
+    let py = slf.py();
+    let Some(plan) = slf.get().plan(py) else {
+        return Lean::Passed;
+    };
+    if let Some(body) = plan.body.as_ref().filter(|b| lean_args(b, args)) {
+        match run_lean(slf, plan, body, lean_keys(), args, err) {
+            Lean::Passed => {}
+            done => return done,
+        }
+    }
+    match call_as(slf, args, None, false, false) {
+        Some(Ok(r)) => Lean::Done(r),
+        Some(Err(e)) => {
+            *err = Some(e);
+            Lean::Raised
+        }
+        None => Lean::Passed,
+    }
 }
 
+/// The keys of a lean call: every tensor is a NumPy array, so the arguments' keys are CPU's
+/// (as `bind_call` finds them, and as it takes for a call with no tensor).
+#[inline(always)]
+fn lean_keys() -> DispatchKeySet {
+    let (inc, exc) = local_keys();
+    DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0)
+}
+
+/// `op(*args)` by the lean path for `call_as`, once `lean_args` holds: out of line, so that a
+/// call that is not lean (a Native kernel's `bf.Tensor`s, by `bf.Tensor.__add__`) pays only
+/// the test, not a larger `call_as`.
+#[inline(never)]
+fn call_lean<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    plan: &Plan,
+    body: &Body,
+    args: &[Bound<'py, PyAny>],
+    err: &mut Option<PyErr>,
+) -> Lean<'py> {
+    run_lean(slf, plan, body, lean_keys(), args, err)
+}
+
+/// `lean`: the lean path may serve the call (false where it passed it on already).
 #[inline(always)]
 fn call_as<'py>(
     slf: &Bound<'py, PyOpOverload>,
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
     done_ok: bool,
+    lean: bool,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
         return None;
@@ -1244,6 +1631,12 @@ fn call_as<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
+    if lean && no_kwargs(kwargs) && lean_args(body, args) {
+        let mut err = None;
+        if let Some(r) = call_lean(slf, plan, body, args, &mut err).into_option(&mut err) {
+            return Some(r);
+        }
+    }
     let mut b = Bound_::empty();
     bind_call(py, body, args, kwargs, &mut b)?;
     let arg_keys = if b.keys.is_empty() {
@@ -1257,12 +1650,38 @@ fn call_as<'py>(
     Some(r.and_then(|r| r.into_result(py)))
 }
 
-/// `op.redispatch(keys, *args, **kwargs)` by the fast path, or None.
+/// `op.redispatch(keys, *args)` by the lean path ([`run_lean`]): [`Lean::Passed`], with
+/// nothing run, where it does not serve (`redispatch` then takes the call, `lean` false).
+#[inline(always)]
+pub fn redispatch_lean<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    keys: DispatchKeySet,
+    args: &[Bound<'py, PyAny>],
+    err: &mut Option<PyErr>,
+) -> Lean<'py> {
+    if !enabled() {
+        return Lean::Passed;
+    }
+    let Some(plan) = slf.get().plan(slf.py()) else {
+        return Lean::Passed;
+    };
+    match &plan.body {
+        Some(body) if lean_args(body, args) => {
+            run_lean(slf, plan, body, keys.without_highest(), args, err)
+        }
+        _ => Lean::Passed,
+    }
+}
+
+/// `op.redispatch(keys, *args, **kwargs)` by the fast path, or None. `lean`: the lean path may
+/// serve it (false where [`redispatch_lean`] has passed it on already).
+#[inline]
 pub fn redispatch<'py>(
     slf: &Bound<'py, PyOpOverload>,
     keys: DispatchKeySet,
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
+    lean: bool,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
         return None;
@@ -1270,6 +1689,13 @@ pub fn redispatch<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
+    if lean && no_kwargs(kwargs) && lean_args(body, args) {
+        let mut err = None;
+        let keys = keys.without_highest();
+        if let Some(r) = run_lean(slf, plan, body, keys, args, &mut err).into_option(&mut err) {
+            return Some(r);
+        }
+    }
     let mut b = Bound_::empty();
     bind_call(py, body, args, kwargs, &mut b)?;
     let r = run(
@@ -1296,6 +1722,21 @@ pub fn redispatch_boxed<'py>(
     let py = slf.py();
     let plan = slf.get().plan(py)?;
     let body = plan.body.as_ref()?;
+    if stack.len() == body.args.len() {
+        // References of ours to the stack's objects: the kernel may change the list.
+        let mut objs = Objs::new();
+        for o in stack.iter().take(body.args.len()) {
+            objs.push(o);
+        }
+        let args = objs.as_slice();
+        if lean_args(body, args) {
+            let mut err = None;
+            let keys = keys.without_highest();
+            if let Some(r) = run_lean(slf, plan, body, keys, args, &mut err).into_option(&mut err) {
+                return Some(r.and_then(|r| one_into_list(r, stack)));
+            }
+        }
+    }
     let mut b = Bound_::empty();
     bind_stack(body, stack, &mut b)?;
     let r = run(slf, plan, body, keys.without_highest(), &b, None, false)?;

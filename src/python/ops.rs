@@ -128,26 +128,68 @@ impl PyOpOverload {
         }
     }
 
-    /// `op(*args)` where a Python function serves it (by the fast path), else None with
-    /// nothing run.
+    /// `op(*args)` where a Python function serves it (by the fast path), else
+    /// `Lean::Passed` with nothing run; an error goes to `err`.
+    #[inline(always)]
     pub fn call_python<'py>(
         slf: &Bound<'py, Self>,
         args: &[Bound<'py, PyAny>],
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let _level = recursion::enter(slf.py())?;
-        fast::call_python(slf, args).transpose()
+        err: &mut Option<PyErr>,
+    ) -> fast::Lean<'py> {
+        let _level = match recursion::enter(slf.py()) {
+            Ok(level) => level,
+            Err(e) => {
+                *err = Some(e);
+                return fast::Lean::Raised;
+            }
+        };
+        fast::call_python(slf, args, err)
+    }
+
+    /// `op.redispatch(keys, *args)` (the documented hop's form), as a new reference: by the
+    /// lean path where it serves, whose answer stays in registers up to the interpreter's
+    /// entry, else as `redispatch_with`.
+    #[inline(always)]
+    pub fn redispatch_positional(
+        slf: &Bound<'_, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'_, PyAny>],
+    ) -> PyResult<*mut pyo3::ffi::PyObject> {
+        let level = recursion::enter(slf.py())?;
+        let mut err = None;
+        match fast::redispatch_lean(slf, keys, args, &mut err) {
+            fast::Lean::Done(r) => return Ok(r.into_ptr()),
+            fast::Lean::Raised => return Err(fast::raised(&mut err)),
+            fast::Lean::Passed => {}
+        }
+        drop(level);
+        Self::redispatch_as(slf, keys, args, None, false).map(Bound::into_ptr)
     }
 
     /// `op.redispatch(keys, *args, **kwargs)`, `keys` taken out of the arguments.
+    #[inline]
     pub fn redispatch_with<'py>(
         slf: &Bound<'py, Self>,
         keys: DispatchKeySet,
         args: &[Bound<'py, PyAny>],
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        Self::redispatch_as(slf, keys, args, kwargs, true)
+    }
+
+    /// `redispatch_with`; `lean`: the fast path's lean way may serve the call (false where it
+    /// passed it on already).
+    #[inline]
+    fn redispatch_as<'py>(
+        slf: &Bound<'py, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+        lean: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let _level = recursion::enter(py)?;
-        if let Some(r) = fast::redispatch(slf, keys, args, kwargs) {
+        if let Some(r) = fast::redispatch(slf, keys, args, kwargs, lean) {
             return r;
         }
         let handle = &slf.get().handle;

@@ -275,7 +275,7 @@ unsafe fn call(
         // `op.redispatch(keys, *args)`, the documented hop: nothing to sort out.
         if let Some((keys, rest)) = positional.split_first() {
             let keys = key_set(keys)?;
-            return PyOpOverload::redispatch_with(&slf, keys, rest, None).map(Bound::into_ptr);
+            return PyOpOverload::redispatch_positional(&slf, keys, rest);
         }
     }
     let mut keys = positional.first().cloned();

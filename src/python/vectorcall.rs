@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::PyTypeInfo;
 
+use super::fast::Lean;
 use super::ops::PyOpOverload;
 
 /// The entry point as the object stores it (null: none, which the interpreter reads as "use
@@ -95,9 +96,11 @@ unsafe extern "C" fn op_vectorcall(
                 let out = trampoline(|py| {
                     let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverload>();
                     let all = positional_args(args, nargs);
-                    match PyOpOverload::call_python(&slf, all)? {
-                        Some(r) => Ok(r.into_ptr()),
-                        None => {
+                    let mut err = None;
+                    match PyOpOverload::call_python(&slf, all, &mut err) {
+                        Lean::Done(r) => Ok(r.into_ptr()),
+                        Lean::Raised => Err(super::fast::raised(&mut err)),
+                        Lean::Passed => {
                             served = false;
                             Ok(std::ptr::null_mut())
                         }
