@@ -142,8 +142,29 @@ fn unsupported(dtype: &str) -> Error {
 /// A C-ordered array of `shape` over `v`. Arrays of up to four dimensions are built with a
 /// fixed dimension first: ndarray's dynamic-dimension constructor spends about 40 ns on
 /// strides and checks, as long as a one-element copy takes.
+///
+/// A one-element array of no or one dimension (the result of every scalar-sized call) takes
+/// its shape and strides as copies of kept ones: making an `IxDyn` from a slice (`into_dyn`,
+/// twice) zeroes four values, copies the slice over them and reads all back, a stall that cost
+/// about 10 ns a result.
 fn array_from_vec<T>(shape: &[usize], v: Vec<T>) -> Option<ndarray::ArrayD<T>> {
-    use ndarray::Array;
+    use ndarray::{Array, ShapeBuilder};
+    static ONE: std::sync::LazyLock<[ndarray::IxDyn; 2]> =
+        std::sync::LazyLock::new(|| [ndarray::IxDyn(&[]), ndarray::IxDyn(&[1])]);
+    if v.len() == 1 && shape.len() <= 1 {
+        // One element and no dimension, or one of length 1 (`shape` has `v.len()` elements,
+        // which the caller counted from it): its shape and its (C-order) strides are both
+        // `shape` itself.
+        let one = &ONE[shape.len()];
+        // SAFETY: `from_shape_vec_unchecked` needs strides that keep every index of the shape
+        // inside `v` with no two indices on one element: `v` holds the one element a shape of
+        // no dimension or of `[1]` has, and index 0 times any stride is 0. (The checked
+        // constructor's checks cost twice the rest.) Exercised by every one-element Native
+        // result (tests/python/test_native.py, test_fast_fallback.py's 0-d and 1-d results).
+        return Some(unsafe {
+            ndarray::ArrayD::from_shape_vec_unchecked(one.clone().strides(one.clone()), v)
+        });
+    }
     match *shape {
         [] => Array::from_shape_vec((), v).ok().map(Array::into_dyn),
         [n] if n == v.len() => Some(Array::from_vec(v).into_dyn()),
@@ -185,7 +206,16 @@ fn host_dtype(kind: u8, size: usize) -> Option<DType> {
 /// dtype comparison for each) and reads the shape twice. This is the copy of every NumPy
 /// result a Python CPU kernel hands a Native tensor (a third of the fallback's own work on one
 /// element went there). `None` for any other array.
-fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
+///
+/// `finish` takes the copy where it is made (`Tensor::host` for a result that becomes a tensor):
+/// the array is moved once, into its final place, rather than handed back up through the
+/// callers' `Option` and `Result` (each move of the 120-byte array reloads what was just
+/// stored, which stalls the processor more than the copy of one element costs).
+#[inline(always)]
+fn plain_to_host<R>(
+    arr: &Bound<'_, PyUntypedArray>,
+    finish: impl FnOnce(HostArray) -> R,
+) -> Option<Result<R>> {
     use numpy::npyffi::flags::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
     let descr = arr.dtype();
     if descr.is_native_byteorder() == Some(false) {
@@ -230,12 +260,13 @@ fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
             };
             let what = || format!("a Native copy of a {} array", dtype.name());
             crate::alloc::try_copy_slice(slice, &what).and_then(|v| {
-                array_from_vec(shape, v)
-                    .map(HostArray::from)
-                    .ok_or_else(|| Error::Kernel {
+                match array_from_vec(shape, v) {
+                    Some(a) => Ok(finish(HostArray::from(a))),
+                    None => Err(Error::Kernel {
                         context: what(),
                         message: format!("{n} values do not fill the shape {shape:?}"),
-                    })
+                    }),
+                }
             })
         }};
     }
@@ -260,7 +291,7 @@ fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
 /// C-contiguous, aligned, and of a dtype Rust host memory holds in native byte order; `None`
 /// for any other array or object.
 fn contiguous_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
-    plain_to_host(obj.cast::<PyUntypedArray>().ok()?)
+    plain_to_host(obj.cast::<PyUntypedArray>().ok()?, |h| h)
 }
 
 /// Whether Rust host memory holds elements of `dtype`.
@@ -296,11 +327,13 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     numpy_to_host_slow(obj)
 }
 
-/// `numpy_to_host` of a plain `numpy.ndarray` (the caller checked its type once).
-pub fn plain_numpy_to_host(arr: &Bound<'_, PyUntypedArray>) -> Result<HostArray> {
-    match plain_to_host(arr) {
-        Some(host) => host,
-        None => numpy_to_host_slow(arr.as_any()),
+/// `numpy_to_host` of a plain `numpy.ndarray` (the caller checked its type once), as a CPU
+/// tensor made where the copy is (see `plain_to_host`).
+pub fn plain_numpy_to_cpu(arr: &Bound<'_, PyUntypedArray>) -> Result<Tensor> {
+    let cpu = |h| Tensor::host(crate::tensor::Device::CPU, h);
+    match plain_to_host(arr, cpu) {
+        Some(t) => t,
+        None => numpy_to_host_slow(arr.as_any()).map(cpu),
     }
 }
 
