@@ -109,13 +109,6 @@ impl DispatchKey {
         }
     }
 
-    /// The key whose `index` is `byte`, unchecked: for a byte made from a key's `index` (a
-    /// packed `Device` in a tensor), which is always in range.
-    #[inline]
-    pub(crate) const fn from_byte(byte: u8) -> DispatchKey {
-        DispatchKey(byte)
-    }
-
     /// Backend, functionality or alias.
     ///
     /// ```

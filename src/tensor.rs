@@ -15,6 +15,7 @@ use num_complex::Complex;
 
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
+use crate::shared::Shared;
 
 /// The element types host memory holds: every dtype of the array API standard.
 ///
@@ -562,47 +563,8 @@ impl fmt::Display for Device {
     }
 }
 
-/// A `Device` in one atomic word (the key's index in the low byte, the device index above it),
-/// read and written with Relaxed order: a tensor's device changes only while one handle holds
-/// it (`into_device`), so a read never races a write; the word is atomic so that the change
-/// needs no `&mut` (no `Arc::get_mut`).
-struct DeviceCell(std::sync::atomic::AtomicU32);
-
-impl DeviceCell {
-    #[inline]
-    const fn pack(d: Device) -> u32 {
-        d.key.index() as u32 | (d.index as u32) << 8
-    }
-
-    #[inline]
-    const fn new(d: Device) -> DeviceCell {
-        DeviceCell(std::sync::atomic::AtomicU32::new(Self::pack(d)))
-    }
-
-    #[inline]
-    fn key(&self) -> DispatchKey {
-        DispatchKey::from_byte(self.0.load(Ordering::Relaxed) as u8)
-    }
-
-    #[inline]
-    fn get(&self) -> Device {
-        let w = self.0.load(Ordering::Relaxed);
-        Device {
-            key: DispatchKey::from_byte(w as u8),
-            index: (w >> 8) as u16,
-        }
-    }
-
-    #[inline]
-    fn set(&self, d: Device) {
-        self.0.store(Self::pack(d), Ordering::Relaxed);
-    }
-}
-
 struct TensorInner {
-    /// The device, packed (`DeviceCell`): atomic so that `into_device` can move a tensor whose
-    /// only handle it holds without `Arc::get_mut` (a locked compare-exchange and a store).
-    device: DeviceCell,
+    device: Device,
     data: RwLock<Slot>,
     /// The data's byte count, with `FOREIGN` set for a payload, or `ASK_PAYLOAD` for a
     /// payload whose count may change. Kept beside the data, stored under the write lock, so
@@ -652,7 +614,7 @@ fn nbytes_of(data: &TensorData) -> usize {
 /// assert!(t.same(&t.clone()));
 /// ```
 #[derive(Clone)]
-pub struct Tensor(Arc<TensorInner>);
+pub struct Tensor(Shared<TensorInner>);
 
 impl Tensor {
     /// A tensor on `device` holding `data`.
@@ -665,30 +627,17 @@ impl Tensor {
     /// assert_eq!(t.describe(), "float64[2]");
     /// ```
     pub fn new(device: Device, data: TensorData) -> Tensor {
-        // Allocated first, then written in place: `Arc::new(inner)` builds `inner` on the
-        // stack before it allocates, then copies it over with wide loads of the narrower
-        // stores just made, which the processor cannot forward to them (a stall, at every
-        // one-element result, that cost more than the rest of the function).
         let nbytes = nbytes_of(&data);
-        let cell = Arc::<TensorInner>::new_uninit();
-        let slot = Arc::as_ptr(&cell).cast_mut();
-        // SAFETY: `cell` was just made and is this function's only handle (no clone, no weak
-        // handle), so nothing else reads the allocation while it is written; `Arc::as_ptr`
-        // keeps the allocation's write permission (std: it must "retain raw/mut provenance"),
-        // and the pointer is valid and aligned for a `MaybeUninit<TensorInner>`. The write
-        // initializes the whole value, as `assume_init` requires. Exercised by every tensor
-        // made (all tests; tests/tensor.rs checks a new tensor's fields).
-        unsafe {
-            slot.write(std::mem::MaybeUninit::new(TensorInner {
-                device: DeviceCell::new(device),
-                nbytes: AtomicUsize::new(nbytes),
-                data: RwLock::new(Slot { data, view: None }),
-                replaced: AtomicBool::new(false),
-                loan: OnceLock::new(),
-                version: AtomicU64::new(0),
-            }));
-            Tensor(cell.assume_init())
-        }
+        // Written where it is allocated (`Shared::new_with`), not built on the stack and
+        // copied over.
+        Tensor(Shared::new_with(|| TensorInner {
+            device,
+            nbytes: AtomicUsize::new(nbytes),
+            data: RwLock::new(Slot { data, view: None }),
+            replaced: AtomicBool::new(false),
+            loan: OnceLock::new(),
+            version: AtomicU64::new(0),
+        }))
     }
 
     /// A CPU tensor owning `array`.
@@ -740,7 +689,7 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn device(&self) -> Device {
-        self.0.device.get()
+        self.0.device
     }
 
     /// The device's dispatch key.
@@ -752,7 +701,7 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn key(&self) -> DispatchKey {
-        self.0.device.key()
+        self.0.device.key
     }
 
     /// Whether two handles are the same tensor.
@@ -766,7 +715,7 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn same(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Shared::ptr_eq(&self.0, &other.0)
     }
 
     /// What the tensor holds now (a cheap clone of an `Arc`).
@@ -997,19 +946,15 @@ impl Tensor {
     /// let alone = Tensor::from_array(ndarray::arr1(&[3.0]).into_dyn()).into_device(native::DEVICE);
     /// assert_eq!(alone.device(), native::DEVICE);
     /// ```
-    pub fn into_device(self, device: Device) -> Tensor {
-        // This handle is the only one, and no weak handle exists (none can be made but from a
-        // strong one, which would be another handle): nobody else can see the tensor, so its
-        // device is changed in place. Two plain loads, where `Arc::get_mut` takes a locked
-        // compare-exchange (the one-element fallback result's every move took it). The
-        // Acquire fence pairs with the Release decrement of a handle dropped on another
-        // thread, as `Arc::get_mut`'s Acquire does.
-        if Arc::strong_count(&self.0) == 1 && Arc::weak_count(&self.0) == 0 {
-            std::sync::atomic::fence(Ordering::Acquire);
-            self.0.device.set(device);
-            return self;
+    pub fn into_device(mut self, device: Device) -> Tensor {
+        // One load, where `Arc::get_mut` took a locked compare-exchange (see `Shared`).
+        match self.0.get_mut() {
+            Some(inner) => {
+                inner.device = device;
+                self
+            }
+            None => Tensor::new(device, self.data()),
         }
-        Tensor::new(device, self.data())
     }
 
     /// Whether the tensor holds host memory (read without taking the tensor's lock).
