@@ -142,29 +142,8 @@ fn unsupported(dtype: &str) -> Error {
 /// A C-ordered array of `shape` over `v`. Arrays of up to four dimensions are built with a
 /// fixed dimension first: ndarray's dynamic-dimension constructor spends about 40 ns on
 /// strides and checks, as long as a one-element copy takes.
-///
-/// A one-element array of no or one dimension (the result of every scalar-sized call) takes
-/// its shape and strides as copies of kept ones: making an `IxDyn` from a slice (`into_dyn`,
-/// twice) zeroes four values, copies the slice over them and reads all back, a stall that cost
-/// about 10 ns a result.
 fn array_from_vec<T>(shape: &[usize], v: Vec<T>) -> Option<ndarray::ArrayD<T>> {
-    use ndarray::{Array, ShapeBuilder};
-    static ONE: std::sync::LazyLock<[ndarray::IxDyn; 2]> =
-        std::sync::LazyLock::new(|| [ndarray::IxDyn(&[]), ndarray::IxDyn(&[1])]);
-    if v.len() == 1 && shape.len() <= 1 {
-        // One element and no dimension, or one of length 1 (`shape` has `v.len()` elements,
-        // which the caller counted from it): its shape and its (C-order) strides are both
-        // `shape` itself.
-        let one = &ONE[shape.len()];
-        // SAFETY: `from_shape_vec_unchecked` needs strides that keep every index of the shape
-        // inside `v` with no two indices on one element: `v` holds the one element a shape of
-        // no dimension or of `[1]` has, and index 0 times any stride is 0. (The checked
-        // constructor's checks cost twice the rest.) Exercised by every one-element Native
-        // result (tests/python/test_native.py, test_fast_fallback.py's 0-d and 1-d results).
-        return Some(unsafe {
-            ndarray::ArrayD::from_shape_vec_unchecked(one.clone().strides(one.clone()), v)
-        });
-    }
+    use ndarray::Array;
     match *shape {
         [] => Array::from_shape_vec((), v).ok().map(Array::into_dyn),
         [n] if n == v.len() => Some(Array::from_vec(v).into_dyn()),
@@ -199,6 +178,37 @@ fn host_dtype(kind: u8, size: usize) -> Option<DType> {
         _ => return None,
     })
 }
+
+/// Element types with kept one-element arrays, of no dimension and of shape `[1]`, for
+/// `plain_to_host` to clone: a one-element result (every scalar-sized call's) is then one
+/// allocation and a copy of the kept shape and strides, where building an `ArrayD` from a
+/// `Vec` spends more than that on ndarray's dynamic-dimension constructor (an `IxDyn` from a
+/// slice zeroes four values, copies the slice over them and reads all back, a store-forwarding
+/// stall, twice; and its checks).
+trait OneElement: Sized + 'static {
+    /// `[no dimension, [1]]`, each holding one zero.
+    fn kept() -> &'static [ndarray::ArrayD<Self>; 2];
+}
+
+macro_rules! one_element {
+    ($($t:ty),*) => {$(
+        impl OneElement for $t {
+            fn kept() -> &'static [ndarray::ArrayD<Self>; 2] {
+                static KEPT: std::sync::LazyLock<[ndarray::ArrayD<$t>; 2]> =
+                    std::sync::LazyLock::new(|| {
+                        let zero = <$t>::default();
+                        [
+                            ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), zero),
+                            ndarray::ArrayD::from_elem(ndarray::IxDyn(&[1]), zero),
+                        ]
+                    });
+                &KEPT
+            }
+        }
+    )*};
+}
+one_element!(bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+one_element!(numpy::Complex32, numpy::Complex64);
 
 /// The copy of a NumPy array that is C-contiguous, aligned, and of a dtype host memory holds
 /// in native byte order, read from the array object's own fields (a subclass's object has
@@ -253,6 +263,18 @@ fn plain_to_host<R>(
             // NumPy's booleans are the bytes 0 and 1, as Rust's. An empty array reads no
             // memory. Exercised by tests/python/test_native_memory.py and every fallback
             // whose kernel returns a NumPy array to a Native tensor (test_native.py).
+            if n == 1 && shape.len() <= 1 {
+                // One element, of no dimension or of shape `[1]`: a clone of the kept array
+                // of that shape, with the element written in.
+                // SAFETY: as below, for the one element (`n` is 1: `ptr` is not null and is
+                // aligned, checked above).
+                let value = unsafe { ptr.read() };
+                let mut a = <$t as OneElement>::kept()[shape.len()].clone();
+                if let Some(x) = a.first_mut() {
+                    *x = value;
+                }
+                return Some(Ok(finish(HostArray::from(a))));
+            }
             let slice: &[$t] = if n == 0 {
                 &[]
             } else {
