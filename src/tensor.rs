@@ -626,6 +626,9 @@ impl Tensor {
     /// assert_eq!(t.device(), native::DEVICE);
     /// assert_eq!(t.describe(), "float64[2]");
     /// ```
+    // Inlined: the data (an `Arc` for host memory) then goes from its maker's registers into
+    // the allocation, not through this call's frame (a copy the processor stalls on).
+    #[inline]
     pub fn new(device: Device, data: TensorData) -> Tensor {
         let nbytes = nbytes_of(&data);
         // Written where it is allocated (`Shared::new_with`), not built on the stack and
