@@ -65,7 +65,7 @@ fn into_device_moves_in_place_once_the_other_handles_are_dropped_even_on_another
     std::thread::spawn(move || drop(clone)).join().unwrap();
     let far = Device::new(boxfall::DispatchKey::NATIVE, u16::MAX);
     let moved = t.into_device(far);
-    assert_eq!(moved.device(), far); // the packed device keeps the whole index
+    assert_eq!(moved.device(), far);
     assert_eq!(moved.key(), boxfall::DispatchKey::NATIVE);
     assert!(moved.host_loan().unwrap().same(&loan));
     // Moved back by a handle that is not alone: a new tensor, the old one unchanged.
