@@ -673,22 +673,25 @@ pub fn lent_array<'py>(owner: &Bound<'py, PyAny>, loan: &Tensor) -> PyResult<Bou
     // Read before the view is made: a write meanwhile leaves the kept version behind, so the
     // view is made again next time.
     let version = loan.data_version();
-    let kept = owner.lent.take(py);
-    if let Some((v, view)) = kept.as_deref() {
-        if *v == version {
-            if let Some(array) = view.intact(py) {
-                owner.lent.replace(py, kept);
-                return Ok(array);
-            }
-        }
+    // SAFETY: the GIL is held (`py`), and while the reference lives no Python code runs and
+    // nothing writes the cell: `intact` reads the view's array fields and takes a count of it
+    // (a reference-count increment, which runs no code). Read in place rather than taken out
+    // and put back (two writes of the cell, and the moves, each call).
+    let kept = unsafe { owner.lent.peek() }
+        .as_deref()
+        .filter(|(v, _)| *v == version)
+        .and_then(|(_, view)| view.intact(py));
+    if let Some(array) = kept {
+        return Ok(array);
     }
-    drop(kept);
-    let array = kernel_array(py, loan, false)?;
-    if let Some(view) = LentView::new(&array) {
-        let old = owner.lent.replace(py, Some(Box::new((version, view))));
-        drop(old);
-    }
-    Ok(array)
+    let array = kernel_array(py, loan, false);
+    // The stale view goes in any case (as before, when it was taken out to be checked).
+    let view = array.as_ref().ok().and_then(LentView::new);
+    let old = owner
+        .lent
+        .replace(py, view.map(|view| Box::new((version, view))));
+    drop(old);
+    array
 }
 
 #[pymethods]
