@@ -366,7 +366,14 @@ pub(crate) fn try_full<T: Copy>(
 /// A copy of a slice, or `OutOfMemory` (the Python bindings copy NumPy arrays with it).
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 pub(crate) fn try_copy_slice<T: Copy>(s: &[T], what: &dyn Fn() -> String) -> Result<Vec<T>> {
-    let (mut v, _) = try_vec_for::<T>(&[s.len()], what)?;
+    // Not through `try_vec_for`: a slice's length is a valid element count already, and its
+    // `(Vec, count)` return went through memory, reloaded at once (a stall, at every
+    // one-element copy of a result).
+    let mut v = Vec::new();
+    if v.try_reserve_exact(s.len()).is_err() {
+        return Err(out_of_memory(what, &[s.len()], std::mem::size_of::<T>()));
+    }
+    advise_huge_pages(&mut v);
     v.extend_from_slice(s);
     Ok(v)
 }

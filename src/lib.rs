@@ -53,6 +53,7 @@ pub mod metrics;
 pub mod native;
 mod rcu;
 pub mod schema;
+mod shared;
 pub mod tensor;
 mod thread_slot;
 

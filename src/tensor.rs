@@ -15,6 +15,7 @@ use num_complex::Complex;
 
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
+use crate::shared::Shared;
 
 /// The element types host memory holds: every dtype of the array API standard.
 ///
@@ -613,7 +614,7 @@ fn nbytes_of(data: &TensorData) -> usize {
 /// assert!(t.same(&t.clone()));
 /// ```
 #[derive(Clone)]
-pub struct Tensor(Arc<TensorInner>);
+pub struct Tensor(Shared<TensorInner>);
 
 impl Tensor {
     /// A tensor on `device` holding `data`.
@@ -625,10 +626,16 @@ impl Tensor {
     /// assert_eq!(t.device(), native::DEVICE);
     /// assert_eq!(t.describe(), "float64[2]");
     /// ```
+    // Inlined: the data (an `Arc` for host memory) then goes from its maker's registers into
+    // the allocation, not through this call's frame (a copy the processor stalls on).
+    #[inline]
     pub fn new(device: Device, data: TensorData) -> Tensor {
-        Tensor(Arc::new(TensorInner {
+        let nbytes = nbytes_of(&data);
+        // Written where it is allocated (`Shared::new_with`), not built on the stack and
+        // copied over.
+        Tensor(Shared::new_with(|| TensorInner {
             device,
-            nbytes: AtomicUsize::new(nbytes_of(&data)),
+            nbytes: AtomicUsize::new(nbytes),
             data: RwLock::new(Slot { data, view: None }),
             replaced: AtomicBool::new(false),
             loan: OnceLock::new(),
@@ -655,6 +662,9 @@ impl Tensor {
     /// let t = Tensor::host(Device::new(DispatchKey::NATIVE, 0), HostArray::from(ndarray::ArrayD::<i64>::zeros(vec![3])));
     /// assert_eq!(t.host_array().unwrap().shape(), &[3]);
     /// ```
+    // Inlined: the array (120 bytes) is then moved once, from where its maker built it into
+    // the allocation, rather than copied into this call's frame first.
+    #[inline]
     pub fn host(device: Device, array: HostArray) -> Tensor {
         Tensor::new(device, TensorData::Host(Arc::new(array)))
     }
@@ -711,7 +721,7 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn same(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Shared::ptr_eq(&self.0, &other.0)
     }
 
     /// What the tensor holds now (a cheap clone of an `Arc`).
@@ -943,7 +953,8 @@ impl Tensor {
     /// assert_eq!(alone.device(), native::DEVICE);
     /// ```
     pub fn into_device(mut self, device: Device) -> Tensor {
-        match Arc::get_mut(&mut self.0) {
+        // One load, where `Arc::get_mut` took a locked compare-exchange (see `Shared`).
+        match self.0.get_mut() {
             Some(inner) => {
                 inner.device = device;
                 self

@@ -55,6 +55,26 @@ fn into_device_moves_a_tensor_alone_and_copies_the_handle_of_a_shared_one() {
     ));
 }
 
+#[test]
+fn into_device_moves_in_place_once_the_other_handles_are_dropped_even_on_another_thread() {
+    // The tensor's kept loan shows whether the tensor itself moved (it keeps its loan) or a
+    // new one was made (a new loan).
+    let t = Tensor::from_array(ArrayD::<f64>::ones(vec![3]));
+    let loan = t.host_loan().unwrap();
+    let clone = t.clone();
+    std::thread::spawn(move || drop(clone)).join().unwrap();
+    let far = Device::new(boxfall::DispatchKey::NATIVE, u16::MAX);
+    let moved = t.into_device(far);
+    assert_eq!(moved.device(), far);
+    assert_eq!(moved.key(), boxfall::DispatchKey::NATIVE);
+    assert!(moved.host_loan().unwrap().same(&loan));
+    // Moved back by a handle that is not alone: a new tensor, the old one unchanged.
+    let kept = moved.clone();
+    let back = moved.into_device(Device::CPU);
+    assert_eq!((back.device(), kept.device()), (Device::CPU, far));
+    assert!(!back.host_loan().unwrap().same(&loan));
+}
+
 struct Fixed(usize);
 impl Payload for Fixed {
     fn as_any(&self) -> &dyn std::any::Any {

@@ -1076,8 +1076,8 @@ fn kernel_in_fallback<'py>(
     };
     let cpu = match (passed, plain) {
         (Some(t), _) => t,
-        (None, Some(arr)) => match super::tensor::plain_numpy_to_host(arr) {
-            Ok(h) => crate::tensor::Tensor::host(crate::tensor::Device::CPU, h),
+        (None, Some(arr)) => match super::tensor::plain_numpy_to_cpu(arr) {
+            Ok(t) => t,
             Err(_) => super::tensor::numpy_tensor(&out),
         },
         (None, None) => match super::convert::to_tensor(&out, &mut Passed::default()) {

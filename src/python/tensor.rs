@@ -179,13 +179,53 @@ fn host_dtype(kind: u8, size: usize) -> Option<DType> {
     })
 }
 
+/// Element types with kept one-element arrays, of no dimension and of shape `[1]`, for
+/// `plain_to_host` to clone: a one-element result (every scalar-sized call's) is then one
+/// allocation and a copy of the kept shape and strides, where building an `ArrayD` from a
+/// `Vec` spends more than that on ndarray's dynamic-dimension constructor (an `IxDyn` from a
+/// slice zeroes four values, copies the slice over them and reads all back, a store-forwarding
+/// stall, twice; and its checks).
+trait OneElement: Sized + 'static {
+    /// `[no dimension, [1]]`, each holding one zero.
+    fn kept() -> &'static [ndarray::ArrayD<Self>; 2];
+}
+
+macro_rules! one_element {
+    ($($t:ty),*) => {$(
+        impl OneElement for $t {
+            fn kept() -> &'static [ndarray::ArrayD<Self>; 2] {
+                static KEPT: std::sync::LazyLock<[ndarray::ArrayD<$t>; 2]> =
+                    std::sync::LazyLock::new(|| {
+                        let zero = <$t>::default();
+                        [
+                            ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), zero),
+                            ndarray::ArrayD::from_elem(ndarray::IxDyn(&[1]), zero),
+                        ]
+                    });
+                &KEPT
+            }
+        }
+    )*};
+}
+one_element!(bool, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+one_element!(numpy::Complex32, numpy::Complex64);
+
 /// The copy of a NumPy array that is C-contiguous, aligned, and of a dtype host memory holds
 /// in native byte order, read from the array object's own fields (a subclass's object has
 /// them too), not through rust-numpy's typed cast, which tries the dtypes one by one (NumPy's
 /// dtype comparison for each) and reads the shape twice. This is the copy of every NumPy
 /// result a Python CPU kernel hands a Native tensor (a third of the fallback's own work on one
 /// element went there). `None` for any other array.
-fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
+///
+/// `finish` takes the copy where it is made (`Tensor::host` for a result that becomes a tensor):
+/// the array is moved once, into its final place, rather than handed back up through the
+/// callers' `Option` and `Result` (each move of the 120-byte array reloads what was just
+/// stored, which stalls the processor more than the copy of one element costs).
+#[inline(always)]
+fn plain_to_host<R>(
+    arr: &Bound<'_, PyUntypedArray>,
+    finish: impl FnOnce(HostArray) -> R,
+) -> Option<Result<R>> {
     use numpy::npyffi::flags::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
     let descr = arr.dtype();
     if descr.is_native_byteorder() == Some(false) {
@@ -223,6 +263,18 @@ fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
             // NumPy's booleans are the bytes 0 and 1, as Rust's. An empty array reads no
             // memory. Exercised by tests/python/test_native_memory.py and every fallback
             // whose kernel returns a NumPy array to a Native tensor (test_native.py).
+            if n == 1 && shape.len() <= 1 {
+                // One element, of no dimension or of shape `[1]`: a clone of the kept array
+                // of that shape, with the element written in.
+                // SAFETY: as below, for the one element (`n` is 1: `ptr` is not null and is
+                // aligned, checked above).
+                let value = unsafe { ptr.read() };
+                let mut a = <$t as OneElement>::kept()[shape.len()].clone();
+                if let Some(x) = a.first_mut() {
+                    *x = value;
+                }
+                return Some(Ok(finish(HostArray::from(a))));
+            }
             let slice: &[$t] = if n == 0 {
                 &[]
             } else {
@@ -230,12 +282,13 @@ fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
             };
             let what = || format!("a Native copy of a {} array", dtype.name());
             crate::alloc::try_copy_slice(slice, &what).and_then(|v| {
-                array_from_vec(shape, v)
-                    .map(HostArray::from)
-                    .ok_or_else(|| Error::Kernel {
+                match array_from_vec(shape, v) {
+                    Some(a) => Ok(finish(HostArray::from(a))),
+                    None => Err(Error::Kernel {
                         context: what(),
                         message: format!("{n} values do not fill the shape {shape:?}"),
-                    })
+                    }),
+                }
             })
         }};
     }
@@ -260,7 +313,7 @@ fn plain_to_host(arr: &Bound<'_, PyUntypedArray>) -> Option<Result<HostArray>> {
 /// C-contiguous, aligned, and of a dtype Rust host memory holds in native byte order; `None`
 /// for any other array or object.
 fn contiguous_to_host(obj: &Bound<'_, PyAny>) -> Option<Result<HostArray>> {
-    plain_to_host(obj.cast::<PyUntypedArray>().ok()?)
+    plain_to_host(obj.cast::<PyUntypedArray>().ok()?, |h| h)
 }
 
 /// Whether Rust host memory holds elements of `dtype`.
@@ -296,11 +349,13 @@ pub fn numpy_to_host(obj: &Bound<'_, PyAny>) -> Result<HostArray> {
     numpy_to_host_slow(obj)
 }
 
-/// `numpy_to_host` of a plain `numpy.ndarray` (the caller checked its type once).
-pub fn plain_numpy_to_host(arr: &Bound<'_, PyUntypedArray>) -> Result<HostArray> {
-    match plain_to_host(arr) {
-        Some(host) => host,
-        None => numpy_to_host_slow(arr.as_any()),
+/// `numpy_to_host` of a plain `numpy.ndarray` (the caller checked its type once), as a CPU
+/// tensor made where the copy is (see `plain_to_host`).
+pub fn plain_numpy_to_cpu(arr: &Bound<'_, PyUntypedArray>) -> Result<Tensor> {
+    let cpu = |h| Tensor::host(crate::tensor::Device::CPU, h);
+    match plain_to_host(arr, cpu) {
+        Some(t) => t,
+        None => numpy_to_host_slow(arr.as_any()).map(cpu),
     }
 }
 
@@ -618,22 +673,25 @@ pub fn lent_array<'py>(owner: &Bound<'py, PyAny>, loan: &Tensor) -> PyResult<Bou
     // Read before the view is made: a write meanwhile leaves the kept version behind, so the
     // view is made again next time.
     let version = loan.data_version();
-    let kept = owner.lent.take(py);
-    if let Some((v, view)) = kept.as_deref() {
-        if *v == version {
-            if let Some(array) = view.intact(py) {
-                owner.lent.replace(py, kept);
-                return Ok(array);
-            }
-        }
+    // SAFETY: the GIL is held (`py`), and while the reference lives no Python code runs and
+    // nothing writes the cell: `intact` reads the view's array fields and takes a count of it
+    // (a reference-count increment, which runs no code). Read in place rather than taken out
+    // and put back (two writes of the cell, and the moves, each call).
+    let kept = unsafe { owner.lent.peek() }
+        .as_deref()
+        .filter(|(v, _)| *v == version)
+        .and_then(|(_, view)| view.intact(py));
+    if let Some(array) = kept {
+        return Ok(array);
     }
-    drop(kept);
-    let array = kernel_array(py, loan, false)?;
-    if let Some(view) = LentView::new(&array) {
-        let old = owner.lent.replace(py, Some(Box::new((version, view))));
-        drop(old);
-    }
-    Ok(array)
+    let array = kernel_array(py, loan, false);
+    // The stale view goes in any case (as before, when it was taken out to be checked).
+    let view = array.as_ref().ok().and_then(LentView::new);
+    let old = owner
+        .lent
+        .replace(py, view.map(|view| Box::new((version, view))));
+    drop(old);
+    array
 }
 
 #[pymethods]

@@ -247,6 +247,9 @@ RESULTS = {
     "uint16": lambda: np.array([65535], dtype=np.uint16),
     "uint32": lambda: np.array([2**32 - 1, 3], dtype=np.uint32),
     "uint64": lambda: np.array([2**64 - 1], dtype=np.uint64),
+    "float64-one": lambda: np.array([2.5]),  # one element: shape and strides kept, not built
+    "bool-0d": lambda: np.array(True),
+    "complex128-0d": lambda: np.array(1 - 2j),
     "float32": lambda: np.linspace(0, 1, 24, dtype=np.float32).reshape(2, 3, 4),
     "float64": lambda: np.empty((0, 3)),  # empty
     "complex64": lambda: np.array([1 + 2j, -3j], dtype=np.complex64),
@@ -274,6 +277,22 @@ def test_a_kernel_result_of_every_dtype_and_layout_comes_back_as_it_was(ns, lib,
         assert got.dtype == expected.dtype.newbyteorder("=")
         assert got.shape == expected.shape
         assert got.tolist() == expected.tolist()
+
+
+def test_a_one_element_result_is_a_whole_c_ordered_array_that_goes_on_being_used(ns, lib):
+    # A one-element result of no or one dimension gets its shape and strides as copies of
+    # kept ones (`array_from_vec`): its array must be the one element, C-ordered, in a tensor
+    # that serves as an argument again.
+    lib.define("add(Tensor a, Tensor b) -> Tensor")
+    lib.impl("add", np.add, "CPU")
+    add = op_of(ns, "add")
+    for a in (np.array([1.5]), np.array(1.5), np.array([[1.5]])):
+        x = bf.native.tensor(a)
+        for out in both(lambda x=x: add(x, x)):
+            got = out.numpy()
+            assert got.shape == a.shape and got.flags.c_contiguous
+            assert got.strides == np.array(a, order="C").strides
+            assert add(out, out).numpy().tolist() == (4 * a).tolist()
 
 
 def test_a_lent_argument_kept_in_its_tensor_follows_every_write(ns, lib):
