@@ -944,10 +944,10 @@ fn run_fallback<'py>(
         if a.kind != Kind::Tensor {
             continue;
         }
-        match g.cast::<PyTensor>() {
-            Ok(t) => *slot = Some(&t.get().inner),
-            Err(_) if g.is_none() => {}
-            Err(_) => return None,
+        match as_tensor(g) {
+            Some(t) => *slot = Some(&t.get().inner),
+            None if g.is_none() => {}
+            None => return None,
         }
     }
     let n = body.args.len();
@@ -982,7 +982,7 @@ fn run_fallback<'py>(
     Some(result.and_then(|t| {
         // As `returns_to_py` gives it: an argument's tensor as the caller's object.
         for g in b.given.iter() {
-            if let Ok(gt) = g.cast::<PyTensor>() {
+            if let Some(gt) = as_tensor(g) {
                 if gt.get().inner.same(&t) {
                     return Ok(g.clone());
                 }
