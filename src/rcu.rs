@@ -130,6 +130,7 @@ pub(crate) struct ReadGuard {
 /// same epoch, that the object was not freed meanwhile: an equal pointer is then the same
 /// object, not a new one at a reused address. How the Python bindings keep what they found in
 /// an operator's table for the next call on it.
+#[cfg(any(test, feature = "python"))]
 #[inline]
 pub(crate) fn epoch() -> u64 {
     EPOCH.load(Ordering::Acquire)
