@@ -417,6 +417,24 @@ fn wrapped<'py>(b: &Bound_<'py>) -> PyResult<Objs<'py>> {
     Ok(out)
 }
 
+/// Whether `obj` is an exact `int` (in range), `float` or `bool` as `kind` takes it: a value
+/// that binds to itself (the kernel gets it, and a kernel's return comes back, as it is).
+/// False for a tensor's kind and for `str`, which the general path binds.
+#[inline(always)]
+fn is_exact_scalar(obj: &Bound<'_, PyAny>, kind: Kind) -> bool {
+    match kind {
+        Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
+        Kind::Float => obj.is_exact_instance_of::<PyFloat>(),
+        Kind::Bool => obj.is_exact_instance_of::<PyBool>(),
+        Kind::Scalar => {
+            obj.is_exact_instance_of::<PyBool>()
+                || obj.is_exact_instance_of::<PyFloat>()
+                || (obj.is_exact_instance_of::<PyInt>() && fits_i64(obj))
+        }
+        Kind::Tensor | Kind::Str => false,
+    }
+}
+
 fn fits_i64(obj: &Bound<'_, PyAny>) -> bool {
     obj.extract::<i64>().is_ok()
 }
@@ -496,15 +514,7 @@ fn kernel_arg<'py>(
             }
             return None;
         }
-        Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
-        Kind::Float => obj.is_exact_instance_of::<PyFloat>(),
-        Kind::Bool => obj.is_exact_instance_of::<PyBool>(),
-        Kind::Scalar => {
-            obj.is_exact_instance_of::<PyBool>()
-                || obj.is_exact_instance_of::<PyFloat>()
-                || (obj.is_exact_instance_of::<PyInt>() && fits_i64(obj))
-        }
-        Kind::Str => false,
+        kind => is_exact_scalar(obj, kind),
     };
     if exact {
         return Some(obj.clone());
@@ -639,15 +649,7 @@ fn ret_to_caller<'py>(
             }
             false
         }
-        Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
-        Kind::Float => obj.is_exact_instance_of::<PyFloat>(),
-        Kind::Bool => obj.is_exact_instance_of::<PyBool>(),
-        Kind::Scalar => {
-            obj.is_exact_instance_of::<PyBool>()
-                || obj.is_exact_instance_of::<PyFloat>()
-                || (obj.is_exact_instance_of::<PyInt>() && fits_i64(obj))
-        }
-        Kind::Str => false,
+        kind => is_exact_scalar(obj, kind),
     };
     if exact {
         return Ok(Ok(obj.clone()));
@@ -705,15 +707,7 @@ fn binds_to_itself(obj: &Bound<'_, PyAny>, a: &ArgPlan) -> bool {
     }
     match a.kind {
         Kind::Tensor => is_exact_ndarray(obj),
-        Kind::Int => obj.is_exact_instance_of::<PyInt>() && fits_i64(obj),
-        Kind::Float => obj.is_exact_instance_of::<PyFloat>(),
-        Kind::Bool => obj.is_exact_instance_of::<PyBool>(),
-        Kind::Scalar => {
-            obj.is_exact_instance_of::<PyBool>()
-                || obj.is_exact_instance_of::<PyFloat>()
-                || (obj.is_exact_instance_of::<PyInt>() && fits_i64(obj))
-        }
-        Kind::Str => false,
+        kind => is_exact_scalar(obj, kind),
     }
 }
 

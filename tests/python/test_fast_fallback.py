@@ -14,20 +14,9 @@ import boxfall as bf
 import numpy as np
 import pytest
 from boxfall import _boxfall
+from paths import both
 
 STAT_KEYS = ("fallbacks", "failures", "bytes_to_cpu", "bytes_from_cpu")
-
-
-def both(fn):
-    """``fn()`` on the fast path, then on the general path."""
-    out = []
-    for on in (True, False):
-        before = _boxfall.set_fast_path(on)
-        try:
-            out.append(fn())
-        finally:
-            _boxfall.set_fast_path(before)
-    return out[0], out[1]
 
 
 def outcome(fn):

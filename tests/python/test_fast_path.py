@@ -12,6 +12,7 @@ import boxfall as bf
 import numpy as np
 import pytest
 from boxfall import _boxfall
+from paths import both, error_of
 
 ADD = "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
 
@@ -22,27 +23,6 @@ def paths(request):
     before = _boxfall.set_fast_path(request.param)
     yield request.param
     _boxfall.set_fast_path(before)
-
-
-def both(fn):
-    """``fn()`` on the fast path and on the general path: (fast result, general result)."""
-    out = []
-    for on in (True, False):
-        before = _boxfall.set_fast_path(on)
-        try:
-            out.append(fn())
-        finally:
-            _boxfall.set_fast_path(before)
-    return out[0], out[1]
-
-
-def error_of(fn):
-    """The type and text of the exception ``fn()`` raises, notes included."""
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - any exception is the result here
-        return type(e), str(e), getattr(e, "__notes__", [])
-    raise AssertionError("no exception")
 
 
 @pytest.fixture(scope="module")

@@ -10,28 +10,7 @@ from __future__ import annotations
 import boxfall as bf
 import numpy as np
 import pytest
-from boxfall import _boxfall
-
-
-def both(fn):
-    """``fn()`` on the fast path and on the general path: (fast result, general result)."""
-    out = []
-    for on in (True, False):
-        before = _boxfall.set_fast_path(on)
-        try:
-            out.append(fn())
-        finally:
-            _boxfall.set_fast_path(before)
-    return out[0], out[1]
-
-
-def error_of(fn):
-    """The type, text and notes of the exception ``fn()`` raises."""
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - any exception is the result here
-        return type(e), str(e), getattr(e, "__notes__", [])
-    raise AssertionError("no exception")
+from paths import both, error_of
 
 
 def op_of(ns, name):
