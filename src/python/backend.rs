@@ -1,5 +1,6 @@
 //! Backends defined in Python: `bf.register_backend(name, to_cpu=, from_cpu=, copy_from_cpu=)`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::PyTypeError;
@@ -184,6 +185,17 @@ fn python_backends() -> MutexGuard<'static, [Option<Py<PyAny>>; NUM_KEYS]> {
     BACKENDS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The keys of the backends registered from Python (`register_backend`), a bit each: their
+/// hooks call Python, so a call that runs them must hold PyO3's count of the GIL (see
+/// `fast::run`). Read without a lock on the path of every call that falls back.
+static PYTHON_KEYS: AtomicU64 = AtomicU64::new(0);
+
+/// Whether `key` is a backend registered from Python (whose hooks call Python functions).
+#[inline]
+pub(crate) fn is_python_backend(key: DispatchKey) -> bool {
+    PYTHON_KEYS.load(Ordering::Relaxed) & (1 << key.index()) != 0
+}
+
 /// A registered backend: makes tensors on its devices.
 #[pyclass(name = "Backend", module = "boxfall", frozen)]
 pub struct PyBackend {
@@ -354,6 +366,7 @@ pub fn register_backend(
         register_core(name, Arc::new(hooks)).py(py)?
     };
     python_backends()[key.index()] = Some(from_cpu);
+    PYTHON_KEYS.fetch_or(1 << key.index(), Ordering::Relaxed);
     Ok(PyBackend {
         key,
         name: name.to_string(),

@@ -814,8 +814,8 @@ enum Found<'py> {
     /// A Python function (boxed or not), with the call's keys masked by the operator's.
     Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet),
     /// Another kernel: the CPU fallback (`true`, which `run_fallback` may run without a
-    /// stack) or a Rust kernel (`false`, straight to the boxed call).
-    Other(bool),
+    /// stack) or a Rust kernel (`false`, straight to the boxed call), on these keys.
+    Other(bool, DispatchKeySet),
 }
 
 /// Runs the Python kernel that serves the call, or None where the general path must.
@@ -842,22 +842,28 @@ fn run<'py>(
             // Its library was collected (no function): the general path says so.
             Some(match kernel?.tag::<Arc<PyKernel>>() {
                 Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
-                None => Found::Other(crate::fallback::CpuFallback::of(kernel?).is_some()),
+                None => Found::Other(crate::fallback::CpuFallback::of(kernel?).is_some(), masked),
             })
         })
         .flatten()?;
     let (func, boxed, array, masked) = match found {
         Found::Python(func, boxed, array, masked) => (func, boxed, array, masked),
-        Found::Other(fallback) => {
-            if !done_ok {
-                return None;
-            }
+        Found::Other(fallback, masked) => {
             // Only the CPU fallback runs there: a Rust kernel (Native's `array_api::add`)
             // spares the fallback's table look-up, a third of its own cost on one element.
-            if fallback {
+            // Without `done_ok` (the lean entry, which holds no PyO3 count of the GIL) only
+            // a fallback whose backend's hooks are Rust runs: its Python CPU kernel is called
+            // from here, with no `Python::attach` under it.
+            let rust_hooks = masked
+                .highest()
+                .is_some_and(|k| !super::backend::is_python_backend(k));
+            if fallback && (done_ok || rust_hooks) {
                 if let Some(r) = run_fallback(slf, plan, body, keys, b) {
                     return Some(Ok(Rets::Done(r)));
                 }
+            }
+            if !done_ok {
+                return None;
             }
             return op
                 .resolve(keys, |schema, masked, kernel| {

@@ -222,6 +222,30 @@ def test_a_python_backend_and_mixed_devices_give_the_same(ns, lib, backend_facto
     same_on_both_paths(f"{ns}::add", lambda: op_of(ns, "add")(x, np.ones(2)))
 
 
+def test_one_operator_falls_back_for_native_and_a_python_backend_in_turn(ns, lib, backend_factory):
+    # The entry that holds no PyO3 count of the GIL serves Native's fallback (Rust hooks)
+    # and passes a Python backend's (hooks that call Python) to PyO3's entry: one operator,
+    # called in turn with both, falls back for each, as the general path does.
+    accel = backend_factory("FastFbAccel")
+    lib.define("add(Tensor a, Tensor b) -> Tensor")
+    lib.impl("add", np.add, "CPU")
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, accel.name)
+        x = bf.native.tensor(np.arange(2.0))
+        a = accel.tensor(np.arange(2.0))
+        # Called as a user calls it (the fast path on, no switching, which would take the
+        # operator off that entry), in an order that reaches both entries.
+        for t, device in [(x, "Native:0"), (a, accel.device), (x, "Native:0")]:
+            out, stats = counted(f"{ns}::add", lambda t=t: op_of(ns, "add")(t, t))
+            assert out == ("tensor", device, "float64", [0.0, 2.0])
+            assert stats == {
+                "fallbacks": 1,
+                "failures": 0,
+                "bytes_to_cpu": 32,
+                "bytes_from_cpu": 16,
+            }
+
+
 class _Sub(np.ndarray):
     """An ndarray subclass: its object has the array's fields, read as a plain array's."""
 
