@@ -33,7 +33,7 @@ use super::errors::{to_pyerr, IntoPy};
 use super::gil_cell::GilCell;
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::ops::{PyKeySet, PyOpOverload};
-use super::tensor::{cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
+use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
 use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::ivalue::{IValue, Stack};
 use crate::key::{local_keys, DispatchKey, DispatchKeySet};
@@ -453,28 +453,6 @@ fn is_exact_ndarray(obj: &Bound<'_, PyAny>) -> bool {
         NDARRAY.store(known, Ordering::Relaxed);
     }
     std::ptr::eq(obj.get_type_ptr(), known)
-}
-
-/// `obj` as a `bf.Tensor`, told by its type pointer (kept from the first look-up): the class
-/// has no subclasses (it is not declared `subclass`), so this is what `cast` finds, inline,
-/// where `cast` (which asks the lazily made class object first) was a call of its own on the
-/// path of every `bf.Tensor` argument.
-#[inline(always)]
-fn as_tensor<'a, 'py>(obj: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyTensor>> {
-    use pyo3::PyTypeInfo;
-    use std::sync::atomic::AtomicPtr;
-    // The class object lives as long as the module, which is never unloaded.
-    static TENSOR: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
-    let mut known = TENSOR.load(Ordering::Relaxed);
-    if known.is_null() {
-        known = PyTensor::type_object_raw(obj.py());
-        TENSOR.store(known, Ordering::Relaxed);
-    }
-    if !std::ptr::eq(obj.get_type_ptr(), known) {
-        return None;
-    }
-    // SAFETY: the object's type is the `bf.Tensor` class itself (checked above).
-    Some(unsafe { obj.cast_unchecked::<PyTensor>() })
 }
 
 /// An argument as the kernel gets it (the object the general path would build from its

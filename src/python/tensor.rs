@@ -658,6 +658,28 @@ impl PyTensor {
 /// are kept (where the lock of the tensor's own kept view is a noticeable share of the call).
 const KEEP_LENT_BYTES: usize = 4096;
 
+/// `obj` as a `bf.Tensor`, told by its type pointer (kept from the first look-up): the class
+/// has no subclasses (it is not declared `subclass`), so this is what `cast` finds, inline,
+/// where `cast` (which asks the lazily made class object first) was a call of its own on the
+/// path of every `bf.Tensor` argument.
+#[inline(always)]
+pub(crate) fn as_tensor<'a, 'py>(obj: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyTensor>> {
+    use pyo3::PyTypeInfo;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    // The class object lives as long as the module, which is never unloaded.
+    static TENSOR: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+    let mut known = TENSOR.load(Ordering::Relaxed);
+    if known.is_null() {
+        known = PyTensor::type_object_raw(obj.py());
+        TENSOR.store(known, Ordering::Relaxed);
+    }
+    if !std::ptr::eq(obj.get_type_ptr(), known) {
+        return None;
+    }
+    // SAFETY: the object's type is the `bf.Tensor` class itself (checked above).
+    Some(unsafe { obj.cast_unchecked::<PyTensor>() })
+}
+
 /// `kernel_array(py, loan, false)` for `loan`, the loan of the tensor of `owner` (a
 /// `bf.Tensor`; else, or for another tensor, the same as `kernel_array`). The view is kept in
 /// `owner` with the loan's data version, so a tensor lent again reaches the kernel without
@@ -666,8 +688,8 @@ const KEEP_LENT_BYTES: usize = 4096;
 /// one of data replaced since (the version moved on), is not handed out again.
 pub fn lent_array<'py>(owner: &Bound<'py, PyAny>, loan: &Tensor) -> PyResult<Bound<'py, PyAny>> {
     let py = owner.py();
-    let owner = match owner.cast::<PyTensor>() {
-        Ok(o) if loan.nbytes() <= KEEP_LENT_BYTES && o.get().inner.has_loan(loan) => o.get(),
+    let owner = match as_tensor(owner) {
+        Some(o) if loan.nbytes() <= KEEP_LENT_BYTES && o.get().inner.has_loan(loan) => o.get(),
         _ => return kernel_array(py, loan, false),
     };
     // Read before the view is made: a write meanwhile leaves the kept version behind, so the
