@@ -42,7 +42,19 @@ impl LevelCache {
     fn clear(slf: &Bound<'_, Self>) {
         // Counted first: a "DEBUG is off" stored after this was computed from the new levels.
         CLEARS.fetch_add(1, Ordering::AcqRel);
+        // Whatever was known is stale: DEBUG records may be wanted again (see `debug_off`).
+        log::set_max_level(LevelFilter::Debug);
         slf.as_super().clear();
+    }
+}
+
+/// Lowers `log`'s maximum level below DEBUG while the levels say DEBUG is off for boxfall (the
+/// core's only DEBUG records are boxfall's), so that the fallback's `log_enabled!(Debug)` on
+/// every call is a compare rather than a call of this logger; `LevelCache::clear` raises it
+/// again when a level changes. Only if no clear came between the levels' reading and now.
+fn debug_off() {
+    if debug_known_off() {
+        log::set_max_level(LevelFilter::Info);
     }
 }
 
@@ -110,6 +122,7 @@ impl PyLogging {
             let clears = CLEARS.load(Ordering::Acquire);
             if self.levels_say_debug_off(py).unwrap_or(false) {
                 DEBUG_OFF_SINCE.store(clears + 1, Ordering::Release);
+                debug_off();
                 return false;
             }
         }
