@@ -5,6 +5,7 @@ use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use super::known_type::KnownType;
 use super::tensor::{cpu_tensor_to_numpy, kernel_array, numpy_tensor, wrap, PyTensor};
 use crate::dispatcher::OpSchema;
 use crate::ivalue::{IValue, Stack};
@@ -74,25 +75,21 @@ pub(super) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// NumPy's `ndarray` class.
+static NDARRAY: KnownType = KnownType::new(<PyUntypedArray as pyo3::PyTypeInfo>::type_object_raw);
+
+/// Whether `obj`'s type is NumPy's `ndarray` itself (a subclass is not: `is_numpy_array`
+/// tells those).
+#[inline(always)]
+pub(super) fn is_exact_ndarray(obj: &Bound<'_, PyAny>) -> bool {
+    NDARRAY.is_type_of(obj)
+}
+
 /// Whether `obj` is a NumPy array (of `ndarray` or a subclass). A plain `ndarray`, nearly
 /// every array a call sees, is told by its type pointer alone: the general check asks NumPy's
 /// API table for the type on each call, a third of a fast-path argument's cost.
 pub(super) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
-    use pyo3::PyTypeInfo;
-    use std::sync::atomic::{AtomicPtr, Ordering};
-    // NumPy's `ndarray` type is static in its extension module, which is never unloaded, so
-    // the pointer stays valid once read.
-    static NDARRAY: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
-    let ty = obj.get_type_ptr();
-    let known = NDARRAY.load(Ordering::Relaxed);
-    if !known.is_null() && std::ptr::eq(ty, known) {
-        return true;
-    }
-    let is = obj.cast::<PyUntypedArray>().is_ok();
-    if is && known.is_null() {
-        NDARRAY.store(PyUntypedArray::type_object_raw(obj.py()), Ordering::Relaxed);
-    }
-    is
+    is_exact_ndarray(obj) || obj.cast::<PyUntypedArray>().is_ok()
 }
 
 fn numpy_kind(obj: &Bound<'_, PyAny>) -> Option<char> {

@@ -27,7 +27,8 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use super::array_ops::ArrayKernel;
 use super::convert::{
-    default_ivalue, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed, TensorStyle,
+    default_ivalue, is_exact_ndarray, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed,
+    TensorStyle,
 };
 use super::errors::{to_pyerr, IntoPy};
 use super::gil_cell::GilCell;
@@ -437,22 +438,6 @@ fn is_exact_scalar(obj: &Bound<'_, PyAny>, kind: Kind) -> bool {
 
 fn fits_i64(obj: &Bound<'_, PyAny>) -> bool {
     obj.extract::<i64>().is_ok()
-}
-
-/// Whether `obj`'s type is NumPy's `ndarray` itself (a subclass is not: `is_numpy_array`
-/// tells those). One comparison once the type is known; the type object is NumPy's, static
-/// in its extension module, which is never unloaded.
-#[inline]
-fn is_exact_ndarray(obj: &Bound<'_, PyAny>) -> bool {
-    use pyo3::PyTypeInfo;
-    use std::sync::atomic::AtomicPtr;
-    static NDARRAY: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
-    let mut known = NDARRAY.load(Ordering::Relaxed);
-    if known.is_null() {
-        known = numpy::PyUntypedArray::type_object_raw(obj.py());
-        NDARRAY.store(known, Ordering::Relaxed);
-    }
-    std::ptr::eq(obj.get_type_ptr(), known)
 }
 
 /// An argument as the kernel gets it (the object the general path would build from its

@@ -10,6 +10,7 @@ mod errors;
 mod fast;
 mod gil_cell;
 mod kernel;
+mod known_type;
 mod library;
 mod logging;
 mod ops;

@@ -16,6 +16,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
+use super::known_type::KnownType;
 use super::ops::{PyKeySet, PyOpOverload};
 
 /// The method's definition, which every `op.redispatch` object points to (CPython reads it,
@@ -312,17 +313,11 @@ unsafe fn call(
 /// the first one seen: PyO3's check looks the class object up first, about a fiftieth of the
 /// hop.
 fn key_set(keys: &Bound<'_, PyAny>) -> PyResult<crate::key::DispatchKeySet> {
-    use std::sync::atomic::{AtomicPtr, Ordering};
-    // The class object lives as long as the module, which is never unloaded.
-    static KEY_SET: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
-    let ty = keys.get_type_ptr();
-    if std::ptr::eq(ty, KEY_SET.load(Ordering::Relaxed)) {
+    static KEY_SET: KnownType = KnownType::new(<PyKeySet as pyo3::PyTypeInfo>::type_object_raw);
+    if KEY_SET.is_type_of(keys) {
         // SAFETY: the object's type is `DispatchKeySet`'s class (it has no subclasses).
         return Ok(unsafe { keys.cast_unchecked::<PyKeySet>() }.get().0);
     }
-    let k = keys.cast::<PyKeySet>()?;
-    if keys.is_exact_instance_of::<PyKeySet>() {
-        KEY_SET.store(ty, Ordering::Relaxed);
-    }
-    Ok(k.get().0)
+    // Not a key set: PyO3's cast says so.
+    Ok(keys.cast::<PyKeySet>()?.get().0)
 }

@@ -10,6 +10,7 @@ use pyo3::types::PyTuple;
 
 use super::errors::{from_pyerr, IntoPy};
 use super::gil_cell::GilCell;
+use super::known_type::KnownType;
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
@@ -664,16 +665,8 @@ const KEEP_LENT_BYTES: usize = 4096;
 /// path of every `bf.Tensor` argument.
 #[inline(always)]
 pub(crate) fn as_tensor<'a, 'py>(obj: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyTensor>> {
-    use pyo3::PyTypeInfo;
-    use std::sync::atomic::{AtomicPtr, Ordering};
-    // The class object lives as long as the module, which is never unloaded.
-    static TENSOR: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
-    let mut known = TENSOR.load(Ordering::Relaxed);
-    if known.is_null() {
-        known = PyTensor::type_object_raw(obj.py());
-        TENSOR.store(known, Ordering::Relaxed);
-    }
-    if !std::ptr::eq(obj.get_type_ptr(), known) {
+    static TENSOR: KnownType = KnownType::new(<PyTensor as pyo3::PyTypeInfo>::type_object_raw);
+    if !TENSOR.is_type_of(obj) {
         return None;
     }
     // SAFETY: the object's type is the `bf.Tensor` class itself (checked above).
