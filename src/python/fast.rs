@@ -817,10 +817,12 @@ fn run<'py>(
             // Without `done_ok` (the lean entry, which holds no PyO3 count of the GIL) only
             // a fallback whose backend's hooks are Rust runs: its Python CPU kernel is called
             // from here, with no `Python::attach` under it.
-            let rust_hooks = masked
-                .highest()
-                .is_some_and(|k| !super::backend::is_python_backend(k));
-            if fallback && (done_ok || rust_hooks) {
+            let rust_hooks = || {
+                masked
+                    .highest()
+                    .is_some_and(|k| !super::backend::is_python_backend(k))
+            };
+            if fallback && (done_ok || rust_hooks()) {
                 if let Some(r) = run_fallback(slf, plan, body, keys, b) {
                     return Some(Ok(Rets::Done(r)));
                 }
