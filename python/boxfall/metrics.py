@@ -71,7 +71,10 @@ def op_stats(name: OpName) -> dict[str, Any]:
     - ``fallback_ns``: nanoseconds in the whole fallback; ``to_cpu_ns`` moving the arguments to
       the CPU, ``kernel_ns`` in the CPU kernel, ``from_cpu_ns`` moving the results back and
       writing mutated arguments back. ``to_cpu_ns + kernel_ns + from_cpu_ns <= fallback_ns``
-      (the rest is the fallback's own bookkeeping); a refusal takes no time.
+      (the rest is the fallback's own bookkeeping); a refusal takes no time. Where every
+      argument is lent rather than copied (Native's memory to a Python kernel), the move to the
+      CPU is not timed and adds 0 to ``to_cpu_ns`` (its bytes still count): a clock read would
+      cost more than the step.
     - ``bytes_to_cpu``, ``bytes_from_cpu``: bytes moved each way.
     """
     return _boxfall.op_stats(_name(name))

@@ -720,6 +720,12 @@ pub(crate) struct StepMarks {
     pub(crate) ran: u64,
 }
 
+impl StepMarks {
+    /// The mark of a step not timed: it ends where it began (see `record`).
+    #[cfg(feature = "python")]
+    pub(crate) const UNTIMED: u64 = 0;
+}
+
 impl Default for StepMarks {
     #[inline(always)]
     fn default() -> StepMarks {
@@ -743,8 +749,11 @@ fn record(
     ok: bool,
 ) {
     let end = clock::ticks();
-    let moved = marks.moved.min(end);
-    let ran = marks.ran.min(end);
+    // A step not reached ends with the call; a step not timed (a mark of 0, before any
+    // start) ends where it began. `max` then `min`, not `clamp`, which would panic were the
+    // clock ever to read less at the end than at the start.
+    let moved = marks.moved.max(start).min(end);
+    let ran = marks.ran.max(moved).min(end);
     let t = crate::metrics::StepTicks {
         total: end.saturating_sub(start),
         to_cpu: moved.saturating_sub(start),

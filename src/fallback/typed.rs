@@ -326,6 +326,26 @@ impl Moves<'_> {
         Ok(())
     }
 
+    /// The end of a step 1 that copied nothing (every tensor lent, or none the backend's): the
+    /// results' device, and no time mark. A clock read costs more than such a step's
+    /// bookkeeping, so the step counts as taking no time (`StepMarks::UNTIMED`).
+    #[cfg(feature = "python")]
+    #[inline(always)]
+    fn args_lent_done(&mut self) -> Result<()> {
+        self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
+        self.marks.moved = StepMarks::UNTIMED;
+        Ok(())
+    }
+
+    /// The end of step 2, marked where the CPU kernel returned, before its result is converted
+    /// (for a caller that converts the result into the device's memory itself: that copy is
+    /// step 3's work).
+    #[cfg(feature = "python")]
+    #[inline(always)]
+    pub(crate) fn kernel_done(&mut self) {
+        self.marks.ran = clock::ticks();
+    }
+
     /// Step 1 for all of a call's argument tensors (`args` with `last`), borrowed from the
     /// caller rather than handed over. Where `tensors[i]` is the backend's, its CPU tensor
     /// takes its place: borrowed from it where the backend keeps one (`lent_to_cpu`), else
@@ -339,6 +359,7 @@ impl Moves<'_> {
         tensors: &mut [Option<&Tensor>],
         moved: &mut [Option<Tensor>],
     ) -> Result<()> {
+        let mut copied = false;
         for (g, m) in tensors.iter_mut().zip(moved.iter_mut()) {
             let Some(t) = *g else {
                 continue;
@@ -359,10 +380,15 @@ impl Moves<'_> {
                         .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
                     self.to_cpu += cpu.nbytes() as u64;
                     *m = Some(cpu);
+                    copied = true;
                 }
             }
         }
-        self.args_done()
+        if copied {
+            self.args_done()
+        } else {
+            self.args_lent_done()
+        }
     }
 }
 

@@ -1028,6 +1028,9 @@ fn kernel_in_fallback<'py>(
         Ok(o) => o,
         Err(e) => return Err(kernel_err(maps, e)),
     };
+    // 3. The result to the device, timed from here: for Native, its copy into host memory just
+    // below is that step's move.
+    maps.kernel_done();
     // The return as the kernel wrapper converts it: an argument's array is that argument's
     // tensor; a new NumPy array, for Native, goes into host memory at once (the one copy
     // `from_cpu` would make of it; if it cannot, `from_cpu` says why, as before).
@@ -1052,7 +1055,6 @@ fn kernel_in_fallback<'py>(
             }
         },
     };
-    // 3. The result to the device.
     maps.ret(cpu)
 }
 

@@ -94,6 +94,30 @@ def test_the_time_splits_into_steps_within_the_whole(ns, ops, two):
     assert s["kernel_ns"] > s["to_cpu_ns"] and s["kernel_ns"] > s["from_cpu_ns"]
 
 
+def test_lent_arguments_are_not_timed_and_the_result_copy_is_step_3(ns, lib):
+    """Native lends its host memory to a Python kernel: step 1 copies nothing and is not timed
+    (a clock read would cost more than its bookkeeping), so ``to_cpu_ns`` stays 0 while its
+    bytes are counted; the result's copy into Native memory is timed in step 3."""
+    lib.define("pause(Tensor a, Tensor b) -> Tensor")
+
+    def pause(a, b):
+        time.sleep(0.030)
+        return a + b
+
+    lib.impl("pause", pause, "CPU")
+    op = getattr(bf.ops, ns).pause.default
+    x, y = bf.native.tensor(np.ones(4)), bf.native.tensor(np.ones(4))
+    op(x, y)  # the first call plans the fast path
+    bf.metrics.reset()
+    for _ in range(3):
+        assert np.array_equal(op(x, y).numpy(), np.full(4, 2.0))
+    s = bf.metrics.op_stats(f"{ns}::pause")["backends"]["Native"]
+    assert (s["fallbacks"], s["bytes_to_cpu"], s["bytes_from_cpu"]) == (3, 3 * 64, 3 * 32)
+    assert s["to_cpu_ns"] == 0, s
+    assert s["kernel_ns"] >= 3 * 30_000_000 and s["from_cpu_ns"] > 0, s
+    assert split_ok(s), s
+
+
 def _table(report: str) -> list[str]:
     """The table's lines: the header, the rows and the total (not the lines after it)."""
     lines = report.splitlines()
