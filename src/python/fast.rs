@@ -776,9 +776,39 @@ fn run_lean<'py>(
 enum Found<'py> {
     /// A Python function (boxed or not), with the call's keys masked by the operator's.
     Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet),
-    /// Another kernel: the CPU fallback (`true`, which `run_fallback` may run without a
-    /// stack) or a Rust kernel (`false`, straight to the boxed call), on these keys.
-    Other(bool, DispatchKeySet),
+    /// Another kernel: the CPU fallback (`Some`, which `run_fallback` may run without a stack,
+    /// with what it needs of the table where it can: `FallbackKernel`) or a Rust kernel
+    /// (`None`, straight to the boxed call), on these keys.
+    Other(Option<Option<FallbackKernel<'py>>>, DispatchKeySet),
+}
+
+/// What `run_fallback` needs of the table, taken out of it in `run`'s read section (the
+/// function is a Python reference): the backend's key, and the CPU kernel's Python function
+/// and whether it takes arrays.
+struct FallbackKernel<'py> {
+    key: DispatchKey,
+    func: Bound<'py, PyAny>,
+    array: bool,
+}
+
+impl<'py> FallbackKernel<'py> {
+    /// The Python CPU kernel of a call that the CPU fallback serves on `masked` (None: none
+    /// there, or a boxed one, which the boxed way runs).
+    #[inline(always)]
+    fn of(
+        py: Python<'py>,
+        table: &crate::dispatcher::DispatchTable,
+        masked: DispatchKeySet,
+    ) -> Option<FallbackKernel<'py>> {
+        let key = masked.highest()?;
+        let cpu = table.kernel(DispatchKey::CPU.set())?;
+        let kernel = cpu.tag::<Arc<PyKernel>>().filter(|k| !k.boxed)?;
+        Some(FallbackKernel {
+            key,
+            func: kernel.func(py)?,
+            array: kernel.array,
+        })
+    }
 }
 
 /// Runs the Python kernel that serves the call, or None where the general path must.
@@ -797,18 +827,22 @@ fn run<'py>(
     let op = &slf.get().handle;
     // A Python function is taken out of the table in the read section, which ends before it
     // runs; only another kernel needs the table held while it runs (`resolve`).
-    let found = op
-        .peek(keys, |schema, masked, kernel| {
-            if !Arc::ptr_eq(schema, &plan.schema) {
-                return None;
-            }
-            // Its library was collected (no function): the general path says so.
-            Some(match kernel?.tag::<Arc<PyKernel>>() {
-                Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
-                None => Found::Other(crate::fallback::CpuFallback::of(kernel?).is_some(), masked),
-            })
+    let found = op.peek_table(|table| {
+        if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+            return None;
+        }
+        let masked = table.masked(keys);
+        let kernel = table.kernel(masked)?;
+        // Its library was collected (no function): the general path says so.
+        Some(match kernel.tag::<Arc<PyKernel>>() {
+            Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
+            None => Found::Other(
+                crate::fallback::CpuFallback::of(kernel)
+                    .map(|_| FallbackKernel::of(py, table, masked)),
+                masked,
+            ),
         })
-        .flatten()?;
+    })?;
     let (func, boxed, array, masked) = match found {
         Found::Python(func, boxed, array, masked) => (func, boxed, array, masked),
         Found::Other(fallback, masked) => {
@@ -822,8 +856,8 @@ fn run<'py>(
                     .highest()
                     .is_some_and(|k| !super::backend::is_python_backend(k))
             };
-            if fallback && (done_ok || rust_hooks()) {
-                if let Some(r) = run_fallback(slf, plan, body, keys, b) {
+            if let Some(found) = fallback.flatten().filter(|_| done_ok || rust_hooks()) {
+                if let Some(r) = run_fallback(slf, plan, body, found, b) {
                     return Some(Ok(Rets::Done(r)));
                 }
             }
@@ -890,7 +924,7 @@ fn run_fallback<'py>(
     slf: &Bound<'py, PyOpOverload>,
     plan: &Plan,
     body: &Body,
-    keys: DispatchKeySet,
+    found: FallbackKernel<'py>,
     b: &Bound_<'py>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !b.wraps || body.kwonly || body.rets.len() != 1 {
@@ -916,20 +950,8 @@ fn run_fallback<'py>(
         }
     }
     let n = body.args.len();
-    // What the fallback needs of the table, taken out of it in the read section (the
-    // function is a Python reference): the Python kernel then runs outside it, with no count
-    // of the table held.
-    let (key, func, array) = op.peek_table(|table| {
-        let masked = table.masked(keys);
-        let key = masked.highest()?;
-        crate::fallback::CpuFallback::of(table.kernel(masked)?)?;
-        if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
-            return None;
-        }
-        let cpu = table.kernel(DispatchKey::CPU.set())?;
-        let kernel = cpu.tag::<Arc<PyKernel>>().filter(|k| !k.boxed)?;
-        Some((key, kernel.func(py)?, kernel.array))
-    })?;
+    // The Python kernel runs outside the table's read section, with no count of it held.
+    let FallbackKernel { key, func, array } = found;
     let result = crate::fallback::run_with_maps(op, &plan.schema.info, key, |maps| {
         kernel_in_fallback(
             py,
@@ -1039,7 +1061,12 @@ fn kernel_in_fallback<'py>(
         .zip(objs.iter())
         .find_map(|(t, o)| t.filter(|_| o.is(&out)).cloned());
     let plain = match passed {
-        None if key == DispatchKey::NATIVE => out.cast_exact::<numpy::PyUntypedArray>().ok(),
+        // SAFETY: an object whose type is exactly `ndarray` is a NumPy array (told by its
+        // type pointer, without PyO3's look-up of the class). Exercised by every Native
+        // fallback to a NumPy kernel (test_native.py, test_fast_fallback.py).
+        None if key == DispatchKey::NATIVE && is_exact_ndarray(&out) => {
+            Some(unsafe { out.cast_unchecked::<numpy::PyUntypedArray>() })
+        }
         _ => None,
     };
     let cpu = match (passed, plain) {
