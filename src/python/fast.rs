@@ -856,8 +856,18 @@ fn run<'py>(
                     .highest()
                     .is_some_and(|k| !super::backend::is_python_backend(k))
             };
-            if let Some(found) = fallback.flatten().filter(|_| done_ok || rust_hooks()) {
-                if let Some(r) = run_fallback(slf, plan, body, found, b) {
+            let found = fallback
+                .flatten()
+                .filter(|_| b.wraps && (done_ok || rust_hooks()));
+            if let Some(found) = found {
+                if let Some(r) = run_fallback(
+                    slf,
+                    plan,
+                    body,
+                    found,
+                    b.given.as_slice(),
+                    b.kernel.as_slice(),
+                ) {
                     return Some(Ok(Rets::Done(r)));
                 }
             }
@@ -925,9 +935,10 @@ fn run_fallback<'py>(
     plan: &Plan,
     body: &Body,
     found: FallbackKernel<'py>,
-    b: &Bound_<'py>,
+    given: &[Bound<'py, PyAny>],
+    kernel: &[Bound<'py, PyAny>],
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    if !b.wraps || body.kwonly || body.rets.len() != 1 {
+    if body.kwonly || body.rets.len() != 1 {
         return None;
     }
     let ret = &body.rets[0];
@@ -939,7 +950,7 @@ fn run_fallback<'py>(
     // The tensors of the call, by argument (the general path's stack holds the same ones).
     // Borrowed from the caller's objects, which outlive the call: no tensor handle is cloned.
     let mut tensors: [Option<&crate::tensor::Tensor>; MAX] = [None; MAX];
-    for ((a, g), slot) in body.args.iter().zip(b.given.iter()).zip(tensors.iter_mut()) {
+    for ((a, g), slot) in body.args.iter().zip(given.iter()).zip(tensors.iter_mut()) {
         if a.kind != Kind::Tensor {
             continue;
         }
@@ -960,7 +971,7 @@ fn run_fallback<'py>(
             op,
             &plan.schema,
             key,
-            b,
+            (given, kernel),
             &tensors[..n],
             maps,
         )
@@ -968,7 +979,7 @@ fn run_fallback<'py>(
     .py(py);
     Some(result.and_then(|t| {
         // As `returns_to_py` gives it: an argument's tensor as the caller's object.
-        for g in b.given.iter() {
+        for g in given {
             if let Some(gt) = as_tensor(g) {
                 if gt.get().inner.same(&t) {
                     return Ok(g.clone());
@@ -993,7 +1004,7 @@ fn kernel_in_fallback<'py>(
     op: &OperatorHandle,
     schema: &OpSchema,
     key: DispatchKey,
-    b: &Bound_<'py>,
+    (objs_given, objs_kernel): (&[Bound<'py, PyAny>], &[Bound<'py, PyAny>]),
     given: &[Option<&crate::tensor::Tensor>],
     maps: &mut crate::fallback::Moves<'_>,
 ) -> crate::Result<crate::tensor::Tensor> {
@@ -1017,7 +1028,7 @@ fn kernel_in_fallback<'py>(
         maps.kernel_error(kernel_error(py, e, op, cpu_keys))
     };
     let mut objs = Objs::new();
-    for (i, (t, k)) in tensors.iter().zip(b.kernel.iter()).enumerate() {
+    for (i, (t, k)) in tensors.iter().zip(objs_kernel.iter()).enumerate() {
         let Some(t) = *t else {
             objs.push(k.clone());
             continue;
@@ -1028,7 +1039,7 @@ fn kernel_in_fallback<'py>(
             .find_map(|(e, o)| e.as_ref().filter(|e| e.same(t)).map(|_| o.clone()));
         let obj = match earlier {
             Some(o) => Ok(o),
-            None if t.key() == DispatchKey::CPU => match b.given.as_slice().get(i) {
+            None if t.key() == DispatchKey::CPU => match objs_given.get(i) {
                 Some(g) => lent_array(g, t),
                 None => kernel_array(py, t, false),
             },
@@ -1572,10 +1583,21 @@ pub fn call_python<'py>(
     let Some(plan) = slf.get().plan(py) else {
         return Lean::Passed;
     };
-    if let Some(body) = plan.body.as_ref().filter(|b| lean_args(b, args)) {
-        match run_lean(slf, plan, body, lean_keys(), args, err) {
-            Lean::Passed => {}
-            done => return done,
+    if let Some(body) = plan.body.as_ref() {
+        if lean_args(body, args) {
+            match run_lean(slf, plan, body, lean_keys(), args, err) {
+                Lean::Passed => {}
+                done => return done,
+            }
+        } else if let Some(keys) = device_keys(body, args) {
+            match run_device_lean(slf, plan, body, keys, args) {
+                Some(Ok(r)) => return Lean::Done(r),
+                Some(Err(e)) => {
+                    *err = Some(e);
+                    return Lean::Raised;
+                }
+                None => {}
+            }
         }
     }
     match call_as(slf, args, None, false, false) {
@@ -1586,6 +1608,69 @@ pub fn call_python<'py>(
         }
         None => Lean::Passed,
     }
+}
+
+/// The keys of a call of device tensors that `bind_call` would bind each to itself: every
+/// argument given by position, each tensor a `bf.Tensor` of a device that the call does not
+/// write (`kernel_arg` gives it back as it is, to be lent to the kernel), every other argument
+/// an exact scalar or None where optional (as `lean_args`), and one return. None for any other
+/// call, which `bind_call` then binds.
+#[inline(always)]
+fn device_keys(body: &Body, args: &[Bound<'_, PyAny>]) -> Option<DispatchKeySet> {
+    if args.len() != body.args.len() || body.kwonly || body.rets.len() != 1 {
+        return None;
+    }
+    let mut keys = DispatchKeySet::EMPTY;
+    for (a, obj) in body.args.iter().zip(args) {
+        if a.optional && obj.is_none() {
+            continue;
+        }
+        match a.kind {
+            Kind::Tensor => {
+                let key = as_tensor(obj)?.get().inner.key();
+                if a.write || key == DispatchKey::CPU {
+                    return None;
+                }
+                keys |= key;
+            }
+            kind if is_exact_scalar(obj, kind) => {}
+            _ => return None,
+        }
+    }
+    if keys.is_empty() {
+        return None;
+    }
+    let (inc, exc) = local_keys();
+    Some(DispatchKeySet((keys.0 | inc.0) & !exc.0))
+}
+
+/// A call of device tensors (`device_keys`) that the CPU fallback serves with a Python CPU
+/// kernel, from the lean entry (so only for a backend whose hooks are Rust, as `run` does
+/// there): `run_fallback` on the caller's argument array, which is what `bind_call` would have
+/// bound, with no bound-argument set built. None, with nothing run, where anything else serves
+/// the call: the general way then binds it as before.
+#[inline(never)]
+fn run_device_lean<'py>(
+    slf: &Bound<'py, PyOpOverload>,
+    plan: &Plan,
+    body: &Body,
+    keys: DispatchKeySet,
+    args: &[Bound<'py, PyAny>],
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    let py = slf.py();
+    let op = &slf.get().handle;
+    let found = op.peek_table(|table| {
+        if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+            return None;
+        }
+        let masked = table.masked(keys);
+        crate::fallback::CpuFallback::of(table.kernel(masked)?)?;
+        if super::backend::is_python_backend(masked.highest()?) {
+            return None;
+        }
+        FallbackKernel::of(py, table, masked)
+    })?;
+    run_fallback(slf, plan, body, found, args, args)
 }
 
 /// The keys of a lean call: every tensor is a NumPy array, so the arguments' keys are CPU's

@@ -86,6 +86,55 @@ def test_scalars_defaults_and_one_tensor_twice(ns, lib):
     assert seen and all(seen)
 
 
+class MyInt(int):
+    """An int subclass: converted by the binding, so not its own object."""
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [(2, 1.5, True, None), (MyInt(2), 1.5, True, None), (2, 3, True, None), (2, 1.5, False, "x")],
+    ids=["exact", "int-subclass", "int-as-float", "optional-given"],
+)
+def test_the_lean_entry_binds_device_tensors_and_scalars_as_the_general_path(ns, lib, extra):
+    # Every argument by position, the tensors Native ones: the lean entry runs the fallback on
+    # the caller's argument array (run_device_lean) where each argument binds to itself, and
+    # hands the rest to the binding; the kernel sees the same on both paths.
+    lib.define("mix(Tensor x, int n, float f, bool b, Tensor? y) -> Tensor")
+    seen = []
+
+    def mix(x, n, f, b, y):
+        seen.append((type(x), x.tolist(), type(n), n, type(f), f, type(b), b, y is None))
+        return x * n * f + (0 if y is None else y)
+
+    lib.impl("mix", mix, "CPU")
+    x = bf.native.tensor(np.arange(2.0))
+    args = (x, *extra[:3], x if extra[3] == "x" else extra[3])
+    # A fresh overload each call, so the fast side is the lean entry's.
+    out, stats = same_on_both_paths(f"{ns}::mix", lambda: op_of(ns, "mix")(*args))
+    assert seen[0] == seen[1] and seen[0][0] is np.ndarray
+    assert out[:2] == ("tensor", "Native:0") and stats["fallbacks"] == 1
+
+
+def test_a_written_argument_takes_the_binding_and_is_written_back_alike(ns, lib):
+    lib.define("scale_(Tensor(a!) self, float s) -> Tensor(a!)")
+
+    def scale_(a, s):
+        a *= s
+        return a
+
+    lib.impl("scale_", scale_, "CPU")
+    results = []
+    for on in (True, False):
+        before = _boxfall.set_fast_path(on)
+        try:
+            x = bf.native.tensor(np.arange(3.0))
+            r = op_of(ns, "scale_")(x, 2.0)
+            results.append((r is x, x.numpy().tolist()))
+        finally:
+            _boxfall.set_fast_path(before)
+    assert results[0] == results[1] == (True, [0.0, 2.0, 4.0])
+
+
 def test_integer_and_bool_results_come_back_in_their_dtypes(ns, lib):
     lib.define("lt(Tensor a, Tensor b) -> Tensor")
     lib.define("floor(Tensor a) -> Tensor")
