@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crossbeam_utils::CachePadded;
@@ -1161,6 +1161,10 @@ pub(crate) enum Registration {
 /// ```
 pub struct Dispatcher;
 
+/// `Dispatcher::definitions_version`: moved, under the registry's lock, by every definition
+/// that comes or goes.
+static DEFINITIONS: AtomicU64 = AtomicU64::new(0);
+
 impl Dispatcher {
     /// The defined operator of that name (`ns::op` or `ns::op.overload`).
     ///
@@ -1190,6 +1194,24 @@ impl Dispatcher {
                 suggestions: closest(name, reg.defined_names()),
             }),
         }
+    }
+
+    /// A number that changes whenever an operator is defined or its definition goes: a caller
+    /// that keeps what it looked up by name (the Python package's `bf.ops` keeps its
+    /// overload objects) looks again only when it changed.
+    ///
+    /// ```
+    /// use boxfall::{Dispatcher, Library, LibraryKind};
+    /// let before = Dispatcher::definitions_version();
+    /// let mut lib = Library::new("doc_definitions_version", LibraryKind::Def).unwrap();
+    /// lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// let defined = Dispatcher::definitions_version();
+    /// assert_ne!(defined, before);
+    /// drop(lib);
+    /// assert_ne!(Dispatcher::definitions_version(), defined);
+    /// ```
+    pub fn definitions_version() -> u64 {
+        DEFINITIONS.load(Ordering::Acquire)
     }
 
     /// The defined overloads of `ns::op`, in definition order.
@@ -1477,6 +1499,7 @@ impl Dispatcher {
         reg.overloads.entry(base).or_default().push(name.clone());
         let mut garbage = Garbage::default();
         reg.publish(&name, &mut garbage);
+        DEFINITIONS.fetch_add(1, Ordering::Release);
         drop(reg);
         drop(garbage);
         Ok((handle, Registration::Def(name, id)))
@@ -1557,6 +1580,7 @@ impl Dispatcher {
                         base = s.def.take().map(|d| d.value.schema.name.clone());
                     }
                 }
+                let undefined = base.is_some();
                 if let Some(base) = base {
                     if let Some(names) = reg.overloads.get_mut(&base) {
                         names.retain(|n| n != name);
@@ -1567,6 +1591,9 @@ impl Dispatcher {
                 }
                 reg.publish(name, &mut garbage);
                 reg.remove_if_unused(name, &mut garbage);
+                if undefined {
+                    DEFINITIONS.fetch_add(1, Ordering::Release);
+                }
             }
             Registration::Impl(name, key, id) => {
                 if let Some(s) = reg.ops.get_mut(name) {

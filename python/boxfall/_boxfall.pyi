@@ -391,6 +391,9 @@ def parse_schemas_count(texts: Sequence[str]) -> int:
 def overloads(base: str) -> list[OpOverload]:
     """The defined overloads of ``ns::op``, in definition order."""
 
+def definitions_version() -> int:
+    """A number that changes whenever an operator is defined or undefined."""
+
 def find_op(name: str) -> OpOverload:
     """The defined operator ``name``."""
 

@@ -11,10 +11,17 @@ from ._boxfall import OpOverload
 class OpOverloadPacket:
     """All overloads of one operator name; a call picks the first, in definition order, whose
     schema binds the arguments. ``packet.Tensor`` is one overload, ``packet.default`` the
-    overload named ``""``."""
+    overload named ``""``.
+
+    The overload objects are kept, as torch keeps them, and looked up again only when an
+    operator was defined or undefined since (``_boxfall.definitions_version``): an overload
+    object plans its fast path at its first call, so a new one per call cost more than the
+    call itself. So ``packet.default is packet.default``."""
 
     def __init__(self, qualified_name: str) -> None:
         self._name = qualified_name
+        self._version = -1
+        self._found: list[OpOverload] = []
 
     @property
     def name(self) -> str:
@@ -22,10 +29,13 @@ class OpOverloadPacket:
         return self._name
 
     def _overloads(self) -> list[OpOverload]:
-        found = _boxfall.overloads(self._name)
-        if not found:
+        version = _boxfall.definitions_version()
+        if version != self._version:
+            self._found = _boxfall.overloads(self._name)
+            self._version = version
+        if not self._found:
             raise AttributeError(f"operator '{self._name}' is not defined")
-        return found
+        return self._found
 
     def overloads(self) -> list[str]:
         """The overload names, in definition order (``"default"`` for ``""``)."""
@@ -35,7 +45,11 @@ class OpOverloadPacket:
         if overload.startswith("__"):
             raise AttributeError(overload)
         name = self._name if overload == "default" else f"{self._name}.{overload}"
-        for o in _boxfall.overloads(self._name):
+        try:
+            found = self._overloads()
+        except AttributeError:
+            found = []
+        for o in found:
             if o.name == name:
                 return o
         raise AttributeError(f"'{self._name}' has no overload '{overload}'")
@@ -56,18 +70,27 @@ class OpOverloadPacket:
 
 
 class OpNamespace:
-    """The operators of one namespace: ``bf.ops.demo.add``."""
+    """The operators of one namespace: ``bf.ops.demo.add``. Its packets are kept while the
+    operators' definitions stay as they are (see ``OpOverloadPacket``)."""
 
     def __init__(self, ns: str) -> None:
         self._ns = ns
+        self._version = -1
+        self._packets: dict[str, OpOverloadPacket] = {}
 
     def __getattr__(self, name: str) -> OpOverloadPacket:
         if name.startswith("__"):
             raise AttributeError(name)
-        qualified = f"{self._ns}::{name}"
-        if not _boxfall.overloads(qualified):
-            raise AttributeError(f"operator '{qualified}' is not defined")
-        return OpOverloadPacket(qualified)
+        version = _boxfall.definitions_version()
+        if version != self._version:
+            self._packets = {}
+            self._version = version
+        packet = self._packets.get(name)
+        if packet is None:
+            packet = OpOverloadPacket(f"{self._ns}::{name}")
+            packet._overloads()  # AttributeError if it is not defined
+            self._packets[name] = packet
+        return packet
 
     def __dir__(self) -> list[str]:
         """The operators defined in the namespace (``add`` for ``demo::add.Tensor``), sorted."""
@@ -81,7 +104,11 @@ class _Ops:
     def __getattr__(self, ns: str) -> OpNamespace:
         if ns.startswith("__"):
             raise AttributeError(ns)
-        return OpNamespace(ns)
+        # Kept as an attribute (a namespace holds no operator itself, so it never goes stale):
+        # the next ``bf.ops.<ns>`` is a plain attribute look-up.
+        space = OpNamespace(ns)
+        setattr(self, ns, space)
+        return space
 
     def __dir__(self) -> list[str]:
         """The namespaces that hold a defined operator, sorted."""

@@ -188,9 +188,15 @@ def bench_calls(number: int, repeat: int) -> list[str]:
         through = paired(lambda: ufunc_op(x, y), lambda: np.add(a, a2), number, repeat)
         cpu_call = paired(lambda: ufunc_op(a, a2), lambda: np.add(a, a2), number, repeat)
         cpu_py = paired(lambda: add_op(a, a2), lambda: np.add(a, a2), number, repeat)
+        # As torch users write it: the namespace, the packet and its overload looked up on
+        # every call (``getattr`` stands for ``bf.ops.<ns>``).
+        packet = paired(
+            lambda: getattr(bf.ops, ns).add_ufunc(a, a2), lambda: np.add(a, a2), number, repeat
+        )
         rows.append(_row("add(x, y), Native 1 elem, fallback, np.add", through, "np.add(a, b)"))
         rows.append(_row("add(a, b), NumPy arrays, kernel np.add", cpu_call, "np.add(a, b)"))
         rows.append(_row("add(a, b), NumPy arrays, kernel def: np.add", cpu_py, "np.add(a, b)"))
+        rows.append(_row("bf.ops.<ns>.add(a, b), the packet, np.add", packet, "np.add(a, b)"))
         big, big2 = np.ones(1 << 20), np.ones(1 << 20)
         xb, yb = bf.native.tensor(big), bf.native.tensor(big2)
         # Native memory is Rust's, so the NumPy kernel's result is copied into it: the fair

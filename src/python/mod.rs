@@ -283,6 +283,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schema::parse_schema, m)?)?;
     m.add_function(wrap_pyfunction!(schema::parse_schemas_count, m)?)?;
     m.add_function(wrap_pyfunction!(ops::overloads, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::definitions_version, m)?)?;
     m.add_function(wrap_pyfunction!(ops::find_op, m)?)?;
     m.add_function(wrap_pyfunction!(array_ops::array_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;

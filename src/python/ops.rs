@@ -449,6 +449,13 @@ impl PyOpOverload {
     }
 }
 
+/// A number that changes whenever an operator is defined or undefined (`bf.ops` looks its
+/// overloads up again only then).
+#[pyfunction]
+pub fn definitions_version() -> u64 {
+    Dispatcher::definitions_version()
+}
+
 /// The defined overloads of `ns::op`, in definition order.
 #[pyfunction]
 pub fn overloads<'py>(py: Python<'py>, base: &str) -> PyResult<Vec<Bound<'py, PyOpOverload>>> {

@@ -112,6 +112,30 @@ def test_second_def_library_for_a_namespace_is_an_error(ns, lib):
         bf.Library(ns, "DEF")
 
 
+def test_bf_ops_keeps_its_objects_while_the_definitions_stay(ns):
+    with bf.Library(ns, "DEF") as lib:
+        lib.define(UNARY)
+        lib.impl("foo", plus(1), "CPU")
+        space = getattr(bf.ops, ns)
+        assert getattr(bf.ops, ns) is space
+        packet = space.foo
+        assert space.foo is packet and packet.default is packet.default
+        np.testing.assert_array_equal(packet(np.zeros(1)), [1.0])
+    # Gone with its library: the kept packet says so when called, and a new look-up fails.
+    with pytest.raises(AttributeError, match="is not defined"):
+        packet(np.zeros(1))
+    with pytest.raises(AttributeError):
+        space.foo  # noqa: B018
+    # Defined again, differently: the namespace, and the packet the caller kept, find the new
+    # definition.
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("foo(Tensor self, int n) -> Tensor")
+        lib.impl("foo", lambda self, n: self + n, "CPU")
+        assert str(space.foo.default.schema) == f"{ns}::foo(Tensor self, int n) -> Tensor"
+        np.testing.assert_array_equal(packet(np.zeros(1), 5), [5.0])
+        np.testing.assert_array_equal(space.foo.default(np.zeros(1), 7), [7.0])
+
+
 def test_fragment_library_defines_more_operators(ns, lib):
     lib.define(UNARY)
     with bf.Library(ns, "FRAGMENT") as frag:
