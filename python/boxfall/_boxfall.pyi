@@ -257,6 +257,19 @@ class _Redispatch(Protocol):
         """Dispatches on ``keys`` without its highest key."""
 
 @final
+class OpNamespace:
+    """The operators of one namespace: ``bf.ops.demo.add`` is the packet of ``demo::add``
+    (an ``OpOverloadPacket``). The packets are kept while the definitions stay as they are; an
+    operator defined or undefined since is looked up again."""
+
+    def __new__(cls, ns: str) -> OpNamespace: ...
+    def __getattribute__(self, name: str, /) -> Any:
+        """The packet of operator ``name`` (``AttributeError`` if none is defined); a name
+        that starts with two underscores is the object's own attribute."""
+    def __dir__(self) -> list[str]:
+        """The operators defined in the namespace (``add`` for ``demo::add.Tensor``), sorted."""
+
+@final
 class OpOverload:
     """One operator overload: callable, with its schema and dispatch table
     (``bf.ops.demo.add.Tensor``); taken wherever an operator's name is."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _boxfall
-from ._boxfall import OpOverload
+from ._boxfall import OpNamespace, OpOverload
 
 
 class OpOverloadPacket:
@@ -69,43 +69,13 @@ class OpOverloadPacket:
         return f"OpOverloadPacket({self._name})"
 
 
-class OpNamespace:
-    """The operators of one namespace: ``bf.ops.demo.add``. Its packets are kept while the
-    operators' definitions stay as they are (see ``OpOverloadPacket``)."""
-
-    def __init__(self, ns: str) -> None:
-        self._ns = ns
-        self._version = -1
-        self._packets: dict[str, OpOverloadPacket] = {}
-
-    def __getattr__(self, name: str) -> OpOverloadPacket:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        version = _boxfall.definitions_version()
-        if version != self._version:
-            self._packets = {}
-            self._version = version
-        packet = self._packets.get(name)
-        if packet is None:
-            packet = OpOverloadPacket(f"{self._ns}::{name}")
-            packet._overloads()  # AttributeError if it is not defined
-            self._packets[name] = packet
-        return packet
-
-    def __dir__(self) -> list[str]:
-        """The operators defined in the namespace (``add`` for ``demo::add.Tensor``), sorted."""
-        return _boxfall.operators_in(self._ns)
-
-    def __repr__(self) -> str:
-        return f"OpNamespace({self._ns})"
-
-
 class _Ops:
     def __getattr__(self, ns: str) -> OpNamespace:
         if ns.startswith("__"):
             raise AttributeError(ns)
         # Kept as an attribute (a namespace holds no operator itself, so it never goes stale):
-        # the next ``bf.ops.<ns>`` is a plain attribute look-up.
+        # the next ``bf.ops.<ns>`` is a plain attribute look-up. ``OpNamespace`` (Rust) keeps
+        # the namespace's packets while the definitions stay.
         space = OpNamespace(ns)
         setattr(self, ns, space)
         return space

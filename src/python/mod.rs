@@ -13,6 +13,7 @@ mod kernel;
 mod known_type;
 mod library;
 mod logging;
+mod namespace;
 mod ops;
 mod recursion;
 mod redispatch;
@@ -269,6 +270,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<library::PyFallthrough>()?;
     m.add_class::<library::PyCpuFallback>()?;
     m.add_class::<ops::PyOpOverload>()?;
+    m.add_class::<namespace::PyOpNamespace>()?;
     redispatch::install_getter(py)?;
     m.add_class::<ops::PyKeySet>()?;
     m.add_class::<backend::PyBackend>()?;

@@ -118,6 +118,8 @@ def test_bf_ops_keeps_its_objects_while_the_definitions_stay(ns):
         lib.impl("foo", plus(1), "CPU")
         space = getattr(bf.ops, ns)
         assert getattr(bf.ops, ns) is space
+        assert type(space) is space.__class__ is bf.OpNamespace
+        assert repr(space) == f"OpNamespace({ns})" and dir(space) == ["foo"]
         packet = space.foo
         assert space.foo is packet and packet.default is packet.default
         np.testing.assert_array_equal(packet(np.zeros(1)), [1.0])
