@@ -263,11 +263,32 @@ class OpNamespace:
     operator defined or undefined since is looked up again."""
 
     def __new__(cls, ns: str) -> OpNamespace: ...
-    def __getattribute__(self, name: str, /) -> Any:
+    def __getattribute__(self, name: str, /) -> OpOverloadPacket:
         """The packet of operator ``name`` (``AttributeError`` if none is defined); a name
         that starts with two underscores is the object's own attribute."""
     def __dir__(self) -> list[str]:
         """The operators defined in the namespace (``add`` for ``demo::add.Tensor``), sorted."""
+
+@final
+class OpOverloadPacket:
+    """All overloads of one operator name; a call picks the first, in definition order, whose
+    schema binds the arguments. ``packet.Tensor`` is one overload, ``packet.default`` the
+    overload named ``""``. The overload objects are kept (``packet.default is
+    packet.default``) and looked up again only once an operator was defined or undefined."""
+
+    def __new__(cls, qualified_name: str) -> OpOverloadPacket: ...
+    @property
+    def name(self) -> str:
+        """``ns::op``."""
+    def overloads(self) -> list[str]:
+        """The overload names, in definition order (``"default"`` for ``""``)."""
+    def __getattribute__(self, overload: str, /) -> OpOverload:
+        """The overload of that name (``default`` for ``""``); ``name``, ``overloads`` and the
+        names that start with two underscores are the packet's own attributes."""
+    def __dir__(self) -> list[str]:
+        """The overload names (``"default"`` for ``""``) and the packet's own attributes."""
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The one overload's call, or the first overload's whose schema binds the arguments."""
 
 @final
 class OpOverload:

@@ -15,6 +15,7 @@ mod library;
 mod logging;
 mod namespace;
 mod ops;
+mod packet;
 mod recursion;
 mod redispatch;
 mod schema;
@@ -271,6 +272,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<library::PyCpuFallback>()?;
     m.add_class::<ops::PyOpOverload>()?;
     m.add_class::<namespace::PyOpNamespace>()?;
+    m.add_class::<packet::PyOpOverloadPacket>()?;
     redispatch::install_getter(py)?;
     m.add_class::<ops::PyKeySet>()?;
     m.add_class::<backend::PyBackend>()?;

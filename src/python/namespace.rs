@@ -1,5 +1,5 @@
-//! `bf.ops.<ns>`: the operators of one namespace, as `OpOverloadPacket`s (the Python class of
-//! `boxfall._ops`), kept while the definitions stay as they are.
+//! `bf.ops.<ns>`: the operators of one namespace, as `OpOverloadPacket`s (`packet.rs`), kept
+//! while the definitions stay as they are.
 //!
 //! `bf.ops.<ns>.<op>(...)` is how torch users call an operator, on every call. A Python class
 //! can keep its packets only behind `__getattr__`, which Python calls after its own look-up has
@@ -15,6 +15,7 @@ use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use super::packet::PyOpOverloadPacket;
 use crate::dispatcher::Dispatcher;
 
 /// The operators of one namespace: `bf.ops.demo.add` is the packet of `demo::add`.
@@ -57,14 +58,7 @@ impl PyOpNamespace {
         // The dunders are the object's own (`__class__`, `__dir__`, ...); every other name is
         // an operator's, as in torch (whose operator names never start with two underscores).
         if op.starts_with("__") {
-            // SAFETY: both pointers are live objects the caller holds; the call returns a new
-            // reference, or null with an exception set, which `from_owned_ptr_or_err` takes.
-            return unsafe {
-                Bound::from_owned_ptr_or_err(
-                    py,
-                    pyo3::ffi::PyObject_GenericGetAttr(slf.as_ptr(), name.as_ptr()),
-                )
-            };
+            return own_attribute(slf.as_any(), name);
         }
         let qualified = format!("{}::{op}", this.ns);
         if Dispatcher::overloads(&qualified).is_empty() {
@@ -72,10 +66,7 @@ impl PyOpNamespace {
                 "operator '{qualified}' is not defined"
             )));
         }
-        let packet = py
-            .import("boxfall._ops")?
-            .getattr("OpOverloadPacket")?
-            .call1((qualified,))?;
+        let packet = Bound::new(py, PyOpOverloadPacket::of(qualified))?.into_any();
         packets.set_item(name, &packet)?;
         Ok(packet)
     }
@@ -87,5 +78,23 @@ impl PyOpNamespace {
 
     fn __repr__(&self) -> String {
         format!("OpNamespace({})", self.ns)
+    }
+}
+
+/// `obj`'s own attribute `name`, as Python's default look-up finds it: for a class whose
+/// `__getattribute__` answers other names itself.
+pub(super) fn own_attribute<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: both pointers are live objects the caller holds, with the GIL held (`obj`'s
+    // token); the call returns a new reference, or null with an exception set, which
+    // `from_owned_ptr_or_err` takes over. Exercised by test_library.py (`space.__class__`,
+    // `packet.name`).
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            obj.py(),
+            pyo3::ffi::PyObject_GenericGetAttr(obj.as_ptr(), name.as_ptr()),
+        )
     }
 }

@@ -34,25 +34,39 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// Switches the `OpOverload` class to vectorcall, from one of its objects (once; the GIL
 /// serialises the callers).
 pub fn install(slf: &Bound<'_, PyOpOverload>) {
-    if INSTALLED.load(Ordering::Relaxed) {
+    let ty = PyOpOverload::type_object_raw(slf.py());
+    install_at(&INSTALLED, ty, slf.as_any(), || {
+        PyOpOverload::entry_offset(slf)
+    });
+}
+
+/// Switches class `ty` to vectorcall, from `obj`, one of its objects, whose entry point field
+/// lies at `offset()` bytes from its start: once, as `installed` records (the GIL serialises
+/// the callers). The class must have no subclasses (not declared `subclass`), so that every
+/// object of it has this layout, and each of its objects must hold a valid `vectorcallfunc`
+/// there, set when it is made and never changed.
+pub(super) fn install_at(
+    installed: &AtomicBool,
+    ty: *mut ffi::PyTypeObject,
+    obj: &Bound<'_, PyAny>,
+    offset: impl FnOnce() -> Option<usize>,
+) {
+    if installed.load(Ordering::Relaxed) {
         return;
     }
-    INSTALLED.store(true, Ordering::Relaxed);
-    let ty = PyOpOverload::type_object_raw(slf.py());
-    // The class has no subclasses (it is not declared `subclass`), so every object of it has
-    // this layout; the offset must lie inside the object.
-    let Some(offset) = PyOpOverload::entry_offset(slf) else {
+    installed.store(true, Ordering::Relaxed);
+    let Some(offset) = offset() else {
         return;
     };
-    // SAFETY: `ty` is the live class object of `slf` (not a subclass: see above), and the
-    // GIL is held, so no other thread reads its slots while they change. Its objects hold a
-    // valid `vectorcallfunc` (`ENTRY`, set by `from_handle`, never changed) at `offset`, which
-    // is checked to fall inside the object; and the flag is set after the offset, so a reader
-    // that sees the flag sees the offset.
+    // SAFETY: `ty` is the live class object of `obj` (checked below; not a subclass, see
+    // above), and the GIL is held, so no other thread reads its slots while they change. Its
+    // objects hold a valid `vectorcallfunc` at `offset` (the caller's promise), which is checked
+    // to fall inside the object; and the flag is set after the offset, so a reader that sees
+    // the flag sees the offset.
     unsafe {
         let size = usize::try_from((*ty).tp_basicsize).unwrap_or(0);
         if offset + std::mem::size_of::<Entry>() > size
-            || !std::ptr::eq(ffi::Py_TYPE(slf.as_ptr()), ty)
+            || !std::ptr::eq(ffi::Py_TYPE(obj.as_ptr()), ty)
         {
             return;
         }

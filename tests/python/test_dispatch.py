@@ -290,6 +290,8 @@ def test_packet_picks_the_first_overload_that_binds(ns, lib):
     assert pick(x, 3) == "Scalar"  # Scalar comes before int in definition order
     assert pick(x, "s") == "str"
     assert pick.int(x, 3) == "int"
+    # By keyword too (the packet's vectorcall passes the names on to the binding).
+    assert pick(self=x, other="s") == "str" and pick(x, other=2.0) == "Scalar"
 
 
 def test_packet_with_no_binding_overload_is_a_type_error(ns, lib):

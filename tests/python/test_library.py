@@ -122,7 +122,15 @@ def test_bf_ops_keeps_its_objects_while_the_definitions_stay(ns):
         assert repr(space) == f"OpNamespace({ns})" and dir(space) == ["foo"]
         packet = space.foo
         assert space.foo is packet and packet.default is packet.default
-        np.testing.assert_array_equal(packet(np.zeros(1)), [1.0])
+        assert type(packet) is packet.__class__ is bf.OpOverloadPacket
+        assert packet.name == f"{ns}::foo" and packet.overloads() == ["default"]
+        # The first call (by tp_call) switches the class to vectorcall; the next ones go on
+        # to the overload's own entry, keywords included.
+        for _ in range(3):
+            np.testing.assert_array_equal(packet(np.zeros(1)), [1.0])
+            np.testing.assert_array_equal(packet(self=np.ones(1)), [2.0])
+        with pytest.raises(TypeError):
+            packet(np.zeros(1), np.zeros(1))
     # Gone with its library: the kept packet says so when called, and a new look-up fails.
     with pytest.raises(AttributeError, match="is not defined"):
         packet(np.zeros(1))

@@ -1,0 +1,278 @@
+//! `bf.ops.<ns>.<op>`: all overloads of one operator name, callable as torch's
+//! `OpOverloadPacket` is.
+//!
+//! torch users call the packet, not an overload, on every call. The packet keeps its overload
+//! objects (each plans its fast path once, at its first call) with the definitions' version
+//! they were looked up at (`Dispatcher::definitions_version`), and looks again only once an
+//! operator was defined or undefined. A call of an operator with one overload goes by
+//! vectorcall straight on to that overload's own vectorcall entry, with the caller's array of
+//! arguments: no tuple, no dict, no Python frame (a packet written in Python cost about
+//! 330 ns over the overload a call).
+
+use std::sync::atomic::AtomicBool;
+
+use pyo3::exceptions::PyAttributeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::PyTypeInfo;
+
+use super::gil_cell::GilCell;
+use super::namespace::own_attribute;
+use super::ops::PyOpOverload;
+use super::vectorcall::{install_at, Entry};
+use crate::dispatcher::Dispatcher;
+
+/// All overloads of one operator name; a call picks the first, in definition order, whose
+/// schema binds the arguments. `packet.Tensor` is one overload, `packet.default` the overload
+/// named `""`.
+#[pyclass(name = "OpOverloadPacket", module = "boxfall", frozen)]
+pub struct PyOpOverloadPacket {
+    /// Where a call from Python enters, read by the interpreter at the offset the class names
+    /// (see `vectorcall.rs`).
+    vectorcall: Entry,
+    name: String,
+    /// The overloads, in definition order, as defined at the version kept beside them (at
+    /// first version 0, when nothing is defined yet: none).
+    found: GilCell<(u64, Vec<Py<PyOpOverload>>)>,
+}
+
+/// Whether the class was switched over to vectorcall.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+impl PyOpOverloadPacket {
+    /// The packet of `ns::op` (which need not be defined: a call says so).
+    pub fn of(name: String) -> PyOpOverloadPacket {
+        PyOpOverloadPacket {
+            vectorcall: Some(packet_vectorcall),
+            name,
+            found: GilCell::default(),
+        }
+    }
+
+    /// Looks the overloads up again where an operator was defined or undefined since they
+    /// were (`found` then holds the overloads as defined now).
+    fn overloads_now(&self, py: Python<'_>) -> PyResult<()> {
+        let version = Dispatcher::definitions_version();
+        // SAFETY: the GIL is held (`py`) and no Python code runs while the reference lives.
+        if unsafe { self.found.peek() }.0 == version {
+            return Ok(());
+        }
+        let keep = super::ops::overloads(py, &self.name)?
+            .into_iter()
+            .map(Bound::unbind)
+            .collect();
+        drop(self.found.replace(py, (version, keep)));
+        Ok(())
+    }
+
+    /// The overloads as defined now, in definition order, or `AttributeError` if the operator
+    /// is not defined.
+    fn defined<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyOpOverload>>> {
+        self.overloads_now(py)?;
+        // SAFETY: as in `overloads_now`.
+        let found: Vec<_> = unsafe { self.found.peek() }
+            .1
+            .iter()
+            .map(|o| o.bind(py).clone())
+            .collect();
+        if found.is_empty() {
+            return Err(PyAttributeError::new_err(format!(
+                "operator '{}' is not defined",
+                self.name
+            )));
+        }
+        Ok(found)
+    }
+
+    /// The one overload, kept and current, of an operator that has one: the vectorcall
+    /// entry's answer, read with no call (None: look up, or choose by binding).
+    #[inline(always)]
+    fn single(&self) -> Option<*mut ffi::PyObject> {
+        // SAFETY: called with the GIL held (the interpreter's call), and no Python code runs
+        // while the reference lives.
+        let kept = unsafe { self.found.peek() };
+        match kept.1.as_slice() {
+            [one] if kept.0 == Dispatcher::definitions_version() => Some(one.as_ptr()),
+            _ => None,
+        }
+    }
+
+    /// `packet(*args, **kwargs)`: the one overload's call, or the first overload whose schema
+    /// binds the arguments.
+    fn call_with<'py>(
+        slf: &Bound<'py, Self>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let found = slf.get().defined(py)?;
+        match found.as_slice() {
+            [one] => one.call(args, kwargs),
+            _ => {
+                let refs = found.iter().map(Bound::borrow).collect();
+                super::ops::call_first_binding(py, refs, args, kwargs)
+            }
+        }
+    }
+
+    /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
+    fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
+        let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
+        field.checked_sub(slf.as_ptr() as usize)
+    }
+}
+
+#[pymethods]
+impl PyOpOverloadPacket {
+    #[new]
+    fn new(qualified_name: String) -> Self {
+        Self::of(qualified_name)
+    }
+
+    /// `ns::op`.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The overload names, in definition order (`"default"` for `""`).
+    fn overloads(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.defined(py)?
+            .iter()
+            .map(|o| {
+                let name = o.getattr("overload_name")?.extract::<String>()?;
+                Ok(if name.is_empty() {
+                    "default".to_string()
+                } else {
+                    name
+                })
+            })
+            .collect()
+    }
+
+    /// `packet.<overload>`: the overload of that name (`default` for `""`), as kept. The
+    /// packet's own attributes are `name`, `overloads` and the dunders; answered here first, an
+    /// overload costs no failed look-up (and its `AttributeError`) on the way.
+    fn __getattribute__<'py>(
+        slf: &Bound<'py, Self>,
+        attr: &Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        let overload = attr.to_str()?;
+        if overload.starts_with("__") || overload == "name" || overload == "overloads" {
+            return own_attribute(slf.as_any(), attr);
+        }
+        this.overloads_now(py)?;
+        // SAFETY: the GIL is held (`py`), and no Python code runs while the reference lives.
+        let kept = unsafe { this.found.peek() };
+        let found = kept.1.iter().find(|o| {
+            let name = o.get().handle.name();
+            match overload {
+                "default" => name == this.name,
+                _ => {
+                    name.strip_prefix(this.name.as_str())
+                        .and_then(|rest| rest.strip_prefix('.'))
+                        == Some(overload)
+                }
+            }
+        });
+        match found {
+            Some(o) => Ok(o.bind(py).clone().into_any()),
+            None => Err(PyAttributeError::new_err(format!(
+                "'{}' has no overload '{overload}'",
+                this.name
+            ))),
+        }
+    }
+
+    /// The overload names (`"default"` for `""`) and the packet's own attributes.
+    fn __dir__(slf: &Bound<'_, Self>) -> PyResult<Vec<String>> {
+        let mut names = slf.get().overloads(slf.py()).unwrap_or_default();
+        names.extend(["name".to_string(), "overloads".to_string()]);
+        Ok(names)
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        slf: &Bound<'py, Self>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        install_at(
+            &INSTALLED,
+            Self::type_object_raw(slf.py()),
+            slf.as_any(),
+            || Self::entry_offset(slf),
+        );
+        Self::call_with(slf, args, kwargs)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("OpOverloadPacket({})", self.name)
+    }
+}
+
+/// The packet's vectorcall entry: an operator with one overload, kept and current, is that
+/// overload's call, with the caller's own arguments (no frame of ours on the way); any other
+/// call is `call_with`'s, in PyO3's trampoline.
+unsafe extern "C" fn packet_vectorcall(
+    callable: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: the interpreter calls this entry with the GIL held and `callable` a live packet
+    // (only packets carry it). The overload is a live object the packet holds; the call passes
+    // the caller's arguments on unchanged, as the vectorcall protocol allows (the
+    // `PY_VECTORCALL_ARGUMENTS_OFFSET` flag included: the caller's leave to use `args[-1]`
+    // goes on with the same array). Exercised by every packet call in the tests
+    // (test_library.py's kept objects, test_dispatch.py's packets).
+    unsafe {
+        let py = Python::assume_attached();
+        let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverloadPacket>();
+        if let Some(one) = slf.get().single() {
+            return ffi::PyObject_Vectorcall(one, args, nargsf, kwnames);
+        }
+        let nargs = ffi::PyVectorcall_NARGS(nargsf);
+        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call)(
+            callable, args, nargs, kwnames,
+        )
+    }
+}
+
+/// `call_with` of a vectorcall's arguments, as a tuple and a dict.
+unsafe fn call(
+    py: Python<'_>,
+    callable: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: as in `packet_vectorcall`: `callable` is a live packet, `args` holds `nargs`
+    // positional arguments and then one value for each name of `kwnames` (a tuple, or null).
+    let (slf, positional, kwargs) = unsafe {
+        let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverloadPacket>();
+        let names = Borrowed::from_ptr_or_opt(py, kwnames).map(|n| n.cast_unchecked::<PyTuple>());
+        let n = usize::try_from(nargs).unwrap_or(0);
+        let nkw = names.as_ref().map_or(0, |n| n.len());
+        let all: &[Bound<'_, PyAny>] = if n + nkw == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(args.cast(), n + nkw)
+        };
+        let kwargs = match names {
+            Some(names) if nkw > 0 => {
+                let d = PyDict::new(py);
+                for (k, v) in names.iter().zip(&all[n..]) {
+                    d.set_item(k, v)?;
+                }
+                Some(d)
+            }
+            _ => None,
+        };
+        (slf, PyTuple::new(py, &all[..n])?, kwargs)
+    };
+    PyOpOverloadPacket::call_with(&slf, &positional, kwargs.as_ref()).map(Bound::into_ptr)
+}
