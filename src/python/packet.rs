@@ -20,7 +20,7 @@ use pyo3::PyTypeInfo;
 use super::gil_cell::GilCell;
 use super::namespace::own_attribute;
 use super::ops::PyOpOverload;
-use super::vectorcall::{install_at, Entry};
+use super::vectorcall::{call_arguments, install_at, Entry};
 use crate::dispatcher::Dispatcher;
 
 /// All overloads of one operator name; a call picks the first, in definition order, whose
@@ -242,7 +242,11 @@ unsafe extern "C" fn packet_vectorcall(
     }
 }
 
-/// `call_with` of a vectorcall's arguments, as a tuple and a dict.
+/// `call_with` of a vectorcall's arguments (`call_arguments`).
+///
+/// # Safety
+/// As in `packet_vectorcall`: the GIL is held, `callable` is a live packet, and `args` holds
+/// `nargs` positional arguments and then one value for each name of `kwnames` (or null).
 unsafe fn call(
     py: Python<'_>,
     callable: *mut ffi::PyObject,
@@ -250,29 +254,13 @@ unsafe fn call(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<*mut ffi::PyObject> {
-    // SAFETY: as in `packet_vectorcall`: `callable` is a live packet, `args` holds `nargs`
-    // positional arguments and then one value for each name of `kwnames` (a tuple, or null).
-    let (slf, positional, kwargs) = unsafe {
-        let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverloadPacket>();
-        let names = Borrowed::from_ptr_or_opt(py, kwnames).map(|n| n.cast_unchecked::<PyTuple>());
-        let n = usize::try_from(nargs).unwrap_or(0);
-        let nkw = names.as_ref().map_or(0, |n| n.len());
-        let all: &[Bound<'_, PyAny>] = if n + nkw == 0 {
-            &[]
-        } else {
-            std::slice::from_raw_parts(args.cast(), n + nkw)
-        };
-        let kwargs = match names {
-            Some(names) if nkw > 0 => {
-                let d = PyDict::new(py);
-                for (k, v) in names.iter().zip(&all[n..]) {
-                    d.set_item(k, v)?;
-                }
-                Some(d)
-            }
-            _ => None,
-        };
-        (slf, PyTuple::new(py, &all[..n])?, kwargs)
+    // SAFETY: see the function's contract.
+    let (slf, (positional, kwargs)) = unsafe {
+        (
+            Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverloadPacket>(),
+            call_arguments(py, args, nargs, kwnames)?,
+        )
     };
+    let positional = PyTuple::new(py, positional)?;
     PyOpOverloadPacket::call_with(&slf, &positional, kwargs.as_ref()).map(Bound::into_ptr)
 }

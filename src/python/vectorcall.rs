@@ -210,8 +210,7 @@ fn panic_error(payload: Box<dyn std::any::Any + Send + 'static>) -> PyErr {
     pyo3::panic::PanicException::new_err(message)
 }
 
-/// `op(*args, **kwargs)` from the vectorcall arguments: `nargs` positional objects in `args`,
-/// then one per name of the `kwnames` tuple (or null).
+/// `op(*args, **kwargs)` from the vectorcall arguments (see [`call_arguments`]).
 ///
 /// # Safety
 /// As the vectorcall protocol promises: the GIL is held, `callable` is an object of the class
@@ -224,20 +223,45 @@ unsafe fn call(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: see the function's contract.
+    let (slf, (positional, kwargs)) = unsafe {
+        (
+            Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverload>(),
+            call_arguments(py, args, nargs, kwnames)?,
+        )
+    };
+    PyOpOverload::call_with(&slf, positional, None, kwargs.as_ref()).map(Bound::into_ptr)
+}
+
+/// The positional arguments of a call, and its keywords (None without any).
+pub(super) type CallArguments<'a, 'py> = (&'a [Bound<'py, PyAny>], Option<Bound<'py, PyDict>>);
+
+/// A vectorcall's arguments as a call sees them: the `nargs` positional objects in `args`,
+/// and the keywords (one object after them per name of the `kwnames` tuple, or null) as a new
+/// dict, or None without any.
+///
+/// # Safety
+/// The GIL is held, and `args` holds `nargs` objects and then one per keyword name, borrowed
+/// for the length of the call (which `'a` must not outlive).
+pub(super) unsafe fn call_arguments<'a, 'py>(
+    py: Python<'py>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<CallArguments<'a, 'py>> {
     // SAFETY: see the function's contract; `Bound<PyAny>` has the layout of a
     // `*mut PyObject` (PyO3's `as_slice` of a tuple relies on it), and the slice, like the
     // objects it borrows, does not outlive the call.
-    let (slf, names, all) = unsafe {
-        let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverload>();
+    let (names, all) = unsafe {
         let names = Borrowed::from_ptr_or_opt(py, kwnames).map(|n| n.cast_unchecked::<PyTuple>());
         let nkw = names.as_ref().map_or(0, |n| n.len());
         let n = usize::try_from(nargs).unwrap_or(0) + nkw;
-        let all: &[Bound<'_, PyAny>] = if n == 0 {
+        let all: &'a [Bound<'py, PyAny>] = if n == 0 {
             &[]
         } else {
             std::slice::from_raw_parts(args.cast(), n)
         };
-        (slf, names, all)
+        (names, all)
     };
     let positional = &all[..all.len() - names.as_ref().map_or(0, |n| n.len())];
     let kwargs = match &names {
@@ -250,5 +274,5 @@ unsafe fn call(
         }
         _ => None,
     };
-    PyOpOverload::call_with(&slf, positional, None, kwargs.as_ref()).map(Bound::into_ptr)
+    Ok((positional, kwargs))
 }
