@@ -233,7 +233,10 @@ unsafe extern "C" fn packet_vectorcall(
         let py = Python::assume_attached();
         let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverloadPacket>();
         if let Some(one) = slf.get().single() {
-            return ffi::PyObject_Vectorcall(one, args, nargsf, kwnames);
+            // A reference of the call's own: the overload's kernel may define an operator
+            // and call this packet again, which then lets go of the overloads it kept.
+            let one = Bound::from_borrowed_ptr(py, one);
+            return ffi::PyObject_Vectorcall(one.as_ptr(), args, nargsf, kwnames);
         }
         let nargs = ffi::PyVectorcall_NARGS(nargsf);
         pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call)(

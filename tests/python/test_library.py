@@ -146,6 +146,31 @@ def test_bf_ops_keeps_its_objects_while_the_definitions_stay(ns):
         np.testing.assert_array_equal(space.foo.default(np.zeros(1), 7), [7.0])
 
 
+def test_a_packet_called_again_by_its_kernel_after_a_new_definition(ns):
+    # The kernel defines an operator (so the packet lets go of the overloads it kept) and
+    # calls the same packet again, while the first call still runs in the overload it kept.
+    frags = []
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("rec(Tensor self, int depth) -> Tensor")
+
+        def rec(self, depth):
+            if depth == 0:
+                return self
+            frag = bf.Library(ns, "FRAGMENT")
+            frag.define(f"extra{len(frags)}(Tensor self) -> Tensor")
+            frags.append(frag)
+            gc.collect()
+            return packet(self + 1, depth - 1)
+
+        lib.impl("rec", rec, "CPU")
+        packet = getattr(bf.ops, ns).rec
+        for round in range(3):  # the first by tp_call, the others by vectorcall
+            np.testing.assert_array_equal(packet(np.zeros(1), 3), [3.0])
+            assert len(frags) == 3 * (round + 1)
+        for frag in frags:
+            frag.close()
+
+
 def test_fragment_library_defines_more_operators(ns, lib):
     lib.define(UNARY)
     with bf.Library(ns, "FRAGMENT") as frag:
