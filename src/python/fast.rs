@@ -727,7 +727,10 @@ fn run_lean<'py>(
         let (k, masked) = match spare.hint(py, table, keys) {
             Some(found) => found,
             None => {
-                let masked = masked_in(table, op, plan, keys)?;
+                if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+                    return None;
+                }
+                let masked = table.masked(keys);
                 let k = table.kernel(masked)?.tag::<Arc<PyKernel>>()?;
                 spare.keep_hint(py, table, keys, masked, k);
                 (&**k, masked)
@@ -767,19 +770,6 @@ fn run_lean<'py>(
             Lean::Raised
         }
     }
-}
-
-/// `keys` masked by the operator's fallthroughs in `table`, read in the caller's section,
-/// where the table is of the schema `plan` was made for (None: the operator was redefined or
-/// undefined since, and the general path serves the call).
-#[inline(always)]
-fn masked_in(
-    table: &crate::dispatcher::DispatchTable,
-    op: &OperatorHandle,
-    plan: &Plan,
-    keys: DispatchKeySet,
-) -> Option<DispatchKeySet> {
-    std::ptr::eq(table.schema(op).ok()?, &*plan.schema).then(|| table.masked(keys))
 }
 
 /// What serves a call, as the fast path found it.
@@ -838,7 +828,10 @@ fn run<'py>(
     // A Python function is taken out of the table in the read section, which ends before it
     // runs; only another kernel needs the table held while it runs (`resolve`).
     let found = op.peek_table(|table| {
-        let masked = masked_in(table, op, plan, keys)?;
+        if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+            return None;
+        }
+        let masked = table.masked(keys);
         let kernel = table.kernel(masked)?;
         // Its library was collected (no function): the general path says so.
         Some(match kernel.tag::<Arc<PyKernel>>() {
@@ -1667,7 +1660,10 @@ fn run_device_lean<'py>(
     let py = slf.py();
     let op = &slf.get().handle;
     let found = op.peek_table(|table| {
-        let masked = masked_in(table, op, plan, keys)?;
+        if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+            return None;
+        }
+        let masked = table.masked(keys);
         crate::fallback::CpuFallback::of(table.kernel(masked)?)?;
         if super::backend::is_python_backend(masked.highest()?) {
             return None;
