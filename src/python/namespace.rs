@@ -54,7 +54,11 @@ impl PyOpNamespace {
             packets.clear();
             this.version.store(version, Ordering::Relaxed);
         }
-        let op = name.to_str()?;
+        // A name that is no UTF-8 (a lone surrogate) names no operator: `hasattr` must see an
+        // `AttributeError`, not a `UnicodeEncodeError`.
+        let Ok(op) = name.to_str() else {
+            return own_attribute(slf.as_any(), name);
+        };
         // The dunders are the object's own (`__class__`, `__dir__`, ...); every other name is
         // an operator's, as in torch (whose operator names never start with two underscores).
         if op.starts_with("__") {

@@ -160,7 +160,11 @@ impl PyOpOverloadPacket {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let this = slf.get();
-        let overload = attr.to_str()?;
+        // A name that is no UTF-8 (a lone surrogate) is no overload's: the default look-up
+        // says so with an `AttributeError`.
+        let Ok(overload) = attr.to_str() else {
+            return own_attribute(slf.as_any(), attr);
+        };
         if overload.starts_with("__") || overload == "name" || overload == "overloads" {
             return own_attribute(slf.as_any(), attr);
         }

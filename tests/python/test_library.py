@@ -205,6 +205,9 @@ def test_unknown_operator_name(ns, lib):
     with pytest.raises(AttributeError) as info:
         getattr(bf.ops, ns).nope  # noqa: B018
     assert "nope" in str(info.value)
+    # A name that is no UTF-8 is simply no operator's, nor any overload's.
+    assert not hasattr(getattr(bf.ops, ns), "\ud800")
+    assert not hasattr(getattr(bf.ops, ns).foo, "\ud800")
 
 
 def test_unknown_overload_name(ns, lib):
