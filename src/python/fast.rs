@@ -776,13 +776,57 @@ fn run_lean<'py>(
 enum Found<'py> {
     /// A Python function (boxed or not), with the call's keys masked by the operator's.
     Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet),
-    /// Another kernel: the CPU fallback (`Some`, which `run_fallback` may run without a stack,
-    /// with what it needs of the table where it can: `FallbackKernel`) or a Rust kernel
-    /// (`None`, straight to the boxed call), on these keys.
-    Other(Option<Option<FallbackKernel<'py>>>, DispatchKeySet),
+    /// Another kernel, on these keys: the CPU fallback with a Python CPU kernel (`Some`, which
+    /// `run_fallback` may run without a stack, with what it needs of the table), or any other
+    /// (`None`, straight to the boxed call).
+    Other(Option<FallbackKernel<'py>>, DispatchKeySet),
 }
 
-/// What `run_fallback` needs of the table, taken out of it in `run`'s read section (the
+impl<'py> Found<'py> {
+    /// What serves a call on `keys`, found in one read section of the operator's table. A
+    /// Python function is taken out of the table there, and the section ends before it runs;
+    /// only another kernel needs the table held while it runs (`resolve`). None where the
+    /// general path serves: the table is not of the plan's schema (redefined or undefined
+    /// since), no kernel serves the keys, or a kernel's library was collected (no function),
+    /// which the general path reports.
+    #[inline(always)]
+    fn of(
+        py: Python<'py>,
+        op: &OperatorHandle,
+        plan: &Plan,
+        keys: DispatchKeySet,
+    ) -> Option<Found<'py>> {
+        op.peek_table(|table| {
+            if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+                return None;
+            }
+            let masked = table.masked(keys);
+            let kernel = table.kernel(masked)?;
+            Some(match kernel.tag::<Arc<PyKernel>>() {
+                Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
+                None => Found::Other(
+                    crate::fallback::CpuFallback::of(kernel)
+                        .and_then(|_| FallbackKernel::of(py, table, masked)),
+                    masked,
+                ),
+            })
+        })
+    }
+}
+
+/// Whether `run_fallback` may run the CPU fallback on `masked` here. From PyO3's entry
+/// (`done_ok`), always; from the lean entry, which holds no PyO3 count of the GIL, only for a
+/// backend whose hooks are Rust: its Python CPU kernel is called from here, with no
+/// `Python::attach` under it.
+#[inline(always)]
+fn fallback_runs_here(masked: DispatchKeySet, done_ok: bool) -> bool {
+    done_ok
+        || masked
+            .highest()
+            .is_some_and(|k| !super::backend::is_python_backend(k))
+}
+
+/// What `run_fallback` needs of the table, taken out of it in `Found::of`'s read section (the
 /// function is a Python reference): the backend's key, and the CPU kernel's Python function
 /// and whether it takes arrays.
 struct FallbackKernel<'py> {
@@ -825,40 +869,13 @@ fn run<'py>(
 ) -> Option<PyResult<Rets<'py>>> {
     let py = slf.py();
     let op = &slf.get().handle;
-    // A Python function is taken out of the table in the read section, which ends before it
-    // runs; only another kernel needs the table held while it runs (`resolve`).
-    let found = op.peek_table(|table| {
-        if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
-            return None;
-        }
-        let masked = table.masked(keys);
-        let kernel = table.kernel(masked)?;
-        // Its library was collected (no function): the general path says so.
-        Some(match kernel.tag::<Arc<PyKernel>>() {
-            Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
-            None => Found::Other(
-                crate::fallback::CpuFallback::of(kernel)
-                    .map(|_| FallbackKernel::of(py, table, masked)),
-                masked,
-            ),
-        })
-    })?;
+    let found = Found::of(py, op, plan, keys)?;
     let (func, boxed, array, masked) = match found {
         Found::Python(func, boxed, array, masked) => (func, boxed, array, masked),
         Found::Other(fallback, masked) => {
             // Only the CPU fallback runs there: a Rust kernel (Native's `array_api::add`)
             // spares the fallback's table look-up, a third of its own cost on one element.
-            // Without `done_ok` (the lean entry, which holds no PyO3 count of the GIL) only
-            // a fallback whose backend's hooks are Rust runs: its Python CPU kernel is called
-            // from here, with no `Python::attach` under it.
-            let rust_hooks = || {
-                masked
-                    .highest()
-                    .is_some_and(|k| !super::backend::is_python_backend(k))
-            };
-            let found = fallback
-                .flatten()
-                .filter(|_| b.wraps && (done_ok || rust_hooks()));
+            let found = fallback.filter(|_| b.wraps && fallback_runs_here(masked, done_ok));
             if let Some(found) = found {
                 if let Some(r) = run_fallback(
                     slf,
@@ -1657,20 +1674,12 @@ fn run_device_lean<'py>(
     keys: DispatchKeySet,
     args: &[Bound<'py, PyAny>],
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    let py = slf.py();
-    let op = &slf.get().handle;
-    let found = op.peek_table(|table| {
-        if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
-            return None;
+    match Found::of(slf.py(), &slf.get().handle, plan, keys)? {
+        Found::Other(Some(found), masked) if fallback_runs_here(masked, false) => {
+            run_fallback(slf, plan, body, found, args, args)
         }
-        let masked = table.masked(keys);
-        crate::fallback::CpuFallback::of(table.kernel(masked)?)?;
-        if super::backend::is_python_backend(masked.highest()?) {
-            return None;
-        }
-        FallbackKernel::of(py, table, masked)
-    })?;
-    run_fallback(slf, plan, body, found, args, args)
+        _ => None,
+    }
 }
 
 /// The keys of a lean call: every tensor is a NumPy array, so the arguments' keys are CPU's
