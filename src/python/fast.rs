@@ -938,7 +938,7 @@ fn run<'py>(
 /// arguments, and its NumPy result straight to the device. The boxed way built a stack of the
 /// arguments, walked it by the schema, built the kernel's arguments from it, wrapped the result
 /// as a CPU tensor holding the array object and copied that into the device: two thirds of a
-/// one-element call's time outside NumPy (issue 18).
+/// one-element call's time outside NumPy.
 ///
 /// `None` before anything ran where the boxed way must serve: another kernel, a boxed or
 /// collected Python kernel, keyword-only arguments, a NumPy array among the tensors, a return
