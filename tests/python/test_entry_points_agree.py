@@ -11,7 +11,9 @@ through each entry point:
 - ``op.call_boxed([...])`` (the core's boxed call from a list);
 - ``bf.call_fallback(bf.cpu_fallback, op, ...)`` (a call with a backend's tensor);
 - a boxed kernel of a functionality key passing the call on with ``op.redispatch(keys, ...)``
-  or ``op.redispatch_boxed(keys, stack)``.
+  or ``op.redispatch_boxed(keys, stack)``, and a functionality key whose kernel is a
+  fallthrough;
+- the backend's own kernel handing the call to ``bf.call_fallback(bf.cpu_fallback, op, ...)``.
 
 The core's boxed entry points are reached from here by the general path and ``op.call_boxed``
 (``OperatorHandle::call_boxed``) and by the redispatches where the fast path passes
@@ -361,6 +363,14 @@ def trace(unique_name) -> str:
     return key
 
 
+@pytest.fixture(scope="module")
+def skipped(unique_name) -> str:
+    """A functionality key whose kernel, for every operator of these tests, is a fallthrough."""
+    key = unique_name("AgreeSkip")
+    bf.register_functionality_key(key)
+    return key
+
+
 @st.composite
 def examples(draw: st.DrawFn) -> tuple[Spec, str, Call]:
     spec = draw(specs())
@@ -370,7 +380,9 @@ def examples(draw: st.DrawFn) -> tuple[Spec, str, Call]:
 
 @SETTINGS
 @given(example=examples(), redispatch_boxed=st.booleans())
-def test_every_entry_point_agrees_with_the_general_path(backends, trace, example, redispatch_boxed):
+def test_every_entry_point_agrees_with_the_general_path(
+    backends, trace, skipped, example, redispatch_boxed
+):
     spec, _device, call = example
     ns = f"agree{uuid.uuid4().hex[:12]}"
     ran: list[str] = []
@@ -396,6 +408,7 @@ def test_every_entry_point_agrees_with_the_general_path(backends, trace, example
             stack[:] = [] if r is None else list(r) if isinstance(r, tuple) else [r]
 
         lib.impl(full, traced, trace, boxed=True)
+        lib.impl(full, bf.fallthrough, skipped)
 
         def outcome(run) -> Outcome:
             objs = build(spec, call, backends)
@@ -442,6 +455,22 @@ def test_every_entry_point_agrees_with_the_general_path(backends, trace, example
             with bf.include_keys(trace):
                 return op(*pos, **kw), objs
 
+        def fallen_through(objs):
+            pos, kw = forms(spec, call, objs)
+            with bf.include_keys(skipped):
+                return op(*pos, **kw), objs
+
+        def own_kernel(objs):
+            # The backends' own kernel, which hands every call to the CPU fallback, as
+            # Native's kernels do with the cases they do not cover.
+            def hand_on(*args: Any, **kwargs: Any) -> Any:
+                return bf.call_fallback(bf.cpu_fallback, op, *args, **kwargs)
+
+            with bf.Library(ns, "IMPL") as own:
+                own.impl(full, hand_on, backends.py.name)
+                own.impl(full, hand_on, "Native")
+                return positional(objs)
+
         event(f"device {_device}, {'with' if has_device_tensor(call) else 'no'} device tensor")
         event(f"{spec.returns} returns, aliased: {spec.aliased is not None}")
         event(f"written arguments: {sum(a.kind == 'Tensor(a!)' for a in spec.args)}")
@@ -453,9 +482,11 @@ def test_every_entry_point_agrees_with_the_general_path(backends, trace, example
             "packet": via_packet,
             "op.call_boxed": boxed,
             "redispatch_boxed" if redispatch_boxed else "op.redispatch": redispatched,
+            "a fallthrough key": fallen_through,
         }
         if has_device_tensor(call):
             entries["bf.call_fallback"] = fallback
+            entries["bf.call_fallback in a backend's kernel"] = own_kernel
         for name, run in entries.items():
             ran.clear()
             got = outcome(run)
