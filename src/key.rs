@@ -1,9 +1,9 @@
 //! Dispatch keys, key sets, the key registry and the thread-local include/exclude sets.
 //!
 //! A key is a bit position in a `u64`; the bit position is its priority. Bit 0 is the alias key
-//! `CompositeImplicit`, which never appears in a call's key set. Backend keys take bits 1..=31
+//! `CompositeImplicit`, which never appears in a call's key set. Backend keys take bits 1..=43
 //! (CPU lowest, then Native, then backends in registration order), functionality keys bits
-//! 32..=63 (in registration order), so every functionality key ranks above every backend key and
+//! 44..=63 (in registration order), so every functionality key ranks above every backend key and
 //! "the highest key" is one `leading_zeros`.
 
 use std::cell::Cell;

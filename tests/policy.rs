@@ -127,7 +127,7 @@ fn the_error_policy_refuses_and_counts_the_refusal() {
     assert!(text.contains(&format!("'{ns}::neg'")), "{text}");
     assert!(text.contains(&d.key.name()), "{text}");
     assert!(text.contains("\"error\""), "{text}");
-    // DESIGN.md, section 4: a refused fallback counts as a fallback that failed.
+    // A refused fallback counts as a fallback that failed (fallbacks +1, failures +1).
     assert_eq!(fallbacks(&op), 1, "a refused fallback is counted");
     assert_eq!(Dispatcher::op_stats(op.name()).unwrap().failures, 1);
     assert_eq!(d.count(Hook::ToCpu), 0, "nothing moved");
@@ -239,8 +239,8 @@ fn an_operators_own_policy_wins_over_the_global_one() {
     assert!(call_neg(&strict, &x).is_ok());
 }
 
-/// One way a call reaches the CPU fallback (DESIGN.md section 4, "Policy": the policy applies
-/// to every one).
+/// One way a call reaches the CPU fallback (the policy applies to every one: README, "A
+/// backend's own fallback").
 struct Path {
     name: &'static str,
     dev: Dev,

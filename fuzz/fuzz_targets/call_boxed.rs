@@ -28,11 +28,11 @@ use libfuzzer_sys::fuzz_target;
 use ndarray::{ArrayD, IxDyn};
 
 /// How many generated operators are kept; past it, generated schemas map onto kept ones
-/// (operator entries are never freed today, issue 15 §3, so fresh ones would grow without end).
+/// (operator entries are never freed today, so fresh ones would grow without end).
 const MAX_GENERATED: usize = 4096;
 
 /// Tensors with more dimensions than NumPy's 32 (64 are allowed by NumPy 2). The Rust core
-/// handles any count; the >32-d panic of issue 15 §2 bullet 2 is in the Python bindings.
+/// handles any count; NumPy's 32-dimension limit matters only in the Python bindings.
 const MAX_DIMS: usize = 40;
 
 // ---------------------------------------------------------------------------------------------
@@ -575,7 +575,7 @@ fn array(u: &mut Unstructured) -> UResult<HostArray> {
     let mut shape = Vec::with_capacity(ndim);
     let mut total = 1usize;
     for _ in 0..ndim {
-        // Sizes kept small: a huge output is the allocation failure of issue 15 §2 bullet 1.
+        // Sizes kept small: a huge output is an allocation failure, not a finding.
         let s = if total > 64 {
             1
         } else {

@@ -180,9 +180,10 @@ def bench_calls(number: int, repeat: int) -> list[str]:
         )
 
         # Two tensors, not one passed twice: one tensor twice is lent once, which would
-        # flatter the figure. The baseline is NumPy's own `np.add(a, b)`, as issue 18 names
-        # it; the NumPy kernel is the ufunc `np.add` itself, registered as the CPU kernel, and
-        # the last NumPy row has a Python function around it (the kernels of most libraries).
+        # flatter the figure. The baseline is NumPy's own `np.add(a, b)`, the call a user
+        # would write; the NumPy kernel is the ufunc `np.add` itself, registered as the CPU
+        # kernel, and the last NumPy row has a Python function around it (the kernels of most
+        # libraries).
         a2 = np.ones(1)
         x, y = bf.native.tensor(a), bf.native.tensor(a2)
         through = paired(lambda: ufunc_op(x, y), lambda: np.add(a, a2), number, repeat)
@@ -222,7 +223,7 @@ def bench_calls(number: int, repeat: int) -> list[str]:
 
 
 def bench_array_api(number: int, repeat: int) -> list[str]:
-    """Issue 16's rows: `x + y` on 1-element float64 `bf.Tensor`s on Native (the operator
+    """The array object's rows: `x + y` on 1-element float64 `bf.Tensor`s on Native (the operator
     `array_api::add`, reached through `bf.Tensor.__add__`) against NumPy's `a + b`, measured in
     the same run: with Native's Rust kernel, and through the CPU fallback."""
     import boxfall.array_api as xp
@@ -250,7 +251,7 @@ def bench_array_api(number: int, repeat: int) -> list[str]:
 def bench_registration(rounds: int) -> list[str]:
     """Registration while another thread sleeps inside a Python kernel, against registration
     with no such thread: medians of paired rounds (one round of each, back to back), so that
-    a long call is seen to hold back no reclamation (issue 15, section 3)."""
+    a long call is seen to hold back no reclamation of replaced dispatch tables."""
     import threading
     import time
 

@@ -226,7 +226,7 @@ impl WriteLog for () {
 }
 
 /// How one CPU fallback kernel runs: its view policy. The fallback policy applies to every
-/// one, however it is reached (DESIGN.md section 4, "Policy"). One byte, so that with the
+/// one, however it is reached (README, "A backend's own fallback"). One byte, so that with the
 /// call's other arguments it is passed in registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FallbackMode(u8);
@@ -342,7 +342,7 @@ fn view_verdict(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Res
 
 /// Counts a fallback refused before its steps began (by the policy, as a view operator, on a key
 /// without transfer hooks) as one that failed, so that every refusal is in the figures the same
-/// way (DESIGN.md, section 4, "Policy").
+/// way: a refusal counts in `fallbacks` and in `failures`.
 #[cold]
 pub(crate) fn count_refusal(op: &OperatorHandle, key: DispatchKey) {
     op.metrics().record(key, 0, 0, 0, false);

@@ -238,8 +238,8 @@ pub(crate) fn check_policy(op: &OperatorHandle, key: DispatchKey) -> Result<()> 
 }
 
 /// A refused fallback (policy "error", or a "warn" warning that the user made an error) is
-/// counted as a fallback that failed, so that the report lists what was refused (DESIGN.md,
-/// section 4, "Policy").
+/// counted as a fallback that failed, so that the report lists what was refused (README,
+/// "Metrics: where the fallback time goes").
 #[cold]
 fn check_policy_slow(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let verdict = policy_verdict(op, key);

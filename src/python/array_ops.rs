@@ -2,7 +2,7 @@
 //! their operators. The methods of `boxfall.array_api._array_methods` decide which operator an
 //! operand goes to and call the public function, which decides again: three Python frames, two
 //! `isinstance` chains and a dictionary look-up before the dispatcher, more than the
-//! dispatcher and the kernel of a one-element add together (issue 16). Here the operands that
+//! dispatcher and the kernel of a one-element add together. Here the operands that
 //! decide the operator by their type alone (another `bf.Tensor`, a NumPy array, a plain
 //! `bool`, `int` or `float`) call the operator's `OpOverload` directly, as those functions
 //! would; every other operand (a NumPy scalar, a complex, a subclass of `int` or `float`, an
@@ -243,7 +243,7 @@ impl ArrayKernel {
 /// `array_kernel(kernel, as_arrays)`: the CPU kernel `boxfall.array_api` registers for
 /// `kernel` (an [`ArrayKernel`]). A Python function around each kernel was two more Python
 /// frames on every call of every operator of the standard, a quarter of `x + y` on one element
-/// through the CPU fallback (issue 16).
+/// through the CPU fallback.
 #[pyfunction]
 pub fn array_kernel(kernel: Py<PyAny>, as_arrays: Py<PyAny>) -> ArrayKernel {
     ArrayKernel { kernel, as_arrays }

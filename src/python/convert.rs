@@ -1,5 +1,7 @@
-//! Python values <-> `IValue`s: binding a call's arguments to a schema (the rules of DESIGN
-//! section 4), defaults, and returns.
+//! Python values <-> `IValue`s: binding a call's arguments to a schema, defaults, and returns.
+//! The binding rules: a Tensor takes an ndarray or a `bf.Tensor`; int takes int and NumPy
+//! integers, float takes int, float and NumPy floating (neither takes bool); bool takes bool and
+//! `np.bool_`; Scalar takes int, float or bool.
 
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;

@@ -356,13 +356,12 @@ impl<'py> Rets<'py> {
     /// Replaces the contents of `list` with the returns (as deleting them all and appending
     /// the returns would, with the slots reused).
     pub fn into_list(self, list: &Bound<'py, PyList>) -> PyResult<()> {
-        let items: Items<'_, 'py> = match &self {
-            Rets::Few(o) => o.iter(),
-            Rets::Done(_) => {
-                return Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "boxfall: a call's result cannot fill a boxed stack",
-                ))
-            }
+        let items: Items<'_, 'py> = match self {
+            Rets::Few(ref o) => o.iter(),
+            // A redispatch gets a finished result only from `run_fallback` (the CPU fallback
+            // with a Python CPU kernel, on a backend with Rust hooks), whose operator has one
+            // Tensor return: that return is the stack.
+            Rets::Done(r) => return one_into_list(r?, list),
         };
         let n = items.len();
         let old = list.len();
@@ -938,7 +937,7 @@ fn run<'py>(
 /// arguments, and its NumPy result straight to the device. The boxed way built a stack of the
 /// arguments, walked it by the schema, built the kernel's arguments from it, wrapped the result
 /// as a CPU tensor holding the array object and copied that into the device: two thirds of a
-/// one-element call's time outside NumPy (issue 18).
+/// one-element call's time outside NumPy.
 ///
 /// `None` before anything ran where the boxed way must serve: another kernel, a boxed or
 /// collected Python kernel, keyword-only arguments, a NumPy array among the tensors, a return

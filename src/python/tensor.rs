@@ -787,9 +787,9 @@ impl PyTensor {
         cpu_tensor_to_numpy(py, &cpu, false)
     }
 
-    // The array object of the array API standard (DESIGN section 7): each method is a call of
-    // the function of the same name in `boxfall.array_api._array_methods`, which runs the
-    // method's operator through the dispatcher.
+    // The array object of the array API standard (README, "The array API standard"): each
+    // method is a call of the function of the same name in `boxfall.array_api._array_methods`,
+    // which runs the method's operator through the dispatcher.
 
     /// `array_api::add` (`x + y`); the other operators likewise call their functions.
     fn __add__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {

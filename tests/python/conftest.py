@@ -1,4 +1,4 @@
-"""Shared fixtures of the pytest suite of boxfall's Python face (DESIGN.md section 4).
+"""Shared fixtures of the pytest suite of boxfall's Python face.
 
 The dispatcher is process-global, so every test defines its operators in a namespace of its
 own (the ``ns`` and ``lib`` fixtures) and every module registers backends and keys under names

@@ -1,4 +1,4 @@
-"""``boxfall.array_api``'s chapters on the three kinds of device (DESIGN section 7): NumPy
+"""``boxfall.array_api``'s chapters on the three kinds of device: NumPy
 arrays on the CPU, ``namespace("Native")`` through Native's CPU fallback, and a backend written
 in Python with the three copy hooks through ``bf.cpu_fallback``; every result is compared with
 NumPy's own."""

@@ -1,4 +1,4 @@
-"""Indexing of the array API standard (DESIGN section 7): ``x[key]`` is the operator
+"""Indexing of the array API standard (README, "The array API standard"): ``x[key]`` is the operator
 ``array_api::getitem`` and ``x[key] = value`` is ``array_api::setitem``, on Native and on a
 Python backend through the CPU fallback, and on NumPy arrays; every kind of index the
 standard defines gives NumPy's result, a failing ``setitem`` changes nothing, index errors are

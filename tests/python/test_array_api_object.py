@@ -1,4 +1,4 @@
-"""``bf.Tensor`` as the standard's array object (DESIGN section 7): each operator method runs its
+"""``bf.Tensor`` as the standard's array object: each operator method runs its
 ``array_api`` operator through the dispatcher (counted by the CPU fallback, taken natively by a
 backend's own kernel), in-place operators write into the tensor itself, and the attributes and
 conversions follow the standard."""

@@ -1,4 +1,4 @@
-"""The command line reads as help should (DESIGN.md section 6): ``--help`` texts show each
+"""The command line reads as help should: ``--help`` texts show each
 option's default and no reST markup, and ``python -m boxfall bench`` prints each label once
 and nothing about who measured what."""
 

@@ -1,4 +1,4 @@
-"""A backend author's questions without reading the source (DESIGN.md section 6): what serves
+"""A backend author's questions without reading the source (docs/backend-authors.md): what serves
 each operator on a backend (``bf.coverage``), which operators and overloads exist
 (``dir(bf.ops...)``), and the backends themselves (``bf.get_backend``, ``bf.backends``,
 ``register_backend(..., replace=True)`` for a notebook cell run twice)."""

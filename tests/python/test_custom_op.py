@@ -1,6 +1,6 @@
 """``@bf.custom_op``: the schema inferred from type hints as ``torch.library.custom_op`` infers
 it, the function as the CPU kernel, ``.register_kernel(key)``, ``.op`` and ``.schema``, and a
-clear error for what it cannot map (DESIGN.md section 6)."""
+clear error for what it cannot map (README, "For backend authors")."""
 
 from __future__ import annotations
 

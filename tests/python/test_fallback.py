@@ -296,7 +296,7 @@ def test_view_operator_is_refused(ns, lib, accel):
     with pytest.raises(bf.FallbackError) as info:
         getattr(bf.ops, ns).alias(accel.tensor(np.ones(1)))
     assert f"{ns}::alias" in str(info.value)
-    # Refused: a fallback that failed, as every refusal is (DESIGN.md section 4, "Policy").
+    # Refused: a fallback that failed, as every refusal is (README, "Metrics").
     stats = bf.metrics.op_stats(f"{ns}::alias")
     assert (stats["fallbacks"], stats["failures"]) == (1, 1)
 
@@ -377,7 +377,7 @@ def test_warn_policy_warns_again_after_reset(ns, lib, accel):
 
 
 def test_error_policy_raises_and_counts_the_refusal(ns, lib, accel):
-    """DESIGN.md section 4: a refused fallback counts as a fallback that failed."""
+    """A refused fallback counts as a fallback that failed (fallbacks +1, failures +1)."""
     define_unary(lib, "foo")
     x = accel.tensor(np.ones(1))
     bf.set_fallback_policy("error")

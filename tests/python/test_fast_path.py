@@ -507,7 +507,7 @@ def test_the_fallback_policy_and_counters_are_the_same_on_both_paths(ns, lib):
     bf.set_fallback_policy("error")
     fast, general = both(lambda: error_of(lambda: op(x)))
     assert fast == general and fast[0] is bf.FallbackError
-    # A refused fallback counts as one that failed, on both paths (DESIGN.md section 4).
+    # A refused fallback counts as one that failed, on both paths.
     assert bf.metrics.op_stats(f"{ns}::neg")["failures"] == 2
     assert bf.metrics.counter_value(f"{ns}::neg") == 2
     bf.set_fallback_policy("allow")

@@ -1,6 +1,6 @@
 """An in-place or out= result keeps its argument's shape and dtype: a kernel that returns (or
 leaves) one of another shape or dtype is a KernelError naming the operator and the argument,
-and the argument is unchanged. A keyword-only out= argument may be resized (DESIGN section 5),
+and the argument is unchanged. A keyword-only out= argument may be resized,
 except a NumPy array, which cannot be resized in place."""
 
 from __future__ import annotations

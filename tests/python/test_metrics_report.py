@@ -1,5 +1,5 @@
 """bf.metrics per (operator, backend): op_stats, report, to_dict, to_csv, plot, and what counts
-as a failure (DESIGN.md section 6). Timings are only checked against their invariants."""
+as a failure (README, "Metrics"). Timings are only checked against their invariants."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No panic reaches Python (issue 15 section 2), as a property: random schemas in PyTorch's
+"""No panic reaches Python, as a property: random schemas in PyTorch's
 grammar, random argument values (wrong types, huge ints, NaN, odd arrays) and random backend
 mixes (NumPy, Native, Python backends whose hooks work, fail or return garbage), through
 ``op(...)``, the packet, ``op.call_boxed``, ``bf.call_fallback``, the CPU fallback and Native's

@@ -1,6 +1,6 @@
-"""The seed's pattern (DESIGN.md section 6): a backend's own boxed fallback that logs and counts,
+"""The README's "A backend's own fallback": a backend's own boxed fallback that logs and counts,
 then calls ``bf.cpu_fallback(op, keys, stack)``; ``bf.call_fallback`` from a kernel; and the
-fallback policy on every way a call reaches the CPU fallback (section 4, "Policy")."""
+fallback policy on every way a call reaches the CPU fallback (README, same section)."""
 
 from __future__ import annotations
 

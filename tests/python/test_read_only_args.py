@@ -125,7 +125,7 @@ def test_a_plain_cpu_call_still_gets_the_callers_own_arrays(ns, lib):
     a = np.arange(3.0)
     getattr(bf.ops, ns).w(a)
     assert seen[0] is a and a.flags.writeable
-    assert a[0] == 99.0  # the caller's own array, as DESIGN says: no copy
+    assert a[0] == 99.0  # the caller's own array: a CPU kernel gets it without a copy
 
 
 def test_numpy_of_a_python_backend_is_still_what_to_cpu_returns():

@@ -1,4 +1,4 @@
-"""The stubs a user's tools read (DESIGN.md section 6): every class, function, method and
+"""The stubs a user's tools read: every class, function, method and
 property of ``_boxfall.pyi`` has a docstring, and ``mypy --strict`` catches a misspelt policy,
 library kind or ``views=`` and a wrong use of ``Tensor.shape``/``.dtype``."""
 

@@ -1,4 +1,4 @@
-"""A torch.library user's first tries (DESIGN.md section 6): an ``OpOverload`` wherever an
+"""A torch.library user's first tries (README, "For backend authors"): an ``OpOverload`` wherever an
 operator's name is taken, key names as PyTorch writes them (``CompositeImplicitAutograd``,
 lowercase backend names), and a library registering only for its own namespace."""
 

@@ -189,7 +189,7 @@ def _rows() -> list[Op]:
     rows = [Op(f"{n}(Tensor x) -> Tensor", _unary_kernel(f, n)) for n, f in UNARY.items()]
     for n, f in BINARY.items():
         # The ufunc itself: boxfall calls a kernel with the schema's two positional arguments,
-        # as a Python function around it did, one Python frame a call sooner (issue 16).
+        # as a Python function around it did, one Python frame a call sooner.
         k = f
         rows += [
             Op(f"{n}(Tensor x1, Tensor x2) -> Tensor", k, public=False),
