@@ -9,6 +9,7 @@ mod coverage;
 mod errors;
 mod fast;
 mod gil_cell;
+mod kept;
 mod kernel;
 mod known_type;
 mod library;

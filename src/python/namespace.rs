@@ -71,6 +71,9 @@ impl PyOpNamespace {
             )));
         }
         let packet = Bound::new(py, PyOpOverloadPacket::of(qualified))?.into_any();
+        if packets.is_empty() {
+            super::kept::note(packets.as_any(), version, let_go);
+        }
         packets.set_item(name, &packet)?;
         Ok(packet)
     }
@@ -82,6 +85,13 @@ impl PyOpNamespace {
 
     fn __repr__(&self) -> String {
         format!("OpNamespace({})", self.ns)
+    }
+}
+
+/// A namespace's `kept::LetGo`: its packets go (the namespace looks up afresh at its next use).
+fn let_go(packets: &Bound<'_, PyAny>) {
+    if let Ok(packets) = packets.cast::<PyDict>() {
+        packets.clear();
     }
 }
 

@@ -52,26 +52,33 @@ impl PyOpOverloadPacket {
 
     /// Looks the overloads up again where an operator was defined or undefined since they
     /// were (`found` then holds the overloads as defined now).
-    fn overloads_now(&self, py: Python<'_>) -> PyResult<()> {
+    fn overloads_now(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
         let version = Dispatcher::definitions_version();
         // SAFETY: the GIL is held (`py`) and no Python code runs while the reference lives.
-        if unsafe { self.found.peek() }.0 == version {
+        if unsafe { this.found.peek() }.0 == version {
             return Ok(());
         }
-        let keep = super::ops::overloads(py, &self.name)?
+        let keep: Vec<_> = super::ops::overloads(py, &this.name)?
             .into_iter()
             .map(Bound::unbind)
             .collect();
-        drop(self.found.replace(py, (version, keep)));
+        if !keep.is_empty() {
+            super::kept::note(slf.as_any(), version, let_go);
+        }
+        drop(this.found.replace(py, (version, keep)));
         Ok(())
     }
 
     /// The overloads as defined now, in definition order, or `AttributeError` if the operator
     /// is not defined.
-    fn defined<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyOpOverload>>> {
-        self.overloads_now(py)?;
+    fn defined<'py>(slf: &Bound<'py, Self>) -> PyResult<Vec<Bound<'py, PyOpOverload>>> {
+        let py = slf.py();
+        Self::overloads_now(slf)?;
+        let this = slf.get();
         // SAFETY: as in `overloads_now`.
-        let found: Vec<_> = unsafe { self.found.peek() }
+        let found: Vec<_> = unsafe { this.found.peek() }
             .1
             .iter()
             .map(|o| o.bind(py).clone())
@@ -79,7 +86,7 @@ impl PyOpOverloadPacket {
         if found.is_empty() {
             return Err(PyAttributeError::new_err(format!(
                 "operator '{}' is not defined",
-                self.name
+                this.name
             )));
         }
         Ok(found)
@@ -106,7 +113,7 @@ impl PyOpOverloadPacket {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let found = slf.get().defined(py)?;
+        let found = Self::defined(slf)?;
         match found.as_slice() {
             [one] => one.call(args, kwargs),
             _ => {
@@ -137,8 +144,8 @@ impl PyOpOverloadPacket {
     }
 
     /// The overload names, in definition order (`"default"` for `""`).
-    fn overloads(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.defined(py)?
+    fn overloads(slf: &Bound<'_, Self>) -> PyResult<Vec<String>> {
+        Self::defined(slf)?
             .iter()
             .map(|o| {
                 let name = o.getattr("overload_name")?.extract::<String>()?;
@@ -168,7 +175,7 @@ impl PyOpOverloadPacket {
         if overload.starts_with("__") || overload == "name" || overload == "overloads" {
             return own_attribute(slf.as_any(), attr);
         }
-        this.overloads_now(py)?;
+        Self::overloads_now(slf)?;
         // SAFETY: the GIL is held (`py`), and no Python code runs while the reference lives.
         let kept = unsafe { this.found.peek() };
         let found = kept.1.iter().find(|o| {
@@ -193,7 +200,7 @@ impl PyOpOverloadPacket {
 
     /// The overload names (`"default"` for `""`) and the packet's own attributes.
     fn __dir__(slf: &Bound<'_, Self>) -> PyResult<Vec<String>> {
-        let mut names = slf.get().overloads(slf.py()).unwrap_or_default();
+        let mut names = Self::overloads(slf).unwrap_or_default();
         names.extend(["name".to_string(), "overloads".to_string()]);
         Ok(names)
     }
@@ -215,6 +222,18 @@ impl PyOpOverloadPacket {
 
     fn __repr__(&self) -> String {
         format!("OpOverloadPacket({})", self.name)
+    }
+}
+
+/// A packet's `kept::LetGo`: its overloads go (it looks them up afresh at its next call), each
+/// with the cycle of its `op.redispatch` broken where nothing else holds it.
+fn let_go(packet: &Bound<'_, PyAny>) {
+    let Ok(packet) = packet.cast::<PyOpOverloadPacket>() else {
+        return;
+    };
+    let (_, overloads) = packet.get().found.take(packet.py());
+    for o in overloads {
+        PyOpOverload::drop_redispatch_cycle(o.bind(packet.py()));
     }
 }
 
