@@ -1,17 +1,16 @@
 //! The Python bindings (`boxfall._boxfall`): the only part of the crate that names pyo3 or
 //! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error.
 
-mod alloc;
 mod array_ops;
 mod backend;
 mod convert;
 mod coverage;
 mod errors;
 mod fast;
+mod ffi;
 mod gil_cell;
 mod kept;
 mod kernel;
-mod known_type;
 mod library;
 mod logging;
 mod namespace;
@@ -32,7 +31,7 @@ use errors::IntoPy;
 // third cheaper than glibc's malloc (measured by `python -m boxfall bench`). Only the
 // extension module uses it; the pure-Rust crate keeps the system allocator.
 #[global_allocator]
-static ALLOCATOR: alloc::MiMalloc = alloc::MiMalloc;
+static ALLOCATOR: ffi::MiMalloc = ffi::MiMalloc;
 
 use crate::fallback::{FallbackPolicy, WarningKind};
 use crate::key::{DispatchKey, DispatchKeySet};

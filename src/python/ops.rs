@@ -11,6 +11,7 @@ use pyo3::sync::PyOnceLock;
 
 use super::errors::{new_err, IntoPy};
 use super::fast::{self, schema_for_plan, Plan};
+use super::ffi::refcnt;
 use super::gil_cell::GilCell;
 use super::recursion;
 use super::redispatch;
@@ -69,7 +70,7 @@ impl PyKeySet {
 pub struct PyOpOverload {
     /// Where a call from Python enters (`vectorcall.rs`), read by the interpreter at the
     /// offset the class names.
-    vectorcall: vectorcall::Entry,
+    vectorcall: super::ffi::Entry,
     pub handle: OperatorHandle,
     /// The schema facts of the fast path, made at the first call.
     plan: PyOnceLock<Arc<Plan>>,
@@ -82,11 +83,6 @@ pub struct PyOpOverload {
     /// first call that a Python function does not serve.
     pub lean: std::sync::atomic::AtomicBool,
 }
-
-// `redispatch.rs` reads the kept function as a `PyObject *` field (null when none).
-const _: () = assert!(
-    std::mem::size_of::<Option<Py<PyAny>>>() == std::mem::size_of::<*mut pyo3::ffi::PyObject>()
-);
 
 impl PyOpOverload {
     /// A new `OpOverload` of `handle`, its `op.redispatch` made (the member of
@@ -150,20 +146,20 @@ impl PyOpOverload {
     /// lean path where it serves, whose answer stays in registers up to the interpreter's
     /// entry, else as `redispatch_with`.
     #[inline(always)]
-    pub fn redispatch_positional(
-        slf: &Bound<'_, Self>,
+    pub fn redispatch_positional<'py>(
+        slf: &Bound<'py, Self>,
         keys: DispatchKeySet,
-        args: &[Bound<'_, PyAny>],
-    ) -> PyResult<*mut pyo3::ffi::PyObject> {
+        args: &[Bound<'py, PyAny>],
+    ) -> PyResult<Bound<'py, PyAny>> {
         let level = recursion::enter(slf.py())?;
         let mut err = None;
         match fast::redispatch_lean(slf, keys, args, &mut err) {
-            fast::Lean::Done(r) => return Ok(r.into_ptr()),
+            fast::Lean::Done(r) => return Ok(r),
             fast::Lean::Raised => return Err(fast::raised(&mut err)),
             fast::Lean::Passed => {}
         }
         drop(level);
-        Self::redispatch_as(slf, keys, args, None, false).map(Bound::into_ptr)
+        Self::redispatch_as(slf, keys, args, None, false)
     }
 
     /// `op.redispatch(keys, *args, **kwargs)`, `keys` taken out of the arguments.
@@ -211,10 +207,9 @@ impl PyOpOverload {
         let kept = cell.take(py);
         // Ours and the function's (`__self__`) are the operator's only references, and the
         // cell's is the function's only one.
-        // SAFETY: reading the counts of two live objects we hold, with the GIL held.
-        let alone = kept.as_ref().is_some_and(|f| unsafe {
-            pyo3::ffi::Py_REFCNT(f.as_ptr()) == 1 && pyo3::ffi::Py_REFCNT(slf.as_ptr()) == 2
-        });
+        let alone = kept
+            .as_ref()
+            .is_some_and(|f| refcnt(f.bind(py)) == 1 && refcnt(slf.as_any()) == 2);
         if alone {
             drop(kept);
         } else {
@@ -240,16 +235,14 @@ impl PyOpOverload {
         Ok(f)
     }
 
-    /// `op.redispatch` if it was made (a borrowed pointer, or null).
-    ///
-    /// # Safety
-    /// The GIL is held, and the pointer is used (and its object given a reference of its own)
-    /// before any Python code runs.
-    pub unsafe fn redispatch_ptr(&self) -> *mut pyo3::ffi::PyObject {
-        // SAFETY: the caller's contract is `peek`'s.
-        unsafe { self.redispatch.peek() }
+    /// `op.redispatch` if it was made, a reference of the caller's.
+    #[inline(always)]
+    pub fn kept_redispatch<'py>(slf: &Bound<'py, Self>) -> Option<Bound<'py, PyAny>> {
+        // SAFETY: the GIL is held (`slf`), and the reference into the cell ends (the function
+        // given a reference of its own) before any Python code runs.
+        unsafe { slf.get().redispatch.peek() }
             .as_ref()
-            .map_or(std::ptr::null_mut(), |f| f.as_ptr())
+            .map(|f| f.bind(slf.py()).clone())
     }
 
     /// Where in the object `op.redispatch` is kept (bytes from its start).
