@@ -14,8 +14,11 @@ use super::gil_cell::GilCell;
 /// How a keeper lets go of what it kept (it then looks up afresh at its next use).
 pub type LetGo = fn(&Bound<'_, PyAny>);
 
+/// The keepers that filled at one definitions version, each with its way of letting go.
+type Keepers = Vec<(Py<PyAny>, LetGo)>;
+
 /// The definitions version, and the keepers that filled while it held.
-static KEPT: GilCell<(u64, Vec<(Py<PyAny>, LetGo)>)> = GilCell::new((0, Vec::new()));
+static KEPT: GilCell<(u64, Keepers)> = GilCell::new((0, Vec::new()));
 
 /// Notes `keeper`, about to keep what it looked up at definitions version `version`; first
 /// lets go of everything kept at an older version (`keeper` included, so it fills after).
