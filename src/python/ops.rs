@@ -469,18 +469,35 @@ pub fn find_op<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyOpOver
 #[pyo3(signature = (overloads, args, kwargs=None))]
 pub fn call_first_binding<'py>(
     py: Python<'py>,
-    overloads: Vec<PyRef<'py, PyOpOverload>>,
+    overloads: Vec<Bound<'py, PyOpOverload>>,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    first_binding(py, &overloads, args, kwargs)
+}
+
+/// `call_first_binding`. Each overload is tried by its fast path first, as a call of the
+/// overload itself is: what the fast path binds, the general binder binds too, so the first
+/// overload that either binds is the one called. Bound and run by the general path alone, a
+/// packet call of `array_api::add(x, 1.5)` (its third overload) cost 2.5 times the overload's.
+pub fn first_binding<'py>(
+    py: Python<'py>,
+    overloads: &[Bound<'py, PyOpOverload>],
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let _level = recursion::enter(py)?;
     let mut reasons = Vec::new();
-    for o in &overloads {
-        let schema = schema_of(py, &o.handle)?;
+    for o in overloads {
+        if let Some(r) = fast::call(o, args.as_slice(), kwargs) {
+            return r;
+        }
+        let handle = &o.get().handle;
+        let schema = schema_of(py, handle)?;
         let mut passed = Passed::default();
         match bind(&schema, args, kwargs, &mut passed) {
             Ok(mut stack) => {
-                o.handle.call_boxed(&mut stack).py(py)?;
+                handle.call_boxed(&mut stack).py(py)?;
                 return returns_to_py(py, &stack, &passed);
             }
             Err(m) => reasons.push(format!("  {}: {m}", schema.text)),
@@ -488,7 +505,7 @@ pub fn call_first_binding<'py>(
     }
     let name = overloads
         .first()
-        .and_then(|o| o.handle.schema().ok().map(|s| s.schema.name.clone()))
+        .and_then(|o| o.get().handle.schema().ok().map(|s| s.schema.name.clone()))
         .unwrap_or_default();
     Err(new_err(
         py,

@@ -116,10 +116,7 @@ impl PyOpOverloadPacket {
         let found = Self::defined(slf)?;
         match found.as_slice() {
             [one] => one.call(args, kwargs),
-            _ => {
-                let refs = found.iter().map(Bound::borrow).collect();
-                super::ops::call_first_binding(py, refs, args, kwargs)
-            }
+            _ => super::ops::first_binding(py, &found, args, kwargs),
         }
     }
 
