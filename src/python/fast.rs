@@ -34,7 +34,8 @@ use super::errors::{to_pyerr, IntoPy};
 use super::ffi::{call_borrowed3, list_get, list_set, refcnt, vectorcall};
 use super::gil_cell::GilCell;
 use super::kernel::{bad_return, kernel_error, stack_count_error};
-use super::ops::{PyKeySet, PyOpOverload};
+use super::keyset::PyKeySet;
+use super::ops::PyOpOverload;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
 use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::ivalue::{IValue, Stack};
@@ -1525,7 +1526,7 @@ pub fn call<'py>(
 }
 
 /// `op(*args)` by the fast path where a Python function serves it; else [`Lean::Passed`],
-/// with nothing run (`vectorcall.rs` then takes the whole call). The lean path's answer goes
+/// with nothing run (`OpOverload`'s vectorcall entry then takes the whole call). The lean path's answer goes
 /// back in two words; only another way's is converted to a `Lean`.
 #[inline(always)]
 pub fn call_python<'py>(

@@ -11,6 +11,7 @@ mod ffi;
 mod gil_cell;
 mod kept;
 mod kernel;
+mod keyset;
 mod library;
 mod logging;
 mod namespace;
@@ -20,7 +21,6 @@ mod recursion;
 mod redispatch;
 mod schema;
 mod tensor;
-mod vectorcall;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -273,8 +273,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ops::PyOpOverload>()?;
     m.add_class::<namespace::PyOpNamespace>()?;
     m.add_class::<packet::PyOpOverloadPacket>()?;
-    redispatch::install_getter(py)?;
-    m.add_class::<ops::PyKeySet>()?;
+    ops::install_redispatch_getter(py)?;
+    m.add_class::<keyset::PyKeySet>()?;
     m.add_class::<backend::PyBackend>()?;
     m.add("fallthrough", library::PyFallthrough)?;
     m.add(
@@ -291,7 +291,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::find_op, m)?)?;
     m.add_function(wrap_pyfunction!(array_ops::array_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::call_fallback, m)?)?;
+    m.add_function(wrap_pyfunction!(library::call_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::get_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::backends, m)?)?;
@@ -315,6 +315,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
-    m.add_function(wrap_pyfunction!(vectorcall::vectorcall_installed, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::vectorcall_installed, m)?)?;
     Ok(())
 }

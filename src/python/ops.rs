@@ -1,4 +1,6 @@
-//! `OpOverload` (one operator, callable), `DispatchKeySet`, packet calls and `call_fallback`.
+//! `OpOverload` (one operator, callable, by vectorcall), its `op.redispatch`, and packet calls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -10,93 +12,53 @@ use std::sync::Arc;
 use pyo3::sync::PyOnceLock;
 
 use super::errors::{new_err, IntoPy};
+use super::fast::Lean;
 use super::fast::{self, schema_for_plan, Plan};
-use super::ffi::refcnt;
+use super::ffi::{
+    self, refcnt, Getter, KeptAttribute, Member, Method, Return, VectorArgs, Vectorcall,
+};
 use super::gil_cell::GilCell;
+use super::keyset::PyKeySet;
 use super::recursion;
-use super::redispatch;
+use super::redispatch::{self, Redispatch, Redispatchable};
 use super::schema::PyFunctionSchema;
-use super::vectorcall;
 use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
 use crate::error::Error;
 use crate::ivalue::Stack;
-use crate::key::{DispatchKey, DispatchKeySet};
-
-/// The key set of a call, as a boxed kernel receives it.
-#[pyclass(name = "DispatchKeySet", module = "boxfall", frozen)]
-#[derive(Clone, Copy)]
-pub struct PyKeySet(pub DispatchKeySet);
-
-#[pymethods]
-impl PyKeySet {
-    /// The highest key's name (None for an empty set).
-    fn highest(&self) -> Option<String> {
-        self.0.highest().map(|k| k.name())
-    }
-
-    /// The set without its highest key.
-    fn without_highest(&self) -> PyKeySet {
-        PyKeySet(self.0.without_highest())
-    }
-
-    /// The keys' names, highest first.
-    fn names(&self) -> Vec<String> {
-        self.0.names()
-    }
-
-    fn __contains__(&self, name: &str) -> bool {
-        DispatchKey::from_name(name).is_ok_and(|k| self.0.contains(k))
-    }
-
-    fn __len__(&self) -> usize {
-        self.0 .0.count_ones() as usize
-    }
-
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other.cast::<PyKeySet>().is_ok_and(|o| o.get().0 == self.0)
-    }
-
-    fn __hash__(&self) -> u64 {
-        self.0 .0
-    }
-
-    fn __repr__(&self) -> String {
-        format!("DispatchKeySet({})", self.0.names().join(", "))
-    }
-}
+use crate::key::DispatchKeySet;
 
 /// One operator overload: callable, with its schema and dispatch table.
 #[pyclass(name = "OpOverload", module = "boxfall", frozen)]
 pub struct PyOpOverload {
-    /// Where a call from Python enters (`vectorcall.rs`), read by the interpreter at the
+    /// Where a call from Python enters (see "calls by vectorcall" below), read by the interpreter at the
     /// offset the class names.
-    vectorcall: super::ffi::Entry,
+    vectorcall: ffi::Entry,
     pub handle: OperatorHandle,
     /// The schema facts of the fast path, made at the first call.
     plan: PyOnceLock<Arc<Plan>>,
     /// Objects a boxed Python kernel's calls reuse.
     pub spare: fast::Spare,
     /// `op.redispatch`, made with the object (`new_bound`), read by the interpreter as a
-    /// member at its offset (`redispatch.rs`).
+    /// member at its offset (`install_redispatch_member`).
     redispatch: GilCell<Option<Py<PyAny>>>,
-    /// Calls from Python try the lean entry first (`vectorcall.rs`); cleared for good by the
+    /// Calls from Python try the lean entry first (`Vectorcall` below); cleared for good by the
     /// first call that a Python function does not serve.
     pub lean: std::sync::atomic::AtomicBool,
 }
 
 impl PyOpOverload {
     /// A new `OpOverload` of `handle`, its `op.redispatch` made (the member of
-    /// `redispatch.rs` reads it, so no object may be seen by Python code without it).
+    /// member reads it, so no object may be seen by Python code without it).
     pub fn new_bound(py: Python<'_>, handle: OperatorHandle) -> PyResult<Bound<'_, Self>> {
         let slf = Bound::new(py, Self::from_handle(handle))?;
         drop(Self::redispatch_fn(&slf)?);
-        redispatch::install_member(&slf);
+        install_redispatch_member(&slf);
         Ok(slf)
     }
 
     fn from_handle(handle: OperatorHandle) -> Self {
         PyOpOverload {
-            vectorcall: vectorcall::ENTRY,
+            vectorcall: ENTRY,
             handle,
             plan: PyOnceLock::new(),
             spare: fast::Spare::default(),
@@ -218,7 +180,7 @@ impl PyOpOverload {
         }
     }
 
-    /// `op.redispatch`: one object per operator, made at the first look-up (`redispatch.rs`,
+    /// `op.redispatch`: one object per operator, made at the first look-up (`REDISPATCH`,
     /// whose getter serves every later look-up without coming here).
     pub fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
@@ -229,7 +191,7 @@ impl PyOpOverload {
             cell.replace(py, kept);
             return Ok(found);
         }
-        let f = redispatch::new(slf)?;
+        let f = REDISPATCH.bind(slf)?;
         let old = cell.replace(py, Some(f.clone().unbind()));
         drop(old);
         Ok(f)
@@ -267,11 +229,11 @@ impl PyOpOverload {
     }
 }
 
-fn schema_of(py: Python<'_>, op: &OperatorHandle) -> PyResult<std::sync::Arc<OpSchema>> {
+pub(super) fn schema_of(py: Python<'_>, op: &OperatorHandle) -> PyResult<std::sync::Arc<OpSchema>> {
     op.schema().py(py)
 }
 
-fn argument_error(op: &OperatorHandle, schema: &OpSchema, message: String) -> Error {
+pub(super) fn argument_error(op: &OperatorHandle, schema: &OpSchema, message: String) -> Error {
     Error::Argument {
         op: op.name().to_string(),
         message,
@@ -346,7 +308,7 @@ impl PyOpOverload {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        vectorcall::install(slf);
+        install_vectorcall(slf);
         Self::call_with(slf, args.as_slice(), Some(args), kwargs)
     }
 
@@ -517,27 +479,146 @@ pub fn first_binding<'py>(
     ))
 }
 
-/// `bf.call_fallback(fallback, op, *args, **kwargs)`: runs a boxed fallback from typed code.
-/// `fallback` and `op` are positional-only, so that every keyword goes to the operator, an
-/// argument named `op` or `fallback` included.
+// ---------------------------------------------------------------- op.redispatch
+
+/// The method every `op.redispatch` object is (CPython points to it; called by `METH_FASTCALL`
+/// in the lean trampoline, which turns a panic into an exception as PyO3's does, without
+/// counting the GIL).
+static REDISPATCH: Method<Redispatch<PyOpOverload>> =
+    Method::fastcall(redispatch::NAME, redispatch::DOC);
+
+/// The getter of `OpOverload.redispatch` (installed by [`install_getter`] in place of the one
+/// PyO3 would make): a look-up of an operator whose function is made is a load and an incref.
+/// PyO3's getter wrapper (its trampoline, which counts the GIL in a thread-local twice, and
+/// the take-and-put-back of the cell) was about a third of the look-up.
+static GETTER: Getter = Getter::new::<PyOpOverload>(redispatch::NAME, redispatch::GET_DOC);
+
+/// Puts [`GETTER`] in the `OpOverload` class as its `redispatch` attribute (once, when the
+/// module is made, before any `OpOverload` exists).
+pub fn install_redispatch_getter(py: Python<'_>) -> PyResult<()> {
+    GETTER.install::<PyOpOverload>(py)
+}
+
+/// `OpOverload.redispatch` as a read-only member at the offset of the kept function in the
+/// object: CPython 3.11's `LOAD_ATTR` specializes a look-up of such a member into a type
+/// check, a load and an incref (`LOAD_ATTR_SLOT`), where a getter always took the generic
+/// look-up (`PyObject_GetAttr`, the type's attribute cache, the descriptor's call): about a
+/// twentieth of the documented hop. The member reads the object's field, so every
+/// `OpOverload` has its function made from the start ([`PyOpOverload::new_bound`]); only an
+/// object the collector cleared (garbage) has none, and a look-up on it raises
+/// `AttributeError`.
+static MEMBER: Member = Member::new(redispatch::NAME, redispatch::GET_DOC);
+
+/// Replaces [`GETTER`] with [`MEMBER`], once, given the first `OpOverload` made (whose
+/// function is made). If the member cannot be made, the getter stays (it serves every object,
+/// made or not).
+fn install_redispatch_member(slf: &Bound<'_, PyOpOverload>) {
+    let f = PyOpOverload::kept_redispatch(slf);
+    MEMBER.install(slf, PyOpOverload::redispatch_offset(slf), f.as_ref());
+}
+
+impl KeptAttribute for PyOpOverload {
+    #[inline(always)]
+    fn kept<'py>(slf: &Borrowed<'_, 'py, Self>) -> Option<Bound<'py, PyAny>> {
+        PyOpOverload::kept_redispatch(slf)
+    }
+
+    fn make<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        PyOpOverload::redispatch_fn(slf)
+    }
+}
+
+impl Redispatchable for PyOpOverload {
+    #[inline(always)]
+    fn redispatch_positional<'py>(
+        slf: &Bound<'py, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'py, PyAny>],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        PyOpOverload::redispatch_positional(slf, keys, args)
+    }
+
+    #[inline]
+    fn redispatch_with<'py>(
+        slf: &Bound<'py, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        PyOpOverload::redispatch_with(slf, keys, args, kwargs)
+    }
+}
+
+// ---------------------------------------------------------------- calls by vectorcall
+//
+// `op(x)` by Python's vectorcall protocol. PyO3 gives a class's `__call__` only the `tp_call`
+// slot (PyO3 issue #4252), so every call from Python packed its arguments into a new tuple,
+// which the fast path then unpacked: the tuple's allocation, its release and the generic
+// call machinery around it were about a seventh of a trivial Python kernel's call through
+// boxfall. With vectorcall the interpreter passes its own array of argument pointers.
+//
+// A vectorcall class keeps the entry point in each object, at an offset the class names
+// (`tp_vectorcall_offset`, with the `Py_TPFLAGS_HAVE_VECTORCALL` flag). Every `OpOverload`
+// carries [`ENTRY`] in a field; where that field sits in the object depends on PyO3's layout,
+// so it is read off the first `OpOverload` that is called (through `tp_call`), and the class
+// is switched over then. `tp_call` stays, and gives the same results (both end in
+// `PyOpOverload::call_with`): C code that calls with a tuple still reaches it.
+
+/// The entry point every `OpOverload` carries.
+const ENTRY: ffi::Entry = ffi::entry::<PyOpOverload>();
+
+/// Whether the class was switched over.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Switches the `OpOverload` class to vectorcall, from one of its objects (once; the GIL
+/// serialises the callers).
+fn install_vectorcall(slf: &Bound<'_, PyOpOverload>) {
+    ffi::install_vectorcall(&INSTALLED, slf, || PyOpOverload::entry_offset(slf));
+}
+
+/// Whether calls from Python now come by vectorcall (for tests).
 #[pyfunction]
-#[pyo3(signature = (fallback, op, /, *args, **kwargs))]
-pub fn call_fallback<'py>(
-    py: Python<'py>,
-    fallback: &Bound<'py, PyAny>,
-    op: PyRef<'py, PyOpOverload>,
-    args: &Bound<'py, PyTuple>,
-    kwargs: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let _level = recursion::enter(py)?;
-    let handle = op.handle.clone();
-    let schema = schema_of(py, &handle)?;
-    let mut passed = Passed::default();
-    let mut stack = bind(&schema, args, kwargs, &mut passed)
-        .map_err(|m| argument_error(&handle, &schema, m))
-        .py(py)?;
-    let keys = handle.call_keys(&stack).py(py)?;
-    let kernel = super::library::kernel_from(py, fallback, true)?;
-    crate::fallback::call_fallback(&kernel, &handle, keys, &mut stack).py(py)?;
-    returns_to_py(py, &stack, &passed)
+pub fn vectorcall_installed(py: Python<'_>) -> bool {
+    ffi::has_vectorcall::<PyOpOverload>(py)
+}
+
+/// A call that a Python function serves by the fast path (the one path that never asks for
+/// `Python::attach`) runs in the lean trampoline (`ffi::lean`); whatever else, in PyO3's own
+/// trampoline (which counts the GIL for PyO3) around `call`: under the lean one, a call from
+/// plain Python code would run with PyO3's count at zero, and every `Python::attach` under it
+/// (the core's calls of Python kernels, a Python backend's conversions) would go through
+/// `PyGILState_Ensure`, a twentieth more on a call by the general path. An operator tries the
+/// lean way until a call finds no Python function to run (which the fast path tells before it
+/// runs anything); from then on it goes PyO3's way.
+impl Vectorcall for PyOpOverload {
+    #[inline(always)]
+    fn vectorcall<'a, 'py>(slf: &Borrowed<'a, 'py, Self>, args: VectorArgs<'a, 'py>) -> Return {
+        if !args.has_keywords() {
+            let lean = &slf.get().lean;
+            if lean.load(Ordering::Relaxed) {
+                let all = args.positional();
+                let served = ffi::lean(slf.py(), |_| {
+                    let mut err = None;
+                    match PyOpOverload::call_python(slf, all, &mut err) {
+                        Lean::Done(r) => Ok(Some(r)),
+                        Lean::Raised => Err(super::fast::raised(&mut err)),
+                        Lean::Passed => Ok(None),
+                    }
+                });
+                if let Some(out) = served {
+                    return out;
+                }
+                lean.store(false, Ordering::Relaxed);
+            }
+        }
+        args.general(slf)
+    }
+
+    fn call<'py>(
+        slf: &Bound<'py, Self>,
+        positional: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        PyOpOverload::call_with(slf, positional, None, kwargs)
+    }
 }

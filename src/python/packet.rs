@@ -26,7 +26,7 @@ use crate::dispatcher::Dispatcher;
 #[pyclass(name = "OpOverloadPacket", module = "boxfall", frozen)]
 pub struct PyOpOverloadPacket {
     /// Where a call from Python enters, read by the interpreter at the offset the class names
-    /// (see `vectorcall.rs`).
+    /// (see `ffi/entry.rs`).
     vectorcall: Entry,
     name: String,
     /// The overloads, in definition order, as defined at the version kept beside them (at

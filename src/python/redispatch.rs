@@ -1,5 +1,6 @@
 //! `op.redispatch`: one callable per `OpOverload`, made with it and kept by it (read as a
-//! member of the object once one is made: [`install_member`]).
+//! member of the object once one is made; `ops.rs` holds the method, getter and member, and
+//! this file the calls, for any class that can redispatch: [`Redispatchable`]).
 //!
 //! As a method, `op.redispatch` made a new bound method object at every look-up: the
 //! documented hop `stack[:] = [op.redispatch(keys, *stack)]` calls with `*args`, which
@@ -11,17 +12,21 @@
 //! the `OpOverload`'s `__traverse__` and breaks it with its `__clear__`.
 
 use std::ffi::CStr;
+use std::marker::PhantomData;
 
 use pyo3::prelude::*;
+use pyo3::pyclass::PyClass;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::ffi::{FastcallMethod, Getter, KeptAttribute, KnownType, Member, Method};
-use super::ops::{PyKeySet, PyOpOverload};
+use super::ffi::{FastcallMethod, KnownType};
+use super::keyset::PyKeySet;
+use crate::key::DispatchKeySet;
 
-const NAME: &CStr = c"redispatch";
+/// The attribute's name.
+pub const NAME: &CStr = c"redispatch";
 
 /// `__doc__` (with `__text_signature__` before the `--` line, as CPython reads it).
-const DOC: &CStr = c"redispatch($self, keys, *args, **kwargs)
+pub const DOC: &CStr = c"redispatch($self, keys, *args, **kwargs)
 --
 
 From inside a kernel: dispatches on `keys` without its highest key.
@@ -29,72 +34,40 @@ From inside a kernel: dispatches on `keys` without its highest key.
 `op.redispatch` is one object per operator (bound to it, made at the first look-up), so that a
 boxed fallback's `stack[:] = [op.redispatch(keys, *stack)]` makes no method object per call.";
 
-/// The method every `op.redispatch` object is (CPython points to it; called by `METH_FASTCALL`
-/// in the lean trampoline, which turns a panic into an exception as PyO3's does, without
-/// counting the GIL).
-static DEF: Method<Redispatch> = Method::fastcall(NAME, DOC);
-
-/// The method's calls (`FastcallMethod`).
-struct Redispatch;
-
-const GET_DOC: &CStr =
+/// The attribute's `__doc__`.
+pub const GET_DOC: &CStr =
     c"From inside a kernel: `op.redispatch(keys, *args, **kwargs)` dispatches on `keys` without
 its highest key. One object per operator, made at the first look-up (`redispatch.rs`), so that a
 look-up makes no bound method.";
 
-/// The getter of `OpOverload.redispatch` (installed by [`install_getter`] in place of the one
-/// PyO3 would make): a look-up of an operator whose function is made is a load and an incref.
-/// PyO3's getter wrapper (its trampoline, which counts the GIL in a thread-local twice, and
-/// the take-and-put-back of the cell) was about a third of the look-up.
-static GETTER: Getter = Getter::new::<PyOpOverload>(NAME, GET_DOC);
+/// What `op.redispatch` calls: the operator's two ways to redispatch (`OpOverload`'s).
+pub trait Redispatchable: PyClass {
+    /// `op.redispatch(keys, *args)`, the documented hop.
+    fn redispatch_positional<'py>(
+        slf: &Bound<'py, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'py, PyAny>],
+    ) -> PyResult<Bound<'py, PyAny>>;
 
-/// Puts [`GETTER`] in the `OpOverload` class as its `redispatch` attribute (once, when the
-/// module is made, before any `OpOverload` exists).
-pub fn install_getter(py: Python<'_>) -> PyResult<()> {
-    GETTER.install::<PyOpOverload>(py)
+    /// `op.redispatch(keys, *args, **kwargs)`, `keys` taken out of the arguments.
+    fn redispatch_with<'py>(
+        slf: &Bound<'py, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>>;
 }
 
-/// `OpOverload.redispatch` as a read-only member at the offset of the kept function in the
-/// object: CPython 3.11's `LOAD_ATTR` specializes a look-up of such a member into a type
-/// check, a load and an incref (`LOAD_ATTR_SLOT`), where a getter always took the generic
-/// look-up (`PyObject_GetAttr`, the type's attribute cache, the descriptor's call): about a
-/// twentieth of the documented hop. The member reads the object's field, so every
-/// `OpOverload` has its function made from the start ([`PyOpOverload::new_bound`]); only an
-/// object the collector cleared (garbage) has none, and a look-up on it raises
-/// `AttributeError`.
-static MEMBER: Member = Member::new(NAME, GET_DOC);
-
-/// Replaces [`GETTER`] with [`MEMBER`], once, given the first `OpOverload` made (whose
-/// function is made). If the member cannot be made, the getter stays (it serves every object,
-/// made or not).
-pub fn install_member(slf: &Bound<'_, PyOpOverload>) {
-    let f = PyOpOverload::kept_redispatch(slf);
-    MEMBER.install(slf, PyOpOverload::redispatch_offset(slf), f.as_ref());
-}
-
-impl KeptAttribute for PyOpOverload {
-    #[inline(always)]
-    fn kept<'py>(slf: &Borrowed<'_, 'py, Self>) -> Option<Bound<'py, PyAny>> {
-        PyOpOverload::kept_redispatch(slf)
-    }
-
-    fn make<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        PyOpOverload::redispatch_fn(slf)
-    }
-}
-
-/// A new `redispatch` object bound to `slf`.
-pub fn new<'py>(slf: &Bound<'py, PyOpOverload>) -> PyResult<Bound<'py, PyAny>> {
-    DEF.bind(slf)
-}
+/// The calls of an `op.redispatch` bound to a `T` (`FastcallMethod`).
+pub struct Redispatch<T>(PhantomData<T>);
 
 /// `op.redispatch(keys, *args, **kwargs)`: `positional`, then one value per name of `names`.
-impl FastcallMethod for Redispatch {
-    type Slf = PyOpOverload;
+impl<T: Redispatchable> FastcallMethod for Redispatch<T> {
+    type Slf = T;
 
     #[inline(always)]
     fn call<'py>(
-        slf: &Borrowed<'_, 'py, PyOpOverload>,
+        slf: &Borrowed<'_, 'py, T>,
         positional: &[Bound<'py, PyAny>],
         names: Option<&Borrowed<'_, 'py, PyTuple>>,
         values: &[Bound<'py, PyAny>],
@@ -104,8 +77,8 @@ impl FastcallMethod for Redispatch {
 }
 
 #[inline(always)]
-fn call<'py>(
-    slf: &Bound<'py, PyOpOverload>,
+fn call<'py, T: Redispatchable>(
+    slf: &Bound<'py, T>,
     positional: &[Bound<'py, PyAny>],
     names: Option<&Borrowed<'_, 'py, PyTuple>>,
     values: &[Bound<'py, PyAny>],
@@ -115,7 +88,7 @@ fn call<'py>(
         // `op.redispatch(keys, *args)`, the documented hop: nothing to sort out.
         if let Some((keys, rest)) = positional.split_first() {
             let keys = key_set(keys)?;
-            return PyOpOverload::redispatch_positional(slf, keys, rest);
+            return T::redispatch_positional(slf, keys, rest);
         }
     }
     let mut keys = positional.first().cloned();
@@ -145,13 +118,13 @@ fn call<'py>(
         )
     })?;
     let keys = key_set(&keys)?;
-    PyOpOverload::redispatch_with(slf, keys, rest, kwargs.as_ref())
+    T::redispatch_with(slf, keys, rest, kwargs.as_ref())
 }
 
 /// The keys of a `DispatchKeySet` argument. The class is told by its type pointer, kept from
 /// the first one seen: PyO3's check looks the class object up first, about a fiftieth of the
 /// hop.
-fn key_set(keys: &Bound<'_, PyAny>) -> PyResult<crate::key::DispatchKeySet> {
+fn key_set(keys: &Bound<'_, PyAny>) -> PyResult<DispatchKeySet> {
     static KEY_SET: KnownType = KnownType::new(<PyKeySet as pyo3::PyTypeInfo>::type_object_raw);
     if KEY_SET.is_type_of(keys) {
         // SAFETY: the object's type is `DispatchKeySet`'s class (it has no subclasses).
