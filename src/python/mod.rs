@@ -316,5 +316,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
     m.add_function(wrap_pyfunction!(ops::vectorcall_installed, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::tries_lean_entry, m)?)?;
     Ok(())
 }

@@ -75,9 +75,21 @@ impl PyOpOverload {
         tuple: Option<&Bound<'py, PyTuple>>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        Self::call_as(slf, args, tuple, kwargs, false)
+    }
+
+    /// `call_with`; `relearn`: a call the vectorcall entry passed on (see `fast::call`).
+    #[inline(always)]
+    fn call_as<'py>(
+        slf: &Bound<'py, Self>,
+        args: &[Bound<'py, PyAny>],
+        tuple: Option<&Bound<'py, PyTuple>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        relearn: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let _level = recursion::enter(py)?;
-        if let Some(r) = fast::call(slf, args, kwargs) {
+        if let Some(r) = fast::call(slf, args, kwargs, relearn) {
             return r;
         }
         match tuple {
@@ -451,7 +463,7 @@ pub fn first_binding<'py>(
     let _level = recursion::enter(py)?;
     let mut reasons = Vec::new();
     for o in overloads {
-        if let Some(r) = fast::call(o, args.as_slice(), kwargs) {
+        if let Some(r) = fast::call(o, args.as_slice(), kwargs, false) {
             return r;
         }
         let handle = &o.get().handle;
@@ -576,6 +588,13 @@ fn install_vectorcall(slf: &Bound<'_, PyOpOverload>) {
     ffi::install_vectorcall(&INSTALLED, slf, || PyOpOverload::entry_offset(slf));
 }
 
+/// Whether `op`'s calls from Python try the lean entry first (for tests).
+#[pyfunction]
+#[pyo3(name = "_tries_lean_entry")]
+pub fn tries_lean_entry(op: &Bound<'_, PyOpOverload>) -> bool {
+    op.get().lean.load(Ordering::Relaxed)
+}
+
 /// Whether calls from Python now come by vectorcall (for tests).
 #[pyfunction]
 pub fn vectorcall_installed(py: Python<'_>) -> bool {
@@ -619,6 +638,6 @@ impl Vectorcall for PyOpOverload {
         positional: &[Bound<'py, PyAny>],
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        PyOpOverload::call_with(slf, positional, None, kwargs)
+        PyOpOverload::call_as(slf, positional, None, kwargs, true)
     }
 }
