@@ -1,5 +1,7 @@
 //! The Python bindings (`boxfall._boxfall`): the only part of the crate that names pyo3 or
-//! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error.
+//! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error. The raw
+//! C APIs (CPython's, PyO3's private trampolines, mimalloc's) are named only in `ffi/`, behind
+//! safe wrappers.
 
 mod array_ops;
 mod backend;
