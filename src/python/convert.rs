@@ -7,7 +7,7 @@ use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use super::known_type::KnownType;
+use super::ffi::KnownType;
 use super::tensor::{cpu_tensor_to_numpy, kernel_array, numpy_tensor, wrap, PyTensor};
 use crate::dispatcher::OpSchema;
 use crate::ivalue::{IValue, Stack};

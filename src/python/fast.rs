@@ -31,9 +31,11 @@ use super::convert::{
     TensorStyle,
 };
 use super::errors::{to_pyerr, IntoPy};
+use super::ffi::{call_borrowed3, list_get, list_set, refcnt, vectorcall};
 use super::gil_cell::GilCell;
 use super::kernel::{bad_return, kernel_error, stack_count_error};
-use super::ops::{PyKeySet, PyOpOverload};
+use super::keyset::PyKeySet;
+use super::ops::PyOpOverload;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
 use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::ivalue::{IValue, Stack};
@@ -1163,26 +1165,6 @@ fn boxed_stack(body: &Body, b: &Bound_<'_>, passed: &mut Passed) -> Option<Stack
     Some(stack)
 }
 
-/// `func(*args)` with the caller's own argument array: no tuple is made.
-fn vectorcall<'py>(
-    func: &Bound<'py, PyAny>,
-    args: &[Bound<'py, PyAny>],
-) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: `Bound<PyAny>` has the layout of a `*mut PyObject` (PyO3's own `as_slice` of a
-    // tuple relies on it), so the slice is the array of `args.len()` object pointers that
-    // vectorcall takes, borrowed for the call; the result is a new reference or null with an
-    // exception set, which `from_owned_ptr_or_err` takes over.
-    unsafe {
-        let r = pyo3::ffi::PyObject_Vectorcall(
-            func.as_ptr(),
-            args.as_ptr().cast(),
-            args.len(),
-            std::ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(func.py(), r)
-    }
-}
-
 /// Runs a kernel that is not a Python function, and converts its returns as `call_op` does.
 fn call_kernel_boxed<'py>(
     py: Python<'py>,
@@ -1316,7 +1298,7 @@ fn call_boxed<'py>(
             if l.len() == kobjs.len() {
                 // The last call's slots (None), replaced: the list keeps its storage.
                 for (i, o) in kobjs.iter().enumerate() {
-                    put_item(&l, i, o);
+                    list_set(&l, i, o);
                 }
             } else {
                 l.del_slice(0, l.len()).map_err(py_err)?;
@@ -1329,51 +1311,9 @@ fn call_boxed<'py>(
         None => PyList::new(py, kobjs.iter()).map_err(py_err)?,
     };
     let keys_obj = spare.keys_obj(py, keys).map_err(py_err)?;
-    // By vectorcall with the three objects borrowed (a slot before them, which a bound
-    // method may use for its `self`): PyO3's `call1` held and released each one.
-    let argv = [
-        std::ptr::null_mut(),
-        slf.as_ptr(),
-        keys_obj.as_ptr(),
-        list.as_ptr(),
-    ];
-    // SAFETY: `argv[1..]` holds three live objects we hold references to for the length of
-    // the call, and the offset flag lets the callee write `argv[0]` (ours) during it; the
-    // result is a new reference or null with an exception set.
-    let out = unsafe {
-        let r = pyo3::ffi::PyObject_Vectorcall(
-            func.as_ptr(),
-            argv.as_ptr().add(1),
-            3 | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET,
-            std::ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(py, r)
-    };
+    let out = call_borrowed3(func, slf.as_any(), keys_obj.as_any(), list.as_any());
     drop(out.map_err(py_err)?);
     Ok(list)
-}
-
-/// `list[i] = o` for an `i` in range, by the list's slot: PyO3's `set_item` checked the index
-/// twice and went through `PyList_SetItem`, twice a hop.
-#[inline(always)]
-fn put_item(list: &Bound<'_, PyList>, i: usize, o: &Bound<'_, PyAny>) {
-    let Ok(at) = pyo3::ffi::Py_ssize_t::try_from(i) else {
-        return;
-    };
-    if i >= list.len() {
-        // Never, by the callers; as `PyList_SetItem` would, nothing is written.
-        return;
-    }
-    // SAFETY: `list` is a live list and `at` is within its length (checked above), so slot
-    // `at` holds an object (a list's slots below its length are never null); the slot takes
-    // a new reference to `o`, and the old item's reference, ours now, is released after the
-    // slot was written, as `PyList_SetItem` does (its release may run Python code, which then
-    // sees a whole list).
-    unsafe {
-        let old = pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), at);
-        pyo3::ffi::PyList_SET_ITEM(list.as_ptr(), at, o.clone().into_ptr());
-        pyo3::ffi::Py_XDECREF(old);
-    }
 }
 
 /// The objects of a boxed call that the next one may reuse (one of each, kept by the
@@ -1485,13 +1425,12 @@ impl Spare {
     /// first append allocated again).
     fn give_back(&self, list: Bound<'_, PyList>) {
         let py = list.py();
-        // SAFETY: `list` is a live list we hold a reference to.
-        if unsafe { pyo3::ffi::Py_REFCNT(list.as_ptr()) } != 1 {
+        if refcnt(list.as_any()) != 1 {
             return;
         }
         let none = py.None().into_bound(py);
         for i in 0..list.len() {
-            put_item(&list, i, &none);
+            list_set(&list, i, &none);
         }
         let old = self.list.replace(py, Some(list.unbind()));
         drop(old.map(|o| o.into_bound(py)));
@@ -1533,7 +1472,7 @@ fn one_into_list<'py>(r: Bound<'py, PyAny>, list: &Bound<'py, PyList>) -> PyResu
     if old == 0 {
         return list.append(r);
     }
-    put_item(list, 0, &r);
+    list_set(list, 0, &r);
     if old > 1 {
         list.del_slice(1, old)?;
     }
@@ -1560,10 +1499,12 @@ fn boxed_one<'py>(
     };
     // A reference of ours: converting the return may run Python code, which may change the
     // list.
-    // SAFETY: `list` is a live list of one item (`n`), so its slot 0 holds an object, which
-    // gets a reference of ours before anything else runs.
-    let o =
-        unsafe { Borrowed::from_ptr(py, pyo3::ffi::PyList_GET_ITEM(list.as_ptr(), 0)) }.to_owned();
+    let Some(o) = list_get(list, 0) else {
+        return Err(to_pyerr(
+            py,
+            stack_count_error(op, keys, schema, n, body.args.len()),
+        ));
+    };
     match ret_owned(o, r, given) {
         Ok(r) => r,
         Err(m) => Err(to_pyerr(py, ret_error(op, schema, keys, 0, m))),
@@ -1573,18 +1514,23 @@ fn boxed_one<'py>(
 /// `op(*args, **kwargs)` by the fast path, or None. The lean path is tried only while the
 /// operator's calls from Python still try it first (`PyOpOverload::lean`): once one of its
 /// calls found no Python function, its calls come here, and mostly for another kernel (a
-/// Native one's `bf.Tensor`s), where the lean test only added its own cost.
+/// Native one's `bf.Tensor`s), where the lean test only added its own cost. `relearn`: a
+/// call from Python that the lean entry passed on (`OpOverload`'s vectorcall entry) tries the
+/// lean path all the same, and one it serves sets the operator's calls back to the lean
+/// entry: one call with a Python backend's tensors cleared it, and every later NumPy call
+/// went the general way (~284 -> ~341 ns, for good).
 pub fn call<'py>(
     slf: &Bound<'py, PyOpOverload>,
     args: &[Bound<'py, PyAny>],
     kwargs: Option<&Bound<'py, PyDict>>,
+    relearn: bool,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    let lean = slf.get().lean.load(Ordering::Relaxed);
-    call_as(slf, args, kwargs, true, lean)
+    let lean = relearn || slf.get().lean.load(Ordering::Relaxed);
+    call_as(slf, args, kwargs, true, lean, relearn)
 }
 
 /// `op(*args)` by the fast path where a Python function serves it; else [`Lean::Passed`],
-/// with nothing run (`vectorcall.rs` then takes the whole call). The lean path's answer goes
+/// with nothing run (`OpOverload`'s vectorcall entry then takes the whole call). The lean path's answer goes
 /// back in two words; only another way's is converted to a `Lean`.
 #[inline(always)]
 pub fn call_python<'py>(
@@ -1616,7 +1562,7 @@ pub fn call_python<'py>(
             }
         }
     }
-    match call_as(slf, args, None, false, false) {
+    match call_as(slf, args, None, false, false, false) {
         Some(Ok(r)) => Lean::Done(r),
         Some(Err(e)) => {
             *err = Some(e);
@@ -1711,6 +1657,7 @@ fn call_as<'py>(
     kwargs: Option<&Bound<'py, PyDict>>,
     done_ok: bool,
     lean: bool,
+    relearn: bool,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     if !enabled() {
         return None;
@@ -1721,6 +1668,9 @@ fn call_as<'py>(
     if lean && no_kwargs(kwargs) && lean_args(body, args) {
         let mut err = None;
         if let Some(r) = call_lean(slf, plan, body, args, &mut err).into_option(&mut err) {
+            if relearn {
+                relearned(&slf.get().lean);
+            }
             return Some(r);
         }
     }
@@ -1735,6 +1685,15 @@ fn call_as<'py>(
     let keys = DispatchKeySet((arg_keys.0 | inc.0) & !exc.0);
     let r = run(slf, plan, body, keys, &b, Some(args), done_ok)?;
     Some(r.and_then(|r| r.into_result(py)))
+}
+
+/// Sets an operator's calls from Python back to the lean entry (written only when it changes,
+/// so that the calls that keep it read a clean cache line).
+#[inline(always)]
+fn relearned(lean: &AtomicBool) {
+    if !lean.load(Ordering::Relaxed) {
+        lean.store(true, Ordering::Relaxed);
+    }
 }
 
 /// `op.redispatch(keys, *args)` by the lean path ([`run_lean`]): [`Lean::Passed`], with

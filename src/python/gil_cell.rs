@@ -18,6 +18,11 @@ pub struct GilCell<T>(UnsafeCell<T>);
 unsafe impl<T: Send> Sync for GilCell<T> {}
 
 impl<T> GilCell<T> {
+    /// A cell holding `value` (a `static`'s).
+    pub const fn new(value: T) -> Self {
+        GilCell(UnsafeCell::new(value))
+    }
+
     /// Puts `value` in, and returns what was there.
     pub fn replace(&self, _py: Python<'_>, value: T) -> T {
         // SAFETY: the GIL is held (`_py`), and the borrow ends before this returns, with no

@@ -6,13 +6,15 @@ use pyo3::exceptions::{PyResourceWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 
-use pyo3::types::PyList;
+use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::convert::{to_ivalue, to_py, Passed, TensorStyle};
+use super::convert::{bind, returns_to_py, to_ivalue, to_py, Passed, TensorStyle};
 use super::errors::{new_err, IntoPy};
 use super::fast::PyKernel;
 use super::kernel::python_kernel;
-use super::ops::{PyKeySet, PyOpOverload};
+use super::keyset::PyKeySet;
+use super::ops::{argument_error, schema_of, PyOpOverload};
+use super::recursion;
 use crate::error::Error;
 use crate::fallback::{CpuFallback, ViewPolicy};
 use crate::ivalue::Stack;
@@ -429,4 +431,29 @@ impl PyLibrary {
             if self.lib.is_some() { "" } else { ", closed" }
         )
     }
+}
+
+/// `bf.call_fallback(fallback, op, *args, **kwargs)`: runs a boxed fallback from typed code.
+/// `fallback` and `op` are positional-only, so that every keyword goes to the operator, an
+/// argument named `op` or `fallback` included.
+#[pyfunction]
+#[pyo3(signature = (fallback, op, /, *args, **kwargs))]
+pub fn call_fallback<'py>(
+    py: Python<'py>,
+    fallback: &Bound<'py, PyAny>,
+    op: PyRef<'py, PyOpOverload>,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let _level = recursion::enter(py)?;
+    let handle = op.handle.clone();
+    let schema = schema_of(py, &handle)?;
+    let mut passed = Passed::default();
+    let mut stack = bind(&schema, args, kwargs, &mut passed)
+        .map_err(|m| argument_error(&handle, &schema, m))
+        .py(py)?;
+    let keys = handle.call_keys(&stack).py(py)?;
+    let kernel = kernel_from(py, fallback, true)?;
+    crate::fallback::call_fallback(&kernel, &handle, keys, &mut stack).py(py)?;
+    returns_to_py(py, &stack, &passed)
 }

@@ -1,16 +1,19 @@
 //! The Python bindings (`boxfall._boxfall`): the only part of the crate that names pyo3 or
-//! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error.
+//! numpy. Each file wraps one concern of the core; `errors.rs` maps every core error. The raw
+//! C APIs (CPython's, PyO3's private trampolines, mimalloc's) are named only in `ffi/`, behind
+//! safe wrappers.
 
-mod alloc;
 mod array_ops;
 mod backend;
 mod convert;
 mod coverage;
 mod errors;
 mod fast;
+mod ffi;
 mod gil_cell;
+mod kept;
 mod kernel;
-mod known_type;
+mod keyset;
 mod library;
 mod logging;
 mod namespace;
@@ -20,7 +23,6 @@ mod recursion;
 mod redispatch;
 mod schema;
 mod tensor;
-mod vectorcall;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -31,7 +33,7 @@ use errors::IntoPy;
 // third cheaper than glibc's malloc (measured by `python -m boxfall bench`). Only the
 // extension module uses it; the pure-Rust crate keeps the system allocator.
 #[global_allocator]
-static ALLOCATOR: alloc::MiMalloc = alloc::MiMalloc;
+static ALLOCATOR: ffi::MiMalloc = ffi::MiMalloc;
 
 use crate::fallback::{FallbackPolicy, WarningKind};
 use crate::key::{DispatchKey, DispatchKeySet};
@@ -273,8 +275,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ops::PyOpOverload>()?;
     m.add_class::<namespace::PyOpNamespace>()?;
     m.add_class::<packet::PyOpOverloadPacket>()?;
-    redispatch::install_getter(py)?;
-    m.add_class::<ops::PyKeySet>()?;
+    ops::install_redispatch_getter(py)?;
+    m.add_class::<keyset::PyKeySet>()?;
     m.add_class::<backend::PyBackend>()?;
     m.add("fallthrough", library::PyFallthrough)?;
     m.add(
@@ -291,7 +293,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::find_op, m)?)?;
     m.add_function(wrap_pyfunction!(array_ops::array_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::call_fallback, m)?)?;
+    m.add_function(wrap_pyfunction!(library::call_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::get_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::backends, m)?)?;
@@ -315,6 +317,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
-    m.add_function(wrap_pyfunction!(vectorcall::vectorcall_installed, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::vectorcall_installed, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::tries_lean_entry, m)?)?;
     Ok(())
 }

@@ -15,6 +15,7 @@ use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use super::ffi::generic_getattr;
 use super::packet::PyOpOverloadPacket;
 use crate::dispatcher::Dispatcher;
 
@@ -57,12 +58,12 @@ impl PyOpNamespace {
         // A name that is no UTF-8 (a lone surrogate) names no operator: `hasattr` must see an
         // `AttributeError`, not a `UnicodeEncodeError`.
         let Ok(op) = name.to_str() else {
-            return own_attribute(slf.as_any(), name);
+            return generic_getattr(slf.as_any(), name);
         };
         // The dunders are the object's own (`__class__`, `__dir__`, ...); every other name is
         // an operator's, as in torch (whose operator names never start with two underscores).
         if op.starts_with("__") {
-            return own_attribute(slf.as_any(), name);
+            return generic_getattr(slf.as_any(), name);
         }
         let qualified = format!("{}::{op}", this.ns);
         if Dispatcher::overloads(&qualified).is_empty() {
@@ -71,6 +72,9 @@ impl PyOpNamespace {
             )));
         }
         let packet = Bound::new(py, PyOpOverloadPacket::of(qualified))?.into_any();
+        if packets.is_empty() {
+            super::kept::note(packets.as_any(), version, let_go);
+        }
         packets.set_item(name, &packet)?;
         Ok(packet)
     }
@@ -85,20 +89,9 @@ impl PyOpNamespace {
     }
 }
 
-/// `obj`'s own attribute `name`, as Python's default look-up finds it: for a class whose
-/// `__getattribute__` answers other names itself.
-pub(super) fn own_attribute<'py>(
-    obj: &Bound<'py, PyAny>,
-    name: &Bound<'py, PyString>,
-) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: both pointers are live objects the caller holds, with the GIL held (`obj`'s
-    // token); the call returns a new reference, or null with an exception set, which
-    // `from_owned_ptr_or_err` takes over. Exercised by test_library.py (`space.__class__`,
-    // `packet.name`).
-    unsafe {
-        Bound::from_owned_ptr_or_err(
-            obj.py(),
-            pyo3::ffi::PyObject_GenericGetAttr(obj.as_ptr(), name.as_ptr()),
-        )
+/// A namespace's `kept::LetGo`: its packets go (the namespace looks up afresh at its next use).
+fn let_go(packets: &Bound<'_, PyAny>) {
+    if let Ok(packets) = packets.cast::<PyDict>() {
+        packets.clear();
     }
 }

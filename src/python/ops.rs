@@ -1,4 +1,6 @@
-//! `OpOverload` (one operator, callable), `DispatchKeySet`, packet calls and `call_fallback`.
+//! `OpOverload` (one operator, callable, by vectorcall), its `op.redispatch`, and packet calls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -10,97 +12,53 @@ use std::sync::Arc;
 use pyo3::sync::PyOnceLock;
 
 use super::errors::{new_err, IntoPy};
+use super::fast::Lean;
 use super::fast::{self, schema_for_plan, Plan};
+use super::ffi::{
+    self, refcnt, Getter, KeptAttribute, Member, Method, Return, VectorArgs, Vectorcall,
+};
 use super::gil_cell::GilCell;
+use super::keyset::PyKeySet;
 use super::recursion;
-use super::redispatch;
+use super::redispatch::{self, Redispatch, Redispatchable};
 use super::schema::PyFunctionSchema;
-use super::vectorcall;
 use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
 use crate::error::Error;
 use crate::ivalue::Stack;
-use crate::key::{DispatchKey, DispatchKeySet};
-
-/// The key set of a call, as a boxed kernel receives it.
-#[pyclass(name = "DispatchKeySet", module = "boxfall", frozen)]
-#[derive(Clone, Copy)]
-pub struct PyKeySet(pub DispatchKeySet);
-
-#[pymethods]
-impl PyKeySet {
-    /// The highest key's name (None for an empty set).
-    fn highest(&self) -> Option<String> {
-        self.0.highest().map(|k| k.name())
-    }
-
-    /// The set without its highest key.
-    fn without_highest(&self) -> PyKeySet {
-        PyKeySet(self.0.without_highest())
-    }
-
-    /// The keys' names, highest first.
-    fn names(&self) -> Vec<String> {
-        self.0.names()
-    }
-
-    fn __contains__(&self, name: &str) -> bool {
-        DispatchKey::from_name(name).is_ok_and(|k| self.0.contains(k))
-    }
-
-    fn __len__(&self) -> usize {
-        self.0 .0.count_ones() as usize
-    }
-
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other.cast::<PyKeySet>().is_ok_and(|o| o.get().0 == self.0)
-    }
-
-    fn __hash__(&self) -> u64 {
-        self.0 .0
-    }
-
-    fn __repr__(&self) -> String {
-        format!("DispatchKeySet({})", self.0.names().join(", "))
-    }
-}
+use crate::key::DispatchKeySet;
 
 /// One operator overload: callable, with its schema and dispatch table.
 #[pyclass(name = "OpOverload", module = "boxfall", frozen)]
 pub struct PyOpOverload {
-    /// Where a call from Python enters (`vectorcall.rs`), read by the interpreter at the
+    /// Where a call from Python enters (see "calls by vectorcall" below), read by the interpreter at the
     /// offset the class names.
-    vectorcall: vectorcall::Entry,
+    vectorcall: ffi::Entry,
     pub handle: OperatorHandle,
     /// The schema facts of the fast path, made at the first call.
     plan: PyOnceLock<Arc<Plan>>,
     /// Objects a boxed Python kernel's calls reuse.
     pub spare: fast::Spare,
     /// `op.redispatch`, made with the object (`new_bound`), read by the interpreter as a
-    /// member at its offset (`redispatch.rs`).
+    /// member at its offset (`install_redispatch_member`).
     redispatch: GilCell<Option<Py<PyAny>>>,
-    /// Calls from Python try the lean entry first (`vectorcall.rs`); cleared for good by the
+    /// Calls from Python try the lean entry first (`Vectorcall` below); cleared for good by the
     /// first call that a Python function does not serve.
     pub lean: std::sync::atomic::AtomicBool,
 }
 
-// `redispatch.rs` reads the kept function as a `PyObject *` field (null when none).
-const _: () = assert!(
-    std::mem::size_of::<Option<Py<PyAny>>>() == std::mem::size_of::<*mut pyo3::ffi::PyObject>()
-);
-
 impl PyOpOverload {
     /// A new `OpOverload` of `handle`, its `op.redispatch` made (the member of
-    /// `redispatch.rs` reads it, so no object may be seen by Python code without it).
+    /// member reads it, so no object may be seen by Python code without it).
     pub fn new_bound(py: Python<'_>, handle: OperatorHandle) -> PyResult<Bound<'_, Self>> {
         let slf = Bound::new(py, Self::from_handle(handle))?;
         drop(Self::redispatch_fn(&slf)?);
-        redispatch::install_member(&slf);
+        install_redispatch_member(&slf);
         Ok(slf)
     }
 
     fn from_handle(handle: OperatorHandle) -> Self {
         PyOpOverload {
-            vectorcall: vectorcall::ENTRY,
+            vectorcall: ENTRY,
             handle,
             plan: PyOnceLock::new(),
             spare: fast::Spare::default(),
@@ -117,9 +75,21 @@ impl PyOpOverload {
         tuple: Option<&Bound<'py, PyTuple>>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        Self::call_as(slf, args, tuple, kwargs, false)
+    }
+
+    /// `call_with`; `relearn`: a call the vectorcall entry passed on (see `fast::call`).
+    #[inline(always)]
+    fn call_as<'py>(
+        slf: &Bound<'py, Self>,
+        args: &[Bound<'py, PyAny>],
+        tuple: Option<&Bound<'py, PyTuple>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        relearn: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let _level = recursion::enter(py)?;
-        if let Some(r) = fast::call(slf, args, kwargs) {
+        if let Some(r) = fast::call(slf, args, kwargs, relearn) {
             return r;
         }
         match tuple {
@@ -150,20 +120,20 @@ impl PyOpOverload {
     /// lean path where it serves, whose answer stays in registers up to the interpreter's
     /// entry, else as `redispatch_with`.
     #[inline(always)]
-    pub fn redispatch_positional(
-        slf: &Bound<'_, Self>,
+    pub fn redispatch_positional<'py>(
+        slf: &Bound<'py, Self>,
         keys: DispatchKeySet,
-        args: &[Bound<'_, PyAny>],
-    ) -> PyResult<*mut pyo3::ffi::PyObject> {
+        args: &[Bound<'py, PyAny>],
+    ) -> PyResult<Bound<'py, PyAny>> {
         let level = recursion::enter(slf.py())?;
         let mut err = None;
         match fast::redispatch_lean(slf, keys, args, &mut err) {
-            fast::Lean::Done(r) => return Ok(r.into_ptr()),
+            fast::Lean::Done(r) => return Ok(r),
             fast::Lean::Raised => return Err(fast::raised(&mut err)),
             fast::Lean::Passed => {}
         }
         drop(level);
-        Self::redispatch_as(slf, keys, args, None, false).map(Bound::into_ptr)
+        Self::redispatch_as(slf, keys, args, None, false)
     }
 
     /// `op.redispatch(keys, *args, **kwargs)`, `keys` taken out of the arguments.
@@ -211,10 +181,9 @@ impl PyOpOverload {
         let kept = cell.take(py);
         // Ours and the function's (`__self__`) are the operator's only references, and the
         // cell's is the function's only one.
-        // SAFETY: reading the counts of two live objects we hold, with the GIL held.
-        let alone = kept.as_ref().is_some_and(|f| unsafe {
-            pyo3::ffi::Py_REFCNT(f.as_ptr()) == 1 && pyo3::ffi::Py_REFCNT(slf.as_ptr()) == 2
-        });
+        let alone = kept
+            .as_ref()
+            .is_some_and(|f| refcnt(f.bind(py)) == 1 && refcnt(slf.as_any()) == 2);
         if alone {
             drop(kept);
         } else {
@@ -223,7 +192,7 @@ impl PyOpOverload {
         }
     }
 
-    /// `op.redispatch`: one object per operator, made at the first look-up (`redispatch.rs`,
+    /// `op.redispatch`: one object per operator, made at the first look-up (`REDISPATCH`,
     /// whose getter serves every later look-up without coming here).
     pub fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
@@ -234,22 +203,20 @@ impl PyOpOverload {
             cell.replace(py, kept);
             return Ok(found);
         }
-        let f = redispatch::new(slf)?;
+        let f = REDISPATCH.bind(slf)?;
         let old = cell.replace(py, Some(f.clone().unbind()));
         drop(old);
         Ok(f)
     }
 
-    /// `op.redispatch` if it was made (a borrowed pointer, or null).
-    ///
-    /// # Safety
-    /// The GIL is held, and the pointer is used (and its object given a reference of its own)
-    /// before any Python code runs.
-    pub unsafe fn redispatch_ptr(&self) -> *mut pyo3::ffi::PyObject {
-        // SAFETY: the caller's contract is `peek`'s.
-        unsafe { self.redispatch.peek() }
+    /// `op.redispatch` if it was made, a reference of the caller's.
+    #[inline(always)]
+    pub fn kept_redispatch<'py>(slf: &Bound<'py, Self>) -> Option<Bound<'py, PyAny>> {
+        // SAFETY: the GIL is held (`slf`), and the reference into the cell ends (the function
+        // given a reference of its own) before any Python code runs.
+        unsafe { slf.get().redispatch.peek() }
             .as_ref()
-            .map_or(std::ptr::null_mut(), |f| f.as_ptr())
+            .map(|f| f.bind(slf.py()).clone())
     }
 
     /// Where in the object `op.redispatch` is kept (bytes from its start).
@@ -274,11 +241,11 @@ impl PyOpOverload {
     }
 }
 
-fn schema_of(py: Python<'_>, op: &OperatorHandle) -> PyResult<std::sync::Arc<OpSchema>> {
+pub(super) fn schema_of(py: Python<'_>, op: &OperatorHandle) -> PyResult<std::sync::Arc<OpSchema>> {
     op.schema().py(py)
 }
 
-fn argument_error(op: &OperatorHandle, schema: &OpSchema, message: String) -> Error {
+pub(super) fn argument_error(op: &OperatorHandle, schema: &OpSchema, message: String) -> Error {
     Error::Argument {
         op: op.name().to_string(),
         message,
@@ -353,7 +320,7 @@ impl PyOpOverload {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        vectorcall::install(slf);
+        install_vectorcall(slf);
         Self::call_with(slf, args.as_slice(), Some(args), kwargs)
     }
 
@@ -476,18 +443,35 @@ pub fn find_op<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyOpOver
 #[pyo3(signature = (overloads, args, kwargs=None))]
 pub fn call_first_binding<'py>(
     py: Python<'py>,
-    overloads: Vec<PyRef<'py, PyOpOverload>>,
+    overloads: Vec<Bound<'py, PyOpOverload>>,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    first_binding(py, &overloads, args, kwargs)
+}
+
+/// `call_first_binding`. Each overload is tried by its fast path first, as a call of the
+/// overload itself is: what the fast path binds, the general binder binds too, so the first
+/// overload that either binds is the one called. Bound and run by the general path alone, a
+/// packet call of `array_api::add(x, 1.5)` (its third overload) cost 2.5 times the overload's.
+pub fn first_binding<'py>(
+    py: Python<'py>,
+    overloads: &[Bound<'py, PyOpOverload>],
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let _level = recursion::enter(py)?;
     let mut reasons = Vec::new();
-    for o in &overloads {
-        let schema = schema_of(py, &o.handle)?;
+    for o in overloads {
+        if let Some(r) = fast::call(o, args.as_slice(), kwargs, false) {
+            return r;
+        }
+        let handle = &o.get().handle;
+        let schema = schema_of(py, handle)?;
         let mut passed = Passed::default();
         match bind(&schema, args, kwargs, &mut passed) {
             Ok(mut stack) => {
-                o.handle.call_boxed(&mut stack).py(py)?;
+                handle.call_boxed(&mut stack).py(py)?;
                 return returns_to_py(py, &stack, &passed);
             }
             Err(m) => reasons.push(format!("  {}: {m}", schema.text)),
@@ -495,7 +479,7 @@ pub fn call_first_binding<'py>(
     }
     let name = overloads
         .first()
-        .and_then(|o| o.handle.schema().ok().map(|s| s.schema.name.clone()))
+        .and_then(|o| o.get().handle.schema().ok().map(|s| s.schema.name.clone()))
         .unwrap_or_default();
     Err(new_err(
         py,
@@ -507,27 +491,153 @@ pub fn call_first_binding<'py>(
     ))
 }
 
-/// `bf.call_fallback(fallback, op, *args, **kwargs)`: runs a boxed fallback from typed code.
-/// `fallback` and `op` are positional-only, so that every keyword goes to the operator, an
-/// argument named `op` or `fallback` included.
+// ---------------------------------------------------------------- op.redispatch
+
+/// The method every `op.redispatch` object is (CPython points to it; called by `METH_FASTCALL`
+/// in the lean trampoline, which turns a panic into an exception as PyO3's does, without
+/// counting the GIL).
+static REDISPATCH: Method<Redispatch<PyOpOverload>> =
+    Method::fastcall(redispatch::NAME, redispatch::DOC);
+
+/// The getter of `OpOverload.redispatch` (installed by [`install_getter`] in place of the one
+/// PyO3 would make): a look-up of an operator whose function is made is a load and an incref.
+/// PyO3's getter wrapper (its trampoline, which counts the GIL in a thread-local twice, and
+/// the take-and-put-back of the cell) was about a third of the look-up.
+static GETTER: Getter = Getter::new::<PyOpOverload>(redispatch::NAME, redispatch::GET_DOC);
+
+/// Puts [`GETTER`] in the `OpOverload` class as its `redispatch` attribute (once, when the
+/// module is made, before any `OpOverload` exists).
+pub fn install_redispatch_getter(py: Python<'_>) -> PyResult<()> {
+    GETTER.install::<PyOpOverload>(py)
+}
+
+/// `OpOverload.redispatch` as a read-only member at the offset of the kept function in the
+/// object: CPython 3.11's `LOAD_ATTR` specializes a look-up of such a member into a type
+/// check, a load and an incref (`LOAD_ATTR_SLOT`), where a getter always took the generic
+/// look-up (`PyObject_GetAttr`, the type's attribute cache, the descriptor's call): about a
+/// twentieth of the documented hop. The member reads the object's field, so every
+/// `OpOverload` has its function made from the start ([`PyOpOverload::new_bound`]); only an
+/// object the collector cleared (garbage) has none, and a look-up on it raises
+/// `AttributeError`.
+static MEMBER: Member = Member::new(redispatch::NAME, redispatch::GET_DOC);
+
+/// Replaces [`GETTER`] with [`MEMBER`], once, given the first `OpOverload` made (whose
+/// function is made). If the member cannot be made, the getter stays (it serves every object,
+/// made or not).
+fn install_redispatch_member(slf: &Bound<'_, PyOpOverload>) {
+    let f = PyOpOverload::kept_redispatch(slf);
+    MEMBER.install(slf, PyOpOverload::redispatch_offset(slf), f.as_ref());
+}
+
+impl KeptAttribute for PyOpOverload {
+    #[inline(always)]
+    fn kept<'py>(slf: &Borrowed<'_, 'py, Self>) -> Option<Bound<'py, PyAny>> {
+        PyOpOverload::kept_redispatch(slf)
+    }
+
+    fn make<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        PyOpOverload::redispatch_fn(slf)
+    }
+}
+
+impl Redispatchable for PyOpOverload {
+    #[inline(always)]
+    fn redispatch_positional<'py>(
+        slf: &Bound<'py, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'py, PyAny>],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        PyOpOverload::redispatch_positional(slf, keys, args)
+    }
+
+    #[inline]
+    fn redispatch_with<'py>(
+        slf: &Bound<'py, Self>,
+        keys: DispatchKeySet,
+        args: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        PyOpOverload::redispatch_with(slf, keys, args, kwargs)
+    }
+}
+
+// ---------------------------------------------------------------- calls by vectorcall
+//
+// `op(x)` by Python's vectorcall protocol. PyO3 gives a class's `__call__` only the `tp_call`
+// slot (PyO3 issue #4252), so every call from Python packed its arguments into a new tuple,
+// which the fast path then unpacked: the tuple's allocation, its release and the generic
+// call machinery around it were about a seventh of a trivial Python kernel's call through
+// boxfall. With vectorcall the interpreter passes its own array of argument pointers.
+//
+// A vectorcall class keeps the entry point in each object, at an offset the class names
+// (`tp_vectorcall_offset`, with the `Py_TPFLAGS_HAVE_VECTORCALL` flag). Every `OpOverload`
+// carries [`ENTRY`] in a field; where that field sits in the object depends on PyO3's layout,
+// so it is read off the first `OpOverload` that is called (through `tp_call`), and the class
+// is switched over then. `tp_call` stays, and gives the same results (both end in
+// `PyOpOverload::call_with`): C code that calls with a tuple still reaches it.
+
+/// The entry point every `OpOverload` carries.
+const ENTRY: ffi::Entry = ffi::entry::<PyOpOverload>();
+
+/// Whether the class was switched over.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Switches the `OpOverload` class to vectorcall, from one of its objects (once; the GIL
+/// serialises the callers).
+fn install_vectorcall(slf: &Bound<'_, PyOpOverload>) {
+    ffi::install_vectorcall(&INSTALLED, slf, || PyOpOverload::entry_offset(slf));
+}
+
+/// Whether `op`'s calls from Python try the lean entry first (for tests).
 #[pyfunction]
-#[pyo3(signature = (fallback, op, /, *args, **kwargs))]
-pub fn call_fallback<'py>(
-    py: Python<'py>,
-    fallback: &Bound<'py, PyAny>,
-    op: PyRef<'py, PyOpOverload>,
-    args: &Bound<'py, PyTuple>,
-    kwargs: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let _level = recursion::enter(py)?;
-    let handle = op.handle.clone();
-    let schema = schema_of(py, &handle)?;
-    let mut passed = Passed::default();
-    let mut stack = bind(&schema, args, kwargs, &mut passed)
-        .map_err(|m| argument_error(&handle, &schema, m))
-        .py(py)?;
-    let keys = handle.call_keys(&stack).py(py)?;
-    let kernel = super::library::kernel_from(py, fallback, true)?;
-    crate::fallback::call_fallback(&kernel, &handle, keys, &mut stack).py(py)?;
-    returns_to_py(py, &stack, &passed)
+#[pyo3(name = "_tries_lean_entry")]
+pub fn tries_lean_entry(op: &Bound<'_, PyOpOverload>) -> bool {
+    op.get().lean.load(Ordering::Relaxed)
+}
+
+/// Whether calls from Python now come by vectorcall (for tests).
+#[pyfunction]
+pub fn vectorcall_installed(py: Python<'_>) -> bool {
+    ffi::has_vectorcall::<PyOpOverload>(py)
+}
+
+/// A call that a Python function serves by the fast path (the one path that never asks for
+/// `Python::attach`) runs in the lean trampoline (`ffi::lean`); whatever else, in PyO3's own
+/// trampoline (which counts the GIL for PyO3) around `call`: under the lean one, a call from
+/// plain Python code would run with PyO3's count at zero, and every `Python::attach` under it
+/// (the core's calls of Python kernels, a Python backend's conversions) would go through
+/// `PyGILState_Ensure`, a twentieth more on a call by the general path. An operator tries the
+/// lean way until a call finds no Python function to run (which the fast path tells before it
+/// runs anything); from then on it goes PyO3's way.
+impl Vectorcall for PyOpOverload {
+    #[inline(always)]
+    fn vectorcall<'a, 'py>(slf: &Borrowed<'a, 'py, Self>, args: VectorArgs<'a, 'py>) -> Return {
+        if !args.has_keywords() {
+            let lean = &slf.get().lean;
+            if lean.load(Ordering::Relaxed) {
+                let all = args.positional();
+                let served = ffi::lean(slf.py(), |_| {
+                    let mut err = None;
+                    match PyOpOverload::call_python(slf, all, &mut err) {
+                        Lean::Done(r) => Ok(Some(r)),
+                        Lean::Raised => Err(super::fast::raised(&mut err)),
+                        Lean::Passed => Ok(None),
+                    }
+                });
+                if let Some(out) = served {
+                    return out;
+                }
+                lean.store(false, Ordering::Relaxed);
+            }
+        }
+        args.general(slf)
+    }
+
+    fn call<'py>(
+        slf: &Bound<'py, Self>,
+        positional: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        PyOpOverload::call_as(slf, positional, None, kwargs, true)
+    }
 }

@@ -12,15 +12,12 @@
 use std::sync::atomic::AtomicBool;
 
 use pyo3::exceptions::PyAttributeError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
-use pyo3::PyTypeInfo;
 
+use super::ffi::{self, generic_getattr, Entry, Return, VectorArgs, Vectorcall};
 use super::gil_cell::GilCell;
-use super::namespace::own_attribute;
 use super::ops::PyOpOverload;
-use super::vectorcall::{call_arguments, install_at, Entry};
 use crate::dispatcher::Dispatcher;
 
 /// All overloads of one operator name; a call picks the first, in definition order, whose
@@ -29,7 +26,7 @@ use crate::dispatcher::Dispatcher;
 #[pyclass(name = "OpOverloadPacket", module = "boxfall", frozen)]
 pub struct PyOpOverloadPacket {
     /// Where a call from Python enters, read by the interpreter at the offset the class names
-    /// (see `vectorcall.rs`).
+    /// (see `ffi/entry.rs`).
     vectorcall: Entry,
     name: String,
     /// The overloads, in definition order, as defined at the version kept beside them (at
@@ -44,7 +41,7 @@ impl PyOpOverloadPacket {
     /// The packet of `ns::op` (which need not be defined: a call says so).
     pub fn of(name: String) -> PyOpOverloadPacket {
         PyOpOverloadPacket {
-            vectorcall: Some(packet_vectorcall),
+            vectorcall: ffi::entry::<PyOpOverloadPacket>(),
             name,
             found: GilCell::default(),
         }
@@ -52,26 +49,33 @@ impl PyOpOverloadPacket {
 
     /// Looks the overloads up again where an operator was defined or undefined since they
     /// were (`found` then holds the overloads as defined now).
-    fn overloads_now(&self, py: Python<'_>) -> PyResult<()> {
+    fn overloads_now(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
         let version = Dispatcher::definitions_version();
         // SAFETY: the GIL is held (`py`) and no Python code runs while the reference lives.
-        if unsafe { self.found.peek() }.0 == version {
+        if unsafe { this.found.peek() }.0 == version {
             return Ok(());
         }
-        let keep = super::ops::overloads(py, &self.name)?
+        let keep: Vec<_> = super::ops::overloads(py, &this.name)?
             .into_iter()
             .map(Bound::unbind)
             .collect();
-        drop(self.found.replace(py, (version, keep)));
+        if !keep.is_empty() {
+            super::kept::note(slf.as_any(), version, let_go);
+        }
+        drop(this.found.replace(py, (version, keep)));
         Ok(())
     }
 
     /// The overloads as defined now, in definition order, or `AttributeError` if the operator
     /// is not defined.
-    fn defined<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyOpOverload>>> {
-        self.overloads_now(py)?;
+    fn defined<'py>(slf: &Bound<'py, Self>) -> PyResult<Vec<Bound<'py, PyOpOverload>>> {
+        let py = slf.py();
+        Self::overloads_now(slf)?;
+        let this = slf.get();
         // SAFETY: as in `overloads_now`.
-        let found: Vec<_> = unsafe { self.found.peek() }
+        let found: Vec<_> = unsafe { this.found.peek() }
             .1
             .iter()
             .map(|o| o.bind(py).clone())
@@ -79,21 +83,24 @@ impl PyOpOverloadPacket {
         if found.is_empty() {
             return Err(PyAttributeError::new_err(format!(
                 "operator '{}' is not defined",
-                self.name
+                this.name
             )));
         }
         Ok(found)
     }
 
     /// The one overload, kept and current, of an operator that has one: the vectorcall
-    /// entry's answer, read with no call (None: look up, or choose by binding).
+    /// entry's answer, read with no call (None: look up, or choose by binding). A reference of
+    /// the caller's own: the overload's kernel may define an operator and call this packet
+    /// again, which then lets go of the overloads it kept.
     #[inline(always)]
-    fn single(&self) -> Option<*mut ffi::PyObject> {
-        // SAFETY: called with the GIL held (the interpreter's call), and no Python code runs
-        // while the reference lives.
+    fn single<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        // SAFETY: the GIL is held (`py`), and no Python code runs while the reference lives.
         let kept = unsafe { self.found.peek() };
         match kept.1.as_slice() {
-            [one] if kept.0 == Dispatcher::definitions_version() => Some(one.as_ptr()),
+            [one] if kept.0 == Dispatcher::definitions_version() => {
+                Some(one.bind(py).clone().into_any())
+            }
             _ => None,
         }
     }
@@ -106,13 +113,10 @@ impl PyOpOverloadPacket {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let found = slf.get().defined(py)?;
+        let found = Self::defined(slf)?;
         match found.as_slice() {
             [one] => one.call(args, kwargs),
-            _ => {
-                let refs = found.iter().map(Bound::borrow).collect();
-                super::ops::call_first_binding(py, refs, args, kwargs)
-            }
+            _ => super::ops::first_binding(py, &found, args, kwargs),
         }
     }
 
@@ -137,8 +141,8 @@ impl PyOpOverloadPacket {
     }
 
     /// The overload names, in definition order (`"default"` for `""`).
-    fn overloads(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        self.defined(py)?
+    fn overloads(slf: &Bound<'_, Self>) -> PyResult<Vec<String>> {
+        Self::defined(slf)?
             .iter()
             .map(|o| {
                 let name = o.getattr("overload_name")?.extract::<String>()?;
@@ -163,12 +167,12 @@ impl PyOpOverloadPacket {
         // A name that is no UTF-8 (a lone surrogate) is no overload's: the default look-up
         // says so with an `AttributeError`.
         let Ok(overload) = attr.to_str() else {
-            return own_attribute(slf.as_any(), attr);
+            return generic_getattr(slf.as_any(), attr);
         };
         if overload.starts_with("__") || overload == "name" || overload == "overloads" {
-            return own_attribute(slf.as_any(), attr);
+            return generic_getattr(slf.as_any(), attr);
         }
-        this.overloads_now(py)?;
+        Self::overloads_now(slf)?;
         // SAFETY: the GIL is held (`py`), and no Python code runs while the reference lives.
         let kept = unsafe { this.found.peek() };
         let found = kept.1.iter().find(|o| {
@@ -193,7 +197,7 @@ impl PyOpOverloadPacket {
 
     /// The overload names (`"default"` for `""`) and the packet's own attributes.
     fn __dir__(slf: &Bound<'_, Self>) -> PyResult<Vec<String>> {
-        let mut names = slf.get().overloads(slf.py()).unwrap_or_default();
+        let mut names = Self::overloads(slf).unwrap_or_default();
         names.extend(["name".to_string(), "overloads".to_string()]);
         Ok(names)
     }
@@ -204,12 +208,7 @@ impl PyOpOverloadPacket {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        install_at(
-            &INSTALLED,
-            Self::type_object_raw(slf.py()),
-            slf.as_any(),
-            || Self::entry_offset(slf),
-        );
+        ffi::install_vectorcall(&INSTALLED, slf, || Self::entry_offset(slf));
         Self::call_with(slf, args, kwargs)
     }
 
@@ -218,56 +217,36 @@ impl PyOpOverloadPacket {
     }
 }
 
-/// The packet's vectorcall entry: an operator with one overload, kept and current, is that
-/// overload's call, with the caller's own arguments (no frame of ours on the way); any other
-/// call is `call_with`'s, in PyO3's trampoline.
-unsafe extern "C" fn packet_vectorcall(
-    callable: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: usize,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: the interpreter calls this entry with the GIL held and `callable` a live packet
-    // (only packets carry it). The overload is a live object the packet holds; the call passes
-    // the caller's arguments on unchanged, as the vectorcall protocol allows (the
-    // `PY_VECTORCALL_ARGUMENTS_OFFSET` flag included: the caller's leave to use `args[-1]`
-    // goes on with the same array). Exercised by every packet call in the tests
-    // (test_library.py's kept objects, test_dispatch.py's packets).
-    unsafe {
-        let py = Python::assume_attached();
-        let slf = Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverloadPacket>();
-        if let Some(one) = slf.get().single() {
-            // A reference of the call's own: the overload's kernel may define an operator
-            // and call this packet again, which then lets go of the overloads it kept.
-            let one = Bound::from_borrowed_ptr(py, one);
-            return ffi::PyObject_Vectorcall(one.as_ptr(), args, nargsf, kwnames);
-        }
-        let nargs = ffi::PyVectorcall_NARGS(nargsf);
-        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call)(
-            callable, args, nargs, kwnames,
-        )
+/// A packet's `kept::LetGo`: its overloads go (it looks them up afresh at its next call), each
+/// with the cycle of its `op.redispatch` broken where nothing else holds it.
+fn let_go(packet: &Bound<'_, PyAny>) {
+    let Ok(packet) = packet.cast::<PyOpOverloadPacket>() else {
+        return;
+    };
+    let (_, overloads) = packet.get().found.take(packet.py());
+    for o in overloads {
+        PyOpOverload::drop_redispatch_cycle(o.bind(packet.py()));
     }
 }
 
-/// `call_with` of a vectorcall's arguments (`call_arguments`).
-///
-/// # Safety
-/// As in `packet_vectorcall`: the GIL is held, `callable` is a live packet, and `args` holds
-/// `nargs` positional arguments and then one value for each name of `kwnames` (or null).
-unsafe fn call(
-    py: Python<'_>,
-    callable: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> PyResult<*mut ffi::PyObject> {
-    // SAFETY: see the function's contract.
-    let (slf, (positional, kwargs)) = unsafe {
-        (
-            Borrowed::from_ptr(py, callable).cast_unchecked::<PyOpOverloadPacket>(),
-            call_arguments(py, args, nargs, kwnames)?,
-        )
-    };
-    let positional = PyTuple::new(py, positional)?;
-    PyOpOverloadPacket::call_with(&slf, &positional, kwargs.as_ref()).map(Bound::into_ptr)
+/// An operator with one overload, kept and current, is that overload's call, with the
+/// caller's own arguments (no frame of ours on the way); any other call is `call_with`'s, in
+/// PyO3's trampoline.
+impl Vectorcall for PyOpOverloadPacket {
+    #[inline(always)]
+    fn vectorcall<'a, 'py>(slf: &Borrowed<'a, 'py, Self>, args: VectorArgs<'a, 'py>) -> Return {
+        match slf.get().single(slf.py()) {
+            Some(one) => args.forward(&one),
+            None => args.general(slf),
+        }
+    }
+
+    fn call<'py>(
+        slf: &Bound<'py, Self>,
+        positional: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let positional = PyTuple::new(slf.py(), positional)?;
+        Self::call_with(slf, &positional, kwargs)
+    }
 }

@@ -8,11 +8,13 @@
 //! used up, whatever the limit is set to.
 
 use pyo3::exceptions::PyRecursionError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 
-/// One level of recursion, held for the length of one call into the dispatcher.
-pub struct Level(());
+use super::ffi::{enter_recursive_call, leave_recursive_call};
+
+/// One level of recursion, held for the length of one call into the dispatcher (with the GIL
+/// held, which `Python` says).
+pub struct Level<'py>(Python<'py>);
 
 /// Native stack a call must find free to start: many levels of the deepest call path.
 #[cfg(target_os = "linux")]
@@ -22,17 +24,15 @@ const STACK_MARGIN: usize = 256 * 1024;
 /// nearly used up. Inlined, with its errors made out of line: a call of it was a tenth of its
 /// cost.
 #[inline(always)]
-pub fn enter(py: Python<'_>) -> PyResult<Level> {
+pub fn enter(py: Python<'_>) -> PyResult<Level<'_>> {
     #[cfg(target_os = "linux")]
     if stack_left() < STACK_MARGIN {
         return Err(stack_error());
     }
-    // SAFETY: the GIL is held (`py`); the call only reads and raises this thread's recursion
-    // depth, and sets a RecursionError when it fails (then nonzero).
-    if unsafe { ffi::Py_EnterRecursiveCall(c" in a boxfall operator call".as_ptr()) } != 0 {
+    if !enter_recursive_call(py, c" in a boxfall operator call") {
         return Err(fetch(py));
     }
-    Ok(Level(()))
+    Ok(Level(py))
 }
 
 /// The error of a call that finds the native stack nearly used up.
@@ -52,14 +52,14 @@ fn fetch(py: Python<'_>) -> PyErr {
     PyErr::fetch(py)
 }
 
-impl Drop for Level {
+impl Drop for Level<'_> {
+    /// Pairs with the successful `enter_recursive_call` of `enter`. A `Level` is dropped by
+    /// the pymethod that made it, on the same thread and with the GIL held (a kernel that
+    /// released the GIL meanwhile has taken it back), and the depth it undoes is this
+    /// thread's own.
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: pairs with the successful `Py_EnterRecursiveCall` of `enter`. A `Level` is
-        // dropped by the pymethod that made it, on the same thread and with the GIL held (a
-        // kernel that released the GIL meanwhile has taken it back), and the depth it undoes is
-        // this thread's own.
-        unsafe { ffi::Py_LeaveRecursiveCall() }
+        leave_recursive_call(self.0);
     }
 }
 

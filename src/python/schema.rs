@@ -315,13 +315,11 @@ pub fn parse_schema(py: Python<'_>, text: PyBackedStr) -> PyResult<Bound<'_, PyF
             },
         },
     )?;
-    // SAFETY: `schema` is a live object this thread just created, and the thread is attached
-    // to the interpreter. It holds no Python object but its text, a str, which refers to
-    // nothing, so it can be in no reference cycle: untracking it (as CPython untracks tuples
-    // of atomic values) only spares every garbage collection a visit to each parsed schema,
-    // which cost about 200 instructions per schema. Its tp_dealloc untracks it again, which
-    // does nothing for an untracked object.
-    unsafe { pyo3::ffi::PyObject_GC_UnTrack(schema.as_ptr().cast()) };
+    // It holds no Python object but its text, a str, which refers to nothing, so it can be in
+    // no reference cycle: untracking it (as CPython untracks tuples of atomic values) only
+    // spares every garbage collection a visit to each parsed schema, which cost about 200
+    // instructions per schema.
+    super::ffi::gc_untrack(schema.as_any());
     Ok(schema)
 }
 

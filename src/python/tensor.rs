@@ -9,8 +9,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use super::errors::{from_pyerr, IntoPy};
+use super::ffi::KnownType;
 use super::gil_cell::GilCell;
-use super::known_type::KnownType;
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;

@@ -294,6 +294,25 @@ def test_packet_picks_the_first_overload_that_binds(ns, lib):
     assert pick(self=x, other="s") == "str" and pick(x, other=2.0) == "Scalar"
 
 
+def test_packet_raises_the_first_binding_overload_s_kernel_error_and_tries_no_later_one(ns, lib):
+    lib.define("pick.Tensor(Tensor self, Tensor other) -> Tensor")
+    lib.define("pick.Scalar(Tensor self, Scalar other) -> Tensor")
+    lib.define("pick.float(Tensor self, float other) -> Tensor")
+    later = Recorder()
+
+    def refuses(self, other):
+        raise KernelProblem("the Scalar overload says no")
+
+    lib.impl("pick.Tensor", Recorder(), "CPU")
+    lib.impl("pick.Scalar", refuses, "CPU")
+    lib.impl("pick.float", later, "CPU")
+    pick = getattr(bf.ops, ns).pick
+    for _ in range(3):  # the first call plans each overload's fast path; the later ones use it
+        with pytest.raises(KernelProblem, match="says no"):
+            pick(np.ones(1), 1.5)
+    assert later.calls == []
+
+
 def test_packet_with_no_binding_overload_is_a_type_error(ns, lib):
     lib.define("pick.Tensor(Tensor self, Tensor other) -> Tensor")
     lib.impl("pick.Tensor", Recorder(), "CPU")

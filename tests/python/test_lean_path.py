@@ -193,3 +193,38 @@ def test_a_closed_kernel_is_not_called_again(ns, lib):
         assert op(np.ones(1)) is not None
     fast, general = both(lambda: error_of(lambda: op(np.ones(1))))
     assert fast == general and f"{ns}::gone" in fast[1]
+
+
+def test_a_call_with_a_python_backend_s_tensor_leaves_no_lasting_detour_for_numpy_calls(
+    ns, lib, unique_name
+):
+    """One call that the lean entry cannot serve (a Python backend's tensor, whose hooks are
+    Python) sends the operator's next call the general way; a NumPy call the lean path serves
+    there sets its calls back to the lean entry, instead of leaving every later one on the
+    slower way."""
+    backend = bf.register_backend(
+        unique_name("LeanBack"),
+        to_cpu=lambda p: p.copy(),
+        from_cpu=lambda a: a.copy(),
+        copy_from_cpu=lambda p, a: p.__setitem__(..., a),
+    )
+    fallback = bf.Library("_", "IMPL")
+    fallback.fallback(bf.cpu_fallback, backend.name)
+    policy = bf.get_fallback_policy()
+    bf.set_fallback_policy("allow")
+    try:
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda x: x * 2, "CPU")
+        op = getattr(bf.ops, ns).twice.default
+        x = np.arange(3.0)
+        np.testing.assert_array_equal(op(x), x * 2)
+        assert bf._boxfall._tries_lean_entry(op)
+        out = op(backend.tensor(x))
+        np.testing.assert_array_equal(out.numpy(), x * 2)
+        assert not bf._boxfall._tries_lean_entry(op)
+        np.testing.assert_array_equal(op(x), x * 2)
+        assert bf._boxfall._tries_lean_entry(op)
+        np.testing.assert_array_equal(op(x), x * 2)
+    finally:
+        bf.set_fallback_policy(policy)
+        fallback.close()

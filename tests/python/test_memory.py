@@ -36,6 +36,30 @@ def test_define_and_close_cycles_with_fresh_names_keep_memory_flat():
     assert not hasattr(getattr(bf.ops, f"{ns}_5"), "f")
 
 
+def test_namespaces_called_through_bf_ops_and_closed_keep_no_packet_or_overload():
+    ns = f"memops{uuid.uuid4().hex[:6]}"
+    x = np.ones(2)
+
+    def called(i: int) -> None:
+        name = f"{ns}_{i}"
+        with bf.Library(name, "DEF") as lib:
+            lib.define("f(Tensor x) -> Tensor")
+            lib.impl("f", lambda x: x, "CPU")
+            assert getattr(bf.ops, name).f(x) is x
+
+    for i in range(500):  # warm up the allocator and the caches
+        called(i)
+    before = rss_mb()
+    n = 4000
+    for i in range(500, 500 + n):
+        called(i)
+    per_namespace_kb = (rss_mb() - before) * 1024 / n
+    # Each namespace's packet kept its overload, and the closed operator's entry behind it:
+    # ~14 KB a namespace. What stays is bf.ops's attribute and the emptied namespace.
+    assert per_namespace_kb < 3, f"{per_namespace_kb:.1f} KB kept by each closed namespace"
+    assert not hasattr(getattr(bf.ops, f"{ns}_5"), "f")
+
+
 def test_a_thread_inside_a_long_python_kernel_holds_back_no_replaced_table():
     ns = f"slow{uuid.uuid4().hex[:6]}"
     entered, release = threading.Event(), threading.Event()

@@ -9,13 +9,13 @@ use pyo3::prelude::*;
 /// A class's type object, read once from `load` and kept. The classes kept so are static in
 /// their extension modules (NumPy's `ndarray`, boxfall's own), which are never unloaded, so the
 /// pointer stays valid; and none of them has subclasses where an exact match is what counts.
-pub(super) struct KnownType {
+pub struct KnownType {
     ptr: AtomicPtr<PyTypeObject>,
     load: fn(Python<'_>) -> *mut PyTypeObject,
 }
 
 impl KnownType {
-    pub(super) const fn new(load: fn(Python<'_>) -> *mut PyTypeObject) -> KnownType {
+    pub const fn new(load: fn(Python<'_>) -> *mut PyTypeObject) -> KnownType {
         KnownType {
             ptr: AtomicPtr::new(std::ptr::null_mut()),
             load,
@@ -24,7 +24,7 @@ impl KnownType {
 
     /// Whether `obj`'s type is exactly this class (a subclass is not).
     #[inline(always)]
-    pub(super) fn is_type_of(&self, obj: &Bound<'_, PyAny>) -> bool {
+    pub fn is_type_of(&self, obj: &Bound<'_, PyAny>) -> bool {
         let mut known = self.ptr.load(Ordering::Relaxed);
         if known.is_null() {
             known = (self.load)(obj.py());
