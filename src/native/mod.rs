@@ -1,6 +1,7 @@
 //! The built-in `Native` backend: host memory owned by Rust (ndarray). Because it is host
 //! memory, the CPU fallback lends its read-only tensors to CPU kernels without a copy.
 
+pub(crate) mod alloc;
 mod array_api;
 mod cast;
 mod elem;
@@ -8,6 +9,7 @@ mod ewise;
 mod kernels;
 mod promote;
 mod reduce;
+mod support;
 
 use std::sync::Arc;
 
@@ -18,10 +20,8 @@ use crate::kernel::KernelFunction;
 use crate::key::DispatchKey;
 use crate::tensor::{Device, HostArray, Tensor, TensorData};
 
-pub use kernels::{
-    kernel_names, register_array_api_kernels, register_kernels, set_blocking_hook, BlockingHook,
-    BLOCKING_ELEMENTS,
-};
+pub use kernels::{kernel_names, register_array_api_kernels, register_kernels};
+pub use support::{set_blocking_hook, BlockingHook, BLOCKING_ELEMENTS};
 
 /// The typed entry of a Native kernel of two arrays (the array API's `add(Tensor x1, Tensor
 /// x2)`, `subtract`, `multiply`, `divide` and the six comparisons), carried as the kernel's tag
