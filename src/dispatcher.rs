@@ -6,6 +6,17 @@
 //! the table, and so the kernel, alive until the call ends. Registration takes one global
 //! mutex, recomputes the affected tables, publishes each with one atomic swap, and frees the
 //! replaced ones once no call that could see them is still running.
+//!
+//! A call is decided in three places, each written once: `dispatch_keys` computes its key set
+//! (the arguments' keys, plus this thread's included keys, minus its excluded ones);
+//! `DispatchTable::route` masks them by the operator's fallthroughs and finds the entry of
+//! the highest key; and `compute_table`, the one table rule, decided when the table was
+//! published what that entry runs and how ([`Route`]: the kernel, or the CPU fallback with the
+//! CPU kernel it runs). The entry points (`call_boxed`, `redispatch_boxed`,
+//! `call_boxed_with_keys` through `boxed_on`; the typed handles' `call`, `redispatch` and
+//! `call_in_table` through `call_on`) only bind their keys and invoke what the route found.
+//! The handle and table types themselves are defined in `kernel.rs` (kernels are called with
+//! them); this file adds the routing and the registry.
 
 use std::cell::Cell;
 use std::collections::HashMap;

@@ -25,7 +25,7 @@
 //! A kernel made from a typed function carries, beside its own entry points, the CPU fallback's
 //! steps compiled with its signature (a typed entry and a stack entry). They are made where both
 //! the signature and the fallback are known: [`KernelFunction::from_unboxed`] is defined in
-//! `fallback/typed.rs`, above this file, and hands them to [`KernelFunction::from_typed_parts`].
+//! `fallback/typed.rs`, above this file, and hands them to `KernelFunction::from_typed_parts`.
 
 use std::any::{Any, TypeId};
 use std::fmt;
