@@ -658,17 +658,9 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
                 boxed,
             );
         };
-        let Some((f, fallback)) = cpu.and_then(KernelFunction::typed_fallback::<A, R>) else {
-            return boxed(args);
-        };
-        let mut slot = Some(args);
-        if let Some(served) = fallback(&self.op, table, keys, f, &mut slot) {
-            return served;
-        }
-        // Declined before it took the arguments: the boxed fallback serves the call.
-        match slot {
-            Some(args) => boxed(args),
-            None => Err(arguments_taken(&self.op)),
+        match cpu.and_then(KernelFunction::typed_fallback::<A, R>) {
+            Some((f, fallback)) => fallback(&self.op, table, keys, f, args, &mut { boxed }),
+            None => boxed(args),
         }
     }
 
@@ -685,16 +677,6 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         // The tail expression, so the result is built in the caller's slot; the spare goes
         // back when `spare` drops, after.
         call(stack).and_then(|()| R::pop_from(stack))
-    }
-}
-
-/// The error of a compiled fallback entry that declined a call after it took its arguments
-/// (which it never does).
-#[cold]
-fn arguments_taken(op: &OperatorHandle) -> Error {
-    Error::Kernel {
-        context: format!("the CPU fallback of '{}'", op.name()),
-        message: "its typed entry declined a call whose arguments it had taken".into(),
     }
 }
 

@@ -87,15 +87,17 @@ pub(crate) type StackEntry =
     dyn Fn(&OperatorHandle, DispatchKey, &dyn Backend, u64, &mut Stack) -> Result<()> + Send + Sync;
 
 /// The CPU fallback's steps around a typed CPU kernel's function `f`, compiled with its
-/// signature, for a typed call on `keys` in a table: `None` where they do not serve the call
-/// (the arguments are then still in the slot, for the boxed fallback), else the call's result.
+/// signature, for a typed call on `keys` in a table; where they do not serve the call, the
+/// arguments go, untouched, to `declined` (the boxed fallback). The result is built in the
+/// caller's slot: an `Option<Result<R>>` to unwrap would copy the error-sized value once more.
 pub(crate) type TypedFallbackFn<A, R> = fn(
     &OperatorHandle,
     &DispatchTable,
     DispatchKeySet,
     UnboxedFn<A, R>,
-    &mut Option<A>,
-) -> Option<Result<R>>;
+    A,
+    &mut dyn FnMut(A) -> Result<R>,
+) -> Result<R>;
 
 /// The CPU fallback's entries compiled with a typed kernel's signature
 /// ([`KernelFunction::from_typed_parts`]).

@@ -97,21 +97,26 @@ impl KernelFunction {
 /// entry, [`KernelFunction::typed_fallback`]): what `TypedCpuFallback` does through `TypedCall`
 /// (the same plan, policy, steps, errors and counters), with the tensors mapped in this one
 /// frame rather than through three virtual calls (about 220 instructions a call, measured by
-/// callgrind on `benches/fallback.rs`). `f` is the CPU kernel's function. `None`, with the
-/// arguments left in `args`, where the boxed fallback serves the call.
+/// callgrind on `benches/fallback.rs`). `f` is the CPU kernel's function; `declined` serves
+/// the calls the typed steps do not (the boxed fallback).
 fn typed_entry<A: CallArgs + 'static, R: CallReturns + 'static>(
     op: &OperatorHandle,
     table: &DispatchTable,
     keys: DispatchKeySet,
     f: UnboxedFn<A, R>,
-    args: &mut Option<A>,
-) -> Option<Result<R>> {
+    args: A,
+    declined: &mut dyn FnMut(A) -> Result<R>,
+) -> Result<R> {
     // The key the call was dispatched on.
     let key = keys.highest().unwrap_or(DispatchKey::CPU);
-    let info = &table.schema(op).ok()?.info;
-    let hooks = typed_hooks(info, key)?;
-    let args = args.take()?;
-    Some(policed_steps(op, key, hooks, |moves| moves.run(f, args)))
+    let hooks = table
+        .schema(op)
+        .ok()
+        .and_then(|s| typed_hooks(&s.info, key));
+    match hooks {
+        Some(hooks) => policed_steps(op, key, hooks, |moves| moves.run(f, args)),
+        None => declined(args),
+    }
 }
 
 /// Every typed fallback's frame, the policy first: applies the fallback policy, then
