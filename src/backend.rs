@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::key::{register_backend_key, DispatchKey, NUM_KEYS};
-use crate::tensor::{Device, Tensor};
+use crate::tensor::{Device, HostArray, Tensor, TensorData};
 
 /// A device's transfer hooks.
 ///
@@ -162,9 +162,7 @@ fn native_on_first_look(key: DispatchKey) -> Option<&'static Registered> {
         return None;
     }
     let cell = &TABLE[key.index()];
-    let fresh = Box::into_raw(Box::new(Registered::new(Arc::new(
-        crate::native::NativeBackend,
-    ))));
+    let fresh = Box::into_raw(Box::new(Registered::new(Arc::new(NativeBackend))));
     let p = match cell.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
     {
         Ok(_) => fresh,
@@ -229,4 +227,56 @@ pub fn replace_backend(name: &str, hooks: Arc<dyn Backend>) -> Result<DispatchKe
 #[inline]
 pub fn backend(key: DispatchKey) -> Option<&'static dyn Backend> {
     registered(key).map(|r| r.hooks)
+}
+
+/// The transfer hooks of `Native`, the built-in backend of host memory owned by Rust (also
+/// `boxfall::native::NativeBackend`). They live here, with the registry that serves them
+/// from the first look, so that the registry stands below the Native backend's kernels.
+///
+/// ```
+/// use boxfall::backend::Backend;
+/// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+/// let cpu = boxfall::native::NativeBackend.to_cpu(&t, false).unwrap();
+/// // read-only: lent, not copied
+/// assert!(std::sync::Arc::ptr_eq(&cpu.host_array().unwrap(), &t.host_array().unwrap()));
+/// ```
+pub struct NativeBackend;
+
+fn host_of(t: &Tensor) -> Result<Arc<HostArray>> {
+    t.host_array()
+        .ok_or_else(|| Error::Fallback(format!("a tensor on {} holds no host memory", t.device())))
+}
+
+impl Backend for NativeBackend {
+    fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor> {
+        if for_write {
+            return Ok(Tensor::host(Device::CPU, host_of(t)?.try_clone()?));
+        }
+        // Lent, not copied: the tensor's one loan, which holds its data as it is now.
+        t.host_loan().ok_or_else(|| {
+            Error::Fallback(format!("a tensor on {} holds no host memory", t.device()))
+        })
+    }
+
+    #[inline]
+    fn lent_to_cpu<'t>(&self, t: &'t Tensor) -> Option<&'t Tensor> {
+        t.kept_loan()
+    }
+
+    fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
+        Ok(Tensor::new(device, TensorData::Host(cpu.to_host()?)))
+    }
+
+    fn from_cpu_owned(&self, cpu: Tensor, device: Device) -> Result<Tensor> {
+        if cpu.is_host() {
+            Ok(cpu.into_device(device))
+        } else {
+            self.from_cpu(&cpu, device)
+        }
+    }
+
+    fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
+        dst.set_data(TensorData::Host(src.to_host()?));
+        Ok(())
+    }
 }

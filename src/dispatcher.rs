@@ -6,10 +6,20 @@
 //! the table, and so the kernel, alive until the call ends. Registration takes one global
 //! mutex, recomputes the affected tables, publishes each with one atomic swap, and frees the
 //! replaced ones once no call that could see them is still running.
+//!
+//! A call is decided in three places, each written once: `dispatch_keys` computes its key set
+//! (the arguments' keys, plus this thread's included keys, minus its excluded ones);
+//! `DispatchTable::route` masks them by the operator's fallthroughs and finds the entry of
+//! the highest key; and `compute_table`, the one table rule, decided when the table was
+//! published what that entry runs and how ([`Route`]: the kernel, or the CPU fallback with the
+//! CPU kernel it runs). The entry points (`call_boxed`, `redispatch_boxed`,
+//! `call_boxed_with_keys` through `boxed_on`; the typed handles' `call`, `redispatch` and
+//! `call_in_table` through `call_on`) only bind their keys and invoke what the route found.
+//! The handle and table types themselves are defined in `kernel.rs` (kernels are called with
+//! them); this file adds the routing and the registry.
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -18,140 +28,49 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::{Error, Result};
 use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
-use crate::kernel::{self as kernel_fn, KernelFunction};
+use crate::kernel::{self as kernel_fn, CpuKernel, KernelFunction, OperatorEntry, TableEntry};
 use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
 use crate::metrics::{OpMetrics, OpStats, Snapshot};
-use crate::rcu::{self, RcuCell};
-use crate::schema::{FunctionSchema, SchemaInfo};
+use crate::rcu::{self, leave_holding, RcuCell};
+use crate::schema::FunctionSchema;
 
-/// Ends the read section `$g`, keeping `$table` (loaded under it) by a reference count: how a
-/// call that may reach a long-running kernel leaves the section before the kernel runs.
-macro_rules! leave_holding {
-    ($g:ident, $table:ident) => {{
-        // SAFETY: `$table` was loaded under `$g`, which is alive until the line after.
-        let owned = unsafe { rcu::own($table) };
-        drop($g);
-        owned
-    }};
-}
+pub use crate::kernel::{DispatchTable, OperatorHandle, Route, Source};
+pub use crate::schema::OpSchema;
 
-/// Where a dispatch table entry comes from.
-///
-/// ```
-/// assert_eq!(boxfall::dispatcher::Source::BackendFallback.to_string(), "backend fallback");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// The operator's own kernel for the key.
-    Kernel,
-    /// The operator's `CompositeImplicit` kernel, serving a backend key.
-    CompositeKernel,
-    /// The key's backend fallback.
-    BackendFallback,
-    /// A fallthrough (the key is masked out).
-    Fallthrough,
-    /// Nothing: a call reaching it is a `NoKernel` error.
-    Missing,
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Source::Kernel => "kernel",
-            Source::CompositeKernel => "composite kernel",
-            Source::BackendFallback => "backend fallback",
-            Source::Fallthrough => "fallthrough",
-            Source::Missing => "missing",
-        })
-    }
-}
-
-/// A defined operator's schema with the facts dispatch and the fallback need, computed once.
-///
-/// ```
-/// let s = boxfall::dispatcher::OpSchema::new(boxfall::FunctionSchema::parse("d::f(Tensor x) -> Tensor").unwrap());
-/// assert_eq!(s.info.tensor_args, vec![0]);
-/// ```
-#[derive(Debug)]
-pub struct OpSchema {
-    /// The schema.
-    pub schema: FunctionSchema,
-    /// Its precomputed facts.
-    pub info: SchemaInfo,
-    /// Its canonical text.
-    pub text: String,
-}
-
-impl OpSchema {
-    /// Computes the facts of `schema`.
-    ///
-    /// ```
-    /// use boxfall::{dispatcher::OpSchema, FunctionSchema};
-    /// let s = OpSchema::new(FunctionSchema::parse("doc_opschema::f(int n, Tensor x) -> Tensor").unwrap());
-    /// assert_eq!(s.text, "doc_opschema::f(int n, Tensor x) -> Tensor");
-    /// assert_eq!(s.info.tensor_args, vec![1]);
-    /// ```
-    pub fn new(schema: FunctionSchema) -> OpSchema {
-        let info = schema.info();
-        let text = schema.to_string();
-        OpSchema { schema, info, text }
-    }
-}
-
-#[derive(Clone)]
-struct TableEntry {
-    kernel: Option<KernelFunction>,
-    source: Source,
-}
-
-/// An operator's table as one call sees it: its kernels by key, its fallthrough mask and its
-/// schema, all from one load (a kernel in it lives while the read section does). A kernel that
-/// reads the table (`KernelFunction::from_boxed_in_table`) gets the one its call loaded.
-///
-/// ```
-/// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
-/// let mut lib = Library::new("doc_dispatch_table", LibraryKind::Def).unwrap();
-/// let op = lib.define("f(int x) -> int").unwrap();
-/// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
-/// op.with_table(DispatchKey::CPU.set(), |t| {
-///     assert!(t.kernel(DispatchKey::CPU.set()).is_some_and(|k| k.has_unboxed()));
-///     assert!(t.kernel(DispatchKey::NATIVE.set()).is_none());
-///     assert_eq!(t.schema(&op).unwrap().text, "doc_dispatch_table::f(int x) -> int");
-/// });
-/// ```
-pub struct DispatchTable {
-    entries: [TableEntry; NUM_KEYS],
-    /// The keys not served by a fallthrough.
-    mask: u64,
-    /// The keys whose kernel runs long (`KernelFunction::long_running`; a kernel that reads
-    /// the table, with a long one below it): a call that may reach one leaves the read section
-    /// first.
-    long: u64,
-    schema: Option<Arc<OpSchema>>,
+/// The key set a call dispatches on, from its arguments' keys: this thread's included keys
+/// added, its excluded keys removed (c10's `DispatchKeyExtractor`). Every entry point that
+/// starts a call computes its keys here; the operator's mask is applied by the route
+/// ([`DispatchTable::route`]).
+#[inline(always)]
+fn dispatch_keys(argument_keys: DispatchKeySet) -> DispatchKeySet {
+    let (included, excluded) = local_keys();
+    DispatchKeySet((argument_keys.0 | included.0) & !excluded.0)
 }
 
 impl DispatchTable {
-    /// The operator's schema (`op` is the table's operator), or the error for an operator
-    /// declared but not defined.
-    #[inline]
-    pub fn schema(&self, op: &OperatorHandle) -> Result<&OpSchema> {
-        self.schema.as_deref().ok_or_else(|| op.undefined())
-    }
-
     /// The kernel that serves the highest of `keys` once the operator's fallthroughs are
     /// masked out (`None`: a call on them would be a `NoKernel` error).
     #[inline(always)]
     pub fn kernel(&self, keys: DispatchKeySet) -> Option<&KernelFunction> {
-        let key = DispatchKeySet(keys.0 & self.mask).highest()?;
-        self.entries[key.index()].kernel.as_ref()
+        self.route(self.masked(keys)).map(|(_, k)| k)
     }
 
     /// `keys` without the keys the operator's fallthroughs serve: the keys a call on `keys`
     /// dispatches on (its kernel is `kernel(keys)`, at the highest of them).
-    #[cfg(feature = "python")]
     #[inline(always)]
     pub(crate) fn masked(&self, keys: DispatchKeySet) -> DispatchKeySet {
         DispatchKeySet(keys.0 & self.mask)
+    }
+
+    /// The one route: the entry that serves a call on `keys` (masked by the operator's
+    /// fallthroughs already), and its kernel; `None` where nothing serves them (the call is a
+    /// `NoKernel` error). Every call, boxed or typed, dispatched or redispatched, finds its
+    /// kernel here; how the entry's call runs was decided when the table was published
+    /// ([`Route`]).
+    #[inline(always)]
+    pub(crate) fn route(&self, keys: DispatchKeySet) -> Option<(&TableEntry, &KernelFunction)> {
+        let entry = &self.entries[keys.highest()?.index()];
+        entry.kernel.as_ref().map(|k| (entry, k))
     }
 
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs) in this table, as
@@ -171,161 +90,11 @@ impl DispatchTable {
     /// ```
     #[inline]
     pub fn call(&self, op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        op.run(self, keys, DispatchKeySet(keys.0 & self.mask), stack)
-    }
-
-    /// Whether a call on `keys` may reach a kernel that runs long. A long key below the
-    /// highest one also counts: leaving the read section is always safe, and this test is one
-    /// AND on the path of every call.
-    #[inline(always)]
-    fn may_run_long(&self, keys: DispatchKeySet) -> bool {
-        keys.0 & self.long != 0
-    }
-
-    fn empty() -> DispatchTable {
-        DispatchTable {
-            entries: std::array::from_fn(|_| TableEntry {
-                kernel: None,
-                source: Source::Missing,
-            }),
-            mask: !0,
-            long: 0,
-            schema: None,
-        }
-    }
-}
-
-struct OperatorEntry {
-    name: String,
-    table: RcuCell<DispatchTable>,
-    metrics: CachePadded<OpMetrics>,
-    policy: AtomicU8,
-}
-
-/// A handle to an operator: cheap to clone, valid for the life of the process.
-///
-/// ```
-/// use boxfall::{Library, LibraryKind};
-/// let mut lib = Library::new("doc_handle", LibraryKind::Def).unwrap();
-/// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
-/// assert_eq!(op.name(), "doc_handle::f");
-/// ```
-#[derive(Clone)]
-pub struct OperatorHandle(Arc<OperatorEntry>);
-
-impl fmt::Debug for OperatorHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OperatorHandle({})", self.0.name)
-    }
-}
-
-impl PartialEq for OperatorHandle {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        op.run(self, keys, self.masked(keys), stack)
     }
 }
 
 impl OperatorHandle {
-    /// `ns::op` or `ns::op.overload`.
-    ///
-    /// ```
-    /// use boxfall::{Library, LibraryKind};
-    /// let mut lib = Library::new("doc_op_name", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f.overload(Tensor x) -> Tensor").unwrap();
-    /// assert_eq!(op.name(), "doc_op_name::f.overload");
-    /// ```
-    pub fn name(&self) -> &str {
-        &self.0.name
-    }
-
-    /// The schema, if the operator is defined now.
-    ///
-    /// ```
-    /// use boxfall::{Library, LibraryKind};
-    /// let mut lib = Library::new("doc_op_schema", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
-    /// assert_eq!(op.schema().unwrap().text, "doc_op_schema::f(Tensor x) -> Tensor");
-    /// lib.close();
-    /// assert!(op.schema().is_err()); // no longer defined
-    /// ```
-    pub fn schema(&self) -> Result<Arc<OpSchema>> {
-        let g = rcu::read();
-        self.0
-            .table
-            .load(&g)
-            .schema
-            .clone()
-            .ok_or_else(|| self.undefined())
-    }
-
-    /// Runs `f` on the operator's table as a call on `keys` would see it, as a kernel that
-    /// reads the table does when it is called boxed, not dispatched. If a kernel at or below
-    /// the highest of `keys` runs long, `f` runs outside the dispatcher's read section, on the
-    /// table held by a count.
-    ///
-    /// ```
-    /// use boxfall::{DispatchKey, Library, LibraryKind};
-    /// let mut lib = Library::new("doc_with_table", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(int x) -> int").unwrap();
-    /// assert!(op.with_table(DispatchKey::CPU.set(), |t| t.kernel(DispatchKey::CPU.set()).is_none()));
-    /// ```
-    #[inline]
-    pub fn with_table<T>(&self, keys: DispatchKeySet, f: impl FnOnce(&DispatchTable) -> T) -> T {
-        let g = rcu::read();
-        let table = self.0.table.load(&g);
-        let reach = keys.highest().map_or(0, |h| u64::MAX >> (63 - h.index()));
-        if table.long & reach != 0 {
-            let owned = leave_holding!(g, table);
-            return f(&owned);
-        }
-        f(table)
-    }
-
-    /// As [`with_table`](Self::with_table), but `f` runs inside the dispatcher's read section
-    /// whatever the table's kernels are, as [`peek`](Self::peek) does: for a caller that only
-    /// looks (takes what it needs out of the table and runs nothing long in `f`), so that a
-    /// table with a long-running kernel is not counted out of the section (two locked
-    /// instructions). How the Python bindings find what the CPU fallback of a Python CPU
-    /// kernel needs.
-    ///
-    /// ```
-    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
-    /// let mut lib = Library::new("doc_peek_table", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
-    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), 7u8), false).unwrap();
-    /// let tag = op.peek_table(|t| t.kernel(DispatchKey::CPU.set()).and_then(|k| k.tag::<u8>().copied()));
-    /// assert_eq!(tag, Some(7));
-    /// ```
-    #[inline]
-    pub fn peek_table<T>(&self, f: impl FnOnce(&DispatchTable) -> T) -> T {
-        let g = rcu::read();
-        let table = self.0.table.load(&g);
-        f(table)
-    }
-
-    fn undefined(&self) -> Error {
-        Error::UnknownOperator {
-            name: self.0.name.clone(),
-            suggestions: vec![],
-        }
-    }
-
-    /// The operator's fallback counters.
-    ///
-    /// ```
-    /// use boxfall::{metrics::OpStats, Library, LibraryKind};
-    /// let mut lib = Library::new("doc_op_metrics", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
-    /// assert_eq!(op.metrics().snapshot(), OpStats::default()); // never fell back
-    /// ```
-    pub fn metrics(&self) -> &OpMetrics {
-        &self.0.metrics
-    }
-
-    pub(crate) fn policy_cell(&self) -> &AtomicU8 {
-        &self.0.policy
-    }
-
     /// A boxed call: the stack holds the arguments (defaults filled) and gets the returns. After
     /// an error its contents are unspecified (the arguments' tensors themselves are unchanged).
     ///
@@ -339,17 +108,30 @@ impl OperatorHandle {
     /// assert_eq!(stack[0].to_int(), Some(42));
     /// ```
     pub fn call_boxed(&self, stack: &mut Stack) -> Result<()> {
+        self.boxed_on(stack, |table, stack| {
+            let keys = argument_keys(table.schema(self)?, stack);
+            Ok((keys, dispatch_keys(keys)))
+        })
+    }
+
+    /// Every boxed entry point: loads the table, takes the call's keys from `keys` (the keys
+    /// its error names if nothing serves it, and the keys it dispatches on), leaves the read
+    /// section if the call may reach a kernel that runs long, and runs the call (`run`).
+    #[inline(always)]
+    fn boxed_on(
+        &self,
+        stack: &mut Stack,
+        keys: impl FnOnce(&DispatchTable, &Stack) -> Result<(DispatchKeySet, DispatchKeySet)>,
+    ) -> Result<()> {
         let g = rcu::read();
         let table = self.0.table.load(&g);
-        let schema = table.schema.as_deref().ok_or_else(|| self.undefined())?;
-        let keys = argument_keys(schema, stack);
-        let (inc, exc) = local_keys();
-        let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
+        let (named, keys) = keys(table, stack)?;
+        let masked = table.masked(keys);
         if table.may_run_long(masked) {
             let owned = leave_holding!(g, table);
-            return self.run_detached(owned, keys, masked, stack);
+            return self.run_detached(owned, named, masked, stack);
         }
-        self.run(table, keys, masked, stack)
+        self.run(table, named, masked, stack)
     }
 
     /// The key set a boxed call with these arguments dispatches on (before the operator's
@@ -366,9 +148,7 @@ impl OperatorHandle {
     /// ```
     pub fn call_keys(&self, stack: &[IValue]) -> Result<DispatchKeySet> {
         let schema = self.schema()?;
-        let keys = argument_keys(&schema, stack);
-        let (inc, exc) = local_keys();
-        Ok(DispatchKeySet((keys.0 | inc.0) & !exc.0))
+        Ok(dispatch_keys(argument_keys(&schema, stack)))
     }
 
     /// Continues a call below the current (highest) key of `keys`, as a kernel does to pass a
@@ -384,15 +164,8 @@ impl OperatorHandle {
     /// assert_eq!(stack[0].to_int(), Some(8));
     /// ```
     pub fn redispatch_boxed(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        let g = rcu::read();
-        let table = self.0.table.load(&g);
         let rest = keys.without_highest();
-        let masked = DispatchKeySet(rest.0 & table.mask);
-        if table.may_run_long(masked) {
-            let owned = leave_holding!(g, table);
-            return self.run_detached(owned, rest, masked, stack);
-        }
-        self.run(table, rest, masked, stack)
+        self.boxed_on(stack, |_, _| Ok((rest, rest)))
     }
 
     /// Resolves a call without making it, from one load of the table: `f` gets the schema, the
@@ -420,11 +193,9 @@ impl OperatorHandle {
         let g = rcu::read();
         let table = self.0.table.load(&g);
         table.schema.as_ref()?;
-        let masked = DispatchKeySet(keys.0 & table.mask);
+        let masked = table.masked(keys);
         let resolved = |table: &DispatchTable| {
-            let kernel = masked
-                .highest()
-                .and_then(|k| table.entries[k.index()].kernel.as_ref());
+            let kernel = table.route(masked).map(|(_, k)| k);
             table
                 .schema
                 .as_ref()
@@ -460,10 +231,8 @@ impl OperatorHandle {
         let g = rcu::read();
         let table = self.0.table.load(&g);
         let schema = table.schema.as_ref()?;
-        let masked = DispatchKeySet(keys.0 & table.mask);
-        let kernel = masked
-            .highest()
-            .and_then(|k| table.entries[k.index()].kernel.as_ref());
+        let masked = table.masked(keys);
+        let kernel = table.route(masked).map(|(_, k)| k);
         Some(f(schema, masked, kernel))
     }
 
@@ -481,14 +250,7 @@ impl OperatorHandle {
     /// assert!(op.call_boxed(&mut vec![IValue::Int(1)]).is_err()); // an int alone dispatches to CPU
     /// ```
     pub fn call_boxed_with_keys(&self, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        let g = rcu::read();
-        let table = self.0.table.load(&g);
-        let masked = DispatchKeySet(keys.0 & table.mask);
-        if table.may_run_long(masked) {
-            let owned = leave_holding!(g, table);
-            return self.run_detached(owned, keys, masked, stack);
-        }
-        self.run(table, keys, masked, stack)
+        self.boxed_on(stack, |_, _| Ok((keys, keys)))
     }
 
     /// `run` on a table held by a count, outside any read section this call entered: for a
@@ -505,6 +267,8 @@ impl OperatorHandle {
         self.run(&table, unmasked, keys, stack)
     }
 
+    /// A boxed call routed in `table` (`keys` masked already; `unmasked` what the error names
+    /// when no key is left).
     #[inline]
     fn run(
         &self,
@@ -513,13 +277,25 @@ impl OperatorHandle {
         keys: DispatchKeySet,
         stack: &mut Stack,
     ) -> Result<()> {
+        match table.route(keys) {
+            Some((_, k)) => self.call_kernel(table, k, keys, stack),
+            None => Err(self.nothing_serves(table, unmasked, keys)),
+        }
+    }
+
+    /// The error of a call that nothing serves: on the highest of `keys` if it has a key left,
+    /// else on the highest of `unmasked` (every key was excluded or fell through).
+    #[cold]
+    fn nothing_serves(
+        &self,
+        table: &DispatchTable,
+        unmasked: DispatchKeySet,
+        keys: DispatchKeySet,
+    ) -> Error {
         let key = keys
             .highest()
-            .ok_or_else(|| self.no_kernel(table, unmasked.highest().unwrap_or(DispatchKey::CPU)))?;
-        match &table.entries[key.index()].kernel {
-            Some(k) => self.call_kernel(table, k, keys, stack),
-            None => Err(self.no_kernel(table, key)),
-        }
+            .unwrap_or_else(|| unmasked.highest().unwrap_or(DispatchKey::CPU));
+        self.no_kernel(table, key)
     }
 
     /// Runs `kernel`, from `table`, on the stack. A kernel that reads the table (the CPU
@@ -626,6 +402,23 @@ impl OperatorHandle {
         let e = &table.entries[key.index()];
         (e.kernel.clone(), e.source)
     }
+
+    /// How a call that reaches `key` runs now, as the table was published: the entry's kernel,
+    /// the CPU fallback (and how it runs the CPU kernel), a fallthrough, or nothing.
+    ///
+    /// ```
+    /// use boxfall::kernel::Route;
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_route_for", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// assert_eq!(op.route_for(DispatchKey::CPU), Route::Missing);
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed(|_, _, _| Ok(())), false).unwrap();
+    /// assert_eq!(op.route_for(DispatchKey::CPU), Route::Kernel);
+    /// ```
+    pub fn route_for(&self, key: DispatchKey) -> Route {
+        let g = rcu::read();
+        self.0.table.load(&g).entries[key.index()].route
+    }
 }
 
 /// The keys of a boxed call's arguments: its tensors' (list elements included), else its
@@ -701,23 +494,20 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let g = rcu::read();
         let table = self.op.0.table.load(&g);
         let keys = args.dispatch_keys();
-        let (inc, exc) = local_keys();
-        let masked = DispatchKeySet((keys.0 | inc.0) & !exc.0 & table.mask);
+        let masked = table.masked(dispatch_keys(keys));
         // An unboxed kernel of this signature first: it never runs long (a long-running
         // kernel keeps no typed entry), so this path pays no test for it.
-        let kernel = masked
-            .highest()
-            .and_then(|k| table.entries[k.index()].kernel.as_ref());
-        if let Some(f) = kernel.and_then(KernelFunction::unboxed::<A, R>) {
+        let routed = table.route(masked);
+        if let Some(f) = routed.and_then(|(_, k)| k.unboxed::<A, R>()) {
             return f(masked, args);
         }
         if table.may_run_long(masked) {
             let owned = leave_holding!(g, table);
             return self.call_detached(owned, keys, masked, args);
         }
-        match kernel {
-            Some(kernel) => self.call_not_unboxed(table, kernel, masked, args),
-            None => self.call_on(table, keys, masked, args),
+        match routed {
+            Some((entry, kernel)) => self.call_not_unboxed(table, entry, kernel, masked, args),
+            None => Err(self.op.nothing_serves(table, keys, masked)),
         }
     }
 
@@ -736,7 +526,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let g = rcu::read();
         let table = self.op.0.table.load(&g);
         let rest = keys.without_highest();
-        let masked = DispatchKeySet(rest.0 & table.mask);
+        let masked = table.masked(rest);
         if table.may_run_long(masked) {
             let owned = leave_holding!(g, table);
             return self.call_detached(owned, rest, masked, args);
@@ -772,7 +562,12 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let keys = args.dispatch_keys();
         if fallback.wraps() {
             return self.op.with_table(keys, |table| {
-                self.call_wrapping(table, fallback, keys, args)
+                // The CPU kernel as a table entry of the CPU fallback names it when the table
+                // is published: the one that serves the CPU key.
+                let cpu = fallback
+                    .is_cpu_fallback()
+                    .then(|| table.kernel(DispatchKey::CPU.set()));
+                self.call_wrapping(table, cpu, fallback, keys, args)
             });
         }
         self.call_boxing(args, |stack| fallback.call_boxed(&self.op, keys, stack))
@@ -801,18 +596,13 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
-        let Some(key) = keys.highest() else {
-            return Err(self
-                .op
-                .no_kernel(table, unmasked.highest().unwrap_or(DispatchKey::CPU)));
-        };
-        let Some(kernel) = &table.entries[key.index()].kernel else {
-            return Err(self.op.no_kernel(table, key));
+        let Some((entry, kernel)) = table.route(keys) else {
+            return Err(self.op.nothing_serves(table, unmasked, keys));
         };
         if let Some(f) = kernel.unboxed::<A, R>() {
             return f(keys, args);
         }
-        self.call_not_unboxed(table, kernel, keys, args)
+        self.call_not_unboxed(table, entry, kernel, keys, args)
     }
 
     /// The call of a kernel that has no typed entry of this signature: one that wraps another
@@ -821,24 +611,33 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     fn call_not_unboxed(
         &self,
         table: &DispatchTable,
+        entry: &TableEntry,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
         if kernel.wraps() {
-            return self.call_wrapping(table, kernel, keys, args);
+            // What a CPU fallback entry runs was decided when the table was published.
+            let cpu = match entry.route {
+                Route::CpuFallback(_) => Some(entry.cpu.as_ref()),
+                _ => None,
+            };
+            return self.call_wrapping(table, cpu, kernel, keys, args);
         }
         self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
     }
 
-    /// A typed call that reached a kernel that wraps another: its typed entry first
-    /// (`kernel::call_wrapping`), which may serve the call without boxing (the CPU fallback's,
-    /// for a functional operator whose CPU kernel has this signature); else the arguments boxed
-    /// once for the entry that reads this table. Out of line, so that a typed call of a kernel keeps its own code small.
+    /// A typed call that reached a kernel that wraps another. A CPU fallback (`cpu`: `Some`,
+    /// with the CPU kernel it runs) runs that kernel's compiled fallback entry if it has one of
+    /// this signature, which serves the call without boxing; any other wrapping kernel offers
+    /// the call to its typed wrapper (`kernel::call_wrapping`). Else the arguments are boxed
+    /// once for the entry that reads this table. Out of line, so that a typed call of a kernel
+    /// keeps its own code small.
     #[inline(never)]
     fn call_wrapping(
         &self,
         table: &DispatchTable,
+        cpu: Option<Option<&KernelFunction>>,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
         args: A,
@@ -848,7 +647,21 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
                 kernel.call_boxed_in(&self.op, table, keys, stack)
             })
         };
-        kernel_fn::call_wrapping::<A, R>(kernel, &self.op, table, keys, args, boxed)
+        let Some(cpu) = cpu else {
+            return kernel_fn::call_wrapping::<A, R>(
+                kernel,
+                &self.op,
+                table,
+                keys,
+                args,
+                call_in_table::<A, R>,
+                boxed,
+            );
+        };
+        match cpu.and_then(KernelFunction::typed_fallback::<A, R>) {
+            Some((f, fallback)) => fallback(&self.op, table, keys, f, args, &mut { boxed }),
+            None => boxed(args),
+        }
     }
 
     /// Boxes the arguments once, runs `call` on the stack, and unboxes its returns. The stack
@@ -880,7 +693,7 @@ pub(crate) fn call_in_table<A: CallArgs + 'static, R: CallReturns + 'static>(
         op: op.clone(),
         _sig: PhantomData,
     };
-    typed.call_on(table, keys, DispatchKeySet(keys.0 & table.mask), args)
+    typed.call_on(table, keys, table.masked(keys), args)
 }
 
 /// This thread's spare stack while a typed call of a boxed kernel uses it; cleared and given
@@ -1066,48 +879,62 @@ impl Registry {
 
 /// c10's order for every key: the operator's own kernel; for a backend key, the operator's
 /// CompositeImplicit kernel; the key's backend fallback; missing. Fallthroughs leave the mask.
+/// Then how each entry's call runs ([`Route`]): a CPU fallback entry names the kernel that
+/// serves the CPU key, which it runs. This is the one table rule (c10's
+/// `computeDispatchTableEntryWithDebug`): a call reads what it decided, never the kernel's kind.
 fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>]) -> DispatchTable {
     let mut table = DispatchTable::empty();
     table.schema = state.def.as_ref().map(|d| d.value.clone());
     let composite = state.kernels[0].last().map(|r| r.value.clone());
     for (i, (own, fallback)) in state.kernels.iter().zip(fallbacks).enumerate() {
         let key = DispatchKey::from_index(i).unwrap_or(DispatchKey::CPU);
-        let entry = if let Some(own) = own.last() {
-            if own.value.is_fallthrough() {
-                TableEntry {
-                    kernel: Some(own.value.clone()),
-                    source: Source::Fallthrough,
-                }
+        let (kernel, source) = if let Some(own) = own.last() {
+            let source = if own.value.is_fallthrough() {
+                Source::Fallthrough
             } else {
-                TableEntry {
-                    kernel: Some(own.value.clone()),
-                    source: Source::Kernel,
-                }
-            }
+                Source::Kernel
+            };
+            (Some(own.value.clone()), source)
         } else if let (true, Some(c)) = (key.is_backend(), &composite) {
-            TableEntry {
-                kernel: Some(c.clone()),
-                source: Source::CompositeKernel,
-            }
+            (Some(c.clone()), Source::CompositeKernel)
         } else if let Some(fb) = fallback.last() {
-            TableEntry {
-                kernel: Some(fb.value.clone()),
-                source: if fb.value.is_fallthrough() {
-                    Source::Fallthrough
-                } else {
-                    Source::BackendFallback
-                },
-            }
+            let source = if fb.value.is_fallthrough() {
+                Source::Fallthrough
+            } else {
+                Source::BackendFallback
+            };
+            (Some(fb.value.clone()), source)
         } else {
-            TableEntry {
-                kernel: None,
-                source: Source::Missing,
-            }
+            (None, Source::Missing)
         };
-        if entry.source == Source::Fallthrough {
+        if source == Source::Fallthrough {
             table.mask &= !(1u64 << i);
         }
-        table.entries[i] = entry;
+        table.entries[i] = TableEntry {
+            kernel,
+            source,
+            route: Route::Missing,
+            cpu: None,
+        };
+    }
+    // How each entry runs, once the mask is known: the CPU kernel a CPU fallback runs is the
+    // one a call on the CPU key reaches.
+    let cpu = table.kernel(DispatchKey::CPU.set()).cloned();
+    let cpu_kernel = match &cpu {
+        None => CpuKernel::Missing,
+        Some(k) if k.has_compiled_fallback() => CpuKernel::Compiled,
+        Some(_) => CpuKernel::Boxed,
+    };
+    for e in table.entries.iter_mut() {
+        e.route = match (&e.kernel, e.source) {
+            (_, Source::Fallthrough) => Route::Fallthrough,
+            (None, _) => Route::Missing,
+            (Some(k), _) if k.is_cpu_fallback() => {
+                e.cpu = cpu.clone();
+                Route::CpuFallback(cpu_kernel)
+            }
+            (Some(_), _) => Route::Kernel,
+        };
     }
     // A kernel that reads the table may run any kernel below its key (the CPU fallback runs
     // the CPU kernel): it counts as long if one of those does. Slot 0 (CompositeImplicit) is

@@ -142,19 +142,23 @@ pub enum Error {
     /// `TypeError`).
     ///
     /// ```
-    /// let e = boxfall::Error::DType { dtype: "float16".into(), context: "a Native tensor".into() };
+    /// let e = boxfall::Error::DType {
+    ///     dtype: "float16".into(),
+    ///     context: "a Native tensor".into(),
+    ///     supported: boxfall::DType::supported_names(),
+    /// };
     /// assert!(e.to_string().contains("float16"));
     /// assert!(e.to_string().contains("bool, int8, uint8, int16"));
     /// ```
-    #[error(
-        "{context} cannot hold dtype {dtype}; the supported dtypes are {}",
-        crate::tensor::DType::supported_names()
-    )]
+    #[error("{context} cannot hold dtype {dtype}; the supported dtypes are {supported}")]
     DType {
         /// The element type asked for, as its library names it (NumPy's `dtype.str` or name).
         dtype: String,
         /// What was to hold it.
         context: String,
+        /// The dtypes it can hold, as the message lists them (`DType::supported_names`): the
+        /// error carries the text it prints, so this module stands below the tensor types.
+        supported: String,
     },
     /// An error raised by a foreign (e.g. Python) kernel, carried through the core unchanged.
     #[error("{message}")]

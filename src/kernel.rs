@@ -10,15 +10,37 @@
 //! runs the wrapped kernel's own typed function with no stack in between. A kernel made from a
 //! typed function offers the wrapped side of that: its typed function run on a stack's values
 //! with their tensors mapped (`call_mapped`).
+//!
+//! # Why the handle and the table are defined here
+//!
+//! A kernel is called with the operator's handle (and a kernel that reads the table, with the
+//! table); a handle holds its operator's table, and a table holds kernels. Those types refer to
+//! each other, so they are defined in this one file, which names nothing above it: the
+//! dispatcher (`dispatcher.rs`) adds the routing and the registry to them, the CPU fallback
+//! (`fallback/`) its steps. What serves each key, and how (the [`Route`] of each table entry,
+//! the CPU kernel a CPU fallback entry runs), is decided by the dispatcher when it publishes a
+//! table, not learned by a call from the kernel. A kernel value may call the dispatcher through
+//! the handle it gets, as any kernel does (the fallthrough kernel redispatches).
+//!
+//! A kernel made from a typed function carries, beside its own entry points, the CPU fallback's
+//! steps compiled with its signature (a typed entry and a stack entry). They are made where both
+//! the signature and the fallback are known: [`KernelFunction::from_unboxed`] is defined in
+//! `fallback/typed.rs`, above this file, and hands them to `KernelFunction::from_typed_parts`.
 
 use std::any::{Any, TypeId};
 use std::fmt;
+use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
-use crate::dispatcher::{DispatchTable, OperatorHandle};
+use crossbeam_utils::CachePadded;
+
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::ivalue::{CallArgs, CallReturns, Stack, TensorMap};
-use crate::key::DispatchKeySet;
+use crate::key::{DispatchKey, DispatchKeySet, NUM_KEYS};
+use crate::metrics::OpMetrics;
+use crate::rcu::{self, leave_holding, RcuCell};
+use crate::schema::OpSchema;
 use crate::tensor::Tensor;
 
 /// The boxed calling convention: the operator, the call's key set (whose highest key is the
@@ -57,6 +79,35 @@ pub type TableFn =
 /// (`KernelFunction::call_mapped`).
 type MappedFn = dyn Fn(DispatchKeySet, &mut Stack, &mut dyn TensorMaps) -> Result<()> + Send + Sync;
 
+/// The CPU fallback's steps around a typed CPU kernel's function, compiled with its signature,
+/// for a boxed call: the operator, the backend key and its hooks, when the fallback began
+/// (clock ticks), and the stack, whose values the entry unboxes as the kernel's boxed entry
+/// point would. Made by the fallback (`fallback::typed::stack_entry`).
+pub(crate) type StackEntry =
+    dyn Fn(&OperatorHandle, DispatchKey, &dyn Backend, u64, &mut Stack) -> Result<()> + Send + Sync;
+
+/// The CPU fallback's steps around a typed CPU kernel's function `f`, compiled with its
+/// signature, for a typed call on `keys` in a table; where they do not serve the call, the
+/// arguments go, untouched, to `declined` (the boxed fallback). The result is built in the
+/// caller's slot: an `Option<Result<R>>` to unwrap would copy the error-sized value once more.
+pub(crate) type TypedFallbackFn<A, R> = fn(
+    &OperatorHandle,
+    &DispatchTable,
+    DispatchKeySet,
+    UnboxedFn<A, R>,
+    A,
+    &mut dyn FnMut(A) -> Result<R>,
+) -> Result<R>;
+
+/// The CPU fallback's entries compiled with a typed kernel's signature
+/// ([`KernelFunction::from_typed_parts`]).
+pub(crate) struct CompiledFallback {
+    /// For a boxed call: `None` for a signature whose values do not map their tensors.
+    pub(crate) stack: Option<Arc<StackEntry>>,
+    /// For a typed call: a `TypedFallbackFn` of the kernel's signature, as an address.
+    pub(crate) typed: Option<usize>,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KernelKind {
     Regular,
@@ -78,16 +129,19 @@ pub struct KernelFunction {
     /// For a kernel made from a typed function whose values map their tensors: that function
     /// run on a stack with the tensors mapped (`call_mapped`).
     mapped: Option<Arc<MappedFn>>,
-    /// The same, compiled with the CPU fallback's maps (`fallback::stack_entry`): how the CPU
-    /// fallback runs a boxed call of an operator whose CPU kernel this is.
-    fallback_entry: Option<Arc<crate::fallback::StackEntry>>,
+    /// The same, compiled with the CPU fallback's steps (`fallback::typed::stack_entry`): how
+    /// the CPU fallback runs a boxed call of an operator whose CPU kernel this is.
+    fallback_entry: Option<Arc<StackEntry>>,
+    /// The CPU fallback's steps compiled with the typed function's signature, for a typed call
+    /// (a `TypedFallbackFn` of the signature `unboxed` records, as an address).
+    typed_fallback: Option<usize>,
     /// The entry that reads the call's table (`from_boxed_in_table`).
     in_table: Option<Arc<TableFn>>,
     /// The typed entry of a kernel that wraps another (`with_typed_wrapper`).
     wrapper: Option<Arc<dyn TypedWrapper>>,
-    /// The CPU fallback: a typed call runs its typed entry compiled with the call's signature
-    /// (`call_wrapping`), not through `wrapper`.
-    compiled_cpu_fallback: bool,
+    /// This is a CPU fallback kernel: the table entries it serves run the CPU kernel's
+    /// compiled fallback entries (`Route::CpuFallback`), decided at publication.
+    cpu_fallback: bool,
     pub(crate) kind: KernelKind,
     /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
     tag: Option<Arc<dyn Any + Send + Sync>>,
@@ -118,25 +172,24 @@ impl KernelFunction {
             unboxed: None,
             mapped: None,
             fallback_entry: None,
+            typed_fallback: None,
             in_table: None,
             wrapper: None,
-            compiled_cpu_fallback: false,
+            cpu_fallback: false,
             kind: KernelKind::Regular,
             tag: None,
             long_running: false,
         }
     }
 
-    /// A kernel from a typed function; boxed callers reach it through an adapter that unboxes
-    /// the stack once and boxes the returns once.
-    ///
-    /// ```
-    /// use boxfall::{DispatchKeySet, KernelFunction};
-    /// let k = KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x * 3));
-    /// let f = k.unboxed::<(i64,), i64>().unwrap();
-    /// assert_eq!(f(DispatchKeySet::EMPTY, (2,)).unwrap(), 6);
-    /// ```
-    pub fn from_unboxed<A, R>(f: UnboxedFn<A, R>) -> KernelFunction
+    /// A kernel from a typed function with the CPU fallback's entries compiled with its
+    /// signature (`fallback`): how [`from_unboxed`](Self::from_unboxed), defined with the
+    /// fallback, makes it. Boxed callers reach `f` through an adapter that unboxes the stack
+    /// once and boxes the returns once.
+    pub(crate) fn from_typed_parts<A, R>(
+        f: UnboxedFn<A, R>,
+        fallback: CompiledFallback,
+    ) -> KernelFunction
     where
         A: CallArgs + 'static,
         R: CallReturns + 'static,
@@ -162,10 +215,11 @@ impl KernelFunction {
                 address: f as usize,
             }),
             mapped: mapped_entry(f),
-            fallback_entry: crate::fallback::stack_entry(f),
+            fallback_entry: fallback.stack,
+            typed_fallback: fallback.typed,
             in_table: None,
             wrapper: None,
-            compiled_cpu_fallback: false,
+            cpu_fallback: false,
             kind: KernelKind::Regular,
             tag: None,
             long_running: false,
@@ -232,9 +286,10 @@ impl KernelFunction {
             unboxed: None,
             mapped: None,
             fallback_entry: None,
+            typed_fallback: None,
             in_table: None,
             wrapper: None,
-            compiled_cpu_fallback: false,
+            cpu_fallback: false,
             kind: KernelKind::Fallthrough,
             tag: None,
             long_running: false,
@@ -299,16 +354,44 @@ impl KernelFunction {
         self
     }
 
-    /// The same kernel as the CPU fallback's: its typed wrapper (`TypedCpuFallback`, for a
-    /// wrapper that passes a call on to it) is compiled into every typed call that reaches the
-    /// kernel, with the call's signature (`fallback::call_compiled`). A typed wrapper is
-    /// generic over no signature, so through it the tensors are mapped by virtual calls in
-    /// frames of their own, about 220 instructions a call more (`benches/fallback.rs`); a
-    /// monomorphized entry must name both the fallback and the signature, and this module,
-    /// not the dispatcher, is where both meet.
-    pub(crate) fn with_compiled_cpu_fallback(mut self) -> KernelFunction {
-        self.compiled_cpu_fallback = true;
-        self.with_typed_wrapper(crate::fallback::TypedCpuFallback)
+    /// The same kernel, marked as a CPU fallback: a table entry it serves gets the route
+    /// [`Route::CpuFallback`] when the table is published, and a typed call reaching it runs the
+    /// CPU kernel's compiled fallback entry ([`typed_fallback`](Self::typed_fallback)) rather
+    /// than its typed wrapper, whose tensors are mapped by virtual calls in frames of their own
+    /// (about 220 instructions a call more, `benches/fallback.rs`).
+    pub(crate) fn marked_cpu_fallback(mut self) -> KernelFunction {
+        self.cpu_fallback = true;
+        self
+    }
+
+    /// Whether this is a CPU fallback kernel (`CpuFallback::kernel`): a property the kernel was
+    /// made with, which the dispatcher reads when it publishes a table.
+    ///
+    /// ```
+    /// assert!(boxfall::cpu_fallback().is_cpu_fallback());
+    /// assert!(!boxfall::KernelFunction::fallthrough().is_cpu_fallback());
+    /// ```
+    #[inline(always)]
+    pub fn is_cpu_fallback(&self) -> bool {
+        self.cpu_fallback
+    }
+
+    /// The CPU fallback's typed entry compiled with this kernel's signature, if the kernel was
+    /// made from a typed function of exactly the signature `A -> R`, together with that
+    /// function.
+    #[inline(always)]
+    pub(crate) fn typed_fallback<A: 'static, R: 'static>(
+        &self,
+    ) -> Option<(UnboxedFn<A, R>, TypedFallbackFn<A, R>)> {
+        let f = self.unboxed::<A, R>()?;
+        let address = self.typed_fallback?;
+        // SAFETY: `typed_fallback` is set only by `from_typed_parts::<A0, R0>`, from a
+        // `TypedFallbackFn<A0, R0>` cast to `usize`, where `unboxed` records `A0 -> R0`; the
+        // signature check of `unboxed::<A, R>` above passed, so `A = A0` and `R = R0`, and this
+        // is that function pointer type (function pointers are address-sized).
+        Some((f, unsafe {
+            std::mem::transmute::<usize, TypedFallbackFn<A, R>>(address)
+        }))
     }
 
     /// A kernel made from a typed function, run on the values of `stack` (as its boxed entry
@@ -344,8 +427,16 @@ impl KernelFunction {
     /// The CPU fallback's entry compiled with this kernel's signature, if it was made from a
     /// typed function whose values map their tensors (as `call_mapped` is).
     #[inline(always)]
-    pub(crate) fn fallback_entry(&self) -> Option<&crate::fallback::StackEntry> {
+    pub(crate) fn fallback_entry(&self) -> Option<&StackEntry> {
         self.fallback_entry.as_deref()
+    }
+
+    /// Whether the CPU fallback's steps were compiled with this kernel's signature (a kernel
+    /// made from a typed function whose values map their tensors): what a table's CPU fallback
+    /// entries record as [`CpuKernel::Compiled`].
+    #[inline]
+    pub(crate) fn has_compiled_fallback(&self) -> bool {
+        self.typed_fallback.is_some() || self.fallback_entry.is_some()
     }
 
     /// Whether the kernel offers [`call_mapped`](Self::call_mapped).
@@ -380,6 +471,7 @@ impl KernelFunction {
         self.unboxed = None;
         self.mapped = None;
         self.fallback_entry = None;
+        self.typed_fallback = None;
         self
     }
 
@@ -683,10 +775,17 @@ trait TypedBody {
     ) -> Result<()>;
 }
 
+/// How a typed call continues on given keys in a table the caller loaded: the dispatcher's
+/// typed route (`dispatcher::call_in_table`), which the dispatcher hands to the wrapper calls it
+/// makes, so that this file names no routing of its own.
+pub(crate) type TypedRedispatch<A, R> =
+    fn(&OperatorHandle, &DispatchTable, DispatchKeySet, A) -> Result<R>;
+
 /// A typed call's arguments until a kernel takes them, then its returns.
 struct Slots<A, R> {
     args: Option<A>,
     returns: Option<R>,
+    redispatch: TypedRedispatch<A, R>,
 }
 
 impl<A, R> Slots<A, R> {
@@ -721,9 +820,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedBody for Slots<A, R> 
         keys: DispatchKeySet,
     ) -> Result<()> {
         let args = self.args.take().ok_or_else(Slots::<A, R>::used_up)?;
-        self.returns = Some(crate::dispatcher::call_in_table::<A, R>(
-            op, table, keys, args,
-        )?);
+        self.returns = Some((self.redispatch)(op, table, keys, args)?);
         Ok(())
     }
 }
@@ -770,9 +867,9 @@ impl TensorMap for Returns<'_> {
     }
 }
 
-/// A typed call that reached `kernel`, which wraps another: the CPU fallback's typed entry
-/// compiled with this signature, or the kernel's typed wrapper, either of which may serve the
-/// call without boxing; else (or if it declines) `boxed` gets the arguments.
+/// A typed call that reached `kernel`, which wraps another: the kernel's typed wrapper, which
+/// may serve the call without boxing (passing it on by `redispatch`); else (or if it declines)
+/// `boxed` gets the arguments.
 #[inline(always)]
 pub(crate) fn call_wrapping<A: CallArgs + 'static, R: CallReturns + 'static>(
     kernel: &KernelFunction,
@@ -780,13 +877,11 @@ pub(crate) fn call_wrapping<A: CallArgs + 'static, R: CallReturns + 'static>(
     table: &DispatchTable,
     keys: DispatchKeySet,
     args: A,
+    redispatch: TypedRedispatch<A, R>,
     boxed: impl FnOnce(A) -> Result<R>,
 ) -> Result<R> {
-    if kernel.compiled_cpu_fallback {
-        return crate::fallback::call_compiled::<A, R>(op, table, keys, args, boxed);
-    }
     match kernel.typed_wrapper() {
-        Some(w) => call_wrapper::<A, R>(w, op, table, keys, args, boxed),
+        Some(w) => call_wrapper::<A, R>(w, op, table, keys, args, redispatch, boxed),
         None => boxed(args),
     }
 }
@@ -801,11 +896,13 @@ fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
     table: &DispatchTable,
     keys: DispatchKeySet,
     args: A,
+    redispatch: TypedRedispatch<A, R>,
     declined: impl FnOnce(A) -> Result<R>,
 ) -> Result<R> {
     let mut slots = Slots::<A, R> {
         args: Some(args),
         returns: None,
+        redispatch,
     };
     let mut call = TypedCall {
         signature: TypeId::of::<UnboxedFn<A, R>>(),
@@ -853,6 +950,283 @@ where
             Ok(())
         },
     ))
+}
+
+/// Where a dispatch table entry comes from.
+///
+/// ```
+/// assert_eq!(boxfall::dispatcher::Source::BackendFallback.to_string(), "backend fallback");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The operator's own kernel for the key.
+    Kernel,
+    /// The operator's `CompositeImplicit` kernel, serving a backend key.
+    CompositeKernel,
+    /// The key's backend fallback.
+    BackendFallback,
+    /// A fallthrough (the key is masked out).
+    Fallthrough,
+    /// Nothing: a call reaching it is a `NoKernel` error.
+    Missing,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::Kernel => "kernel",
+            Source::CompositeKernel => "composite kernel",
+            Source::BackendFallback => "backend fallback",
+            Source::Fallthrough => "fallthrough",
+            Source::Missing => "missing",
+        })
+    }
+}
+
+/// How the call of one key runs, decided when the operator's table is published (c10's
+/// `computeDispatchTableEntryWithDebug`), so that no call learns it by asking the kernel what it
+/// is.
+///
+/// ```
+/// use boxfall::kernel::{CpuKernel, Route};
+/// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind, Tensor};
+/// boxfall::native::install_fallback().unwrap();
+/// let mut lib = Library::new("doc_route", LibraryKind::Def).unwrap();
+/// let op = lib.define("neg(Tensor x) -> Tensor").unwrap();
+/// assert_eq!(op.route_for(DispatchKey::NATIVE), Route::CpuFallback(CpuKernel::Missing));
+/// lib.impl_kernel("neg", DispatchKey::CPU, KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| Ok(x)), false).unwrap();
+/// assert_eq!(op.route_for(DispatchKey::CPU), Route::Kernel);
+/// assert_eq!(op.route_for(DispatchKey::NATIVE), Route::CpuFallback(CpuKernel::Compiled));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// The entry's kernel, through its own entry points: the operator's kernel, its composite
+    /// kernel, or a backend fallback other than the CPU fallback.
+    Kernel,
+    /// The CPU fallback, which runs the operator's CPU kernel as the table serves the CPU key.
+    CpuFallback(CpuKernel),
+    /// A fallthrough: the key is out of the operator's mask; no call reaches it.
+    Fallthrough,
+    /// Nothing: a call reaching it is a `NoKernel` error.
+    Missing,
+}
+
+/// How the CPU fallback of a table entry runs the CPU kernel (see [`Route::CpuFallback`]).
+///
+/// ```
+/// assert_ne!(boxfall::kernel::CpuKernel::Compiled, boxfall::kernel::CpuKernel::Boxed);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuKernel {
+    /// A kernel made from a typed function: the fallback's steps run compiled with its
+    /// signature around that function (typed calls of that signature, and boxed calls of a
+    /// functional operator), else its boxed entry point.
+    Compiled,
+    /// Its boxed entry point, on the stack of moved tensors.
+    Boxed,
+    /// No CPU kernel serves the operator: the fallback's call is a `NoKernel` error.
+    Missing,
+}
+
+/// One key's entry of a dispatch table: the kernel that serves it, where it comes from, and how
+/// its call runs, all decided at publication.
+#[derive(Clone)]
+pub(crate) struct TableEntry {
+    pub(crate) kernel: Option<KernelFunction>,
+    pub(crate) source: Source,
+    pub(crate) route: Route,
+    /// For a CPU fallback entry, the kernel that serves the CPU key (the one the fallback
+    /// runs).
+    pub(crate) cpu: Option<KernelFunction>,
+}
+
+/// An operator's table as one call sees it: its kernels by key, its fallthrough mask and its
+/// schema, all from one load (a kernel in it lives while the read section does). A kernel that
+/// reads the table (`KernelFunction::from_boxed_in_table`) gets the one its call loaded.
+///
+/// ```
+/// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+/// let mut lib = Library::new("doc_dispatch_table", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(int x) -> int").unwrap();
+/// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
+/// op.with_table(DispatchKey::CPU.set(), |t| {
+///     assert!(t.kernel(DispatchKey::CPU.set()).is_some_and(|k| k.has_unboxed()));
+///     assert!(t.kernel(DispatchKey::NATIVE.set()).is_none());
+///     assert_eq!(t.schema(&op).unwrap().text, "doc_dispatch_table::f(int x) -> int");
+/// });
+/// ```
+pub struct DispatchTable {
+    pub(crate) entries: [TableEntry; NUM_KEYS],
+    /// The keys not served by a fallthrough.
+    pub(crate) mask: u64,
+    /// The keys whose kernel runs long (`KernelFunction::long_running`; a kernel that reads
+    /// the table, with a long one below it): a call that may reach one leaves the read section
+    /// first.
+    pub(crate) long: u64,
+    pub(crate) schema: Option<Arc<OpSchema>>,
+}
+
+impl DispatchTable {
+    /// The operator's schema (`op` is the table's operator), or the error for an operator
+    /// declared but not defined.
+    #[inline]
+    pub fn schema(&self, op: &OperatorHandle) -> Result<&OpSchema> {
+        self.schema.as_deref().ok_or_else(|| op.undefined())
+    }
+
+    /// Whether a call on `keys` may reach a kernel that runs long. A long key below the
+    /// highest one also counts: leaving the read section is always safe, and this test is one
+    /// AND on the path of every call.
+    #[inline(always)]
+    pub(crate) fn may_run_long(&self, keys: DispatchKeySet) -> bool {
+        keys.0 & self.long != 0
+    }
+
+    pub(crate) fn empty() -> DispatchTable {
+        DispatchTable {
+            entries: std::array::from_fn(|_| TableEntry {
+                kernel: None,
+                source: Source::Missing,
+                route: Route::Missing,
+                cpu: None,
+            }),
+            mask: !0,
+            long: 0,
+            schema: None,
+        }
+    }
+}
+
+pub(crate) struct OperatorEntry {
+    pub(crate) name: String,
+    pub(crate) table: RcuCell<DispatchTable>,
+    pub(crate) metrics: CachePadded<OpMetrics>,
+    pub(crate) policy: AtomicU8,
+}
+
+/// A handle to an operator: cheap to clone, valid for the life of the process.
+///
+/// ```
+/// use boxfall::{Library, LibraryKind};
+/// let mut lib = Library::new("doc_handle", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+/// assert_eq!(op.name(), "doc_handle::f");
+/// ```
+#[derive(Clone)]
+pub struct OperatorHandle(pub(crate) Arc<OperatorEntry>);
+
+impl fmt::Debug for OperatorHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OperatorHandle({})", self.0.name)
+    }
+}
+
+impl PartialEq for OperatorHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl OperatorHandle {
+    /// `ns::op` or `ns::op.overload`.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_name", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f.overload(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(op.name(), "doc_op_name::f.overload");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// The schema, if the operator is defined now.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_schema", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(op.schema().unwrap().text, "doc_op_schema::f(Tensor x) -> Tensor");
+    /// lib.close();
+    /// assert!(op.schema().is_err()); // no longer defined
+    /// ```
+    pub fn schema(&self) -> Result<Arc<OpSchema>> {
+        let g = rcu::read();
+        self.0
+            .table
+            .load(&g)
+            .schema
+            .clone()
+            .ok_or_else(|| self.undefined())
+    }
+
+    /// Runs `f` on the operator's table as a call on `keys` would see it, as a kernel that
+    /// reads the table does when it is called boxed, not dispatched. If a kernel at or below
+    /// the highest of `keys` runs long, `f` runs outside the dispatcher's read section, on the
+    /// table held by a count.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_with_table", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// assert!(op.with_table(DispatchKey::CPU.set(), |t| t.kernel(DispatchKey::CPU.set()).is_none()));
+    /// ```
+    #[inline]
+    pub fn with_table<T>(&self, keys: DispatchKeySet, f: impl FnOnce(&DispatchTable) -> T) -> T {
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
+        let reach = keys.highest().map_or(0, |h| u64::MAX >> (63 - h.index()));
+        if table.long & reach != 0 {
+            let owned = leave_holding!(g, table);
+            return f(&owned);
+        }
+        f(table)
+    }
+
+    /// As [`with_table`](Self::with_table), but `f` runs inside the dispatcher's read section
+    /// whatever the table's kernels are, as [`peek`](Self::peek) does: for a caller that only
+    /// looks (takes what it needs out of the table and runs nothing long in `f`), so that a
+    /// table with a long-running kernel is not counted out of the section (two locked
+    /// instructions). How the Python bindings find what the CPU fallback of a Python CPU
+    /// kernel needs.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_peek_table", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), 7u8), false).unwrap();
+    /// let tag = op.peek_table(|t| t.kernel(DispatchKey::CPU.set()).and_then(|k| k.tag::<u8>().copied()));
+    /// assert_eq!(tag, Some(7));
+    /// ```
+    #[inline]
+    pub fn peek_table<T>(&self, f: impl FnOnce(&DispatchTable) -> T) -> T {
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
+        f(table)
+    }
+
+    pub(crate) fn undefined(&self) -> Error {
+        Error::UnknownOperator {
+            name: self.0.name.clone(),
+            suggestions: vec![],
+        }
+    }
+
+    /// The operator's fallback counters.
+    ///
+    /// ```
+    /// use boxfall::{metrics::OpStats, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_metrics", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(op.metrics().snapshot(), OpStats::default()); // never fell back
+    /// ```
+    pub fn metrics(&self) -> &OpMetrics {
+        &self.0.metrics
+    }
+
+    pub(crate) fn policy_cell(&self) -> &AtomicU8 {
+        &self.0.policy
+    }
 }
 
 impl fmt::Debug for KernelFunction {

@@ -39,7 +39,6 @@
 
 #![warn(missing_docs)]
 
-mod alloc;
 pub mod backend;
 pub mod clock;
 pub mod dispatcher;

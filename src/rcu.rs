@@ -379,6 +379,18 @@ mod membarrier {
     pub(super) fn all_threads() {}
 }
 
+/// Ends the read section `$g`, keeping `$table` (loaded under it) by a reference count: how a
+/// call that may reach a long-running kernel leaves the section before the kernel runs.
+macro_rules! leave_holding {
+    ($g:ident, $table:ident) => {{
+        // SAFETY: `$table` was loaded under `$g`, which is alive until the line after.
+        let owned = unsafe { crate::rcu::own($table) };
+        drop($g);
+        owned
+    }};
+}
+pub(crate) use leave_holding;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -360,7 +360,7 @@ impl HostArray {
                 self.shape()
             )
         };
-        Ok(host_map!(self, a => crate::alloc::try_copy(&a.view(), &what)?))
+        Ok(host_map!(self, a => crate::native::alloc::try_copy(&a.view(), &what)?))
     }
 
     /// The float64 array, if that is what this is.

@@ -33,7 +33,7 @@ use target::TargetDevice;
 pub(crate) use typed::run_with_maps;
 #[cfg(feature = "python")]
 pub(crate) use typed::Moves;
-pub(crate) use typed::{call_compiled, stack_entry, StackEntry, TypedCpuFallback};
+use typed::TypedCpuFallback;
 #[cfg(feature = "python")]
 pub(crate) use write_back::check_write;
 
@@ -82,7 +82,8 @@ impl CpuFallback {
         KernelFunction::from_boxed_in_table(move |op, table, keys, stack| {
             run_cpu_fallback_on(mode, op, table, keys, stack)
         })
-        .with_compiled_cpu_fallback()
+        .with_typed_wrapper(TypedCpuFallback)
+        .marked_cpu_fallback()
         .with_tag(self.clone())
     }
 
@@ -270,7 +271,7 @@ pub(crate) fn run_cpu_fallback_on(
     let start = clock::ticks();
     // A functional operator whose CPU kernel is typed runs the typed fallback from the stack.
     if let Some(entry) = typed_stack_entry(info, backend, table, stack) {
-        return typed::call_stack_entry(op, key, backend.hooks, entry, start, stack);
+        return entry(op, key, backend.hooks, start, stack);
     }
     let mut call = FallbackCall {
         op,
@@ -306,7 +307,7 @@ fn typed_stack_entry<'t>(
     backend: &Registered,
     table: &'t DispatchTable,
     stack: &Stack,
-) -> Option<&'t typed::StackEntry> {
+) -> Option<&'t crate::kernel::StackEntry> {
     if !typed::serves(info, backend) || stack.len() != info.args.len() {
         return None;
     }

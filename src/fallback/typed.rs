@@ -12,6 +12,13 @@
 //! generic over its signature, it unboxes the stack as the kernel's boxed entry point would,
 //! runs the typed fallback on the arguments and pushes the device returns. The schema-driven
 //! walk over the stack, and the second unboxing it leads to, are skipped.
+//!
+//! Both entries are compiled with the CPU kernel's signature when the kernel is made, so
+//! [`KernelFunction::from_unboxed`] is defined here, where the signature and the fallback's
+//! steps meet, and the kernel carries them (`kernel.rs` names nothing of this module). The
+//! dispatcher runs them for the table entries it published as [`Route::CpuFallback`]
+//! (`crate::kernel::Route`): a typed call through one function pointer of its own signature,
+//! a boxed one through the stack entry.
 
 use crate::backend::{registered, Backend, Registered};
 use std::sync::Arc;
@@ -20,7 +27,10 @@ use crate::clock;
 use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::{CallArgs, CallReturns, Stack, TensorMap};
-use crate::kernel::{KernelFunction, TensorBatch, TensorMaps, TypedCall, TypedWrapper, UnboxedFn};
+use crate::kernel::{
+    CompiledFallback, KernelFunction, StackEntry, TensorBatch, TensorMaps, TypedCall,
+    TypedFallbackFn, TypedWrapper, UnboxedFn,
+};
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
@@ -32,8 +42,8 @@ use super::{kernel_error, step_error, StepMarks};
 /// The CPU fallback kernel's typed entry (`KernelFunction::with_typed_wrapper`), as any wrapper
 /// may call it: it serves a typed call when the typed fallback can (`plan`) and the CPU kernel
 /// has the call's signature, and declines any other, which the boxed fallback then serves. A
-/// dispatched typed call does not come through here but through `call_compiled`, the same
-/// fallback compiled with the call's signature (see `KernelFunction::with_compiled_cpu_fallback`).
+/// dispatched typed call does not come through here but through the CPU kernel's compiled
+/// entry (`typed_entry`), the same fallback compiled with the call's signature.
 pub(crate) struct TypedCpuFallback;
 
 impl TypedWrapper for TypedCpuFallback {
@@ -56,32 +66,86 @@ impl TypedWrapper for TypedCpuFallback {
     }
 }
 
-/// The typed fallback of a typed call, compiled with its signature: what `TypedCpuFallback`
-/// does through `TypedCall` (the same plan, policy, steps, errors and counters), with the
-/// tensors mapped in this one frame rather than through three virtual calls (about 220
-/// instructions a call, measured by callgrind on `benches/fallback.rs`). `declined` takes the
-/// arguments back, untouched, where the boxed fallback serves the call.
-#[inline(always)]
-pub(crate) fn call_compiled<A: CallArgs + 'static, R: CallReturns + 'static>(
+impl KernelFunction {
+    /// A kernel from a typed function; boxed callers reach it through an adapter that unboxes
+    /// the stack once and boxes the returns once. It carries the CPU fallback's steps compiled
+    /// with its signature, which run it as the CPU kernel of a fallback without boxing.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKeySet, KernelFunction};
+    /// let k = KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x * 3));
+    /// let f = k.unboxed::<(i64,), i64>().unwrap();
+    /// assert_eq!(f(DispatchKeySet::EMPTY, (2,)).unwrap(), 6);
+    /// ```
+    pub fn from_unboxed<A, R>(f: UnboxedFn<A, R>) -> KernelFunction
+    where
+        A: CallArgs + 'static,
+        R: CallReturns + 'static,
+    {
+        KernelFunction::from_typed_parts(
+            f,
+            CompiledFallback {
+                stack: stack_entry(f),
+                typed: (A::TYPED_FALLBACK && R::TYPED_FALLBACK)
+                    .then_some(typed_entry::<A, R> as TypedFallbackFn<A, R> as usize),
+            },
+        )
+    }
+}
+
+/// The typed fallback of a typed call, compiled with its signature (the CPU kernel's typed
+/// entry, [`KernelFunction::typed_fallback`]): what `TypedCpuFallback` does through `TypedCall`
+/// (the same plan, policy, steps, errors and counters), with the tensors mapped in this one
+/// frame rather than through three virtual calls (about 220 instructions a call, measured by
+/// callgrind on `benches/fallback.rs`). `f` is the CPU kernel's function; `declined` serves
+/// the calls the typed steps do not (the boxed fallback).
+fn typed_entry<A: CallArgs + 'static, R: CallReturns + 'static>(
     op: &OperatorHandle,
     table: &DispatchTable,
     keys: DispatchKeySet,
+    f: UnboxedFn<A, R>,
     args: A,
-    declined: impl FnOnce(A) -> Result<R>,
+    declined: &mut dyn FnMut(A) -> Result<R>,
 ) -> Result<R> {
-    if !(A::TYPED_FALLBACK && R::TYPED_FALLBACK) {
-        return declined(args);
+    // The key the call was dispatched on.
+    let key = keys.highest().unwrap_or(DispatchKey::CPU);
+    let hooks = table
+        .schema(op)
+        .ok()
+        .and_then(|s| typed_hooks(&s.info, key));
+    match hooks {
+        Some(hooks) => policed_steps(op, key, hooks, |moves| moves.run(f, args)),
+        None => declined(args),
     }
-    let Some((key, hooks, cpu)) = plan(op, table, keys) else {
-        return declined(args);
-    };
-    let Some(f) = cpu.unboxed::<A, R>() else {
-        return declined(args);
-    };
+}
+
+/// Every typed fallback's frame, the policy first: applies the fallback policy, then
+/// `counted_steps` from now.
+#[inline(always)]
+fn policed_steps<T>(
+    op: &OperatorHandle,
+    key: DispatchKey,
+    hooks: &dyn Backend,
+    steps: impl FnOnce(&mut Moves<'_>) -> Result<T>,
+) -> Result<T> {
     check_policy(op, key)?;
-    let start = clock::ticks();
+    counted_steps(op, key, hooks, clock::ticks(), steps)
+}
+
+/// Every typed fallback's frame (compiled typed calls, stack entries, a typed wrapper's call,
+/// the bindings' `run_with_maps`): makes the call's `Moves`, runs `steps` with them (the three
+/// steps around the CPU kernel) and counts the call, begun at `start`, in the operator's
+/// counters.
+#[inline(always)]
+fn counted_steps<T>(
+    op: &OperatorHandle,
+    key: DispatchKey,
+    hooks: &dyn Backend,
+    start: u64,
+    steps: impl FnOnce(&mut Moves<'_>) -> Result<T>,
+) -> Result<T> {
     let mut moves = Moves::new(op, key, hooks);
-    let result = moves.run(f, args);
+    let result = steps(&mut moves);
     moves.counted(start, result)
 }
 
@@ -128,24 +192,20 @@ fn call_typed(
     cpu: &KernelFunction,
     call: &mut TypedCall<'_>,
 ) -> Result<()> {
-    check_policy(op, key)?;
-    let start = clock::ticks();
-    let mut moves = Moves::new(op, key, hooks);
-    let result = call.run(cpu, DispatchKey::CPU.set(), &mut moves);
-    moves.counted(start, result)
+    policed_steps(op, key, hooks, |moves| {
+        call.run(cpu, DispatchKey::CPU.set(), moves)
+    })
 }
 
-/// A CPU kernel's entry for the typed fallback of a boxed call, compiled with the kernel's
-/// signature: it unboxes the stack as the kernel's boxed entry point would, runs the three
-/// steps around the kernel's typed function (`Moves::run`) and pushes the device returns. The
-/// schema-driven walk over the stack, and the second unboxing it leads to, are skipped.
-pub(crate) type StackEntry = dyn Fn(&mut Moves<'_>, &mut Stack) -> Result<()> + Send + Sync;
-
 /// The stack entry of a CPU kernel made from `cpu` (`KernelFunction::from_unboxed` keeps it),
-/// for the signatures whose values map their tensors (`None` for the others). Made with the
-/// kernel rather than reached through its general mapped entry (`call_mapped`), whose maps are
-/// virtual calls in frames of their own: about 100 instructions a call less.
-pub(crate) fn stack_entry<A, R>(cpu: UnboxedFn<A, R>) -> Option<Arc<StackEntry>>
+/// for the signatures whose values map their tensors (`None` for the others): the typed
+/// fallback of a boxed call, which unboxes the stack as the kernel's boxed entry point would,
+/// runs the three steps around the kernel's typed function (`Moves::run`), pushes the device
+/// returns and counts the call (the policy was applied by the caller; `start` is when the
+/// fallback began). Made with the kernel rather than reached through its general mapped entry
+/// (`call_mapped`), whose maps are virtual calls in frames of their own: about 100
+/// instructions a call less.
+fn stack_entry<A, R>(cpu: UnboxedFn<A, R>) -> Option<Arc<StackEntry>>
 where
     A: CallArgs + 'static,
     R: CallReturns + 'static,
@@ -153,36 +213,34 @@ where
     if !(A::TYPED_FALLBACK && R::TYPED_FALLBACK) {
         return None;
     }
-    Some(Arc::new(move |moves: &mut Moves<'_>, stack: &mut Stack| {
-        // The caller checked the stack's length against the schema. A value the kernel's
-        // signature does not take fails as the kernel's boxed entry point would fail.
-        let args = A::pop_from(stack).map_err(|e| kernel_error(moves.op, moves.key, e))?;
-        moves.run(cpu, args)?.push_onto(stack);
-        Ok(())
-    }))
+    Some(Arc::new(
+        move |op: &OperatorHandle, key, hooks: &dyn Backend, start, stack: &mut Stack| {
+            counted_steps(op, key, hooks, start, |moves| {
+                stack_steps(moves, cpu, stack)
+            })
+        },
+    ))
 }
 
-/// Runs the typed fallback of a boxed call through the CPU kernel's stack entry, and counts it
-/// (the policy was applied by the caller; `start` is when the fallback began).
+/// The steps of a stack entry, between its `Moves` being made and the call being counted.
 #[inline(always)]
-pub(crate) fn call_stack_entry(
-    op: &OperatorHandle,
-    key: DispatchKey,
-    hooks: &dyn Backend,
-    entry: &StackEntry,
-    start: u64,
+fn stack_steps<A: CallArgs, R: CallReturns>(
+    moves: &mut Moves<'_>,
+    cpu: UnboxedFn<A, R>,
     stack: &mut Stack,
 ) -> Result<()> {
-    let mut moves = Moves::new(op, key, hooks);
-    let result = entry(&mut moves, stack);
-    moves.counted(start, result)
+    // The caller checked the stack's length against the schema. A value the kernel's
+    // signature does not take fails as the kernel's boxed entry point would fail.
+    let args = A::pop_from(stack).map_err(|e| kernel_error(moves.op, moves.key, e))?;
+    moves.run(cpu, args)?.push_onto(stack);
+    Ok(())
 }
 
 /// Runs the CPU fallback of a call on `key` whose caller runs the CPU kernel itself, with its
 /// tensors mapped by the `TensorMaps` it is given (the Python bindings, for a Python CPU kernel
 /// called from Python with a backend's tensors: the arguments go straight from the caller's
 /// objects to the kernel's, with no stack). The same steps, checks, errors, counters and policy
-/// as the typed fallback (`call_stack_entry`, which the boxed fallback runs for such an
+/// as the typed fallback (`stack_entry`, which the boxed fallback runs for such an
 /// operator): `None`, before anything ran, where that fallback would not serve (an operator
 /// that writes an argument, a view or `Device` argument, a backend that batches or is not
 /// registered, DEBUG logging), and the caller then takes the boxed fallback. `f` gets the
@@ -200,13 +258,7 @@ pub(crate) fn run_with_maps<T>(
     if !serves(info, backend) {
         return None;
     }
-    if let Err(e) = check_policy(op, key) {
-        return Some(Err(e));
-    }
-    let start = clock::ticks();
-    let mut moves = Moves::new(op, key, backend.hooks);
-    let result = f(&mut moves);
-    Some(moves.counted(start, result))
+    Some(policed_steps(op, key, backend.hooks, f))
 }
 
 /// One typed fallback call: moves its tensors, and counts their bytes.

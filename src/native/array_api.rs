@@ -4,8 +4,8 @@
 
 use super::ewise::{self, ADD, DIV, EQ, GE, GT, LE, LT, MUL, NE, SUB};
 use super::ewise::{SCALAR_TENSOR, TENSORS, TENSOR_SCALAR};
-use super::kernels::NativeKernel;
 use super::reduce::{self, MAX, MEAN, MIN, PROD, SUM};
+use super::support::NativeKernel;
 
 /// The three overloads of a binary function of the standard.
 macro_rules! binary {

@@ -7,7 +7,7 @@
 
 use num_complex::Complex;
 
-use crate::alloc::try_map;
+use super::alloc::try_map;
 use crate::error::Result;
 use crate::tensor::{DType, HostArray};
 

@@ -12,13 +12,13 @@ use std::borrow::Cow;
 
 use ndarray::ArrayD;
 
+use super::alloc::{try_full, try_map, try_map_slice, try_zip, try_zip_slices};
 use super::cast::cast_host;
 use super::elem::{with_elem, HostElem};
-use super::kernels::{
+use super::promote::{division, promote, with_scalar, Weak};
+use super::support::{
     broadcast, fall_back, kernel_error, native_host, native_host_of, result_of, run_blocking,
 };
-use super::promote::{division, promote, with_scalar, Weak};
-use crate::alloc::{try_full, try_map, try_map_slice, try_zip, try_zip_slices};
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
 use crate::ivalue::{IValue, Stack};

@@ -1,6 +1,7 @@
 //! The built-in `Native` backend: host memory owned by Rust (ndarray). Because it is host
 //! memory, the CPU fallback lends its read-only tensors to CPU kernels without a copy.
 
+pub(crate) mod alloc;
 mod array_api;
 mod cast;
 mod elem;
@@ -8,20 +9,20 @@ mod ewise;
 mod kernels;
 mod promote;
 mod reduce;
+mod support;
 
-use std::sync::Arc;
-
-use crate::backend::Backend;
 use crate::dispatcher::OperatorHandle;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kernel::KernelFunction;
 use crate::key::DispatchKey;
-use crate::tensor::{Device, HostArray, Tensor, TensorData};
+use crate::tensor::{Device, HostArray, Tensor};
 
-pub use kernels::{
-    kernel_names, register_array_api_kernels, register_kernels, set_blocking_hook, BlockingHook,
-    BLOCKING_ELEMENTS,
-};
+pub use kernels::{kernel_names, register_array_api_kernels, register_kernels};
+pub use support::{set_blocking_hook, BlockingHook, BLOCKING_ELEMENTS};
+
+/// The transfer hooks of `Native` (defined with the backend registry, which serves them from
+/// the first look without this module).
+pub use crate::backend::NativeBackend;
 
 /// The typed entry of a Native kernel of two arrays (the array API's `add(Tensor x1, Tensor
 /// x2)`, `subtract`, `multiply`, `divide` and the six comparisons), carried as the kernel's tag
@@ -94,56 +95,6 @@ pub const DEVICE: Device = Device::new(DispatchKey::NATIVE, 0);
 /// ```
 pub fn tensor(array: impl Into<HostArray>) -> Tensor {
     Tensor::host(DEVICE, array.into())
-}
-
-/// The transfer hooks of `Native`.
-///
-/// ```
-/// use boxfall::backend::Backend;
-/// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
-/// let cpu = boxfall::native::NativeBackend.to_cpu(&t, false).unwrap();
-/// // read-only: lent, not copied
-/// assert!(std::sync::Arc::ptr_eq(&cpu.host_array().unwrap(), &t.host_array().unwrap()));
-/// ```
-pub struct NativeBackend;
-
-fn host_of(t: &Tensor) -> Result<Arc<HostArray>> {
-    t.host_array()
-        .ok_or_else(|| Error::Fallback(format!("a tensor on {} holds no host memory", t.device())))
-}
-
-impl Backend for NativeBackend {
-    fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor> {
-        if for_write {
-            return Ok(Tensor::host(Device::CPU, host_of(t)?.try_clone()?));
-        }
-        // Lent, not copied: the tensor's one loan, which holds its data as it is now.
-        t.host_loan().ok_or_else(|| {
-            Error::Fallback(format!("a tensor on {} holds no host memory", t.device()))
-        })
-    }
-
-    #[inline]
-    fn lent_to_cpu<'t>(&self, t: &'t Tensor) -> Option<&'t Tensor> {
-        t.kept_loan()
-    }
-
-    fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
-        Ok(Tensor::new(device, TensorData::Host(cpu.to_host()?)))
-    }
-
-    fn from_cpu_owned(&self, cpu: Tensor, device: Device) -> Result<Tensor> {
-        if cpu.is_host() {
-            Ok(cpu.into_device(device))
-        } else {
-            self.from_cpu(&cpu, device)
-        }
-    }
-
-    fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
-        dst.set_data(TensorData::Host(src.to_host()?));
-        Ok(())
-    }
 }
 
 /// Registers `cpu_fallback` as Native's backend fallback, once for the process (the Python

@@ -10,11 +10,11 @@
 use ndarray::{ArrayD, ArrayView1, ArrayViewD, Axis, Ix2, Zip};
 use num_complex::Complex;
 
+use super::alloc::{try_copy, try_lanes, try_map};
 use super::cast::{cast_host, Cast};
 use super::elem::{with_elem, HostElem};
-use super::kernels::{fall_back, kernel_error, native_host, reduce_dims, result_of, run_blocking};
 use super::promote::{accumulation, safe};
-use crate::alloc::{try_copy, try_lanes, try_map};
+use super::support::{fall_back, kernel_error, native_host, reduce_dims, result_of, run_blocking};
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
 use crate::ivalue::{IValue, Stack};
@@ -414,11 +414,11 @@ fn integer_sum(
         run_blocking(s.len(), || -> Result<HostArray> {
             let starts: Vec<usize> = (0..s.len() / inner).collect();
             Ok(match acc {
-                DType::U64 => HostArray::U64(crate::alloc::try_map_slice(&shape, &starts, what, |r| {
+                DType::U64 => HostArray::U64(super::alloc::try_map_slice(&shape, &starts, what, |r| {
                     sum_widened::<T, u64>(&s[r * inner..(r + 1) * inner])
                 })?),
                 // `reduction` calls this for int64 and uint64 only.
-                _ => HostArray::I64(crate::alloc::try_map_slice(&shape, &starts, what, |r| {
+                _ => HostArray::I64(super::alloc::try_map_slice(&shape, &starts, what, |r| {
                     sum_widened::<T, i64>(&s[r * inner..(r + 1) * inner])
                 })?),
             })

@@ -137,6 +137,7 @@ fn unsupported(dtype: &str) -> Error {
     Error::DType {
         dtype: dtype.to_string(),
         context: "a Native tensor (Rust host memory)".into(),
+        supported: crate::tensor::DType::supported_names(),
     }
 }
 
@@ -250,7 +251,7 @@ fn plain_to_host<R>(
     if flags & needed != needed {
         return None;
     }
-    let n = crate::alloc::element_count(shape, dtype.size())?;
+    let n = crate::native::alloc::element_count(shape, dtype.size())?;
     macro_rules! copy_as {
         ($t:ty) => {{
             let ptr = data.cast::<$t>().cast_const();
@@ -282,7 +283,7 @@ fn plain_to_host<R>(
                 unsafe { std::slice::from_raw_parts(ptr, n) }
             };
             let what = || format!("a Native copy of a {} array", dtype.name());
-            crate::alloc::try_copy_slice(slice, &what).and_then(|v| {
+            crate::native::alloc::try_copy_slice(slice, &what).and_then(|v| {
                 match array_from_vec(shape, v) {
                     Some(a) => Ok(finish(HostArray::from(a))),
                     None => Err(Error::Kernel {

@@ -214,3 +214,35 @@ fn aliased_argument(ret: &Argument, arguments: &[Argument]) -> Option<usize> {
             .is_some_and(|a| a.shares_set_with(ret_alias))
     })
 }
+
+/// A defined operator's schema with the facts dispatch and the fallback need, computed once.
+///
+/// ```
+/// let s = boxfall::dispatcher::OpSchema::new(boxfall::FunctionSchema::parse("d::f(Tensor x) -> Tensor").unwrap());
+/// assert_eq!(s.info.tensor_args, vec![0]);
+/// ```
+#[derive(Debug)]
+pub struct OpSchema {
+    /// The schema.
+    pub schema: FunctionSchema,
+    /// Its precomputed facts.
+    pub info: SchemaInfo,
+    /// Its canonical text.
+    pub text: String,
+}
+
+impl OpSchema {
+    /// Computes the facts of `schema`.
+    ///
+    /// ```
+    /// use boxfall::{dispatcher::OpSchema, FunctionSchema};
+    /// let s = OpSchema::new(FunctionSchema::parse("doc_opschema::f(int n, Tensor x) -> Tensor").unwrap());
+    /// assert_eq!(s.text, "doc_opschema::f(int n, Tensor x) -> Tensor");
+    /// assert_eq!(s.info.tensor_args, vec![1]);
+    /// ```
+    pub fn new(schema: FunctionSchema) -> OpSchema {
+        let info = schema.info();
+        let text = schema.to_string();
+        OpSchema { schema, info, text }
+    }
+}

@@ -25,7 +25,7 @@ mod printer;
 mod syntax;
 mod types;
 
-pub use info::{ArgFacts, ArgKind, ReturnFacts, SchemaInfo};
+pub use info::{ArgFacts, ArgKind, OpSchema, ReturnFacts, SchemaInfo};
 #[cfg(feature = "python")]
 pub(crate) use syntax::Syntax;
 pub use types::{AliasInfo, Argument, DefaultValue, FunctionSchema, Literal, Type};

@@ -4,6 +4,10 @@
 //! and reports a refusal as [`Error::OutOfMemory`], which the bindings raise as `MemoryError`
 //! as NumPy does. Arrays are built from the reserved `Vec` (C order), so a failed call has
 //! changed nothing.
+//!
+//! Native's loops (the vectorised map and zip the kernels run) live here too. The file stands
+//! on the error type alone, so that the host storage of `tensor.rs` (a fallible clone) can use
+//! it without reaching any other part of the Native backend.
 
 use std::mem::MaybeUninit;
 

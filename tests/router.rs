@@ -1,0 +1,202 @@
+//! The router: what serves each key, and how, is decided when an operator's table is published
+//! (`Route`, read with `OperatorHandle::route_for`), so that no call has to ask a kernel what
+//! it is; a kernel registered for one key serves that key (and, for CompositeImplicit, the
+//! backend keys) and no other; every entry point computes a call's keys the same way.
+
+mod common;
+
+use boxfall::kernel::{CpuKernel, Route};
+use boxfall::key::LocalKeysGuard;
+use boxfall::{cpu_fallback, DispatchKey, Error, IValue, KernelFunction, OperatorHandle, Tensor};
+use common::*;
+
+fn neg_kernel() -> KernelFunction {
+    KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| {
+        Ok(Tensor::from_array(-f64_array(&x)?))
+    })
+}
+
+/// A boxed kernel that returns `marker` (as an int), whatever its arguments.
+fn marker(marker: i64) -> KernelFunction {
+    KernelFunction::from_boxed(move |_, _, stack| {
+        stack.clear();
+        stack.push(IValue::Int(marker));
+        Ok(())
+    })
+}
+
+#[test]
+fn a_table_entry_tells_how_its_calls_run() {
+    boxfall::native::install_fallback().expect("Native's fallback");
+    let (ns, mut lib) = def_lib("route");
+    let op = lib.define("neg(Tensor x) -> Tensor").expect("defines");
+    // Nothing for CPU: Native's entry is the CPU fallback, with no CPU kernel to run.
+    assert_eq!(op.route_for(DispatchKey::CPU), Route::Missing);
+    assert_eq!(
+        op.route_for(DispatchKey::NATIVE),
+        Route::CpuFallback(CpuKernel::Missing)
+    );
+    // A CPU kernel made from a typed function: the fallback runs it compiled.
+    let mut cpu = impl_lib(&ns);
+    cpu.impl_kernel("neg", DispatchKey::CPU, neg_kernel(), false)
+        .expect("registers");
+    assert_eq!(op.route_for(DispatchKey::CPU), Route::Kernel);
+    assert_eq!(
+        op.route_for(DispatchKey::NATIVE),
+        Route::CpuFallback(CpuKernel::Compiled)
+    );
+    // Its registration gone, the table is published again without it.
+    drop(cpu);
+    assert_eq!(
+        op.route_for(DispatchKey::NATIVE),
+        Route::CpuFallback(CpuKernel::Missing)
+    );
+    // A boxed CPU kernel: the fallback runs its boxed entry point.
+    let mut boxed = impl_lib(&ns);
+    boxed
+        .impl_kernel("neg", DispatchKey::CPU, marker(1), false)
+        .expect("registers");
+    assert_eq!(
+        op.route_for(DispatchKey::NATIVE),
+        Route::CpuFallback(CpuKernel::Boxed)
+    );
+    // Native's own kernel replaces the fallback.
+    lib.impl_kernel("neg", DispatchKey::NATIVE, marker(2), false)
+        .expect("registers");
+    assert_eq!(op.route_for(DispatchKey::NATIVE), Route::Kernel);
+}
+
+#[test]
+fn fallthroughs_composites_and_other_fallbacks_have_their_routes() {
+    let key = backend_key("route_other");
+    let mut fb = fallback_lib();
+    fb.fallback(key, marker(9)).expect("a fallback of its own");
+    let (_, mut lib) = def_lib("route_kinds");
+    let op = lib.define("f(Tensor x) -> int").expect("defines");
+    // A backend fallback that is not the CPU fallback runs as the kernel it is.
+    assert_eq!(op.route_for(key), Route::Kernel);
+    lib.impl_kernel("f", DispatchKey::COMPOSITE_IMPLICIT, marker(3), false)
+        .expect("registers");
+    // A composite kernel serves the backend keys before their fallbacks.
+    assert_eq!(op.route_for(key), Route::Kernel);
+    assert_eq!(op.route_for(DispatchKey::CPU), Route::Kernel);
+    lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::fallthrough(), false)
+        .expect("registers");
+    assert_eq!(op.route_for(DispatchKey::CPU), Route::Fallthrough);
+}
+
+#[test]
+fn a_cpu_fallback_entry_runs_the_cpu_kernel_the_cpu_key_reaches() {
+    // A fallthrough on CPU masks the CPU kernel: the fallback has none to run.
+    let key = backend_key("route_masked");
+    let mut fb = fallback_lib();
+    fb.fallback(key, cpu_fallback()).expect("the CPU fallback");
+    let (_, mut lib) = def_lib("route_masked");
+    let op = lib.define("neg(Tensor x) -> Tensor").expect("defines");
+    lib.impl_kernel("neg", DispatchKey::CPU, neg_kernel(), false)
+        .expect("registers");
+    assert_eq!(op.route_for(key), Route::CpuFallback(CpuKernel::Compiled));
+    let mut ft = impl_lib(op.name().split("::").next().expect("a namespace"));
+    ft.impl_kernel("neg", DispatchKey::CPU, KernelFunction::fallthrough(), true)
+        .expect("registers");
+    assert_eq!(op.route_for(key), Route::CpuFallback(CpuKernel::Missing));
+}
+
+/// Calls `op` boxed on exactly `keys`: the marker it returned, or the error.
+fn boxed_on(op: &OperatorHandle, keys: boxfall::DispatchKeySet) -> Result<i64, Error> {
+    let mut stack = vec![IValue::Int(0)];
+    op.call_boxed_with_keys(keys, &mut stack)?;
+    Ok(stack[0].to_int().expect("an int"))
+}
+
+#[test]
+fn a_kernel_registered_for_one_key_serves_no_other() {
+    let (a, b) = (backend_key("route_a"), backend_key("route_b"));
+    let (_, mut lib) = def_lib("route_one_key");
+    let op = lib.define("f(int x) -> int").expect("defines");
+    lib.impl_kernel("f", a, marker(7), false)
+        .expect("registers");
+    assert_eq!(boxed_on(&op, a.set()).expect("served"), 7);
+    for other in [b, DispatchKey::CPU, DispatchKey::NATIVE] {
+        assert_eq!(op.route_for(other), Route::Missing, "{other}");
+        let e = boxed_on(&op, other.set()).expect_err("nothing serves it");
+        assert!(
+            matches!(&e, Error::NoKernel { key, .. } if *key == other.name()),
+            "{e}"
+        );
+        // Redispatching from above lands on the key below, never on `a`.
+        let e = op
+            .redispatch_boxed(b.set() | other, &mut vec![IValue::Int(0)])
+            .expect_err("nothing serves it");
+        assert!(matches!(e, Error::NoKernel { .. }), "{e}");
+    }
+    // Typed and boxed calls route alike.
+    let typed = op.typed::<(i64,), i64>().expect("typed");
+    assert!(typed.redispatch(b.set() | DispatchKey::CPU, (0,)).is_err());
+    assert_eq!(typed.redispatch(b.set() | a, (0,)).expect("served"), 7);
+}
+
+#[test]
+fn every_entry_point_computes_the_call_keys_the_same_way() {
+    let key = functionality_key("route_tls");
+    let (_, mut lib) = def_lib("route_tls");
+    let op = lib.define("f(Tensor x) -> int").expect("defines");
+    lib.impl_kernel("f", DispatchKey::CPU, marker(1), false)
+        .expect("registers");
+    lib.impl_kernel("f", key, marker(2), false)
+        .expect("registers");
+    let typed = op.typed::<(Tensor,), i64>().expect("typed");
+    let boxed = |op: &OperatorHandle| {
+        let mut stack = vec![IValue::Tensor(cpu(&[1.0]))];
+        op.call_boxed(&mut stack).expect("served");
+        stack[0].to_int().expect("an int")
+    };
+    let args = [IValue::Tensor(cpu(&[1.0]))];
+    assert_eq!(
+        (boxed(&op), typed.call((cpu(&[1.0]),)).expect("served")),
+        (1, 1)
+    );
+    {
+        let _in = LocalKeysGuard::include(key.set());
+        assert_eq!(op.call_keys(&args).expect("keys").highest(), Some(key));
+        assert_eq!(
+            (boxed(&op), typed.call((cpu(&[1.0]),)).expect("served")),
+            (2, 2)
+        );
+        let _out = LocalKeysGuard::exclude(key.set());
+        assert_eq!(
+            op.call_keys(&args).expect("keys").highest(),
+            Some(DispatchKey::CPU)
+        );
+        assert_eq!(
+            (boxed(&op), typed.call((cpu(&[1.0]),)).expect("served")),
+            (1, 1)
+        );
+    }
+    assert_eq!(
+        (boxed(&op), typed.call((cpu(&[1.0]),)).expect("served")),
+        (1, 1)
+    );
+}
+
+#[test]
+fn a_typed_call_through_a_cpu_fallback_entry_runs_the_cpu_kernel_once_and_counts() {
+    boxfall::native::install_fallback().expect("Native's fallback");
+    let (_, mut lib) = def_lib("route_typed");
+    let op = lib.define("neg(Tensor x) -> Tensor").expect("defines");
+    lib.impl_kernel("neg", DispatchKey::CPU, neg_kernel(), false)
+        .expect("registers");
+    let x = boxfall::native::tensor(arr(&[1.0, -2.0]));
+    let y = op
+        .typed::<(Tensor,), Tensor>()
+        .expect("typed")
+        .call((x.clone(),))
+        .expect("the fallback serves it");
+    assert_eq!(y.device(), boxfall::native::DEVICE);
+    assert_eq!(values(&y), vec![-1.0, 2.0]);
+    let mut stack = vec![IValue::Tensor(x)];
+    op.call_boxed(&mut stack).expect("the fallback serves it");
+    assert_eq!(values(tensor_of(&stack[0])), vec![-1.0, 2.0]);
+    let stats = boxfall::Dispatcher::op_stats(op.name()).expect("counted");
+    assert_eq!(stats.fallbacks, 2);
+}
