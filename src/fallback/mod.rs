@@ -779,6 +779,26 @@ fn fallback_note(op: &OperatorHandle, key: DispatchKey) -> String {
 fn step_error(op: &OperatorHandle, key: DispatchKey, step: &str, e: Error) -> Error {
     match e {
         Error::Foreign { .. } => e.with_foreign_note(fallback_note(op, key)),
+        // A hook's result that breaks the backend contract (a payload of the wrong shape, a
+        // dtype the device lacks) keeps its kind, and learns the operator it was for.
+        Error::Kernel { context, message } => Error::Kernel {
+            context: format!(
+                "{context}, in {step} of the CPU fallback of '{}' for '{key}'",
+                op.name()
+            ),
+            message,
+        },
+        Error::DeviceDType {
+            dtype,
+            backend,
+            held,
+            op: None,
+        } => Error::DeviceDType {
+            dtype,
+            backend,
+            held,
+            op: Some(op.name().to_string()),
+        },
         Error::OutOfMemory { what, bytes } => Error::OutOfMemory {
             what: format!(
                 "{what}, in {step} of the CPU fallback of '{}' for '{key}'",

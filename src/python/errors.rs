@@ -48,7 +48,7 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         Error::Argument { .. } => "ArgumentError",
         Error::Fallback(_) => "FallbackError",
         Error::Kernel { .. } => "KernelError",
-        Error::DType { .. } => "DTypeError",
+        Error::DType { .. } | Error::DeviceDType { .. } => "DTypeError",
         // As NumPy does for a request it cannot allocate.
         Error::OutOfMemory { .. } => {
             return pyo3::exceptions::PyMemoryError::new_err(e.to_string());

@@ -30,6 +30,43 @@ DEFAULT = {
     "indexing": int64,
 }
 
+
+def held_by(device: object) -> tuple[np.dtype, ...]:
+    """The dtypes ``device`` holds: every dtype of the standard, unless its backend was
+    registered with ``dtypes=`` naming fewer (``bf.Backend.dtypes``)."""
+    if device is None or device == "cpu":
+        return ALL
+    from .._boxfall import get_backend
+
+    try:
+        names = get_backend(str(device).split(":", 1)[0]).dtypes
+    except LookupError:
+        return ALL
+    if len(names) == len(ALL):
+        return ALL
+    return tuple(np.dtype(n) for n in names)
+
+
+def defaults_of(device: object) -> dict[str, np.dtype]:
+    """The default dtypes on ``device``: the standard's (``DEFAULT``, the object itself) where
+    the device holds every dtype; else float64 if held, else float32 (complex128 or
+    complex64, int64 or int32 likewise)."""
+    held = held_by(device)
+    if held is ALL:
+        return DEFAULT
+
+    def pick(wide: np.dtype, narrow: np.dtype) -> np.dtype:
+        return wide if wide in held else narrow
+
+    integral = pick(int64, int32)
+    return {
+        "real floating": pick(float64, float32),
+        "complex floating": pick(complex128, complex64),
+        "integral": integral,
+        "indexing": integral,
+    }
+
+
 __all__ = [
     "bool",
     "complex64",
