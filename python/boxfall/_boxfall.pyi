@@ -560,6 +560,12 @@ def report(backend: str | None = None, sort: str = "time", top: int | None = Non
 def reset_metrics() -> None:
     """Zeroes every counter and forgets which operators warned."""
 
+def profile_begin() -> None:
+    """Starts timing the backends' own kernels (``bf.metrics.profile()`` enters it)."""
+
+def profile_end() -> None:
+    """Ends one ``profile_begin`` (``bf.metrics.profile()`` leaves it)."""
+
 def set_fast_path(on: bool) -> bool:
     """Turns the fast path on or off (for tests that compare it with the general path);
     returns whether it was on."""

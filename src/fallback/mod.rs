@@ -291,6 +291,7 @@ pub(crate) fn run_cpu_fallback_on(
         }
         Err(e) => {
             call.record(start, false);
+            op.metrics().record_failure(&e);
             Err(e)
         }
     }
@@ -318,8 +319,8 @@ fn typed_stack_entry<'t>(
 #[cold]
 fn view_operator(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let verdict = view_verdict(views, op, key);
-    if verdict.is_err() {
-        count_refusal(op, key);
+    if let Err(e) = &verdict {
+        count_refusal(op, key, e);
     }
     verdict
 }
@@ -344,17 +345,19 @@ fn view_verdict(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Res
 /// without transfer hooks) as one that failed, so that every refusal is in the figures the same
 /// way (DESIGN.md, section 4, "Policy").
 #[cold]
-pub(crate) fn count_refusal(op: &OperatorHandle, key: DispatchKey) {
+pub(crate) fn count_refusal(op: &OperatorHandle, key: DispatchKey, e: &Error) {
     op.metrics().record(key, 0, 0, 0, false);
+    op.metrics().record_failure(e);
 }
 
 #[cold]
 fn not_a_backend(op: &OperatorHandle, key: DispatchKey) -> Error {
-    count_refusal(op, key);
-    Error::Fallback(format!(
+    let e = Error::Fallback(format!(
         "cannot run '{}' through the CPU fallback: '{key}' is not a backend with transfer hooks (register it with register_backend)",
         op.name()
-    ))
+    ));
+    count_refusal(op, key, &e);
+    e
 }
 
 impl FallbackCall<'_> {

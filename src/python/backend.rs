@@ -13,6 +13,7 @@ use super::tensor::{
     cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, read_only_view, wrap,
 };
 use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
+use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};
 use crate::key::{registered_keys, DispatchKey, NUM_KEYS};
 use crate::tensor::{DType, Device, Tensor};
@@ -101,16 +102,21 @@ impl Drop for Serial<'_> {
     }
 }
 
-/// A kernel of a backend registered with `thread_safe=False`: calls the kernel with the
-/// backend's lock held (`Library.impl` and `Library.fallback` wrap such a backend's kernels).
-#[pyclass(name = "SerialKernel", module = "boxfall")]
-pub struct SerialKernel {
-    lock: Option<Py<PyAny>>,
+/// A Python kernel registered for a backend key, as it runs: under the backend's lock if the
+/// backend was registered with `thread_safe=False`, and counted in its operator's
+/// `kernel_calls` (timed while `bf.metrics.profile()` is on), so that a report can set a
+/// native kernel beside the fallback. Made by `Library.impl` and `Library.fallback`.
+#[pyclass(name = "BackendKernel", module = "boxfall")]
+pub struct BackendKernel {
     func: Option<Py<PyAny>>,
+    lock: Option<Py<PyAny>>,
+    /// The operator whose counters count the calls, and the backend (None: not counted, a
+    /// fallback or an operator not defined when the kernel was registered).
+    counted: Option<(OperatorHandle, DispatchKey)>,
 }
 
 #[pymethods]
-impl SerialKernel {
+impl BackendKernel {
     #[pyo3(signature = (*args, **kwargs))]
     fn __call__<'py>(
         &self,
@@ -123,7 +129,14 @@ impl SerialKernel {
             .as_ref()
             .ok_or_else(|| new_err(py, "BoxfallError", "the kernel was cleared".to_string()))?;
         let _serial = Serial::enter(py, self.lock.as_ref())?;
-        func.bind(py).call(args, kwargs)
+        let Some((op, key)) = &self.counted else {
+            return func.bind(py).call(args, kwargs);
+        };
+        let start = crate::metrics::profiling().then(crate::clock::ticks);
+        let out = func.bind(py).call(args, kwargs);
+        let ticks = start.map_or(0, |s| crate::clock::ticks().saturating_sub(s).max(1));
+        op.metrics().record_kernel_call(*key, ticks);
+        out
     }
 
     /// The kernel as it was registered.
@@ -148,27 +161,33 @@ impl SerialKernel {
     }
 }
 
-/// `func`, a kernel registered for `key`, as it is to run: with the backend's lock held if
-/// `key` is a backend registered with `thread_safe=False`, else as it is.
-pub(crate) fn serialized<'py>(
+/// `func`, a Python kernel registered for `key`, as it is to run: a [`BackendKernel`] if `key`
+/// is a backend (other than the CPU) or a backend registered with `thread_safe=False`, else
+/// `func` itself. `op` is the operator whose `kernel_calls` count it (None for a fallback).
+pub(crate) fn backend_kernel<'py>(
     py: Python<'py>,
     key: DispatchKey,
     func: &Bound<'py, PyAny>,
+    op: Option<OperatorHandle>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let lock = python_backends()[key.index()]
         .as_ref()
         .and_then(|b| b.lock.as_ref().map(|l| l.clone_ref(py)));
-    match lock {
-        Some(lock) => Ok(Bound::new(
-            py,
-            SerialKernel {
-                lock: Some(lock),
-                func: Some(func.clone().unbind()),
-            },
-        )?
-        .into_any()),
-        None => Ok(func.clone()),
+    let counted = op
+        .filter(|_| key.is_backend() && key != DispatchKey::CPU)
+        .map(|op| (op, key));
+    if lock.is_none() && counted.is_none() {
+        return Ok(func.clone());
     }
+    Ok(Bound::new(
+        py,
+        BackendKernel {
+            func: Some(func.clone().unbind()),
+            lock,
+            counted,
+        },
+    )?
+    .into_any())
 }
 
 struct PyBackendHooks {

@@ -57,6 +57,23 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     new_err(py, name, e.to_string())
 }
 
+/// The class `to_pyerr` raises for an error of this kind (`metrics::Failure::kind`).
+pub fn class_name_of_kind(kind: &str) -> &'static str {
+    match kind {
+        "Schema" => "SchemaError",
+        "Registration" => "RegistrationError",
+        "UnknownOperator" | "UnknownNamespace" => "UnknownOperatorError",
+        "UnknownKey" => "UnknownKeyError",
+        "NoKernel" => "NoKernelError",
+        "Argument" => "ArgumentError",
+        "Fallback" => "FallbackError",
+        "Kernel" => "KernelError",
+        "DType" => "DTypeError",
+        "OutOfMemory" => "MemoryError",
+        _ => "BoxfallError",
+    }
+}
+
 /// A Python exception as a core error.
 pub fn from_pyerr(e: PyErr) -> Error {
     Error::Foreign {

@@ -292,3 +292,78 @@ def test_a_thread_safe_backend_runs_its_hooks_at_once():
         fb.fallback(bf.cpu_fallback, backend.name)
         x = backend.tensor(np.arange(3.0))
         _overlap(backend, lambda: xp_cpu.abs(x), threads=2)
+
+
+# ------------------------------------------------------------------------------ metrics
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """A thread-safe backend with every dtype and the CPU fallback."""
+    hooks = Hooks()
+    backend = hooks.register("DevPlain")
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        yield backend
+
+
+def test_a_failed_fallback_keeps_its_last_exception(plain, lib, ns):
+    lib.define("row(Tensor x, int i) -> Tensor")
+
+    def row(x: np.ndarray, i: int) -> np.ndarray:
+        if i >= len(x):
+            raise IndexError(f"row {i} of {len(x)}")
+        return x[i : i + 1].copy()
+
+    lib.impl("row", row, "CPU")
+    op = getattr(bf.ops, ns).row
+    x = plain.tensor(np.arange(3.0))
+    bf.metrics.reset()
+    op(x, 1)
+    assert bf.metrics.op_stats(f"{ns}::row")["last_failure"] is None
+    with pytest.raises(IndexError):
+        op(x, 5)
+    stats = bf.metrics.op_stats(f"{ns}::row")
+    assert stats["failures"] == 1
+    assert stats["last_failure"]["type"] == "IndexError"
+    assert stats["last_failure"]["message"].startswith("row 5 of 3")
+    # A refusal is a failure too; the last one is kept.
+    bf.set_fallback_policy("error")
+    with pytest.raises(bf.FallbackError):
+        op(x, 0)
+    last = bf.metrics.op_stats(f"{ns}::row")["last_failure"]
+    assert last["type"] == "FallbackError" and f"{ns}::row" in last["message"]
+    bf.set_fallback_policy("allow")
+    bf.metrics.reset()
+    assert bf.metrics.op_stats(f"{ns}::row")["last_failure"] is None
+
+
+def test_backend_kernels_are_counted_and_timed_under_profile(plain, lib, ns):
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+
+    def twice_on_device(x: Any) -> Any:
+        return plain.tensor(x.payload.data * 2)
+
+    lib.impl("twice", twice_on_device, plain.name)
+    op = getattr(bf.ops, ns).twice
+    x = plain.tensor(np.arange(3.0))
+    bf.metrics.reset()
+    for _ in range(3):
+        np.testing.assert_array_equal(op(x).numpy(), np.arange(3.0) * 2)
+    stats = bf.metrics.op_stats(f"{ns}::twice")
+    assert (stats["kernel_calls"], stats["kernel_call_ns"], stats["fallbacks"]) == (3, 0, 0)
+    with bf.metrics.profile():
+        with bf.metrics.profile():  # nested: timing goes on until the outer one ends
+            op(x)
+        op(x)
+    op(x)  # not timed
+    stats = bf.metrics.op_stats(f"{ns}::twice")
+    mine = stats["backends"][plain.name]
+    assert mine["kernel_calls"] == stats["kernel_calls"] == 6
+    assert mine["kernel_call_ns"] > 0
+    # Only the fallback's figures count as fallbacks, and the report sets the kernel apart.
+    assert f"{ns}::twice" not in bf.metrics.counters()
+    report = bf.metrics.report(backend=plain.name)
+    assert f"{plain.name}'s {ns}::twice: 6 calls" in report
+    assert "implement natively first" not in report  # nothing fell back
