@@ -699,6 +699,102 @@ impl OpMetrics {
     }
 }
 
+/// The transfers a user asked for, per backend, apart from the fallback's: values read to
+/// the host (`bf.Tensor.numpy()`, `__array__`, DLPack, a 0-d tensor made a Python number) and
+/// host data put on a device (`Backend.tensor`, `asarray` of host data). No kernel could
+/// avoid them, so they are not the fallback's and do not rank in the report.
+///
+/// ```
+/// use boxfall::{metrics, DispatchKey};
+/// metrics::record_user_transfer(DispatchKey::NATIVE, metrics::Direction::ToHost, 8);
+/// let t = metrics::user_transfers();
+/// let (_, native) = t.iter().find(|(k, _)| *k == DispatchKey::NATIVE).unwrap();
+/// assert!(native.to_host >= 1 && native.bytes_to_host >= 8);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserTransfers {
+    /// Reads of a device tensor's values to the host.
+    pub to_host: u64,
+    /// Their bytes.
+    pub bytes_to_host: u64,
+    /// Host data put on the device.
+    pub to_device: u64,
+    /// Their bytes.
+    pub bytes_to_device: u64,
+}
+
+/// Which way a user's transfer went.
+///
+/// ```
+/// assert_ne!(boxfall::metrics::Direction::ToHost, boxfall::metrics::Direction::ToDevice);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the device to the host.
+    ToHost,
+    /// From the host to the device.
+    ToDevice,
+}
+
+/// Per key index: calls and bytes to the host, calls and bytes to the device. Shared atomics:
+/// a user's transfer goes through a backend's hooks, which cost far more than a locked add.
+static USER: [[AtomicU64; 4]; NUM_KEYS] = [const { [const { AtomicU64::new(0) }; 4] }; NUM_KEYS];
+
+/// Counts one transfer the user asked for, of `bytes`, on `backend`'s device.
+///
+/// ```
+/// use boxfall::{metrics, DispatchKey};
+/// metrics::record_user_transfer(DispatchKey::NATIVE, metrics::Direction::ToDevice, 16);
+/// assert!(metrics::user_transfers().iter().any(|(k, t)| *k == DispatchKey::NATIVE && t.to_device >= 1));
+/// ```
+pub fn record_user_transfer(backend: DispatchKey, direction: Direction, bytes: u64) {
+    let Some(c) = USER.get(backend.index()) else {
+        return;
+    };
+    let at = match direction {
+        Direction::ToHost => 0,
+        Direction::ToDevice => 2,
+    };
+    c[at].fetch_add(1, Relaxed);
+    c[at + 1].fetch_add(bytes, Relaxed);
+}
+
+/// The user's transfers since the last reset, for each backend that had one.
+///
+/// ```
+/// assert!(boxfall::metrics::user_transfers().iter().all(|(_, t)| t.to_host + t.to_device > 0));
+/// ```
+pub fn user_transfers() -> Vec<(DispatchKey, UserTransfers)> {
+    USER.iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let [to_host, bytes_to_host, to_device, bytes_to_device] =
+                c.each_ref().map(|a| a.load(Relaxed));
+            let t = UserTransfers {
+                to_host,
+                bytes_to_host,
+                to_device,
+                bytes_to_device,
+            };
+            let key = DispatchKey::from_index(i)?;
+            (to_host + to_device > 0).then_some((key, t))
+        })
+        .collect()
+}
+
+/// Zeroes the user's transfers (with the operators' counters, `Dispatcher::reset_metrics`).
+///
+/// ```
+/// boxfall::metrics::reset_user_transfers();
+/// ```
+pub fn reset_user_transfers() {
+    for c in &USER {
+        for a in c {
+            a.store(0, Relaxed);
+        }
+    }
+}
+
 /// What every operator counted since the last reset, by name, as the registry gathered it
 /// (`Dispatcher::metrics`): the live entries' counters plus what
 /// freed entries (every registration gone) had counted. Only operators that fell back are in it.

@@ -489,6 +489,11 @@ def register_backend(
     from then on, run one at a time (under one re-entrant lock of the backend).
     """
 
+def host_data_target(op: OpOverload, device: str) -> tuple[Backend, int] | None:
+    """The backend and device index that host data given to the creation operator ``op`` for
+    ``device`` goes to through ``Backend.tensor`` (a transfer the user asked for), where the
+    device's backend serves ``op`` with ``bf.cpu_fallback``; None elsewhere."""
+
 def get_backend(name: _KeyName) -> Backend:
     """The backend registered under ``name`` (any case: ``"accel"`` finds ``Accel``), Native
     included. A name that is no backend (``"CPU"``, whose tensors are NumPy arrays, a
@@ -559,6 +564,9 @@ def report(backend: str | None = None, sort: str = "time", top: int | None = Non
 
 def reset_metrics() -> None:
     """Zeroes every counter and forgets which operators warned."""
+
+def user_transfers() -> dict[str, dict[str, int]]:
+    """The transfers users asked for, per backend name (``bf.metrics.transfers()`` wraps it)."""
 
 def profile_begin() -> None:
     """Starts timing the backends' own kernels (``bf.metrics.profile()`` enters it)."""

@@ -91,6 +91,17 @@ def op_stats(name: OpName) -> dict[str, Any]:
     return _boxfall.op_stats(_name(name))
 
 
+def transfers() -> dict[str, dict[str, int]]:
+    """The transfers users asked for since the last reset, per backend name, apart from the
+    fallback's: ``to_host``/``bytes_to_host`` (``bf.Tensor.numpy()``, ``np.asarray(t)`` and
+    ``__array__``, DLPack, ``float(t)`` and the other scalar conversions) and
+    ``to_device``/``bytes_to_device`` (``Backend.tensor``, ``asarray`` of host data on a device
+    served by the CPU fallback). No kernel of the backend could avoid them, so they are not in
+    ``op_stats`` and do not rank under "implement natively first". Native lends its memory to
+    the host: its reads are not transfers."""
+    return dict(_boxfall.user_transfers())
+
+
 @contextlib.contextmanager
 def profile() -> Iterator[None]:
     """Times the backends' own kernels while it is on (``kernel_call_ns``; their calls are
@@ -224,4 +235,5 @@ __all__ = [
     "rows",
     "to_csv",
     "to_dict",
+    "transfers",
 ]

@@ -517,6 +517,12 @@ impl PyBackend {
                     from_cpu.bind(py).call1((&arr,))?
                 };
                 check_payload(hooks_name, "from_cpu", &arr, &payload).py(py)?;
+                let nbytes = arr.getattr("nbytes")?.extract::<u64>()?;
+                crate::metrics::record_user_transfer(
+                    self.key,
+                    crate::metrics::Direction::ToDevice,
+                    nbytes,
+                );
                 object_tensor(device, &payload)
             }
             None => Tensor::host(device, super::tensor::numpy_to_host(&arr).py(py)?),
@@ -633,6 +639,41 @@ pub fn backends() -> Vec<PyBackend> {
         .filter(|k| k.is_backend())
         .filter_map(PyBackend::of_key)
         .collect()
+}
+
+/// Where `op`, a creation operator given host data, puts it when the user asks for `device`
+/// and the device's backend serves `op` with `bf.cpu_fallback`: the backend and the device
+/// index, for `Backend.tensor` to put the data there as a transfer the user asked for
+/// (`bf.metrics.transfers()`), rather than a fallback no kernel could avoid. None for
+/// Native, the CPU, a device whose backend has a kernel of its own for `op` or another
+/// fallback, and anything that names no backend registered from Python.
+#[pyfunction]
+pub fn host_data_target(
+    op: PyRef<'_, super::ops::PyOpOverload>,
+    device: &str,
+) -> Option<(PyBackend, u16)> {
+    let (name, index) = match device.split_once(':') {
+        Some((n, i)) => (n, i.parse::<u16>().ok()?),
+        None => (device, 0),
+    };
+    let key = DispatchKey::from_name(name).ok()?;
+    if !is_python_backend(key) {
+        return None;
+    }
+    let (kernel, source) = op.handle.kernel_for(key);
+    let by_cpu_fallback = source == crate::dispatcher::Source::BackendFallback
+        && kernel
+            .as_ref()
+            .is_some_and(|k| crate::fallback::CpuFallback::of(k).is_some());
+    by_cpu_fallback.then(|| {
+        (
+            PyBackend {
+                key,
+                name: key.name(),
+            },
+            index,
+        )
+    })
 }
 
 /// Registers a Python backend and its dispatch key; later backends rank above earlier ones.

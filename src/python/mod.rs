@@ -198,6 +198,21 @@ fn stats_dict<'py>(py: Python<'py>, s: &crate::metrics::OpStats) -> PyResult<Bou
     Ok(d)
 }
 
+/// The transfers users asked for, per backend name (`bf.metrics.transfers()`).
+#[pyfunction]
+fn user_transfers<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (key, t) in crate::metrics::user_transfers() {
+        let e = PyDict::new(py);
+        e.set_item("to_host", t.to_host)?;
+        e.set_item("bytes_to_host", t.bytes_to_host)?;
+        e.set_item("to_device", t.to_device)?;
+        e.set_item("bytes_to_device", t.bytes_to_device)?;
+        d.set_item(key.name(), e)?;
+    }
+    Ok(d)
+}
+
 /// Starts timing the backends' own kernels (`bf.metrics.profile()` enters it).
 #[pyfunction]
 fn profile_begin() {
@@ -333,6 +348,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::get_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::backends, m)?)?;
+    m.add_function(wrap_pyfunction!(backend::host_data_target, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::coverage, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::namespaces, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::operators_in, m)?)?;
@@ -353,6 +369,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(profile_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(user_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(profile_end, m)?)?;
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
     m.add_function(wrap_pyfunction!(vectorcall::vectorcall_installed, m)?)?;

@@ -367,3 +367,24 @@ def test_backend_kernels_are_counted_and_timed_under_profile(plain, lib, ns):
     report = bf.metrics.report(backend=plain.name)
     assert f"{plain.name}'s {ns}::twice: 6 calls" in report
     assert "implement natively first" not in report  # nothing fell back
+
+
+def test_transfers_the_user_asked_for_are_counted_apart_from_the_fallback(plain):
+    xp = xp_cpu.namespace(plain.name)
+    bf.metrics.reset()
+    t = plain.tensor(np.arange(4.0))  # 32 bytes to the device
+    made = xp.asarray([1.0, 2.0])  # host data: 16 bytes, not a fallback of asarray
+    assert made.device == f"{plain.name}:0"
+    np.testing.assert_array_equal(t.numpy(), np.arange(4.0))  # 32 bytes to the host
+    np.asarray(made)  # 16 more
+    assert float(xp.sum(made)) == 3.0  # the sum falls back; float() reads 8 bytes
+    moved = bf.metrics.transfers()[plain.name]
+    assert moved == {"to_host": 3, "bytes_to_host": 56, "to_device": 2, "bytes_to_device": 48}
+    counted = bf.metrics.counters()
+    assert "array_api::asarray" not in counted and counted["array_api::sum"] == 1
+    assert "array_api::asarray" not in bf.metrics.report()
+    bf.metrics.reset()
+    assert plain.name not in bf.metrics.transfers()
+    # Native lends its memory: reading it is no transfer.
+    np.asarray(bf.native.tensor(np.ones(3)).numpy())
+    assert "Native" not in bf.metrics.transfers()

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._boxfall import Tensor
+from .._boxfall import Tensor, host_data_target
 from . import _dtypes
 from ._helpers import device_of
 from ._registry import Op, dtype_name, register
@@ -214,6 +214,14 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
         raise ValueError(f"asarray(copy=False) cannot move an array to {device}")
     elif dtype is None and _device(device) is not None:
         dtype = _default(None, device, _kind_of_object(obj))
+    target = None if _device(device) is None else host_data_target(OPS["asarray"], str(device))
+    if target is not None:
+        # Host data put on a device whose backend serves asarray with the CPU fallback: the
+        # CPU kernel makes the array and the backend's from_cpu puts it there, a transfer the
+        # user asked for (bf.metrics.transfers()), not a fallback a kernel could avoid.
+        backend, index = target
+        host = OPS["asarray"](obj, dtype=dtype_name(dtype), device=None, copy=copy)
+        return backend.tensor(host, index)
     return OPS["asarray"](obj, dtype=dtype_name(dtype), device=_device(device), copy=copy)
 
 
