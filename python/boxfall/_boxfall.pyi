@@ -489,6 +489,9 @@ def register_backend(
     from then on, run one at a time (under one re-entrant lock of the backend).
     """
 
+def backends_version() -> int:
+    """A number that changes whenever a backend is registered or replaced."""
+
 def host_data_target(op: OpOverload, device: str) -> tuple[Backend, int] | None:
     """The backend and device index that host data given to the creation operator ``op`` for
     ``device`` goes to through ``Backend.tensor`` (a transfer the user asked for), where the

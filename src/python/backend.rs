@@ -641,6 +641,16 @@ pub fn backends() -> Vec<PyBackend> {
         .collect()
 }
 
+/// Bumped by every `register_backend`: what Python caches of the backends (the dtypes of a
+/// device, `boxfall.array_api._dtypes`) is good while it is unchanged.
+static REGISTRATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// A number that changes whenever a backend is registered or replaced.
+#[pyfunction]
+pub fn backends_version() -> u64 {
+    REGISTRATIONS.load(Ordering::Acquire)
+}
+
 /// Where `op`, a creation operator given host data, puts it when the user asks for `device`
 /// and the device's backend serves `op` with `bf.cpu_fallback`: the backend and the device
 /// index, for `Backend.tensor` to put the data there as a transfer the user asked for
@@ -745,6 +755,7 @@ pub fn register_backend(
         lock,
     });
     PYTHON_KEYS.fetch_or(1 << key.index(), Ordering::Relaxed);
+    REGISTRATIONS.fetch_add(1, Ordering::Release);
     Ok(PyBackend {
         key,
         name: name.to_string(),

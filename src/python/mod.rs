@@ -349,6 +349,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(backend::get_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::backends, m)?)?;
     m.add_function(wrap_pyfunction!(backend::host_data_target, m)?)?;
+    m.add_function(wrap_pyfunction!(backend::backends_version, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::coverage, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::namespaces, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::operators_in, m)?)?;

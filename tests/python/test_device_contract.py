@@ -13,6 +13,10 @@ import boxfall.array_api as xp_cpu
 import numpy as np
 import pytest
 
+# One backend name for every test, registered again with replace=True by each: a process has
+# few key slots, and the whole suite registers many backends.
+NAME = "DevContract"
+
 
 class Buffer:
     def __init__(self, array: np.ndarray) -> None:
@@ -82,11 +86,11 @@ class Hooks:
         return backend
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def f32():
     """A device holding float32, int64 and bool only, with the CPU fallback."""
     hooks = Hooks()
-    backend = hooks.register("DevF32Only", dtypes=["float32", np.int64, np.dtype("bool")])
+    backend = hooks.register(NAME, dtypes=["float32", np.int64, np.dtype("bool")])
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
         yield backend, hooks
@@ -162,7 +166,7 @@ def test_dtypes_that_name_no_standard_dtype_are_refused():
         bf.get_backend("DevBadDtypes")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def scalar_as_vector():
     """A backend whose from_cpu gives a 0-d result a (1,)-shaped payload."""
 
@@ -170,7 +174,7 @@ def scalar_as_vector():
         return Buffer(a.reshape(-1) if a.ndim == 0 else a)
 
     backend = bf.register_backend(
-        "DevWrongShape",
+        NAME,
         to_cpu=lambda b: b.data.copy(),
         from_cpu=from_cpu,
         copy_from_cpu=lambda b, a: setattr(b, "data", np.array(a)),
@@ -238,7 +242,7 @@ def _overlap(fn: Any, threads: int = 4) -> None:
 
 def test_a_backend_not_thread_safe_runs_its_hooks_and_kernels_one_at_a_time():
     hooks = Hooks(pause=0.002)
-    backend = hooks.register("DevSerial", thread_safe=False)
+    backend = hooks.register(NAME, thread_safe=False)
     assert backend.thread_safe is False
     kernel_state = {"active": 0, "most": 0}
     guard = threading.Lock()
@@ -281,7 +285,7 @@ def test_a_thread_safe_backend_runs_its_hooks_at_once():
         return b.data.copy()
 
     backend = bf.register_backend(
-        "DevConcurrent",
+        NAME,
         to_cpu=to_cpu,
         from_cpu=Buffer,
         copy_from_cpu=lambda b, a: setattr(b, "data", np.array(a)),
@@ -297,11 +301,11 @@ def test_a_thread_safe_backend_runs_its_hooks_at_once():
 # ------------------------------------------------------------------------------ metrics
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def plain():
     """A thread-safe backend with every dtype and the CPU fallback."""
     hooks = Hooks()
-    backend = hooks.register("DevPlain")
+    backend = hooks.register(NAME)
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
         yield backend

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._boxfall import backends_version, get_backend
+
 bool = np.dtype("bool")  # noqa: A001  (the standard's name)
 int8 = np.dtype("int8")
 int16 = np.dtype("int16")
@@ -31,20 +33,32 @@ DEFAULT = {
 }
 
 
+_held: dict[str, tuple[np.dtype, ...]] = {}
+_held_version = -1
+
+
 def held_by(device: object) -> tuple[np.dtype, ...]:
     """The dtypes ``device`` holds: every dtype of the standard, unless its backend was
-    registered with ``dtypes=`` naming fewer (``bf.Backend.dtypes``)."""
+    registered with ``dtypes=`` naming fewer (``bf.Backend.dtypes``). Kept per backend until a
+    backend is registered again (every creation function on a device asks)."""
+    global _held_version
     if device is None or device == "cpu":
         return ALL
-    from .._boxfall import get_backend
-
+    version = backends_version()
+    if version != _held_version:
+        _held.clear()
+        _held_version = version
+    name = str(device).split(":", 1)[0]
+    found = _held.get(name)
+    if found is not None:
+        return found
     try:
-        names = get_backend(str(device).split(":", 1)[0]).dtypes
+        names = get_backend(name).dtypes
     except LookupError:
         return ALL
-    if len(names) == len(ALL):
-        return ALL
-    return tuple(np.dtype(n) for n in names)
+    found = ALL if len(names) == len(ALL) else tuple(np.dtype(n) for n in names)
+    _held[name] = found
+    return found
 
 
 def defaults_of(device: object) -> dict[str, np.dtype]:
