@@ -1177,6 +1177,7 @@ impl Dispatcher {
             s.handle.0.metrics.reset();
         }
         reg.retired_stats.clear();
+        crate::metrics::reset_user_transfers();
     }
 
     /// The names of the defined operators, sorted.

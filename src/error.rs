@@ -160,6 +160,35 @@ pub enum Error {
         /// error carries the text it prints, so this module stands below the tensor types.
         supported: String,
     },
+    /// A result of a dtype that a backend's device does not hold (a backend registered with
+    /// the dtypes its device holds): raised before the result is moved to the device. The
+    /// bindings raise `bf.DTypeError`, a `TypeError`.
+    ///
+    /// ```
+    /// let e = boxfall::Error::DeviceDType {
+    ///     dtype: "float64".into(),
+    ///     backend: "Accel".into(),
+    ///     held: vec!["float32".into()],
+    ///     op: Some("demo::f".into()),
+    /// };
+    /// let text = e.to_string();
+    /// assert!(text.contains("'demo::f'") && text.contains("float64") && text.contains("'Accel'"));
+    /// ```
+    #[error(
+        "{}a {dtype} result, and backend '{backend}' holds no {dtype} (its dtypes: {}); cast to a dtype it holds first",
+        op.as_ref().map(|o| format!("'{o}' gives ")).unwrap_or_default(),
+        held.join(", ")
+    )]
+    DeviceDType {
+        /// The result's dtype, as NumPy names it.
+        dtype: String,
+        /// The backend whose device was to hold it.
+        backend: String,
+        /// The dtypes the backend holds.
+        held: Vec<String>,
+        /// The operator that gave it, where known.
+        op: Option<String>,
+    },
     /// An error raised by a foreign (e.g. Python) kernel, carried through the core unchanged.
     #[error("{message}")]
     Foreign {

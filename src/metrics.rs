@@ -15,7 +15,8 @@
 //! back at once. A snapshot sums them.
 
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
+use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
 
@@ -69,12 +70,18 @@ impl Counts {
 
 /// The counts of one (operator, backend): one set per thread index, one for threads without
 /// an index, and the sums at the last reset (counts only grow, so a reset is a new zero).
-/// Made at the first fallback of the pair.
+/// Made at the first fallback or backend kernel call of the pair.
 #[derive(Debug)]
 struct KeyCounts {
     per_thread: [CachePadded<Counts>; thread_slot::SLOTS],
     shared: CachePadded<Counts>,
     zero: [AtomicU64; N],
+    /// The backend's own kernels of the operator: calls, and clock ticks of the calls made
+    /// while profiling; shared atomics, as a backend kernel that is counted is one written in
+    /// Python (microseconds a call, next to which a locked add is noise).
+    kernels: CachePadded<[AtomicU64; 2]>,
+    /// `kernels` at the last reset.
+    kernels_zero: [AtomicU64; 2],
 }
 
 impl Default for KeyCounts {
@@ -83,6 +90,99 @@ impl Default for KeyCounts {
             per_thread: std::array::from_fn(|_| CachePadded::default()),
             shared: CachePadded::default(),
             zero: Default::default(),
+            kernels: CachePadded::default(),
+            kernels_zero: Default::default(),
+        }
+    }
+}
+
+/// Whether backend kernels are timed (`bf.metrics.profile()`): a count of the profiles open,
+/// so that nested ones end with the outermost.
+static PROFILING: AtomicU64 = AtomicU64::new(0);
+/// `PROFILING > 0`, read by every counted kernel call.
+static PROFILE_ON: AtomicBool = AtomicBool::new(false);
+
+/// Starts timing the backends' own kernels (`kernel_call_ns`); each call is matched by one
+/// [`profile_end`]. Counting calls is always on; timing costs two clock reads a call.
+///
+/// ```
+/// boxfall::metrics::profile_begin();
+/// assert!(boxfall::metrics::profiling());
+/// boxfall::metrics::profile_end();
+/// ```
+pub fn profile_begin() {
+    PROFILING.fetch_add(1, Relaxed);
+    PROFILE_ON.store(true, Relaxed);
+}
+
+/// Ends one [`profile_begin`]; timing stops when the last one ends.
+///
+/// ```
+/// boxfall::metrics::profile_begin();
+/// boxfall::metrics::profile_end();
+/// boxfall::metrics::profile_end(); // one too many: no effect
+/// ```
+pub fn profile_end() {
+    let before = PROFILING
+        .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)))
+        .unwrap_or(0);
+    if before <= 1 {
+        PROFILE_ON.store(false, Relaxed);
+    }
+}
+
+/// Whether the backends' own kernels are being timed.
+///
+/// ```
+/// let _ = boxfall::metrics::profiling();
+/// ```
+#[inline]
+pub fn profiling() -> bool {
+    PROFILE_ON.load(Relaxed)
+}
+
+/// The last failure of an operator's fallback: the error's kind (the name of its
+/// [`Error`](crate::Error) variant, `"Foreign"` for an error raised by a foreign kernel or
+/// hook) and its message.
+///
+/// ```
+/// let f = boxfall::metrics::Failure { kind: "Fallback".into(), message: "refused".into() };
+/// assert_eq!(f.kind, "Fallback");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Failure {
+    /// The [`Error`](crate::Error) variant's name.
+    pub kind: String,
+    /// The error's text.
+    pub message: String,
+}
+
+impl Failure {
+    /// The failure an error describes.
+    ///
+    /// ```
+    /// let e = boxfall::Error::Fallback("no".into());
+    /// assert_eq!(boxfall::metrics::Failure::of(&e).kind, "Fallback");
+    /// ```
+    pub fn of(e: &crate::Error) -> Failure {
+        use crate::Error as E;
+        let kind = match e {
+            E::Schema(_) => "Schema",
+            E::Registration(_) => "Registration",
+            E::UnknownOperator { .. } => "UnknownOperator",
+            E::UnknownNamespace { .. } => "UnknownNamespace",
+            E::UnknownKey { .. } => "UnknownKey",
+            E::NoKernel { .. } => "NoKernel",
+            E::Argument { .. } => "Argument",
+            E::Fallback(_) => "Fallback",
+            E::Kernel { .. } => "Kernel",
+            E::OutOfMemory { .. } => "OutOfMemory",
+            E::DType { .. } | E::DeviceDType { .. } => "DType",
+            E::Foreign { .. } => "Foreign",
+        };
+        Failure {
+            kind: kind.to_string(),
+            message: e.to_string(),
         }
     }
 }
@@ -113,6 +213,8 @@ pub struct OpMetrics {
     /// into the pointer and freed by `drop`.
     by_key: [AtomicPtr<KeyCounts>; NUM_KEYS],
     warned: AtomicU64,
+    /// The last failed fallback's error (locked only when a fallback fails, and to read it).
+    last_failure: Mutex<Option<Failure>>,
 }
 
 impl Default for OpMetrics {
@@ -120,6 +222,7 @@ impl Default for OpMetrics {
         OpMetrics {
             by_key: [const { AtomicPtr::new(null_mut()) }; NUM_KEYS],
             warned: AtomicU64::new(0),
+            last_failure: Mutex::new(None),
         }
     }
 }
@@ -185,6 +288,10 @@ pub struct Figures {
     pub bytes_to_cpu: u64,
     /// Bytes moved back from the CPU (results and written-back arguments).
     pub bytes_from_cpu: u64,
+    /// Calls of the backend's own kernel of the operator (not the fallback's).
+    pub kernel_calls: u64,
+    /// Nanoseconds in those calls, counted only while profiling ([`profile_begin`]).
+    pub kernel_call_ns: u64,
 }
 
 impl Figures {
@@ -205,14 +312,17 @@ impl Figures {
         self.from_cpu_ns += other.from_cpu_ns;
         self.bytes_to_cpu += other.bytes_to_cpu;
         self.bytes_from_cpu += other.bytes_from_cpu;
+        self.kernel_calls += other.kernel_calls;
+        self.kernel_call_ns += other.kernel_call_ns;
     }
 
     /// From counted sums (in ticks), converted at one rate; the whole is made at least the sum
     /// of its steps (a reset racing with a snapshot, or a clock read out of order between
     /// cores, could leave it short).
-    fn from_counts(c: [u64; N]) -> Figures {
+    fn from_counts(c: [u64; N], kernels: [u64; 2]) -> Figures {
         let [fallback_ns, to_cpu_ns, kernel_ns, from_cpu_ns] =
             crate::clock::ticks_to_ns_all([c[TICKS], c[TO_CPU], c[KERNEL], c[FROM_CPU]]);
+        let [kernel_call_ns] = crate::clock::ticks_to_ns_all([kernels[1]]);
         let steps = to_cpu_ns
             .saturating_add(kernel_ns)
             .saturating_add(from_cpu_ns);
@@ -225,6 +335,8 @@ impl Figures {
             from_cpu_ns,
             bytes_to_cpu: c[BYTES_TO],
             bytes_from_cpu: c[BYTES_FROM],
+            kernel_calls: kernels[0],
+            kernel_call_ns,
         }
     }
 }
@@ -254,7 +366,14 @@ pub struct OpStats {
     pub bytes_to_cpu: u64,
     /// Bytes moved back from the CPU.
     pub bytes_from_cpu: u64,
-    /// The backends whose tensors fell back.
+    /// Calls of the backends' own kernels of the operator.
+    pub kernel_calls: u64,
+    /// Nanoseconds in those calls while profiling.
+    pub kernel_call_ns: u64,
+    /// The last failed fallback's error, if one failed since the last reset.
+    pub last_failure: Option<Failure>,
+    /// The backends whose tensors fell back, or ran a kernel of the backend's own that was
+    /// counted.
     pub backends: DispatchKeySet,
     /// Each of those backends' own figures, by key index.
     pub per_backend: Vec<(DispatchKey, Figures)>,
@@ -278,6 +397,9 @@ impl OpStats {
         let mut totals = self.totals();
         totals.add(&other.totals());
         self.set_totals(totals);
+        if other.last_failure.is_some() {
+            self.last_failure.clone_from(&other.last_failure);
+        }
         self.backends = self.backends | other.backends;
         for (key, f) in &other.per_backend {
             match self.per_backend.iter_mut().find(|(k, _)| k == key) {
@@ -326,6 +448,8 @@ impl OpStats {
             from_cpu_ns: self.from_cpu_ns,
             bytes_to_cpu: self.bytes_to_cpu,
             bytes_from_cpu: self.bytes_from_cpu,
+            kernel_calls: self.kernel_calls,
+            kernel_call_ns: self.kernel_call_ns,
         }
     }
 
@@ -338,6 +462,8 @@ impl OpStats {
         self.from_cpu_ns = f.from_cpu_ns;
         self.bytes_to_cpu = f.bytes_to_cpu;
         self.bytes_from_cpu = f.bytes_from_cpu;
+        self.kernel_calls = f.kernel_calls;
+        self.kernel_call_ns = f.kernel_call_ns;
     }
 
     /// One backend's figures, if its tensors fell back.
@@ -419,6 +545,40 @@ impl OpMetrics {
         }
     }
 
+    /// Counts one call of `backend`'s own kernel of the operator (not the fallback's), and
+    /// its clock ticks where it was timed (while [`profiling`]; else 0).
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_metrics_kernel_call", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// op.metrics().record_kernel_call(DispatchKey::NATIVE, 0);
+    /// let s = op.metrics().snapshot();
+    /// assert_eq!((s.kernel_calls, s.fallbacks), (1, 0));
+    /// ```
+    pub fn record_kernel_call(&self, backend: DispatchKey, ticks: u64) {
+        let k = &self.counts_of(backend).kernels;
+        k[0].fetch_add(1, Relaxed);
+        if ticks > 0 {
+            k[1].fetch_add(ticks, Relaxed);
+        }
+    }
+
+    /// Keeps `e` as the operator's last failure (a fallback that failed or was refused).
+    ///
+    /// ```
+    /// use boxfall::{Error, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_metrics_failure", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// op.metrics().record_failure(&Error::Fallback("refused".into()));
+    /// assert_eq!(op.metrics().snapshot().last_failure.unwrap().message, "refused");
+    /// ```
+    #[cold]
+    pub fn record_failure(&self, e: &crate::Error) {
+        let f = Failure::of(e);
+        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+    }
+
     /// The counts of `key`, made at its first fallback.
     #[inline(always)]
     fn counts_of(&self, key: DispatchKey) -> &KeyCounts {
@@ -493,10 +653,21 @@ impl OpMetrics {
                 // A reset racing with a snapshot may leave a zero above a sum read on another
                 // thread.
                 let c: [u64; N] = std::array::from_fn(|k| sums[k].saturating_sub(zero[k]));
-                (c[FALLBACKS] > 0).then(|| (key, Figures::from_counts(c)))
+                let kernels: [u64; 2] = std::array::from_fn(|k| {
+                    let v = counts.kernels[k].load(Relaxed);
+                    v.saturating_sub(counts.kernels_zero[k].load(Relaxed))
+                });
+                (c[FALLBACKS] > 0 || kernels[0] > 0)
+                    .then(|| (key, Figures::from_counts(c, kernels)))
             })
             .collect();
-        OpStats::from_backends(per_backend)
+        let mut s = OpStats::from_backends(per_backend);
+        s.last_failure = self
+            .last_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        s
     }
 
     /// Zeroes every counter and forgets the warnings.
@@ -519,8 +690,108 @@ impl OpMetrics {
             for (z, s) in counts.zero.iter().zip(counts.sums()) {
                 z.store(s, Relaxed);
             }
+            for (z, k) in counts.kernels_zero.iter().zip(counts.kernels.iter()) {
+                z.store(k.load(Relaxed), Relaxed);
+            }
         }
+        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.warned.store(0, Relaxed);
+    }
+}
+
+/// The transfers a user asked for, per backend, apart from the fallback's: values read to
+/// the host (`bf.Tensor.numpy()`, `__array__`, DLPack, a 0-d tensor made a Python number) and
+/// host data put on a device (`Backend.tensor`, `asarray` of host data). No kernel could
+/// avoid them, so they are not the fallback's and do not rank in the report.
+///
+/// ```
+/// use boxfall::{metrics, DispatchKey};
+/// metrics::record_user_transfer(DispatchKey::NATIVE, metrics::Direction::ToHost, 8);
+/// let t = metrics::user_transfers();
+/// let (_, native) = t.iter().find(|(k, _)| *k == DispatchKey::NATIVE).unwrap();
+/// assert!(native.to_host >= 1 && native.bytes_to_host >= 8);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserTransfers {
+    /// Reads of a device tensor's values to the host.
+    pub to_host: u64,
+    /// Their bytes.
+    pub bytes_to_host: u64,
+    /// Host data put on the device.
+    pub to_device: u64,
+    /// Their bytes.
+    pub bytes_to_device: u64,
+}
+
+/// Which way a user's transfer went.
+///
+/// ```
+/// assert_ne!(boxfall::metrics::Direction::ToHost, boxfall::metrics::Direction::ToDevice);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the device to the host.
+    ToHost,
+    /// From the host to the device.
+    ToDevice,
+}
+
+/// Per key index: calls and bytes to the host, calls and bytes to the device. Shared atomics:
+/// a user's transfer goes through a backend's hooks, which cost far more than a locked add.
+static USER: [[AtomicU64; 4]; NUM_KEYS] = [const { [const { AtomicU64::new(0) }; 4] }; NUM_KEYS];
+
+/// Counts one transfer the user asked for, of `bytes`, on `backend`'s device.
+///
+/// ```
+/// use boxfall::{metrics, DispatchKey};
+/// metrics::record_user_transfer(DispatchKey::NATIVE, metrics::Direction::ToDevice, 16);
+/// assert!(metrics::user_transfers().iter().any(|(k, t)| *k == DispatchKey::NATIVE && t.to_device >= 1));
+/// ```
+pub fn record_user_transfer(backend: DispatchKey, direction: Direction, bytes: u64) {
+    let Some(c) = USER.get(backend.index()) else {
+        return;
+    };
+    let at = match direction {
+        Direction::ToHost => 0,
+        Direction::ToDevice => 2,
+    };
+    c[at].fetch_add(1, Relaxed);
+    c[at + 1].fetch_add(bytes, Relaxed);
+}
+
+/// The user's transfers since the last reset, for each backend that had one.
+///
+/// ```
+/// assert!(boxfall::metrics::user_transfers().iter().all(|(_, t)| t.to_host + t.to_device > 0));
+/// ```
+pub fn user_transfers() -> Vec<(DispatchKey, UserTransfers)> {
+    USER.iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let [to_host, bytes_to_host, to_device, bytes_to_device] =
+                c.each_ref().map(|a| a.load(Relaxed));
+            let t = UserTransfers {
+                to_host,
+                bytes_to_host,
+                to_device,
+                bytes_to_device,
+            };
+            let key = DispatchKey::from_index(i)?;
+            (to_host + to_device > 0).then_some((key, t))
+        })
+        .collect()
+}
+
+/// Zeroes the user's transfers (with the operators' counters, `Dispatcher::reset_metrics`).
+///
+/// ```
+/// boxfall::metrics::reset_user_transfers();
+/// ```
+pub fn reset_user_transfers() {
+    for c in &USER {
+        for a in c {
+            a.store(0, Relaxed);
+        }
     }
 }
 
@@ -552,7 +823,7 @@ impl Snapshot {
         let mut by_name: std::collections::HashMap<String, OpStats> =
             std::collections::HashMap::new();
         for (name, s) in counts {
-            if s.fallbacks > 0 {
+            if s.fallbacks > 0 || s.kernel_calls > 0 {
                 by_name.entry(name).or_default().add(&s);
             }
         }
@@ -581,6 +852,7 @@ impl Snapshot {
         let mut v: Vec<_> = self
             .stats
             .iter()
+            .filter(|(_, s)| s.fallbacks > 0)
             .map(|(name, s)| (name.clone(), s.fallbacks))
             .collect();
         v.sort();

@@ -923,7 +923,32 @@ impl Tensor {
     /// assert_eq!(alias.describe(), "float64[3]"); // every handle sees the write
     /// ```
     pub fn set_data(&self, data: TensorData) {
-        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        self.replace_locked(slot, data);
+    }
+
+    /// `set_data`, if the data was not replaced since [`data_version`](Self::data_version)
+    /// read `version`: the check and the write under one lock, so a read-modify-write that
+    /// read the data at `version` loses no other writer's update (false: someone wrote
+    /// meanwhile, nothing was written; read again and redo).
+    ///
+    /// ```
+    /// use boxfall::tensor::TensorData;
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// let v = t.data_version();
+    /// assert!(t.set_data_if(v, t.data()));
+    /// assert!(!t.set_data_if(v, t.data())); // the first write moved the version on
+    /// ```
+    pub fn set_data_if(&self, version: u64, data: TensorData) -> bool {
+        let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        if self.0.version.load(Ordering::Relaxed) != version {
+            return false;
+        }
+        self.replace_locked(slot, data);
+        true
+    }
+
+    fn replace_locked(&self, mut slot: std::sync::RwLockWriteGuard<'_, Slot>, data: TensorData) {
         // Stored before the lock is released: whoever reads the new data after taking the
         // lock also sees its byte count.
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);

@@ -340,3 +340,34 @@ fn a_cpu_kernels_error_through_the_fallback_names_the_backend() {
     );
     assert!(message.contains("Native"), "{message}");
 }
+
+#[test]
+fn in_place_writes_to_one_native_tensor_from_threads_lose_no_update() {
+    // Each call reads the tensor, adds on a copy and writes back: a write-back that finds the
+    // tensor written by another thread since its read redoes the call on the new values.
+    native::install_fallback().unwrap();
+    let (ns, mut lib) = def_lib("fbw_threads");
+    let op = lib
+        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+        .unwrap();
+    lib.impl_kernel(
+        "add_",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
+        false,
+    )
+    .unwrap();
+    let x = native::tensor(arr(&vec![0.0; 100]));
+    let one = native::tensor(arr(&vec![1.0; 100]));
+    let typed = op.typed::<(Tensor, Tensor), Tensor>().unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..200 {
+                    typed.call((x.clone(), one.clone())).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(values(&x), vec![800.0; 100], "{ns}: every update stays");
+}

@@ -4,7 +4,7 @@ The docstrings are those of the Rust bindings (``src/python/``), so that ``help(
 and an IDE's hover show what the module's own ``__doc__`` strings say.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, final
 
 import numpy as np
@@ -408,6 +408,14 @@ class Backend:
         """A tensor on device ``index`` holding ``array``'s values (through ``from_cpu``)."""
     def tensor_from_payload(self, payload: Any, index: int = 0) -> Tensor:
         """A tensor on device ``index`` around an existing payload."""
+    @property
+    def dtypes(self) -> list[str]:
+        """The dtypes the backend's devices hold, by name (every dtype of the array API
+        standard unless ``register_backend(dtypes=)`` named fewer)."""
+    @property
+    def thread_safe(self) -> bool:
+        """Whether the backend's hooks and kernels may run on several threads at once (False:
+        boxfall runs them one at a time)."""
 
 fallthrough: Fallthrough
 """The fallthrough kernel: registered for a key, the key is skipped."""
@@ -456,6 +464,8 @@ def register_backend(
     to_cpu_many: Callable[[list[Any]], Sequence[np.ndarray]] | None = None,
     shares_memory: bool = False,
     replace: bool = False,
+    dtypes: Iterable[str | np.dtype[Any] | type] | None = None,
+    thread_safe: bool = True,
 ) -> Backend:
     """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 
@@ -469,7 +479,23 @@ def register_backend(
     its key (a notebook cell run twice): its tensors, kernels and fallbacks stay, and every
     ``Backend`` object of it uses the new hooks. Without it, a name registered twice is a
     ``RegistrationError``.
+
+    ``dtypes`` names the dtypes the device holds (None: every dtype of the array API
+    standard): the namespace's ``dtypes()``/``default_dtypes()`` follow it, creation functions
+    without a dtype make the device's defaults (float32 on a device without float64), and a
+    result of another dtype is a ``bf.DTypeError`` before it moves. The payload ``from_cpu``
+    returns must have its array's shape and dtype, else a ``bf.KernelError``. With
+    ``thread_safe=False`` the backend's hooks, and the kernels and fallbacks registered for it
+    from then on, run one at a time (under one re-entrant lock of the backend).
     """
+
+def backends_version() -> int:
+    """A number that changes whenever a backend is registered or replaced."""
+
+def host_data_target(op: OpOverload, device: str) -> tuple[Backend, int] | None:
+    """The backend and device index that host data given to the creation operator ``op`` for
+    ``device`` goes to through ``Backend.tensor`` (a transfer the user asked for), where the
+    device's backend serves ``op`` with ``bf.cpu_fallback``; None elsewhere."""
 
 def get_backend(name: _KeyName) -> Backend:
     """The backend registered under ``name`` (any case: ``"accel"`` finds ``Accel``), Native
@@ -541,6 +567,15 @@ def report(backend: str | None = None, sort: str = "time", top: int | None = Non
 
 def reset_metrics() -> None:
     """Zeroes every counter and forgets which operators warned."""
+
+def user_transfers() -> dict[str, dict[str, int]]:
+    """The transfers users asked for, per backend name (``bf.metrics.transfers()`` wraps it)."""
+
+def profile_begin() -> None:
+    """Starts timing the backends' own kernels (``bf.metrics.profile()`` enters it)."""
+
+def profile_end() -> None:
+    """Ends one ``profile_begin`` (``bf.metrics.profile()`` leaves it)."""
 
 def set_fast_path(on: bool) -> bool:
     """Turns the fast path on or off (for tests that compare it with the general path);

@@ -9,8 +9,10 @@ read as "never fell back".
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
+from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _boxfall
@@ -50,6 +52,8 @@ FIELDS = (
     "from_cpu_ns",
     "bytes_to_cpu",
     "bytes_from_cpu",
+    "kernel_calls",
+    "kernel_call_ns",
 )
 
 #: What ``report`` sorts by.
@@ -76,13 +80,44 @@ def op_stats(name: OpName) -> dict[str, Any]:
       CPU is not timed and adds 0 to ``to_cpu_ns`` (its bytes still count): a clock read would
       cost more than the step.
     - ``bytes_to_cpu``, ``bytes_from_cpu``: bytes moved each way.
+    - ``kernel_calls``: calls of a backend's own kernel of the operator (a Python kernel
+      registered with ``Library.impl`` for a backend key), beside the fallback's figures;
+      ``kernel_call_ns``: their time, counted only while :func:`profile` is on. Native's Rust
+      kernels are not counted (they are the hot path).
+    - ``last_failure``: the last failed (or refused) fallback's exception since the last
+      reset, as ``{"type": class name, "message": text}`` (``{"type": "IndexError", ...}``), or
+      None; kept for the operator as a whole, not per backend.
     """
     return _boxfall.op_stats(_name(name))
 
 
+def transfers() -> dict[str, dict[str, int]]:
+    """The transfers users asked for since the last reset, per backend name, apart from the
+    fallback's: ``to_host``/``bytes_to_host`` (``bf.Tensor.numpy()``, ``np.asarray(t)`` and
+    ``__array__``, DLPack, ``float(t)`` and the other scalar conversions) and
+    ``to_device``/``bytes_to_device`` (``Backend.tensor``, ``asarray`` of host data on a device
+    served by the CPU fallback). No kernel of the backend could avoid them, so they are not in
+    ``op_stats`` and do not rank under "implement natively first". Native lends its memory to
+    the host: its reads are not transfers."""
+    return dict(_boxfall.user_transfers())
+
+
+@contextlib.contextmanager
+def profile() -> Iterator[None]:
+    """Times the backends' own kernels while it is on (``kernel_call_ns``; their calls are
+    always counted in ``kernel_calls``): two clock reads a kernel call, which is why it is not
+    always on. Profiles nest; timing stops when the outermost ends."""
+    _boxfall.profile_begin()
+    try:
+        yield
+    finally:
+        _boxfall.profile_end()
+
+
 def to_dict() -> dict[str, dict[str, Any]]:
     """Every operator counted since the last reset, by name, with its ``op_stats``: only str,
-    int and dict inside, so ``json.dumps`` takes it as it is."""
+    int, None (a ``last_failure`` of none) and dict inside, so ``json.dumps`` takes it as it
+    is."""
     return dict(_boxfall.all_stats())
 
 
@@ -130,7 +165,7 @@ def rows(backend: object = None) -> list[dict[str, Any]]:
     out = []
     for op, stats in to_dict().items():
         for b, figures in stats["backends"].items():
-            if name is None or b == name:
+            if figures["fallbacks"] and (name is None or b == name):
                 out.append({"operator": op, "backend": b, **figures})
     out.sort(key=lambda r: (-r["fallback_ns"], r["operator"], r["backend"]))
     return out
@@ -193,10 +228,12 @@ __all__ = [
     "counter_value",
     "counters",
     "op_stats",
+    "profile",
     "plot",
     "report",
     "reset",
     "rows",
     "to_csv",
     "to_dict",
+    "transfers",
 ]

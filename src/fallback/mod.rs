@@ -186,6 +186,9 @@ struct Written {
     /// The values before the kernel ran, where they could be kept without asking the
     /// backend (`write_back::early_backup`).
     backup: Option<Tensor>,
+    /// For a Native tensor, its data's version when it was read (`Tensor::data_version`):
+    /// the write-back happens only if no other write came between (`write_back::Stale`).
+    version: Option<u64>,
 }
 
 /// One fallback call: what each step needs, and what it has moved so far.
@@ -204,6 +207,18 @@ struct FallbackCall<'a> {
     /// When steps 1 and 2 ended (clock ticks; `u64::MAX` until then).
     marks: StepMarks,
 }
+
+/// How a round of writing arguments back ended.
+enum WriteBack {
+    /// Every argument was written.
+    Done,
+    /// A Native argument was written by another thread meanwhile: nothing was written.
+    Stale,
+}
+
+/// How many rounds a call that writes a Native tensor makes while other threads keep writing
+/// it before giving up (each round, some thread's write went through).
+const STALE_ROUNDS: usize = 10_000;
 
 /// Where step 1 keeps the moved tensors the kernel writes: a list for an operator that writes
 /// some argument; nothing at all for a functional one, whose fallback then carries no list.
@@ -292,6 +307,7 @@ pub(crate) fn run_cpu_fallback_on(
         }
         Err(e) => {
             call.record(start, false);
+            op.metrics().record_failure(&e);
             Err(e)
         }
     }
@@ -319,8 +335,8 @@ fn typed_stack_entry<'t>(
 #[cold]
 fn view_operator(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let verdict = view_verdict(views, op, key);
-    if verdict.is_err() {
-        count_refusal(op, key);
+    if let Err(e) = &verdict {
+        count_refusal(op, key, e);
     }
     verdict
 }
@@ -345,17 +361,19 @@ fn view_verdict(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Res
 /// without transfer hooks) as one that failed, so that every refusal is in the figures the same
 /// way: a refusal counts in `fallbacks` and in `failures`.
 #[cold]
-pub(crate) fn count_refusal(op: &OperatorHandle, key: DispatchKey) {
+pub(crate) fn count_refusal(op: &OperatorHandle, key: DispatchKey, e: &Error) {
     op.metrics().record(key, 0, 0, 0, false);
+    op.metrics().record_failure(e);
 }
 
 #[cold]
 fn not_a_backend(op: &OperatorHandle, key: DispatchKey) -> Error {
-    count_refusal(op, key);
-    Error::Fallback(format!(
+    let e = Error::Fallback(format!(
         "cannot run '{}' through the CPU fallback: '{key}' is not a backend with transfer hooks (register it with register_backend)",
         op.name()
-    ))
+    ));
+    count_refusal(op, key, &e);
+    e
 }
 
 impl FallbackCall<'_> {
@@ -407,9 +425,37 @@ impl FallbackCall<'_> {
         Ok(())
     }
 
-    /// `run` for an operator that writes some argument.
+    /// `run` for an operator that writes some argument. A Native tensor written by another
+    /// thread while this call ran (between its read and its write-back) is read again and the
+    /// call redone, as the write of an in-place NumPy ufunc on host memory would not have been
+    /// lost either; the other arguments are as they were before each round.
     #[inline(never)]
     fn run_with_writes(&mut self, stack: &mut Stack) -> Result<()> {
+        let writes_native = self
+            .info
+            .args
+            .iter()
+            .zip(stack.iter())
+            .any(|(a, v)| a.is_write && v.tensors().any(|t| t.key() == DispatchKey::NATIVE));
+        if !writes_native {
+            return self.run_with_writes_once(stack).map(|_| ());
+        }
+        let given = stack.clone();
+        for _ in 0..STALE_ROUNDS {
+            if let WriteBack::Done = self.run_with_writes_once(stack)? {
+                return Ok(());
+            }
+            stack.clone_from(&given);
+        }
+        Err(Error::Fallback(format!(
+            "CPU fallback of '{}' for '{}': another thread wrote its output in each of {STALE_ROUNDS} rounds; nothing was written",
+            self.op.name(),
+            self.key
+        )))
+    }
+
+    /// One round of `run_with_writes`.
+    fn run_with_writes_once(&mut self, stack: &mut Stack) -> Result<WriteBack> {
         let info = self.info;
         // The written arguments as the caller passed them.
         let kept: Vec<(usize, IValue)> = info
@@ -461,12 +507,18 @@ impl FallbackCall<'_> {
                     dst,
                     src,
                     backup: w.backup.as_ref(),
+                    version: w.version,
                 })
             })
             .collect();
         let args = &self.table.schema(self.op)?.schema.arguments;
-        self.bytes_from_cpu += write_back::write_all(self.op, self.key, self.hooks, args, &writes)?;
-        Ok(())
+        match write_back::write_all(self.op, self.key, self.hooks, args, &writes)? {
+            Ok(bytes) => {
+                self.bytes_from_cpu += bytes;
+                Ok(WriteBack::Done)
+            }
+            Err(write_back::Stale) => Ok(WriteBack::Stale),
+        }
     }
 
     /// Step 1: moves the backend's tensors to the CPU, each into its device tensor's place in
@@ -528,13 +580,15 @@ impl FallbackCall<'_> {
         t: &mut Tensor,
         log: &mut impl WriteLog,
     ) -> Result<()> {
+        // Read before the data, so that a write after it is seen at the write-back.
+        let version = (write && t.key() == DispatchKey::NATIVE).then(|| t.data_version());
         let cpu = if write {
             self.hooks.to_cpu(t, true)
         } else {
             self.hooks.to_cpu_read_only(t)
         }
         .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
-        self.moved(arg, slot, write, &cpu, log);
+        self.moved(arg, slot, write, &cpu, log, version);
         *t = cpu;
         Ok(())
     }
@@ -549,6 +603,7 @@ impl FallbackCall<'_> {
         write: bool,
         cpu: &Tensor,
         log: &mut impl WriteLog,
+        version: Option<u64>,
     ) {
         self.bytes_to_cpu += cpu.nbytes() as u64;
         if write {
@@ -557,6 +612,7 @@ impl FallbackCall<'_> {
                 slot,
                 cpu: cpu.clone(),
                 backup: write_back::early_backup(cpu),
+                version,
             });
         }
     }
@@ -593,7 +649,7 @@ impl FallbackCall<'_> {
             )));
         }
         for ((arg, slot, write), cpu) in places.into_iter().zip(cpus) {
-            self.moved(arg, slot, write, &cpu, log);
+            self.moved(arg, slot, write, &cpu, log, None);
             if let Some(v) = stack.get_mut(arg) {
                 place(v, slot, cpu);
             }
@@ -780,6 +836,26 @@ fn fallback_note(op: &OperatorHandle, key: DispatchKey) -> String {
 fn step_error(op: &OperatorHandle, key: DispatchKey, step: &str, e: Error) -> Error {
     match e {
         Error::Foreign { .. } => e.with_foreign_note(fallback_note(op, key)),
+        // A hook's result that breaks the backend contract (a payload of the wrong shape, a
+        // dtype the device lacks) keeps its kind, and learns the operator it was for.
+        Error::Kernel { context, message } => Error::Kernel {
+            context: format!(
+                "{context}, in {step} of the CPU fallback of '{}' for '{key}'",
+                op.name()
+            ),
+            message,
+        },
+        Error::DeviceDType {
+            dtype,
+            backend,
+            held,
+            op: None,
+        } => Error::DeviceDType {
+            dtype,
+            backend,
+            held,
+            op: Some(op.name().to_string()),
+        },
         Error::OutOfMemory { what, bytes } => Error::OutOfMemory {
             what: format!(
                 "{what}, in {step} of the CPU fallback of '{}' for '{key}'",
@@ -858,6 +934,7 @@ fn copy_cpu_writes(
                 cpu: copy,
                 // The kernel does not write `t`: it is backed up when it is written.
                 backup: None,
+                version: None,
             });
         }
     }

@@ -243,8 +243,8 @@ pub(crate) fn check_policy(op: &OperatorHandle, key: DispatchKey) -> Result<()> 
 #[cold]
 fn check_policy_slow(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let verdict = policy_verdict(op, key);
-    if verdict.is_err() {
-        super::count_refusal(op, key);
+    if let Err(e) = &verdict {
+        super::count_refusal(op, key, e);
     }
     verdict
 }

@@ -21,7 +21,13 @@ pub(super) struct Write<'a> {
     pub(super) src: &'a Tensor,
     /// `dst`'s values before the call, if they were kept as it was moved.
     pub(super) backup: Option<&'a Tensor>,
+    /// A Native `dst`'s data version when it was read: written only if it is still that.
+    pub(super) version: Option<u64>,
 }
+
+/// A write-back that found a Native output written by another thread since the call read it:
+/// nothing of the call was written, and the call is to be redone on the new values.
+pub(super) struct Stale;
 
 /// Whether an in-place result fits its argument: the same dtype, and the same shape unless
 /// the argument may be resized (a keyword-only written argument, as torch's `out=` are, whose
@@ -88,9 +94,24 @@ fn backup(hooks: &dyn Backend, dst: &Tensor) -> Result<Option<Tensor>> {
     hooks.to_cpu(dst, true).map(Some)
 }
 
-/// Writes `src`'s values into `dst`: a device tensor through the backend's `copy_from_cpu`,
+/// Writes `src`'s values into `dst`: a device tensor through the backend's `copy_from_cpu`
+/// (a Native one only if its data is still at `version`: else `Ok(false)`, nothing written),
 /// a CPU tensor in place (a payload that can be written, such as a NumPy array) or by taking
 /// `src`'s data.
+fn write_checked(
+    hooks: &dyn Backend,
+    dst: &Tensor,
+    src: &Tensor,
+    version: Option<u64>,
+) -> Result<bool> {
+    match version {
+        Some(v) if dst.key() == DispatchKey::NATIVE && dst.is_host() => {
+            Ok(dst.set_data_if(v, TensorData::Host(src.to_host()?)))
+        }
+        _ => write(hooks, dst, src).map(|()| true),
+    }
+}
+
 fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<()> {
     if dst.key() != DispatchKey::CPU {
         return hooks.copy_from_cpu(dst, src);
@@ -122,7 +143,8 @@ fn restore(hooks: &dyn Backend, dst: &Tensor, backup: &Tensor) {
     }
 }
 
-/// Writes every result into its argument, all or none; returns the bytes moved to the device.
+/// Writes every result into its argument, all or none; returns the bytes moved to the device,
+/// or `Stale` (nothing written) where a Native argument was written meanwhile.
 /// `args` are the schema's arguments; `context` names the kernel for a result that does not
 /// fit, `hook_error` wraps a failing write.
 pub(super) fn write_all(
@@ -131,7 +153,7 @@ pub(super) fn write_all(
     hooks: &dyn Backend,
     args: &[Argument],
     writes: &[Write<'_>],
-) -> Result<u64> {
+) -> Result<std::result::Result<u64, Stale>> {
     let backups: Vec<Option<Tensor>> = writes
         .iter()
         .map(|w| match w.backup {
@@ -157,7 +179,17 @@ pub(super) fn write_all(
     }
     let mut bytes = 0;
     for (k, w) in writes.iter().enumerate() {
-        if let Err(e) = write(hooks, w.dst, w.src) {
+        let written = write_checked(hooks, w.dst, w.src, w.version);
+        if let Ok(false) = written {
+            // The stale one was not written: those before it go back.
+            for (w, b) in writes.iter().zip(&backups).take(k) {
+                if let Some(b) = b {
+                    restore(hooks, w.dst, b);
+                }
+            }
+            return Ok(Err(Stale));
+        }
+        if let Err(e) = written {
             // The failing write too: it may have written part of its tensor.
             for (w, b) in writes.iter().zip(&backups).take(k + 1) {
                 if let Some(b) = b {
@@ -170,5 +202,5 @@ pub(super) fn write_all(
             bytes += w.src.nbytes() as u64;
         }
     }
-    Ok(bytes)
+    Ok(Ok(bytes))
 }

@@ -102,10 +102,11 @@ fn report_of(stats: &[(String, super::OpStats)], opts: &ReportOptions) -> String
         .flat_map(|(name, s)| {
             s.per_backend
                 .iter()
-                .filter(|(k, _)| opts.backend.is_none_or(|b| b == *k))
+                .filter(|(k, f)| f.fallbacks > 0 && opts.backend.is_none_or(|b| b == *k))
                 .map(move |(k, f)| (name.clone(), *k, *f))
         })
         .collect();
+    let kernels = kernel_lines(stats, opts.backend);
     let names: Vec<String> = rows.iter().map(|(_, k, _)| k.name()).collect();
     let mut order: Vec<usize> = (0..rows.len()).collect();
     let by_name = |a: usize, b: usize| rows[a].0.cmp(&rows[b].0).then(names[a].cmp(&names[b]));
@@ -174,6 +175,7 @@ fn report_of(stats: &[(String, super::OpStats)], opts: &ReportOptions) -> String
     let _ = writeln!(out, "{}", "-".repeat(width));
     if rows.is_empty() {
         let _ = writeln!(out, "(no operator fell back)");
+        out.push_str(&kernels);
         return out;
     }
     for r in &table[1..table.len() - 1] {
@@ -192,6 +194,50 @@ fn report_of(stats: &[(String, super::OpStats)], opts: &ReportOptions) -> String
         );
     }
     let _ = writeln!(out, "{}", ranking(&rows, total.fallback_ns, opts.backend));
+    out.push_str(&kernels);
+    out
+}
+
+/// The backends' own kernels, beside the fallback: a line per (operator, backend) whose
+/// kernel was called, with its calls and, where they were timed (`profile`), its mean time
+/// and the fallback's mean for the same pair, so that one sees whether the kernel beats it.
+fn kernel_lines(stats: &[(String, super::OpStats)], backend: Option<DispatchKey>) -> String {
+    let mut lines: Vec<(u64, String)> = Vec::new();
+    for (name, s) in stats {
+        for (k, f) in &s.per_backend {
+            if f.kernel_calls == 0 || backend.is_some_and(|b| b != *k) {
+                continue;
+            }
+            let mut line = format!(
+                "  {}'s {name}: {} call{}",
+                k.name(),
+                f.kernel_calls,
+                plural(usize::try_from(f.kernel_calls).unwrap_or(usize::MAX))
+            );
+            if f.kernel_call_ns > 0 {
+                let _ = write!(
+                    line,
+                    ", {} mean",
+                    duration(f.kernel_call_ns / f.kernel_calls)
+                );
+                if let Some(mean) = f.fallback_ns.checked_div(f.fallbacks) {
+                    let _ = write!(line, " (the fallback: {} mean)", duration(mean));
+                }
+            }
+            lines.push((f.kernel_call_ns, line));
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    lines.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut out = String::from(
+        "backend kernels (the backends' own, not the fallback; timed under bf.metrics.profile()):\n",
+    );
+    for (_, l) in lines {
+        out.push_str(&l);
+        out.push('\n');
+    }
     out
 }
 

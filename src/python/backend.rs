@@ -5,16 +5,190 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 
-use super::errors::{new_err, IntoPy};
+use super::errors::{new_err, to_pyerr, IntoPy};
 use super::tensor::{
     cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, read_only_view, wrap,
 };
 use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
+use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};
 use crate::key::{registered_keys, DispatchKey, NUM_KEYS};
-use crate::tensor::{Device, Tensor};
+use crate::tensor::{DType, Device, Tensor};
+
+/// The dtypes a backend's device holds (`register_backend(dtypes=)`): bit `i` stands for
+/// `DType::ALL[i]`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Held(u16);
+
+impl Held {
+    /// Every dtype of the standard (`dtypes=None`): no result is checked.
+    const ALL: Held = Held((1 << DType::ALL.len()) - 1);
+
+    fn of_names(py: Python<'_>, backend: &str, dtypes: &Bound<'_, PyAny>) -> PyResult<Held> {
+        let np_dtype = py.import("numpy")?.getattr("dtype")?;
+        let mut bits = 0u16;
+        for d in dtypes.try_iter()? {
+            let d = d?;
+            let name = np_dtype
+                .call1((&d,))
+                .and_then(|t| t.getattr("name"))
+                .and_then(|n| n.extract::<String>())
+                .ok();
+            let Some(i) = name
+                .as_deref()
+                .and_then(|n| DType::ALL.iter().position(|t| t.name() == n))
+            else {
+                return Err(PyTypeError::new_err(format!(
+                    "dtypes= of backend '{backend}' names {}, which is no dtype of the array API standard ({}); the backend was not registered",
+                    d.repr()?,
+                    DType::supported_names()
+                )));
+            };
+            bits |= 1 << i;
+        }
+        if bits == 0 {
+            return Err(PyTypeError::new_err(format!(
+                "dtypes= of backend '{backend}' names no dtype; the backend was not registered"
+            )));
+        }
+        Ok(Held(bits))
+    }
+
+    fn holds(self, name: &str) -> bool {
+        self == Held::ALL
+            || DType::ALL
+                .iter()
+                .position(|t| t.name() == name)
+                .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+
+    fn names(self) -> Vec<String> {
+        DType::ALL
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, t)| t.name().to_string())
+            .collect()
+    }
+}
+
+/// A backend's lock (`thread_safe=False`): held while one of its hooks or kernels runs, so
+/// that they run one at a time. A `threading.RLock`: a kernel that hands a case to the CPU
+/// fallback calls the hooks on the thread that holds it, and a thread waiting for it lets go
+/// of the GIL (the thread holding it may need the GIL to finish).
+struct Serial<'py>(Option<Bound<'py, PyAny>>);
+
+impl<'py> Serial<'py> {
+    fn enter(py: Python<'py>, lock: Option<&Py<PyAny>>) -> PyResult<Serial<'py>> {
+        let Some(lock) = lock else {
+            return Ok(Serial(None));
+        };
+        let lock = lock.bind(py).clone();
+        lock.call_method0(pyo3::intern!(py, "acquire"))?;
+        Ok(Serial(Some(lock)))
+    }
+}
+
+impl Drop for Serial<'_> {
+    fn drop(&mut self) {
+        if let Some(lock) = &self.0 {
+            // Only the thread that acquired it releases it, so this cannot fail but for a
+            // broken interpreter; nothing could be done about it here.
+            let _ = lock.call_method0(pyo3::intern!(lock.py(), "release"));
+        }
+    }
+}
+
+/// A Python kernel registered for a backend key, as it runs: under the backend's lock if the
+/// backend was registered with `thread_safe=False`, and counted in its operator's
+/// `kernel_calls` (timed while `bf.metrics.profile()` is on), so that a report can set a
+/// native kernel beside the fallback. Made by `Library.impl` and `Library.fallback`.
+#[pyclass(name = "BackendKernel", module = "boxfall")]
+pub struct BackendKernel {
+    func: Option<Py<PyAny>>,
+    lock: Option<Py<PyAny>>,
+    /// The operator whose counters count the calls, and the backend (None: not counted, a
+    /// fallback or an operator not defined when the kernel was registered).
+    counted: Option<(OperatorHandle, DispatchKey)>,
+}
+
+#[pymethods]
+impl BackendKernel {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let func = self
+            .func
+            .as_ref()
+            .ok_or_else(|| new_err(py, "BoxfallError", "the kernel was cleared".to_string()))?;
+        let _serial = Serial::enter(py, self.lock.as_ref())?;
+        let Some((op, key)) = &self.counted else {
+            return func.bind(py).call(args, kwargs);
+        };
+        let start = crate::metrics::profiling().then(crate::clock::ticks);
+        let out = func.bind(py).call(args, kwargs);
+        let ticks = start.map_or(0, |s| crate::clock::ticks().saturating_sub(s).max(1));
+        op.metrics().record_kernel_call(*key, ticks);
+        out
+    }
+
+    /// The kernel as it was registered.
+    #[getter]
+    fn __wrapped__(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.func.as_ref().map(|f| f.clone_ref(py))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(f) = &self.func {
+            visit.call(f)?;
+        }
+        if let Some(l) = &self.lock {
+            visit.call(l)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.func = None;
+        self.lock = None;
+    }
+}
+
+/// `func`, a Python kernel registered for `key`, as it is to run: a [`BackendKernel`] if `key`
+/// is a backend (other than the CPU) or a backend registered with `thread_safe=False`, else
+/// `func` itself. `op` is the operator whose `kernel_calls` count it (None for a fallback).
+pub(crate) fn backend_kernel<'py>(
+    py: Python<'py>,
+    key: DispatchKey,
+    func: &Bound<'py, PyAny>,
+    op: Option<OperatorHandle>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let lock = python_backends()[key.index()]
+        .as_ref()
+        .and_then(|b| b.lock.as_ref().map(|l| l.clone_ref(py)));
+    let counted = op
+        .filter(|_| key.is_backend() && key != DispatchKey::CPU)
+        .map(|op| (op, key));
+    if lock.is_none() && counted.is_none() {
+        return Ok(func.clone());
+    }
+    Ok(Bound::new(
+        py,
+        BackendKernel {
+            func: Some(func.clone().unbind()),
+            lock,
+            counted,
+        },
+    )?
+    .into_any())
+}
 
 struct PyBackendHooks {
     name: String,
@@ -23,9 +197,43 @@ struct PyBackendHooks {
     copy_from_cpu: Py<PyAny>,
     to_cpu_many: Option<Py<PyAny>>,
     shares_memory: bool,
+    held: Held,
+    lock: Option<Py<PyAny>>,
 }
 
 impl PyBackendHooks {
+    /// A CPU result of a dtype the device does not hold: refused before `from_cpu` moves it.
+    fn check_dtype(&self, arr: &Bound<'_, PyAny>) -> Result<()> {
+        if self.held == Held::ALL {
+            return Ok(());
+        }
+        let name = arr
+            .getattr(pyo3::intern!(arr.py(), "dtype"))
+            .and_then(|d| d.str())
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        if self.held.holds(&name) {
+            return Ok(());
+        }
+        Err(Error::DeviceDType {
+            dtype: name,
+            backend: self.name.clone(),
+            held: self.held.names(),
+            op: None,
+        })
+    }
+
+    /// The payload `from_cpu` made of `arr` must have `arr`'s shape and dtype (where it tells
+    /// them: a payload without `shape` or `dtype` is not checked).
+    fn check_payload(
+        &self,
+        hook: &str,
+        arr: &Bound<'_, PyAny>,
+        payload: &Bound<'_, PyAny>,
+    ) -> Result<()> {
+        check_payload(&self.name, hook, arr, payload)
+    }
+
     fn payload<'py>(&self, py: Python<'py>, t: &Tensor) -> Result<Bound<'py, PyAny>> {
         payload_object(py, t).ok_or_else(|| {
             Error::Fallback(format!(
@@ -48,6 +256,11 @@ impl PyBackendHooks {
     /// where the hook may share memory with the payload; for one that only reads it, a
     /// read-only view (the kernel then can neither write the device's memory nor write a copy
     /// whose write would be lost); for `bf.Tensor.numpy()`, the array as the hook gave it.
+    /// The backend's lock, held until the guard goes (`thread_safe=False`; else nothing).
+    fn serial<'py>(&self, py: Python<'py>) -> Result<Serial<'py>> {
+        Serial::enter(py, self.lock.as_ref()).map_err(super::errors::from_pyerr)
+    }
+
     fn cpu_result(&self, py: Python<'_>, arr: Bound<'_, PyAny>, usage: Usage) -> Result<Tensor> {
         let Ok(untyped) = arr.cast::<numpy::PyUntypedArray>() else {
             return Err(Error::Fallback(format!(
@@ -72,6 +285,7 @@ impl PyBackendHooks {
     fn hook_to_cpu(&self, t: &Tensor, usage: Usage) -> Result<Tensor> {
         Python::attach(|py| {
             let p = self.payload(py, t)?;
+            let _serial = self.serial(py)?;
             let arr = self
                 .to_cpu
                 .bind(py)
@@ -133,6 +347,7 @@ impl Backend for PyBackendHooks {
                 .map(|(t, _)| self.payload(py, t))
                 .collect::<Result<Vec<_>>>()?;
             let list = PyList::new(py, payloads).map_err(|e| self.fail(py, "to_cpu_many", e))?;
+            let _serial = self.serial(py)?;
             let out = many
                 .bind(py)
                 .call1((list,))
@@ -153,11 +368,14 @@ impl Backend for PyBackendHooks {
         Python::attach(|py| {
             let arr =
                 cpu_tensor_to_numpy(py, cpu, false).map_err(|e| self.fail(py, "from_cpu", e))?;
+            self.check_dtype(&arr)?;
+            let _serial = self.serial(py)?;
             let payload = self
                 .from_cpu
                 .bind(py)
-                .call1((arr,))
+                .call1((&arr,))
                 .map_err(|e| self.fail(py, "from_cpu", e))?;
+            self.check_payload("from_cpu", &arr, &payload)?;
             Ok(object_tensor(device, &payload))
         })
     }
@@ -167,6 +385,8 @@ impl Backend for PyBackendHooks {
             let p = self.payload(py, dst)?;
             let arr = cpu_tensor_to_numpy(py, src, false)
                 .map_err(|e| self.fail(py, "copy_from_cpu", e))?;
+            self.check_dtype(&arr)?;
+            let _serial = self.serial(py)?;
             self.copy_from_cpu
                 .bind(py)
                 .call1((p, arr))
@@ -176,13 +396,70 @@ impl Backend for PyBackendHooks {
     }
 }
 
-/// The `from_cpu` hook of each backend registered from Python, by key index: what
-/// `Backend.tensor` calls, for the object `register_backend` returned and for those
-/// `get_backend` and `backends` return, so that all of them use the hooks of the latest
-/// registration (`replace=True`).
-fn python_backends() -> MutexGuard<'static, [Option<Py<PyAny>>; NUM_KEYS]> {
-    static BACKENDS: Mutex<[Option<Py<PyAny>>; NUM_KEYS]> = Mutex::new([const { None }; NUM_KEYS]);
+/// What `Backend` objects need of a backend registered from Python, as its latest
+/// registration (`replace=True`) gave it.
+struct Registration {
+    /// The `from_cpu` hook, which `Backend.tensor` calls.
+    from_cpu: Py<PyAny>,
+    /// The dtypes its device holds.
+    held: Held,
+    /// Its lock, for a backend registered with `thread_safe=False`.
+    lock: Option<Py<PyAny>>,
+}
+
+/// Each backend registered from Python, by key index: for the object `register_backend`
+/// returned and for those `get_backend` and `backends` return, so that all of them use the
+/// hooks of the latest registration (`replace=True`).
+fn python_backends() -> MutexGuard<'static, [Option<Registration>; NUM_KEYS]> {
+    static BACKENDS: Mutex<[Option<Registration>; NUM_KEYS]> =
+        Mutex::new([const { None }; NUM_KEYS]);
     BACKENDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `from_cpu`'s payload for `arr` must have its shape and dtype (where the payload tells them:
+/// one without `shape` or `dtype` is not checked): a payload of another shape would give every
+/// later reader of the tensor wrong results, so the call fails instead, naming `hook`.
+fn check_payload(
+    backend: &str,
+    hook: &str,
+    arr: &Bound<'_, PyAny>,
+    payload: &Bound<'_, PyAny>,
+) -> Result<()> {
+    let py = arr.py();
+    let (Ok(shape), Ok(dtype)) = (
+        payload.getattr(pyo3::intern!(py, "shape")),
+        payload.getattr(pyo3::intern!(py, "dtype")),
+    ) else {
+        return Ok(());
+    };
+    let (Ok(want_shape), Ok(want_dtype)) = (
+        arr.getattr(pyo3::intern!(py, "shape")),
+        arr.getattr(pyo3::intern!(py, "dtype")),
+    ) else {
+        return Ok(());
+    };
+    let shape_ok = match (
+        shape.extract::<Vec<usize>>(),
+        want_shape.extract::<Vec<usize>>(),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => true,
+    };
+    let dtype_ok = want_dtype.eq(&dtype).unwrap_or(false);
+    if shape_ok && dtype_ok {
+        return Ok(());
+    }
+    let show = |o: &Bound<'_, PyAny>| o.str().map(|s| s.to_string()).unwrap_or_default();
+    Err(Error::Kernel {
+        context: format!("the '{hook}' hook of backend '{backend}'"),
+        message: format!(
+            "it returned a payload of shape {} and dtype {} for a CPU result of shape {} and dtype {}; a payload must have its CPU result's shape and dtype, and nothing was written",
+            show(&shape),
+            show(&dtype),
+            show(&want_shape),
+            show(&want_dtype),
+        ),
+    })
 }
 
 /// The keys of the backends registered from Python (`register_backend`), a bit each: their
@@ -221,9 +498,31 @@ impl PyBackend {
     ) -> PyResult<Bound<'py, PyAny>> {
         let device = Device::new(self.key, index);
         let arr = py.import("numpy")?.getattr("asarray")?.call1((array,))?;
-        let t = match &self.hook_from_cpu(py) {
-            Some(f) => {
-                let payload = f.bind(py).call1((arr,))?;
+        let t = match self.registration(py) {
+            Some((from_cpu, held, lock)) => {
+                let hooks_name = &self.name;
+                if !held.holds(&arr.getattr("dtype")?.str()?.to_string()) {
+                    return Err(to_pyerr(
+                        py,
+                        Error::DeviceDType {
+                            dtype: arr.getattr("dtype")?.str()?.to_string(),
+                            backend: hooks_name.clone(),
+                            held: held.names(),
+                            op: None,
+                        },
+                    ));
+                }
+                let payload = {
+                    let _serial = Serial::enter(py, lock.as_ref())?;
+                    from_cpu.bind(py).call1((&arr,))?
+                };
+                check_payload(hooks_name, "from_cpu", &arr, &payload).py(py)?;
+                let nbytes = arr.getattr("nbytes")?.extract::<u64>()?;
+                crate::metrics::record_user_transfer(
+                    self.key,
+                    crate::metrics::Direction::ToDevice,
+                    nbytes,
+                );
                 object_tensor(device, &payload)
             }
             None => Tensor::host(device, super::tensor::numpy_to_host(&arr).py(py)?),
@@ -239,7 +538,7 @@ impl PyBackend {
         payload: &Bound<'py, PyAny>,
         index: u16,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if self.hook_from_cpu(py).is_none() {
+        if self.registration(py).is_none() {
             return Err(new_err(
                 py,
                 "BoxfallError",
@@ -247,6 +546,23 @@ impl PyBackend {
             ));
         }
         wrap(py, object_tensor(Device::new(self.key, index), payload))
+    }
+
+    /// The dtypes the backend's devices hold, by name (every dtype of the array API standard
+    /// unless `register_backend(dtypes=)` named fewer).
+    #[getter]
+    fn dtypes(&self, py: Python<'_>) -> Vec<String> {
+        self.registration(py)
+            .map_or(Held::ALL, |(_, held, _)| held)
+            .names()
+    }
+
+    /// Whether the backend's hooks and kernels may run on several threads at once (False:
+    /// boxfall runs them one at a time).
+    #[getter]
+    fn thread_safe(&self, py: Python<'_>) -> bool {
+        self.registration(py)
+            .is_none_or(|(_, _, lock)| lock.is_none())
     }
 
     fn __repr__(&self) -> String {
@@ -262,12 +578,17 @@ impl PyBackend {
         }
     }
 
-    /// The `from_cpu` hook of the latest registration of a Python backend (None for Native,
-    /// whose tensors hold host memory).
-    fn hook_from_cpu(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        python_backends()[self.key.index()]
-            .as_ref()
-            .map(|f| f.clone_ref(py))
+    /// The `from_cpu` hook, the dtypes and the lock of the latest registration of a Python
+    /// backend (None for Native, whose tensors hold host memory).
+    #[allow(clippy::type_complexity)]
+    fn registration(&self, py: Python<'_>) -> Option<(Py<PyAny>, Held, Option<Py<PyAny>>)> {
+        python_backends()[self.key.index()].as_ref().map(|r| {
+            (
+                r.from_cpu.clone_ref(py),
+                r.held,
+                r.lock.as_ref().map(|l| l.clone_ref(py)),
+            )
+        })
     }
 
     /// The backend object of `key`: Native, or a backend registered from Python.
@@ -320,12 +641,62 @@ pub fn backends() -> Vec<PyBackend> {
         .collect()
 }
 
+/// Bumped by every `register_backend`: what Python caches of the backends (the dtypes of a
+/// device, `boxfall.array_api._dtypes`) is good while it is unchanged.
+static REGISTRATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// A number that changes whenever a backend is registered or replaced.
+#[pyfunction]
+pub fn backends_version() -> u64 {
+    REGISTRATIONS.load(Ordering::Acquire)
+}
+
+/// Where `op`, a creation operator given host data, puts it when the user asks for `device`
+/// and the device's backend serves `op` with `bf.cpu_fallback`: the backend and the device
+/// index, for `Backend.tensor` to put the data there as a transfer the user asked for
+/// (`bf.metrics.transfers()`), rather than a fallback no kernel could avoid. None for
+/// Native, the CPU, a device whose backend has a kernel of its own for `op` or another
+/// fallback, and anything that names no backend registered from Python.
+#[pyfunction]
+pub fn host_data_target(
+    op: PyRef<'_, super::ops::PyOpOverload>,
+    device: &str,
+) -> Option<(PyBackend, u16)> {
+    let (name, index) = match device.split_once(':') {
+        Some((n, i)) => (n, i.parse::<u16>().ok()?),
+        None => (device, 0),
+    };
+    let key = DispatchKey::from_name(name).ok()?;
+    if !is_python_backend(key) {
+        return None;
+    }
+    let (kernel, source) = op.handle.kernel_for(key);
+    let by_cpu_fallback = source == crate::dispatcher::Source::BackendFallback
+        && kernel
+            .as_ref()
+            .is_some_and(|k| crate::fallback::CpuFallback::of(k).is_some());
+    by_cpu_fallback.then(|| {
+        (
+            PyBackend {
+                key,
+                name: key.name(),
+            },
+            index,
+        )
+    })
+}
+
 /// Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 /// With `replace`, a backend registered earlier under `name` gets the new hooks and keeps its
 /// key (a notebook cell run twice): its tensors, kernels and fallbacks stay, and every
 /// `Backend` object of it uses the new hooks.
+///
+/// `dtypes` names the dtypes the device holds (None: every dtype of the array API standard):
+/// a result of another dtype is a `DTypeError` before it moves. With `thread_safe=False` the
+/// backend's hooks, and the kernels and fallbacks registered for it from then on, run one at a
+/// time (under one re-entrant lock of the backend).
 #[pyfunction]
-#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false))]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true))]
 #[allow(clippy::too_many_arguments)]
 pub fn register_backend(
     py: Python<'_>,
@@ -336,6 +707,8 @@ pub fn register_backend(
     to_cpu_many: Option<Py<PyAny>>,
     shares_memory: bool,
     replace: bool,
+    dtypes: Option<Bound<'_, PyAny>>,
+    thread_safe: bool,
 ) -> PyResult<PyBackend> {
     // Checked before anything is registered, so a refused backend leaves its name free.
     let given = [
@@ -352,6 +725,15 @@ pub fn register_backend(
             )));
         }
     }
+    let held = match &dtypes {
+        Some(d) => Held::of_names(py, name, d)?,
+        None => Held::ALL,
+    };
+    let lock = if thread_safe {
+        None
+    } else {
+        Some(py.import("threading")?.getattr("RLock")?.call0()?.unbind())
+    };
     let hooks = PyBackendHooks {
         name: name.to_string(),
         to_cpu,
@@ -359,14 +741,21 @@ pub fn register_backend(
         copy_from_cpu,
         to_cpu_many,
         shares_memory,
+        held,
+        lock: lock.as_ref().map(|l| l.clone_ref(py)),
     };
     let key = if replace {
         replace_core(name, Arc::new(hooks)).py(py)?
     } else {
         register_core(name, Arc::new(hooks)).py(py)?
     };
-    python_backends()[key.index()] = Some(from_cpu);
+    python_backends()[key.index()] = Some(Registration {
+        from_cpu,
+        held,
+        lock,
+    });
     PYTHON_KEYS.fetch_or(1 << key.index(), Ordering::Relaxed);
+    REGISTRATIONS.fetch_add(1, Ordering::Release);
     Ok(PyBackend {
         key,
         name: name.to_string(),

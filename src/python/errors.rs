@@ -48,13 +48,30 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         Error::Argument { .. } => "ArgumentError",
         Error::Fallback(_) => "FallbackError",
         Error::Kernel { .. } => "KernelError",
-        Error::DType { .. } => "DTypeError",
+        Error::DType { .. } | Error::DeviceDType { .. } => "DTypeError",
         // As NumPy does for a request it cannot allocate.
         Error::OutOfMemory { .. } => {
             return pyo3::exceptions::PyMemoryError::new_err(e.to_string());
         }
     };
     new_err(py, name, e.to_string())
+}
+
+/// The class `to_pyerr` raises for an error of this kind (`metrics::Failure::kind`).
+pub fn class_name_of_kind(kind: &str) -> &'static str {
+    match kind {
+        "Schema" => "SchemaError",
+        "Registration" => "RegistrationError",
+        "UnknownOperator" | "UnknownNamespace" => "UnknownOperatorError",
+        "UnknownKey" => "UnknownKeyError",
+        "NoKernel" => "NoKernelError",
+        "Argument" => "ArgumentError",
+        "Fallback" => "FallbackError",
+        "Kernel" => "KernelError",
+        "DType" => "DTypeError",
+        "OutOfMemory" => "MemoryError",
+        _ => "BoxfallError",
+    }
 }
 
 /// A Python exception as a core error.

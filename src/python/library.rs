@@ -151,6 +151,22 @@ pub fn kernel_from(
     Ok(python_kernel(obj.clone().unbind(), boxed))
 }
 
+/// A Python kernel registered for `key` as it is to run (`backend::backend_kernel`): counted
+/// in `op`'s `kernel_calls` on a backend key, under the backend's lock when it was registered
+/// with `thread_safe=False`. `bf.fallthrough` runs nothing, and `bf.cpu_fallback` takes the
+/// lock in the hooks it calls.
+fn run_as<'py>(
+    py: Python<'py>,
+    key: DispatchKey,
+    func: &Bound<'py, PyAny>,
+    op: Option<crate::dispatcher::OperatorHandle>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if func.cast::<PyFallthrough>().is_ok() || func.cast::<PyCpuFallback>().is_ok() {
+        return Ok(func.clone());
+    }
+    super::backend::backend_kernel(py, key, func, op)
+}
+
 fn key(py: Python<'_>, name: &str) -> PyResult<DispatchKey> {
     DispatchKey::from_name(name).py(py)
 }
@@ -338,8 +354,10 @@ impl PyLibrary {
         let name = op_name(name)?;
         let name = name.as_str();
         let k = key(py, dispatch_key)?;
-        let kernel = kernel_from(py, r#fn, boxed)?;
-        let what = format!("the '{k}' kernel of '{}'", self.lib(py)?.qualify(name));
+        let qualified = self.lib(py)?.qualify(name);
+        let op = crate::dispatcher::Dispatcher::lookup(&qualified);
+        let kernel = kernel_from(py, &run_as(py, k, r#fn, op)?, boxed)?;
+        let what = format!("the '{k}' kernel of '{qualified}'");
         self.register(py, kernel, what, |lib, kernel| {
             lib.impl_kernel(name, k, kernel, allow_override)
         })
@@ -355,7 +373,7 @@ impl PyLibrary {
         dispatch_key: &str,
     ) -> PyResult<()> {
         let k = key(py, dispatch_key)?;
-        let kernel = kernel_from(py, r#fn, true)?;
+        let kernel = kernel_from(py, &run_as(py, k, r#fn, None)?, true)?;
         let what = format!("the '{k}' fallback");
         self.register(py, kernel, what, |lib, kernel| lib.fallback(k, kernel))
     }

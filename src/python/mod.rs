@@ -160,6 +160,28 @@ fn figures_dict<'py>(py: Python<'py>, f: &crate::metrics::Figures) -> PyResult<B
     d.set_item("from_cpu_ns", f.from_cpu_ns)?;
     d.set_item("bytes_to_cpu", f.bytes_to_cpu)?;
     d.set_item("bytes_from_cpu", f.bytes_from_cpu)?;
+    d.set_item("kernel_calls", f.kernel_calls)?;
+    d.set_item("kernel_call_ns", f.kernel_call_ns)?;
+    Ok(d)
+}
+
+/// The last failure as `{"type": <the Python exception's class name>, "message": <its text>}`:
+/// a Python exception's own class (its text reads `"IndexError: ..."`), else the class the
+/// bindings raise for the core's error (`errors::to_pyerr`).
+fn failure_dict<'py>(py: Python<'py>, f: &crate::metrics::Failure) -> PyResult<Bound<'py, PyDict>> {
+    let (type_name, message) = match f.kind.as_str() {
+        "Foreign" => match f.message.split_once(": ") {
+            Some((t, m)) if !t.is_empty() && !t.contains(' ') => (t.to_string(), m.to_string()),
+            _ => ("Exception".to_string(), f.message.clone()),
+        },
+        kind => (
+            errors::class_name_of_kind(kind).to_string(),
+            f.message.clone(),
+        ),
+    };
+    let d = PyDict::new(py);
+    d.set_item("type", type_name)?;
+    d.set_item("message", message)?;
     Ok(d)
 }
 
@@ -171,7 +193,38 @@ fn stats_dict<'py>(py: Python<'py>, s: &crate::metrics::OpStats) -> PyResult<Bou
         backends.set_item(key.name(), figures_dict(py, f)?)?;
     }
     d.set_item("backends", backends)?;
+    match &s.last_failure {
+        Some(f) => d.set_item("last_failure", failure_dict(py, f)?)?,
+        None => d.set_item("last_failure", py.None())?,
+    }
     Ok(d)
+}
+
+/// The transfers users asked for, per backend name (`bf.metrics.transfers()`).
+#[pyfunction]
+fn user_transfers<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (key, t) in crate::metrics::user_transfers() {
+        let e = PyDict::new(py);
+        e.set_item("to_host", t.to_host)?;
+        e.set_item("bytes_to_host", t.bytes_to_host)?;
+        e.set_item("to_device", t.to_device)?;
+        e.set_item("bytes_to_device", t.bytes_to_device)?;
+        d.set_item(key.name(), e)?;
+    }
+    Ok(d)
+}
+
+/// Starts timing the backends' own kernels (`bf.metrics.profile()` enters it).
+#[pyfunction]
+fn profile_begin() {
+    crate::metrics::profile_begin();
+}
+
+/// Ends one `profile_begin` (`bf.metrics.profile()` leaves it).
+#[pyfunction]
+fn profile_end() {
+    crate::metrics::profile_end();
 }
 
 #[pyfunction]
@@ -297,6 +350,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::get_backend, m)?)?;
     m.add_function(wrap_pyfunction!(backend::backends, m)?)?;
+    m.add_function(wrap_pyfunction!(backend::host_data_target, m)?)?;
+    m.add_function(wrap_pyfunction!(backend::backends_version, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::coverage, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::namespaces, m)?)?;
     m.add_function(wrap_pyfunction!(coverage::operators_in, m)?)?;
@@ -316,6 +371,9 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(all_stats, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(user_transfers, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_end, m)?)?;
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
     m.add_function(wrap_pyfunction!(ops::vectorcall_installed, m)?)?;
     m.add_function(wrap_pyfunction!(ops::tries_lean_entry, m)?)?;

@@ -785,6 +785,14 @@ impl PyTensor {
             )
         })?;
         let cpu = hooks.to_cpu(&self.inner, false).py(py)?;
+        // Native lends its host memory: nothing crosses.
+        if self.inner.key() != DispatchKey::NATIVE {
+            crate::metrics::record_user_transfer(
+                self.inner.key(),
+                crate::metrics::Direction::ToHost,
+                cpu.nbytes() as u64,
+            );
+        }
         cpu_tensor_to_numpy(py, &cpu, false)
     }
 

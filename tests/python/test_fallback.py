@@ -22,6 +22,9 @@ STATS_KEYS = {
     "from_cpu_ns",
     "bytes_to_cpu",
     "bytes_from_cpu",
+    "kernel_calls",
+    "kernel_call_ns",
+    "last_failure",
     "backends",
 }
 

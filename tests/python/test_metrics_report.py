@@ -71,7 +71,7 @@ def test_op_stats_has_totals_and_each_backends_own_figures(ns, ops, two):
         ops.neg(a.tensor(np.ones(2)))
     ops.neg(b.tensor(np.ones(5)))
     s = bf.metrics.op_stats(f"{ns}::neg")
-    assert sorted(s) == sorted([*FIGURES, "backends"])
+    assert sorted(s) == sorted([*FIGURES, "backends", "last_failure"])
     assert sorted(s["backends"]) == sorted([a.name, b.name])
     mine, other = s["backends"][a.name], s["backends"][b.name]
     assert sorted(mine) == sorted(FIGURES)
@@ -80,7 +80,11 @@ def test_op_stats_has_totals_and_each_backends_own_figures(ns, ops, two):
     for key in ("fallbacks", "failures", "bytes_to_cpu", "bytes_from_cpu"):
         assert s[key] == mine[key] + other[key]
     # Never fell back: zeros and no backends.
-    assert bf.metrics.op_stats(f"{ns}::slow") == {**dict.fromkeys(FIGURES, 0), "backends": {}}
+    assert bf.metrics.op_stats(f"{ns}::slow") == {
+        **dict.fromkeys(FIGURES, 0),
+        "backends": {},
+        "last_failure": None,
+    }
 
 
 def test_the_time_splits_into_steps_within_the_whole(ns, ops, two):
@@ -217,7 +221,8 @@ def _json_types_only(value) -> bool:
         return all(isinstance(k, str) and _json_types_only(v) for k, v in value.items())
     if isinstance(value, list):
         return all(_json_types_only(v) for v in value)
-    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    # None: an operator's `last_failure` when none failed.
+    return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
 
 
 def test_to_dict_round_trips_through_json(ns, ops, two):

@@ -56,6 +56,7 @@ def test_a_defined_operator_that_never_fell_back_has_zeros(ns, add_tensor):
     assert bf.metrics.counter_value(f"{ns}::add.Tensor") == 0
     stats = bf.metrics.op_stats(f"{ns}::add.Tensor")
     assert stats.pop("backends") == {}
+    assert stats.pop("last_failure") is None
     assert set(stats.values()) == {0}
 
 

@@ -21,7 +21,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._boxfall import Tensor
+from .._boxfall import Tensor, host_data_target
+from . import _dtypes
 from ._helpers import device_of
 from ._registry import Op, dtype_name, register
 
@@ -166,6 +167,39 @@ def _device(device: Any) -> Any:
     return None if device is None or device == "cpu" else device
 
 
+def _default(dtype: Any, device: Any, kind: str | None) -> Any:
+    """The dtype to ask for: ``dtype`` if given; else, for a result of ``kind`` (``"real
+    floating"``, ``"complex floating"``, ``"integral"``; None: bool or the input's own), the
+    device's default where it differs from the standard's (a device without float64 makes
+    float32), and None (the kernel's own default) everywhere else."""
+    if dtype is not None or kind is None or _device(device) is None:
+        return dtype
+    defaults = _dtypes.defaults_of(device)
+    if defaults is _dtypes.DEFAULT:
+        return None
+    return defaults[kind]
+
+
+def _kind_of_scalars(*values: Any) -> str | None:
+    """What a creation function makes of Python numbers: complex, real floating, integral."""
+    if any(isinstance(v, complex) for v in values):
+        return "complex floating"
+    if any(isinstance(v, float) for v in values):
+        return "real floating"
+    if any(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "integral"
+    return None
+
+
+def _kind_of_object(obj: Any) -> str | None:
+    """What ``asarray`` makes of Python scalars and (nested) lists of them; None for arrays
+    and anything else, which keep their own dtype."""
+    if not isinstance(obj, (bool, int, float, complex, list, tuple)):
+        return None
+    kind = np.asarray(obj).dtype.kind
+    return {"f": "real floating", "c": "complex floating", "i": "integral"}.get(kind)
+
+
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Any:
     """The operator ``array_api::asarray``. An array keeps its device unless ``device`` names
     another; one on another device is copied there through the host."""
@@ -178,26 +212,40 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
         obj = obj.__array__()
     elif isinstance(obj, np.ndarray) and copy is False and _device(device) is not None:
         raise ValueError(f"asarray(copy=False) cannot move an array to {device}")
+    elif dtype is None and _device(device) is not None:
+        dtype = _default(None, device, _kind_of_object(obj))
+    target = None if _device(device) is None else host_data_target(OPS["asarray"], str(device))
+    if target is not None:
+        # Host data put on a device whose backend serves asarray with the CPU fallback: the
+        # CPU kernel makes the array and the backend's from_cpu puts it there, a transfer the
+        # user asked for (bf.metrics.transfers()), not a fallback a kernel could avoid.
+        backend, index = target
+        host = OPS["asarray"](obj, dtype=dtype_name(dtype), device=None, copy=copy)
+        return backend.tensor(host, index)
     return OPS["asarray"](obj, dtype=dtype_name(dtype), device=_device(device), copy=copy)
 
 
 def zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::zeros``."""
+    dtype = _default(dtype, device, "real floating")
     return OPS["zeros"](shape, dtype=dtype_name(dtype), device=_device(device))
 
 
 def ones(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::ones``."""
+    dtype = _default(dtype, device, "real floating")
     return OPS["ones"](shape, dtype=dtype_name(dtype), device=_device(device))
 
 
 def empty(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::empty``."""
+    dtype = _default(dtype, device, "real floating")
     return OPS["empty"](shape, dtype=dtype_name(dtype), device=_device(device))
 
 
 def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::full``."""
+    dtype = _default(dtype, device, _kind_of_scalars(fill_value))
     return OPS["full"](shape, fill_value, dtype=dtype_name(dtype), device=_device(device))
 
 
@@ -205,6 +253,7 @@ def arange(
     start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
 ) -> Any:
     """The operator ``array_api::arange``."""
+    dtype = _default(dtype, device, _kind_of_scalars(start, stop, step))
     return OPS["arange"](start, stop, step, dtype=dtype_name(dtype), device=_device(device))
 
 
@@ -219,6 +268,8 @@ def linspace(
     endpoint: bool = True,
 ) -> Any:
     """The operator ``array_api::linspace``."""
+    kind = "complex floating" if _kind_of_scalars(start, stop) == "complex floating" else None
+    dtype = _default(dtype, device, kind or "real floating")
     return OPS["linspace"](
         start, stop, num, dtype=dtype_name(dtype), device=_device(device), endpoint=endpoint
     )
@@ -237,6 +288,7 @@ def eye(
     passed as the first one past it, so that any Python int fits the operator's ``int k``."""
     past = max(n_rows, n_rows if n_cols is None else n_cols)
     k = max(-past, min(k, past))
+    dtype = _default(dtype, device, "real floating")
     return OPS["eye"](n_rows, n_cols, k=k, dtype=dtype_name(dtype), device=_device(device))
 
 

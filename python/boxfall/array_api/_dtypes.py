@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._boxfall import backends_version, get_backend
+
 bool = np.dtype("bool")  # noqa: A001  (the standard's name)
 int8 = np.dtype("int8")
 int16 = np.dtype("int16")
@@ -29,6 +31,55 @@ DEFAULT = {
     "integral": int64,
     "indexing": int64,
 }
+
+
+_held: dict[str, tuple[np.dtype, ...]] = {}
+_held_version = -1
+
+
+def held_by(device: object) -> tuple[np.dtype, ...]:
+    """The dtypes ``device`` holds: every dtype of the standard, unless its backend was
+    registered with ``dtypes=`` naming fewer (``bf.Backend.dtypes``). Kept per backend until a
+    backend is registered again (every creation function on a device asks)."""
+    global _held_version
+    if device is None or device == "cpu":
+        return ALL
+    version = backends_version()
+    if version != _held_version:
+        _held.clear()
+        _held_version = version
+    name = str(device).split(":", 1)[0]
+    found = _held.get(name)
+    if found is not None:
+        return found
+    try:
+        names = get_backend(name).dtypes
+    except LookupError:
+        return ALL
+    found = ALL if len(names) == len(ALL) else tuple(np.dtype(n) for n in names)
+    _held[name] = found
+    return found
+
+
+def defaults_of(device: object) -> dict[str, np.dtype]:
+    """The default dtypes on ``device``: the standard's (``DEFAULT``, the object itself) where
+    the device holds every dtype; else float64 if held, else float32 (complex128 or
+    complex64, int64 or int32 likewise)."""
+    held = held_by(device)
+    if held is ALL:
+        return DEFAULT
+
+    def pick(wide: np.dtype, narrow: np.dtype) -> np.dtype:
+        return wide if wide in held else narrow
+
+    integral = pick(int64, int32)
+    return {
+        "real floating": pick(float64, float32),
+        "complex floating": pick(complex128, complex64),
+        "integral": integral,
+        "indexing": integral,
+    }
+
 
 __all__ = [
     "bool",

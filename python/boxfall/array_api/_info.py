@@ -30,16 +30,20 @@ class Info:
         return ["cpu"] if self._device == "cpu" else ["cpu", self._device]
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
-        """float64, complex128 and int64 (for indexing too), as the standard's defaults."""
-        return dict(_dtypes.DEFAULT)
+        """The default dtypes on ``device`` (the namespace's by default): the standard's
+        (float64, complex128, int64 for integers and indexing) where the device holds every
+        dtype; on a device whose backend holds fewer (``register_backend(dtypes=)``), float32
+        where it lacks float64, complex64 where it lacks complex128."""
+        return dict(_dtypes.defaults_of(self._device if device is None else device))
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
-        """The dtypes of ``device`` (the namespace's by default), of ``kind`` if given."""
+        """The dtypes of ``device`` (the namespace's by default), of ``kind`` if given: every
+        dtype of the standard, unless the device's backend was registered with ``dtypes=``
+        naming fewer."""
         from ._data_type_functions import isdtype
 
-        # Every device holds every dtype of the standard (Native's Rust host memory too).
-        names = [d.name for d in _dtypes.ALL]
-        found = {n: getattr(_dtypes, n) for n in names}
+        held = _dtypes.held_by(self._device if device is None else device)
+        found = {d.name: d for d in held}
         if kind is None:
             return found
         return {n: d for n, d in found.items() if isdtype(d, kind)}

@@ -1,0 +1,415 @@
+"""The contract of a real device (``bf.register_backend``'s ``dtypes=`` and ``thread_safe=``,
+and the check of ``from_cpu``'s payloads), on backends written in Python whose hooks record
+what they were asked."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import boxfall as bf
+import boxfall.array_api as xp_cpu
+import numpy as np
+import pytest
+
+# One backend name for every test, registered again with replace=True by each: a process has
+# few key slots, and the whole suite registers many backends.
+NAME = "DevContract"
+
+
+class Buffer:
+    def __init__(self, array: np.ndarray) -> None:
+        self.data = np.array(array, copy=True)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+
+class Hooks:
+    """Copy hooks that count their calls and the most of them that ran at once."""
+
+    def __init__(self, pause: float = 0.0) -> None:
+        self.calls: dict[str, int] = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
+        self.active = 0
+        self.most = 0
+        self.pause = pause
+        self._count = threading.Lock()
+
+    def _enter(self, hook: str) -> None:
+        with self._count:
+            self.calls[hook] += 1
+            self.active += 1
+            self.most = max(self.most, self.active)
+        if self.pause:
+            time.sleep(self.pause)  # lets another thread in, if nothing keeps it out
+
+    def _leave(self) -> None:
+        with self._count:
+            self.active -= 1
+
+    def to_cpu(self, b: Buffer) -> np.ndarray:
+        self._enter("to_cpu")
+        try:
+            return b.data.copy()
+        finally:
+            self._leave()
+
+    def from_cpu(self, a: np.ndarray) -> Buffer:
+        self._enter("from_cpu")
+        try:
+            return Buffer(a)
+        finally:
+            self._leave()
+
+    def copy_from_cpu(self, b: Buffer, a: np.ndarray) -> None:
+        self._enter("copy_from_cpu")
+        try:
+            b.data = np.array(a, copy=True)
+        finally:
+            self._leave()
+
+    def register(self, name: str, **kwargs: Any) -> bf.Backend:
+        backend = bf.register_backend(
+            name,
+            to_cpu=self.to_cpu,
+            from_cpu=self.from_cpu,
+            copy_from_cpu=self.copy_from_cpu,
+            replace=True,
+            **kwargs,
+        )
+        return backend
+
+
+@pytest.fixture
+def f32():
+    """A device holding float32, int64 and bool only, with the CPU fallback."""
+    hooks = Hooks()
+    backend = hooks.register(NAME, dtypes=["float32", np.int64, np.dtype("bool")])
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        yield backend, hooks
+
+
+def test_dtypes_lists_what_the_device_holds(f32):
+    backend, _ = f32
+    assert sorted(backend.dtypes) == ["bool", "float32", "int64"]
+    assert bf.get_backend(backend.name).dtypes == backend.dtypes
+    assert len(bf.get_backend("Native").dtypes) == 13
+
+
+def test_the_namespace_info_follows_dtypes(f32):
+    backend, _ = f32
+    info = xp_cpu.namespace(backend.name).__array_namespace_info__()
+    assert set(info.dtypes()) == {"bool", "float32", "int64"}
+    assert set(info.dtypes(kind="real floating")) == {"float32"}
+    assert info.default_dtypes()["real floating"] == np.float32
+    assert info.default_dtypes()["integral"] == np.int64
+    # Asked of the CPU namespace about the device, and about the CPU.
+    cpu_info = xp_cpu.__array_namespace_info__()
+    assert set(cpu_info.dtypes(device=f"{backend.name}:0")) == {"bool", "float32", "int64"}
+    assert cpu_info.default_dtypes()["real floating"] == np.float64
+    assert len(cpu_info.dtypes()) == 13
+
+
+def test_creation_without_a_dtype_gives_the_devices_default(f32):
+    backend, _ = f32
+    xp = xp_cpu.namespace(backend.name)
+    for made in (
+        xp.ones(3),
+        xp.zeros((2,)),
+        xp.empty(2),
+        xp.eye(2),
+        xp.linspace(0, 1, 3),
+        xp.full(2, 0.5),
+        xp.arange(0.0, 2.0),
+        xp.asarray([1.0, 2.5]),
+        xp_cpu.ones(2, device=f"{backend.name}:0"),
+    ):
+        assert made.dtype == np.float32
+        assert made.device == f"{backend.name}:0"
+    assert xp.asarray([1, 2]).dtype == np.int64
+    assert xp.full(2, True).dtype == np.bool_
+    np.testing.assert_array_equal(np.asarray(xp.linspace(0, 1, 3)), [0.0, 0.5, 1.0])
+
+
+def test_a_result_the_device_cannot_hold_is_a_dtype_error_before_it_moves(f32):
+    backend, hooks = f32
+    xp = xp_cpu.namespace(backend.name)
+    x = xp.asarray(np.ones(3, dtype=np.float32))
+    before = dict(hooks.calls)
+    with pytest.raises(bf.DTypeError) as e:
+        xp.astype(x, xp_cpu.float64)
+    assert isinstance(e.value, TypeError) and isinstance(e.value, bf.BoxfallError)
+    text = str(e.value)
+    assert "float64" in text and "'array_api::astype'" in text and backend.name in text
+    assert "float32" in text  # what the device holds
+    assert hooks.calls["from_cpu"] == before["from_cpu"]  # nothing moved to the device
+    with pytest.raises(bf.DTypeError):
+        backend.tensor(np.ones(2))  # float64 data asked onto it by hand
+    with pytest.raises(bf.DTypeError):
+        xp.asarray(np.ones(2))  # a NumPy float64 array keeps its dtype, as the standard says
+
+
+def test_dtypes_that_name_no_standard_dtype_are_refused():
+    with pytest.raises(TypeError, match="float16"):
+        Hooks().register("DevBadDtypes", dtypes=["float32", "float16"])
+    with pytest.raises(TypeError, match="no dtype"):
+        Hooks().register("DevBadDtypes", dtypes=[])
+    # The name stayed free.
+    with pytest.raises(bf.UnknownKeyError):
+        bf.get_backend("DevBadDtypes")
+
+
+@pytest.fixture
+def scalar_as_vector():
+    """A backend whose from_cpu gives a 0-d result a (1,)-shaped payload."""
+
+    def from_cpu(a: np.ndarray) -> Buffer:
+        return Buffer(a.reshape(-1) if a.ndim == 0 else a)
+
+    backend = bf.register_backend(
+        NAME,
+        to_cpu=lambda b: b.data.copy(),
+        from_cpu=from_cpu,
+        copy_from_cpu=lambda b, a: setattr(b, "data", np.array(a)),
+        replace=True,
+    )
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        yield backend
+
+
+def test_a_payload_of_the_wrong_shape_is_a_kernel_error(scalar_as_vector):
+    backend = scalar_as_vector
+    x = backend.tensor(np.arange(3.0))
+    bf.metrics.reset()
+    with pytest.raises(bf.KernelError) as e:
+        xp_cpu.sum(x)
+    text = str(e.value)
+    assert "'from_cpu'" in text and "'array_api::sum'" in text and backend.name in text
+    assert "shape (1,)" in text and "shape ()" in text
+    assert bf.metrics.op_stats("array_api::sum")["failures"] == 1
+    # The same hook through Backend.tensor.
+    with pytest.raises(bf.KernelError, match="'from_cpu'"):
+        backend.tensor(np.float64(2.0))
+    # Results of the right shape pass.
+    np.testing.assert_array_equal(np.asarray(xp_cpu.abs(x)), np.arange(3.0))
+
+
+def test_an_in_place_op_with_a_wrong_payload_writes_nothing_back(scalar_as_vector, lib, ns):
+    backend = scalar_as_vector
+    # Writes its argument and returns a fresh 0-d total: the total's payload is refused before
+    # the argument is written back.
+    lib.define("bump_total(Tensor(a!) x) -> (Tensor(a!), Tensor)")
+
+    def bump_total(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x += 1.0
+        return x, np.asarray(x.sum())
+
+    lib.impl("bump_total", bump_total, "CPU")
+    x = backend.tensor(np.arange(3.0))
+    with pytest.raises(bf.KernelError, match="'from_cpu'"):
+        getattr(bf.ops, ns).bump_total(x)
+    np.testing.assert_array_equal(x.numpy(), np.arange(3.0))
+
+
+def _overlap(fn: Any, threads: int = 4) -> None:
+    """``fn()`` on ``threads`` threads at once, re-raising the first error."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def run() -> None:
+        try:
+            start.wait()
+            fn()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def test_a_backend_not_thread_safe_runs_its_hooks_and_kernels_one_at_a_time():
+    hooks = Hooks(pause=0.002)
+    backend = hooks.register(NAME, thread_safe=False)
+    assert backend.thread_safe is False
+    kernel_state = {"active": 0, "most": 0}
+    guard = threading.Lock()
+
+    def negative(x: Any) -> Any:
+        with guard:
+            kernel_state["active"] += 1
+            kernel_state["most"] = max(kernel_state["most"], kernel_state["active"])
+        time.sleep(0.002)
+        # A kernel that hands the call to the fallback takes the lock again on its own thread.
+        out = bf.call_fallback(bf.cpu_fallback, bf.ops.array_api.negative.default, x)
+        with guard:
+            kernel_state["active"] -= 1
+        return out
+
+    with bf.Library("_", "IMPL") as fb, bf.Library("array_api", "IMPL") as lib:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        lib.impl("negative", negative, backend.name)
+        x = backend.tensor(np.arange(4.0))
+
+        def work() -> None:
+            for _ in range(5):
+                y = xp_cpu.negative(x)
+                np.testing.assert_array_equal(y.numpy(), -np.arange(4.0))
+                xp_cpu.abs(x)
+
+        _overlap(work)
+    assert hooks.most == 1
+    assert kernel_state["most"] == 1
+    assert hooks.calls["to_cpu"] >= 40
+
+
+def test_a_thread_safe_backend_runs_its_hooks_at_once():
+    # The contrast: without thread_safe=False nothing keeps two threads out of a hook (the
+    # hook waits until two threads are in it at once, which would never happen one at a time).
+    both_in = threading.Barrier(2, timeout=10)
+
+    def to_cpu(b: Buffer) -> np.ndarray:
+        both_in.wait()
+        return b.data.copy()
+
+    backend = bf.register_backend(
+        NAME,
+        to_cpu=to_cpu,
+        from_cpu=Buffer,
+        copy_from_cpu=lambda b, a: setattr(b, "data", np.array(a)),
+        replace=True,
+    )
+    assert backend.thread_safe is True
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        x = backend.tensor(np.arange(3.0))
+        _overlap(lambda: xp_cpu.abs(x), threads=2)
+
+
+# ------------------------------------------------------------------------------ metrics
+
+
+@pytest.fixture
+def plain():
+    """A thread-safe backend with every dtype and the CPU fallback."""
+    hooks = Hooks()
+    backend = hooks.register(NAME)
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        yield backend
+
+
+def test_a_failed_fallback_keeps_its_last_exception(plain, lib, ns):
+    lib.define("row(Tensor x, int i) -> Tensor")
+
+    def row(x: np.ndarray, i: int) -> np.ndarray:
+        if i >= len(x):
+            raise IndexError(f"row {i} of {len(x)}")
+        return x[i : i + 1].copy()
+
+    lib.impl("row", row, "CPU")
+    op = getattr(bf.ops, ns).row
+    x = plain.tensor(np.arange(3.0))
+    bf.metrics.reset()
+    op(x, 1)
+    assert bf.metrics.op_stats(f"{ns}::row")["last_failure"] is None
+    with pytest.raises(IndexError):
+        op(x, 5)
+    stats = bf.metrics.op_stats(f"{ns}::row")
+    assert stats["failures"] == 1
+    assert stats["last_failure"]["type"] == "IndexError"
+    assert stats["last_failure"]["message"].startswith("row 5 of 3")
+    # A refusal is a failure too; the last one is kept.
+    bf.set_fallback_policy("error")
+    with pytest.raises(bf.FallbackError):
+        op(x, 0)
+    last = bf.metrics.op_stats(f"{ns}::row")["last_failure"]
+    assert last["type"] == "FallbackError" and f"{ns}::row" in last["message"]
+    bf.set_fallback_policy("allow")
+    bf.metrics.reset()
+    assert bf.metrics.op_stats(f"{ns}::row")["last_failure"] is None
+
+
+def test_backend_kernels_are_counted_and_timed_under_profile(plain, lib, ns):
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+
+    def twice_on_device(x: Any) -> Any:
+        return plain.tensor(x.payload.data * 2)
+
+    lib.impl("twice", twice_on_device, plain.name)
+    op = getattr(bf.ops, ns).twice
+    x = plain.tensor(np.arange(3.0))
+    bf.metrics.reset()
+    for _ in range(3):
+        np.testing.assert_array_equal(op(x).numpy(), np.arange(3.0) * 2)
+    stats = bf.metrics.op_stats(f"{ns}::twice")
+    assert (stats["kernel_calls"], stats["kernel_call_ns"], stats["fallbacks"]) == (3, 0, 0)
+    with bf.metrics.profile():
+        with bf.metrics.profile():  # nested: timing goes on until the outer one ends
+            op(x)
+        op(x)
+    op(x)  # not timed
+    stats = bf.metrics.op_stats(f"{ns}::twice")
+    mine = stats["backends"][plain.name]
+    assert mine["kernel_calls"] == stats["kernel_calls"] == 6
+    assert mine["kernel_call_ns"] > 0
+    # Only the fallback's figures count as fallbacks, and the report sets the kernel apart.
+    assert f"{ns}::twice" not in bf.metrics.counters()
+    report = bf.metrics.report(backend=plain.name)
+    assert f"{plain.name}'s {ns}::twice: 6 calls" in report
+    assert "implement natively first" not in report  # nothing fell back
+
+
+def test_transfers_the_user_asked_for_are_counted_apart_from_the_fallback(plain):
+    xp = xp_cpu.namespace(plain.name)
+    bf.metrics.reset()
+    t = plain.tensor(np.arange(4.0))  # 32 bytes to the device
+    made = xp.asarray([1.0, 2.0])  # host data: 16 bytes, not a fallback of asarray
+    assert made.device == f"{plain.name}:0"
+    np.testing.assert_array_equal(t.numpy(), np.arange(4.0))  # 32 bytes to the host
+    np.asarray(made)  # 16 more
+    assert float(xp.sum(made)) == 3.0  # the sum falls back; float() reads 8 bytes
+    moved = bf.metrics.transfers()[plain.name]
+    assert moved == {"to_host": 3, "bytes_to_host": 56, "to_device": 2, "bytes_to_device": 48}
+    counted = bf.metrics.counters()
+    assert "array_api::asarray" not in counted and counted["array_api::sum"] == 1
+    assert "array_api::asarray" not in bf.metrics.report()
+    bf.metrics.reset()
+    assert plain.name not in bf.metrics.transfers()
+    # Native lends its memory: reading it is no transfer.
+    np.asarray(bf.native.tensor(np.ones(3)).numpy())
+    assert "Native" not in bf.metrics.transfers()
+
+
+# ---------------------------------------------------------------- Native under threads
+
+
+def test_native_in_place_writes_from_threads_lose_no_update():
+    # Each `x += 1.0` reads x, adds on a copy and writes back; a write-back that finds x
+    # written by another thread since its read is redone on the new values, so every update
+    # stays, as NumPy's in-place ufunc on host memory keeps them.
+    nx = xp_cpu.namespace("Native")
+    x = nx.zeros(1000)
+    y = nx.ones(1000)
+
+    def work() -> None:
+        for _ in range(200):
+            x.__iadd__(1.0)
+            y.__imul__(1.0)  # a second tensor written at the same time stays right too
+
+    _overlap(work)
+    np.testing.assert_array_equal(np.asarray(x), np.full(1000, 800.0))
+    np.testing.assert_array_equal(np.asarray(y), np.ones(1000))
