@@ -156,7 +156,22 @@ def _axis_step(axis: Any = 0) -> Any:
     return axis if isinstance(axis, int) else tuple(int(a) for a in axis)
 
 
-reshape = _views_first("reshape", _shape_step)
+_reshape_or_copy = _views_first("reshape", _shape_step)
+
+
+@functools.wraps(_public["reshape"])
+def reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
+    out = _reshape_or_copy(x, shape, copy=copy)
+    if copy is False and _views.is_view(x) and not _views.is_view(out):
+        # The operator reshapes the values it is given, a copy of a view's: whether the data
+        # allow a view is the stand-in's answer.
+        raise ValueError(
+            f"reshape(copy=False): a {x.shape} array cannot take the shape "
+            f"{tuple(shape)} without a copy"
+        )
+    return out
+
+
 permute_dims = _views_first("permute_dims", lambda axes: tuple(int(a) for a in axes))
 expand_dims = _views_first("expand_dims", _axis_step)
 squeeze = _views_first("squeeze", _axis_step)

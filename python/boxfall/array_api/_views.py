@@ -112,6 +112,11 @@ def is_basic(key: Any) -> bool:
     return True
 
 
+def is_view(x: Any) -> bool:
+    """Whether ``x`` is a view made here."""
+    return _view_info(x) is not None
+
+
 def view(x: Any, name: str, arg: Any) -> Any:
     """The view of ``x`` (a ``bf.Tensor``) through the step ``name(arg)``; None where ``x`` is
     no ``bf.Tensor``, or the step makes no view (NumPy would give a scalar or a copy) or fails
