@@ -435,12 +435,20 @@ def array_kernel(kernel: Callable[..., Any], as_arrays: Callable[[Any], Any]) ->
     """The CPU kernel ``boxfall.array_api`` registers for ``kernel``: its result as
     ``as_arrays(result)`` gives it (NumPy arrays as they are)."""
 
-def _make_view(base: Tensor, chain: tuple[Any, ...], layout: Any) -> Tensor:
+def _make_view(
+    base: Tensor,
+    chain: tuple[Any, ...],
+    layout: Any,
+    origin: int,
+    place: tuple[int, Sequence[int]],
+    writable: bool,
+) -> Tensor:
     """A view of ``base`` through the steps ``chain``, whose layout on the base's stand-in
-    array is ``layout`` (``boxfall.array_api._views``)."""
+    array (first element at ``origin``) is ``layout``, at ``place`` (offset and strides in
+    elements) among the base's elements (``boxfall.array_api._views``)."""
 
-def _view_info(t: Any) -> tuple[Tensor, tuple[Any, ...], Any] | None:
-    """``(base, chain, layout)`` of a view, else None."""
+def _view_info(t: Any) -> tuple[Tensor, tuple[Any, ...], Any, int, bool] | None:
+    """``(base, chain, layout, origin, writable)`` of a view, else None."""
 
 def call_first_binding(
     overloads: Sequence[OpOverload], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None

@@ -18,6 +18,7 @@ use super::tensor::{as_tensor, cpu_tensor_to_numpy, numpy_tensor, plain_numpy_to
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
+use crate::strided::Strided;
 use crate::tensor::{Device, Tensor, TensorData, ViewOps};
 
 /// A view's description: the steps from its base, and the view's layout on a stand-in array of
@@ -28,6 +29,13 @@ pub struct PyViewOps {
     layout: Py<PyUntypedArray>,
     shape: Vec<usize>,
     dtype: Py<PyAny>,
+    /// The address of the stand-in's first element, from which `layout`'s offset counts.
+    origin: isize,
+    /// Where the view's elements are among its base's: a host base is read and written here,
+    /// in Rust.
+    place: Strided,
+    /// Whether a write through the view is allowed (NumPy makes `broadcast_to`'s read-only).
+    writable: bool,
 }
 
 impl PyViewOps {
@@ -91,6 +99,11 @@ impl ViewOps for PyViewOps {
     }
 
     fn materialize(&self, base: &Tensor, device: Device) -> Result<TensorData> {
+        if let Some(host) = base.host_array() {
+            if let Some(values) = self.place.read(&host, &self.shape) {
+                return Ok(TensorData::Host(Arc::new(values)));
+            }
+        }
         Python::attach(|py| {
             let values = host_values(py, base)?;
             let out = views(py)
@@ -106,6 +119,13 @@ impl ViewOps for PyViewOps {
     }
 
     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
+        if self.writable && base.is_host() && src.is_host() {
+            let (host, values) = (base.to_host()?, src.to_host()?);
+            if let Some(written) = self.place.write(&host, &values) {
+                let cpu = Tensor::host(Device::CPU, written);
+                return hooks(base.key())?.copy_from_cpu(base, &cpu);
+            }
+        }
         Python::attach(|py| {
             let values = host_values(py, base)?;
             let src = host_values(py, src)?;
@@ -127,11 +147,16 @@ impl ViewOps for PyViewOps {
 
 /// A view of the `bf.Tensor` `base` (no view itself), through the steps `chain`, whose layout on
 /// the base's stand-in array is `layout` (`boxfall.array_api._views`).
+/// `origin` is the address of the stand-in's first element, `place` the view's offset and strides
+/// in elements of the base, `writable` false for a view NumPy makes read-only.
 #[pyfunction]
 pub fn _make_view<'py>(
     base: &Bound<'py, PyAny>,
     chain: &Bound<'py, PyTuple>,
     layout: &Bound<'py, PyUntypedArray>,
+    origin: isize,
+    place: (isize, Vec<isize>),
+    writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = base.py();
     let base = as_tensor(base)
@@ -144,12 +169,18 @@ pub fn _make_view<'py>(
         layout: layout.clone().unbind(),
         shape,
         dtype: dtype.into_any().unbind(),
+        origin,
+        place: Strided {
+            offset: place.0,
+            strides: place.1,
+        },
+        writable,
     };
     let t = Tensor::view_of(&base.get().inner, Arc::new(ops), nbytes).py(py)?;
     wrap(py, t)
 }
 
-/// `(base, chain, layout)` of a view made by `_make_view`, else None.
+/// `(base, chain, layout, origin, writable)` of a view made by `_make_view`, else None.
 #[pyfunction]
 pub fn _view_info<'py>(t: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let py = t.py();
@@ -167,6 +198,10 @@ pub fn _view_info<'py>(t: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyTu
             base,
             ops.chain.bind(py).clone().into_any(),
             ops.layout.bind(py).clone().into_any(),
+            ops.origin.into_pyobject(py)?.into_any(),
+            pyo3::types::PyBool::new(py, ops.writable)
+                .to_owned()
+                .into_any(),
         ],
     )?))
 }

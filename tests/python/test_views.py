@@ -333,3 +333,23 @@ def test_random_chains_of_views_and_writes_match_numpy(accel, ops, shape, data):
             for got, want in zip(arrays, numpy_arrays, strict=True):
                 assert got.shape == want.shape, (kind, arg)
                 np.testing.assert_array_equal(values(got), want, err_msg=f"{kind} {arg}")
+
+
+def test_a_native_view_is_read_and_written_in_rust(monkeypatch):
+    """A Native base's views are made and written from their offset and strides, without the
+    NumPy chain (which a Python backend's use)."""
+    from boxfall.array_api import _views
+
+    def refuse(*args):
+        raise AssertionError("the NumPy chain ran")
+
+    monkeypatch.setattr(_views, "materialize", refuse)
+    monkeypatch.setattr(_views, "write", refuse)
+    nx = xp.namespace("Native")
+    x = nx.asarray(np.arange(12.0).reshape(3, 4))
+    v = nx.permute_dims(x[::-1, 1::2], (1, 0))
+    np.testing.assert_array_equal(values(v), np.arange(12.0).reshape(3, 4)[::-1, 1::2].T)
+    v[0] = -1.0
+    want = np.arange(12.0).reshape(3, 4)
+    want[::-1, 1::2].T[0] = -1.0
+    np.testing.assert_array_equal(values(x), want)

@@ -129,16 +129,23 @@ def view(x: Any, name: str, arg: Any) -> Any:
             layout = _stand_in(tuple(x.shape), np.dtype(x.dtype))
         except (TypeError, ValueError):
             return None
-        base, chain = x, ()
+        base, chain, origin, writable = x, (), _address(layout), True
     else:
-        base, chain, layout = info
+        base, chain, layout, origin, writable = info
     try:
         out = _STEPS[name](layout, arg)
     except Exception:
         return None
     if not isinstance(out, np.ndarray):
         return None
-    return _make_view(base, (*chain, (name, arg)), out)
+    item = out.dtype.itemsize
+    place = ((_address(out) - origin) // item, tuple(s // item for s in out.strides))
+    writable = writable and name != "broadcast_to"
+    return _make_view(base, (*chain, (name, arg)), out, origin, place, writable)
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
 
 
 __all__: list[str] = []
