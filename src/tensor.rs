@@ -4,6 +4,10 @@
 //! A `Tensor` is a cheap handle (`Arc`); clones share the tensor, and identity is the handle's.
 //! Host data sits behind its own `Arc` so a CPU view of a host-accessible tensor can be lent
 //! without a copy; writing replaces that `Arc` (copy-on-write), so a lent view never dangles.
+//!
+//! A view ([`Tensor::view_of`], NumPy's views of a device tensor) is its base and a
+//! description ([`ViewOps`]): its own slot is made from the base when read after the base's
+//! `data_version` moved, and a write of the view goes into the base.
 
 use std::any::Any;
 use std::fmt;
@@ -1132,7 +1136,7 @@ impl fmt::Debug for Tensor {
 /// base.set_data(TensorData::Host(Arc::new(ndarray::arr1(&[5.0, 2.0]).into_dyn().into())));
 /// assert_eq!(v.to_host().unwrap().as_f64().unwrap()[[0]], 5.0); // the base's write is seen
 /// v.set_data(TensorData::Host(Arc::new(ndarray::arr1(&[7.0]).into_dyn().into())));
-/// assert_eq!(base.to_host().unwrap().as_f64().unwrap().to_vec(), vec![7.0, 2.0]); // and the view's
+/// assert_eq!(base.to_host().unwrap().as_f64().unwrap().iter().copied().collect::<Vec<_>>(), vec![7.0, 2.0]); // and the view's
 /// ```
 pub trait ViewOps: Send + Sync + 'static {
     /// The description itself, to downcast.
