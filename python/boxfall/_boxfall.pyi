@@ -440,12 +440,10 @@ def _make_view(
     chain: tuple[Any, ...],
     layout: Any,
     origin: int,
-    place: tuple[int, Sequence[int]],
     writable: bool,
 ) -> Tensor:
     """A view of ``base`` through the steps ``chain``, whose layout on the base's stand-in
-    array (first element at ``origin``) is ``layout``, at ``place`` (offset and strides in
-    elements) among the base's elements (``boxfall.array_api._views``)."""
+    array (first element at ``origin``) is ``layout`` (``boxfall.array_api._views``)."""
 
 def _view_info(t: Any) -> tuple[Tensor, tuple[Any, ...], Any, int, bool] | None:
     """``(base, chain, layout, origin, writable)`` of a view, else None."""

@@ -147,15 +147,14 @@ impl ViewOps for PyViewOps {
 
 /// A view of the `bf.Tensor` `base` (no view itself), through the steps `chain`, whose layout on
 /// the base's stand-in array is `layout` (`boxfall.array_api._views`).
-/// `origin` is the address of the stand-in's first element, `place` the view's offset and strides
-/// in elements of the base, `writable` false for a view NumPy makes read-only.
+/// `origin` is the address of the stand-in's first element (the view's offset among the base's
+/// elements is its distance from there), `writable` false for a view NumPy makes read-only.
 #[pyfunction]
 pub fn _make_view<'py>(
     base: &Bound<'py, PyAny>,
     chain: &Bound<'py, PyTuple>,
     layout: &Bound<'py, PyUntypedArray>,
     origin: isize,
-    place: (isize, Vec<isize>),
     writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = base.py();
@@ -164,16 +163,25 @@ pub fn _make_view<'py>(
     let shape = layout.shape().to_vec();
     let dtype = layout.dtype();
     let nbytes = shape.iter().product::<usize>() * dtype.itemsize();
+    let item = isize::try_from(dtype.itemsize())
+        .ok()
+        .filter(|&i| i > 0)
+        .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("a view's dtype has no size"))?;
+    // SAFETY: `layout` is a live array object and the GIL is held; its `data` field is the
+    // address of its first element, read as NumPy's `PyArray_DATA` reads it (the address is only
+    // compared, never dereferenced). Exercised by tests/python/test_views.py.
+    let data = unsafe { (*layout.as_array_ptr()).fields.data } as isize;
+    let place = Strided {
+        offset: (data - origin) / item,
+        strides: layout.strides().iter().map(|s| s / item).collect(),
+    };
     let ops = PyViewOps {
         chain: chain.clone().unbind(),
         layout: layout.clone().unbind(),
         shape,
         dtype: dtype.into_any().unbind(),
         origin,
-        place: Strided {
-            offset: place.0,
-            strides: place.1,
-        },
+        place,
         writable,
     };
     let t = Tensor::view_of(&base.get().inner, Arc::new(ops), nbytes).py(py)?;

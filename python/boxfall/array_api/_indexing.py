@@ -123,11 +123,11 @@ OPS, _ = register(
 def getitem(x: Any, key: Any) -> Any:
     """``x[key]``: a view of a ``bf.Tensor`` for a basic index (``_views``), else
     ``array_api::getitem`` of the split ``key`` (``bf.Tensor.__getitem__``)."""
-    key, arrays = split_key(key)
-    if not arrays and _views.is_basic(key):
+    if _views.is_basic(key):  # no arrays: nothing to split
         v = _views.view(x, "getitem", key)
         if v is not None:
             return v
+    key, arrays = split_key(key)
     return OPS["getitem"](x, key, arrays)
 
 

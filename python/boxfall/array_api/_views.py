@@ -7,10 +7,12 @@ of it, and a write to the base is seen through its views. Integer-array and bool
 indexing return copies, as in NumPy.
 
 No backend kernel runs and nothing moves to make a view: a view is its base and the chain of
-steps that made it (``("getitem", key)``, ``("reshape", shape)``, ...). Its values are made when
-they are read (again after the base was written), by :func:`materialize` from the base's host
-copy; a write through it is :func:`write`: the steps applied to a copy of the base's host
-values, written there, and the copy written into the base by its backend's hook, all or nothing.
+steps that made it (``("getitem", key)``, ``("reshape", shape)``, ...), with its offset and
+strides among the base's elements. Its values are made when they are read (again after the base
+was written), by :func:`materialize` from the base's host copy; a write through it is
+:func:`write`: the steps applied to a copy of the base's host values, written there, and the
+copy written into the base by its backend's hook, all or nothing. A Native base's views are
+read and written in Rust from their offset and strides instead, with no Python call.
 A view of a view is described from the first base. Whether a step makes a view, and the view's
 shape and dtype, are decided on a stand-in: an array of the base's shape, dtype and strides over
 one element of memory, which the steps never read (basic indexing, reshaping and transposing
@@ -68,13 +70,15 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def _stand_in(shape: tuple[int, ...], dtype: Any) -> tuple[np.ndarray, int]:
     """A read-only array of ``shape`` and ``dtype`` with C-ordered strides over one element of
-    memory: only strides are computed on it, its elements are never read."""
+    memory (only strides are computed on it, its elements are never read), and the address of
+    its first element."""
+    dtype = np.dtype(dtype)
     a = np.lib.stride_tricks.as_strided(
         np.zeros(1, dtype), shape, _c_strides(shape, dtype.itemsize), writeable=False
     )
-    return a
+    return a, a.__array_interface__["data"][0]
 
 
 def _host_base(values: Any) -> np.ndarray:
@@ -126,10 +130,10 @@ def view(x: Any, name: str, arg: Any) -> Any:
     info = _view_info(x)
     if info is None:
         try:
-            layout = _stand_in(tuple(x.shape), np.dtype(x.dtype))
+            layout, origin = _stand_in(x.shape, x.dtype)
         except (TypeError, ValueError):
             return None
-        base, chain, origin, writable = x, (), _address(layout), True
+        base, chain, writable = x, (), True
     else:
         base, chain, layout, origin, writable = info
     try:
@@ -138,14 +142,8 @@ def view(x: Any, name: str, arg: Any) -> Any:
         return None
     if not isinstance(out, np.ndarray):
         return None
-    item = out.dtype.itemsize
-    place = ((_address(out) - origin) // item, tuple(s // item for s in out.strides))
     writable = writable and name != "broadcast_to"
-    return _make_view(base, (*chain, (name, arg)), out, origin, place, writable)
-
-
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+    return _make_view(base, (*chain, (name, arg)), out, origin, writable)
 
 
 __all__: list[str] = []
