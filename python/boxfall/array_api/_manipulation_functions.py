@@ -61,7 +61,7 @@ def _repeat_tensor(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
     return np.repeat(x, repeats, axis=axis)
 
 
-def reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
+def _reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
     """``x`` in the given shape."""
     if copy is False:
         y = x.view()
@@ -116,7 +116,7 @@ OPS, _public = register(
             _repeat_tensor,
             False,
         ),
-        Op("reshape(Tensor x, int[] shape, *, bool? copy=None) -> Tensor", reshape),
+        Op("reshape(Tensor x, int[] shape, *, bool? copy=None) -> Tensor", _reshape),
         Op("roll(Tensor x, int[1] shift, *, int[1]? axis=None) -> Tensor", roll),
         Op("squeeze(Tensor x, int[1] axis) -> Tensor", squeeze),
         Op("stack(Tensor[] arrays, *, int axis=0) -> Tensor", stack),

@@ -26,7 +26,6 @@ writes that copy only.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -69,16 +68,27 @@ def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-@functools.lru_cache(maxsize=256)
-def _stand_in(shape: tuple[int, ...], dtype: Any) -> tuple[np.ndarray, int]:
+_STAND_INS: dict[tuple[Any, Any], tuple[np.ndarray, int]] = {}
+"""Stand-ins by shape and dtype (a view keeps its own layout and origin, so they may go)."""
+
+
+def _stand_in(shape: Any, dtype: Any) -> tuple[np.ndarray, int]:
     """A read-only array of ``shape`` and ``dtype`` with C-ordered strides over one element of
     memory (only strides are computed on it, its elements are never read), and the address of
     its first element."""
-    dtype = np.dtype(dtype)
-    a = np.lib.stride_tricks.as_strided(
-        np.zeros(1, dtype), shape, _c_strides(shape, dtype.itemsize), writeable=False
-    )
-    return a, a.__array_interface__["data"][0]
+    key = (shape, dtype)
+    found = _STAND_INS.get(key)
+    if found is None:
+        dt = np.dtype(dtype)
+        shape = tuple(shape)
+        a = np.lib.stride_tricks.as_strided(
+            np.zeros(1, dt), shape, _c_strides(shape, dt.itemsize), writeable=False
+        )
+        found = (a, a.__array_interface__["data"][0])
+        if len(_STAND_INS) >= 256:
+            _STAND_INS.clear()
+        _STAND_INS[key] = found
+    return found
 
 
 def _host_base(values: Any) -> np.ndarray:
