@@ -53,6 +53,9 @@ pub mod native;
 mod rcu;
 pub mod schema;
 mod shared;
+// Read only by the Python bindings' views.
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
+mod strided;
 pub mod tensor;
 mod thread_slot;
 

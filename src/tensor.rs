@@ -4,6 +4,10 @@
 //! A `Tensor` is a cheap handle (`Arc`); clones share the tensor, and identity is the handle's.
 //! Host data sits behind its own `Arc` so a CPU view of a host-accessible tensor can be lent
 //! without a copy; writing replaces that `Arc` (copy-on-write), so a lent view never dangles.
+//!
+//! A view ([`Tensor::view_of`], NumPy's views of a device tensor) is its base and a
+//! description ([`ViewOps`]): its own slot is made from the base when read after the base's
+//! `data_version` moved, and a write of the view goes into the base.
 
 use std::any::Any;
 use std::fmt;
@@ -579,6 +583,8 @@ struct TensorInner {
     /// How many times the data was replaced (`data_version`): written under the write lock,
     /// read without any.
     version: AtomicU64,
+    /// What a view sees of its base (`Tensor::view_of`); `None` for every other tensor.
+    view: Option<Box<ViewLink>>,
 }
 
 /// What the lock guards: the data, and a foreign runtime's view of it (`host_view`).
@@ -640,6 +646,7 @@ impl Tensor {
             replaced: AtomicBool::new(false),
             loan: OnceLock::new(),
             version: AtomicU64::new(0),
+            view: None,
         }))
     }
 
@@ -733,6 +740,7 @@ impl Tensor {
     /// assert!(std::sync::Arc::ptr_eq(&view.host_array().unwrap(), &t.host_array().unwrap())); // shared, not copied
     /// ```
     pub fn data(&self) -> TensorData {
+        self.sync_view();
         self.0
             .data
             .read()
@@ -764,6 +772,7 @@ impl Tensor {
         if !self.is_host() {
             return None;
         }
+        self.sync_view();
         if let Some(loan) = self.0.loan.get() {
             if loan.unchanged() {
                 return Some(loan.clone());
@@ -804,7 +813,7 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn kept_loan(&self) -> Option<&Tensor> {
-        if !self.is_host() {
+        if !self.is_host() || self.view_is_stale() {
             return None;
         }
         self.0.loan.get().filter(|l| l.unchanged())
@@ -835,6 +844,7 @@ impl Tensor {
     /// assert!(t.host_view().is_none());
     /// ```
     pub fn host_view(&self) -> Option<HostView> {
+        self.sync_view();
         let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
         slot.view.clone()
     }
@@ -851,6 +861,7 @@ impl Tensor {
     /// assert_eq!(t.with_host_view(|v| v.and_then(|v| v.downcast_ref::<u32>()).copied()), Some(7));
     /// ```
     pub fn with_host_view<R>(&self, f: impl FnOnce(Option<&HostView>) -> R) -> R {
+        self.sync_view();
         let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
         f(slot.view.as_ref())
     }
@@ -923,14 +934,33 @@ impl Tensor {
     /// assert_eq!(alias.describe(), "float64[3]"); // every handle sees the write
     /// ```
     pub fn set_data(&self, data: TensorData) {
+        if self.0.view.is_some() {
+            return self.set_view_data(data);
+        }
+        self.replace_data(data);
+    }
+
+    /// What `set_data` does to a tensor that is no view: its slot takes `data`.
+    fn replace_data(&self, data: TensorData) {
         let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
         self.replace_locked(slot, data);
+    }
+
+    /// `set_data` of a view: its values written into its base (an error, which `set_data` cannot
+    /// return, is logged; the fallback writes views with [`Tensor::write_view`], which returns it).
+    #[cold]
+    fn set_view_data(&self, data: TensorData) {
+        let src = Tensor::new(self.device(), data);
+        if let Err(e) = self.write_view(&src) {
+            log::error!(target: "boxfall", "a write through a view of {:?} was lost: {e}", self.0.view.as_ref().map(|v| &v.base));
+        }
     }
 
     /// `set_data`, if the data was not replaced since [`data_version`](Self::data_version)
     /// read `version`: the check and the write under one lock, so a read-modify-write that
     /// read the data at `version` loses no other writer's update (false: someone wrote
-    /// meanwhile, nothing was written; read again and redo).
+    /// meanwhile, nothing was written; read again and redo). A view is written through its
+    /// base by [`set_data`](Self::set_data), not here.
     ///
     /// ```
     /// use boxfall::tensor::TensorData;
@@ -1102,5 +1132,218 @@ impl Tensor {
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Tensor({}, {})", self.device(), self.describe())
+    }
+}
+
+/// How a view's values follow from its base's, and how a write through the view reaches the
+/// base: what [`Tensor::view_of`] keeps. The Python bindings implement it with NumPy's basic
+/// indexing and reshaping functions applied to the base's host copy.
+///
+/// ```
+/// use std::sync::Arc;
+/// use boxfall::{tensor::{TensorData, ViewOps}, Device, Result, Tensor};
+/// /// The first element of a float64 vector.
+/// struct First;
+/// impl ViewOps for First {
+///     fn as_any(&self) -> &dyn std::any::Any { self }
+///     fn materialize(&self, base: &Tensor, _device: Device) -> Result<TensorData> {
+///         let a = base.to_host()?.as_f64().unwrap().slice(ndarray::s![0..1]).to_owned().into_dyn();
+///         Ok(TensorData::Host(Arc::new(a.into())))
+///     }
+///     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
+///         let mut a = base.to_host()?.as_f64().unwrap().clone();
+///         a[[0]] = src.to_host()?.as_f64().unwrap()[[0]];
+///         base.set_data(TensorData::Host(Arc::new(a.into())));
+///         Ok(())
+///     }
+/// }
+/// let base = boxfall::native::tensor(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+/// let v = Tensor::view_of(&base, Arc::new(First), 8).unwrap();
+/// base.set_data(TensorData::Host(Arc::new(ndarray::arr1(&[5.0, 2.0]).into_dyn().into())));
+/// assert_eq!(v.to_host().unwrap().as_f64().unwrap()[[0]], 5.0); // the base's write is seen
+/// v.set_data(TensorData::Host(Arc::new(ndarray::arr1(&[7.0]).into_dyn().into())));
+/// assert_eq!(base.to_host().unwrap().as_f64().unwrap().iter().copied().collect::<Vec<_>>(), vec![7.0, 2.0]); // and the view's
+/// ```
+pub trait ViewOps: Send + Sync + 'static {
+    /// The description itself, to downcast.
+    fn as_any(&self) -> &dyn Any;
+    /// The view's values as `base` holds them now, as the data of a tensor on `device` (the
+    /// view's, which is the base's).
+    fn materialize(&self, base: &Tensor, device: Device) -> Result<TensorData>;
+    /// Writes `src` (the view's new values, a tensor on the CPU or on the view's device) into
+    /// the part of `base` the view sees, all or nothing.
+    fn write(&self, base: &Tensor, src: &Tensor) -> Result<()>;
+}
+
+/// A view's base and description, and the base's `data_version` its slot was made from.
+struct ViewLink {
+    base: Tensor,
+    ops: Arc<dyn ViewOps>,
+    synced: AtomicU64,
+}
+
+/// `ViewLink::synced` of a slot made from no version of the base.
+const NEVER_SYNCED: u64 = u64::MAX;
+
+impl Tensor {
+    /// A view of `base` (which is no view itself: a view of a view is described from the
+    /// first base): a tensor on `base`'s device whose values are what `ops` makes of
+    /// `base`'s, now and after any write of `base`, and whose writes `ops` writes into
+    /// `base`. Nothing is moved or copied to make it: the values are made when first read
+    /// (again after a write of the base). `nbytes` is the view's byte count.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use boxfall::{tensor::{TensorData, ViewOps}, Device, Result, Tensor};
+    /// # struct Same;
+    /// # impl ViewOps for Same {
+    /// #     fn as_any(&self) -> &dyn std::any::Any { self }
+    /// #     fn materialize(&self, base: &Tensor, _: Device) -> Result<TensorData> { Ok(TensorData::Host(base.to_host()?)) }
+    /// #     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> { base.set_data(TensorData::Host(src.to_host()?)); Ok(()) }
+    /// # }
+    /// let base = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// let v = Tensor::view_of(&base, Arc::new(Same), 8).unwrap();
+    /// assert!(v.is_view() && v.view_base().unwrap().same(&base) && v.nbytes() == 8);
+    /// assert!(Tensor::view_of(&v, Arc::new(Same), 8).is_err()); // described from `base` instead
+    /// ```
+    pub fn view_of(base: &Tensor, ops: Arc<dyn ViewOps>, nbytes: usize) -> Result<Tensor> {
+        if base.is_view() {
+            return Err(Error::Fallback(
+                "a view is made of its base's base (the description starts from it)".into(),
+            ));
+        }
+        let flag = if base.is_host() { 0 } else { FOREIGN };
+        let data = base
+            .0
+            .data
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .data
+            .clone();
+        Ok(Tensor(Shared::new_with(|| TensorInner {
+            device: base.device(),
+            nbytes: AtomicUsize::new((nbytes & !FOREIGN) | flag),
+            // A stand-in of the right kind (host memory or a payload), never read: the slot is
+            // made from the base before any read (`sync_view`).
+            data: RwLock::new(Slot { data, view: None }),
+            replaced: AtomicBool::new(false),
+            loan: OnceLock::new(),
+            version: AtomicU64::new(0),
+            view: Some(Box::new(ViewLink {
+                base: base.clone(),
+                ops,
+                synced: AtomicU64::new(NEVER_SYNCED),
+            })),
+        })))
+    }
+
+    /// Whether the tensor is a view ([`Tensor::view_of`]).
+    ///
+    /// ```
+    /// assert!(!boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).is_view());
+    /// ```
+    #[inline]
+    pub fn is_view(&self) -> bool {
+        self.0.view.is_some()
+    }
+
+    /// The base of a view.
+    ///
+    /// ```
+    /// assert!(boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).view_base().is_none());
+    /// ```
+    pub fn view_base(&self) -> Option<&Tensor> {
+        self.0.view.as_ref().map(|v| &v.base)
+    }
+
+    /// The description of a view.
+    ///
+    /// ```
+    /// assert!(boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).view_ops().is_none());
+    /// ```
+    pub fn view_ops(&self) -> Option<&Arc<dyn ViewOps>> {
+        self.0.view.as_ref().map(|v| &v.ops)
+    }
+
+    /// Writes `src`'s values (a tensor on the CPU or on this view's device, of the view's
+    /// shape and dtype) through this view into its base, which every view of the base then
+    /// sees. An error leaves the base as it was (the description's `write` is all or nothing).
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(t.write_view(&t).is_err()); // no view
+    /// ```
+    pub fn write_view(&self, src: &Tensor) -> Result<()> {
+        let Some(v) = self.0.view.as_ref() else {
+            return Err(Error::Fallback(format!(
+                "a tensor on {} that is no view was written as one",
+                self.device()
+            )));
+        };
+        v.ops.write(&v.base, src)?;
+        // The view holds what was written, where that is host memory as its own slot is: it
+        // need not be made again from the base.
+        if self.is_host() && src.is_host() {
+            let version = v.base.data_version();
+            self.replace_data(src.data());
+            v.synced.store(version, Ordering::Release);
+        } else {
+            v.synced.store(NEVER_SYNCED, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Counts a write that changed the tensor's values where they are (a backend's hook that
+    /// writes a payload in place), so that its views make their values again.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// let v = t.data_version();
+    /// t.note_write();
+    /// assert_ne!(t.data_version(), v);
+    /// ```
+    pub fn note_write(&self) {
+        let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        self.bump_version();
+        drop(slot);
+    }
+
+    /// Whether this view's slot was made from an older version of its base (false for a
+    /// tensor that is no view).
+    #[inline(always)]
+    fn view_is_stale(&self) -> bool {
+        match &self.0.view {
+            None => false,
+            Some(v) => v.synced.load(Ordering::Acquire) != v.base.data_version(),
+        }
+    }
+
+    /// Makes a view's slot from its base again if the base was written since.
+    #[inline(always)]
+    fn sync_view(&self) {
+        if self.view_is_stale() {
+            self.refresh_view();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refresh_view(&self) {
+        let Some(v) = self.0.view.as_ref() else {
+            return;
+        };
+        // Read first: a write of the base meanwhile leaves the view stale, to be made again.
+        let version = v.base.data_version();
+        match v.ops.materialize(&v.base, self.device()) {
+            Ok(data) => {
+                self.replace_data(data);
+                v.synced.store(version, Ordering::Release);
+            }
+            Err(e) => log::error!(
+                target: "boxfall",
+                "a view of {:?} could not be made from it: {e}",
+                v.base
+            ),
+        }
     }
 }

@@ -443,6 +443,19 @@ def array_kernel(kernel: Callable[..., Any], as_arrays: Callable[[Any], Any]) ->
     """The CPU kernel ``boxfall.array_api`` registers for ``kernel``: its result as
     ``as_arrays(result)`` gives it (NumPy arrays as they are)."""
 
+def _make_view(
+    base: Tensor,
+    chain: tuple[Any, ...],
+    layout: Any,
+    origin: int,
+    writable: bool,
+) -> Tensor:
+    """A view of ``base`` through the steps ``chain``, whose layout on the base's stand-in
+    array (first element at ``origin``) is ``layout`` (``boxfall.array_api._views``)."""
+
+def _view_info(t: Any) -> tuple[Tensor, tuple[Any, ...], Any, int, bool] | None:
+    """``(base, chain, layout, origin, writable)`` of a view, else None."""
+
 def call_first_binding(
     overloads: Sequence[OpOverload], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
 ) -> Any:

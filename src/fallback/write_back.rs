@@ -94,10 +94,8 @@ fn backup(hooks: &dyn Backend, dst: &Tensor) -> Result<Option<Tensor>> {
     hooks.to_cpu(dst, true).map(Some)
 }
 
-/// Writes `src`'s values into `dst`: a device tensor through the backend's `copy_from_cpu`
-/// (a Native one only if its data is still at `version`: else `Ok(false)`, nothing written),
-/// a CPU tensor in place (a payload that can be written, such as a NumPy array) or by taking
-/// `src`'s data.
+/// Writes `src`'s values into `dst` as [`write`] does, except that a Native tensor that is no
+/// view is written only if its data is still at `version` (else `Ok(false)`, nothing written).
 fn write_checked(
     hooks: &dyn Backend,
     dst: &Tensor,
@@ -105,16 +103,26 @@ fn write_checked(
     version: Option<u64>,
 ) -> Result<bool> {
     match version {
-        Some(v) if dst.key() == DispatchKey::NATIVE && dst.is_host() => {
+        Some(v) if !dst.is_view() && dst.key() == DispatchKey::NATIVE && dst.is_host() => {
             Ok(dst.set_data_if(v, TensorData::Host(src.to_host()?)))
         }
         _ => write(hooks, dst, src).map(|()| true),
     }
 }
 
+/// Writes `src`'s values into `dst`: a view through its base, a device tensor through the
+/// backend's `copy_from_cpu`, a CPU tensor in place (a payload that can be written, such as a
+/// NumPy array) or by taking `src`'s data.
 fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<()> {
+    // A view's values are its base's: the write goes there, not into the view's own copy.
+    if dst.is_view() {
+        return dst.write_view(src);
+    }
     if dst.key() != DispatchKey::CPU {
-        return hooks.copy_from_cpu(dst, src);
+        hooks.copy_from_cpu(dst, src)?;
+        // The hook may have written the payload where it is: the views of `dst` are told.
+        dst.note_write();
+        return Ok(());
     }
     if !dst.is_host() {
         if let Some(r) = dst.payload().and_then(|p| p.assign(src)) {
@@ -131,7 +139,8 @@ fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<()> {
 /// new payload made from the backup (`from_cpu`), so the tensor holds its values whatever the
 /// hook does.
 fn restore(hooks: &dyn Backend, dst: &Tensor, backup: &Tensor) {
-    if write(hooks, dst, backup).is_ok() {
+    // A view's write changes its base all or nothing: one that failed left the base as it was.
+    if write(hooks, dst, backup).is_ok() || dst.is_view() {
         return;
     }
     if dst.key() != DispatchKey::CPU {

@@ -23,6 +23,7 @@ mod recursion;
 mod redispatch;
 mod schema;
 mod tensor;
+mod view;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -345,6 +346,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::definitions_version, m)?)?;
     m.add_function(wrap_pyfunction!(ops::find_op, m)?)?;
     m.add_function(wrap_pyfunction!(array_ops::array_kernel, m)?)?;
+    m.add_function(wrap_pyfunction!(view::_make_view, m)?)?;
+    m.add_function(wrap_pyfunction!(view::_view_info, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;
     m.add_function(wrap_pyfunction!(library::call_fallback, m)?)?;
     m.add_function(wrap_pyfunction!(backend::register_backend, m)?)?;

@@ -739,6 +739,9 @@ impl PyTensor {
     /// The payload's `.dtype`, or the host memory's NumPy dtype.
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(view) = super::view::view_ops(&self.inner) {
+            return Ok(view.dtype(py));
+        }
         match self.inner.data() {
             TensorData::Host(h) => numpy_dtype(py, h.dtype().name()),
             TensorData::Foreign(_) => self.attr(py, "dtype"),
@@ -749,6 +752,10 @@ impl PyTensor {
     /// of ints the payload gives, as a tuple).
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        // A view knows its shape without making its values.
+        if let Some(view) = super::view::view_ops(&self.inner) {
+            return PyTuple::new(py, view.shape());
+        }
         match self.inner.data() {
             TensorData::Host(h) => PyTuple::new(py, h.shape()),
             TensorData::Foreign(_) => {

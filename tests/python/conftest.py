@@ -83,7 +83,8 @@ class Backend:
 
 def make_backend(prefix: str = "Accel", *, shares_memory: bool = False) -> Backend:
     """Register a Python backend of :class:`DeviceBuffer` payloads named after ``prefix`` (the
-    same name again replaces its hooks and keeps its key).
+    same name again replaces its hooks and keeps its key). Tests whose backend lives no longer
+    than one test share the prefix ``"Scratch"``: the backend key slots (43 a process) are few.
 
     With ``shares_memory`` its ``to_cpu`` returns the payload's own array (and says so).
     """

@@ -350,7 +350,7 @@ class Outcome:
 
 @pytest.fixture(scope="module")
 def backends(backend_factory):
-    py = backend_factory("AgreeAccel")
+    py = backend_factory("FbAccel")
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, py.name)
         yield Backends(py)

@@ -50,7 +50,7 @@ def test_a_library_captured_by_its_own_kernel_is_collected(ns):
 
 
 def test_a_fallback_that_refers_to_its_library_is_collected_too(backend_factory):
-    backend = backend_factory("Cyc")
+    backend = backend_factory("Scratch")
 
     def make() -> weakref.ref:
         fb = bf.Library("_", "IMPL")
@@ -126,7 +126,7 @@ def test_a_library_is_not_collected_while_its_kernel_runs(ns):
 
 
 def test_a_library_collected_while_open_warns_naming_what_it_undid(ns, lib, backend_factory):
-    backend = backend_factory("Forgot")
+    backend = backend_factory("Scratch")
     lib.define(UNARY)
     lib.impl("f", lambda x: -x, "CPU")
     with pytest.warns(ResourceWarning) as caught:

@@ -22,7 +22,7 @@ def add_tensor(ns, lib):
 
 @pytest.fixture
 def accel(backend_factory):
-    backend = backend_factory("Names")
+    backend = backend_factory("Scratch")
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
         yield backend

@@ -25,7 +25,7 @@ def f(ns, lib):
 
 @pytest.fixture
 def accel(backend_factory):
-    backend = backend_factory("Pol")
+    backend = backend_factory("Scratch")
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
         yield backend

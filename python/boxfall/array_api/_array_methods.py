@@ -184,13 +184,13 @@ def _creation() -> Any:
 def T(self: Any) -> Any:  # noqa: N802  (the standard's name)
     if self.ndim != 2:
         raise ValueError(f"x.T is for 2-d arrays (use x.mT or permute_dims), not {self.ndim}-d")
-    from ._manipulation_functions import OPS
+    from ._manipulation_functions import permute_dims
 
-    return OPS["permute_dims"](self, [1, 0])
+    return permute_dims(self, [1, 0])
 
 
 def mT(self: Any) -> Any:  # noqa: N802
-    return _la.OPS["matrix_transpose"](self)
+    return _la.matrix_transpose(self)
 
 
 def __array_namespace__(self: Any, /, *, api_version: str | None = None) -> Any:

@@ -3,7 +3,9 @@
 Two operators, functional like every other one of ``boxfall.array_api``:
 
 - ``array_api::getitem(Tensor x, Any key, Tensor?[] arrays) -> Tensor``: a new array, never a
-  view (the CPU fallback refuses view operators, and a device cannot share the host's memory);
+  view (the CPU fallback refuses view operators). ``x[key]`` of a ``bf.Tensor`` with a basic
+  index (ints, slices, ``...``, ``None``) is no call of it but a view that boxfall serves
+  itself (``_views``), as NumPy's basic indexing gives a view;
 - ``array_api::setitem(Tensor(a!) x, Any key, Tensor?[] arrays, Tensor value) -> ()`` and
   ``array_api::setitem.Scalar(Tensor(a!) x, Any key, Tensor?[] arrays, Scalar value) -> ()``:
   ``value`` (broadcast, cast to ``x.dtype`` as NumPy casts) written into ``x``; through the CPU
@@ -31,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _views
 from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
 from ._registry import NAMESPACE, Op, register
 
@@ -118,7 +121,12 @@ OPS, _ = register(
 
 
 def getitem(x: Any, key: Any) -> Any:
-    """``x[key]``: ``array_api::getitem`` of the split ``key`` (``bf.Tensor.__getitem__``)."""
+    """``x[key]``: a view of a ``bf.Tensor`` for a basic index (``_views``), else
+    ``array_api::getitem`` of the split ``key`` (``bf.Tensor.__getitem__``)."""
+    if _views.is_basic(key):  # no arrays: nothing to split
+        v = _views.view(x, "getitem", key)
+        if v is not None:
+            return v
     key, arrays = split_key(key)
     return OPS["getitem"](x, key, arrays)
 

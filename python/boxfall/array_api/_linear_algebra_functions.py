@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _views
 from ._registry import Op, register
 
 
@@ -15,7 +16,7 @@ def matmul(x1: Any, x2: Any, /) -> Any:
     return np.matmul(x1, x2)
 
 
-def matrix_transpose(x: Any, /) -> Any:
+def _matrix_transpose(x: Any, /) -> Any:
     """``x`` with its last two axes swapped; the array object's ``mT``."""
     return np.swapaxes(x, -1, -2)
 
@@ -45,7 +46,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
 OPS, _public = register(
     [
         Op("matmul(Tensor x1, Tensor x2) -> Tensor", matmul),
-        Op("matrix_transpose(Tensor x) -> Tensor", matrix_transpose),
+        Op("matrix_transpose(Tensor x) -> Tensor", _matrix_transpose, False),
         Op("tensordot(Tensor x1, Tensor x2, *, int axes=2) -> Tensor", _tensordot_int, False),
         Op(
             "tensordot.axes(Tensor x1, Tensor x2, *, int[][] axes) -> Tensor",
@@ -56,6 +57,14 @@ OPS, _public = register(
     ]
 )
 globals().update(_public)
+
+
+def matrix_transpose(x: Any, /) -> Any:
+    """``x`` with its last two axes swapped (the array object's ``mT``): a view of a
+    ``bf.Tensor`` (``_views``), as NumPy's ``swapaxes`` gives; else the operator
+    ``array_api::matrix_transpose``."""
+    v = _views.view(x, "matrix_transpose", None) if getattr(x, "ndim", 0) >= 2 else None
+    return OPS["matrix_transpose"](x) if v is None else v
 
 
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:

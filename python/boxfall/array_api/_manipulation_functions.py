@@ -1,16 +1,20 @@
 """Manipulation functions (the standard's chapter of that name), as data.
 
-They are functional operators: a result never shares memory with an argument on a device
-(the CPU fallback copies it there), while on the CPU NumPy may return a view, as the standard
-allows.
+They are functional operators; on the CPU NumPy may return a view, as the standard allows.
+``reshape`` (where the data allow it), ``permute_dims``, ``expand_dims``, ``squeeze`` and
+``broadcast_to`` of a ``bf.Tensor`` return a view of it, as NumPy's do (``_views``), without
+calling their operator.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
+from .._boxfall import Tensor
+from . import _views
 from ._registry import Op, register
 
 
@@ -57,7 +61,7 @@ def _repeat_tensor(x: Any, repeats: Any, /, *, axis: int | None = None) -> Any:
     return np.repeat(x, repeats, axis=axis)
 
 
-def reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
+def _reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
     """``x`` in the given shape."""
     if copy is False:
         y = x.view()
@@ -112,7 +116,7 @@ OPS, _public = register(
             _repeat_tensor,
             False,
         ),
-        Op("reshape(Tensor x, int[] shape, *, bool? copy=None) -> Tensor", reshape),
+        Op("reshape(Tensor x, int[] shape, *, bool? copy=None) -> Tensor", _reshape),
         Op("roll(Tensor x, int[1] shift, *, int[1]? axis=None) -> Tensor", roll),
         Op("squeeze(Tensor x, int[1] axis) -> Tensor", squeeze),
         Op("stack(Tensor[] arrays, *, int axis=0) -> Tensor", stack),
@@ -121,6 +125,57 @@ OPS, _public = register(
     ]
 )
 globals().update(_public)
+
+
+def _views_first(name: str, step: Any) -> Any:
+    """The public function ``name``, which gives a view of a ``bf.Tensor`` (``_views``) where
+    NumPy's function gives one, and calls the operator otherwise. ``step(*args, **kwargs)`` is
+    the view's step argument, or None where the call makes no view."""
+    op_fn = _public[name]
+
+    @functools.wraps(op_fn)
+    def fn(x: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(x, Tensor):
+            try:
+                arg = step(*args, **kwargs)
+            except (TypeError, ValueError):
+                arg = None
+            v = None if arg is None else _views.view(x, name, arg)
+            if v is not None:
+                return v
+        return op_fn(x, *args, **kwargs)
+
+    return fn
+
+
+def _shape_step(shape: Any, *, copy: bool | None = None) -> Any:
+    return None if copy else tuple(int(n) for n in shape)
+
+
+def _axis_step(axis: Any = 0) -> Any:
+    return axis if isinstance(axis, int) else tuple(int(a) for a in axis)
+
+
+_reshape_or_copy = _views_first("reshape", _shape_step)
+
+
+@functools.wraps(_public["reshape"])
+def reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
+    out = _reshape_or_copy(x, shape, copy=copy)
+    if copy is False and _views.is_view(x) and not _views.is_view(out):
+        # The operator reshapes the values it is given, a copy of a view's: whether the data
+        # allow a view is the stand-in's answer.
+        raise ValueError(
+            f"reshape(copy=False): a {x.shape} array cannot take the shape "
+            f"{tuple(shape)} without a copy"
+        )
+    return out
+
+
+permute_dims = _views_first("permute_dims", lambda axes: tuple(int(a) for a in axes))
+expand_dims = _views_first("expand_dims", _axis_step)
+squeeze = _views_first("squeeze", _axis_step)
+broadcast_to = _views_first("broadcast_to", lambda shape: tuple(int(n) for n in shape))
 
 
 def broadcast_arrays(*arrays: Any) -> list[Any]:

@@ -1,0 +1,215 @@
+//! Views of `bf.Tensor`s (`Tensor::view_of`): basic indexing and the reshaping functions of
+//! `boxfall.array_api` give tensors that see their base's values on every backend. A view is
+//! its base and a chain of NumPy steps (`x[key]`, `reshape`, `permute_dims`...) that
+//! `boxfall.array_api._views` applies to the base's host copy: to make the view's values (its
+//! own slot, made again after the base is written), and to write through it (a copy of the
+//! base's values, written through the steps, then written into the base by the backend's hook).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyTuple;
+
+use super::errors::{from_pyerr, IntoPy};
+use super::tensor::{as_tensor, cpu_tensor_to_numpy, numpy_tensor, plain_numpy_to_cpu, wrap};
+use crate::backend::backend;
+use crate::error::{Error, Result};
+use crate::key::DispatchKey;
+use crate::strided::Strided;
+use crate::tensor::{Device, Tensor, TensorData, ViewOps};
+
+/// A view's description: the steps from its base, and the view's layout on a stand-in array of
+/// the base's shape and dtype that owns no memory of its base's size (`_views.stand_in`), on
+/// which the next view's steps are checked.
+pub struct PyViewOps {
+    chain: Py<PyTuple>,
+    layout: Py<PyUntypedArray>,
+    shape: Vec<usize>,
+    dtype: Py<PyAny>,
+    /// The address of the stand-in's first element, from which `layout`'s offset counts.
+    origin: isize,
+    /// Where the view's elements are among its base's: a host base is read and written here,
+    /// in Rust.
+    place: Strided,
+    /// Whether a write through the view is allowed (NumPy makes `broadcast_to`'s read-only).
+    writable: bool,
+}
+
+impl PyViewOps {
+    /// The view's shape (known without making its values).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The view's NumPy dtype.
+    pub fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.dtype.bind(py).clone()
+    }
+}
+
+/// The description of `t`, if `t` is a view made here.
+pub fn view_ops(t: &Tensor) -> Option<&PyViewOps> {
+    t.view_ops()?.as_any().downcast_ref::<PyViewOps>()
+}
+
+/// `boxfall.array_api._views`, imported once.
+fn views(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    MODULE
+        .get_or_try_init(py, || {
+            py.import("boxfall.array_api._views").map(Bound::unbind)
+        })
+        .map(|m| m.bind(py))
+}
+
+/// `t`'s values as a read-only NumPy array: a CPU tensor's own, a device tensor's through its
+/// backend's `to_cpu` (Native lends its memory).
+fn host_values<'py>(py: Python<'py>, t: &Tensor) -> Result<Bound<'py, PyAny>> {
+    if t.key() == DispatchKey::CPU {
+        return cpu_tensor_to_numpy(py, t, false).map_err(from_pyerr);
+    }
+    let cpu = hooks(t.key())?.to_cpu_read_only(t)?;
+    cpu_tensor_to_numpy(py, &cpu, false).map_err(from_pyerr)
+}
+
+fn hooks(key: DispatchKey) -> Result<&'static dyn crate::backend::Backend> {
+    backend(key).ok_or_else(|| {
+        Error::Fallback(format!(
+            "a view on '{key}' needs the backend's transfer hooks (register_backend)"
+        ))
+    })
+}
+
+/// A NumPy array as a CPU tensor: in host memory where it holds a dtype host memory holds,
+/// else the array itself.
+fn cpu_tensor(arr: &Bound<'_, PyAny>) -> Tensor {
+    arr.cast::<PyUntypedArray>()
+        .ok()
+        .filter(|_| arr.is_exact_instance_of::<PyUntypedArray>())
+        .and_then(|a| plain_numpy_to_cpu(a).ok())
+        .unwrap_or_else(|| numpy_tensor(arr))
+}
+
+impl ViewOps for PyViewOps {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn materialize(&self, base: &Tensor, device: Device) -> Result<TensorData> {
+        if let Some(host) = base.host_array() {
+            if let Some(values) = self.place.read(&host, &self.shape) {
+                return Ok(TensorData::Host(Arc::new(values)));
+            }
+        }
+        Python::attach(|py| {
+            let values = host_values(py, base)?;
+            let out = views(py)
+                .and_then(|m| m.getattr("materialize"))
+                .and_then(|f| f.call1((values, self.chain.bind(py))))
+                .map_err(from_pyerr)?;
+            let cpu = cpu_tensor(&out);
+            if device.key == DispatchKey::CPU {
+                return Ok(cpu.data());
+            }
+            Ok(hooks(device.key)?.from_cpu_owned(cpu, device)?.data())
+        })
+    }
+
+    fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
+        if self.writable && base.is_host() && src.is_host() {
+            let (host, values) = (base.to_host()?, src.to_host()?);
+            if let Some(written) = self.place.write(&host, &values) {
+                let cpu = Tensor::host(Device::CPU, written);
+                return hooks(base.key())?.copy_from_cpu(base, &cpu);
+            }
+        }
+        Python::attach(|py| {
+            let values = host_values(py, base)?;
+            let src = host_values(py, src)?;
+            let out = views(py)
+                .and_then(|m| m.getattr("write"))
+                .and_then(|f| f.call1((values, self.chain.bind(py), src)))
+                .map_err(from_pyerr)?;
+            let cpu = cpu_tensor(&out);
+            if base.key() == DispatchKey::CPU {
+                base.set_data(cpu.data());
+                return Ok(());
+            }
+            hooks(base.key())?.copy_from_cpu(base, &cpu)?;
+            base.note_write();
+            Ok(())
+        })
+    }
+}
+
+/// A view of the `bf.Tensor` `base` (no view itself), through the steps `chain`, whose layout on
+/// the base's stand-in array is `layout` (`boxfall.array_api._views`).
+/// `origin` is the address of the stand-in's first element (the view's offset among the base's
+/// elements is its distance from there), `writable` false for a view NumPy makes read-only.
+#[pyfunction]
+pub fn _make_view<'py>(
+    base: &Bound<'py, PyAny>,
+    chain: &Bound<'py, PyTuple>,
+    layout: &Bound<'py, PyUntypedArray>,
+    origin: isize,
+    writable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = base.py();
+    let base = as_tensor(base)
+        .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("a view's base is a bf.Tensor"))?;
+    let shape = layout.shape().to_vec();
+    let dtype = layout.dtype();
+    let nbytes = shape.iter().product::<usize>() * dtype.itemsize();
+    let item = isize::try_from(dtype.itemsize())
+        .ok()
+        .filter(|&i| i > 0)
+        .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("a view's dtype has no size"))?;
+    // SAFETY: `layout` is a live array object and the GIL is held; its `data` field is the
+    // address of its first element, read as NumPy's `PyArray_DATA` reads it (the address is only
+    // compared, never dereferenced). Exercised by tests/python/test_views.py.
+    let data = unsafe { (*layout.as_array_ptr()).fields.data } as isize;
+    let place = Strided {
+        offset: (data - origin) / item,
+        strides: layout.strides().iter().map(|s| s / item).collect(),
+    };
+    let ops = PyViewOps {
+        chain: chain.clone().unbind(),
+        layout: layout.clone().unbind(),
+        shape,
+        dtype: dtype.into_any().unbind(),
+        origin,
+        place,
+        writable,
+    };
+    let t = Tensor::view_of(&base.get().inner, Arc::new(ops), nbytes).py(py)?;
+    wrap(py, t)
+}
+
+/// `(base, chain, layout, origin, writable)` of a view made by `_make_view`, else None.
+#[pyfunction]
+pub fn _view_info<'py>(t: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let py = t.py();
+    let Some(t) = as_tensor(t) else {
+        return Ok(None);
+    };
+    let inner = &t.get().inner;
+    let (Some(base), Some(ops)) = (inner.view_base(), view_ops(inner)) else {
+        return Ok(None);
+    };
+    let base = wrap(py, base.clone())?;
+    Ok(Some(PyTuple::new(
+        py,
+        [
+            base,
+            ops.chain.bind(py).clone().into_any(),
+            ops.layout.bind(py).clone().into_any(),
+            ops.origin.into_pyobject(py)?.into_any(),
+            pyo3::types::PyBool::new(py, ops.writable)
+                .to_owned()
+                .into_any(),
+        ],
+    )?))
+}
