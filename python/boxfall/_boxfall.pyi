@@ -136,6 +136,13 @@ class Tensor:
         operator ``numpy::<function>``)."""
     def __iter__(self) -> Iterator[Tensor]:
         """The rows, ``x[0]``, ``x[1]``, ...; a 0-d tensor is a ``TypeError``."""
+    def __len__(self) -> int:
+        """``shape[0]``, as NumPy's ``len``; a 0-d tensor is a ``TypeError``."""
+    def __format__(self, spec: str, /) -> str:
+        """A 0-d tensor formats as its Python scalar (``f"{x:.3f}"``); any other only with an
+        empty spec."""
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickling and ``copy.deepcopy``: the values (a host copy) and the device."""
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
         """``boxfall.array_api.namespace(self.device)``: the namespace of the tensor's device."""
     def to_device(self, device: str, /, *, stream: Any = None) -> Any:

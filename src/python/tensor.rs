@@ -1076,6 +1076,23 @@ impl PyTensor {
         array_call(slf, "__iter__")
     }
 
+    /// `shape[0]`, as NumPy's `len` (a 0-d tensor has none: `TypeError`).
+    fn __len__(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        array_call(slf, "__len__")?.extract(slf.py())
+    }
+
+    /// `format(x, spec)`: a 0-d tensor formats as its Python scalar (`f"{x:.3f}"`), as NumPy's
+    /// 0-d arrays do; any other tensor only with an empty spec.
+    fn __format__(slf: &Bound<'_, Self>, spec: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__format__", spec)
+    }
+
+    /// Pickling (and `copy.deepcopy`): the values through a host copy and the device, made
+    /// again on that device when unpickled.
+    fn __reduce__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__reduce__")
+    }
+
     /// `boxfall.array_api`, the namespace of the array API standard.
     #[pyo3(signature = (*, api_version=None))]
     fn __array_namespace__(

@@ -225,3 +225,28 @@ def test_dlpack_copy_takes_only_true_false_or_none(ns):
 def test_an_axis_that_fits_no_index_says_so(ns):
     with pytest.raises(TypeError, match="fits no index"):
         xp.sum(ns.asarray([1.0]), axis=2**70)
+
+
+def test_len_format_and_truth_as_numpys(ns):
+    t = ns.asarray([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    assert len(t) == 3
+    with pytest.raises(TypeError, match="0-d"):
+        len(ns.asarray(1.0))
+    assert f"{ns.asarray(1.5):.2f}" == "1.50" and f"{ns.asarray(7):>3}" == "  7"
+    with pytest.raises(TypeError, match="spec"):
+        f"{t:.2f}"  # noqa: B018
+    assert bool(ns.asarray([1.0])) is True and bool(ns.asarray([[0]])) is False
+    with pytest.raises(TypeError, match="0-d"):
+        bool(ns.asarray([1.0, 2.0]))
+
+
+def test_a_tensor_pickles_and_deep_copies_onto_its_device(ns):
+    import copy
+    import pickle
+
+    t = ns.asarray([[1.0, 2.0], [3.0, 4.0]])
+    for again in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t)):
+        assert isinstance(again, bf.Tensor) and again is not t
+        assert again.device == t.device and values(again).tolist() == values(t).tolist()
+    again[0, 0] = 9.0
+    assert values(t)[0, 0] == 1.0  # a copy

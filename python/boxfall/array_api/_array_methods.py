@@ -168,6 +168,31 @@ def __iter__(self: Any) -> Any:
     return (make(host[i], device=self.device, copy=True) for i in range(n))
 
 
+def __len__(self: Any) -> int:
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d array")
+    return int(self.shape[0])
+
+
+def __format__(self: Any, spec: str) -> str:
+    if self.ndim == 0:
+        return format(__array__(self)[()].item(), spec)
+    if spec:
+        raise TypeError(f"only a 0-d array formats with a spec ({spec!r}), not one of {self.shape}")
+    return str(self)
+
+
+def _unpickle(host: np.ndarray, device: str) -> Any:
+    """A pickled tensor made again: ``host``'s values on ``device``."""
+    from ._creation_functions import OPS
+
+    return OPS["asarray"](host, device=device, copy=True)
+
+
+def __reduce__(self: Any) -> Any:
+    return (_unpickle, (__array__(self), str(self.device)))
+
+
 def _scalar(self: Any, convert: Any, what: str) -> Any:
     if self.ndim != 0:
         raise TypeError(f"only a 0-d array converts to {what}, not one of shape {self.shape}")
@@ -175,6 +200,8 @@ def _scalar(self: Any, convert: Any, what: str) -> Any:
 
 
 def __bool__(self: Any) -> bool:
+    if self.ndim != 0 and self.size == 1:  # NumPy's truth of a one-element array
+        return bool(__array__(self).reshape(())[()])
     return _scalar(self, bool, "bool")
 
 
