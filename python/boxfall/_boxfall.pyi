@@ -4,7 +4,7 @@ The docstrings are those of the Rust bindings (``src/python/``), so that ``help(
 and an IDE's hover show what the module's own ``__doc__`` strings say.
 """
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, final
 
 import numpy as np
@@ -36,7 +36,8 @@ class Tensor:
 
     @property
     def device(self) -> str:
-        """``"<Backend>:<index>"``, e.g. ``"Accel:0"``."""
+        """``"<Backend>:<index>"``, e.g. ``"Accel:0"``: a ``str`` equal to every spelling of
+        the device (``t.device == "Native"`` for ``"Native:0"``)."""
     @property
     def backend(self) -> str:
         """The backend's name."""
@@ -127,9 +128,23 @@ class Tensor:
         """``x[key]``: ``array_api::getitem``, a new tensor."""
     def __setitem__(self, key: Any, value: Any, /) -> None:
         """``x[key] = value``: ``array_api::setitem``, written into this tensor."""
-    __array_ufunc__: None
+    def __array_ufunc__(self, ufunc: Any, method: str, /, *inputs: Any, **kwargs: Any) -> Any:
+        """NumPy's ufunc given tensors: NumPy's values, arrays on the tensors' device (the
+        operator ``numpy::<ufunc>``, or the standard's function for a plain call)."""
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any, /) -> Any:
+        """NumPy's function given tensors: NumPy's values, arrays on the tensors' device (the
+        operator ``numpy::<function>``)."""
+    def __iter__(self) -> Iterator[Tensor]:
+        """The rows, ``x[0]``, ``x[1]``, ...; a 0-d tensor is a ``TypeError``."""
+    def __len__(self) -> int:
+        """``shape[0]``, as NumPy's ``len``; a 0-d tensor is a ``TypeError``."""
+    def __format__(self, spec: str, /) -> str:
+        """A 0-d tensor formats as its Python scalar (``f"{x:.3f}"``); any other only with an
+        empty spec."""
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickling and ``copy.deepcopy``: the values (a host copy) and the device."""
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
-        """``boxfall.array_api``."""
+        """``boxfall.array_api.namespace(self.device)``: the namespace of the tensor's device."""
     def to_device(self, device: str, /, *, stream: Any = None) -> Any:
         """A copy on ``device`` (a device string, a backend name, or ``"cpu"`` for a NumPy
         array), as the array API standard's ``to_device``."""

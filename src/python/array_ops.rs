@@ -164,11 +164,12 @@ enum Operand {
 fn operand(obj: &Bound<'_, PyAny>) -> Option<Operand> {
     if obj.is_exact_instance_of::<PyTensor>() || is_numpy_array(obj) {
         Some(Operand::Array)
-    } else if obj.is_exact_instance_of::<PyFloat>()
-        || obj.is_exact_instance_of::<PyInt>()
-        || obj.is_exact_instance_of::<PyBool>()
-    {
+    } else if obj.is_exact_instance_of::<PyFloat>() || obj.is_exact_instance_of::<PyBool>() {
         Some(Operand::Scalar)
+    } else if obj.is_exact_instance_of::<PyInt>() {
+        // An int past 64 bits (`uint64_array + 2**63`) is no `Scalar`: the Python methods
+        // compute it as NumPy does.
+        obj.extract::<i64>().is_ok().then_some(Operand::Scalar)
     } else {
         None
     }

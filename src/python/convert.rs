@@ -246,8 +246,15 @@ pub fn to_ivalue(obj: &Bound<'_, PyAny>, ty: &Type, passed: &mut Passed) -> Resu
         Type::List { elem, size } => {
             // An int[N] argument also takes one int, repeated N times (as PyTorch does).
             if let (Some(n), Type::Int | Type::SymInt) = (size, &**elem) {
-                if let Ok(i) = to_int(obj) {
-                    return Ok(IValue::IntList(vec![i; *n]));
+                match to_int(obj) {
+                    Ok(i) => return Ok(IValue::IntList(vec![i; *n])),
+                    // An int too large is no list either: say what is wrong with it.
+                    Err(_) if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() => {
+                        return Err(format!(
+                            "the int {obj} fits no index: {ty} takes ints of 64 bits"
+                        ));
+                    }
+                    Err(_) => {}
                 }
             }
             // As in PyTorch, `[N]` only says how a single int broadcasts; a list may be longer

@@ -712,10 +712,11 @@ pub fn lent_array<'py>(owner: &Bound<'py, PyAny>, loan: &Tensor) -> PyResult<Bou
 
 #[pymethods]
 impl PyTensor {
-    /// `"<Backend>:<index>"`, e.g. `"Accel:0"`.
+    /// `"<Backend>:<index>"`, e.g. `"Accel:0"`: a `str` equal to every spelling of the device
+    /// (`"Native"`, `"native:0"`), one object a device (`boxfall._device.Device`).
     #[getter]
-    fn device(&self) -> String {
-        self.inner.device().to_string()
+    fn device(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        device_object(py, self.inner.device())
     }
 
     /// The backend's name.
@@ -1052,11 +1053,60 @@ impl PyTensor {
             .map(Bound::unbind)
     }
 
-    /// NumPy's ufuncs defer to the tensor's own operators (`ndarray + tensor` is
-    /// `tensor.__radd__`), rather than computing on a host copy.
-    #[classattr]
-    fn __array_ufunc__(py: Python<'_>) -> Py<PyAny> {
-        py.None()
+    /// NumPy's ufunc given tensors (`np.sqrt(t)`, `ndarray + t`): NumPy's values, the arrays
+    /// on the tensors' device, each ufunc (method) an operator of the namespace `numpy`.
+    #[pyo3(signature = (ufunc, method, *inputs, **kwargs))]
+    fn __array_ufunc__(
+        slf: &Bound<'_, Self>,
+        ufunc: &Bound<'_, PyAny>,
+        method: &Bound<'_, PyAny>,
+        inputs: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let head = [slf.as_any().clone(), ufunc.clone(), method.clone()];
+        let all: Vec<_> = head.into_iter().chain(inputs.iter()).collect();
+        let args = PyTuple::new(slf.py(), all)?;
+        array_module(slf.py())?
+            .getattr("__array_ufunc__")?
+            .call(args, kwargs)
+            .map(Bound::unbind)
+    }
+
+    /// NumPy's function given tensors (`np.concatenate([t, u])`): NumPy's values, the arrays
+    /// on the tensors' device, each function an operator of the namespace `numpy`.
+    fn __array_function__(
+        slf: &Bound<'_, Self>,
+        func: &Bound<'_, PyAny>,
+        types: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyAny>,
+        kwargs: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        array_module(slf.py())?
+            .getattr("__array_function__")?
+            .call1((slf, func, types, args, kwargs))
+            .map(Bound::unbind)
+    }
+
+    /// The rows, `x[0]`, `x[1]`, ... (a 0-d tensor is no iterable).
+    fn __iter__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__iter__")
+    }
+
+    /// `shape[0]`, as NumPy's `len` (a 0-d tensor has none: `TypeError`).
+    fn __len__(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        array_call(slf, "__len__")?.extract(slf.py())
+    }
+
+    /// `format(x, spec)`: a 0-d tensor formats as its Python scalar (`f"{x:.3f}"`), as NumPy's
+    /// 0-d arrays do; any other tensor only with an empty spec.
+    fn __format__(slf: &Bound<'_, Self>, spec: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        array_method(slf, "__format__", spec)
+    }
+
+    /// Pickling (and `copy.deepcopy`): the values through a host copy and the device, made
+    /// again on that device when unpickled.
+    fn __reduce__(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        array_call(slf, "__reduce__")
     }
 
     /// `boxfall.array_api`, the namespace of the array API standard.
@@ -1156,6 +1206,30 @@ impl PyTensor {
             None => Ok(py.None().into_bound(py)),
         }
     }
+}
+
+/// The `boxfall._device.Device` of each device asked for so far: a handful, so a short list
+/// (a tensor's `.device` makes no new object).
+static DEVICES: std::sync::Mutex<Vec<(crate::tensor::Device, Py<PyAny>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// `t.device` of a tensor on `device`.
+fn device_object(py: Python<'_>, device: crate::tensor::Device) -> PyResult<Py<PyAny>> {
+    {
+        let known = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, obj)) = known.iter().find(|(d, _)| *d == device) {
+            return Ok(obj.clone_ref(py));
+        }
+    }
+    // Made without the lock held: the class is Python code.
+    let obj = py
+        .import("boxfall._device")?
+        .getattr("Device")?
+        .call1((device.to_string(),))?
+        .unbind();
+    let mut known = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+    known.push((device, obj.clone_ref(py)));
+    Ok(obj)
 }
 
 /// `boxfall.array_api._array_methods`, imported once.

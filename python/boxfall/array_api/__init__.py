@@ -40,6 +40,7 @@ from . import (
     _dtypes,
     _elementwise_functions,
     _fft,
+    _helpers,
     _indexing,
     _indexing_functions,
     _info,
@@ -98,22 +99,6 @@ def __array_namespace_info__() -> _info.Info:
     return _info.Info("cpu")
 
 
-def _canonical_device(device: Any) -> str:
-    from .. import dispatch_keys
-
-    text = str(device)
-    if text.lower() == "cpu":
-        return "cpu"
-    name, _, index = text.partition(":")
-    known = {k.lower(): k for k in dispatch_keys()}
-    if name.lower() not in known or (index and not index.isdigit()):
-        raise ValueError(
-            f"no device {text!r}: a device is 'cpu' or a backend's name, optionally with an "
-            f"index ('Native:0'); the keys are {sorted(known.values())}"
-        )
-    return f"{known[name.lower()]}:{int(index or 0)}"
-
-
 def _on_device(fn: Any, device: str) -> Any:
     @functools.wraps(fn)
     def create(*args: Any, **kwargs: Any) -> Any:
@@ -148,13 +133,18 @@ def namespace(device: Any) -> types.ModuleType:
     function is the same object as in ``boxfall.array_api``. ``asarray`` keeps a
     ``bf.Tensor``'s device (the standard's rule) and moves anything else, NumPy arrays
     included, to the namespace's device."""
-    name = _canonical_device(device)
+    found = _namespaces.get(device) if isinstance(device, str) else None
+    if found is not None:
+        return found
+    name = _helpers.canonical_device(device)
     if name == "cpu":
         import boxfall.array_api as xp
 
         return xp
     found = _namespaces.get(name)
     if found is not None:
+        if isinstance(device, str) and len(_namespaces) < 1024:
+            _namespaces[device] = found
         return found
     ns = types.ModuleType(f"boxfall.array_api[{name}]", f"boxfall.array_api on {name}.")
     for chapter in _CHAPTERS:
@@ -169,6 +159,8 @@ def namespace(device: Any) -> types.ModuleType:
     ns.__dict__["namespace"] = namespace
     ns.__dict__["device"] = name
     _namespaces[name] = ns
+    if isinstance(device, str):
+        _namespaces[device] = ns
     return ns
 
 

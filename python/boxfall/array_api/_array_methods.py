@@ -29,7 +29,7 @@ import numpy as np
 from . import _elementwise_functions as _ew
 from . import _indexing
 from . import _linear_algebra_functions as _la
-from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
+from ._helpers import ARRAY_TYPES, SCALAR_TYPES, canonical_device, same_device
 
 
 def _operand(other: Any) -> bool:
@@ -55,9 +55,13 @@ def _in_place(name: str) -> Any:
         if isinstance(other, ARRAY_TYPES):
             both(self, other)
         elif isinstance(other, SCALAR_TYPES):
-            scalar(self, other)
+            if _ew._is_wide(other):
+                how, v = _ew.wide_int(name, self, other)
+                scalar(self, v) if how == "scalar" else both(self, v)
+            else:
+                scalar(self, other)
         elif isinstance(other, complex):
-            both(self, scalar_array(other, self))
+            both(self, _ew.complex_array(other, self))
         else:
             raise TypeError(
                 f"unsupported operand type for the in-place {name}: {type(other).__name__}"
@@ -134,6 +138,61 @@ def __array__(self: Any, dtype: Any = None, copy: Any = None) -> np.ndarray:
     return np.array(self.numpy(), dtype=dtype, copy=True)
 
 
+def __array_ufunc__(self: Any, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """NumPy's ufunc given tensors: NumPy's values, arrays on the tensors' device
+    (``_numpy_interop``)."""
+    from ._numpy_interop import array_ufunc
+
+    return array_ufunc(self, ufunc, method, *inputs, **kwargs)
+
+
+def __array_function__(self: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+    """NumPy's function given tensors: NumPy's values, arrays on the tensors' device
+    (``_numpy_interop``)."""
+    from ._numpy_interop import array_function
+
+    return array_function(self, func, types, args, kwargs)
+
+
+def __iter__(self: Any) -> Any:
+    """The rows (``x[0]``, ``x[1]``, ...), as NumPy iterates an array. A tensor of host memory
+    (Native) gives ``x[i]``; any other is copied to the host once, each row then put on the
+    tensor's device (not the whole tensor copied again for every row)."""
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d array")
+    n = self.shape[0]
+    if self.payload is None:
+        return (self[i] for i in range(n))
+    host = __array__(self)
+    make = _creation().OPS["asarray"]
+    return (make(host[i], device=self.device, copy=True) for i in range(n))
+
+
+def __len__(self: Any) -> int:
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d array")
+    return int(self.shape[0])
+
+
+def __format__(self: Any, spec: str) -> str:
+    if self.ndim == 0:
+        return format(__array__(self)[()].item(), spec)
+    if spec:
+        raise TypeError(f"only a 0-d array formats with a spec ({spec!r}), not one of {self.shape}")
+    return str(self)
+
+
+def _unpickle(host: np.ndarray, device: str) -> Any:
+    """A pickled tensor made again: ``host``'s values on ``device``."""
+    from ._creation_functions import OPS
+
+    return OPS["asarray"](host, device=device, copy=True)
+
+
+def __reduce__(self: Any) -> Any:
+    return (_unpickle, (__array__(self), str(self.device)))
+
+
 def _scalar(self: Any, convert: Any, what: str) -> Any:
     if self.ndim != 0:
         raise TypeError(f"only a 0-d array converts to {what}, not one of shape {self.shape}")
@@ -141,6 +200,8 @@ def _scalar(self: Any, convert: Any, what: str) -> Any:
 
 
 def __bool__(self: Any) -> bool:
+    if self.ndim != 0 and self.size == 1:  # NumPy's truth of a one-element array
+        return bool(__array__(self).reshape(())[()])
     return _scalar(self, bool, "bool")
 
 
@@ -167,9 +228,10 @@ def to_device(self: Any, device: Any, /, *, stream: Any = None) -> Any:
     if stream is not None:
         raise ValueError("boxfall's devices have no streams")
     here = getattr(self, "device", "cpu")
-    if device == here:
+    if same_device(device, here):
         return self
     host = __array__(self) if not isinstance(self, np.ndarray) else self
+    device = canonical_device(device)
     if device == "cpu":
         return host
     return _creation().OPS["asarray"](host, device=device, copy=True)
@@ -196,9 +258,11 @@ def mT(self: Any) -> Any:  # noqa: N802
 def __array_namespace__(self: Any, /, *, api_version: str | None = None) -> Any:
     if api_version not in (None, "2024.12", "2023.12", "2022.12", "2021.12"):
         raise ValueError(f"boxfall.array_api implements the 2024.12 standard, not {api_version}")
-    import boxfall.array_api
+    from . import namespace
 
-    return boxfall.array_api
+    # The namespace of the tensor's device: its creation functions make tensors there, so a
+    # client's `xp.asarray(numpy_result)` brings a result back where its arguments live.
+    return namespace(self.device)
 
 
 def __repr__(self: Any) -> str:
@@ -237,6 +301,8 @@ def __dlpack__(
     copy: Any = None,
 ) -> Any:
     """A DLPack capsule of the tensor's values on the CPU (NumPy's exporter)."""
+    if copy is not None and not isinstance(copy, bool):
+        raise ValueError(f"__dlpack__(copy=...) takes True, False or None, not {copy!r}")
     if dl_device is not None and tuple(dl_device) != (DLDeviceType.kDLCPU, 0):
         raise BufferError(f"a tensor on {self.device} exports to the CPU (1, 0), not {dl_device}")
     kwargs = {"stream": stream, "max_version": max_version, "dl_device": dl_device}

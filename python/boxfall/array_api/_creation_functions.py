@@ -23,7 +23,7 @@ import numpy as np
 
 from .._boxfall import Tensor, host_data_target
 from . import _dtypes
-from ._helpers import device_of
+from ._helpers import canonical_device, device_of, same_device
 from ._registry import Op, dtype_name, register
 
 
@@ -35,12 +35,22 @@ def _asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = 
     if isinstance(obj, (list, tuple)) and dtype is None:
         # The standard's defaults (NumPy would make a list of ints and floats float64 too; a
         # list of Python bools stays bool).
-        return np.array(obj, copy=True)
-    if copy is True:
-        return np.array(obj, dtype=dtype, copy=True)
-    if copy is False:
-        return np.asarray(obj, dtype=dtype, copy=False)
-    return np.asarray(obj, dtype=dtype)
+        out = np.array(obj, copy=True)
+    elif copy is True:
+        out = np.array(obj, dtype=dtype, copy=True)
+    elif copy is False:
+        out = np.asarray(obj, dtype=dtype, copy=False)
+    else:
+        out = np.asarray(obj, dtype=dtype)
+    if out.dtype.kind in _NOT_STANDARD:
+        raise TypeError(
+            f"asarray: {out.dtype} (of strings, objects, ...) is no dtype of the standard"
+        )
+    return out
+
+
+_NOT_STANDARD = frozenset("OSUVMm")
+"""NumPy's dtype kinds outside the standard: objects, strings, void, dates and times."""
 
 
 def _zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
@@ -163,8 +173,22 @@ OPS, _ = register(
 
 
 def _device(device: Any) -> Any:
-    # The standard's device objects are the strings bf.Tensor.device prints ("cpu" for NumPy).
-    return None if device is None or device == "cpu" else device
+    # The standard's device objects are the strings bf.Tensor.device prints ("cpu" for NumPy);
+    # "Native" is "Native:0", and a device that does not exist is a ValueError here.
+    if device is None:
+        return None
+    device = canonical_device(device)
+    return None if device == "cpu" else device
+
+
+def _python_scalar(x: Any) -> Any:
+    """A 0-d array where the standard allows a scalar, as the Python scalar of its dtype's kind
+    (NumPy's scalars too); anything else as it is."""
+    if isinstance(x, (Tensor, np.ndarray, np.generic)) and x.ndim == 0:
+        kind = np.dtype(x.dtype).kind
+        convert = {"b": bool, "i": int, "u": int, "f": float}.get(kind, complex)
+        return convert(x)
+    return x
 
 
 def _default(dtype: Any, device: Any, kind: str | None) -> Any:
@@ -204,7 +228,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
     """The operator ``array_api::asarray``. An array keeps its device unless ``device`` names
     another; one on another device is copied there through the host."""
     if isinstance(obj, Tensor):
-        if device is None or device == obj.device:
+        if device is None or same_device(device, obj.device):
             same_dtype = dtype is None or np.dtype(dtype) == obj.dtype
             if same_dtype and copy is not True:
                 return obj
@@ -212,9 +236,13 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
         obj = obj.__array__()
     elif isinstance(obj, np.ndarray) and copy is False and _device(device) is not None:
         raise ValueError(f"asarray(copy=False) cannot move an array to {device}")
+    elif isinstance(obj, (str, bytes)):
+        raise TypeError(f"asarray: a {type(obj).__name__} is no array of the standard")
     elif dtype is None and _device(device) is not None:
         dtype = _default(None, device, _kind_of_object(obj))
-    target = None if _device(device) is None else host_data_target(OPS["asarray"], str(device))
+    target = (
+        None if _device(device) is None else host_data_target(OPS["asarray"], str(_device(device)))
+    )
     if target is not None:
         # Host data put on a device whose backend serves asarray with the CPU fallback: the
         # CPU kernel makes the array and the backend's from_cpu puts it there, a transfer the
@@ -252,7 +280,8 @@ def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) 
 def arange(
     start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
 ) -> Any:
-    """The operator ``array_api::arange``."""
+    """The operator ``array_api::arange``; its bounds and step may be 0-d arrays."""
+    start, stop, step = _python_scalar(start), _python_scalar(stop), _python_scalar(step)
     dtype = _default(dtype, device, _kind_of_scalars(start, stop, step))
     return OPS["arange"](start, stop, step, dtype=dtype_name(dtype), device=_device(device))
 
@@ -267,7 +296,8 @@ def linspace(
     device: Any = None,
     endpoint: bool = True,
 ) -> Any:
-    """The operator ``array_api::linspace``."""
+    """The operator ``array_api::linspace``; ``start`` and ``stop`` may be 0-d arrays."""
+    start, stop = _python_scalar(start), _python_scalar(stop)
     kind = "complex floating" if _kind_of_scalars(start, stop) == "complex floating" else None
     dtype = _default(dtype, device, kind or "real floating")
     return OPS["linspace"](
@@ -293,7 +323,7 @@ def eye(
 
 
 def _like(name: str, x: Any, fill: tuple[Any, ...], dtype: Any, device: Any) -> Any:
-    if device is not None and device != device_of(x):
+    if device is not None and not same_device(device, device_of(x)):
         make = globals()[name.removesuffix("_like")]
         return make(tuple(x.shape), *fill, dtype=dtype or x.dtype, device=device)
     return OPS[name](x, *fill, dtype=dtype_name(dtype), device=None)
@@ -342,11 +372,11 @@ def from_dlpack(x: object, /, *, device: Any = None, copy: bool | None = None) -
     standard says. ``namespace(device).from_dlpack`` creates on ``device`` by default.
     """
     if isinstance(x, Tensor):
-        if device is not None and device != x.device and copy is False:
+        if device is not None and not same_device(device, x.device) and copy is False:
             raise ValueError(
                 f"from_dlpack(copy=False) cannot move an array from {x.device} to {device}"
             )
-        if device == "cpu":
+        if device is not None and canonical_device(device) == "cpu":
             return x.to_device("cpu")
         return asarray(x, device=device, copy=copy)
     if copy is False and _device(device) is not None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes
-from ._helpers import ARRAY_TYPES, device_of
+from ._helpers import ARRAY_TYPES, device_of, same_device
 from ._registry import Op, dtype_name, register
 
 
@@ -32,7 +32,7 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> A
     """The operator ``array_api::astype``; with a ``device`` other than ``x``'s, the result is
     then moved there."""
     out = OPS["astype"](x, dtype_name(dtype), copy=copy)
-    if device is not None and device != device_of(x):
+    if device is not None and not same_device(device, device_of(x)):
         from ._array_methods import to_device
 
         out = to_device(out, device)

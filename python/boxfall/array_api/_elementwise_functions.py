@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
+from ._helpers import ARRAY_TYPES, SCALAR_TYPES, device_of, scalar_array
 from ._registry import Op, register
 
 
@@ -216,6 +216,64 @@ def _rows() -> list[Op]:
 OPS, _public = register(_rows())
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+COMPARISONS = {
+    # name: (x < every value of the dtype, x > every value) -> the result, for `array op x`
+    "equal": (False, False),
+    "not_equal": (True, True),
+    "less": (False, True),
+    "less_equal": (False, True),
+    "greater": (True, False),
+    "greater_equal": (True, False),
+}
+"""The comparisons, with their constant result against an int outside the array's dtype."""
+
+_REFLECTED = {"less": "greater", "less_equal": "greater_equal", "greater": "less"}
+_REFLECTED |= {"greater_equal": "less_equal", "equal": "equal", "not_equal": "not_equal"}
+
+
+def wide_int(name: str, array: Any, value: int, reflected: bool = False) -> tuple[str, Any]:
+    """How ``array <name> value`` (``value <name> array`` if ``reflected``) computes with a
+    Python int that fits no ``Scalar`` (64-bit signed), as NumPy 2 does: ``("scalar", v)``, a
+    float array takes it as a float; ``("array", a)``, an int the array's dtype holds
+    (``2**63`` for uint64) as a 0-d array of that dtype; ``("result", r)``, a comparison with an
+    int outside the array's dtype, whose result is the same for every element. Otherwise the
+    int fits no dtype of the operation: an ``OverflowError``, as in NumPy."""
+    from ._creation_functions import full_like
+
+    dtype = np.dtype(array.dtype)
+    if dtype.kind in "fc":
+        return ("scalar", float(value))
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    if info is not None and info.min <= value <= info.max:
+        return ("array", scalar_array(value, array))
+    if name in COMPARISONS:
+        op = _REFLECTED[name] if reflected else name
+        below = value < (info.min if info is not None else 0)
+        result = COMPARISONS[op][0 if below else 1]
+        return ("result", full_like(array, result, dtype=np.dtype(bool)))
+    what = np.result_type(dtype, 0)
+    raise OverflowError(f"Python integer {value} out of bounds for {what} (array_api::{name})")
+
+
+def _is_wide(value: Any) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not (_INT64[0] <= value <= _INT64[1])
+    )
+
+
+def complex_array(value: complex, like: Any) -> Any:
+    """A complex Python scalar beside an array: a 0-d array of NumPy 2's result dtype
+    (``complex128`` beside bool, integer and float64 arrays, ``complex64`` beside float32)."""
+    from ._creation_functions import asarray
+
+    dtype = np.result_type(np.dtype(like.dtype), value)
+    return asarray(value, dtype=dtype, device=device_of(like))
+
+
 def _binary_function(name: str) -> Callable[..., Any]:
     both, right, left = OPS[name], OPS[f"{name}.Tensor_Scalar"], OPS[f"{name}.Scalar_Tensor"]
 
@@ -229,14 +287,22 @@ def _binary_function(name: str) -> Callable[..., Any]:
             if isinstance(x2, ARRAY_TYPES):
                 return both(x1, x2)
             if isinstance(x2, SCALAR_TYPES):
+                if _is_wide(x2):
+                    how, v = wide_int(name, x1, x2)
+                    return (
+                        right(x1, v) if how == "scalar" else v if how == "result" else both(x1, v)
+                    )
                 return right(x1, x2)
             if isinstance(x2, complex):
-                return both(x1, scalar_array(x2, x1))
+                return both(x1, complex_array(x2, x1))
         elif isinstance(x2, ARRAY_TYPES):
             if isinstance(x1, SCALAR_TYPES):
+                if _is_wide(x1):
+                    how, v = wide_int(name, x2, x1, reflected=True)
+                    return left(v, x2) if how == "scalar" else v if how == "result" else both(v, x2)
                 return left(x1, x2)
             if isinstance(x1, complex):
-                return both(scalar_array(x1, x2), x2)
+                return both(complex_array(x1, x2), x2)
         raise TypeError(
             f"{name}() takes arrays or an array and a Python scalar, "
             f"not {type(x1).__name__} and {type(x2).__name__}"

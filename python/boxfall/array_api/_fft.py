@@ -211,7 +211,9 @@ def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backw
 
 
 def _device(device: Any) -> Any:
-    return None if device is None or device == "cpu" else device
+    from ._creation_functions import _device as device_argument
+
+    return device_argument(device)
 
 
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Any:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .._boxfall import Tensor
+from .._device import canonical_device  # noqa: F401  (the chapters take it from here)
 
 ARRAY_TYPES = (np.ndarray, Tensor)
 """The array objects of ``boxfall.array_api``: NumPy arrays on the CPU, ``bf.Tensor`` elsewhere."""
@@ -18,6 +19,11 @@ SCALAR_TYPES = (bool, int, float)
 def is_array(x: Any) -> bool:
     """Whether ``x`` is an array object of the namespace."""
     return isinstance(x, ARRAY_TYPES)
+
+
+def same_device(a: Any, b: Any) -> bool:
+    """Whether two device strings name the same device (``"Native"`` and ``"Native:0"``)."""
+    return a == b or canonical_device(a) == canonical_device(b)
 
 
 def device_of(x: Any) -> str:

@@ -1,0 +1,257 @@
+"""A pytest plugin that runs SciPy's and scikit-learn's own array API tests on boxfall.
+
+Load it with ``-p boxfall_clients`` (``tests/clients`` on ``PYTHONPATH``; ``run.py`` does both).
+It adds two boxfall namespaces beside the ones the libraries test already:
+
+- ``boxfall_native``: ``boxfall.array_api.namespace("Native")``;
+- ``boxfall_python``: the namespace of ``ClientPy``, a backend written in Python here (a NumPy
+  array in a small payload object, three copy hooks, ``bf.cpu_fallback`` for every operator).
+
+SciPy: its ``xp`` fixture (``scipy/conftest.py``) is parametrized by a list made at import;
+``pytest_generate_tests`` below appends the two namespaces to that fixture's params, and their
+``__name__`` joins ``xp_known_backends`` so that ``skip_xp_backends(np_only=True)`` skips them as
+it skips every library that is not NumPy. scikit-learn: ``yield_namespaces`` and
+``yield_namespace_device_dtype_combinations`` (``sklearn.utils._array_api``) are wrapped before
+any test module imports them, and each namespace is in ``sys.modules`` under its name, so
+``_array_api_for_tests`` imports it as it imports ``array_api_strict``.
+
+Every test that runs on a namespace is recorded: with ``BOXFALL_CLIENTS_RESULTS`` set, one JSON
+line a test (``label``, ``ns``, ``outcome``, ``nodeid``) is appended to that file as the test
+ends, so a run cut short keeps what it ran. ``--boxfall-clients-only`` deselects the tests that
+run on none of the compared namespaces (NumPy's, and scikit-learn's tests that loop over no
+namespace), to spend the run on the comparison.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from typing import Any
+
+import boxfall as bf
+import boxfall.array_api as bxp
+import numpy as np
+import pytest
+
+PYTHON_BACKEND = "ClientPy"
+"""The name of the Python backend the plugin registers."""
+
+
+class Buffer:
+    """The Python backend's payload: device memory simulated by a private NumPy array."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.data = np.array(array, copy=True)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+
+def _to_cpu(buffer: Buffer) -> np.ndarray:
+    return buffer.data.copy()
+
+
+def _copy_from_cpu(buffer: Buffer, array: np.ndarray) -> None:
+    array = np.asarray(array)
+    if array.shape == buffer.data.shape and array.dtype == buffer.data.dtype:
+        buffer.data[...] = array
+    else:
+        buffer.data = np.array(array, copy=True)
+
+
+def _python_backend() -> Any:
+    try:
+        return bf.get_backend(PYTHON_BACKEND)
+    except Exception:  # noqa: BLE001  (not registered yet: any lookup error)
+        pass
+    backend = bf.register_backend(
+        PYTHON_BACKEND, to_cpu=_to_cpu, from_cpu=Buffer, copy_from_cpu=_copy_from_cpu
+    )
+    fallback = bf.Library("_", "IMPL")
+    fallback.fallback(bf.cpu_fallback, PYTHON_BACKEND)
+    fallback._for_process_life()  # no ResourceWarning at exit; the list below keeps it
+    _KEPT.append(fallback)
+    return backend
+
+
+_KEPT: list[Any] = []
+
+
+_python_backend()
+
+NAMESPACES: dict[str, Any] = {
+    "boxfall_native": bxp.namespace("Native"),
+    "boxfall_python": bxp.namespace(PYTHON_BACKEND),
+}
+"""The compared boxfall namespaces by the name the libraries' parametrizations see."""
+
+COMPARED = ("boxfall_native", "boxfall_python", "array_api_strict")
+"""The namespaces of the table, in its column order."""
+
+for _name, _ns in NAMESPACES.items():
+    # importlib.import_module finds a module in sys.modules by its name first: scikit-learn's
+    # _array_api_for_tests imports a namespace by the name its generators yield.
+    sys.modules.setdefault(_name, _ns)
+
+
+def _patch_sklearn() -> None:
+    try:
+        import sklearn.utils._array_api as sk
+    except ImportError:
+        return
+    if getattr(sk, "_boxfall_clients", False):
+        return
+    namespaces = sk.yield_namespaces
+    combinations = sk.yield_namespace_device_dtype_combinations
+
+    @functools.wraps(namespaces)
+    def yield_namespaces(include_numpy_namespaces: bool = True) -> Any:
+        yield from namespaces(include_numpy_namespaces=include_numpy_namespaces)
+        yield from NAMESPACES
+
+    @functools.wraps(combinations)
+    def yield_namespace_device_dtype_combinations(include_numpy_namespaces: bool = True) -> Any:
+        yield from combinations(include_numpy_namespaces=include_numpy_namespaces)
+        for name in NAMESPACES:
+            yield name, None, None
+
+    sk.yield_namespaces = yield_namespaces
+    sk.yield_namespace_device_dtype_combinations = yield_namespace_device_dtype_combinations
+    sk._boxfall_clients = True
+
+
+# Before scikit-learn's test modules (and sklearn.utils.estimator_checks) import the generators
+# by name: a -p plugin is imported before any conftest or test module.
+_patch_sklearn()
+
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption(
+        "--boxfall-clients-only",
+        action="store_true",
+        help="deselect tests that run on none of boxfall's namespaces and array_api_strict",
+    )
+
+
+_extended: set[int] = set()
+
+
+def _extend_scipy_xp(metafunc: Any) -> None:
+    defs = getattr(metafunc, "_arg2fixturedefs", {}).get("xp")
+    if not defs:
+        return
+    fixturedef = defs[-1]
+    if id(fixturedef) in _extended or fixturedef.params is None:
+        return
+    conftest = sys.modules.get("scipy.conftest")
+    if conftest is None or fixturedef.func.__module__ != "scipy.conftest":
+        return
+    mark = pytest.mark.array_api_backends
+    params = list(fixturedef.params)
+    params += [pytest.param(ns, id=name, marks=mark) for name, ns in NAMESPACES.items()]
+    fixturedef.params = params
+    fixturedef.ids = None
+    # skip_xp_backends(np_only=True) skips every known backend but NumPy.
+    conftest.xp_known_backends.update(ns.__name__ for ns in NAMESPACES.values())
+    _extended.add(id(fixturedef))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: Any) -> None:
+    if "xp" in metafunc.fixturenames:
+        _extend_scipy_xp(metafunc)
+
+
+_BY_MODULE = {id(ns): name for name, ns in NAMESPACES.items()}
+
+
+def _name_of(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value if value in (*NAMESPACES, "array_api_strict", "numpy") else None
+    if id(value) in _BY_MODULE:
+        return _BY_MODULE[id(value)]
+    name = getattr(value, "__name__", None)
+    if name in ("array_api_strict", "numpy"):
+        return name
+    keywords = getattr(value, "keywords", None)  # a check of scikit-learn's: a partial
+    if isinstance(keywords, dict) and "array_namespace" in keywords:
+        return _name_of(keywords["array_namespace"])
+    return None
+
+
+def namespace_of(item: Any) -> str | None:
+    """The namespace a collected test runs on, or None."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    for key in ("xp", "array_namespace", "namespace", "check"):
+        if key in callspec.params:
+            found = _name_of(callspec.params[key])
+            if found is not None:
+                return found
+    for value in callspec.params.values():
+        found = _name_of(value)
+        if found is not None:
+            return found
+    return None
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    for item in items:
+        item.stash[_NS] = namespace_of(item)
+    if not config.getoption("--boxfall-clients-only"):
+        return
+    keep = [i for i in items if i.stash[_NS] in COMPARED]
+    gone = [i for i in items if i.stash[_NS] not in COMPARED]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = keep
+
+
+_NS = pytest.StashKey[Any]()
+_OUTCOME = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    previous = item.stash.get(_OUTCOME, "passed")
+    if report.failed:
+        now = "failed"
+    elif hasattr(report, "wasxfail"):
+        now = "xpassed" if report.passed else "xfailed"
+    elif report.skipped:
+        now = "skipped"
+    else:
+        now = "passed"
+    # The worst phase decides (a teardown error fails a test that passed).
+    item.stash[_OUTCOME] = max(now, previous, key=_RANK.index)
+
+
+_RANK = ["passed", "xpassed", "xfailed", "skipped", "failed"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
+    yield
+    path = os.environ.get("BOXFALL_CLIENTS_RESULTS")
+    if not path:
+        return
+    row = {
+        "label": os.environ.get("BOXFALL_CLIENTS_LABEL", ""),
+        "ns": item.stash.get(_NS, None),
+        "outcome": item.stash.get(_OUTCOME, "skipped"),
+        "nodeid": item.nodeid,
+    }
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")

@@ -1,0 +1,267 @@
+"""Runs SciPy's and scikit-learn's installed array API tests on boxfall's namespaces and
+array_api_strict in one run, and prints the passed/failed counts per module and namespace.
+
+    python tests/clients/run.py                   # every module below (long: about an hour)
+    python tests/clients/run.py --quick           # a few minutes: the subset .ci/run runs
+    python tests/clients/run.py --scipy special fft --no-sklearn --out table.txt
+
+Each module is one pytest process (``-p boxfall_clients``, the plugin beside this file) with
+``SCIPY_ARRAY_API=1``: SciPy's with ``-m array_api_backends``, scikit-learn's over its test
+files that loop over namespaces and ``sklearn/tests/test_common.py -k check_array_api``. Only
+the tests that run on a compared namespace are run (``--boxfall-clients-only``): boxfall's
+``Native`` namespace, its Python backend's, and array_api_strict. Errors count as failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SCIPY_MODULES = (
+    "special",
+    "stats",
+    "fft",
+    "cluster",
+    "integrate",
+    "optimize",
+    "spatial",
+    "differentiate",
+    "interpolate",
+    "_lib",
+    "linalg",
+    "signal",
+    "ndimage",
+)
+
+SKLEARN_FILES = (
+    "decomposition/tests/test_pca.py",
+    "metrics/tests/test_classification.py",
+    "metrics/tests/test_common.py",
+    "metrics/tests/test_pairwise.py",
+    "metrics/cluster/tests/test_common.py",
+    "metrics/cluster/tests/test_supervised.py",
+    "_loss/tests/test_loss.py",
+    "_loss/tests/test_link.py",
+    "preprocessing/tests/test_polynomial.py",
+    "preprocessing/tests/test_data.py",
+    "preprocessing/tests/test_label.py",
+    "tests/test_pipeline.py",
+    "tests/test_calibration.py",
+    "tests/test_kernel_approximation.py",
+    "tests/test_naive_bayes.py",
+    "mixture/tests/test_gaussian_mixture.py",
+    "utils/tests/test_array_api.py",
+    "utils/tests/test_validation.py",
+    "utils/tests/test_multiclass.py",
+    "utils/tests/test_indexing.py",
+    "utils/tests/test_extmath.py",
+    "utils/tests/test_optimize.py",
+    "utils/tests/test_stats.py",
+    "utils/tests/test_utils.py",
+    "linear_model/tests/test_logistic.py",
+    "linear_model/tests/test_ridge.py",
+    "linear_model/_glm/tests/test_glm.py",
+    "model_selection/tests/test_split.py",
+    "model_selection/tests/test_search.py",
+    "model_selection/tests/test_validation.py",
+)
+"""scikit-learn's test files that loop over namespaces (those absent from the installed version
+are left out)."""
+
+QUICK_SCIPY = ("special", "cluster", "differentiate")
+QUICK_SKLEARN = ("utils/tests/test_array_api.py", "decomposition/tests/test_pca.py")
+
+COLUMNS = (
+    ("boxfall_native", 'namespace("Native")'),
+    ("boxfall_python", "Python backend"),
+    ("array_api_strict", "array_api_strict"),
+)
+
+
+def _jobs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    jobs: list[tuple[str, list[str]]] = []
+    modules = QUICK_SCIPY if args.quick and args.scipy is None else (args.scipy or SCIPY_MODULES)
+    if args.scipy != [] and not args.no_scipy:
+        try:
+            import scipy  # noqa: F401
+        except ImportError:
+            print("scipy is not installed: its modules are skipped")
+        else:
+            for mod in modules:
+                jobs.append(
+                    (f"scipy.{mod}", ["--pyargs", f"scipy.{mod}", "-m", "array_api_backends"])
+                )
+    if not args.no_sklearn:
+        try:
+            import sklearn
+        except ImportError:
+            print("scikit-learn is not installed: its modules are skipped")
+        else:
+            root = Path(sklearn.__file__).parent
+            files = QUICK_SKLEARN if args.quick else SKLEARN_FILES
+            for rel in files:
+                if (root / rel).exists():
+                    label = "sklearn." + rel.removesuffix(".py").replace("/tests/", ".").replace(
+                        "/", "."
+                    )
+                    jobs.append((label, [str(root / rel)]))
+            if not args.quick:
+                common = root / "tests" / "test_common.py"
+                jobs.append(
+                    ("sklearn.test_common[check_array_api]", [str(common), "-k", "check_array_api"])
+                )
+    return jobs
+
+
+def _run(
+    label: str, extra: list[str], results: Path, timeout: float, pytest_args: list[str]
+) -> tuple[str, bool]:
+    env = dict(os.environ)
+    env["SCIPY_ARRAY_API"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH", "")]))
+    env["BOXFALL_CLIENTS_RESULTS"] = str(results)
+    env["BOXFALL_CLIENTS_LABEL"] = label
+    env.setdefault("BOXFALL_FALLBACK", "allow")
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *extra,
+        "-p",
+        "boxfall_clients",
+        "--boxfall-clients-only",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--no-header",
+        "-rN",
+        "--tb=no",
+        "-W",
+        "ignore::DeprecationWarning",
+        *pytest_args,
+    ]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            capture_output=True,
+            text=True,
+            timeout=timeout or None,
+        )
+        status = f"exit {proc.returncode}"
+        tail = (proc.stdout.strip().splitlines() or [""])[-1]
+        # 0: all passed, 1: some failed, 5: none collected; anything else is pytest (or the
+        # plugin) broken, which the table would hide.
+        ok = proc.returncode in (0, 1, 5)
+        if not ok:
+            tail += "\n" + proc.stdout[-3000:] + proc.stderr[-3000:]
+    except subprocess.TimeoutExpired:
+        status, tail, ok = f"timed out after {timeout:.0f}s (counts so far)", "", True
+    return f"{label}: {status}, {time.monotonic() - start:.0f}s  {tail}", ok
+
+
+def table(rows: list[dict[str, str]], labels: list[str]) -> str:
+    """The per-module table: passed/failed for each namespace, and the totals."""
+    counts: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(
+        collections.Counter
+    )
+    for r in rows:
+        counts[r["label"], r["ns"]][r["outcome"]] += 1
+    head = ["module"] + [title for _, title in COLUMNS]
+    lines = [head]
+    totals = {ns: collections.Counter() for ns, _ in COLUMNS}
+    for label in labels:
+        line = [label]
+        for ns, _ in COLUMNS:
+            c = counts[label, ns]
+            totals[ns] += c
+            line.append(f"{c['passed']} / {c['failed']}")
+        lines.append(line)
+    lines.append(
+        ["total"] + [f"{totals[ns]['passed']} / {totals[ns]['failed']}" for ns, _ in COLUMNS]
+    )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    out = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |"
+        for line in lines
+    ]
+    out.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    # A boxfall failure where array_api_strict's own test skipped (SciPy's skip_xp_backends
+    # names strict alone, e.g. for NumPy-only code paths): tests only boxfall ran.
+    strict = {r["nodeid"]: r["outcome"] for r in rows if r["ns"] == "array_api_strict"}
+    for ns, _ in COLUMNS[:2]:
+        only = sum(
+            1
+            for r in rows
+            if r["ns"] == ns
+            and r["outcome"] == "failed"
+            and strict.get(r["nodeid"].replace(ns, "array_api_strict")) in ("skipped", "xfailed")
+        )
+        out.append(f"{ns}: {only} of its failures are of tests array_api_strict skipped")
+    skipped = {ns: totals[ns]["skipped"] + totals[ns]["xfailed"] for ns, _ in COLUMNS}
+    out.append(
+        "cells: passed / failed (errors count as failed); skipped or xfailed: "
+        + ", ".join(f"{ns} {n}" for ns, n in skipped.items())
+    )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="a subset of a few minutes")
+    p.add_argument(
+        "--scipy", nargs="*", default=None, metavar="MODULE", help="SciPy modules (default: all 13)"
+    )
+    p.add_argument("--no-scipy", action="store_true")
+    p.add_argument("--no-sklearn", action="store_true")
+    p.add_argument(
+        "--timeout", type=float, default=0, help="seconds a module may take (0: no limit)"
+    )
+    p.add_argument("--out", type=Path, help="also write the table to this file")
+    p.add_argument(
+        "--results", type=Path, help="the JSON lines of every test (default: a temporary file)"
+    )
+    p.add_argument("pytest_args", nargs="*", help="passed to every pytest run (after --)")
+    args = p.parse_args(argv)
+
+    jobs = _jobs(args)
+    if not jobs:
+        print("nothing to run")
+        return 0
+    results = args.results or Path(tempfile.mkstemp(prefix="boxfall-clients-", suffix=".jsonl")[1])
+    results.write_text("")
+    start = time.monotonic()
+    broken = []
+    for label, extra in jobs:
+        line, ok = _run(label, extra, results, args.timeout, args.pytest_args)
+        print(line, flush=True)
+        if not ok:
+            broken.append(label)
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    text = table(rows, [label for label, _ in jobs])
+    took = time.monotonic() - start
+    text += f"\n{len(jobs)} pytest runs in {took:.0f}s; every test's outcome: {results}"
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    if broken:
+        print(f"pytest did not run to the end (an internal or usage error) for: {broken}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

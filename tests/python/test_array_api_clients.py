@@ -1,0 +1,252 @@
+"""What real clients (SciPy, scikit-learn, code written against NumPy) need from a device array
+beyond the standard's letter, on Native and on a backend written in Python alike: the namespace
+a tensor reports is its device's; ``"Native"`` is ``"Native:0"``; NumPy's functions and ufuncs
+take tensors; Python scalars of any size and kind combine as NumPy 2 combines them; and the
+small gaps (iteration, strings, DLPack's ``copy``, an axis too large)."""
+
+from __future__ import annotations
+
+import array_api_compat
+import boxfall as bf
+import boxfall.array_api as xp
+import numpy as np
+import pytest
+
+
+@pytest.fixture(params=["Native", "accel"])
+def ns(request, accel):
+    """The namespace of Native, and of the Python backend (CPU fallback for everything)."""
+    return xp.namespace("Native" if request.param == "Native" else accel.device)
+
+
+def values(t):
+    return np.asarray(t)
+
+
+# 1. The namespace of a tensor is its device's.
+
+
+def test_a_tensor_reports_the_namespace_of_its_device(ns):
+    t = ns.asarray([1.0, 2.0])
+    assert t.__array_namespace__() is ns is xp.namespace(t.device)
+    assert array_api_compat.array_namespace(t) is ns
+    # So a client's `xp.asarray(numpy_result)` comes back where its arguments live.
+    back = t.__array_namespace__().asarray(np.array([3.0]))
+    assert isinstance(back, bf.Tensor) and back.device == t.device
+
+
+def test_native_and_native_0_are_one_device_everywhere():
+    assert xp.namespace("Native") is xp.namespace("Native:0") is xp.namespace("native")
+    t = xp.namespace("Native").asarray([1.0, 2.0])
+    assert t.device == "Native" and t.device == "native:0" and t.device == "Native:0"
+    assert not (t.device != "Native") and t.device != "cpu"
+    assert xp.asarray(t, device="Native", copy=False) is t
+    assert xp.asarray(t, device="Native:0", copy=False) is t
+    assert xp.from_dlpack(t, device="Native", copy=False) is t
+    assert t.to_device("Native") is t and t.to_device("NATIVE:0") is t
+    # An array of the CPU lands on one device whatever the spelling.
+    assert xp.asarray([1.0], device="Native").device == "Native:0"
+
+
+def test_an_index_that_no_device_has_is_an_error():
+    with pytest.raises(ValueError, match="no device"):
+        xp.namespace("Native:1")
+    with pytest.raises(ValueError, match="no device"):
+        xp.asarray([1.0], device="Native:7")
+    with pytest.raises(ValueError, match="no device"):
+        xp.zeros(2, device="NoSuchBackend")
+
+
+def test_a_python_backends_device_index_reads_the_same(accel):
+    name = accel.device.split(":")[0]
+    assert xp.namespace(name) is xp.namespace(accel.device)
+    t = xp.namespace(name).zeros(2)
+    assert t.device == name and t.device == accel.device
+
+
+# 3. NumPy's functions and ufuncs given tensors.
+
+
+def test_np_asarray_gives_the_values_on_every_backend(ns):
+    t = ns.asarray([[1.0, 2.0], [3.0, 4.0]])
+    a = np.asarray(t)
+    assert isinstance(a, np.ndarray) and a.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_a_numpy_ufunc_gives_numpys_values_on_the_tensors_device(ns):
+    t = ns.asarray([1.0, 4.0, 9.0])
+    r = np.sqrt(t)
+    assert isinstance(r, bf.Tensor) and r.device == t.device
+    assert values(r).tolist() == [1.0, 2.0, 3.0]
+    s = np.add.reduce(t)
+    assert float(s) == 14.0
+    c = np.multiply.outer(t, t)
+    assert isinstance(c, bf.Tensor) and c.device == t.device and c.shape == (3, 3)
+    # NumPy's values where the standard's operator would not be NumPy's: a ufunc with kwargs.
+    w = np.add(t, 1.0, where=np.array([True, False, True]), out=np.zeros(3))
+    assert isinstance(w, np.ndarray) and w.tolist() == [2.0, 0.0, 10.0]
+
+
+def test_a_numpy_function_gives_numpys_values_on_the_tensors_device(ns):
+    t, u = ns.asarray([3.0, 4.0]), ns.asarray([[1.0, 2.0]])
+    cat = np.concatenate([t, u[0]])
+    assert isinstance(cat, bf.Tensor) and cat.device == t.device
+    assert values(cat).tolist() == [3.0, 4.0, 1.0, 2.0]
+    assert float(np.linalg.norm(t)) == 5.0
+    q, r = np.linalg.qr(ns.asarray(np.eye(2)))
+    assert q.device == t.device and r.device == t.device
+    assert np.shape(t) == (2,)  # a non-array result as NumPy gives it
+
+
+def test_a_numpy_function_writes_into_a_tensor_it_is_given_to_write(ns):
+    t = ns.asarray([1.0, 2.0])
+    out = np.add(t, 1.0, out=t)
+    assert out is t and values(t).tolist() == [2.0, 3.0]
+    np.copyto(t, np.array([7.0, 8.0]))
+    assert values(t).tolist() == [7.0, 8.0]
+    np.negative.at(t, [0])
+    assert values(t).tolist() == [-7.0, 8.0]
+
+
+def test_a_numpy_array_on_the_left_runs_on_the_tensors_device(ns):
+    r = np.array([1.0, 2.0]) * ns.asarray([3.0, 4.0])
+    assert isinstance(r, bf.Tensor) and values(r).tolist() == [3.0, 8.0]
+
+
+def test_numpy_calls_on_a_device_are_counted_as_fallbacks(accel):
+    bf.metrics.reset()
+    np.cumsum(xp.namespace(accel.device).asarray([1.0, 2.0, 3.0]))
+    assert bf.metrics.counter_value("numpy::cumsum") == 1
+    np.add.accumulate(xp.namespace(accel.device).asarray([1.0, 2.0]))
+    assert bf.metrics.counter_value("numpy::add.accumulate") == 1
+
+
+def test_scipy_computes_on_tensors_and_returns_them_on_their_device(ns):
+    special = pytest.importorskip("scipy.special")
+    r = special.ndtr(ns.asarray([0.0, 0.5]))
+    assert isinstance(r, bf.Tensor) and r.device == ns.asarray(0.0).device
+    assert np.allclose(values(r), special.ndtr(np.array([0.0, 0.5])))
+
+
+# 4. Python scalars of any kind and size, 0-d arrays where a scalar goes.
+
+
+def test_a_complex_scalar_promotes_as_numpy_2_does(ns):
+    b = ns.asarray([True, False])
+    assert (b + 1j).dtype == xp.complex128 and values(b + 1j).tolist() == [1 + 1j, 1j]
+    assert (ns.asarray([1.0], dtype=xp.float32) * 1j).dtype == xp.complex64
+    assert (1j * ns.asarray([2])).dtype == xp.complex128
+    assert values(ns.asarray([1.0]) * 1j).tolist() == [1j]
+
+
+def test_a_python_int_past_64_bits_works_where_numpy_2s_does(ns):
+    u = ns.asarray([1, 2**64 - 1], dtype=xp.uint64)
+    assert values(u == 2**64 - 1).tolist() == [False, True]
+    assert values(2**64 - 1 == u).tolist() == [False, True]
+    s = ns.asarray([1, 2], dtype=xp.uint64) + 2**63
+    assert s.dtype == xp.uint64 and values(s).tolist() == [2**63 + 1, 2**63 + 2]
+    assert values(xp.add(2**63, ns.asarray([1], dtype=xp.uint64))).tolist() == [2**63 + 1]
+    i = ns.asarray([-5, 5])
+    assert values(i < 2**70).tolist() == [True, True]
+    assert values(2**70 > i).tolist() == [True, True]
+    assert values(i > -(2**70)).tolist() == [True, True]
+    assert values(i == 2**64).tolist() == [False, False]
+    assert values(ns.asarray([1.0]) + 2**70).tolist() == [1.0 + 2**70]
+    u += 2**63
+    assert values(u).tolist() == [2**63 + 1, (2**64 - 1 + 2**63) % 2**64]
+
+
+def test_a_python_int_that_fits_no_dtype_of_the_operation_overflows(ns):
+    with pytest.raises(OverflowError):
+        ns.asarray([1], dtype=xp.uint64) + 2**64
+    with pytest.raises(OverflowError):
+        ns.asarray([1]) + 2**63  # int64 holds no 2**63
+    with pytest.raises(OverflowError):
+        ns.asarray([True]) * 2**63
+
+
+def test_0d_arrays_go_where_a_scalar_goes(ns):
+    r = ns.linspace(ns.asarray(0.0), ns.asarray(1.0), 3)
+    assert values(r).tolist() == [0.0, 0.5, 1.0] and r.device == ns.asarray(0.0).device
+    assert values(ns.arange(ns.asarray(3))).tolist() == [0, 1, 2]
+    assert values(xp.linspace(np.asarray(0.0), np.float64(2.0), 3)).tolist() == [0.0, 1.0, 2.0]
+
+
+# 5. Small gaps.
+
+
+def test_iterating_a_tensor_yields_its_rows(ns):
+    t = ns.asarray([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    rows = list(t)
+    assert len(rows) == 3 and all(isinstance(r, bf.Tensor) for r in rows)
+    assert all(r.device == t.device for r in rows)
+    assert [values(r).tolist() for r in rows] == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    with pytest.raises(TypeError, match="0-d"):
+        iter(ns.asarray(1.0))
+
+
+def test_iterating_a_device_tensor_copies_it_to_the_host_once():
+    copies = []
+
+    def to_cpu(payload):
+        copies.append(payload.shape)
+        return payload.copy()
+
+    def copy_from_cpu(payload, array):
+        payload[...] = array
+
+    bf.register_backend(
+        "IterCount", to_cpu=to_cpu, from_cpu=np.array, copy_from_cpu=copy_from_cpu, replace=True
+    )
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, "IterCount")
+        t = xp.namespace("IterCount").asarray(np.arange(8.0).reshape(4, 2))
+        copies.clear()
+        rows = list(t)
+    assert [values(r).tolist() for r in rows] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
+    assert copies.count((4, 2)) == 1  # the whole tensor once, not once a row
+
+
+def test_asarray_of_strings_or_objects_is_a_type_error(ns):
+    for bad in (["a"], "abc", [object()], np.array(["x"])):
+        with pytest.raises(TypeError):
+            ns.asarray(bad)
+    with pytest.raises(TypeError):
+        xp.asarray(["a"])
+
+
+def test_dlpack_copy_takes_only_true_false_or_none(ns):
+    t = ns.asarray([1.0])
+    with pytest.raises(ValueError, match="True, False or None"):
+        t.__dlpack__(copy="yes")
+    assert np.from_dlpack(t).tolist() == [1.0]
+
+
+def test_an_axis_that_fits_no_index_says_so(ns):
+    with pytest.raises(TypeError, match="fits no index"):
+        xp.sum(ns.asarray([1.0]), axis=2**70)
+
+
+def test_len_format_and_truth_as_numpys(ns):
+    t = ns.asarray([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    assert len(t) == 3
+    with pytest.raises(TypeError, match="0-d"):
+        len(ns.asarray(1.0))
+    assert f"{ns.asarray(1.5):.2f}" == "1.50" and f"{ns.asarray(7):>3}" == "  7"
+    with pytest.raises(TypeError, match="spec"):
+        f"{t:.2f}"  # noqa: B018
+    assert bool(ns.asarray([1.0])) is True and bool(ns.asarray([[0]])) is False
+    with pytest.raises(TypeError, match="0-d"):
+        bool(ns.asarray([1.0, 2.0]))
+
+
+def test_a_tensor_pickles_and_deep_copies_onto_its_device(ns):
+    import copy
+    import pickle
+
+    t = ns.asarray([[1.0, 2.0], [3.0, 4.0]])
+    for again in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t)):
+        assert isinstance(again, bf.Tensor) and again is not t
+        assert again.device == t.device and values(again).tolist() == values(t).tolist()
+    again[0, 0] = 9.0
+    assert values(t)[0, 0] == 1.0  # a copy
