@@ -19,7 +19,7 @@ in ``x1``'s dtype (NumPy's ``same_kind`` casting refuses ``int_array /= 2``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -257,7 +257,7 @@ def wide_int(name: str, array: Any, value: int, reflected: bool = False) -> tupl
     raise OverflowError(f"Python integer {value} out of bounds for {what} (array_api::{name})")
 
 
-def _is_wide(value: Any) -> bool:
+def _is_wide(value: Any) -> TypeGuard[int]:
     return (
         isinstance(value, int)
         and not isinstance(value, bool)

@@ -165,14 +165,14 @@ def _operator(name: str) -> Any:
 def _run(name: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], writes: Any) -> Any:
     arrays: list[Any] = []
     outs: list[Any] = []
-    args = list(args)
+    arglist = list(args)
     for i in writes:
-        if i < len(args):
-            args[i] = _take(args[i], arrays, outs, True)
+        if i < len(arglist):
+            arglist[i] = _take(arglist[i], arrays, outs, True)
     if "out" in kwargs:
         kwargs = dict(kwargs)
         kwargs["out"] = _take(kwargs["out"], arrays, outs, True)
-    taken_args = tuple(_take(a, arrays, outs, False) for a in args)
+    taken_args = tuple(_take(a, arrays, outs, False) for a in arglist)
     taken_kwargs = {k: _take(v, arrays, outs, False) for k, v in kwargs.items()}
     found, result = _operator(name)(_Call(fn, taken_args, taken_kwargs), arrays, outs)
     return _put(result.template, found, outs)
