@@ -244,7 +244,7 @@ pub(crate) fn check_policy(op: &OperatorHandle, key: DispatchKey) -> Result<()> 
 fn check_policy_slow(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let verdict = policy_verdict(op, key);
     if verdict.is_err() {
-        super::count_refusal(op, key);
+        super::steps::count_refusal(op, key);
     }
     verdict
 }
