@@ -244,7 +244,7 @@ pub(crate) fn check_policy(op: &OperatorHandle, key: DispatchKey) -> Result<()> 
 fn check_policy_slow(op: &OperatorHandle, key: DispatchKey) -> Result<()> {
     let verdict = policy_verdict(op, key);
     if let Err(e) = &verdict {
-        super::count_refusal(op, key, e);
+        super::steps::count_refusal(op, key, e);
     }
     verdict
 }

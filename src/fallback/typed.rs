@@ -36,8 +36,8 @@ use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
 
 use super::policy::check_policy;
+use super::steps::{kernel_error, record, step_error, StepMarks};
 use super::target::TargetDevice;
-use super::{kernel_error, step_error, StepMarks};
 
 /// The CPU fallback kernel's typed entry (`KernelFunction::with_typed_wrapper`), as any wrapper
 /// may call it: it serves a typed call when the typed fallback can (`plan`) and the CPU kernel
@@ -310,7 +310,7 @@ impl<'a> Moves<'a> {
     /// Counts the call in the operator's counters.
     #[inline(always)]
     fn record(&self, start: u64, ok: bool) {
-        super::record(
+        record(
             self.op,
             self.key,
             start,

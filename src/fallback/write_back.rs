@@ -170,7 +170,7 @@ pub(super) fn write_all(
             None => backup(hooks, w.dst),
         })
         .collect::<Result<_>>()
-        .map_err(|e| super::step_error(op, key, "to_cpu (backing up the outputs)", e))?;
+        .map_err(|e| super::steps::step_error(op, key, "to_cpu (backing up the outputs)", e))?;
     for (w, b) in writes.iter().zip(&backups) {
         let before = b.as_ref().and_then(Tensor::meta);
         if let (Some(arg), Some(before), Some(after)) = (args.get(w.arg), before, w.src.meta()) {
@@ -205,7 +205,7 @@ pub(super) fn write_all(
                     restore(hooks, w.dst, b);
                 }
             }
-            return Err(super::step_error(op, key, "copy_from_cpu", e));
+            return Err(super::steps::step_error(op, key, "copy_from_cpu", e));
         }
         if w.dst.key() != DispatchKey::CPU {
             bytes += w.src.nbytes() as u64;

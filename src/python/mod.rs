@@ -24,6 +24,7 @@ mod redispatch;
 mod schema;
 mod tensor;
 mod view;
+mod view_desc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

@@ -740,7 +740,7 @@ impl PyTensor {
     /// The payload's `.dtype`, or the host memory's NumPy dtype.
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        if let Some(view) = super::view::view_ops(&self.inner) {
+        if let Some(view) = super::view_desc::view_ops(&self.inner) {
             return Ok(view.dtype(py));
         }
         match self.inner.data() {
@@ -754,7 +754,7 @@ impl PyTensor {
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         // A view knows its shape without making its values.
-        if let Some(view) = super::view::view_ops(&self.inner) {
+        if let Some(view) = super::view_desc::view_ops(&self.inner) {
             return PyTuple::new(py, view.shape());
         }
         match self.inner.data() {

@@ -15,45 +15,12 @@ use pyo3::types::PyTuple;
 
 use super::errors::{from_pyerr, IntoPy};
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, numpy_tensor, plain_numpy_to_cpu, wrap};
+use super::view_desc::{view_ops, PyViewOps};
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 use crate::strided::Strided;
 use crate::tensor::{Device, Tensor, TensorData, ViewOps};
-
-/// A view's description: the steps from its base, and the view's layout on a stand-in array of
-/// the base's shape and dtype that owns no memory of its base's size (`_views.stand_in`), on
-/// which the next view's steps are checked.
-pub struct PyViewOps {
-    chain: Py<PyTuple>,
-    layout: Py<PyUntypedArray>,
-    shape: Vec<usize>,
-    dtype: Py<PyAny>,
-    /// The address of the stand-in's first element, from which `layout`'s offset counts.
-    origin: isize,
-    /// Where the view's elements are among its base's: a host base is read and written here,
-    /// in Rust.
-    place: Strided,
-    /// Whether a write through the view is allowed (NumPy makes `broadcast_to`'s read-only).
-    writable: bool,
-}
-
-impl PyViewOps {
-    /// The view's shape (known without making its values).
-    pub fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    /// The view's NumPy dtype.
-    pub fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.dtype.bind(py).clone()
-    }
-}
-
-/// The description of `t`, if `t` is a view made here.
-pub fn view_ops(t: &Tensor) -> Option<&PyViewOps> {
-    t.view_ops()?.as_any().downcast_ref::<PyViewOps>()
-}
 
 /// `boxfall.array_api._views`, imported once.
 fn views(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
