@@ -30,63 +30,17 @@ import os
 import sys
 from typing import Any
 
-import boxfall as bf
 import boxfall.array_api as bxp
-import numpy as np
 import pytest
+from boxfall.testing import register_python_backend
 
 PYTHON_BACKEND = "ClientPy"
 """The name of the Python backend the plugin registers."""
 
 
-class Buffer:
-    """The Python backend's payload: device memory simulated by a private NumPy array."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.data = np.array(array, copy=True)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-
-def _to_cpu(buffer: Buffer) -> np.ndarray:
-    return buffer.data.copy()
-
-
-def _copy_from_cpu(buffer: Buffer, array: np.ndarray) -> None:
-    array = np.asarray(array)
-    if array.shape == buffer.data.shape and array.dtype == buffer.data.dtype:
-        buffer.data[...] = array
-    else:
-        buffer.data = np.array(array, copy=True)
-
-
-def _python_backend() -> Any:
-    try:
-        return bf.get_backend(PYTHON_BACKEND)
-    except Exception:  # noqa: BLE001  (not registered yet: any lookup error)
-        pass
-    backend = bf.register_backend(
-        PYTHON_BACKEND, to_cpu=_to_cpu, from_cpu=Buffer, copy_from_cpu=_copy_from_cpu
-    )
-    fallback = bf.Library("_", "IMPL")
-    fallback.fallback(bf.cpu_fallback, PYTHON_BACKEND)
-    fallback._for_process_life()  # no ResourceWarning at exit; the list below keeps it
-    _KEPT.append(fallback)
-    return backend
-
-
-_KEPT: list[Any] = []
-
-
-_python_backend()
+# The Python backend boxfall.testing provides (NumPy-payload "device memory", copy hooks and
+# bf.cpu_fallback), registered once per process.
+register_python_backend(PYTHON_BACKEND)
 
 NAMESPACES: dict[str, Any] = {
     "boxfall_native": bxp.namespace("Native"),

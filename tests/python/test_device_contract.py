@@ -12,23 +12,11 @@ import boxfall as bf
 import boxfall.array_api as xp_cpu
 import numpy as np
 import pytest
+from boxfall.testing import HostBuffer as Buffer
 
 # One backend name for every test, registered again with replace=True by each: a process has
 # few key slots, and the whole suite registers many backends.
 NAME = "DevContract"
-
-
-class Buffer:
-    def __init__(self, array: np.ndarray) -> None:
-        self.data = np.array(array, copy=True)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
 
 
 class Hooks:
