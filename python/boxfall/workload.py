@@ -181,6 +181,7 @@ def _register(name: str, kernels: bool) -> bf.Backend:
         name, to_cpu=to_cpu, from_cpu=from_cpu, copy_from_cpu=copy_from_cpu
     )
     fb = bf.Library("_", "IMPL")
+    fb._for_process_life()
     fb.fallback(bf.cpu_fallback, name)
     _libraries.append(fb)
     if kernels:
@@ -228,6 +229,7 @@ def _register_kernels(backend: bf.Backend) -> bf.Library:
         return wrap(Buffer(np.asarray(np.matmul(a, b))))
 
     lib = bf.Library("array_api", "IMPL")
+    lib._for_process_life()
     for name, ufunc in (("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply)):
         packet = getattr(ops, name)
         lib.impl(name, binary(ufunc, packet.default), backend.name)

@@ -330,6 +330,44 @@ def test_a_failed_fallback_keeps_its_last_exception(plain, lib, ns):
     assert bf.metrics.op_stats(f"{ns}::row")["last_failure"] is None
 
 
+def test_the_last_failure_is_kept_per_backend_as_the_figures_are(plain, lib, ns):
+    lib.define("row(Tensor x, int i) -> Tensor")
+
+    def row(x: np.ndarray, i: int) -> np.ndarray:
+        if i >= len(x):
+            raise IndexError(f"row {i} of {len(x)}")
+        return x[i : i + 1].copy()
+
+    lib.impl("row", row, "CPU")
+    op = getattr(bf.ops, ns).row
+    other = Hooks().register(f"{NAME}Other")
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, other.name)
+        x, y = plain.tensor(np.arange(3.0)), other.tensor(np.arange(5.0))
+        bf.metrics.reset()
+        with pytest.raises(IndexError):
+            op(x, 4)
+        op(y, 4)  # the same call goes well on the other backend
+        stats = bf.metrics.op_stats(f"{ns}::row")
+        mine, theirs = stats["backends"][plain.name], stats["backends"][other.name]
+        assert (mine["failures"], theirs["failures"]) == (1, 0)
+        assert mine["last_failure"] == stats["last_failure"]
+        assert mine["last_failure"]["message"].startswith("row 4 of 3")
+        assert theirs["last_failure"] is None
+        # The operator's is the latest of any backend's; each backend keeps its own.
+        with pytest.raises(IndexError):
+            op(y, 9)
+        stats = bf.metrics.op_stats(f"{ns}::row")
+        assert stats["last_failure"]["message"].startswith("row 9 of 5")
+        assert stats["backends"][other.name]["last_failure"] == stats["last_failure"]
+        assert stats["backends"][plain.name]["last_failure"]["message"].startswith("row 4 of 3")
+        # The rows and the CSV keep to the figures.
+        assert all("last_failure" not in r for r in bf.metrics.rows())
+        bf.metrics.reset()
+        op(x, 0)
+        assert bf.metrics.op_stats(f"{ns}::row")["backends"][plain.name]["last_failure"] is None
+
+
 def test_backend_kernels_are_counted_and_timed_under_profile(plain, lib, ns):
     lib.define("twice(Tensor x) -> Tensor")
     lib.impl("twice", lambda x: x * 2, "CPU")
@@ -401,3 +439,23 @@ def test_native_in_place_writes_from_threads_lose_no_update():
     _overlap(work)
     np.testing.assert_array_equal(np.asarray(x), np.full(1000, 800.0))
     np.testing.assert_array_equal(np.asarray(y), np.ones(1000))
+
+
+def test_in_place_writes_on_a_backend_not_thread_safe_lose_no_update():
+    # One fallback call of an in-place operator reads the tensor (`to_cpu`), adds on the CPU
+    # and writes back (`copy_from_cpu`): the backend's lock is held across the whole call, so
+    # another thread's call on the same backend cannot read between this one's read and its
+    # write-back (the hooks pause, to let another thread in if anything did).
+    hooks = Hooks(pause=0.0005)
+    backend = hooks.register(NAME, thread_safe=False)
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        x = backend.tensor(np.zeros(100))
+
+        def work() -> None:
+            for _ in range(25):
+                x.__iadd__(1.0)
+
+        _overlap(work)
+        np.testing.assert_array_equal(x.numpy(), np.full(100, 100.0))
+    assert hooks.most == 1
