@@ -95,11 +95,12 @@ def op_stats(name: OpName) -> dict[str, Any]:
 def transfers() -> dict[str, dict[str, int]]:
     """The transfers users asked for since the last reset, per backend name, apart from the
     fallback's: ``to_host``/``bytes_to_host`` (``bf.Tensor.numpy()``, ``np.asarray(t)`` and
-    ``__array__``, DLPack, ``float(t)`` and the other scalar conversions) and
-    ``to_device``/``bytes_to_device`` (``Backend.tensor``, ``asarray`` of host data on a device
-    served by the CPU fallback). No kernel of the backend could avoid them, so they are not in
-    ``op_stats`` and do not rank under "implement natively first". Native lends its memory to
-    the host: its reads are not transfers."""
+    ``__array__``, DLPack, ``float(t)`` and the other scalar conversions, ``to_device("cpu")``)
+    and ``to_device``/``bytes_to_device`` (``Backend.tensor``, ``asarray`` or ``from_dlpack``
+    of host data on a device served by the CPU fallback), each once with its bytes. No kernel
+    of the backend could avoid them, so they are not in ``op_stats`` and do not rank under
+    "implement natively first". Native lends its memory to the host: its reads are not
+    transfers."""
     return dict(_boxfall.user_transfers())
 
 

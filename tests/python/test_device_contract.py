@@ -289,6 +289,17 @@ def test_a_thread_safe_backend_runs_its_hooks_at_once():
 # ------------------------------------------------------------------------------ metrics
 
 
+class _WithHooks:
+    """A ``bf.Backend`` and the :class:`Hooks` it was registered with (``hooks``)."""
+
+    def __init__(self, backend: bf.Backend, hooks: Hooks) -> None:
+        self._backend = backend
+        self.hooks = hooks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+
 @pytest.fixture
 def plain():
     """A thread-safe backend with every dtype and the CPU fallback."""
@@ -296,7 +307,7 @@ def plain():
     backend = hooks.register(NAME)
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
+        yield _WithHooks(backend, hooks)
 
 
 def test_a_failed_fallback_keeps_its_last_exception(plain, lib, ns):
@@ -418,6 +429,73 @@ def test_transfers_the_user_asked_for_are_counted_apart_from_the_fallback(plain)
     # Native lends its memory: reading it is no transfer.
     np.asarray(bf.native.tensor(np.ones(3)).numpy())
     assert "Native" not in bf.metrics.transfers()
+
+
+READS = {
+    "numpy()": lambda t: t.numpy(),
+    "np.asarray": np.asarray,
+    "np.array": np.array,
+    "np.asarray(dtype=)": lambda t: np.asarray(t, dtype=np.float32),
+    "__array__": lambda t: t.__array__(),
+    "np.from_dlpack": np.from_dlpack,
+    "__dlpack__": lambda t: t.__dlpack__(),
+    "to_device('cpu')": lambda t: t.to_device("cpu"),
+    "asarray(device='cpu')": lambda t: xp_cpu.asarray(t, device="cpu"),
+}
+
+
+@pytest.mark.parametrize("read", sorted(READS))
+def test_each_read_the_user_asks_for_is_one_transfer_with_its_bytes(plain, read):
+    hooks = plain.hooks
+    t = plain.tensor(np.arange(4.0))
+    bf.metrics.reset()
+    before = dict(hooks.calls)
+    READS[read](t)
+    assert bf.metrics.transfers()[plain.name] == {
+        "to_host": 1,
+        "bytes_to_host": 32,
+        "to_device": 0,
+        "bytes_to_device": 0,
+    }
+    assert hooks.calls["to_cpu"] == before["to_cpu"] + 1  # the one transfer counted
+    assert bf.metrics.counters() == {}  # and no fallback
+
+
+def test_a_scalar_read_is_one_transfer_of_its_bytes(plain):
+    t = plain.tensor(np.array(2.5))
+    for convert, value in ((float, 2.5), (bool, True), (int, 2)):
+        bf.metrics.reset()
+        assert convert(t) == value
+        moved = bf.metrics.transfers()[plain.name]
+        assert (moved["to_host"], moved["bytes_to_host"], moved["to_device"]) == (1, 8, 0)
+
+
+PUTS = {
+    "Backend.tensor": lambda b, xp: b.tensor(np.ones(3)),
+    "asarray(ndarray)": lambda b, xp: xp.asarray(np.ones(3)),
+    "asarray(list)": lambda b, xp: xp.asarray([1.0, 2.0, 3.0]),
+    "asarray(ndarray, dtype=)": lambda b, xp: xp.asarray(np.ones(6, np.float32), dtype="float32"),
+    "asarray(device=)": lambda b, xp: xp_cpu.asarray(np.ones(3), device=b.name),
+    "from_dlpack(ndarray)": lambda b, xp: xp.from_dlpack(np.ones(3)),
+}
+
+
+@pytest.mark.parametrize("put", sorted(PUTS))
+def test_each_put_of_host_data_the_user_asks_for_is_one_transfer_with_its_bytes(plain, put):
+    hooks = plain.hooks
+    xp = xp_cpu.namespace(plain.name)
+    bf.metrics.reset()
+    before = dict(hooks.calls)
+    t = PUTS[put](plain, xp)
+    assert t.device == f"{plain.name}:0"
+    assert bf.metrics.transfers()[plain.name] == {
+        "to_host": 0,
+        "bytes_to_host": 0,
+        "to_device": 1,
+        "bytes_to_device": 24,
+    }
+    assert hooks.calls["from_cpu"] == before["from_cpu"] + 1
+    assert bf.metrics.counters() == {}  # not a fallback of asarray or from_dlpack
 
 
 # ---------------------------------------------------------------- Native under threads
