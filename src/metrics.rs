@@ -604,8 +604,8 @@ impl OpMetrics {
     /// op.metrics().record(DispatchKey::NATIVE, 0, 0, 0, false);
     /// op.metrics().record_failure(DispatchKey::NATIVE, &Error::Fallback("refused".into()));
     /// let s = op.metrics().snapshot();
-    /// assert_eq!(s.last_failure.unwrap().message, "refused");
     /// assert_eq!(s.last_failure_of(DispatchKey::NATIVE).unwrap().message, "refused");
+    /// assert_eq!(s.last_failure.unwrap().message, "refused");
     /// ```
     #[cold]
     pub fn record_failure(&self, backend: DispatchKey, e: &crate::Error) {

@@ -444,9 +444,9 @@ def least_needed(p: Problem, native: frozenset[str] = frozenset()) -> Needed:
     the device from its base's host copy, which the hooks see and the metrics do not)."""
     x, y = make_data(p)
     flow = _Flow()
-    dx, dy = flow.value(x, "device"), flow.value(y, "device")
+    flow.value(x, "device")
+    flow.value(y, "device")
     results = kmeans_ridge(_Trace(np, flow), x, y, p)
-    del dx, dy
     least = eager = 0
     crossed: set[tuple[int, str]] = set()
     for step in flow.steps:
