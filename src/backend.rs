@@ -99,6 +99,23 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
+
+    /// Runs `call`, one whole fallback call of an operator that writes an argument (its moves
+    /// to the CPU, the CPU kernel and its write-backs), as one step of the backend. A backend
+    /// whose hooks run one at a time (a Python backend registered with `thread_safe=False`)
+    /// holds its lock across it, so that no other thread's call reads a tensor between this
+    /// call's read and its write-back, which would lose one of the two updates. The default
+    /// runs `call` as it is.
+    ///
+    /// ```
+    /// use boxfall::backend::Backend;
+    /// let mut ran = false;
+    /// boxfall::native::NativeBackend.exclusive(&mut || { ran = true; Ok(()) }).unwrap();
+    /// assert!(ran);
+    /// ```
+    fn exclusive(&self, call: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        call()
+    }
 }
 
 /// A registered backend: its hooks, and whether it batches transfers, which the fallback asks

@@ -82,6 +82,8 @@ struct KeyCounts {
     kernels: CachePadded<[AtomicU64; 2]>,
     /// `kernels` at the last reset.
     kernels_zero: [AtomicU64; 2],
+    /// The pair's last failed fallback (locked only when one fails, and to read it).
+    last_failure: Mutex<Option<Failure>>,
 }
 
 impl Default for KeyCounts {
@@ -92,6 +94,7 @@ impl Default for KeyCounts {
             zero: Default::default(),
             kernels: CachePadded::default(),
             kernels_zero: Default::default(),
+            last_failure: Mutex::new(None),
         }
     }
 }
@@ -370,8 +373,11 @@ pub struct OpStats {
     pub kernel_calls: u64,
     /// Nanoseconds in those calls while profiling.
     pub kernel_call_ns: u64,
-    /// The last failed fallback's error, if one failed since the last reset.
+    /// The last failed fallback's error, if one failed since the last reset, whichever
+    /// backend it was on.
     pub last_failure: Option<Failure>,
+    /// Each backend's own last failed fallback, by key index (only backends with one).
+    pub last_failures: Vec<(DispatchKey, Failure)>,
     /// The backends whose tensors fell back, or ran a kernel of the backend's own that was
     /// counted.
     pub backends: DispatchKeySet,
@@ -400,6 +406,13 @@ impl OpStats {
         if other.last_failure.is_some() {
             self.last_failure.clone_from(&other.last_failure);
         }
+        for (key, f) in &other.last_failures {
+            match self.last_failures.iter_mut().find(|(k, _)| k == key) {
+                Some((_, mine)) => mine.clone_from(f),
+                None => self.last_failures.push((*key, f.clone())),
+            }
+        }
+        self.last_failures.sort_by_key(|(k, _)| k.index());
         self.backends = self.backends | other.backends;
         for (key, f) in &other.per_backend {
             match self.per_backend.iter_mut().find(|(k, _)| k == key) {
@@ -464,6 +477,22 @@ impl OpStats {
         self.bytes_from_cpu = f.bytes_from_cpu;
         self.kernel_calls = f.kernel_calls;
         self.kernel_call_ns = f.kernel_call_ns;
+    }
+
+    /// One backend's last failed fallback, if one failed since the last reset.
+    ///
+    /// ```
+    /// use boxfall::{metrics::{Failure, OpStats}, DispatchKey};
+    /// let f = Failure { kind: "Fallback".into(), message: "no".into() };
+    /// let s = OpStats { last_failures: vec![(DispatchKey::NATIVE, f.clone())], ..OpStats::default() };
+    /// assert_eq!(s.last_failure_of(DispatchKey::NATIVE), Some(&f));
+    /// assert_eq!(OpStats::default().last_failure_of(DispatchKey::NATIVE), None);
+    /// ```
+    pub fn last_failure_of(&self, key: DispatchKey) -> Option<&Failure> {
+        self.last_failures
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, f)| f)
     }
 
     /// One backend's figures, if its tensors fell back.
@@ -564,18 +593,28 @@ impl OpMetrics {
         }
     }
 
-    /// Keeps `e` as the operator's last failure (a fallback that failed or was refused).
+    /// Keeps `e` as the last failure of (the operator, `backend`) and of the operator (a
+    /// fallback that failed or was refused), as the figures are kept: per backend, and for
+    /// the operator as a whole.
     ///
     /// ```
-    /// use boxfall::{Error, Library, LibraryKind};
+    /// use boxfall::{DispatchKey, Error, Library, LibraryKind};
     /// let mut lib = Library::new("doc_op_metrics_failure", LibraryKind::Def).unwrap();
     /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
-    /// op.metrics().record_failure(&Error::Fallback("refused".into()));
-    /// assert_eq!(op.metrics().snapshot().last_failure.unwrap().message, "refused");
+    /// op.metrics().record(DispatchKey::NATIVE, 0, 0, 0, false);
+    /// op.metrics().record_failure(DispatchKey::NATIVE, &Error::Fallback("refused".into()));
+    /// let s = op.metrics().snapshot();
+    /// assert_eq!(s.last_failure_of(DispatchKey::NATIVE).unwrap().message, "refused");
+    /// assert_eq!(s.last_failure.unwrap().message, "refused");
     /// ```
     #[cold]
-    pub fn record_failure(&self, e: &crate::Error) {
+    pub fn record_failure(&self, backend: DispatchKey, e: &crate::Error) {
         let f = Failure::of(e);
+        *self
+            .counts_of(backend)
+            .last_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(f.clone());
         *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
     }
 
@@ -645,6 +684,17 @@ impl OpMetrics {
     /// assert_eq!(s.backend(DispatchKey::NATIVE).unwrap().fallbacks, 1);
     /// ```
     pub fn snapshot(&self) -> OpStats {
+        let last_failures = self
+            .made()
+            .filter_map(|(key, counts)| {
+                let f = counts
+                    .last_failure
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                f.map(|f| (key, f))
+            })
+            .collect();
         let per_backend = self
             .made()
             .filter_map(|(key, counts)| {
@@ -662,6 +712,7 @@ impl OpMetrics {
             })
             .collect();
         let mut s = OpStats::from_backends(per_backend);
+        s.last_failures = last_failures;
         s.last_failure = self
             .last_failure
             .lock()
@@ -693,6 +744,10 @@ impl OpMetrics {
             for (z, k) in counts.kernels_zero.iter().zip(counts.kernels.iter()) {
                 z.store(k.load(Relaxed), Relaxed);
             }
+            *counts
+                .last_failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
         }
         *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.warned.store(0, Relaxed);

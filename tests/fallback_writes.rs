@@ -371,3 +371,89 @@ fn in_place_writes_to_one_native_tensor_from_threads_lose_no_update() {
     });
     assert_eq!(values(&x), vec![800.0; 100], "{ns}: every update stays");
 }
+
+/// A backend that counts the calls run through `Backend::exclusive` and the hook calls made
+/// inside and outside one.
+#[derive(Default)]
+struct Exclusive {
+    inside: std::sync::atomic::AtomicBool,
+    calls: AtomicI64,
+    hooks_inside: AtomicI64,
+    hooks_outside: AtomicI64,
+}
+
+impl Exclusive {
+    fn hook(&self) {
+        let counter = if self.inside.load(Ordering::SeqCst) {
+            &self.hooks_inside
+        } else {
+            &self.hooks_outside
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Backend for Exclusive {
+    fn to_cpu(&self, t: &Tensor, _for_write: bool) -> Result<Tensor> {
+        self.hook();
+        Ok(cpu(&values(t)))
+    }
+    fn from_cpu(&self, t: &Tensor, device: Device) -> Result<Tensor> {
+        self.hook();
+        Ok(on(device, &values(t)))
+    }
+    fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
+        self.hook();
+        write(dst, arr(&values(src)));
+        Ok(())
+    }
+    fn exclusive(&self, call: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inside.store(true, Ordering::SeqCst);
+        let out = call();
+        self.inside.store(false, Ordering::SeqCst);
+        out
+    }
+}
+
+#[test]
+fn a_fallback_that_writes_an_argument_runs_its_reads_kernel_and_write_backs_as_one_exclusive_call()
+{
+    // A backend whose hooks must run one at a time holds its lock across the whole call, so
+    // that no other thread reads the tensor between this call's read and its write-back.
+    set_fallback_policy(FallbackPolicy::Allow);
+    let hooks = Arc::new(Exclusive::default());
+    let key = register_backend(&ns("Exclusive"), hooks.clone()).unwrap();
+    let mut fb = fallback_lib();
+    fb.fallback(key, boxfall::cpu_fallback()).unwrap();
+    let (_ns, mut lib) = def_lib("fbw");
+    let add_ = lib
+        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+        .unwrap();
+    lib.impl_kernel(
+        "add_",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
+        false,
+    )
+    .unwrap();
+    let neg = define_neg(&mut lib);
+    let x = on_key(key, &[1.0, 2.0]);
+    add_.typed::<(Tensor, Tensor), Tensor>()
+        .unwrap()
+        .call((x.clone(), on_key(key, &[10.0, 10.0])))
+        .unwrap();
+    assert_eq!(values(&x), [11.0, 12.0]);
+    // Two reads and one write-back, all inside the one exclusive call.
+    assert_eq!(hooks.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(hooks.hooks_inside.load(Ordering::SeqCst), 3);
+    assert_eq!(hooks.hooks_outside.load(Ordering::SeqCst), 0);
+    // A functional operator writes nothing back, so another thread's call cannot lose it: it
+    // is not made exclusive.
+    neg.typed::<(Tensor,), Tensor>()
+        .unwrap()
+        .call((x.clone(),))
+        .unwrap();
+    assert_eq!(hooks.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(hooks.hooks_outside.load(Ordering::SeqCst), 2);
+}

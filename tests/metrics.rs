@@ -688,3 +688,37 @@ fn an_operator_that_fell_back_is_known_after_its_library_closed_until_a_reset() 
         Err(boxfall::Error::UnknownOperator { .. })
     ));
 }
+
+#[test]
+fn each_backend_keeps_its_own_last_failure_and_the_operator_its_latest() {
+    let _s = serial();
+    let (ns, mut lib) = def_lib("met");
+    let op = unary(&mut lib, "lastfail");
+    let name = format!("{ns}::lastfail");
+    dev2().hooks.fail(Hook::FromCpu, 0);
+    assert!(op.call((dev2().tensor(&[1.0]),)).is_err());
+    op.call((dev().tensor(&[1.0]),)).unwrap();
+    let s = Dispatcher::op_stats(&name).unwrap();
+    assert_eq!(s.last_failure_of(dev().key), None);
+    let theirs = s.last_failure_of(dev2().key).expect("the failed backend's");
+    assert!(theirs.message.contains("from_cpu"), "{theirs:?}");
+    assert_eq!(s.last_failure.as_ref(), Some(theirs));
+    assert_eq!(s.last_failures.len(), 1);
+
+    // A later failure on the first backend: the operator's is it, the other keeps its own.
+    dev().hooks.fail(Hook::ToCpu, 0);
+    assert!(op.call((dev().tensor(&[1.0]),)).is_err());
+    let s = Dispatcher::op_stats(&name).unwrap();
+    let mine = s.last_failure_of(dev().key).expect("the first backend's");
+    assert!(mine.message.contains("to_cpu"), "{mine:?}");
+    assert_eq!(s.last_failure.as_ref(), Some(mine));
+    assert!(s
+        .last_failure_of(dev2().key)
+        .unwrap()
+        .message
+        .contains("from_cpu"));
+
+    Dispatcher::reset_metrics();
+    let s = Dispatcher::op_stats(&name).unwrap();
+    assert_eq!((s.last_failure, s.last_failures), (None, vec![]));
+}

@@ -340,6 +340,47 @@ def bench_native_kernels(repeat: int, n: int = 1_000_000) -> list[str]:
     return rows
 
 
+def _row_ms(label: str, p: Paired, base_label: str) -> str:
+    """`_row` of times in milliseconds (given in ns), in the same columns."""
+    return (
+        f"{label:<48} {p.ns / 1e6:>9.1f} ms   {base_label:<28} {p.base_ns / 1e6:>9.1f} ms   "
+        f"{p.added_ns / 1e6:>+9.1f} ms  {p.ratio:>5.2f}x  {p.low:.2f}-{p.high:.2f}x"
+    )
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def bench_workload(repeat: int) -> list[str]:
+    """k-means then ridge (``boxfall.workload``) on each device setup: the bytes moved (the
+    metrics' fallback bytes and the user's transfers) against the least the placement needs,
+    and the time against NumPy's, as medians of paired rounds."""
+    from . import workload
+
+    p = workload.Problem()
+    rows = [
+        f"workload (boxfall.workload): clustering by Lloyd's algorithm ({p.iterations} steps, "
+        f"k={p.k}) then a ridge fit, {p.n} x {p.d} float64 points:"
+    ]
+    for name, r, need, times in workload.rows(p, repeat):
+        ns = [(m * 1e9, b * 1e9) for m, b in times]
+        rows.append(_row_ms(f"workload, {name}", paired_rounds(ns), "the workload on NumPy"))
+        hooks = f", the hooks {_mb(r.hook_bytes)}" if name != "native" else ""
+        if need is None:
+            rows.append(
+                f"  bytes, {name}: moved {_mb(r.moved)} (lent: Native's memory is the host's, "
+                "nothing has to cross)"
+            )
+        else:
+            rows.append(
+                f"  bytes, {name}: moved {_mb(r.moved)} / least needed {_mb(need.least)} = "
+                f"{r.moved / need.least:.2f}x (every argument and result each call: "
+                f"{_mb(need.eager)}{hooks})"
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print the table."""
     parser = argparse.ArgumentParser(
@@ -364,12 +405,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the schemas to parse, one a line (default: tests/data/torch_schemas.txt of the "
         "checkout, %(default)s)",
     )
+    parser.add_argument(
+        "--only",
+        choices=("workload",),
+        help="only these rows: workload (boxfall.workload's bytes and times)",
+    )
     args = parser.parse_args(argv)
     policy = bf.get_fallback_policy()
     bf.set_fallback_policy("allow")
     try:
         print(f"medians of {args.repeat} paired rounds (the call and its baseline back to back)")
         print(HEADER)
+        if args.only == "workload":
+            print("\n".join(bench_workload(args.repeat)))
+            return 0
         for line in bench_schema(args.schemas, args.repeat) + bench_calls(args.number, args.repeat):
             print(line)
         for line in bench_array_api(args.number, args.repeat):
@@ -377,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in bench_registration(args.repeat):
             print(line)
         for line in bench_native_kernels(args.repeat):
+            print(line)
+        for line in bench_workload(args.repeat):
             print(line)
     finally:
         bf.set_fallback_policy(policy)

@@ -86,7 +86,8 @@ def op_stats(name: OpName) -> dict[str, Any]:
       kernels are not counted (they are the hot path).
     - ``last_failure``: the last failed (or refused) fallback's exception since the last
       reset, as ``{"type": class name, "message": text}`` (``{"type": "IndexError", ...}``), or
-      None; kept for the operator as a whole, not per backend.
+      None: the operator's last on any backend, and in each backend's figures that backend's
+      own.
     """
     return _boxfall.op_stats(_name(name))
 
@@ -94,11 +95,12 @@ def op_stats(name: OpName) -> dict[str, Any]:
 def transfers() -> dict[str, dict[str, int]]:
     """The transfers users asked for since the last reset, per backend name, apart from the
     fallback's: ``to_host``/``bytes_to_host`` (``bf.Tensor.numpy()``, ``np.asarray(t)`` and
-    ``__array__``, DLPack, ``float(t)`` and the other scalar conversions) and
-    ``to_device``/``bytes_to_device`` (``Backend.tensor``, ``asarray`` of host data on a device
-    served by the CPU fallback). No kernel of the backend could avoid them, so they are not in
-    ``op_stats`` and do not rank under "implement natively first". Native lends its memory to
-    the host: its reads are not transfers."""
+    ``__array__``, DLPack, ``float(t)`` and the other scalar conversions, ``to_device("cpu")``)
+    and ``to_device``/``bytes_to_device`` (``Backend.tensor``, ``asarray`` or ``from_dlpack``
+    of host data on a device served by the CPU fallback), each once with its bytes. No kernel
+    of the backend could avoid them, so they are not in ``op_stats`` and do not rank under
+    "implement natively first". Native lends its memory to the host: its reads are not
+    transfers."""
     return dict(_boxfall.user_transfers())
 
 
@@ -159,14 +161,14 @@ def _sort(sort: object) -> str:
 
 def rows(backend: object = None) -> list[dict[str, Any]]:
     """One dict per (operator, backend) that fell back: ``operator``, ``backend`` and the
-    figures of ``op_stats``, most fallback time first (only ``backend``'s if given: a name, in
-    any case where that names one key, or a Backend)."""
+    figures of ``op_stats`` (:data:`FIELDS`), most fallback time first (only ``backend``'s if
+    given: a name, in any case where that names one key, or a Backend)."""
     name = _backend_name(backend)
     out = []
     for op, stats in to_dict().items():
         for b, figures in stats["backends"].items():
             if figures["fallbacks"] and (name is None or b == name):
-                out.append({"operator": op, "backend": b, **figures})
+                out.append({"operator": op, "backend": b, **{f: figures[f] for f in FIELDS}})
     out.sort(key=lambda r: (-r["fallback_ns"], r["operator"], r["backend"]))
     return out
 

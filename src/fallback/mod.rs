@@ -309,7 +309,7 @@ pub(crate) fn run_cpu_fallback_on(
         }
         Err(e) => {
             call.record(start, false);
-            op.metrics().record_failure(&e);
+            op.metrics().record_failure(key, &e);
             Err(e)
         }
     }
@@ -405,7 +405,8 @@ impl FallbackCall<'_> {
             log_call(self.op, self.key, info, stack);
         }
         if info.is_mutable {
-            return self.run_with_writes(stack);
+            let hooks = self.hooks;
+            return hooks.exclusive(&mut || self.run_with_writes(stack));
         }
         // A functional operator: nothing to keep aside or write back.
         let target = self.move_to_cpu(stack, &mut ())?;

@@ -14,7 +14,7 @@ use crate::key::DispatchKey;
 #[cold]
 pub(crate) fn count_refusal(op: &OperatorHandle, key: DispatchKey, e: &Error) {
     op.metrics().record(key, 0, 0, 0, false);
-    op.metrics().record_failure(e);
+    op.metrics().record_failure(key, e);
 }
 
 /// When a fallback call's steps 1 (moving to the CPU) and 2 (the CPU kernel) ended, in clock

@@ -301,7 +301,7 @@ impl<'a> Moves<'a> {
             }
             Err(e) => {
                 self.record(start, false);
-                self.op.metrics().record_failure(&e);
+                self.op.metrics().record_failure(self.key, &e);
                 Err(e)
             }
         }

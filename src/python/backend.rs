@@ -380,6 +380,16 @@ impl Backend for PyBackendHooks {
         })
     }
 
+    fn exclusive(&self, call: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        if self.lock.is_none() {
+            return call();
+        }
+        Python::attach(|py| {
+            let _serial = self.serial(py)?;
+            call()
+        })
+    }
+
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
         Python::attach(|py| {
             let p = self.payload(py, dst)?;

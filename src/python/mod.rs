@@ -187,18 +187,30 @@ fn failure_dict<'py>(py: Python<'py>, f: &crate::metrics::Failure) -> PyResult<B
     Ok(d)
 }
 
-/// The totals, and `"backends"`: each backend's figures by its name.
+/// `"last_failure"`: `failure_dict` of `f`, or None.
+fn set_failure(
+    py: Python<'_>,
+    d: &Bound<'_, PyDict>,
+    f: Option<&crate::metrics::Failure>,
+) -> PyResult<()> {
+    match f {
+        Some(f) => d.set_item("last_failure", failure_dict(py, f)?),
+        None => d.set_item("last_failure", py.None()),
+    }
+}
+
+/// The totals, and `"backends"`: each backend's figures by its name; `"last_failure"` in each,
+/// the operator's last and each backend's own.
 fn stats_dict<'py>(py: Python<'py>, s: &crate::metrics::OpStats) -> PyResult<Bound<'py, PyDict>> {
     let d = figures_dict(py, &s.totals())?;
     let backends = PyDict::new(py);
     for (key, f) in &s.per_backend {
-        backends.set_item(key.name(), figures_dict(py, f)?)?;
+        let b = figures_dict(py, f)?;
+        set_failure(py, &b, s.last_failure_of(*key))?;
+        backends.set_item(key.name(), b)?;
     }
     d.set_item("backends", backends)?;
-    match &s.last_failure {
-        Some(f) => d.set_item("last_failure", failure_dict(py, f)?)?,
-        None => d.set_item("last_failure", py.None())?,
-    }
+    set_failure(py, &d, s.last_failure.as_ref())?;
     Ok(d)
 }
 

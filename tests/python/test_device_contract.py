@@ -289,6 +289,17 @@ def test_a_thread_safe_backend_runs_its_hooks_at_once():
 # ------------------------------------------------------------------------------ metrics
 
 
+class _WithHooks:
+    """A ``bf.Backend`` and the :class:`Hooks` it was registered with (``hooks``)."""
+
+    def __init__(self, backend: bf.Backend, hooks: Hooks) -> None:
+        self._backend = backend
+        self.hooks = hooks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+
 @pytest.fixture
 def plain():
     """A thread-safe backend with every dtype and the CPU fallback."""
@@ -296,7 +307,7 @@ def plain():
     backend = hooks.register(NAME)
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
+        yield _WithHooks(backend, hooks)
 
 
 def test_a_failed_fallback_keeps_its_last_exception(plain, lib, ns):
@@ -328,6 +339,44 @@ def test_a_failed_fallback_keeps_its_last_exception(plain, lib, ns):
     bf.set_fallback_policy("allow")
     bf.metrics.reset()
     assert bf.metrics.op_stats(f"{ns}::row")["last_failure"] is None
+
+
+def test_the_last_failure_is_kept_per_backend_as_the_figures_are(plain, lib, ns):
+    lib.define("row(Tensor x, int i) -> Tensor")
+
+    def row(x: np.ndarray, i: int) -> np.ndarray:
+        if i >= len(x):
+            raise IndexError(f"row {i} of {len(x)}")
+        return x[i : i + 1].copy()
+
+    lib.impl("row", row, "CPU")
+    op = getattr(bf.ops, ns).row
+    other = Hooks().register(f"{NAME}Other")
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, other.name)
+        x, y = plain.tensor(np.arange(3.0)), other.tensor(np.arange(5.0))
+        bf.metrics.reset()
+        with pytest.raises(IndexError):
+            op(x, 4)
+        op(y, 4)  # the same call goes well on the other backend
+        stats = bf.metrics.op_stats(f"{ns}::row")
+        mine, theirs = stats["backends"][plain.name], stats["backends"][other.name]
+        assert (mine["failures"], theirs["failures"]) == (1, 0)
+        assert mine["last_failure"] == stats["last_failure"]
+        assert mine["last_failure"]["message"].startswith("row 4 of 3")
+        assert theirs["last_failure"] is None
+        # The operator's is the latest of any backend's; each backend keeps its own.
+        with pytest.raises(IndexError):
+            op(y, 9)
+        stats = bf.metrics.op_stats(f"{ns}::row")
+        assert stats["last_failure"]["message"].startswith("row 9 of 5")
+        assert stats["backends"][other.name]["last_failure"] == stats["last_failure"]
+        assert stats["backends"][plain.name]["last_failure"]["message"].startswith("row 4 of 3")
+        # The rows and the CSV keep to the figures.
+        assert all("last_failure" not in r for r in bf.metrics.rows())
+        bf.metrics.reset()
+        op(x, 0)
+        assert bf.metrics.op_stats(f"{ns}::row")["backends"][plain.name]["last_failure"] is None
 
 
 def test_backend_kernels_are_counted_and_timed_under_profile(plain, lib, ns):
@@ -382,6 +431,73 @@ def test_transfers_the_user_asked_for_are_counted_apart_from_the_fallback(plain)
     assert "Native" not in bf.metrics.transfers()
 
 
+READS = {
+    "numpy()": lambda t: t.numpy(),
+    "np.asarray": np.asarray,
+    "np.array": np.array,
+    "np.asarray(dtype=)": lambda t: np.asarray(t, dtype=np.float32),
+    "__array__": lambda t: t.__array__(),
+    "np.from_dlpack": np.from_dlpack,
+    "__dlpack__": lambda t: t.__dlpack__(),
+    "to_device('cpu')": lambda t: t.to_device("cpu"),
+    "asarray(device='cpu')": lambda t: xp_cpu.asarray(t, device="cpu"),
+}
+
+
+@pytest.mark.parametrize("read", sorted(READS))
+def test_each_read_the_user_asks_for_is_one_transfer_with_its_bytes(plain, read):
+    hooks = plain.hooks
+    t = plain.tensor(np.arange(4.0))
+    bf.metrics.reset()
+    before = dict(hooks.calls)
+    READS[read](t)
+    assert bf.metrics.transfers()[plain.name] == {
+        "to_host": 1,
+        "bytes_to_host": 32,
+        "to_device": 0,
+        "bytes_to_device": 0,
+    }
+    assert hooks.calls["to_cpu"] == before["to_cpu"] + 1  # the one transfer counted
+    assert bf.metrics.counters() == {}  # and no fallback
+
+
+def test_a_scalar_read_is_one_transfer_of_its_bytes(plain):
+    t = plain.tensor(np.array(2.5))
+    for convert, value in ((float, 2.5), (bool, True), (int, 2)):
+        bf.metrics.reset()
+        assert convert(t) == value
+        moved = bf.metrics.transfers()[plain.name]
+        assert (moved["to_host"], moved["bytes_to_host"], moved["to_device"]) == (1, 8, 0)
+
+
+PUTS = {
+    "Backend.tensor": lambda b, xp: b.tensor(np.ones(3)),
+    "asarray(ndarray)": lambda b, xp: xp.asarray(np.ones(3)),
+    "asarray(list)": lambda b, xp: xp.asarray([1.0, 2.0, 3.0]),
+    "asarray(ndarray, dtype=)": lambda b, xp: xp.asarray(np.ones(6, np.float32), dtype="float32"),
+    "asarray(device=)": lambda b, xp: xp_cpu.asarray(np.ones(3), device=b.name),
+    "from_dlpack(ndarray)": lambda b, xp: xp.from_dlpack(np.ones(3)),
+}
+
+
+@pytest.mark.parametrize("put", sorted(PUTS))
+def test_each_put_of_host_data_the_user_asks_for_is_one_transfer_with_its_bytes(plain, put):
+    hooks = plain.hooks
+    xp = xp_cpu.namespace(plain.name)
+    bf.metrics.reset()
+    before = dict(hooks.calls)
+    t = PUTS[put](plain, xp)
+    assert t.device == f"{plain.name}:0"
+    assert bf.metrics.transfers()[plain.name] == {
+        "to_host": 0,
+        "bytes_to_host": 0,
+        "to_device": 1,
+        "bytes_to_device": 24,
+    }
+    assert hooks.calls["from_cpu"] == before["from_cpu"] + 1
+    assert bf.metrics.counters() == {}  # not a fallback of asarray or from_dlpack
+
+
 # ---------------------------------------------------------------- Native under threads
 
 
@@ -401,3 +517,23 @@ def test_native_in_place_writes_from_threads_lose_no_update():
     _overlap(work)
     np.testing.assert_array_equal(np.asarray(x), np.full(1000, 800.0))
     np.testing.assert_array_equal(np.asarray(y), np.ones(1000))
+
+
+def test_in_place_writes_on_a_backend_not_thread_safe_lose_no_update():
+    # One fallback call of an in-place operator reads the tensor (`to_cpu`), adds on the CPU
+    # and writes back (`copy_from_cpu`): the backend's lock is held across the whole call, so
+    # another thread's call on the same backend cannot read between this one's read and its
+    # write-back (the hooks pause, to let another thread in if anything did).
+    hooks = Hooks(pause=0.0005)
+    backend = hooks.register(NAME, thread_safe=False)
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        x = backend.tensor(np.zeros(100))
+
+        def work() -> None:
+            for _ in range(25):
+                x.__iadd__(1.0)
+
+        _overlap(work)
+        np.testing.assert_array_equal(x.numpy(), np.full(100, 100.0))
+    assert hooks.most == 1

@@ -74,7 +74,8 @@ def test_op_stats_has_totals_and_each_backends_own_figures(ns, ops, two):
     assert sorted(s) == sorted([*FIGURES, "backends", "last_failure"])
     assert sorted(s["backends"]) == sorted([a.name, b.name])
     mine, other = s["backends"][a.name], s["backends"][b.name]
-    assert sorted(mine) == sorted(FIGURES)
+    assert sorted(mine) == sorted([*FIGURES, "last_failure"])
+    assert mine["last_failure"] is None
     assert (mine["fallbacks"], mine["bytes_to_cpu"], mine["bytes_from_cpu"]) == (3, 48, 48)
     assert (other["fallbacks"], other["bytes_to_cpu"], other["bytes_from_cpu"]) == (1, 40, 40)
     for key in ("fallbacks", "failures", "bytes_to_cpu", "bytes_from_cpu"):

@@ -383,6 +383,15 @@ def from_dlpack(x: object, /, *, device: Any = None, copy: bool | None = None) -
         raise ValueError(
             f"from_dlpack(copy=False) cannot put an array on {device}: that needs a copy"
         )
+    target = (
+        None
+        if _device(device) is None
+        else host_data_target(OPS["from_dlpack"], str(_device(device)))
+    )
+    if target is not None:
+        # As asarray's host data: a transfer the user asked for, not a fallback.
+        backend, index = target
+        return backend.tensor(OPS["from_dlpack"](x, device=None, copy=copy), index)
     return OPS["from_dlpack"](x, device=_device(device), copy=copy)
 
 
