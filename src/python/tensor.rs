@@ -1040,14 +1040,33 @@ impl PyTensor {
         array_call(slf, "__complex__")
     }
 
-    /// A host copy as a NumPy array (NumPy's `__array__` protocol).
+    /// The values as a NumPy array (NumPy's `__array__` protocol, `np.asarray(t)`). A tensor
+    /// of host memory (Native), or a view of one, gives an array over that memory itself,
+    /// writable (unless the view is read-only), whose writes are the tensor's and which sees
+    /// the tensor's later writes, unless `copy=True` or another `dtype` asks for a copy; any
+    /// other tensor gives a host copy (`copy=False`: `ValueError`).
     #[pyo3(signature = (dtype=None, copy=None))]
     fn __array__(
         slf: &Bound<'_, Self>,
         dtype: Option<&Bound<'_, PyAny>>,
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        array_module(slf.py())?
+        let py = slf.py();
+        let copies = copy.map(|c| c.is_truthy()).transpose()?.unwrap_or(false);
+        let same_dtype = match dtype {
+            None => true,
+            Some(d) => py
+                .import("numpy")?
+                .getattr("dtype")?
+                .call1((d,))?
+                .eq(slf.getattr("dtype")?)?,
+        };
+        if !copies && same_dtype {
+            if let Some(a) = super::numpy_memory::shared_array(py, &slf.get().inner, true)? {
+                return Ok(a.unbind());
+            }
+        }
+        array_module(py)?
             .getattr("__array__")?
             .call1((slf, dtype, copy))
             .map(Bound::unbind)
