@@ -1393,7 +1393,7 @@ impl Tensor {
     /// let memory = t.export_host().unwrap();
     /// assert!(t.is_exported());
     /// t.set_data(TensorData::Host(std::sync::Arc::new(ndarray::arr1(&[5.0, 6.0]).into_dyn().into())));
-    /// assert_eq!(memory.as_f64().unwrap().to_vec(), vec![5.0, 6.0]); // written where it is
+    /// assert_eq!(memory.as_f64().unwrap().iter().copied().collect::<Vec<_>>(), vec![5.0, 6.0]); // written where it is
     /// assert!(std::sync::Arc::ptr_eq(&t.export_host().unwrap(), &memory)); // the same memory again
     /// ```
     pub fn export_host(&self) -> Result<Arc<HostArray>> {
