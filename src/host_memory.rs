@@ -48,9 +48,9 @@ pub(crate) fn write_into<T: Clone>(dst: &ArrayD<T>, src: &ArrayD<T>) -> bool {
 }
 
 /// Puts every byte of `a` that is neither 0 nor 1 back to 1 (true, as NumPy reads it): a bool
-/// array NumPy wrote through a `uint8` view may hold any byte, and a Rust `bool` must be 0 or
-/// 1. Read and written as bytes through the raw pointer, so no invalid `bool` is ever made.
-/// Nothing is done to an array not in C order (exported memory always is).
+/// array NumPy wrote through a `uint8` view may hold any byte, and a Rust `bool` must be one
+/// of those two. Read and written as bytes through the raw pointer, so no invalid `bool` is
+/// ever made. Nothing is done to an array not in C order (exported memory always is).
 pub(crate) fn normalize_bools(a: &ArrayD<bool>) {
     if !a.is_standard_layout() {
         return;

@@ -4,6 +4,8 @@
 //! A `Tensor` is a cheap handle (`Arc`); clones share the tensor, and identity is the handle's.
 //! Host data sits behind its own `Arc` so a CPU view of a host-accessible tensor can be lent
 //! without a copy; writing replaces that `Arc` (copy-on-write), so a lent view never dangles.
+//! Memory exported to a foreign runtime ([`Tensor::export_host`], NumPy's `np.asarray`) is
+//! instead written where it is, so that both sides see each other's writes.
 //!
 //! A view ([`Tensor::view_of`], NumPy's views of a device tensor) is its base and a
 //! description ([`ViewOps`]): its own slot is made from the base when read after the base's
@@ -1461,11 +1463,12 @@ impl Tensor {
         self.0.exported.load(Ordering::Relaxed) & EXPORTED_BOOL != 0
     }
 
-    /// Puts exported bool memory right before a read (`host_memory::normalize_bools`).
+    /// Puts exported bool memory right before a read (`host_memory::normalize_bools`), under
+    /// the write lock, so that no other boxfall write of the memory runs meanwhile.
     #[cold]
     #[inline(never)]
     fn normalize_exported_bools(&self) {
-        let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
         if let TensorData::Host(h) = &slot.data {
             if let HostArray::Bool(a) = &**h {
                 crate::host_memory::normalize_bools(a);

@@ -448,9 +448,11 @@ fn borrow_read_only<'py, T: numpy::Element>(
     // SAFETY: `PyArray_NewFromDescr` (the GIL is held) reads `nd` dimensions and strides from
     // the two vectors, which live across the call, and steals the dtype reference
     // `into_dtype_ptr` gives it. The data pointer and strides are those of `a`, whose memory
-    // `owner` keeps alive (it holds the `Arc` of the `HostArray` that `a` is in) and which is
-    // never written in place (a write replaces a tensor's `Arc`, see tensor.rs); flags 0 make
-    // the array read-only from the start, so neither side sees the other write. NULL is
+    // `owner` keeps alive (it holds the `Arc` of the `HostArray` that `a` is in); flags 0 make
+    // the array read-only from the start. A write replaces a tensor's `Arc` (tensor.rs), except
+    // for exported memory, which NumPy and boxfall write in place through its raw pointer
+    // (host_memory.rs): this array then reads the values as they are now, as NumPy's own
+    // read-only views of a written array do. NULL is
     // NumPy's error (more dimensions than it supports: ValueError), taken over by
     // `from_owned_ptr_or_err`. `PyArray_SetBaseObject` steals the reference to `owner` that
     // `into_ptr` gives up, also when it fails (-1, with an error set). Exercised by
