@@ -181,3 +181,26 @@ def test_in_place_writes_of_an_exported_tensor_from_threads_lose_no_update():
     assert not errors, errors
     np.testing.assert_array_equal(a, np.full(1000, 400.0))  # written where the array sees it
     np.testing.assert_array_equal(x.numpy(), np.full(1000, 400.0))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int64", "float32", "complex128"])
+def test_every_dtype_and_rank_shares_its_memory(dtype):
+    t = nx.asarray(np.arange(6).astype(dtype).reshape(2, 3))
+    a = np.asarray(t)
+    assert a.dtype == np.dtype(dtype) and a.shape == (2, 3)
+    a += 1  # NumPy's in-place ufunc, on the tensor's memory
+    assert t.numpy().tolist() == (np.arange(6).astype(dtype).reshape(2, 3) + 1).tolist()
+    z = nx.asarray(np.asarray(5, dtype=dtype))
+    az = np.asarray(z)
+    assert az.shape == ()
+    az[()] = 7
+    assert t.dtype == z.dtype and int(np.real(z.numpy())) == 7
+
+
+def test_a_reversed_or_empty_views_array_stays_inside_its_base():
+    t = nx.asarray(np.arange(6.0))
+    r = np.asarray(t[::-2])
+    assert r.tolist() == [5.0, 3.0, 1.0] and r.strides == (-16,)
+    r[0] = 50.0
+    assert float(t[5]) == 50.0
+    assert np.asarray(t[3:3]).shape == (0,)
