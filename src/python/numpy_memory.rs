@@ -90,7 +90,7 @@ fn over<'py, T: numpy::Element>(
     let nd = std::os::raw::c_int::try_from(dims.len())
         .map_err(|_| bad("a tensor of this many dimensions has no NumPy array"))?;
     // SAFETY: `offset` is 0 or the offset of a view all of whose elements lie among `a`'s
-    // (`within`, above), so `add` stays inside `a`'s allocation.
+    // (`within`, above), so `offset` stays inside `a`'s allocation.
     let data = unsafe { a.as_ptr().offset(offset) }.cast_mut();
     let flags = if writable {
         npyffi::flags::NPY_ARRAY_WRITEABLE
