@@ -44,6 +44,7 @@ pub mod clock;
 pub mod dispatcher;
 pub mod error;
 pub mod fallback;
+mod host_memory;
 pub mod ivalue;
 pub mod kernel;
 pub mod key;

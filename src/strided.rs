@@ -21,23 +21,9 @@ impl Strided {
     /// Calls `f(position)` for every element of a view of `shape`, in C order; `None` (nothing
     /// called) where one of them is not among `len` elements.
     fn each(&self, shape: &[usize], len: usize, mut f: impl FnMut(usize)) -> Option<()> {
-        if shape.len() != self.strides.len() {
-            return None;
-        }
+        self.within(shape, len)?;
         if shape.contains(&0) {
             return Some(());
-        }
-        let (mut lo, mut hi) = (self.offset, self.offset);
-        for (&n, &s) in shape.iter().zip(&self.strides) {
-            let reach = isize::try_from(n - 1).ok()?.checked_mul(s)?;
-            if reach < 0 {
-                lo = lo.checked_add(reach)?;
-            } else {
-                hi = hi.checked_add(reach)?;
-            }
-        }
-        if lo < 0 || usize::try_from(hi).ok()? >= len {
-            return None;
         }
         let mut index = vec![0usize; shape.len()];
         let mut pos = self.offset;
@@ -59,6 +45,31 @@ impl Strided {
                 index[axis] = 0;
             }
         }
+    }
+
+    /// `Some` where every element of a view of `shape` is among `len` elements (an empty view
+    /// always is), so that a pointer to the base's first element plus the view's offset and
+    /// strides reaches only the base's memory.
+    pub(crate) fn within(&self, shape: &[usize], len: usize) -> Option<()> {
+        if shape.len() != self.strides.len() {
+            return None;
+        }
+        if shape.contains(&0) {
+            return Some(());
+        }
+        let (mut lo, mut hi) = (self.offset, self.offset);
+        for (&n, &s) in shape.iter().zip(&self.strides) {
+            let reach = isize::try_from(n - 1).ok()?.checked_mul(s)?;
+            if reach < 0 {
+                lo = lo.checked_add(reach)?;
+            } else {
+                hi = hi.checked_add(reach)?;
+            }
+        }
+        if lo < 0 || usize::try_from(hi).ok()? >= len {
+            return None;
+        }
+        Some(())
     }
 
     fn gather<T: Clone>(&self, base: &ArrayD<T>, shape: &[usize]) -> Option<ArrayD<T>> {

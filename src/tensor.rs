@@ -4,6 +4,8 @@
 //! A `Tensor` is a cheap handle (`Arc`); clones share the tensor, and identity is the handle's.
 //! Host data sits behind its own `Arc` so a CPU view of a host-accessible tensor can be lent
 //! without a copy; writing replaces that `Arc` (copy-on-write), so a lent view never dangles.
+//! Memory exported to a foreign runtime ([`Tensor::export_host`], NumPy's `np.asarray`) is
+//! instead written where it is, so that both sides see each other's writes.
 //!
 //! A view ([`Tensor::view_of`], NumPy's views of a device tensor) is its base and a
 //! description ([`ViewOps`]): its own slot is made from the base when read after the base's
@@ -11,7 +13,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use ndarray::ArrayD;
@@ -585,7 +587,16 @@ struct TensorInner {
     version: AtomicU64,
     /// What a view sees of its base (`Tensor::view_of`); `None` for every other tensor.
     view: Option<Box<ViewLink>>,
+    /// `EXPORTED` (and `EXPORTED_BOOL` for bool elements) once the host memory was exported
+    /// ([`Tensor::export_host`]): written under the write lock, read without any.
+    exported: AtomicU8,
 }
+
+/// `TensorInner::exported`: the memory is exported, and written in place from then on.
+const EXPORTED: u8 = 1;
+/// `TensorInner::exported`: exported bool elements, which NumPy may have written as bytes other
+/// than 0 and 1 (put right before boxfall reads them).
+const EXPORTED_BOOL: u8 = 2;
 
 /// What the lock guards: the data, and a foreign runtime's view of it (`host_view`).
 struct Slot {
@@ -647,6 +658,7 @@ impl Tensor {
             loan: OnceLock::new(),
             version: AtomicU64::new(0),
             view: None,
+            exported: AtomicU8::new(0),
         }))
     }
 
@@ -813,7 +825,7 @@ impl Tensor {
     /// ```
     #[inline]
     pub fn kept_loan(&self) -> Option<&Tensor> {
-        if !self.is_host() || self.view_is_stale() {
+        if !self.is_host() || self.view_is_stale() || self.has_exported_bools() {
             return None;
         }
         self.0.loan.get().filter(|l| l.unchanged())
@@ -979,6 +991,12 @@ impl Tensor {
     }
 
     fn replace_locked(&self, mut slot: std::sync::RwLockWriteGuard<'_, Slot>, data: TensorData) {
+        // Exported memory is written where it is, so that NumPy's arrays of it see the write.
+        let data = if self.0.exported.load(Ordering::Relaxed) != 0 {
+            self.write_exported(&slot.data, data)
+        } else {
+            data
+        };
         // Stored before the lock is released: whoever reads the new data after taking the
         // lock also sees its byte count.
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
@@ -1234,6 +1252,7 @@ impl Tensor {
                 ops,
                 synced: AtomicU64::new(NEVER_SYNCED),
             })),
+            exported: AtomicU8::new(0),
         })))
     }
 
@@ -1314,15 +1333,23 @@ impl Tensor {
     fn view_is_stale(&self) -> bool {
         match &self.0.view {
             None => false,
-            Some(v) => v.synced.load(Ordering::Acquire) != v.base.data_version(),
+            // NumPy writes an exported base where it is, moving no version: every read makes
+            // the view again.
+            Some(v) => {
+                v.synced.load(Ordering::Acquire) != v.base.data_version() || v.base.is_exported()
+            }
         }
     }
 
-    /// Makes a view's slot from its base again if the base was written since.
+    /// Makes a view's slot from its base again if the base was written since (and puts right
+    /// exported bool memory that NumPy may have written, before it is read).
     #[inline(always)]
     fn sync_view(&self) {
         if self.view_is_stale() {
             self.refresh_view();
+        }
+        if self.has_exported_bools() {
+            self.normalize_exported_bools();
         }
     }
 
@@ -1346,4 +1373,136 @@ impl Tensor {
             ),
         }
     }
+}
+
+impl Tensor {
+    /// The host memory, exported: memory that a foreign runtime (NumPy, through `np.asarray`)
+    /// may read and write where it is, shared with nobody but this tensor and its loan. From
+    /// the first export on, every write of the tensor (`set_data`, the fallback's write-back, a
+    /// write through a view) copies the values into this memory rather than replacing it, so
+    /// the foreign runtime sees boxfall's writes and boxfall sees its (a view of the tensor
+    /// makes its values again at every read). Data of another shape or dtype (an `out=`
+    /// argument resized) replaces the memory as for any tensor: the exported memory then stays
+    /// with whoever holds it, no longer the tensor's, and the tensor is no longer exported.
+    ///
+    /// Memory that another tensor shares (one made from this tensor's data), or that is not in
+    /// C order, is first copied, so that no other tensor sees the writes. An error for a view
+    /// (its memory is its base's: export the base) and for a tensor without host memory.
+    ///
+    /// ```
+    /// use boxfall::{native, tensor::TensorData};
+    /// let t = native::tensor(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// let memory = t.export_host().unwrap();
+    /// assert!(t.is_exported());
+    /// t.set_data(TensorData::Host(std::sync::Arc::new(ndarray::arr1(&[5.0, 6.0]).into_dyn().into())));
+    /// assert_eq!(memory.as_f64().unwrap().iter().copied().collect::<Vec<_>>(), vec![5.0, 6.0]); // written where it is
+    /// assert!(std::sync::Arc::ptr_eq(&t.export_host().unwrap(), &memory)); // the same memory again
+    /// ```
+    pub fn export_host(&self) -> Result<Arc<HostArray>> {
+        if self.is_view() {
+            return Err(Error::Fallback(format!(
+                "a view on {} has no memory of its own to export (its base's is)",
+                self.device()
+            )));
+        }
+        self.sync_view();
+        loop {
+            let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+            let TensorData::Host(host) = &slot.data else {
+                return Err(Error::Fallback(format!(
+                    "a tensor on {} holds no host memory to export",
+                    self.device()
+                )));
+            };
+            if self.is_exported() {
+                return Ok(Arc::clone(host));
+            }
+            // Handles this tensor holds itself: its slot's, and its loan's (read under the
+            // loan's lock, which is always taken after this tensor's).
+            let lent = self.0.loan.get().is_some_and(|l| {
+                let loan = l.0.data.read().unwrap_or_else(|e| e.into_inner());
+                matches!(&loan.data, TensorData::Host(h) if Arc::ptr_eq(h, host))
+            });
+            let ordered = host_match!(&**host, a => a.is_standard_layout());
+            if ordered && Arc::strong_count(host) <= 1 + usize::from(lent) {
+                let bools = if host.dtype() == DType::Bool {
+                    EXPORTED_BOOL
+                } else {
+                    0
+                };
+                self.0.exported.store(EXPORTED | bools, Ordering::Relaxed);
+                return Ok(Arc::clone(host));
+            }
+            // Shared (or in another order): this tensor takes a copy of its own, and the
+            // loop checks it again (a write meanwhile may have replaced it).
+            let copy = TensorData::Host(Arc::new(host.try_clone()?));
+            self.replace_locked(slot, copy);
+        }
+    }
+
+    /// Whether the host memory was exported ([`Tensor::export_host`]) and is still the
+    /// tensor's: writes then copy values into it.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(!t.is_exported());
+    /// t.export_host().unwrap();
+    /// assert!(t.is_exported());
+    /// t.set_data(boxfall::tensor::TensorData::Host(std::sync::Arc::new(ndarray::arr1(&[1.0, 2.0]).into_dyn().into())));
+    /// assert!(!t.is_exported()); // another shape: replaced, no longer the exported memory
+    /// ```
+    #[inline]
+    pub fn is_exported(&self) -> bool {
+        self.0.exported.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether the tensor holds exported bool memory, which NumPy may have written as bytes
+    /// other than 0 and 1.
+    #[inline(always)]
+    fn has_exported_bools(&self) -> bool {
+        self.0.exported.load(Ordering::Relaxed) & EXPORTED_BOOL != 0
+    }
+
+    /// Puts exported bool memory right before a read (`host_memory::normalize_bools`), under
+    /// the write lock, so that no other boxfall write of the memory runs meanwhile.
+    #[cold]
+    #[inline(never)]
+    fn normalize_exported_bools(&self) {
+        let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        if let TensorData::Host(h) = &slot.data {
+            if let HostArray::Bool(a) = &**h {
+                crate::host_memory::normalize_bools(a);
+            }
+        }
+    }
+
+    /// `data` written into exported memory `current` where it is (then `current` is what the
+    /// slot keeps), or, for data of another shape or dtype, `data` itself, and the tensor is
+    /// no longer exported. The caller holds the write lock.
+    #[cold]
+    #[inline(never)]
+    fn write_exported(&self, current: &TensorData, data: TensorData) -> TensorData {
+        if let (TensorData::Host(cur), TensorData::Host(new)) = (current, &data) {
+            if Arc::ptr_eq(cur, new) || write_host_into(cur, new) {
+                return current.clone();
+            }
+        }
+        self.0.exported.store(0, Ordering::Relaxed);
+        data
+    }
+}
+
+/// `src`'s values written into `dst`'s memory where it is (`host_memory::write_into`); false
+/// where the dtypes or shapes differ.
+fn write_host_into(dst: &HostArray, src: &HostArray) -> bool {
+    use crate::host_memory::write_into;
+    macro_rules! pairs {
+        ($($v:ident),*) => {
+            match (dst, src) {
+                $((HostArray::$v(d), HostArray::$v(s)) => write_into(d, s),)*
+                _ => false,
+            }
+        };
+    }
+    pairs!(Bool, I8, I16, I32, I64, U8, U16, U32, U64, F32, F64, C64, C128)
 }

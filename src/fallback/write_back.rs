@@ -68,9 +68,14 @@ fn check(
 }
 
 /// A copy of a CPU tensor's values as they are now, made without the backend: host memory is
-/// shared, not copied (a write replaces a tensor's host memory, never changes it); a CPU
-/// payload is copied where it can be. `None` where neither works.
+/// shared, not copied (a write replaces a tensor's host memory, never changes it), but for
+/// exported memory, which a write changes where it is (`Tensor::export_host`); a CPU payload
+/// is copied where it can be. `None` where neither works.
 fn keep(t: &Tensor) -> Option<Result<Tensor>> {
+    if t.is_host() && t.is_exported() {
+        let copy = t.to_host().and_then(|h| h.try_clone());
+        return Some(copy.map(|h| Tensor::host(Device::CPU, h)));
+    }
     if t.is_host() {
         return Some(Ok(Tensor::new(Device::CPU, t.data())));
     }

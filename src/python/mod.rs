@@ -17,6 +17,7 @@ mod keyset;
 mod library;
 mod logging;
 mod namespace;
+mod numpy_memory;
 mod ops;
 mod packet;
 mod recursion;

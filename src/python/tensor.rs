@@ -448,9 +448,11 @@ fn borrow_read_only<'py, T: numpy::Element>(
     // SAFETY: `PyArray_NewFromDescr` (the GIL is held) reads `nd` dimensions and strides from
     // the two vectors, which live across the call, and steals the dtype reference
     // `into_dtype_ptr` gives it. The data pointer and strides are those of `a`, whose memory
-    // `owner` keeps alive (it holds the `Arc` of the `HostArray` that `a` is in) and which is
-    // never written in place (a write replaces a tensor's `Arc`, see tensor.rs); flags 0 make
-    // the array read-only from the start, so neither side sees the other write. NULL is
+    // `owner` keeps alive (it holds the `Arc` of the `HostArray` that `a` is in); flags 0 make
+    // the array read-only from the start. A write replaces a tensor's `Arc` (tensor.rs), except
+    // for exported memory, which NumPy and boxfall write in place through its raw pointer
+    // (host_memory.rs): this array then reads the values as they are now, as NumPy's own
+    // read-only views of a written array do. NULL is
     // NumPy's error (more dimensions than it supports: ValueError), taken over by
     // `from_owned_ptr_or_err`. `PyArray_SetBaseObject` steals the reference to `owner` that
     // `into_ptr` gives up, also when it fails (-1, with an error set). Exercised by
@@ -1040,14 +1042,33 @@ impl PyTensor {
         array_call(slf, "__complex__")
     }
 
-    /// A host copy as a NumPy array (NumPy's `__array__` protocol).
+    /// The values as a NumPy array (NumPy's `__array__` protocol, `np.asarray(t)`). A tensor
+    /// of host memory (Native), or a view of one, gives an array over that memory itself,
+    /// writable (unless the view is read-only), whose writes are the tensor's and which sees
+    /// the tensor's later writes, unless `copy=True` or another `dtype` asks for a copy; any
+    /// other tensor gives a host copy (`copy=False`: `ValueError`).
     #[pyo3(signature = (dtype=None, copy=None))]
     fn __array__(
         slf: &Bound<'_, Self>,
         dtype: Option<&Bound<'_, PyAny>>,
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        array_module(slf.py())?
+        let py = slf.py();
+        let copies = copy.map(|c| c.is_truthy()).transpose()?.unwrap_or(false);
+        let same_dtype = match dtype {
+            None => true,
+            Some(d) => py
+                .import("numpy")?
+                .getattr("dtype")?
+                .call1((d,))?
+                .eq(slf.getattr("dtype")?)?,
+        };
+        if !copies && same_dtype {
+            if let Some(a) = super::numpy_memory::shared_array(py, &slf.get().inner, true)? {
+                return Ok(a.unbind());
+            }
+        }
+        array_module(py)?
             .getattr("__array__")?
             .call1((slf, dtype, copy))
             .map(Bound::unbind)

@@ -1,0 +1,134 @@
+//! NumPy arrays over a tensor's own host memory (`np.asarray(t)` of a Native tensor): the
+//! tensor's memory exported (`Tensor::export_host`), so that NumPy's writes are the tensor's
+//! and boxfall's writes are seen through the array; for a view of a Native tensor, a NumPy view
+//! of its base's memory at the view's place.
+
+use std::sync::Arc;
+
+use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
+use numpy::PyArrayDescrMethods;
+use pyo3::prelude::*;
+
+use super::errors::IntoPy;
+use super::view_desc::view_ops;
+use crate::strided::Strided;
+use crate::tensor::{HostArray, Tensor};
+
+/// The base object of an array `shared_array` makes: it keeps the exported memory alive for
+/// as long as NumPy can reach it, whatever the tensor holds by then.
+#[pyclass(frozen, module = "boxfall._boxfall")]
+struct ExportedMemory {
+    _data: Arc<HostArray>,
+}
+
+/// `t`'s values as a NumPy array over `t`'s own host memory, writable where `writable` and the
+/// tensor allows it (a view NumPy makes read-only, as `broadcast_to`'s, gives a read-only
+/// array). `None` where `t` has no host memory of its own to share: a backend's payload, or a
+/// view of one (the caller then makes a host copy).
+pub fn shared_array<'py>(
+    py: Python<'py>,
+    t: &Tensor,
+    writable: bool,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let (base, place) = match t.view_base() {
+        None => (t, None),
+        Some(base) => match view_ops(t) {
+            Some(ops) => (base, Some((&ops.place, ops.shape(), ops.writable))),
+            None => return Ok(None),
+        },
+    };
+    if !base.is_host() {
+        return Ok(None);
+    }
+    let memory = base.export_host().py(py)?;
+    let owner = Bound::new(
+        py,
+        ExportedMemory {
+            _data: Arc::clone(&memory),
+        },
+    )?
+    .into_any();
+    let writable = writable && place.is_none_or(|(_, _, w)| w);
+    crate::tensor::host_match!(&*memory, a => over(a, place.map(|(p, s, _)| (p, s)), writable, owner))
+        .map(Some)
+}
+
+/// A NumPy array over `a`'s memory (exported, C-ordered), or over the part of it `place`
+/// describes (a view's offset and strides, in elements, and its shape), whose base object
+/// `owner` keeps that memory alive.
+fn over<'py, T: numpy::Element>(
+    a: &ndarray::ArrayD<T>,
+    place: Option<(&Strided, &[usize])>,
+    writable: bool,
+    owner: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = owner.py();
+    let item = std::mem::size_of::<T>() as isize;
+    let bad = |what: &str| pyo3::exceptions::PyValueError::new_err(what.to_owned());
+    let (mut dims, mut strides, offset): (Vec<npy_intp>, Vec<npy_intp>, isize) = match place {
+        None => (
+            a.shape().iter().map(|&d| d as npy_intp).collect(),
+            a.strides().iter().map(|&s| s * item).collect(),
+            0,
+        ),
+        Some((place, shape)) => {
+            place
+                .within(shape, a.len())
+                .ok_or_else(|| bad("a view reaches outside its base's memory"))?;
+            let empty = shape.contains(&0);
+            (
+                shape.iter().map(|&d| d as npy_intp).collect(),
+                place.strides.iter().map(|&s| s * item).collect(),
+                // An empty view reads nothing: its data pointer is the base's.
+                if empty { 0 } else { place.offset },
+            )
+        }
+    };
+    if !a.is_standard_layout() {
+        return Err(bad("exported memory is not in C order"));
+    }
+    let nd = std::os::raw::c_int::try_from(dims.len())
+        .map_err(|_| bad("a tensor of this many dimensions has no NumPy array"))?;
+    // SAFETY: `offset` is 0 or the offset of a view all of whose elements lie among `a`'s
+    // (`within`, above), so `offset` stays inside `a`'s allocation.
+    let data = unsafe { a.as_ptr().offset(offset) }.cast_mut();
+    let flags = if writable {
+        npyffi::flags::NPY_ARRAY_WRITEABLE
+    } else {
+        0
+    };
+    // SAFETY: `PyArray_NewFromDescr` (the GIL is held) reads `nd` dimensions and strides from
+    // the two vectors, which live across the call, and steals the dtype reference
+    // `into_dtype_ptr` gives it. `data` and the strides reach only `a`'s elements (checked
+    // above), which `owner` keeps alive (it holds the `Arc` of the `HostArray` that `a` is
+    // in). The pointer carries the allocation's own provenance, so NumPy writing through it
+    // (WRITEABLE when `writable`) is sound while no Rust reference to the elements is alive
+    // (the reasoning of `host_memory.rs`; the tensor is exported, so boxfall writes it in
+    // place and makes no new copy it would miss). NULL is NumPy's error, taken over by
+    // `from_owned_ptr_or_err`. `PyArray_SetBaseObject` steals the reference to `owner` that
+    // `into_ptr` gives up, also when it fails (-1, with an error set). Exercised by
+    // tests/python/test_native_numpy_memory.py.
+    unsafe {
+        let raw = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+            T::get_dtype(py).into_dtype_ptr(),
+            nd,
+            dims.as_mut_ptr(),
+            strides.as_mut_ptr(),
+            data.cast::<std::os::raw::c_void>(),
+            flags,
+            std::ptr::null_mut(),
+        );
+        let arr = Bound::from_owned_ptr_or_err(py, raw)?;
+        if PY_ARRAY_API.PyArray_SetBaseObject(
+            py,
+            arr.as_ptr() as *mut npyffi::PyArrayObject,
+            owner.into_ptr(),
+        ) < 0
+        {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(arr)
+    }
+}
