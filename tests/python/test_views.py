@@ -108,6 +108,8 @@ def test_adding_to_the_diagonal_of_one_matrix_of_a_stack(nsp):
         (lambda ns, x: ns.expand_dims(x, axis=1), lambda a: a[:, None]),
         (lambda ns, x: ns.squeeze(ns.expand_dims(x, axis=0), axis=0), lambda a: a),
         (lambda ns, x: x[None, ..., ::-1], lambda a: a[None, ..., ::-1]),
+        (lambda ns, x: ns.moveaxis(x, 0, -1), lambda a: np.moveaxis(a, 0, -1)),
+        (lambda ns, x: ns.moveaxis(x, (0, 1), (1, 0)), lambda a: np.moveaxis(a, (0, 1), (1, 0))),
     ],
     ids=[
         "reshape",
@@ -119,6 +121,8 @@ def test_adding_to_the_diagonal_of_one_matrix_of_a_stack(nsp):
         "expand_dims",
         "squeeze",
         "index",
+        "moveaxis",
+        "moveaxis tuple",
     ],
 )
 def test_each_function_gives_a_view_written_both_ways(nsp, make, step):
@@ -135,6 +139,14 @@ def test_each_function_gives_a_view_written_both_ways(nsp, make, step):
     np.testing.assert_array_equal(values(x), base)
     x[...] = 10.0  # through the base
     np.testing.assert_array_equal(values(v), np.full(want.shape, 10.0))
+
+
+def test_moveaxis_with_a_bad_axis_raises_as_numpy(nsp):
+    x = nsp.zeros((2, 3))
+    with pytest.raises(ValueError):  # NumPy's AxisError is a ValueError
+        nsp.moveaxis(x, 2, 0)
+    with pytest.raises(ValueError):
+        nsp.moveaxis(x, (0, 0), (0, 1))
 
 
 def test_broadcast_to_is_a_read_only_view(nsp):

@@ -13,6 +13,11 @@ from typing import Any
 
 import numpy as np
 
+try:
+    from numpy.lib.array_utils import normalize_axis_tuple
+except ImportError:  # NumPy 1.x
+    from numpy.core.numeric import normalize_axis_tuple  # type: ignore[no-redef]
+
 from .._boxfall import Tensor
 from . import _views
 from ._registry import Op, register
@@ -176,6 +181,27 @@ permute_dims = _views_first("permute_dims", lambda axes: tuple(int(a) for a in a
 expand_dims = _views_first("expand_dims", _axis_step)
 squeeze = _views_first("squeeze", _axis_step)
 broadcast_to = _views_first("broadcast_to", lambda shape: tuple(int(n) for n in shape))
+_moveaxis_copy = _public["moveaxis"]
+
+
+@functools.wraps(_moveaxis_copy)
+def moveaxis(x: Any, source: Any, destination: Any, /) -> Any:
+    # A view, as NumPy's: SciPy's ndimage hands `moveaxis(output, ...)` on as the array its C
+    # code writes into, and those writes must reach `output`.
+    if isinstance(x, Tensor):
+        src = (source,) if isinstance(source, int) else tuple(source)
+        dst = (destination,) if isinstance(destination, int) else tuple(destination)
+        try:
+            src = normalize_axis_tuple(src, x.ndim, "source")
+            dst = normalize_axis_tuple(dst, x.ndim, "destination")
+        except (TypeError, ValueError):
+            return _moveaxis_copy(x, source, destination)  # the operator's error
+        if len(src) == len(dst):
+            order = [n for n in range(x.ndim) if n not in src]
+            for d, s in sorted(zip(dst, src, strict=True)):
+                order.insert(d, s)
+            return permute_dims(x, order)
+    return _moveaxis_copy(x, source, destination)
 
 
 def broadcast_arrays(*arrays: Any) -> list[Any]:
