@@ -37,12 +37,14 @@ use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::keyset::PyKeySet;
 use super::ops::PyOpOverload;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
-use crate::dispatcher::{OpSchema, OperatorHandle};
+use crate::dispatcher::{dispatch_keys, DispatchTable, OpSchema, OperatorHandle, Routed};
 use crate::ivalue::{IValue, Stack};
-use crate::key::{local_keys, DispatchKey, DispatchKeySet};
+use crate::kernel::{CpuKernel, Route, TensorsFn};
+use crate::key::{DispatchKey, DispatchKeySet};
 use crate::schema::Type;
 
-/// What a Python kernel carries as its [`crate::KernelFunction::tag`].
+/// What a Python kernel carries as its foreign payload ([`crate::KernelFunction::with_foreign`]),
+/// which the router gives back for the entries it serves ([`crate::dispatcher::Routed::foreign`]).
 pub struct PyKernel {
     /// The function. The library that registered the kernel shows it to the garbage collector
     /// (`library.rs`), and takes it out when the library is collected, so that the reference
@@ -724,22 +726,21 @@ fn run_lean<'py>(
     let py = slf.py();
     let op = &slf.get().handle;
     let spare = &slf.get().spare;
-    let found = op.peek_table(|table| {
-        let (k, masked) = match spare.hint(py, table, keys) {
-            Some(found) => found,
+    let found = op.route(keys, |r| {
+        let k = match spare.hint(py, r.table(), keys) {
+            Some(k) => k,
             None => {
-                if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+                if !Arc::ptr_eq(r.schema(), &plan.schema) {
                     return None;
                 }
-                let masked = table.masked(keys);
-                let k = table.kernel(masked)?.tag::<Arc<PyKernel>>()?;
-                spare.keep_hint(py, table, keys, masked, k);
-                (&**k, masked)
+                let k = r.foreign::<PyKernel>()?;
+                spare.keep_hint(py, r.table(), keys, k);
+                k
             }
         };
-        Some((k.func(py)?, k.boxed, k.array, masked))
+        Some((k.func(py)?, k.boxed, k.array, r.keys()))
     });
-    let Some((func, boxed, array, masked)) = found else {
+    let Some((func, boxed, array, masked)) = found.flatten() else {
         return Lean::Passed;
     };
     let schema = &plan.schema;
@@ -797,21 +798,24 @@ impl<'py> Found<'py> {
         plan: &Plan,
         keys: DispatchKeySet,
     ) -> Option<Found<'py>> {
-        op.peek_table(|table| {
-            if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+        op.route(keys, |r| {
+            if !Arc::ptr_eq(r.schema(), &plan.schema) {
                 return None;
             }
-            let masked = table.masked(keys);
-            let kernel = table.kernel(masked)?;
-            Some(match kernel.tag::<Arc<PyKernel>>() {
-                Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
-                None => Found::Other(
-                    crate::fallback::CpuFallback::of(kernel)
-                        .and_then(|_| FallbackKernel::of(py, table, masked)),
-                    masked,
-                ),
+            let masked = r.keys();
+            Some(match r.route() {
+                Route::Missing => return None,
+                Route::Foreign => match r.foreign::<PyKernel>() {
+                    Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
+                    None => Found::Other(None, masked),
+                },
+                Route::CpuFallback(CpuKernel::Foreign) => {
+                    Found::Other(FallbackKernel::of(py, &r), masked)
+                }
+                _ => Found::Other(None, masked),
             })
         })
+        .flatten()
     }
 }
 
@@ -837,17 +841,12 @@ struct FallbackKernel<'py> {
 }
 
 impl<'py> FallbackKernel<'py> {
-    /// The Python CPU kernel of a call that the CPU fallback serves on `masked` (None: none
-    /// there, or a boxed one, which the boxed way runs).
+    /// The Python CPU kernel of a call that the CPU fallback serves (None: none there, or a
+    /// boxed one, which the boxed way runs).
     #[inline(always)]
-    fn of(
-        py: Python<'py>,
-        table: &crate::dispatcher::DispatchTable,
-        masked: DispatchKeySet,
-    ) -> Option<FallbackKernel<'py>> {
-        let key = masked.highest()?;
-        let cpu = table.kernel(DispatchKey::CPU.set())?;
-        let kernel = cpu.tag::<Arc<PyKernel>>().filter(|k| !k.boxed)?;
+    fn of(py: Python<'py>, r: &Routed<'_>) -> Option<FallbackKernel<'py>> {
+        let key = r.keys().highest()?;
+        let kernel = r.cpu_foreign::<PyKernel>().filter(|k| !k.boxed)?;
         Some(FallbackKernel {
             key,
             func: kernel.func(py)?,
@@ -893,12 +892,12 @@ fn run<'py>(
                 return None;
             }
             return op
-                .resolve(keys, |schema, masked, kernel| {
-                    if !Arc::ptr_eq(schema, &plan.schema) {
+                .resolve(keys, |r| {
+                    if !Arc::ptr_eq(r.schema(), &plan.schema) {
                         return None;
                     }
-                    let kernel = kernel?;
-                    if let Some(r) = native_tensors(py, op, kernel, b) {
+                    let (kernel, masked) = (r.kernel()?, r.keys());
+                    if let Some(r) = r.tensors().and_then(|f| native_tensors(py, op, f, b)) {
                         return Some(Ok(Rets::Done(r)));
                     }
                     let mut passed = Passed::default();
@@ -1114,8 +1113,8 @@ fn kernel_in_fallback<'py>(
     maps.ret(cpu)
 }
 
-/// A call of two `bf.Tensor`s that a Native kernel of two arrays serves, run by its typed
-/// entry (`NativeTensors`) on the caller's tensors: no stack of the arguments, no tensor handle
+/// A call of two `bf.Tensor`s that a Native kernel of two arrays serves (`Route::Tensors`),
+/// run by its typed entry on the caller's tensors: no stack of the arguments, no tensor handle
 /// cloned into one, the result wrapped as `returns_to_py` wraps it (a new tensor is never an
 /// argument's, so it is never the caller's object). `None` where the boxed kernel must serve:
 /// another kernel, an argument that is no `bf.Tensor`, or a call the kernel hands to the CPU
@@ -1124,15 +1123,14 @@ fn kernel_in_fallback<'py>(
 fn native_tensors<'py>(
     py: Python<'py>,
     op: &OperatorHandle,
-    kernel: &crate::KernelFunction,
+    entry: TensorsFn,
     b: &Bound_<'py>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    let entry = crate::native::NativeTensors::of(kernel)?;
     let [x, y] = b.given.as_slice() else {
         return None;
     };
     let (x, y) = (as_tensor(x)?, as_tensor(y)?);
-    let t = match entry.call(op, &x.get().inner, &y.get().inner) {
+    let t = match entry(op, &x.get().inner, &y.get().inner) {
         Ok(Some(t)) => t,
         Ok(None) => return None,
         Err(e) => return Some(Err(to_pyerr(py, e))),
@@ -1331,7 +1329,7 @@ pub struct Spare {
 
 /// A Python kernel found in one table of the operator for one key set: the table's address
 /// and the epoch read after it was loaded (equal again, the table is the same one, alive, and
-/// tables never change once published: `rcu::epoch`), the keys asked and masked, and the
+/// tables never change once published: `rcu::epoch`), the keys asked, and the
 /// kernel (a pointer into that table, which holds it). Kept as plain numbers: it is only
 /// followed inside a read section that loaded that same table.
 #[derive(Clone, Copy, Default)]
@@ -1339,20 +1337,19 @@ struct Hint {
     table: usize,
     epoch: u64,
     keys: u64,
-    masked: u64,
     kernel: usize,
 }
 
 impl Spare {
-    /// The kernel of `table` for `keys` and the masked keys, if a hint holds them.
-    /// `table` is the operator's table, loaded in the caller's read section.
+    /// The kernel of `table` for `keys`, if a hint holds it. `table` is the operator's table,
+    /// loaded in the caller's read section.
     #[inline(always)]
     fn hint<'t>(
         &self,
         py: Python<'_>,
-        table: &'t crate::dispatcher::DispatchTable,
+        table: &'t DispatchTable,
         keys: DispatchKeySet,
-    ) -> Option<(&'t PyKernel, DispatchKeySet)> {
+    ) -> Option<&'t PyKernel> {
         let at = std::ptr::from_ref(table) as usize;
         // SAFETY: the GIL is held (`py`), and the cell is read whole (a copy) with no Python
         // code run meanwhile.
@@ -1366,10 +1363,7 @@ impl Spare {
         }
         // SAFETY: `h.kernel` points to the `PyKernel` held by an entry of that table (see
         // `keep_hint`), which lives while the caller's read section keeps the table.
-        Some((
-            unsafe { &*(h.kernel as *const PyKernel) },
-            DispatchKeySet(h.masked),
-        ))
+        Some(unsafe { &*(h.kernel as *const PyKernel) })
     }
 
     /// Keeps `kernel` (of `table`, loaded in the caller's read section) as found for `keys`.
@@ -1377,18 +1371,16 @@ impl Spare {
     fn keep_hint(
         &self,
         py: Python<'_>,
-        table: &crate::dispatcher::DispatchTable,
+        table: &DispatchTable,
         keys: DispatchKeySet,
-        masked: DispatchKeySet,
-        kernel: &Arc<PyKernel>,
+        kernel: &PyKernel,
     ) {
         let hint = Hint {
             table: std::ptr::from_ref(table) as usize,
             // After the table's load (see `rcu::epoch`).
             epoch: crate::rcu::epoch(),
             keys: keys.0,
-            masked: masked.0,
-            kernel: Arc::as_ptr(kernel) as usize,
+            kernel: std::ptr::from_ref(kernel) as usize,
         };
         let [a, b] = self.hints.replace(py, [Hint::default(); 2]);
         // The newer first; the older of the two goes.
@@ -1602,8 +1594,7 @@ fn device_keys(body: &Body, args: &[Bound<'_, PyAny>]) -> Option<DispatchKeySet>
     if keys.is_empty() {
         return None;
     }
-    let (inc, exc) = local_keys();
-    Some(DispatchKeySet((keys.0 | inc.0) & !exc.0))
+    Some(dispatch_keys(keys))
 }
 
 /// A call of device tensors (`device_keys`) that the CPU fallback serves with a Python CPU
@@ -1631,8 +1622,7 @@ fn run_device_lean<'py>(
 /// (as `bind_call` finds them, and as it takes for a call with no tensor).
 #[inline(always)]
 fn lean_keys() -> DispatchKeySet {
-    let (inc, exc) = local_keys();
-    DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0)
+    dispatch_keys(DispatchKey::CPU.set())
 }
 
 /// `op(*args)` by the lean path for `call_as`, once `lean_args` holds: out of line, so that a
@@ -1681,8 +1671,7 @@ fn call_as<'py>(
     } else {
         b.keys
     };
-    let (inc, exc) = local_keys();
-    let keys = DispatchKeySet((arg_keys.0 | inc.0) & !exc.0);
+    let keys = dispatch_keys(arg_keys);
     let r = run(slf, plan, body, keys, &b, Some(args), done_ok)?;
     Some(r.and_then(|r| r.into_result(py)))
 }
