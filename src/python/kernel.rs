@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use super::convert::{generic, to_ivalue, to_py, Passed, TensorStyle};
 use super::errors::{from_pyerr, with_note};
-use super::fast::PyKernel;
 use super::keyset::PyKeySet;
-use super::ops::PyOpOverload;
+use super::overload::PyOpOverload;
+use super::py_kernel::PyKernel;
 use super::tensor::numpy_to_host;
 use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};

@@ -10,10 +10,10 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::convert::{bind, returns_to_py, to_ivalue, to_py, Passed, TensorStyle};
 use super::errors::{new_err, IntoPy};
-use super::fast::PyKernel;
 use super::kernel::python_kernel;
 use super::keyset::PyKeySet;
 use super::ops::{argument_error, schema_of, PyOpOverload};
+use super::py_kernel::PyKernel;
 use super::recursion;
 use crate::error::Error;
 use crate::fallback::{CpuFallback, ViewPolicy};
