@@ -20,6 +20,7 @@ pub struct ArrayKernel {
 
 impl ArrayKernel {
     /// `out`, the kernel's result, as the operator returns it.
+    #[inline]
     pub fn finish<'py>(&self, out: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         if is_numpy_array(&out) {
             return Ok(out);

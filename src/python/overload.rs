@@ -73,6 +73,7 @@ impl PyOpOverload {
             drop(old);
         }
     }
+
     /// `op.redispatch`: one object per operator, made at the first look-up (`REDISPATCH`,
     /// whose getter serves every later look-up without coming here).
     pub fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
@@ -89,6 +90,7 @@ impl PyOpOverload {
         drop(old);
         Ok(f)
     }
+
     /// `op.redispatch` if it was made, a reference of the caller's.
     #[inline(always)]
     pub fn kept_redispatch<'py>(slf: &Bound<'py, Self>) -> Option<Bound<'py, PyAny>> {
@@ -98,17 +100,21 @@ impl PyOpOverload {
             .as_ref()
             .map(|f| f.bind(slf.py()).clone())
     }
+
     /// Where in the object `op.redispatch` is kept (bytes from its start).
     pub fn redispatch_offset(slf: &Bound<'_, Self>) -> Option<usize> {
         let field = std::ptr::addr_of!(slf.get().redispatch) as usize;
         field.checked_sub(slf.as_ptr() as usize)
     }
+
     /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
     pub fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
         let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
         field.checked_sub(slf.as_ptr() as usize)
     }
+
     /// The fast path's plan (None while the operator is not defined).
+    #[inline]
     pub fn plan(&self, py: Python<'_>) -> Option<&Arc<Plan>> {
         if let Some(p) = self.plan.get(py) {
             return Some(p);

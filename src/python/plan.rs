@@ -254,6 +254,7 @@ impl Spare {
     }
 
     /// The key set object of `keys`: the last one if its keys are these.
+    #[inline]
     pub(super) fn keys_obj<'py>(
         &self,
         py: Python<'py>,
@@ -280,6 +281,7 @@ impl Spare {
     /// replaced by None first, so that they go now, after the cell was written, while the
     /// list keeps its length and storage: emptying it freed the storage, which the next call's
     /// first append allocated again).
+    #[inline]
     pub(super) fn give_back(&self, list: Bound<'_, PyList>) {
         let py = list.py();
         if refcnt(list.as_any()) != 1 {

@@ -48,6 +48,7 @@ impl PyKernel {
     /// The function, as a reference of the caller's own, which keeps it alive (and visibly
     /// referenced, to the garbage collector) while it runs; `None` once its library was
     /// collected.
+    #[inline]
     pub fn func<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
         // SAFETY: the GIL is held (`py`), so no other thread takes the function meanwhile
         // (see `func`); the reference is cloned before the GIL can be released.
