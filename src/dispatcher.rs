@@ -42,7 +42,7 @@ pub use crate::schema::OpSchema;
 /// The key set a call dispatches on, from its arguments' keys: this thread's included keys
 /// added, its excluded keys removed (c10's `DispatchKeyExtractor`). Every entry point that
 /// starts a call computes its keys here, the Python bindings' included; the operator's mask
-/// is applied by the route ([`DispatchTable::route`]).
+/// is applied by the route (`DispatchTable::route`).
 ///
 /// ```
 /// use boxfall::{dispatcher::dispatch_keys, key::LocalKeysGuard, DispatchKey, DispatchKeySet};
@@ -277,7 +277,7 @@ impl OperatorHandle {
 
     /// The router, for callers that run a kernel their own way (the Python bindings): routes a
     /// call on `keys` in one load of the operator's table, as every call is routed
-    /// ([`DispatchTable::route`] on `keys` masked by the operator's fallthroughs), and gives `f`
+    /// (`DispatchTable::route` on `keys` masked by the operator's fallthroughs), and gives `f`
     /// what serves it ([`Routed`]: the entry's [`Route`] and what that route needs). `keys` are
     /// a call's keys as [`dispatch_keys`] gives them, or for a redispatch the keys below the
     /// current one. None if the operator is not defined.

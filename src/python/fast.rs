@@ -4,6 +4,12 @@
 //! building `IValue`s or asking the core to box anything; only the function's result is checked
 //! and converted. The schema facts it needs are computed once per schema ([`Plan`]).
 //!
+//! It decides nothing the core decides: the key set comes from `dispatch_keys`, and what serves
+//! the call from the router (`OperatorHandle::route`, `resolve`), whose `Routed` says how the
+//! entry runs (`Route::Foreign`: a Python function, given back as its `PyKernel`;
+//! `CpuFallback(CpuKernel::Foreign)`: the CPU fallback around a Python CPU kernel;
+//! `Route::Tensors`: a Native kernel of two tensors; anything else on a boxed stack).
+//!
 //! The commonest call, every argument given by position and bound to itself (NumPy arrays and
 //! exact scalars) with one return, takes a leaner way still ([`run_lean`]): the kernel gets the
 //! caller's own argument array, and no bound arguments are built.
