@@ -36,7 +36,7 @@ use super::errors::{to_pyerr, IntoPy};
 use super::ffi::{call_borrowed3, list_get, list_set, vectorcall};
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::overload::PyOpOverload;
-use super::plan::{ArgPlan, Body, Kind, Plan, RetPlan, MAX};
+use super::plan::{ArgPlan, Body, Kind, Plan, RetPlan, Spare, MAX};
 use super::py_kernel::PyKernel;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
 use crate::dispatcher::{dispatch_keys, OpSchema, OperatorHandle, Routed};
@@ -508,22 +508,8 @@ fn run_lean<'py>(
 ) -> Lean<'py> {
     let py = slf.py();
     let op = &slf.get().handle;
-    let spare = &slf.get().spare;
-    let found = op.route(keys, |r| {
-        let k = match spare.hint(py, r.table(), keys) {
-            Some(k) => k,
-            None => {
-                if !Arc::ptr_eq(r.schema(), &plan.schema) {
-                    return None;
-                }
-                let k = r.foreign::<PyKernel>()?;
-                spare.keep_hint(py, r.table(), keys, k);
-                k
-            }
-        };
-        Some((k.func(py)?, k.boxed, k.array, r.keys()))
-    });
-    let Some((func, boxed, array, masked)) = found.flatten() else {
+    let Some((func, boxed, array, masked)) = lean_kernel(py, op, &slf.get().spare, plan, keys)
+    else {
         return Lean::Passed;
     };
     let schema = &plan.schema;
@@ -555,6 +541,35 @@ fn run_lean<'py>(
             Lean::Raised
         }
     }
+}
+
+/// The Python function that serves a lean call on `keys`, whether it is boxed and takes arrays,
+/// and the masked keys; None where no Python function serves it. Out of line: inlined into the
+/// vectorcall entry with the rest of the lean path, the thread-local accesses of the read
+/// section and of the key set were left out of line there (about 130 instructions a call more).
+#[inline(never)]
+fn lean_kernel<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    spare: &Spare,
+    plan: &Plan,
+    keys: DispatchKeySet,
+) -> Option<(Bound<'py, PyAny>, bool, bool, DispatchKeySet)> {
+    op.route(keys, |r| {
+        let k = match spare.hint(py, r.table(), keys) {
+            Some(k) => k,
+            None => {
+                if !Arc::ptr_eq(r.schema(), &plan.schema) {
+                    return None;
+                }
+                let k = r.foreign::<PyKernel>()?;
+                spare.keep_hint(py, r.table(), keys, k);
+                k
+            }
+        };
+        Some((k.func(py)?, k.boxed, k.array, r.keys()))
+    })
+    .flatten()
 }
 
 /// What serves a call, as the fast path found it.
