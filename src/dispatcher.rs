@@ -28,7 +28,9 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::{Error, Result};
 use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
-use crate::kernel::{self as kernel_fn, CpuKernel, KernelFunction, OperatorEntry, TableEntry};
+use crate::kernel::{
+    self as kernel_fn, CpuKernel, KernelFunction, OperatorEntry, TableEntry, TensorsFn,
+};
 use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
 use crate::metrics::{OpMetrics, OpStats, Snapshot};
 use crate::rcu::{self, leave_holding, RcuCell};
@@ -39,10 +41,18 @@ pub use crate::schema::OpSchema;
 
 /// The key set a call dispatches on, from its arguments' keys: this thread's included keys
 /// added, its excluded keys removed (c10's `DispatchKeyExtractor`). Every entry point that
-/// starts a call computes its keys here; the operator's mask is applied by the route
-/// ([`DispatchTable::route`]).
+/// starts a call computes its keys here, the Python bindings' included; the operator's mask
+/// is applied by the route (`DispatchTable::route`).
+///
+/// ```
+/// use boxfall::{dispatcher::dispatch_keys, key::LocalKeysGuard, DispatchKey, DispatchKeySet};
+/// let cpu = DispatchKey::CPU.set();
+/// assert_eq!(dispatch_keys(cpu), cpu);
+/// let _g = LocalKeysGuard::exclude(cpu);
+/// assert_eq!(dispatch_keys(cpu), DispatchKeySet::EMPTY); // excluded on this thread
+/// ```
 #[inline(always)]
-fn dispatch_keys(argument_keys: DispatchKeySet) -> DispatchKeySet {
+pub fn dispatch_keys(argument_keys: DispatchKeySet) -> DispatchKeySet {
     let (included, excluded) = local_keys();
     DispatchKeySet((argument_keys.0 | included.0) & !excluded.0)
 }
@@ -91,6 +101,103 @@ impl DispatchTable {
     #[inline]
     pub fn call(&self, op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
         op.run(self, keys, self.masked(keys), stack)
+    }
+
+    /// A call on `keys` routed in this table ([`OperatorHandle::route`]); None if the operator
+    /// is not defined.
+    #[inline(always)]
+    fn routed(&self, keys: DispatchKeySet) -> Option<Routed<'_>> {
+        let schema = self.schema.as_ref()?;
+        let keys = self.masked(keys);
+        Some(Routed {
+            table: self,
+            schema,
+            keys,
+            entry: self.route(keys).map(|(e, _)| e),
+        })
+    }
+}
+
+/// What serves a call, as the router found it in one load of the operator's table
+/// ([`OperatorHandle::route`], [`OperatorHandle::resolve`]): the route that
+/// `compute_table` decided for the entry, with what each route needs, so that a caller that
+/// runs kernels its own way reads the route rather than the kernel.
+///
+/// ```
+/// use boxfall::{kernel::{CpuKernel, Route}, DispatchKey, Library, LibraryKind};
+/// boxfall::native::install_fallback().unwrap();
+/// let mut lib = Library::new("doc_routed", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+/// let r = op.route(DispatchKey::NATIVE.set(), |r| (r.route(), r.keys().highest())).unwrap();
+/// assert_eq!(r, (Route::CpuFallback(CpuKernel::Missing), Some(DispatchKey::NATIVE)));
+/// ```
+#[derive(Clone, Copy)]
+pub struct Routed<'t> {
+    table: &'t DispatchTable,
+    schema: &'t Arc<OpSchema>,
+    keys: DispatchKeySet,
+    entry: Option<&'t TableEntry>,
+}
+
+impl<'t> Routed<'t> {
+    /// The call's keys masked by the operator's fallthroughs: the keys its kernel gets.
+    #[inline(always)]
+    pub fn keys(&self) -> DispatchKeySet {
+        self.keys
+    }
+
+    /// The operator's schema, as the table holds it.
+    #[inline(always)]
+    pub fn schema(&self) -> &'t Arc<OpSchema> {
+        self.schema
+    }
+
+    /// The table the call was routed in (its address tells one table from another while it
+    /// lives).
+    #[inline(always)]
+    pub fn table(&self) -> &'t DispatchTable {
+        self.table
+    }
+
+    /// How the call runs ([`Route::Missing`]: nothing serves it).
+    #[inline(always)]
+    pub fn route(&self) -> Route {
+        self.entry.map_or(Route::Missing, |e| e.route)
+    }
+
+    /// The kernel that serves the call (None: a `NoKernel` error).
+    #[inline(always)]
+    pub fn kernel(&self) -> Option<&'t KernelFunction> {
+        self.entry.and_then(|e| e.kernel.as_ref())
+    }
+
+    /// For [`Route::Foreign`], the kernel's payload, if it is a `T` (what the bindings that
+    /// registered the kernel gave [`KernelFunction::with_foreign`]).
+    #[inline(always)]
+    pub fn foreign<T: std::any::Any>(&self) -> Option<&'t T> {
+        match self.route() {
+            Route::Foreign => self.kernel()?.foreign_payload(),
+            _ => None,
+        }
+    }
+
+    /// For [`Route::CpuFallback`] with [`CpuKernel::Foreign`], the CPU kernel's payload, if it
+    /// is a `T`: the kernel whose call the fallback's steps surround.
+    #[inline(always)]
+    pub fn cpu_foreign<T: std::any::Any>(&self) -> Option<&'t T> {
+        match self.route() {
+            Route::CpuFallback(CpuKernel::Foreign) => self.entry?.cpu.as_ref()?.foreign_payload(),
+            _ => None,
+        }
+    }
+
+    /// For [`Route::Tensors`], the kernel's typed entry on two tensors.
+    #[inline(always)]
+    pub fn tensors(&self) -> Option<TensorsFn> {
+        match self.route() {
+            Route::Tensors => self.kernel()?.tensors_entry(),
+            _ => None,
+        }
     }
 }
 
@@ -168,72 +275,57 @@ impl OperatorHandle {
         self.boxed_on(stack, |_, _| Ok((rest, rest)))
     }
 
-    /// Resolves a call without making it, from one load of the table: `f` gets the schema, the
-    /// key set the kernel would get (`keys` masked by the operator's fallthroughs) and the kernel
-    /// that serves its highest key (None: the call would be a `NoKernel` error). `keys` are a
-    /// call's keys as `call_keys` gives them, or for a redispatch the keys below the current
-    /// one. None if the operator is not defined. For bindings that call kernels they recognise
-    /// their own way (see `KernelFunction::tag`); the table, and so the kernel, lives until `f`
-    /// returns.
+    /// The router, for callers that run a kernel their own way (the Python bindings): routes a
+    /// call on `keys` in one load of the operator's table, as every call is routed
+    /// (`DispatchTable::route` on `keys` masked by the operator's fallthroughs), and gives `f`
+    /// what serves it ([`Routed`]: the entry's [`Route`] and what that route needs). `keys` are
+    /// a call's keys as [`dispatch_keys`] gives them, or for a redispatch the keys below the
+    /// current one. None if the operator is not defined.
+    ///
+    /// `f` runs inside the dispatcher's read section whatever serves the call: it is for a
+    /// caller that looks (takes what it needs out of the route and runs nothing long in `f`,
+    /// which would hold back reclamation); [`resolve`](Self::resolve) is for one that runs the
+    /// kernel in `f`.
     ///
     /// ```
-    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// use boxfall::{kernel::Route, DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_route", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// let k = KernelFunction::from_boxed(|_, _, _| Ok(())).with_foreign(std::sync::Arc::new(7u8));
+    /// lib.impl_kernel("f", DispatchKey::CPU, k, false).unwrap();
+    /// let found = op.route(DispatchKey::CPU.set(), |r| (r.route(), r.foreign::<u8>().copied()));
+    /// assert_eq!(found, Some((Route::Foreign, Some(7))));
+    /// ```
+    #[inline(always)]
+    pub fn route<T>(&self, keys: DispatchKeySet, f: impl FnOnce(Routed<'_>) -> T) -> Option<T> {
+        let g = rcu::read();
+        let table = self.0.table.load(&g);
+        Some(f(table.routed(keys)?))
+    }
+
+    /// As [`route`](Self::route), for a caller that runs the kernel in `f`: the table, and so
+    /// the kernel, lives until `f` returns, and if the call may reach a kernel that runs long,
+    /// `f` runs outside the dispatcher's read section, on the table held by a count.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
     /// let mut lib = Library::new("doc_resolve", LibraryKind::Def).unwrap();
     /// let op = lib.define("f(int x) -> int").unwrap();
-    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), 7u8), false).unwrap();
-    /// let tag = op.resolve(DispatchKey::CPU.set(), |_, keys, k| (keys, k.and_then(|k| k.tag::<u8>().copied())));
-    /// assert_eq!(tag, Some((DispatchKey::CPU.set(), Some(7))));
+    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 1)), false).unwrap();
+    /// let mut stack = vec![IValue::Int(1)];
+    /// op.resolve(DispatchKey::CPU.set(), |r| r.kernel().unwrap().call_boxed(&op, r.keys(), &mut stack)).unwrap().unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(2));
     /// ```
     #[inline]
-    pub fn resolve<T>(
-        &self,
-        keys: DispatchKeySet,
-        f: impl FnOnce(&Arc<OpSchema>, DispatchKeySet, Option<&KernelFunction>) -> T,
-    ) -> Option<T> {
+    pub fn resolve<T>(&self, keys: DispatchKeySet, f: impl FnOnce(Routed<'_>) -> T) -> Option<T> {
         let g = rcu::read();
         let table = self.0.table.load(&g);
         table.schema.as_ref()?;
-        let masked = table.masked(keys);
-        let resolved = |table: &DispatchTable| {
-            let kernel = table.route(masked).map(|(_, k)| k);
-            table
-                .schema
-                .as_ref()
-                .map(|schema| f(schema, masked, kernel))
-        };
-        if table.may_run_long(masked) {
+        if table.may_run_long(table.masked(keys)) {
             let owned = leave_holding!(g, table);
-            return resolved(&owned);
+            return owned.routed(keys).map(f);
         }
-        resolved(table)
-    }
-
-    /// As [`resolve`](Self::resolve), but `f` runs inside the read section whatever serves the
-    /// call, so a long-running kernel's table is not counted out of it: for a caller that only
-    /// looks (takes what it needs out of the kernel and runs nothing long in `f`, which would
-    /// hold back reclamation). How the Python bindings find a Python kernel's function, two
-    /// locked instructions cheaper than `resolve`.
-    ///
-    /// ```
-    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
-    /// let mut lib = Library::new("doc_peek", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
-    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), 7u8), false).unwrap();
-    /// let tag = op.peek(DispatchKey::CPU.set(), |_, _, k| k.and_then(|k| k.tag::<u8>().copied()));
-    /// assert_eq!(tag, Some(Some(7)));
-    /// ```
-    #[inline]
-    pub fn peek<T>(
-        &self,
-        keys: DispatchKeySet,
-        f: impl FnOnce(&Arc<OpSchema>, DispatchKeySet, Option<&KernelFunction>) -> T,
-    ) -> Option<T> {
-        let g = rcu::read();
-        let table = self.0.table.load(&g);
-        let schema = table.schema.as_ref()?;
-        let masked = table.masked(keys);
-        let kernel = table.route(masked).map(|(_, k)| k);
-        Some(f(schema, masked, kernel))
+        table.routed(keys).map(f)
     }
 
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs), ignoring the
@@ -923,6 +1015,7 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
     let cpu_kernel = match &cpu {
         None => CpuKernel::Missing,
         Some(k) if k.has_compiled_fallback() => CpuKernel::Compiled,
+        Some(k) if k.is_foreign() => CpuKernel::Foreign,
         Some(_) => CpuKernel::Boxed,
     };
     for e in table.entries.iter_mut() {
@@ -933,6 +1026,8 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
                 e.cpu = cpu.clone();
                 Route::CpuFallback(cpu_kernel)
             }
+            (Some(k), _) if k.is_foreign() => Route::Foreign,
+            (Some(k), _) if k.tensors_entry().is_some() => Route::Tensors,
             (Some(_), _) => Route::Kernel,
         };
     }

@@ -61,6 +61,17 @@ pub type BoxedFn = dyn Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result
 /// ```
 pub type UnboxedFn<A, R> = fn(DispatchKeySet, A) -> Result<R>;
 
+/// The typed entry of a kernel of two tensors (`KernelFunction::with_tensors_entry`): the
+/// operator (for its errors) and the two tensors; `Ok(None)` where the kernel's boxed entry
+/// would hand the call on (to the CPU fallback), which the caller then reaches by that boxed
+/// entry, on the same arguments.
+///
+/// ```
+/// let f: boxfall::kernel::TensorsFn = |_op, x, _y| Ok(Some(x.clone()));
+/// # let _ = f;
+/// ```
+pub type TensorsFn = fn(&OperatorHandle, &Tensor, &Tensor) -> Result<Option<Tensor>>;
+
 /// The boxed calling convention of a kernel that reads the call's dispatch table: the operator,
 /// the table the call loaded (the schema, the kernels of the other keys), the call's key set and
 /// the stack.
@@ -145,6 +156,12 @@ pub struct KernelFunction {
     pub(crate) kind: KernelKind,
     /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
     tag: Option<Arc<dyn Any + Send + Sync>>,
+    /// A foreign kernel's payload (`with_foreign`): the entries it serves route
+    /// [`Route::Foreign`].
+    foreign: Option<Arc<dyn Any + Send + Sync>>,
+    /// A typed entry on two tensors (`with_tensors_entry`): the entries it serves route
+    /// [`Route::Tensors`].
+    tensors: Option<TensorsFn>,
     /// Calls of it run outside the dispatcher's read section (`long_running`).
     long_running: bool,
 }
@@ -178,6 +195,8 @@ impl KernelFunction {
             cpu_fallback: false,
             kind: KernelKind::Regular,
             tag: None,
+            foreign: None,
+            tensors: None,
             long_running: false,
         }
     }
@@ -222,6 +241,8 @@ impl KernelFunction {
             cpu_fallback: false,
             kind: KernelKind::Regular,
             tag: None,
+            foreign: None,
+            tensors: None,
             long_running: false,
         }
     }
@@ -264,6 +285,67 @@ impl KernelFunction {
         self.tag.as_deref().and_then(|t| t.downcast_ref::<T>())
     }
 
+    /// The same kernel as a *foreign* one: a function of another language, which the code that
+    /// registered it (the Python bindings) calls its own way, with `payload`, where it can; the
+    /// dispatcher calls its boxed entry. A table entry it serves routes [`Route::Foreign`] (a CPU
+    /// fallback whose CPU kernel it is, [`CpuKernel::Foreign`]), and the router gives the payload
+    /// back ([`Routed::foreign`](crate::dispatcher::Routed::foreign)), so that no caller asks
+    /// the kernel what it is.
+    ///
+    /// ```
+    /// use boxfall::{kernel::Route, DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_with_foreign", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// let k = KernelFunction::from_boxed(|_, _, _| Ok(())).with_foreign(std::sync::Arc::new("a Python function"));
+    /// lib.impl_kernel("f", DispatchKey::CPU, k, false).unwrap();
+    /// assert_eq!(op.route_for(DispatchKey::CPU), Route::Foreign);
+    /// ```
+    pub fn with_foreign<T: Any + Send + Sync>(mut self, payload: Arc<T>) -> KernelFunction {
+        self.foreign = Some(payload);
+        self
+    }
+
+    /// Whether the kernel is a foreign one ([`with_foreign`](Self::with_foreign)).
+    ///
+    /// ```
+    /// assert!(!boxfall::KernelFunction::fallthrough().is_foreign());
+    /// ```
+    #[inline(always)]
+    pub fn is_foreign(&self) -> bool {
+        self.foreign.is_some()
+    }
+
+    /// The foreign payload, if the kernel has one and it is a `T`.
+    #[inline(always)]
+    pub(crate) fn foreign_payload<T: Any>(&self) -> Option<&T> {
+        self.foreign.as_deref().and_then(|t| t.downcast_ref::<T>())
+    }
+
+    /// The same kernel with a typed entry on two tensors (Native's two-array kernels), which a
+    /// caller holding the two tensors runs with no stack: a table entry it serves routes
+    /// [`Route::Tensors`], and the router gives the entry
+    /// ([`Routed::tensors`](crate::dispatcher::Routed::tensors)). Its result and errors must be
+    /// the boxed entry's.
+    ///
+    /// ```
+    /// let k = boxfall::KernelFunction::from_boxed(|_, _, _| Ok(())).with_tensors_entry(|_, x, _| Ok(Some(x.clone())));
+    /// assert!(k.tensors_entry().is_some());
+    /// ```
+    pub fn with_tensors_entry(mut self, f: TensorsFn) -> KernelFunction {
+        self.tensors = Some(f);
+        self
+    }
+
+    /// The typed entry on two tensors ([`with_tensors_entry`](Self::with_tensors_entry)).
+    ///
+    /// ```
+    /// assert!(boxfall::KernelFunction::fallthrough().tensors_entry().is_none());
+    /// ```
+    #[inline(always)]
+    pub fn tensors_entry(&self) -> Option<TensorsFn> {
+        self.tensors
+    }
+
     /// The kernel that passes the call on to the next key: registering it for a key takes the
     /// key out of the operator's dispatch mask, so it costs nothing per call.
     ///
@@ -292,6 +374,8 @@ impl KernelFunction {
             cpu_fallback: false,
             kind: KernelKind::Fallthrough,
             tag: None,
+            foreign: None,
+            tensors: None,
             long_running: false,
         }
     }
@@ -1005,6 +1089,12 @@ pub enum Route {
     Kernel,
     /// The CPU fallback, which runs the operator's CPU kernel as the table serves the CPU key.
     CpuFallback(CpuKernel),
+    /// A foreign kernel ([`KernelFunction::with_foreign`]): the dispatcher runs its boxed entry;
+    /// the bindings that made it call it their own way, with its payload.
+    Foreign,
+    /// A kernel with a typed entry on two tensors ([`KernelFunction::with_tensors_entry`]):
+    /// the dispatcher runs its boxed entry; a caller holding two tensors may run that entry.
+    Tensors,
     /// A fallthrough: the key is out of the operator's mask; no call reaches it.
     Fallthrough,
     /// Nothing: a call reaching it is a `NoKernel` error.
@@ -1024,6 +1114,9 @@ pub enum CpuKernel {
     Compiled,
     /// Its boxed entry point, on the stack of moved tensors.
     Boxed,
+    /// A foreign kernel ([`KernelFunction::with_foreign`]): as `Boxed` for the dispatcher; the
+    /// bindings that made it may run the fallback's steps around it their own way.
+    Foreign,
     /// No CPU kernel serves the operator: the fallback's call is a `NoKernel` error.
     Missing,
 }
@@ -1180,28 +1273,6 @@ impl OperatorHandle {
             let owned = leave_holding!(g, table);
             return f(&owned);
         }
-        f(table)
-    }
-
-    /// As [`with_table`](Self::with_table), but `f` runs inside the dispatcher's read section
-    /// whatever the table's kernels are, as [`peek`](Self::peek) does: for a caller that only
-    /// looks (takes what it needs out of the table and runs nothing long in `f`), so that a
-    /// table with a long-running kernel is not counted out of the section (two locked
-    /// instructions). How the Python bindings find what the CPU fallback of a Python CPU
-    /// kernel needs.
-    ///
-    /// ```
-    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
-    /// let mut lib = Library::new("doc_peek_table", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
-    /// lib.impl_kernel("f", DispatchKey::CPU, KernelFunction::from_boxed_with_tag(|_, _, _| Ok(()), 7u8), false).unwrap();
-    /// let tag = op.peek_table(|t| t.kernel(DispatchKey::CPU.set()).and_then(|k| k.tag::<u8>().copied()));
-    /// assert_eq!(tag, Some(7));
-    /// ```
-    #[inline]
-    pub fn peek_table<T>(&self, f: impl FnOnce(&DispatchTable) -> T) -> T {
-        let g = rcu::read();
-        let table = self.0.table.load(&g);
         f(table)
     }
 

@@ -480,7 +480,7 @@ thread_local! {
 /// let (inc, exc) = boxfall::key::local_keys();
 /// assert!(inc.is_empty() && exc.is_empty());
 /// ```
-#[inline]
+#[inline(always)]
 pub fn local_keys() -> (DispatchKeySet, DispatchKeySet) {
     let (i, e) = LOCAL_KEYS.with(|c| c.get());
     (DispatchKeySet(i), DispatchKeySet(e))

@@ -136,8 +136,10 @@ pub(crate) fn epoch() -> u64 {
     EPOCH.load(Ordering::Acquire)
 }
 
-/// Enters a read section (or a nested one).
-#[inline]
+/// Enters a read section (or a nested one). Always inlined, as its guard's drop: a call's whole
+/// routing is inlined into the bindings' large entry functions, where the inliner left this
+/// (and the thread-local access in it) out of line, a call and a TLS look-up each way.
+#[inline(always)]
 pub(crate) fn read() -> ReadGuard {
     READER.with(|r| {
         let depth = r.depth.get();
@@ -173,7 +175,7 @@ fn reader_fence() {
 }
 
 impl Drop for ReadGuard {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         let held_back = READER.with(|r| {
             let depth = r.depth.get() - 1;

@@ -200,3 +200,85 @@ fn a_typed_call_through_a_cpu_fallback_entry_runs_the_cpu_kernel_once_and_counts
     let stats = boxfall::Dispatcher::op_stats(op.name()).expect("counted");
     assert_eq!(stats.fallbacks, 2);
 }
+
+#[test]
+fn foreign_kernels_and_two_tensor_entries_have_routes_of_their_own() {
+    boxfall::native::install_fallback().expect("Native's fallback");
+    let (_, mut lib) = def_lib("route_foreign");
+    let op = lib.define("f(Tensor x) -> int").expect("defines");
+    let foreign = |n: i64| marker(n).with_foreign(std::sync::Arc::new(n));
+    lib.impl_kernel("f", DispatchKey::CPU, foreign(4), false)
+        .expect("registers");
+    assert_eq!(op.route_for(DispatchKey::CPU), Route::Foreign);
+    // The CPU fallback around a foreign CPU kernel says so, and the router gives its payload.
+    assert_eq!(
+        op.route_for(DispatchKey::NATIVE),
+        Route::CpuFallback(CpuKernel::Foreign)
+    );
+    let native = op
+        .route(DispatchKey::NATIVE.set() | DispatchKey::CPU, |r| {
+            (
+                r.route(),
+                r.cpu_foreign::<i64>().copied(),
+                r.foreign::<i64>().is_none(),
+            )
+        })
+        .expect("defined");
+    assert_eq!(
+        native,
+        (Route::CpuFallback(CpuKernel::Foreign), Some(4), true)
+    );
+    let on_cpu = op
+        .route(DispatchKey::CPU.set(), |r| {
+            (
+                r.foreign::<i64>().copied(),
+                r.foreign::<u8>().copied(),
+                r.tensors().is_none(),
+            )
+        })
+        .expect("defined");
+    assert_eq!(on_cpu, (Some(4), None, true));
+    // The dispatcher calls a foreign kernel by its boxed entry.
+    assert_eq!(boxed_on(&op, DispatchKey::CPU.set()).expect("served"), 4);
+    // A kernel with an entry on two tensors.
+    let two = marker(5).with_tensors_entry(|_, x, _| Ok(Some(x.clone())));
+    lib.impl_kernel("f", DispatchKey::NATIVE, two, false)
+        .expect("registers");
+    assert_eq!(op.route_for(DispatchKey::NATIVE), Route::Tensors);
+    let x = cpu(&[3.0]);
+    let out = op
+        .resolve(DispatchKey::NATIVE.set(), |r| {
+            assert_eq!(r.keys(), DispatchKey::NATIVE.set());
+            r.tensors().expect("the entry")(&op, &x, &x)
+        })
+        .expect("defined")
+        .expect("runs")
+        .expect("a result");
+    assert_eq!(values(&out), vec![3.0]);
+    assert_eq!(boxed_on(&op, DispatchKey::NATIVE.set()).expect("served"), 5);
+}
+
+#[test]
+fn the_router_masks_the_keys_and_tells_an_undefined_operator() {
+    let (_, mut lib) = def_lib("route_router");
+    let op = lib.define("f(int x) -> int").expect("defines");
+    lib.impl_kernel("f", DispatchKey::CPU, marker(1), false)
+        .expect("registers");
+    lib.impl_kernel(
+        "f",
+        DispatchKey::NATIVE,
+        KernelFunction::fallthrough(),
+        false,
+    )
+    .expect("registers");
+    let keys = DispatchKey::NATIVE.set() | DispatchKey::CPU;
+    let routed = op.route(keys, |r| (r.keys(), r.route(), r.kernel().is_some()));
+    assert_eq!(routed, Some((DispatchKey::CPU.set(), Route::Kernel, true)));
+    let missing = op.route(DispatchKey::NATIVE.set(), |r| {
+        (r.route(), r.kernel().is_none())
+    });
+    assert_eq!(missing, Some((Route::Missing, true)));
+    lib.close();
+    assert!(op.route(keys, |_| ()).is_none());
+    assert!(op.resolve(keys, |_| ()).is_none());
+}

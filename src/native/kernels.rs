@@ -143,7 +143,7 @@ fn register_rows<'a>(
         let mut k = KernelFunction::from_boxed(*kernel);
         // A two-array kernel carries its typed entry (`NativeTensors`).
         if let Some(t) = typed(name) {
-            k = k.with_tag(t);
+            k = k.with_tensors_entry(t.0);
         }
         lib.impl_kernel(name, DispatchKey::NATIVE, k, false)?;
         done.push(full);

@@ -13,7 +13,7 @@ mod support;
 
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
-use crate::kernel::KernelFunction;
+use crate::kernel::{KernelFunction, TensorsFn};
 use crate::key::DispatchKey;
 use crate::tensor::{Device, HostArray, Tensor};
 
@@ -25,11 +25,12 @@ pub use support::{set_blocking_hook, BlockingHook, BLOCKING_ELEMENTS};
 pub use crate::backend::NativeBackend;
 
 /// The typed entry of a Native kernel of two arrays (the array API's `add(Tensor x1, Tensor
-/// x2)`, `subtract`, `multiply`, `divide` and the six comparisons), carried as the kernel's tag
-/// ([`KernelFunction::tag`]): a binding that holds the two tensors runs it without building a
-/// stack of them. It gives the boxed kernel's result and errors; `Ok(None)` where the boxed
-/// kernel hands the call to the CPU fallback, which the caller then reaches by the boxed
-/// kernel, on the same arguments.
+/// x2)`, `subtract`, `multiply`, `divide` and the six comparisons), which the kernel carries
+/// as its entry on two tensors ([`KernelFunction::with_tensors_entry`]; its table entries route
+/// [`Route::Tensors`](crate::kernel::Route::Tensors)): a binding that holds the two tensors runs
+/// it without building a stack of them. It gives the boxed kernel's result and errors;
+/// `Ok(None)` where the boxed kernel hands the call to the CPU fallback, which the caller then
+/// reaches by the boxed kernel, on the same arguments.
 ///
 /// ```
 /// use boxfall::{native, DispatchKey, Library, LibraryKind};
@@ -37,16 +38,14 @@ pub use crate::backend::NativeBackend;
 /// let op = lib.define("add(Tensor x1, Tensor x2) -> Tensor").unwrap();
 /// native::register_array_api_kernels(&mut lib).unwrap();
 /// let (x, y) = (native::tensor(ndarray::arr1(&[1.0]).into_dyn()), native::tensor(ndarray::arr1(&[2.0]).into_dyn()));
-/// let out = op.resolve(DispatchKey::NATIVE.set(), |_, _, k| {
-///     native::NativeTensors::of(k.unwrap()).unwrap().call(&op, &x, &y).unwrap()
+/// let out = op.resolve(DispatchKey::NATIVE.set(), |r| {
+///     native::NativeTensors::of(r.kernel().unwrap()).unwrap().call(&op, &x, &y).unwrap()
 /// });
 /// let sum = out.flatten().unwrap().host_array().unwrap();
 /// assert_eq!(sum.dtype(), boxfall::DType::F64);
 /// ```
 #[derive(Clone, Copy)]
 pub struct NativeTensors(TensorsFn);
-
-type TensorsFn = fn(&OperatorHandle, &Tensor, &Tensor) -> Result<Option<Tensor>>;
 
 impl NativeTensors {
     /// The typed entry of `kernel`, if it is a Native kernel of two arrays.
@@ -55,8 +54,8 @@ impl NativeTensors {
     /// assert!(boxfall::native::NativeTensors::of(&boxfall::KernelFunction::fallthrough()).is_none());
     /// ```
     #[inline]
-    pub fn of(kernel: &KernelFunction) -> Option<&NativeTensors> {
-        kernel.tag::<NativeTensors>()
+    pub fn of(kernel: &KernelFunction) -> Option<NativeTensors> {
+        kernel.tensors_entry().map(NativeTensors)
     }
 
     /// The kernel's result on `x` and `y` (`op`: the operator called, for its errors).
@@ -68,8 +67,8 @@ impl NativeTensors {
     /// # native::register_array_api_kernels(&mut lib).unwrap();
     /// let x = native::tensor(ndarray::arr1(&[1.0]).into_dyn());
     /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
-    /// op.resolve(DispatchKey::NATIVE.set(), |_, _, k| {
-    ///     let entry = native::NativeTensors::of(k.unwrap()).unwrap();
+    /// op.resolve(DispatchKey::NATIVE.set(), |r| {
+    ///     let entry = native::NativeTensors::of(r.kernel().unwrap()).unwrap();
     ///     assert!(entry.call(&op, &x, &x).unwrap().is_some());
     ///     assert!(entry.call(&op, &x, &cpu).unwrap().is_none()); // the fallback's case
     /// });

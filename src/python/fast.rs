@@ -4,6 +4,12 @@
 //! building `IValue`s or asking the core to box anything; only the function's result is checked
 //! and converted. The schema facts it needs are computed once per schema ([`Plan`]).
 //!
+//! It decides nothing the core decides: the key set comes from `dispatch_keys`, and what serves
+//! the call from the router (`OperatorHandle::route`, `resolve`), whose `Routed` says how the
+//! entry runs (`Route::Foreign`: a Python function, given back as its `PyKernel`;
+//! `CpuFallback(CpuKernel::Foreign)`: the CPU fallback around a Python CPU kernel;
+//! `Route::Tensors`: a Native kernel of two tensors; anything else on a boxed stack).
+//!
 //! The commonest call, every argument given by position and bound to itself (NumPy arrays and
 //! exact scalars) with one return, takes a leaner way still ([`run_lean`]): the kernel gets the
 //! caller's own argument array, and no bound arguments are built.
@@ -15,91 +21,28 @@
 //! as before. Once the kernel has run, its result is converted exactly as the general path
 //! converts it (the same functions give the same errors).
 
-use std::cell::UnsafeCell;
-use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::pyclass::{PyTraverseError, PyVisit};
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
 
-use super::array_ops::ArrayKernel;
+use super::array_kernel::ArrayKernel;
 use super::convert::{
-    default_ivalue, is_exact_ndarray, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed,
-    TensorStyle,
+    is_exact_ndarray, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed, TensorStyle,
 };
 use super::errors::{to_pyerr, IntoPy};
-use super::ffi::{call_borrowed3, list_get, list_set, refcnt, vectorcall};
-use super::gil_cell::GilCell;
+use super::ffi::{call_borrowed3, list_get, list_set, vectorcall};
 use super::kernel::{bad_return, kernel_error, stack_count_error};
-use super::keyset::PyKeySet;
-use super::ops::PyOpOverload;
+use super::overload::PyOpOverload;
+use super::plan::{ArgPlan, Body, Kind, Plan, RetPlan, Spare, MAX};
+use super::py_kernel::PyKernel;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
-use crate::dispatcher::{OpSchema, OperatorHandle};
-use crate::ivalue::{IValue, Stack};
-use crate::key::{local_keys, DispatchKey, DispatchKeySet};
-use crate::schema::Type;
-
-/// What a Python kernel carries as its [`crate::KernelFunction::tag`].
-pub struct PyKernel {
-    /// The function. The library that registered the kernel shows it to the garbage collector
-    /// (`library.rs`), and takes it out when the library is collected, so that the reference
-    /// it showed goes with the library even where a call elsewhere still holds the kernel.
-    ///
-    /// A cell, not a lock: every access but the drop takes a `Python` token, and this module
-    /// runs with the GIL (its `#[pymodule]` does not declare `gil_used = false`, so even a
-    /// free-threaded interpreter keeps the GIL on for it), so no two threads reach the slot at
-    /// once. An uncontended mutex here cost two locked instructions on every call of a Python
-    /// kernel, about a tenth of the fast path.
-    func: UnsafeCell<Option<Py<PyAny>>>,
-    /// Boxed: `fn(op, keys, stack)`; else called with the arguments.
-    pub boxed: bool,
-    /// The function is an `ArrayKernel` (`array_ops.rs`): the fast path calls its function
-    /// directly and finishes the result as it would.
-    pub array: bool,
-}
-
-// SAFETY: the slot is read and written only with the GIL held (see `func`), which serialises
-// the threads that share a kernel; `Py<PyAny>` itself is Send and Sync.
-unsafe impl Sync for PyKernel {}
-
-impl PyKernel {
-    /// A kernel calling `func`.
-    pub fn new(func: Py<PyAny>, boxed: bool) -> PyKernel {
-        let array = Python::attach(|py| func.bind(py).is_exact_instance_of::<ArrayKernel>());
-        PyKernel {
-            func: UnsafeCell::new(Some(func)),
-            boxed,
-            array,
-        }
-    }
-
-    /// The function, as a reference of the caller's own, which keeps it alive (and visibly
-    /// referenced, to the garbage collector) while it runs; `None` once its library was
-    /// collected.
-    pub fn func<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        // SAFETY: the GIL is held (`py`), so no other thread takes the function meanwhile
-        // (see `func`); the reference is cloned before the GIL can be released.
-        unsafe { &*self.func.get() }
-            .as_ref()
-            .map(|f| f.bind(py).clone())
-    }
-
-    /// Shows the function to the garbage collector (which holds the GIL while it traverses).
-    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        // SAFETY: as in `func`: the collector runs with the GIL held.
-        visit.call(unsafe { &*self.func.get() })
-    }
-
-    /// Takes the function out (the caller drops it).
-    pub fn take(&self, _py: Python<'_>) -> Option<Py<PyAny>> {
-        // SAFETY: as in `func`: the GIL is held, and no reference into the slot outlives the
-        // calls above.
-        unsafe { &mut *self.func.get() }.take()
-    }
-}
+use crate::dispatcher::{dispatch_keys, OpSchema, OperatorHandle, Routed};
+use crate::ivalue::Stack;
+use crate::kernel::{CpuKernel, Route, TensorsFn};
+use crate::key::{DispatchKey, DispatchKeySet};
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
 
@@ -112,164 +55,6 @@ pub fn set_fast_path(on: bool) -> bool {
 
 fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
-}
-
-/// Operators with more arguments or returns than this take the general path.
-const MAX: usize = 8;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Tensor,
-    Int,
-    Float,
-    Bool,
-    Scalar,
-    Str,
-}
-
-/// The kind of a schema type the fast path handles, and whether it is optional.
-fn kind_of(ty: &Type) -> Option<(Kind, bool)> {
-    let k = |t: &Type| match t {
-        Type::Tensor => Some(Kind::Tensor),
-        Type::Int | Type::SymInt => Some(Kind::Int),
-        Type::Float | Type::SymFloat => Some(Kind::Float),
-        Type::Bool | Type::SymBool => Some(Kind::Bool),
-        Type::Scalar => Some(Kind::Scalar),
-        Type::Str => Some(Kind::Str),
-        _ => None,
-    };
-    match ty {
-        Type::Optional(inner) => k(inner).map(|k| (k, true)),
-        t => k(t).map(|k| (k, false)),
-    }
-}
-
-struct ArgPlan {
-    kind: Kind,
-    optional: bool,
-    write: bool,
-    ty: Type,
-    /// The name, interned (keyword lookups hash it once).
-    name: Py<PyString>,
-    /// The default as the object a kernel gets (only immutable ones: None, bool, int, float,
-    /// str).
-    default: Option<Py<PyAny>>,
-    /// The default as the general path binds it.
-    default_value: Option<IValue>,
-}
-
-struct RetPlan {
-    kind: Kind,
-    optional: bool,
-    ty: Type,
-}
-
-struct Body {
-    args: Vec<ArgPlan>,
-    /// How many arguments come before the keyword-only ones.
-    positional: usize,
-    /// Whether the schema has keyword-only arguments (the kernel then gets a kwargs dict).
-    kwonly: bool,
-    rets: Vec<RetPlan>,
-}
-
-/// The facts of one schema the fast path needs; `body` is None when the schema has an
-/// argument or return the fast path does not handle.
-pub struct Plan {
-    schema: Arc<OpSchema>,
-    body: Option<Body>,
-}
-
-impl Plan {
-    fn new(py: Python<'_>, schema: Arc<OpSchema>) -> Plan {
-        let body = Self::body(py, &schema);
-        Plan { schema, body }
-    }
-
-    fn body(py: Python<'_>, schema: &OpSchema) -> Option<Body> {
-        let s = &schema.schema;
-        if s.arguments.len() > MAX || s.returns.len() > MAX || s.is_vararg || s.is_varret {
-            return None;
-        }
-        let positional = s.arguments.iter().take_while(|a| !a.kwarg_only).count();
-        if s.arguments[positional..].iter().any(|a| !a.kwarg_only) {
-            return None;
-        }
-        let mut args = Vec::with_capacity(s.arguments.len());
-        for a in &s.arguments {
-            let (kind, optional) = kind_of(&a.ty)?;
-            let default_value = a.default.as_ref().map(|d| default_ivalue(&d.value, &a.ty));
-            let default = match &a.default {
-                None => None,
-                Some(d) => {
-                    let v = default_ivalue(&d.value, &a.ty);
-                    if !matches!(
-                        v,
-                        IValue::None
-                            | IValue::Bool(_)
-                            | IValue::Int(_)
-                            | IValue::Double(_)
-                            | IValue::Str(_)
-                    ) {
-                        return None;
-                    }
-                    let o = to_py(py, &v, &Passed::default(), TensorStyle::Caller).ok()?;
-                    Some(o.unbind())
-                }
-            };
-            args.push(ArgPlan {
-                kind,
-                optional,
-                write: a.is_write(),
-                ty: a.ty.clone(),
-                name: PyString::intern(py, &a.name).unbind(),
-                default,
-                default_value,
-            });
-        }
-        let mut rets = Vec::with_capacity(s.returns.len());
-        for r in &s.returns {
-            let (kind, optional) = kind_of(&r.ty)?;
-            rets.push(RetPlan {
-                kind,
-                optional,
-                ty: r.ty.clone(),
-            });
-        }
-        Some(Body {
-            kwonly: positional < args.len(),
-            args,
-            positional,
-            rets,
-        })
-    }
-
-    /// The plan of `schema`, shared by every `OpOverload` object of it (made once per schema;
-    /// the lock is taken only when an `OpOverload` object first calls, never per call).
-    pub fn of(py: Python<'_>, schema: Arc<OpSchema>) -> Arc<Plan> {
-        type Cache = Mutex<HashMap<usize, Weak<Plan>>>;
-        static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
-        let cache = CACHE.get_or_init(Default::default);
-        let key = Arc::as_ptr(&schema) as usize;
-        // A live plan holds its schema, so an address in the map with a live plan is that
-        // schema's.
-        let found = cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .and_then(Weak::upgrade);
-        if let Some(p) = found {
-            return p;
-        }
-        let plan = Arc::new(Plan::new(py, schema));
-        let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= 64 && map.len().is_power_of_two() {
-            map.retain(|_, w| w.strong_count() > 0);
-        }
-        map.insert(key, Arc::downgrade(&plan));
-        drop(map);
-        plan
-    }
 }
 
 /// Up to `MAX` objects, kept on the stack. Only the filled slots are touched: with
@@ -723,23 +508,8 @@ fn run_lean<'py>(
 ) -> Lean<'py> {
     let py = slf.py();
     let op = &slf.get().handle;
-    let spare = &slf.get().spare;
-    let found = op.peek_table(|table| {
-        let (k, masked) = match spare.hint(py, table, keys) {
-            Some(found) => found,
-            None => {
-                if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
-                    return None;
-                }
-                let masked = table.masked(keys);
-                let k = table.kernel(masked)?.tag::<Arc<PyKernel>>()?;
-                spare.keep_hint(py, table, keys, masked, k);
-                (&**k, masked)
-            }
-        };
-        Some((k.func(py)?, k.boxed, k.array, masked))
-    });
-    let Some((func, boxed, array, masked)) = found else {
+    let Some((func, boxed, array, masked)) = lean_kernel(py, op, &slf.get().spare, plan, keys)
+    else {
         return Lean::Passed;
     };
     let schema = &plan.schema;
@@ -773,6 +543,35 @@ fn run_lean<'py>(
     }
 }
 
+/// The Python function that serves a lean call on `keys`, whether it is boxed and takes arrays,
+/// and the masked keys; None where no Python function serves it. Out of line: inlined into the
+/// vectorcall entry with the rest of the lean path, the thread-local accesses of the read
+/// section and of the key set were left out of line there (about 130 instructions a call more).
+#[inline(never)]
+fn lean_kernel<'py>(
+    py: Python<'py>,
+    op: &OperatorHandle,
+    spare: &Spare,
+    plan: &Plan,
+    keys: DispatchKeySet,
+) -> Option<(Bound<'py, PyAny>, bool, bool, DispatchKeySet)> {
+    op.route(keys, |r| {
+        let k = match spare.hint(py, r.table(), keys) {
+            Some(k) => k,
+            None => {
+                if !Arc::ptr_eq(r.schema(), &plan.schema) {
+                    return None;
+                }
+                let k = r.foreign::<PyKernel>()?;
+                spare.keep_hint(py, r.table(), keys, k);
+                k
+            }
+        };
+        Some((k.func(py)?, k.boxed, k.array, r.keys()))
+    })
+    .flatten()
+}
+
 /// What serves a call, as the fast path found it.
 enum Found<'py> {
     /// A Python function (boxed or not), with the call's keys masked by the operator's.
@@ -797,21 +596,24 @@ impl<'py> Found<'py> {
         plan: &Plan,
         keys: DispatchKeySet,
     ) -> Option<Found<'py>> {
-        op.peek_table(|table| {
-            if !std::ptr::eq(table.schema(op).ok()?, &*plan.schema) {
+        op.route(keys, |r| {
+            if !Arc::ptr_eq(r.schema(), &plan.schema) {
                 return None;
             }
-            let masked = table.masked(keys);
-            let kernel = table.kernel(masked)?;
-            Some(match kernel.tag::<Arc<PyKernel>>() {
-                Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
-                None => Found::Other(
-                    crate::fallback::CpuFallback::of(kernel)
-                        .and_then(|_| FallbackKernel::of(py, table, masked)),
-                    masked,
-                ),
+            let masked = r.keys();
+            Some(match r.route() {
+                Route::Missing => return None,
+                Route::Foreign => match r.foreign::<PyKernel>() {
+                    Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
+                    None => Found::Other(None, masked),
+                },
+                Route::CpuFallback(CpuKernel::Foreign) => {
+                    Found::Other(FallbackKernel::of(py, &r), masked)
+                }
+                _ => Found::Other(None, masked),
             })
         })
+        .flatten()
     }
 }
 
@@ -837,17 +639,12 @@ struct FallbackKernel<'py> {
 }
 
 impl<'py> FallbackKernel<'py> {
-    /// The Python CPU kernel of a call that the CPU fallback serves on `masked` (None: none
-    /// there, or a boxed one, which the boxed way runs).
+    /// The Python CPU kernel of a call that the CPU fallback serves (None: none there, or a
+    /// boxed one, which the boxed way runs).
     #[inline(always)]
-    fn of(
-        py: Python<'py>,
-        table: &crate::dispatcher::DispatchTable,
-        masked: DispatchKeySet,
-    ) -> Option<FallbackKernel<'py>> {
-        let key = masked.highest()?;
-        let cpu = table.kernel(DispatchKey::CPU.set())?;
-        let kernel = cpu.tag::<Arc<PyKernel>>().filter(|k| !k.boxed)?;
+    fn of(py: Python<'py>, r: &Routed<'_>) -> Option<FallbackKernel<'py>> {
+        let key = r.keys().highest()?;
+        let kernel = r.cpu_foreign::<PyKernel>().filter(|k| !k.boxed)?;
         Some(FallbackKernel {
             key,
             func: kernel.func(py)?,
@@ -893,12 +690,12 @@ fn run<'py>(
                 return None;
             }
             return op
-                .resolve(keys, |schema, masked, kernel| {
-                    if !Arc::ptr_eq(schema, &plan.schema) {
+                .resolve(keys, |r| {
+                    if !Arc::ptr_eq(r.schema(), &plan.schema) {
                         return None;
                     }
-                    let kernel = kernel?;
-                    if let Some(r) = native_tensors(py, op, kernel, b) {
+                    let (kernel, masked) = (r.kernel()?, r.keys());
+                    if let Some(r) = r.tensors().and_then(|f| native_tensors(py, op, f, b)) {
                         return Some(Ok(Rets::Done(r)));
                     }
                     let mut passed = Passed::default();
@@ -1114,8 +911,8 @@ fn kernel_in_fallback<'py>(
     maps.ret(cpu)
 }
 
-/// A call of two `bf.Tensor`s that a Native kernel of two arrays serves, run by its typed
-/// entry (`NativeTensors`) on the caller's tensors: no stack of the arguments, no tensor handle
+/// A call of two `bf.Tensor`s that a Native kernel of two arrays serves (`Route::Tensors`),
+/// run by its typed entry on the caller's tensors: no stack of the arguments, no tensor handle
 /// cloned into one, the result wrapped as `returns_to_py` wraps it (a new tensor is never an
 /// argument's, so it is never the caller's object). `None` where the boxed kernel must serve:
 /// another kernel, an argument that is no `bf.Tensor`, or a call the kernel hands to the CPU
@@ -1124,15 +921,14 @@ fn kernel_in_fallback<'py>(
 fn native_tensors<'py>(
     py: Python<'py>,
     op: &OperatorHandle,
-    kernel: &crate::KernelFunction,
+    entry: TensorsFn,
     b: &Bound_<'py>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    let entry = crate::native::NativeTensors::of(kernel)?;
     let [x, y] = b.given.as_slice() else {
         return None;
     };
     let (x, y) = (as_tensor(x)?, as_tensor(y)?);
-    let t = match entry.call(op, &x.get().inner, &y.get().inner) {
+    let t = match entry(op, &x.get().inner, &y.get().inner) {
         Ok(Some(t)) => t,
         Ok(None) => return None,
         Err(e) => return Some(Err(to_pyerr(py, e))),
@@ -1316,127 +1112,6 @@ fn call_boxed<'py>(
     Ok(list)
 }
 
-/// The objects of a boxed call that the next one may reuse (one of each, kept by the
-/// `OpOverload`): making and freeing the stack list and the key set object was a tenth of a
-/// Python fallback's hop. And what the lean path last found in the operator's table.
-#[derive(Default)]
-pub struct Spare {
-    /// A list nobody else holds, its items None (the last call's length and storage).
-    list: GilCell<Option<Py<PyList>>>,
-    /// The key set object last passed, with its keys (immutable, so it may be shared).
-    keys: GilCell<Option<(DispatchKeySet, Py<PyKeySet>)>>,
-    /// The Python kernels the lean path last found, for two key sets (a hop's two calls).
-    hints: GilCell<[Hint; 2]>,
-}
-
-/// A Python kernel found in one table of the operator for one key set: the table's address
-/// and the epoch read after it was loaded (equal again, the table is the same one, alive, and
-/// tables never change once published: `rcu::epoch`), the keys asked and masked, and the
-/// kernel (a pointer into that table, which holds it). Kept as plain numbers: it is only
-/// followed inside a read section that loaded that same table.
-#[derive(Clone, Copy, Default)]
-struct Hint {
-    table: usize,
-    epoch: u64,
-    keys: u64,
-    masked: u64,
-    kernel: usize,
-}
-
-impl Spare {
-    /// The kernel of `table` for `keys` and the masked keys, if a hint holds them.
-    /// `table` is the operator's table, loaded in the caller's read section.
-    #[inline(always)]
-    fn hint<'t>(
-        &self,
-        py: Python<'_>,
-        table: &'t crate::dispatcher::DispatchTable,
-        keys: DispatchKeySet,
-    ) -> Option<(&'t PyKernel, DispatchKeySet)> {
-        let at = std::ptr::from_ref(table) as usize;
-        // SAFETY: the GIL is held (`py`), and the cell is read whole (a copy) with no Python
-        // code run meanwhile.
-        let hints = unsafe { *self.hints.peek() };
-        let _ = py;
-        let h = hints.iter().find(|h| h.table == at && h.keys == keys.0)?;
-        // The epoch after the table's load in this section: equal, the table the hint was
-        // made from was not freed since, so `table` (at its address) is that one.
-        if h.epoch != crate::rcu::epoch() {
-            return None;
-        }
-        // SAFETY: `h.kernel` points to the `PyKernel` held by an entry of that table (see
-        // `keep_hint`), which lives while the caller's read section keeps the table.
-        Some((
-            unsafe { &*(h.kernel as *const PyKernel) },
-            DispatchKeySet(h.masked),
-        ))
-    }
-
-    /// Keeps `kernel` (of `table`, loaded in the caller's read section) as found for `keys`.
-    #[inline(never)]
-    fn keep_hint(
-        &self,
-        py: Python<'_>,
-        table: &crate::dispatcher::DispatchTable,
-        keys: DispatchKeySet,
-        masked: DispatchKeySet,
-        kernel: &Arc<PyKernel>,
-    ) {
-        let hint = Hint {
-            table: std::ptr::from_ref(table) as usize,
-            // After the table's load (see `rcu::epoch`).
-            epoch: crate::rcu::epoch(),
-            keys: keys.0,
-            masked: masked.0,
-            kernel: Arc::as_ptr(kernel) as usize,
-        };
-        let [a, b] = self.hints.replace(py, [Hint::default(); 2]);
-        // The newer first; the older of the two goes.
-        let kept = if a.keys == keys.0 { b } else { a };
-        self.hints.replace(py, [hint, kept]);
-    }
-
-    /// The key set object of `keys`: the last one if its keys are these.
-    fn keys_obj<'py>(
-        &self,
-        py: Python<'py>,
-        keys: DispatchKeySet,
-    ) -> PyResult<Bound<'py, PyKeySet>> {
-        let last = self.keys.take(py);
-        if let Some((k, obj)) = &last {
-            if *k == keys {
-                let found = obj.clone_ref(py).into_bound(py);
-                self.keys.replace(py, last);
-                return Ok(found);
-            }
-        }
-        let obj = Bound::new(py, PyKeySet(keys))?;
-        let old = self.keys.replace(py, Some((keys, obj.clone().unbind())));
-        // As `Bound`s, whose drop decrements at once (a `Py`'s asks PyO3's count first).
-        for (_, o) in last.into_iter().chain(old) {
-            drop(o.into_bound(py));
-        }
-        Ok(obj)
-    }
-
-    /// Keeps `list` for the next call if the kernel kept no reference to it (its items
-    /// replaced by None first, so that they go now, after the cell was written, while the
-    /// list keeps its length and storage: emptying it freed the storage, which the next call's
-    /// first append allocated again).
-    fn give_back(&self, list: Bound<'_, PyList>) {
-        let py = list.py();
-        if refcnt(list.as_any()) != 1 {
-            return;
-        }
-        let none = py.None().into_bound(py);
-        for i in 0..list.len() {
-            list_set(&list, i, &none);
-        }
-        let old = self.list.replace(py, Some(list.unbind()));
-        drop(old.map(|o| o.into_bound(py)));
-    }
-}
-
 /// A boxed kernel's returns from its stack, as the caller gets them.
 fn boxed_returns<'py>(
     py: Python<'py>,
@@ -1602,8 +1277,7 @@ fn device_keys(body: &Body, args: &[Bound<'_, PyAny>]) -> Option<DispatchKeySet>
     if keys.is_empty() {
         return None;
     }
-    let (inc, exc) = local_keys();
-    Some(DispatchKeySet((keys.0 | inc.0) & !exc.0))
+    Some(dispatch_keys(keys))
 }
 
 /// A call of device tensors (`device_keys`) that the CPU fallback serves with a Python CPU
@@ -1631,8 +1305,7 @@ fn run_device_lean<'py>(
 /// (as `bind_call` finds them, and as it takes for a call with no tensor).
 #[inline(always)]
 fn lean_keys() -> DispatchKeySet {
-    let (inc, exc) = local_keys();
-    DispatchKeySet((DispatchKey::CPU.set().0 | inc.0) & !exc.0)
+    dispatch_keys(DispatchKey::CPU.set())
 }
 
 /// `op(*args)` by the lean path for `call_as`, once `lean_args` holds: out of line, so that a
@@ -1681,8 +1354,7 @@ fn call_as<'py>(
     } else {
         b.keys
     };
-    let (inc, exc) = local_keys();
-    let keys = DispatchKeySet((arg_keys.0 | inc.0) & !exc.0);
+    let keys = dispatch_keys(arg_keys);
     let r = run(slf, plan, body, keys, &b, Some(args), done_ok)?;
     Some(r.and_then(|r| r.into_result(py)))
 }
@@ -1787,9 +1459,4 @@ pub fn redispatch_boxed<'py>(
     bind_stack(body, stack, &mut b)?;
     let r = run(slf, plan, body, keys.without_highest(), &b, None, false)?;
     Some(r.and_then(|r| r.into_list(stack)))
-}
-
-/// The schema of a defined operator, for plans (None: undefined; the general path raises).
-pub fn schema_for_plan(py: Python<'_>, op: &OperatorHandle) -> Option<Arc<OpSchema>> {
-    op.schema().py(py).ok()
 }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use super::convert::{generic, to_ivalue, to_py, Passed, TensorStyle};
 use super::errors::{from_pyerr, with_note};
-use super::fast::PyKernel;
 use super::keyset::PyKeySet;
-use super::ops::PyOpOverload;
+use super::overload::PyOpOverload;
+use super::py_kernel::PyKernel;
 use super::tensor::numpy_to_host;
 use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};
@@ -19,28 +19,29 @@ use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::tensor::{Tensor, TensorData, TensorMeta};
 
-/// A Python function as a kernel.
-/// A Python function as a kernel. It carries its function as its tag, so that a Python call
-/// whose kernel it is can call the function directly (`fast.rs`).
-pub fn python_kernel(func: Py<PyAny>, boxed: bool) -> KernelFunction {
-    let tag = Arc::new(PyKernel::new(func, boxed));
-    let k = tag.clone();
-    KernelFunction::from_boxed_with_tag(
-        move |op, keys, stack| {
-            Python::attach(|py| {
-                let Some(func) = k.func(py) else {
-                    return Err(bad_return(op, keys, "its Library was collected".into()));
-                };
-                if k.boxed {
-                    call_boxed_kernel(py, &func, op, keys, stack)
-                } else {
-                    call_kernel(py, &func, op, keys, stack)
-                }
-            })
-        },
-        tag,
-    )
-    .long_running()
+/// A Python function as a kernel, and its payload. The kernel is a foreign one
+/// ([`KernelFunction::with_foreign`]): the entries it serves route `Route::Foreign`, and the
+/// router gives the payload back, so that a Python call whose kernel it is calls the function
+/// directly (`fast.rs`). The caller keeps the payload to show the function to the garbage
+/// collector (`library.rs`).
+pub fn python_kernel(func: Py<PyAny>, boxed: bool) -> (KernelFunction, Arc<PyKernel>) {
+    let payload = Arc::new(PyKernel::new(func, boxed));
+    let k = payload.clone();
+    let kernel = KernelFunction::from_boxed(move |op, keys, stack| {
+        Python::attach(|py| {
+            let Some(func) = k.func(py) else {
+                return Err(bad_return(op, keys, "its Library was collected".into()));
+            };
+            if k.boxed {
+                call_boxed_kernel(py, &func, op, keys, stack)
+            } else {
+                call_kernel(py, &func, op, keys, stack)
+            }
+        })
+    })
+    .with_foreign(payload.clone())
+    .long_running();
+    (kernel, payload)
 }
 
 fn key_name(keys: DispatchKeySet) -> String {

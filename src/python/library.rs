@@ -10,10 +10,10 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::convert::{bind, returns_to_py, to_ivalue, to_py, Passed, TensorStyle};
 use super::errors::{new_err, IntoPy};
-use super::fast::PyKernel;
 use super::kernel::python_kernel;
 use super::keyset::PyKeySet;
 use super::ops::{argument_error, schema_of, PyOpOverload};
+use super::py_kernel::PyKernel;
 use super::recursion;
 use crate::error::Error;
 use crate::fallback::{CpuFallback, ViewPolicy};
@@ -126,17 +126,17 @@ impl PyCpuFallback {
 }
 
 /// The kernel a Python object stands for: `bf.fallthrough`, a `bf.CpuFallback`, or a function
-/// (boxed `fn(op, keys, stack)` when `boxed`).
+/// (boxed `fn(op, keys, stack)` when `boxed`), with the function's payload for a function.
 pub fn kernel_from(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     boxed: bool,
-) -> PyResult<KernelFunction> {
+) -> PyResult<(KernelFunction, Option<Arc<PyKernel>>)> {
     if obj.cast::<PyFallthrough>().is_ok() {
-        return Ok(KernelFunction::fallthrough());
+        return Ok((KernelFunction::fallthrough(), None));
     }
     if let Ok(c) = obj.cast::<PyCpuFallback>() {
-        return Ok(c.get().config.kernel());
+        return Ok((c.get().config.kernel(), None));
     }
     if !obj.is_callable() {
         return Err(new_err(
@@ -148,7 +148,8 @@ pub fn kernel_from(
             ),
         ));
     }
-    Ok(python_kernel(obj.clone().unbind(), boxed))
+    let (kernel, payload) = python_kernel(obj.clone().unbind(), boxed);
+    Ok((kernel, Some(payload)))
 }
 
 /// A Python kernel registered for `key` as it is to run (`backend::backend_kernel`): counted
@@ -226,18 +227,17 @@ impl PyLibrary {
         })
     }
 
-    /// Registers `kernel` through `register`, remembering its Python function (if it has one)
-    /// once the registration stands.
+    /// Registers `kernel` through `register`, remembering its Python function (`payload`, if it
+    /// has one) once the registration stands.
     fn register(
         &mut self,
         py: Python<'_>,
-        kernel: KernelFunction,
+        (kernel, payload): (KernelFunction, Option<Arc<PyKernel>>),
         what: String,
         register: impl FnOnce(&mut Library, KernelFunction) -> crate::Result<()>,
     ) -> PyResult<()> {
-        let tag = kernel.tag::<Arc<PyKernel>>().cloned();
         register(self.lib(py)?, kernel).py(py)?;
-        self.kernels.extend(tag);
+        self.kernels.extend(payload);
         self.made.push(what);
         Ok(())
     }
@@ -471,7 +471,7 @@ pub fn call_fallback<'py>(
         .map_err(|m| argument_error(&handle, &schema, m))
         .py(py)?;
     let keys = handle.call_keys(&stack).py(py)?;
-    let kernel = kernel_from(py, fallback, true)?;
+    let (kernel, _) = kernel_from(py, fallback, true)?;
     crate::fallback::call_fallback(&kernel, &handle, keys, &mut stack).py(py)?;
     returns_to_py(py, &stack, &passed)
 }

@@ -3,6 +3,8 @@
 //! C APIs (CPython's, PyO3's private trampolines, mimalloc's) are named only in `ffi/`, behind
 //! safe wrappers.
 
+mod array_kernel;
+mod array_methods;
 mod array_ops;
 mod backend;
 mod convert;
@@ -19,7 +21,10 @@ mod logging;
 mod namespace;
 mod numpy_memory;
 mod ops;
+mod overload;
 mod packet;
+mod plan;
+mod py_kernel;
 mod recursion;
 mod redispatch;
 mod schema;
@@ -359,7 +364,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::overloads, m)?)?;
     m.add_function(wrap_pyfunction!(ops::definitions_version, m)?)?;
     m.add_function(wrap_pyfunction!(ops::find_op, m)?)?;
-    m.add_function(wrap_pyfunction!(array_ops::array_kernel, m)?)?;
+    m.add_function(wrap_pyfunction!(array_kernel::array_kernel, m)?)?;
     m.add_function(wrap_pyfunction!(view::_make_view, m)?)?;
     m.add_function(wrap_pyfunction!(view::_view_info, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;

@@ -1,4 +1,5 @@
-//! `OpOverload` (one operator, callable, by vectorcall), its `op.redispatch`, and packet calls.
+//! `OpOverload`'s calls (one operator, callable, by vectorcall), its `op.redispatch`, and packet
+//! calls. The object itself is defined in `overload.rs`, below the fast path.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -7,66 +8,22 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::convert::{bind, generic, returns_to_py, to_py, Passed, TensorStyle};
-use std::sync::Arc;
-
-use pyo3::sync::PyOnceLock;
 
 use super::errors::{new_err, IntoPy};
-use super::fast::Lean;
-use super::fast::{self, schema_for_plan, Plan};
-use super::ffi::{
-    self, refcnt, Getter, KeptAttribute, Member, Method, Return, VectorArgs, Vectorcall,
-};
-use super::gil_cell::GilCell;
+use super::fast::{self, Lean};
+use super::ffi::{self, Getter, KeptAttribute, Return, VectorArgs, Vectorcall};
 use super::keyset::PyKeySet;
 use super::recursion;
-use super::redispatch::{self, Redispatch, Redispatchable};
+use super::redispatch::{self, Redispatchable};
 use super::schema::PyFunctionSchema;
 use crate::dispatcher::{Dispatcher, OpSchema, OperatorHandle};
+
+pub use super::overload::PyOpOverload;
 use crate::error::Error;
 use crate::ivalue::Stack;
 use crate::key::DispatchKeySet;
 
-/// One operator overload: callable, with its schema and dispatch table.
-#[pyclass(name = "OpOverload", module = "boxfall", frozen)]
-pub struct PyOpOverload {
-    /// Where a call from Python enters (see "calls by vectorcall" below), read by the interpreter at the
-    /// offset the class names.
-    vectorcall: ffi::Entry,
-    pub handle: OperatorHandle,
-    /// The schema facts of the fast path, made at the first call.
-    plan: PyOnceLock<Arc<Plan>>,
-    /// Objects a boxed Python kernel's calls reuse.
-    pub spare: fast::Spare,
-    /// `op.redispatch`, made with the object (`new_bound`), read by the interpreter as a
-    /// member at its offset (`install_redispatch_member`).
-    redispatch: GilCell<Option<Py<PyAny>>>,
-    /// Calls from Python try the lean entry first (`Vectorcall` below); cleared for good by the
-    /// first call that a Python function does not serve.
-    pub lean: std::sync::atomic::AtomicBool,
-}
-
 impl PyOpOverload {
-    /// A new `OpOverload` of `handle`, its `op.redispatch` made (the member of
-    /// member reads it, so no object may be seen by Python code without it).
-    pub fn new_bound(py: Python<'_>, handle: OperatorHandle) -> PyResult<Bound<'_, Self>> {
-        let slf = Bound::new(py, Self::from_handle(handle))?;
-        drop(Self::redispatch_fn(&slf)?);
-        install_redispatch_member(&slf);
-        Ok(slf)
-    }
-
-    fn from_handle(handle: OperatorHandle) -> Self {
-        PyOpOverload {
-            vectorcall: ENTRY,
-            handle,
-            plan: PyOnceLock::new(),
-            spare: fast::Spare::default(),
-            redispatch: GilCell::default(),
-            lean: std::sync::atomic::AtomicBool::new(true),
-        }
-    }
-
     /// `op(*args, **kwargs)`, by either calling convention; `tuple` is `args` when the caller
     /// packed them (the general path binds from a tuple).
     pub fn call_with<'py>(
@@ -170,74 +127,6 @@ impl PyOpOverload {
             .py(py)?;
         handle.redispatch_boxed(keys, &mut stack).py(py)?;
         returns_to_py(py, &stack, &passed)
-    }
-
-    /// Breaks the cycle of `op.redispatch` (which holds its operator) when nothing else holds
-    /// either object: an `OpOverload` made for one boxed call (the general path's) then goes
-    /// when the call ends, not at the garbage collector's next run.
-    pub fn drop_redispatch_cycle(slf: &Bound<'_, Self>) {
-        let py = slf.py();
-        let cell = &slf.get().redispatch;
-        let kept = cell.take(py);
-        // Ours and the function's (`__self__`) are the operator's only references, and the
-        // cell's is the function's only one.
-        let alone = kept
-            .as_ref()
-            .is_some_and(|f| refcnt(f.bind(py)) == 1 && refcnt(slf.as_any()) == 2);
-        if alone {
-            drop(kept);
-        } else {
-            let old = cell.replace(py, kept);
-            drop(old);
-        }
-    }
-
-    /// `op.redispatch`: one object per operator, made at the first look-up (`REDISPATCH`,
-    /// whose getter serves every later look-up without coming here).
-    pub fn redispatch_fn<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let cell = &slf.get().redispatch;
-        let kept = cell.take(py);
-        if let Some(f) = &kept {
-            let found = f.clone_ref(py).into_bound(py);
-            cell.replace(py, kept);
-            return Ok(found);
-        }
-        let f = REDISPATCH.bind(slf)?;
-        let old = cell.replace(py, Some(f.clone().unbind()));
-        drop(old);
-        Ok(f)
-    }
-
-    /// `op.redispatch` if it was made, a reference of the caller's.
-    #[inline(always)]
-    pub fn kept_redispatch<'py>(slf: &Bound<'py, Self>) -> Option<Bound<'py, PyAny>> {
-        // SAFETY: the GIL is held (`slf`), and the reference into the cell ends (the function
-        // given a reference of its own) before any Python code runs.
-        unsafe { slf.get().redispatch.peek() }
-            .as_ref()
-            .map(|f| f.bind(slf.py()).clone())
-    }
-
-    /// Where in the object `op.redispatch` is kept (bytes from its start).
-    pub fn redispatch_offset(slf: &Bound<'_, Self>) -> Option<usize> {
-        let field = std::ptr::addr_of!(slf.get().redispatch) as usize;
-        field.checked_sub(slf.as_ptr() as usize)
-    }
-
-    /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
-    pub fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
-        let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
-        field.checked_sub(slf.as_ptr() as usize)
-    }
-
-    /// The fast path's plan (None while the operator is not defined).
-    pub fn plan(&self, py: Python<'_>) -> Option<&Arc<Plan>> {
-        if let Some(p) = self.plan.get(py) {
-            return Some(p);
-        }
-        let schema = schema_for_plan(py, &self.handle)?;
-        Some(self.plan.get_or_init(py, || Plan::of(py, schema)))
     }
 }
 
@@ -493,12 +382,6 @@ pub fn first_binding<'py>(
 
 // ---------------------------------------------------------------- op.redispatch
 
-/// The method every `op.redispatch` object is (CPython points to it; called by `METH_FASTCALL`
-/// in the lean trampoline, which turns a panic into an exception as PyO3's does, without
-/// counting the GIL).
-static REDISPATCH: Method<Redispatch<PyOpOverload>> =
-    Method::fastcall(redispatch::NAME, redispatch::DOC);
-
 /// The getter of `OpOverload.redispatch` (installed by [`install_getter`] in place of the one
 /// PyO3 would make): a look-up of an operator whose function is made is a load and an incref.
 /// PyO3's getter wrapper (its trampoline, which counts the GIL in a thread-local twice, and
@@ -509,24 +392,6 @@ static GETTER: Getter = Getter::new::<PyOpOverload>(redispatch::NAME, redispatch
 /// module is made, before any `OpOverload` exists).
 pub fn install_redispatch_getter(py: Python<'_>) -> PyResult<()> {
     GETTER.install::<PyOpOverload>(py)
-}
-
-/// `OpOverload.redispatch` as a read-only member at the offset of the kept function in the
-/// object: CPython 3.11's `LOAD_ATTR` specializes a look-up of such a member into a type
-/// check, a load and an incref (`LOAD_ATTR_SLOT`), where a getter always took the generic
-/// look-up (`PyObject_GetAttr`, the type's attribute cache, the descriptor's call): about a
-/// twentieth of the documented hop. The member reads the object's field, so every
-/// `OpOverload` has its function made from the start ([`PyOpOverload::new_bound`]); only an
-/// object the collector cleared (garbage) has none, and a look-up on it raises
-/// `AttributeError`.
-static MEMBER: Member = Member::new(redispatch::NAME, redispatch::GET_DOC);
-
-/// Replaces [`GETTER`] with [`MEMBER`], once, given the first `OpOverload` made (whose
-/// function is made). If the member cannot be made, the getter stays (it serves every object,
-/// made or not).
-fn install_redispatch_member(slf: &Bound<'_, PyOpOverload>) {
-    let f = PyOpOverload::kept_redispatch(slf);
-    MEMBER.install(slf, PyOpOverload::redispatch_offset(slf), f.as_ref());
 }
 
 impl KeptAttribute for PyOpOverload {
@@ -575,9 +440,6 @@ impl Redispatchable for PyOpOverload {
 // so it is read off the first `OpOverload` that is called (through `tp_call`), and the class
 // is switched over then. `tp_call` stays, and gives the same results (both end in
 // `PyOpOverload::call_with`): C code that calls with a tuple still reaches it.
-
-/// The entry point every `OpOverload` carries.
-const ENTRY: ffi::Entry = ffi::entry::<PyOpOverload>();
 
 /// Whether the class was switched over.
 static INSTALLED: AtomicBool = AtomicBool::new(false);

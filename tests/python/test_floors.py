@@ -1,9 +1,6 @@
 """The parts stand on floors (ARCHITECTURE.md), each naming only those below it, so no file of
-``src/`` names, through others, itself: no file-level import cycle. The core (``src/`` outside
-``src/python/``) keeps that rule with no exception. The bindings still have one cycle, listed
-exactly in ``KNOWN_BINDINGS_CYCLE``: the test is a ratchet, failing on any new cycle, on a file
-joining the known one, and on the known one losing a file (shrink the list then, so that it
-cannot grow back).
+``src/`` names, through others, itself: no file-level import cycle, in the core (``src/``
+outside ``src/python/``) or in the bindings, with no exception.
 
 The check reads the Rust sources as text, with no build and no import of boxfall: it follows
 the ``mod`` declarations from ``src/lib.rs`` to map module paths onto files, then walks every
@@ -27,21 +24,6 @@ SRC = ROOT / "src"
 
 # Needs only the sources: conftest.py lets this module run without the built extension.
 NEEDS_EXTENSION = False
-
-# The one cycle left in the bindings (paths under src/), to shrink as files leave it: the
-# Python-facing types (tensor, the array operators, the operator object) and the paths that
-# convert and call (convert, fast, kernel, backend) still name one another.
-KNOWN_BINDINGS_CYCLE = frozenset(
-    {
-        "python/array_ops.rs",
-        "python/backend.rs",
-        "python/convert.rs",
-        "python/fast.rs",
-        "python/kernel.rs",
-        "python/ops.rs",
-        "python/tensor.rs",
-    }
-)
 
 ITEM = re.compile(
     r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+|const\s+|async\s+|extern\s+\"C\"\s+)*"
@@ -384,54 +366,6 @@ def test_the_checker_sees_a_cycle_and_resolves_through_re_exports(tmp_path):
     ]
 
 
-def ratchet(found: list[frozenset[str]], known: frozenset[str]) -> list[str]:
-    """What is wrong with the cycles ``found`` (sets of paths under src/) against the rule: none
-    in the core, and in the bindings none but ``known``, exactly."""
-    problems = []
-    bindings = [c for c in found if all(p.startswith("python/") for p in c)]
-    for c in found:
-        if c not in bindings:
-            problems.append(f"a cycle in the core, which must have none: {sorted(c)}")
-    for c in bindings:
-        if c == known:
-            continue
-        if c & known:
-            if c > known:
-                problems.append(f"files joined the known bindings cycle: {sorted(c - known)}")
-            else:
-                problems.append(
-                    f"the known bindings cycle is now {sorted(c)}: it lost {sorted(known - c)}"
-                    + (f" and gained {sorted(c - known)}" if c - known else "")
-                    + "; set KNOWN_BINDINGS_CYCLE in tests/python/test_floors.py to the new"
-                    " cycle if it is smaller"
-                )
-        else:
-            problems.append(f"a new cycle in the bindings: {sorted(c)}")
-    if known and not any(c & known for c in bindings):
-        problems.append(
-            "the known bindings cycle is gone: empty KNOWN_BINDINGS_CYCLE in"
-            " tests/python/test_floors.py, so that no cycle can come back"
-        )
-    return problems
-
-
-def test_the_ratchet_fails_on_a_new_a_grown_or_a_shrunk_cycle():
-    known = frozenset({"python/a.rs", "python/b.rs", "python/c.rs"})
-    assert ratchet([known], known) == []
-    assert ratchet([], frozenset()) == []
-    core = ratchet([known, frozenset({"kernel.rs", "dispatcher.rs"})], known)
-    assert len(core) == 1 and "in the core" in core[0]
-    new = ratchet([known, frozenset({"python/x.rs", "python/y.rs"})], known)
-    assert len(new) == 1 and "new cycle" in new[0]
-    grown = ratchet([known | {"python/d.rs"}], known)
-    assert len(grown) == 1 and "joined" in grown[0] and "python/d.rs" in grown[0]
-    shrunk = ratchet([frozenset({"python/a.rs", "python/b.rs"})], known)
-    assert len(shrunk) == 1 and "lost ['python/c.rs']" in shrunk[0]
-    assert "KNOWN_BINDINGS_CYCLE" in shrunk[0]
-    gone = ratchet([], known)
-    assert len(gone) == 1 and "gone" in gone[0] and "KNOWN_BINDINGS_CYCLE" in gone[0]
-
-
 def test_src_keeps_its_floors():
     crate = Crate(SRC)
     edges = crate.edges()
@@ -439,9 +373,6 @@ def test_src_keeps_its_floors():
     assert all(p.is_relative_to(SRC) for p in edges), "a module outside src/"
     found = cycles(edges)
     named = [frozenset(p.relative_to(SRC).as_posix() for p in c) for c in found]
-    problems = ratchet(named, KNOWN_BINDINGS_CYCLE)
-    assert not problems, (
-        "\n".join(problems)
-        + "\n\nfile-level import cycles in src/:\n"
-        + ("\n\n".join(describe(c, edges) for c in found))
+    assert not named, "file-level import cycles in src/:\n" + (
+        "\n\n".join(describe(c, edges) for c in found)
     )
