@@ -176,3 +176,7 @@ __all__ = sorted(
         *(n for chapter in _CHAPTERS for n in chapter.__all__),
     }
 )
+
+from . import _array_methods  # noqa: E402
+
+_array_methods.install(Tensor)

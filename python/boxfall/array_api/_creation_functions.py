@@ -305,6 +305,24 @@ def linspace(
     )
 
 
+def logspace(
+    start: Any,
+    stop: Any,
+    /,
+    num: int = 50,
+    *,
+    endpoint: bool = True,
+    base: float = 10.0,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
+    """NumPy's ``logspace`` (not the standard's; NumPy, CuPy and PyTorch have it): ``base``
+    raised to ``linspace(start, stop, num)``, the operators ``array_api::linspace`` and
+    ``array_api::pow``."""
+    exponents = linspace(start, stop, num, dtype=dtype, device=device, endpoint=endpoint)
+    return base**exponents  # the tensor's __rpow__: array_api::pow.Scalar_Tensor
+
+
 def eye(
     n_rows: int,
     n_cols: int | None = None,
@@ -399,6 +417,7 @@ DEVICE_DEFAULTED = (
     "full",
     "arange",
     "linspace",
+    "logspace",
     "eye",
     "from_dlpack",
 )
@@ -414,6 +433,7 @@ __all__ = [
     "from_dlpack",
     "full_like",
     "linspace",
+    "logspace",
     "meshgrid",
     "ones",
     "ones_like",
