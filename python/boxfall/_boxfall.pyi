@@ -156,6 +156,12 @@ class Tensor:
         """NumPy's ``x.any()``: ``array_api::any``."""
     def astype(self, dtype: Any, /, *, copy: bool = True) -> Tensor:
         """NumPy's ``x.astype(dtype)`` (``dtype`` as NumPy reads it): ``array_api::astype``."""
+    @property
+    def real(self) -> Tensor:
+        """NumPy's ``x.real``: ``array_api::real``."""
+    @property
+    def imag(self) -> Tensor:
+        """NumPy's ``x.imag``: ``array_api::imag`` (of a real array, zeros)."""
     def ravel(self) -> Tensor:
         """NumPy's ``x.ravel()``: ``reshape(x, (-1,))``, a view where the data allow it."""
     def reshape(self, *shape: Any, copy: bool | None = None) -> Tensor:

@@ -358,3 +358,22 @@ def test_numpys_testing_takes_a_tensor_tolerance(ns):
     np.testing.assert_allclose(values(a), values(a) + 1e-3, atol=atol)
     with pytest.raises(AssertionError):
         np.testing.assert_allclose(values(a), values(a) + 1.0, atol=atol)
+
+
+@pytest.mark.parametrize("k", [0, 2, -1])
+def test_diag_is_numpys(ns, k):
+    # SciPy's RBFInterpolator adds `xp.diag(smoothing)` to its matrix.
+    for host in (np.arange(1.0, 4.0), np.arange(12, dtype=np.int32).reshape(3, 4)):
+        got = ns.diag(ns.asarray(host), k)
+        want = np.diag(host, k)
+        assert got.device == ns.zeros(1).device and got.dtype == want.dtype
+        assert values(got).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "float32", "int64"])
+def test_real_and_imag_properties_are_numpys(ns, dtype):
+    host = (np.array([1 + 2j, 3 - 4j]) if dtype == "complex128" else np.arange(2)).astype(dtype)
+    t = ns.asarray(host)
+    for got, want in [(t.real, host.real), (t.imag, host.imag)]:
+        assert got.device == t.device and got.dtype == want.dtype
+        assert values(got).tolist() == want.tolist()

@@ -22,6 +22,7 @@ its fallback). ``x[key]`` is ``array_api::getitem`` and ``x[key] = value`` is
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -369,6 +370,18 @@ def ravel(self: Any) -> Any:
     return to(self, (-1,))
 
 
+def _real(self: Any) -> Any:
+    """NumPy's ``x.real``: the standard's ``real`` (of a real array, its values)."""
+    return _ew.OPS["real"](self)
+
+
+def _imag(self: Any) -> Any:
+    """NumPy's ``x.imag``: the standard's ``imag`` (of a real array, zeros of its dtype)."""
+    if np.dtype(self.dtype).kind != "c":
+        return _creation().zeros_like(self)
+    return _ew.OPS["imag"](self)
+
+
 def _shape_of(shape: tuple[Any, ...]) -> Any:
     # NumPy takes x.reshape(2, 3) and x.reshape((2, 3)) alike.
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
@@ -402,7 +415,7 @@ def view(self: Any, dtype: Any = None, /) -> Any:
     return _views.view(values, "broadcast_to", tuple(values.shape))
 
 
-_EXTRA = {
+_EXTRA: dict[str, Callable[..., Any]] = {
     "all": _all,
     "any": _any,
     "astype": astype,
@@ -413,13 +426,17 @@ _EXTRA = {
 }
 """The methods ``install`` puts on ``bf.Tensor``, by name."""
 
+_PROPERTIES: dict[str, Callable[[Any], Any]] = {"real": _real, "imag": _imag}
+"""The properties ``install`` puts on ``bf.Tensor``, by name."""
+
 
 def install(cls: Any) -> None:
-    """Put the methods of ``_EXTRA`` on ``cls`` (``bf.Tensor``), each under its name, unless the
-    class has that name already."""
-    for name, fn in _EXTRA.items():
-        if name in cls.__dict__:
-            continue
-        fn.__name__ = name
-        fn.__qualname__ = f"{cls.__name__}.{name}"
-        setattr(cls, name, fn)
+    """Put the methods of ``_EXTRA`` and the properties of ``_PROPERTIES`` on ``cls``
+    (``bf.Tensor``), each under its name, unless the class has that name already."""
+    for table, wrap in ((_EXTRA, None), (_PROPERTIES, property)):
+        for name, fn in table.items():
+            if name in cls.__dict__:
+                continue
+            fn.__name__ = name
+            fn.__qualname__ = f"{cls.__name__}.{name}"
+            setattr(cls, name, fn if wrap is None else wrap(fn))
