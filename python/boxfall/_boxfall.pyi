@@ -156,6 +156,10 @@ class Tensor:
         """NumPy's ``x.any()``: ``array_api::any``."""
     def astype(self, dtype: Any, /, *, copy: bool = True) -> Tensor:
         """NumPy's ``x.astype(dtype)`` (``dtype`` as NumPy reads it): ``array_api::astype``."""
+    def max(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        """NumPy's ``x.max()``: ``array_api::max``."""
+    def min(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        """NumPy's ``x.min()``: ``array_api::min``."""
     @property
     def real(self) -> Tensor:
         """NumPy's ``x.real``: ``array_api::real``."""

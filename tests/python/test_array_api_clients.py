@@ -6,6 +6,8 @@ small gaps (iteration, strings, DLPack's ``copy``, an axis too large)."""
 
 from __future__ import annotations
 
+import re
+
 import array_api_compat
 import boxfall as bf
 import boxfall.array_api as xp
@@ -283,6 +285,9 @@ def test_numpys_reductions_as_methods(ns):
         ((t > 0).all(axis=1), (host > 0).all(axis=1)),
         ((t > 0).any(), (host > 0).any()),
         ((t > 0).any(0, keepdims=True), (host > 0).any(0, keepdims=True)),
+        (t.max(), host.max()),
+        (t.min(axis=0), host.min(axis=0)),
+        (t.max(1, keepdims=True), host.max(1, keepdims=True)),
     ]:
         assert isinstance(got, bf.Tensor) and got.device == t.device
         assert got.dtype == want.dtype and values(got).tolist() == np.asarray(want).tolist()
@@ -377,3 +382,13 @@ def test_real_and_imag_properties_are_numpys(ns, dtype):
     for got, want in [(t.real, host.real), (t.imag, host.imag)]:
         assert got.device == t.device and got.dtype == want.dtype
         assert values(got).tolist() == want.tolist()
+
+
+def test_a_namespaces_name_is_a_dotted_name_that_matches_itself(ns):
+    # SciPy's and scikit-learn's tests match their messages with `xp.__name__` as a regex.
+    assert re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", ns.__name__)
+    assert re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", ns.fft.__name__)
+    assert ns.__name__.startswith("boxfall.array_api.")
+    message = f"Array API dispatch to namespace {ns.__name__} only supports solver 'svd'."
+    assert re.match(f"Array API dispatch to namespace {ns.__name__} only", message)
+    assert xp.namespace("Native").__name__ == "boxfall.array_api.Native_0"

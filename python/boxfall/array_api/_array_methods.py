@@ -348,6 +348,20 @@ def _sum(self: Any, axis: Any = None, dtype: Any = None, *, keepdims: bool = Fal
     )
 
 
+def _max(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """NumPy's ``x.max(axis=None, keepdims=False)``: the standard's ``max``."""
+    from ._statistical_functions import max as largest
+
+    return largest(self, axis=axis, keepdims=keepdims)
+
+
+def _min(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """NumPy's ``x.min(axis=None, keepdims=False)``: the standard's ``min``."""
+    from ._statistical_functions import min as smallest
+
+    return smallest(self, axis=axis, keepdims=keepdims)
+
+
 def _all(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
     """NumPy's ``x.all(axis=None, keepdims=False)``: the standard's ``all``."""
     from ._utility_functions import all as every
@@ -419,6 +433,8 @@ _EXTRA: dict[str, Callable[..., Any]] = {
     "all": _all,
     "any": _any,
     "astype": astype,
+    "max": _max,
+    "min": _min,
     "ravel": ravel,
     "reshape": reshape,
     "sum": _sum,
