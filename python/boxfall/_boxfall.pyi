@@ -148,6 +148,33 @@ class Tensor:
     def to_device(self, device: str, /, *, stream: Any = None) -> Any:
         """A copy on ``device`` (a device string, a backend name, or ``"cpu"`` for a NumPy
         array), as the array API standard's ``to_device``."""
+    # NumPy's methods that client code calls, each the function of boxfall.array_api on the
+    # tensor's device (put on the class by importing boxfall.array_api).
+    def all(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        """NumPy's ``x.all()``: ``array_api::all``."""
+    def any(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        """NumPy's ``x.any()``: ``array_api::any``."""
+    def astype(self, dtype: Any, /, *, copy: bool = True) -> Tensor:
+        """NumPy's ``x.astype(dtype)`` (``dtype`` as NumPy reads it): ``array_api::astype``."""
+    def max(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        """NumPy's ``x.max()``: ``array_api::max``."""
+    def min(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        """NumPy's ``x.min()``: ``array_api::min``."""
+    @property
+    def real(self) -> Tensor:
+        """NumPy's ``x.real``: ``array_api::real``."""
+    @property
+    def imag(self) -> Tensor:
+        """NumPy's ``x.imag``: ``array_api::imag`` (of a real array, zeros)."""
+    def ravel(self) -> Tensor:
+        """NumPy's ``x.ravel()``: ``reshape(x, (-1,))``, a view where the data allow it."""
+    def reshape(self, *shape: Any, copy: bool | None = None) -> Tensor:
+        """NumPy's ``x.reshape(shape)`` or ``x.reshape(*shape)``: the standard's ``reshape``."""
+    def sum(self, axis: Any = None, dtype: Any = None, *, keepdims: bool = False) -> Tensor:
+        """NumPy's ``x.sum()``: ``array_api::sum``."""
+    def view(self, dtype: Any = None, /) -> Tensor:
+        """NumPy's ``x.view()``: a view of ``x``; with another dtype, ``x``'s bytes read as
+        ``dtype`` in a new read-only tensor on ``x``'s device."""
     def __dlpack__(
         self,
         *,

@@ -10,6 +10,7 @@ Each module is one pytest process (``-p boxfall_clients``, the plugin beside thi
 files that loop over namespaces and ``sklearn/tests/test_common.py -k check_array_api``. Only
 the tests that run on a compared namespace are run (``--boxfall-clients-only``): boxfall's
 ``Native`` namespace, its Python backend's, and array_api_strict. Errors count as failures.
+``KNOWN_DIFFERENCES.md`` beside this file says which failures remain and why.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ small gaps (iteration, strings, DLPack's ``copy``, an axis too large)."""
 
 from __future__ import annotations
 
+import re
+
 import array_api_compat
 import boxfall as bf
 import boxfall.array_api as xp
@@ -185,7 +187,23 @@ def test_iterating_a_tensor_yields_its_rows(ns):
         iter(ns.asarray(1.0))
 
 
-def test_iterating_a_device_tensor_copies_it_to_the_host_once():
+def test_the_rows_iteration_yields_are_views_on_every_backend(ns):
+    # NumPy's rows are views: SciPy's tanhsinh unpacks `fr, fl = reshape(fj, ...)` and writes
+    # `fr[mask] = ...`, expecting fj to change.
+    t = ns.reshape(ns.arange(6.0), (3, 2))
+    a, b, c = t
+    b[ns.asarray([True, False])] = -1.0
+    c += 10.0
+    expect = np.arange(6.0).reshape(3, 2)
+    ra, rb, rc = expect
+    rb[np.asarray([True, False])] = -1.0
+    rc += 10.0
+    assert values(t).tolist() == expect.tolist()
+    t[0, 1] = 7.0  # and the base's writes are seen through them
+    assert values(a).tolist() == [0.0, 7.0]
+
+
+def test_iterating_a_1d_device_tensor_copies_it_to_the_host_once():
     copies = []
 
     def to_cpu(payload):
@@ -200,11 +218,11 @@ def test_iterating_a_device_tensor_copies_it_to_the_host_once():
     )
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, "IterCount")
-        t = xp.namespace("IterCount").asarray(np.arange(8.0).reshape(4, 2))
+        t = xp.namespace("IterCount").asarray(np.arange(4.0))
         copies.clear()
-        rows = list(t)
-    assert [values(r).tolist() for r in rows] == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
-    assert copies.count((4, 2)) == 1  # the whole tensor once, not once a row
+        items = list(t)
+    assert [float(r) for r in items] == [0.0, 1.0, 2.0, 3.0]
+    assert copies.count((4,)) == 1  # the whole tensor once, not once an element
 
 
 def test_asarray_of_strings_or_objects_is_a_type_error(ns):
@@ -250,3 +268,127 @@ def test_a_tensor_pickles_and_deep_copies_onto_its_device(ns):
         assert again.device == t.device and values(again).tolist() == values(t).tolist()
     again[0, 0] = 9.0
     assert values(t)[0, 0] == 1.0  # a copy
+
+
+# 6. NumPy's methods that client code calls on arrays (SciPy's paths for NumPy, CuPy and
+# PyTorch), each the namespace's operator on the tensor's device.
+
+
+def test_numpys_reductions_as_methods(ns):
+    host = np.arange(12.0).reshape(3, 4) - 5.0
+    t = ns.asarray(host)
+    for got, want in [
+        (t.sum(), host.sum()),
+        (t.sum(axis=-1), host.sum(axis=-1)),
+        (t.sum(0, keepdims=True), host.sum(0, keepdims=True)),
+        (t.sum(axis=(0, 1), dtype=np.float32), host.sum(axis=(0, 1), dtype=np.float32)),
+        ((t > 0).all(axis=1), (host > 0).all(axis=1)),
+        ((t > 0).any(), (host > 0).any()),
+        ((t > 0).any(0, keepdims=True), (host > 0).any(0, keepdims=True)),
+        (t.max(), host.max()),
+        (t.min(axis=0), host.min(axis=0)),
+        (t.max(1, keepdims=True), host.max(1, keepdims=True)),
+    ]:
+        assert isinstance(got, bf.Tensor) and got.device == t.device
+        assert got.dtype == want.dtype and values(got).tolist() == np.asarray(want).tolist()
+    # An int array's sum is the standard's int64 (NumPy's too on 64-bit Linux).
+    assert ns.asarray([True, True]).sum().dtype == np.bool_(True).sum().dtype
+
+
+def test_reshape_ravel_and_astype_as_methods(ns):
+    host = np.arange(6.0)
+    t = ns.asarray(host)
+    for got, want in [
+        (t.reshape(2, 3), host.reshape(2, 3)),
+        (t.reshape((3, -1)), host.reshape((3, -1))),
+        (t.reshape(2, 3).T.ravel(), host.reshape(2, 3).T.ravel()),
+        (t.astype(int), host.astype(int)),
+        (t.astype("f4"), host.astype("f4")),
+        (t.astype(np.complex64), host.astype(np.complex64)),
+    ]:
+        assert got.device == t.device and got.shape == want.shape and got.dtype == want.dtype
+        assert values(got).tolist() == want.tolist()
+    # reshape and ravel make views where the data allow it, as NumPy's: writes reach t.
+    r = t.reshape(2, 3)
+    r[1, 0] = -1.0
+    flat = r.ravel()
+    flat[0] = -2.0
+    assert values(t).tolist() == [-2.0, 1.0, 2.0, -1.0, 4.0, 5.0]
+
+
+def test_view_of_the_same_dtype_is_a_view_and_of_another_reinterprets(ns):
+    host = np.array([[1 + 2j, 3 + 4j], [5 + 6j, 7 + 8j]])
+    t = ns.asarray(host)
+    same = t.view()
+    same[0, 0] = 0.0
+    assert values(t)[0, 0] == 0.0
+    assert t.view(np.complex128)[1, 1].__complex__() == 7 + 8j
+    # SciPy's RBFInterpolator: complex data viewed as float with twice the columns, and back.
+    host[0, 0] = 0.0
+    as_float = t.view(float)
+    assert as_float.device == t.device and as_float.shape == (2, 4)
+    assert values(as_float).tolist() == host.view(float).tolist()
+    back = as_float.view(np.complex128)
+    assert back.shape == (2, 2) and values(back).tolist() == host.tolist()
+    assert ns.asarray(np.arange(3, dtype=np.int32)).view(np.uint8).shape == (12,)
+    # It shares nothing with t, so a write to it raises rather than being lost.
+    with pytest.raises(ValueError, match="read-only"):
+        as_float[0, 0] = 1.0
+
+
+def test_logspace_is_numpys(ns):
+    got = ns.logspace(-3, 0, 10)
+    assert got.device == ns.zeros(1).device and got.dtype == np.float64
+    np.testing.assert_allclose(values(got), np.logspace(-3, 0, 10), rtol=1e-15)
+    got = ns.logspace(0, 3, 4, base=2.0, endpoint=False, dtype=np.float32)
+    want = np.logspace(0, 3, 4, base=2.0, endpoint=False, dtype=np.float32)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(values(got), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("x1, x2", [(-0.5, 0), (0, 1.5), (1, 2), (True, False), (1j, 0), (True, 2)])
+def test_where_of_two_python_scalars_is_numpys(ns, x1, x2):
+    # SciPy's nsum: `xp.where(x == 0, math.log(0.5), 0)`.
+    cond = [True, False, True]
+    got = ns.where(ns.asarray(cond), x1, x2)
+    want = np.where(np.asarray(cond), x1, x2)
+    assert got.device == ns.zeros(1).device
+    assert got.dtype == want.dtype and values(got).tolist() == want.tolist()
+
+
+def test_numpys_testing_takes_a_tensor_tolerance(ns):
+    # np.testing.assert_allclose(..., atol=tensor) makes tensors and calls .ravel().all().
+    a = ns.asarray([1.0, 2.0], dtype=ns.float32)
+    atol = 1e-2 * ns.abs(ns.min(a))
+    np.testing.assert_allclose(values(a), values(a) + 1e-3, atol=atol)
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(values(a), values(a) + 1.0, atol=atol)
+
+
+@pytest.mark.parametrize("k", [0, 2, -1])
+def test_diag_is_numpys(ns, k):
+    # SciPy's RBFInterpolator adds `xp.diag(smoothing)` to its matrix.
+    for host in (np.arange(1.0, 4.0), np.arange(12, dtype=np.int32).reshape(3, 4)):
+        got = ns.diag(ns.asarray(host), k)
+        want = np.diag(host, k)
+        assert got.device == ns.zeros(1).device and got.dtype == want.dtype
+        assert values(got).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["complex128", "float32", "int64"])
+def test_real_and_imag_properties_are_numpys(ns, dtype):
+    host = (np.array([1 + 2j, 3 - 4j]) if dtype == "complex128" else np.arange(2)).astype(dtype)
+    t = ns.asarray(host)
+    for got, want in [(t.real, host.real), (t.imag, host.imag)]:
+        assert got.device == t.device and got.dtype == want.dtype
+        assert values(got).tolist() == want.tolist()
+
+
+def test_a_namespaces_name_is_a_dotted_name_that_matches_itself(ns):
+    # SciPy's and scikit-learn's tests match their messages with `xp.__name__` as a regex.
+    assert re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", ns.__name__)
+    assert re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", ns.fft.__name__)
+    assert ns.__name__.startswith("boxfall.array_api.")
+    message = f"Array API dispatch to namespace {ns.__name__} only supports solver 'svd'."
+    assert re.match(f"Array API dispatch to namespace {ns.__name__} only", message)
+    assert xp.namespace("Native").__name__ == "boxfall.array_api.Native_0"

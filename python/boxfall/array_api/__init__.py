@@ -115,10 +115,18 @@ def _on_device(fn: Any, device: str) -> Any:
 _namespaces: dict[str, types.ModuleType] = {}
 
 
+def _module_name(device: str) -> str:
+    """The ``__name__`` of ``namespace(device)``: a dotted name of identifiers
+    (``boxfall.array_api.Native_0``), as a module's is. Libraries put ``xp.__name__`` in their
+    messages and their tests match those with it as a regular expression (SciPy's
+    ``bootstrap``, scikit-learn's ``Ridge``), where brackets would be a character class."""
+    return "boxfall.array_api." + "".join(c if c.isalnum() else "_" for c in device)
+
+
 def _fft_namespace(device: str) -> types.ModuleType:
     """``fft`` of ``namespace(device)``: the same functions, ``fftfreq``/``rfftfreq`` on
     ``device`` by default."""
-    mod = types.ModuleType(f"boxfall.array_api[{device}].fft", fft.__doc__)
+    mod = types.ModuleType(f"{_module_name(device)}.fft", fft.__doc__)
     for attr in fft.__all__:
         mod.__dict__[attr] = getattr(fft, attr)
     for attr in _fft.DEVICE_DEFAULTED:
@@ -146,7 +154,7 @@ def namespace(device: Any) -> types.ModuleType:
         if isinstance(device, str) and len(_namespaces) < 1024:
             _namespaces[device] = found
         return found
-    ns = types.ModuleType(f"boxfall.array_api[{name}]", f"boxfall.array_api on {name}.")
+    ns = types.ModuleType(_module_name(name), f"boxfall.array_api on {name}.")
     for chapter in _CHAPTERS:
         for attr in chapter.__all__:
             ns.__dict__[attr] = globals()[attr]
@@ -176,3 +184,7 @@ __all__ = sorted(
         *(n for chapter in _CHAPTERS for n in chapter.__all__),
     }
 )
+
+from . import _array_methods  # noqa: E402
+
+_array_methods.install(Tensor)

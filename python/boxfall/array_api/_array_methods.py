@@ -22,6 +22,7 @@ its fallback). ``x[key]`` is ``array_api::getitem`` and ``x[key] = value`` is
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -155,13 +156,15 @@ def __array_function__(self: Any, func: Any, types: Any, args: Any, kwargs: Any)
 
 
 def __iter__(self: Any) -> Any:
-    """The rows (``x[0]``, ``x[1]``, ...), as NumPy iterates an array. A tensor of host memory
-    (Native) gives ``x[i]``; any other is copied to the host once, each row then put on the
-    tensor's device (not the whole tensor copied again for every row)."""
+    """The rows (``x[0]``, ``x[1]``, ...), as NumPy iterates an array. The rows of a tensor of
+    two or more dimensions are views, as NumPy's, on every backend (``a, b = x`` then
+    ``a[mask] = 0`` writes ``x``). The elements of a 1-d tensor are 0-d values: a tensor of host
+    memory (Native) gives ``x[i]``; any other is copied to the host once, each element then put
+    on the tensor's device (not the whole tensor copied again for every element)."""
     if self.ndim == 0:
         raise TypeError("iteration over a 0-d array")
     n = self.shape[0]
-    if self.payload is None:
+    if self.payload is None or self.ndim > 1:
         return (self[i] for i in range(n))
     host = __array__(self)
     make = _creation().OPS["asarray"]
@@ -318,3 +321,138 @@ def __dlpack__(
             "would need a copy"
         )
     return np.asarray(self.numpy()).__dlpack__(copy=True, **kwargs)
+
+
+# NumPy's (and PyTorch's) methods that client code written for those libraries calls on arrays
+# beyond the standard's (SciPy's and scikit-learn's code paths for NumPy, CuPy and PyTorch:
+# `x.sum(axis=-1)`, `x.reshape(shape)`, `x.astype(float)`, `d.view(float)`). Each is the
+# function of the namespace, so it is that operator and runs on the tensor's device. They are
+# Python functions put on `bf.Tensor` when `boxfall.array_api` is imported (`install`), as the
+# operators they call are defined then; a name the Rust class has is never replaced.
+
+
+def astype(self: Any, dtype: Any, /, *, copy: bool = True) -> Any:
+    """NumPy's ``x.astype(dtype)``: ``astype(x, dtype, copy=copy)`` of the standard, ``dtype``
+    as NumPy reads it (``float`` is float64, ``"f4"`` float32)."""
+    from ._data_type_functions import astype as to
+
+    return to(self, np.dtype(dtype), copy=copy)
+
+
+def _sum(self: Any, axis: Any = None, dtype: Any = None, *, keepdims: bool = False) -> Any:
+    """NumPy's ``x.sum(axis=None, dtype=None, keepdims=False)``: the standard's ``sum``."""
+    from ._statistical_functions import sum as total
+
+    return total(
+        self, axis=axis, dtype=None if dtype is None else np.dtype(dtype), keepdims=keepdims
+    )
+
+
+def _max(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """NumPy's ``x.max(axis=None, keepdims=False)``: the standard's ``max``."""
+    from ._statistical_functions import max as largest
+
+    return largest(self, axis=axis, keepdims=keepdims)
+
+
+def _min(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """NumPy's ``x.min(axis=None, keepdims=False)``: the standard's ``min``."""
+    from ._statistical_functions import min as smallest
+
+    return smallest(self, axis=axis, keepdims=keepdims)
+
+
+def _all(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """NumPy's ``x.all(axis=None, keepdims=False)``: the standard's ``all``."""
+    from ._utility_functions import all as every
+
+    return every(self, axis=axis, keepdims=keepdims)
+
+
+def _any(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """NumPy's ``x.any(axis=None, keepdims=False)``: the standard's ``any``."""
+    from ._utility_functions import any as some
+
+    return some(self, axis=axis, keepdims=keepdims)
+
+
+def ravel(self: Any) -> Any:
+    """NumPy's ``x.ravel()``: the elements in one dimension (C order), a view of ``x`` where
+    the data allow it, as in NumPy (``reshape(x, (-1,))``)."""
+    from ._manipulation_functions import reshape as to
+
+    return to(self, (-1,))
+
+
+def _real(self: Any) -> Any:
+    """NumPy's ``x.real``: the standard's ``real`` (of a real array, its values)."""
+    return _ew.OPS["real"](self)
+
+
+def _imag(self: Any) -> Any:
+    """NumPy's ``x.imag``: the standard's ``imag`` (of a real array, zeros of its dtype)."""
+    if np.dtype(self.dtype).kind != "c":
+        return _creation().zeros_like(self)
+    return _ew.OPS["imag"](self)
+
+
+def _shape_of(shape: tuple[Any, ...]) -> Any:
+    # NumPy takes x.reshape(2, 3) and x.reshape((2, 3)) alike.
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        return tuple(shape[0])
+    return shape
+
+
+def reshape(self: Any, *shape: Any, copy: bool | None = None) -> Any:
+    """NumPy's ``x.reshape(shape)`` (or ``x.reshape(*shape)``): the standard's ``reshape``, a
+    view of ``x`` where the data allow it, as in NumPy."""
+    from ._manipulation_functions import reshape as to
+
+    return to(self, _shape_of(shape), copy=copy)
+
+
+def view(self: Any, dtype: Any = None, /) -> Any:
+    """NumPy's ``x.view()`` and ``x.view(dtype)``.
+
+    Without a dtype, or with ``x``'s own, a view of ``x`` (``x[...]``): writes through it reach
+    ``x``. With another dtype, ``x``'s bytes read as ``dtype`` (the last axis rescaled by the
+    ratio of the item sizes, as NumPy's: a complex128 ``(n, m)`` array viewed as float64 is
+    ``(n, 2m)``), made by NumPy through the CPU fallback (the operator ``numpy::ndarray_view``)
+    as a new tensor on ``x``'s device that shares nothing with ``x`` (as JAX's ``view``): it is
+    read-only, so that a write meant for ``x`` raises instead of being lost."""
+    if dtype is None or np.dtype(dtype) == self.dtype:
+        return self[...]
+    from . import _numpy_interop, _views
+
+    values = _numpy_interop._run("ndarray_view", np.ndarray.view, (self, np.dtype(dtype)), {}, ())
+    # Read-only as broadcast_to's views are: a write through it raises NumPy's ValueError.
+    return _views.view(values, "broadcast_to", tuple(values.shape))
+
+
+_EXTRA: dict[str, Callable[..., Any]] = {
+    "all": _all,
+    "any": _any,
+    "astype": astype,
+    "max": _max,
+    "min": _min,
+    "ravel": ravel,
+    "reshape": reshape,
+    "sum": _sum,
+    "view": view,
+}
+"""The methods ``install`` puts on ``bf.Tensor``, by name."""
+
+_PROPERTIES: dict[str, Callable[[Any], Any]] = {"real": _real, "imag": _imag}
+"""The properties ``install`` puts on ``bf.Tensor``, by name."""
+
+
+def install(cls: Any) -> None:
+    """Put the methods of ``_EXTRA`` and the properties of ``_PROPERTIES`` on ``cls``
+    (``bf.Tensor``), each under its name, unless the class has that name already."""
+    for table, wrap in ((_EXTRA, None), (_PROPERTIES, property)):
+        for name, fn in table.items():
+            if name in cls.__dict__:
+                continue
+            fn.__name__ = name
+            fn.__qualname__ = f"{cls.__name__}.{name}"
+            setattr(cls, name, fn if wrap is None else wrap(fn))

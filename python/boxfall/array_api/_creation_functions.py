@@ -305,6 +305,24 @@ def linspace(
     )
 
 
+def logspace(
+    start: Any,
+    stop: Any,
+    /,
+    num: int = 50,
+    *,
+    endpoint: bool = True,
+    base: float = 10.0,
+    dtype: Any = None,
+    device: Any = None,
+) -> Any:
+    """NumPy's ``logspace`` (not the standard's; NumPy, CuPy and PyTorch have it): ``base``
+    raised to ``linspace(start, stop, num)``, the operators ``array_api::linspace`` and
+    ``array_api::pow``."""
+    exponents = linspace(start, stop, num, dtype=dtype, device=device, endpoint=endpoint)
+    return base**exponents  # the tensor's __rpow__: array_api::pow.Scalar_Tensor
+
+
 def eye(
     n_rows: int,
     n_cols: int | None = None,
@@ -359,6 +377,26 @@ def triu(x: Any, /, *, k: int = 0) -> Any:
     return OPS["triu"](x, k=k)
 
 
+def diag(v: Any, /, k: int = 0) -> Any:
+    """NumPy's ``diag`` (not the standard's; NumPy, CuPy and PyTorch have it): of a 1-d
+    array, the square matrix with ``v`` on its diagonal ``k`` (``zeros`` and
+    ``array_api::setitem`` of integer indices); of a 2-d array, its diagonal ``k``
+    (``linalg.diagonal``). On ``v``'s device."""
+    if v.ndim == 2:
+        from ._linalg import diagonal
+
+        return diagonal(v, offset=k)
+    if v.ndim != 1:
+        raise ValueError(f"diag takes a 1-d or 2-d array, not a {v.ndim}-d one")
+    n = int(v.shape[0])
+    m = n + abs(k)
+    device = device_of(v)
+    out = zeros((m, m), dtype=v.dtype, device=None if device == "cpu" else device)
+    i = arange(n, device=None if device == "cpu" else device)
+    out[i + max(-k, 0), i + max(k, 0)] = v
+    return out
+
+
 def from_dlpack(x: object, /, *, device: Any = None, copy: bool | None = None) -> Any:
     """The operator ``array_api::from_dlpack``: the array of ``x``, an object with
     ``__dlpack__``, on ``device``.
@@ -408,6 +446,7 @@ DEVICE_DEFAULTED = (
     "full",
     "arange",
     "linspace",
+    "logspace",
     "eye",
     "from_dlpack",
 )
@@ -416,6 +455,7 @@ DEVICE_DEFAULTED = (
 __all__ = [
     "arange",
     "asarray",
+    "diag",
     "empty",
     "empty_like",
     "eye",
@@ -423,6 +463,7 @@ __all__ = [
     "from_dlpack",
     "full_like",
     "linspace",
+    "logspace",
     "meshgrid",
     "ones",
     "ones_like",

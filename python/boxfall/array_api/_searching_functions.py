@@ -82,6 +82,23 @@ def _is_scalar(v: Any) -> bool:
     return isinstance(v, (bool, int, float))
 
 
+def _is_py_scalar(v: Any) -> bool:
+    return isinstance(v, (bool, int, float, complex))
+
+
+def _scalars_dtype(x1: Any, x2: Any, defaults: Any) -> Any:
+    """The dtype of two Python scalars together: bool for two bools, else the default dtype of
+    the widest kind (integral, real floating, complex floating)."""
+    kinds = {type(x1), type(x2)}
+    if complex in kinds:
+        return defaults["complex floating"]
+    if float in kinds:
+        return defaults["real floating"]
+    if kinds == {bool}:
+        return np.dtype(bool)
+    return defaults["integral"]
+
+
 def nonzero(x: Any, /) -> tuple[Any, ...]:
     """The operator ``array_api::nonzero``: the indices of the elements that are not zero, an
     array per dimension."""
@@ -91,7 +108,20 @@ def nonzero(x: Any, /) -> tuple[Any, ...]:
 def where(condition: Any, x1: Any, x2: Any, /) -> Any:
     """The operators ``array_api::where`` (arrays) and ``where.Tensor_Scalar`` /
     ``where.Scalar_Tensor`` (a Python scalar on one side, which takes the other's dtype):
-    ``x1`` where ``condition`` is true, else ``x2``."""
+    ``x1`` where ``condition`` is true, else ``x2``.
+
+    Two Python scalars (the standard asks for an array on one side; NumPy, CuPy and PyTorch
+    take two) are arrays on ``condition``'s device of the default dtype of their kind: a float
+    and an int make the default real floating dtype, as NumPy's ``where(c, 0.5, 0)``."""
+    if _is_py_scalar(x1) and _is_py_scalar(x2):
+        from ._creation_functions import asarray
+        from ._dtypes import defaults_of
+        from ._helpers import device_of
+
+        device = device_of(condition)
+        dtype = _scalars_dtype(x1, x2, defaults_of(device))
+        x1 = asarray(x1, dtype=dtype, device=device)
+        x2 = asarray(x2, dtype=dtype, device=device)
     if _is_scalar(x2) and not _is_scalar(x1):
         return OPS["where.Tensor_Scalar"](condition, x1, x2)
     if _is_scalar(x1) and not _is_scalar(x2):
