@@ -78,7 +78,7 @@ SKLEARN_FILES = (
 """scikit-learn's test files that loop over namespaces (those absent from the installed version
 are left out)."""
 
-QUICK_SCIPY = ("special", "cluster", "differentiate")
+QUICK_SCIPY = ("special", "cluster", "differentiate", "ndimage")
 QUICK_SKLEARN = ("utils/tests/test_array_api.py", "decomposition/tests/test_pca.py")
 
 COLUMNS = (
