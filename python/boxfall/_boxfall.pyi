@@ -441,6 +441,11 @@ class Backend:
     def thread_safe(self) -> bool:
         """Whether the backend's hooks and kernels may run on several threads at once (False:
         boxfall runs them one at a time)."""
+    @property
+    def lazy(self) -> bool:
+        """Whether the backend takes part in residency (``register_backend(lazy=)``): host
+        copies kept, the CPU fallback's results left on the host until the device needs them.
+        False for Native, whose tensors are host memory."""
 
 fallthrough: Fallthrough
 """The fallthrough kernel: registered for a key, the key is skipped."""

@@ -704,6 +704,14 @@ impl PyBackend {
             .is_none_or(|(_, _, lock)| lock.is_none())
     }
 
+    /// Whether the backend takes part in residency (`register_backend(lazy=)`): host copies
+    /// kept, the CPU fallback's results left on the host until the device needs them. False
+    /// for Native, whose tensors are host memory.
+    #[getter]
+    fn lazy(&self) -> bool {
+        crate::backend::backend(self.key).is_some_and(|b| b.lazy())
+    }
+
     fn __repr__(&self) -> String {
         format!("bf.Backend({:?})", self.name)
     }
