@@ -98,7 +98,10 @@ def transfers() -> dict[str, dict[str, int]]:
     ``to_device``/``bytes_to_device`` (``Backend.tensor``, ``asarray`` of host data on a device
     served by the CPU fallback). No kernel of the backend could avoid them, so they are not in
     ``op_stats`` and do not rank under "implement natively first". Native lends its memory to
-    the host: its reads are not transfers."""
+    the host: its reads are not transfers. ``materialized``/``bytes_materialized`` count the
+    CPU fallback's results that stayed on the host (residency, ``register_backend(lazy=True)``)
+    and were put on the device later, when a kernel of the backend, ``t.payload`` or
+    ``t.materialize()`` needed them."""
     return dict(_boxfall.user_transfers())
 
 
