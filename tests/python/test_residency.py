@@ -163,8 +163,9 @@ def test_a_backend_kernel_sees_current_device_data(dev):
         lib.impl("peek", lambda x: x, "CPU")
 
         def peek(x):
-            # The kernel reads the raw payload object: it must already be on the device.
-            seen.append(bf.Tensor.payload.__get__(x).data.copy())
+            # Put on the device before the kernel ran (not by reading its payload here).
+            seen.append(x.residency)
+            seen.append(x.payload.data.copy())
             return x
 
         lib.impl("peek", peek, backend.name)
@@ -172,8 +173,22 @@ def test_a_backend_kernel_sees_current_device_data(dev):
         y = xp.multiply(x, 3.0)
         assert y.residency == "host"
         bf.ops.resid_k.peek(y)
-        np.testing.assert_array_equal(seen[-1], [0.0, 3.0, 6.0])
+        assert seen[0] == "both"
+        np.testing.assert_array_equal(seen[1], [0.0, 3.0, 6.0])
         assert y.residency == "both"
+        # A list argument's elements too, through the general path (a keyword argument).
+        lib.define("peek_all(Tensor[] xs, *, Tensor extra) -> Tensor")
+        lib.impl("peek_all", lambda xs, *, extra: extra, "CPU")
+
+        def peek_all(xs, *, extra):
+            seen.append([t.residency for t in xs] + [extra.residency])
+            return extra
+
+        lib.impl("peek_all", peek_all, backend.name)
+        a, b = xp.add(x, 1.0), xp.add(x, 2.0)
+        c = xp.add(x, 3.0)
+        bf.ops.resid_k.peek_all([a, b], extra=c)
+        assert seen[-1] == ["both", "both", "both"]
 
 
 def test_a_backend_kernel_that_writes_in_place_invalidates_the_host_copy(dev):
