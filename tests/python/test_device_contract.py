@@ -466,9 +466,27 @@ def test_each_read_the_user_asks_for_is_one_transfer_with_its_bytes(plain, read)
         "bytes_to_host": 32,
         "to_device": 0,
         "bytes_to_device": 0,
+        "materialized": 0,
+        "bytes_materialized": 0,
     }
     assert hooks.calls["to_cpu"] == before["to_cpu"] + 1  # the one transfer counted
     assert bf.metrics.counters() == {}  # and no fallback
+
+
+@pytest.mark.parametrize("read", sorted(READS))
+def test_a_read_of_values_already_on_the_host_is_no_transfer(plain, read):
+    # The fallback's result stays on the host (residency), so the user's read of it crosses
+    # nothing: transfers() counts only what crossed, and no hook runs.
+    hooks = plain.hooks
+    t = xp_cpu.namespace(plain.name).add(plain.tensor(np.arange(4.0)), 1.0)
+    assert t.residency == "host"
+    bf.metrics.reset()
+    before = dict(hooks.calls)
+    got = READS[read](t)
+    if read != "__dlpack__":  # a capsule, not an array
+        np.testing.assert_array_equal(np.asarray(got), np.arange(4.0) + 1.0)
+    assert plain.name not in bf.metrics.transfers()
+    assert hooks.calls == before
 
 
 def test_a_scalar_read_is_one_transfer_of_its_bytes(plain):
@@ -503,6 +521,8 @@ def test_each_put_of_host_data_the_user_asks_for_is_one_transfer_with_its_bytes(
         "bytes_to_host": 0,
         "to_device": 1,
         "bytes_to_device": 24,
+        "materialized": 0,
+        "bytes_materialized": 0,
     }
     assert hooks.calls["from_cpu"] == before["from_cpu"] + 1
     assert bf.metrics.counters() == {}  # not a fallback of asarray or from_dlpack
