@@ -354,8 +354,8 @@ def _mb(n: int) -> str:
 
 def bench_workload(repeat: int) -> list[str]:
     """k-means then ridge (``boxfall.workload``) on each device setup: the bytes moved (the
-    metrics' fallback bytes and the user's transfers) against the least the placement needs,
-    and the time against NumPy's, as medians of paired rounds."""
+    metrics' fallback bytes, the user's transfers and what was materialized) against the least
+    the placement needs, and the time against NumPy's, as medians of paired rounds."""
     from . import workload
 
     p = workload.Problem()
@@ -375,8 +375,8 @@ def bench_workload(repeat: int) -> list[str]:
         else:
             rows.append(
                 f"  bytes, {name}: moved {_mb(r.moved)} / least needed {_mb(need.least)} = "
-                f"{r.moved / need.least:.2f}x (every argument and result each call: "
-                f"{_mb(need.eager)}{hooks})"
+                f"{r.moved / need.least:.2f}x (without residency, every argument and result "
+                f"each call: {_mb(need.eager)}{hooks})"
             )
     return rows
 

@@ -97,10 +97,15 @@ def transfers() -> dict[str, dict[str, int]]:
     fallback's: ``to_host``/``bytes_to_host`` (``bf.Tensor.numpy()``, ``np.asarray(t)`` and
     ``__array__``, DLPack, ``float(t)`` and the other scalar conversions, ``to_device("cpu")``)
     and ``to_device``/``bytes_to_device`` (``Backend.tensor``, ``asarray`` or ``from_dlpack``
-    of host data on a device served by the CPU fallback), each once with its bytes. No kernel
+    of host data on a device served by the CPU fallback), each once with its bytes, where the
+    values really cross: a read of a tensor whose values are on the host already (a lazy
+    backend's host result or current host copy, ``t.residency`` not ``"device"``) crosses
+    nothing and is not counted at all. No kernel
     of the backend could avoid them, so they are not in ``op_stats`` and do not rank under
     "implement natively first". Native lends its memory to the host: its reads are not
-    transfers."""
+    transfers. ``materialized``/``bytes_materialized`` count the CPU fallback's results that
+    stayed on the host (residency, ``register_backend(lazy=True)``) and were put on the device
+    later, when a kernel of the backend, ``t.payload`` or ``t.materialize()`` needed them."""
     return dict(_boxfall.user_transfers())
 
 

@@ -17,7 +17,10 @@ The setups (:func:`setups`):
 - ``native``: boxfall's Native backend (host memory: nothing has to cross).
 
 Bytes moved are what ``bf.metrics`` counts for the backend: every operator's ``bytes_to_cpu``
-and ``bytes_from_cpu``, plus ``bf.metrics.transfers()`` (the results the user reads).
+and ``bytes_from_cpu``, plus ``bf.metrics.transfers()``: the results the user reads that were
+on the device only (the backends are lazy, so a result the CPU fallback made stays on the host
+and reading it crosses nothing), and ``bytes_materialized``, the fallback's host results put
+on the device because a kernel of the backend read them.
 The two Python backends' hooks also count the bytes they are given or give (``hook_bytes``),
 which sees what the metrics do not: a view's values made on the device for a kernel of the
 backend (a view's payload is made from its base's host copy, by ``to_cpu`` of the base and
@@ -278,19 +281,24 @@ class Run:
     """One run of the workload on a setup: its results as NumPy arrays, its time, and the bytes
     the metrics counted on the setup's backend (0 for NumPy): ``fallback_bytes`` (every
     operator's ``bytes_to_cpu + bytes_from_cpu``), ``by_op`` (the same per operator),
-    ``user_bytes`` (``bf.metrics.transfers()``, both ways) and the hooks' own count."""
+    ``user_bytes`` (``bf.metrics.transfers()``, both ways: the reads of results whose values
+    were on the device only; a read of a host result crosses nothing and is not counted),
+    ``materialized_bytes`` (``bf.metrics.transfers()``'s ``bytes_materialized``: the fallback's
+    host results a kernel of the backend needed on the device) and the hooks' own count."""
 
     results: tuple[np.ndarray, ...]
     seconds: float
     fallback_bytes: int
     by_op: dict[str, int]
     user_bytes: int
+    materialized_bytes: int
     hook_bytes: int
 
     @property
     def moved(self) -> int:
-        """The bytes moved: the fallback's and the user's."""
-        return self.fallback_bytes + self.user_bytes
+        """The bytes moved: the fallback's, the user's, and the fallback's host results put on
+        the device later (residency)."""
+        return self.fallback_bytes + self.user_bytes + self.materialized_bytes
 
 
 def _on_device(s: Setup, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
@@ -313,7 +321,7 @@ def run(s: Setup, p: Problem, data: tuple[np.ndarray, np.ndarray] | None = None)
     results = tuple(np.asarray(r) for r in kmeans_ridge(s.xp, dx, dy, p))
     seconds = time.perf_counter() - start
     by_op: dict[str, int] = {}
-    user = 0
+    user = materialized = 0
     if s.backend is not None:
         for op, stats in bf.metrics.to_dict().items():
             f = stats["backends"].get(s.backend)
@@ -321,8 +329,9 @@ def run(s: Setup, p: Problem, data: tuple[np.ndarray, np.ndarray] | None = None)
                 by_op[op] = f["bytes_to_cpu"] + f["bytes_from_cpu"]
         t = bf.metrics.transfers().get(s.backend, {})
         user = t.get("bytes_to_host", 0) + t.get("bytes_to_device", 0)
+        materialized = t.get("bytes_materialized", 0)
     hook_total = (hooks.total if hooks else 0) - hooks_before
-    return Run(results, seconds, sum(by_op.values()), by_op, user, hook_total)
+    return Run(results, seconds, sum(by_op.values()), by_op, user, materialized, hook_total)
 
 
 def timed(s: Setup, p: Problem, rounds: int) -> list[tuple[float, float]]:
@@ -434,8 +443,9 @@ def least_needed(p: Problem, native: frozenset[str] = frozenset()) -> Needed:
     - an array read by an operator of the other side crosses once, with all its bytes (a view
       read there moves its base, once for every view of it): it is kept where it was moved,
       and is never written (the workload writes nothing in place);
-    - every result the user reads back (centers, labels, coefficients) crosses once, to the
-      user, wherever it was made.
+    - every result the user reads back (centers, labels, coefficients) that is on the device
+      crosses once, to the user; one a CPU kernel made, or one already moved to the host for a
+      CPU kernel, is there already.
 
     ``eager`` is the same flow's bytes as the fallback moves them without residency: every
     operator served by the fallback moves each tensor argument to the CPU (a view with its own
@@ -465,7 +475,9 @@ def least_needed(p: Problem, native: frozenset[str] = frozenset()) -> Needed:
     for r in results:
         i = flow.known(r)
         assert i is not None
-        least += flow.values[i].nbytes
+        root = flow.values[i].root
+        if flow.values[root].side == "device" and (root, "host") not in crossed:
+            least += flow.values[i].nbytes
         eager += flow.values[i].nbytes
     return Needed(least, eager)
 

@@ -42,25 +42,33 @@ def test_numpy_moves_nothing():
 
 
 @pytest.mark.parametrize("name", DEVICE_SETUPS)
-def test_moved_is_every_operators_bytes_and_the_users_reads_each_once(name):
+def test_moved_is_every_operators_bytes_what_was_materialized_and_the_users_reads(name):
     s = SETUPS[name]
     r = workload.run(s, P, (X, Y))
     # The run's per-operator figures are the operators' own op_stats on the backend.
     for op, moved in r.by_op.items():
         f = bf.metrics.op_stats(op)["backends"][s.backend]
         assert moved == f["bytes_to_cpu"] + f["bytes_from_cpu"]
-    assert r.moved == sum(r.by_op.values()) + r.user_bytes
-    # The user read the three results, each once (np.asarray), with its bytes, and put nothing
-    # on the device during the run.
-    t = bf.metrics.transfers()[s.backend]
-    assert (t["to_host"], t["to_device"], t["bytes_to_device"]) == (3, 0, 0)
-    assert t["bytes_to_host"] == r.user_bytes == sum(a.nbytes for a in r.results)
+    t = bf.metrics.transfers().get(s.backend, {})
+    assert r.materialized_bytes == t.get("bytes_materialized", 0)
+    assert r.moved == sum(r.by_op.values()) + r.user_bytes + r.materialized_bytes
+    # The three results are the CPU fallback's (divide, argmin, solve), so they are on the host
+    # (residency): the user's reads of them cross nothing and are no transfer; the user put
+    # nothing on the device during the run.
+    assert (t.get("to_host", 0), t.get("to_device", 0), r.user_bytes) == (0, 0, 0)
 
 
-def test_the_least_needed_with_no_native_kernel_is_the_inputs_and_the_results_once():
-    need = workload.least_needed(P)
-    results = (P.k * P.d + P.n + P.d) * 8
-    assert need.least == X.nbytes + Y.nbytes + results
+@pytest.mark.parametrize("name", DEVICE_SETUPS)
+def test_the_inputs_start_on_the_device(name):
+    # What least_needed assumes: asarray of host data puts it on the device at once.
+    dx, dy = (SETUPS[name].xp.asarray(a) for a in (X, Y))
+    assert (dx.residency, dy.residency) == ("device", "device")
+
+
+def test_the_least_needed_with_no_native_kernel_is_the_inputs_once():
+    # Every operator runs on the CPU: the inputs cross once, and the results are made on the
+    # host, where the user reads them.
+    assert workload.least_needed(P).least == X.nbytes + Y.nbytes
 
 
 def test_native_kernels_move_more_of_the_flow_across_than_none_does():
@@ -72,21 +80,34 @@ def test_native_kernels_move_more_of_the_flow_across_than_none_does():
 
 
 @pytest.mark.parametrize("name", DEVICE_SETUPS)
-def test_today_each_fallback_moves_every_argument_and_every_result(name):
-    """The known reason moved exceeds the least needed: each call of the CPU fallback moves
-    each of its device arguments to the CPU and each result back, even when the last call
-    just moved the same values the other way. Residency (issue 31) lowers it: this test then
-    turns into ``moved <= need.eager``."""
+def test_residency_moves_less_than_a_fallback_moving_every_argument_and_result(name):
+    """Without residency, each call of the CPU fallback moved each of its device arguments to
+    the CPU and each result back (``need.eager``, what moved before residency), even when the
+    last call had just moved the same values the other way. A lazy backend keeps the host
+    copies and leaves the fallback's results on the host, so its fallback moves less. (With
+    native kernels, the views those kernels are given add materialized bytes that ``eager``
+    leaves out, as the metrics did before residency: see the xfail below.)"""
     s = SETUPS[name]
     r = workload.run(s, P, (X, Y))
     need = workload.least_needed(P, s.native)
-    assert r.moved == need.eager
-    assert r.moved > need.least
+    assert 0 < r.fallback_bytes + r.user_bytes < need.eager
+    if not s.native:
+        assert r.moved < need.eager
 
 
-@pytest.mark.xfail(strict=True, reason="residency (issue 31) not merged yet")
-@pytest.mark.parametrize("name", DEVICE_SETUPS)
-def test_moved_is_at_most_the_least_needed(name):
-    s = SETUPS[name]
-    r = workload.run(s, P, (X, Y))
-    assert r.moved <= workload.least_needed(P, s.native).least
+def test_with_no_native_kernel_moved_is_the_least_needed():
+    r = workload.run(SETUPS["fallback"], P, (X, Y))
+    assert r.moved == workload.least_needed(P).least == X.nbytes + Y.nbytes
+    assert r.hook_bytes == r.moved  # the metrics see every byte the hooks moved
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a view given to a kernel of the backend (x.T, onehot.T, centers.T, the centers' "
+    "squared norms) gets a payload of its own: from_cpu of the view's values, counted as "
+    "materialized, since a Python backend has no hook to make a view of a payload on the "
+    "device; least_needed counts a view as its base's storage, free once the base is there",
+)
+def test_with_native_kernels_moved_is_at_most_the_least_needed():
+    r = workload.run(SETUPS["kernels"], P, (X, Y))
+    assert r.moved <= workload.least_needed(P, workload.NATIVE_KERNELS).least

@@ -164,7 +164,8 @@ def __iter__(self: Any) -> Any:
     if self.ndim == 0:
         raise TypeError("iteration over a 0-d array")
     n = self.shape[0]
-    if self.payload is None or self.ndim > 1:
+    # `residency`, not `payload`: reading `.payload` would put a host-side result on the device.
+    if self.residency is None or self.ndim > 1:
         return (self[i] for i in range(n))
     host = __array__(self)
     make = _creation().OPS["asarray"]
