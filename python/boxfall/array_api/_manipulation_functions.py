@@ -47,7 +47,7 @@ def flip(x: Any, /, *, axis: Any = None) -> Any:
     return np.flip(x, axis=_axis(axis))
 
 
-def moveaxis(x: Any, source: Any, destination: Any, /) -> Any:
+def _moveaxis(x: Any, source: Any, destination: Any, /) -> Any:
     """``x`` with the axes ``source`` moved to ``destination``."""
     return np.moveaxis(x, tuple(source), tuple(destination))
 
@@ -113,7 +113,7 @@ OPS, _public = register(
         Op("concat(Tensor[] arrays, *, int? axis=0) -> Tensor", concat),
         Op("expand_dims(Tensor x, int axis=0) -> Tensor", expand_dims),
         Op("flip(Tensor x, *, int[1]? axis=None) -> Tensor", flip),
-        Op("moveaxis(Tensor x, int[1] source, int[1] destination) -> Tensor", moveaxis),
+        Op("moveaxis(Tensor x, int[1] source, int[1] destination) -> Tensor", _moveaxis),
         Op("permute_dims(Tensor x, int[] axes) -> Tensor", permute_dims),
         Op("repeat(Tensor x, int repeats, *, int? axis=None) -> Tensor", _repeat_int, False),
         Op(
@@ -184,8 +184,9 @@ broadcast_to = _views_first("broadcast_to", lambda shape: tuple(int(n) for n in 
 _moveaxis_copy = _public["moveaxis"]
 
 
-@functools.wraps(_moveaxis_copy)
 def moveaxis(x: Any, source: Any, destination: Any, /) -> Any:
+    """``x`` with the axes ``source`` moved to ``destination``: a view of a ``bf.Tensor``, as
+    NumPy's is of an array (the operator ``array_api::moveaxis`` for anything else)."""
     # A view, as NumPy's: SciPy's ndimage hands `moveaxis(output, ...)` on as the array its C
     # code writes into, and those writes must reach `output`.
     if isinstance(x, Tensor):
