@@ -91,10 +91,49 @@ pub trait Backend: Send + Sync + 'static {
 
     /// `from_cpu` of a CPU result that the caller owns and gives up (the fallback's results):
     /// a backend whose device tensors hold host memory can take the tensor itself
-    /// ([`Tensor::into_device`]). The default calls `from_cpu`.
+    /// ([`Tensor::into_device`]). The default calls `from_cpu`, or, for a [`lazy`](Self::lazy)
+    /// backend, leaves the values on the host ([`Tensor::host_only`]), to be moved by
+    /// `from_cpu` when the device needs them. A lazy backend that overrides it must return
+    /// a host-only tensor or device data for every call, and check there what `from_cpu`
+    /// would refuse before anything moves (a dtype the device lacks).
+    ///
+    /// ```
+    /// use boxfall::{backend::Backend, Device, Result, Tensor};
+    /// struct Lazy;
+    /// impl Backend for Lazy {
+    ///     fn to_cpu(&self, t: &Tensor, _: bool) -> Result<Tensor> { unimplemented!() }
+    ///     fn from_cpu(&self, _: &Tensor, _: Device) -> Result<Tensor> { unimplemented!() }
+    ///     fn copy_from_cpu(&self, _: &Tensor, _: &Tensor) -> Result<()> { unimplemented!() }
+    ///     fn lazy(&self) -> bool { true }
+    /// }
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = Lazy.from_cpu_owned(cpu, boxfall::native::DEVICE).unwrap();
+    /// assert!(t.is_host_only()); // no from_cpu yet
+    /// ```
     #[allow(clippy::wrong_self_convention)]
     fn from_cpu_owned(&self, cpu: Tensor, device: Device) -> Result<Tensor> {
+        if self.lazy() {
+            return Ok(Tensor::host_only(cpu, device));
+        }
         self.from_cpu(&cpu, device)
+    }
+
+    /// Residency (`boxfall::resident`): whether the CPU fallback keeps the host copies of this
+    /// backend's tensors that it reads (tagged with their data version, and used while no write
+    /// came since) and leaves its results on the host side until the device needs them (a
+    /// kernel of the backend, its payload read, the user's ask). A lazy backend's kernels read
+    /// a tensor's payload through [`resident::materialize`](crate::resident::materialize)
+    /// first, and tell boxfall of a payload they write in place ([`Tensor::note_write`]). The
+    /// default is false (every read calls `to_cpu`, every result `from_cpu`): a backend whose
+    /// payloads change where boxfall does not see it, or whose `from_cpu` must run at once,
+    /// keeps it.
+    ///
+    /// ```
+    /// use boxfall::backend::Backend;
+    /// assert!(!boxfall::native::NativeBackend.lazy()); // host memory: nothing to keep
+    /// ```
+    fn lazy(&self) -> bool {
+        false
     }
 
     /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.

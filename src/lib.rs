@@ -52,6 +52,7 @@ pub mod library;
 pub mod metrics;
 pub mod native;
 mod rcu;
+pub mod resident;
 pub mod schema;
 mod shared;
 // Read only by the Python bindings' views.

@@ -776,6 +776,11 @@ pub struct UserTransfers {
     pub to_device: u64,
     /// Their bytes.
     pub bytes_to_device: u64,
+    /// Host-only values (residency: a CPU fallback's result left on the host) put on the
+    /// device when it needed them (a kernel of the backend, the payload read, the user's ask).
+    pub materialized: u64,
+    /// Their bytes.
+    pub bytes_materialized: u64,
 }
 
 /// Which way a user's transfer went.
@@ -789,11 +794,14 @@ pub enum Direction {
     ToHost,
     /// From the host to the device.
     ToDevice,
+    /// A host-only tensor's values to the device, when it first needed them
+    /// (`boxfall::resident::materialize`).
+    Materialized,
 }
 
 /// Per key index: calls and bytes to the host, calls and bytes to the device. Shared atomics:
 /// a user's transfer goes through a backend's hooks, which cost far more than a locked add.
-static USER: [[AtomicU64; 4]; NUM_KEYS] = [const { [const { AtomicU64::new(0) }; 4] }; NUM_KEYS];
+static USER: [[AtomicU64; 6]; NUM_KEYS] = [const { [const { AtomicU64::new(0) }; 6] }; NUM_KEYS];
 
 /// Counts one transfer the user asked for, of `bytes`, on `backend`'s device.
 ///
@@ -809,6 +817,7 @@ pub fn record_user_transfer(backend: DispatchKey, direction: Direction, bytes: u
     let at = match direction {
         Direction::ToHost => 0,
         Direction::ToDevice => 2,
+        Direction::Materialized => 4,
     };
     c[at].fetch_add(1, Relaxed);
     c[at + 1].fetch_add(bytes, Relaxed);
@@ -817,22 +826,24 @@ pub fn record_user_transfer(backend: DispatchKey, direction: Direction, bytes: u
 /// The user's transfers since the last reset, for each backend that had one.
 ///
 /// ```
-/// assert!(boxfall::metrics::user_transfers().iter().all(|(_, t)| t.to_host + t.to_device > 0));
+/// assert!(boxfall::metrics::user_transfers().iter().all(|(_, t)| t.to_host + t.to_device + t.materialized > 0));
 /// ```
 pub fn user_transfers() -> Vec<(DispatchKey, UserTransfers)> {
     USER.iter()
         .enumerate()
         .filter_map(|(i, c)| {
-            let [to_host, bytes_to_host, to_device, bytes_to_device] =
+            let [to_host, bytes_to_host, to_device, bytes_to_device, materialized, bytes_materialized] =
                 c.each_ref().map(|a| a.load(Relaxed));
             let t = UserTransfers {
                 to_host,
                 bytes_to_host,
                 to_device,
                 bytes_to_device,
+                materialized,
+                bytes_materialized,
             };
             let key = DispatchKey::from_index(i)?;
-            (to_host + to_device > 0).then_some((key, t))
+            (to_host + to_device + materialized > 0).then_some((key, t))
         })
         .collect()
 }

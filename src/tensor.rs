@@ -14,7 +14,7 @@
 use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use ndarray::ArrayD;
 use num_complex::Complex;
@@ -590,6 +590,9 @@ struct TensorInner {
     /// `EXPORTED` (and `EXPORTED_BOOL` for bool elements) once the host memory was exported
     /// ([`Tensor::export_host`]): written under the write lock, read without any.
     exported: AtomicU8,
+    /// A device tensor's host copy and the `version` it holds the values of (residency, see
+    /// `Tensor::host_copy`); never set for a tensor of host memory.
+    kept: Mutex<Option<(u64, Tensor)>>,
 }
 
 /// `TensorInner::exported`: the memory is exported, and written in place from then on.
@@ -659,6 +662,7 @@ impl Tensor {
             version: AtomicU64::new(0),
             view: None,
             exported: AtomicU8::new(0),
+            kept: Mutex::new(None),
         }))
     }
 
@@ -1253,6 +1257,7 @@ impl Tensor {
                 synced: AtomicU64::new(NEVER_SYNCED),
             })),
             exported: AtomicU8::new(0),
+            kept: Mutex::new(None),
         })))
     }
 
@@ -1505,4 +1510,235 @@ fn write_host_into(dst: &HostArray, src: &HostArray) -> bool {
         };
     }
     pairs!(Bool, I8, I16, I32, I64, U8, U16, U32, U64, F32, F64, C64, C128)
+}
+
+/// The payload of a device tensor whose values are on the host only (residency): a result the
+/// CPU fallback left on the host side, whose device payload the backend's `from_cpu` makes
+/// when the device first needs it ([`Tensor::host_only`]). It answers for its values (byte
+/// count, dtype and shape, a host copy) from the CPU tensor it holds.
+///
+/// ```
+/// use boxfall::{native, tensor::HostOnly, Tensor};
+/// let cpu = Tensor::from_array(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+/// let t = Tensor::host_only(cpu.clone(), native::DEVICE);
+/// let p = t.payload().unwrap();
+/// assert!(p.as_any().downcast_ref::<HostOnly>().unwrap().cpu().same(&cpu));
+/// assert_eq!((p.nbytes(), p.describe()), (16, "float64[2]".to_string()));
+/// ```
+pub struct HostOnly {
+    cpu: Tensor,
+}
+
+impl HostOnly {
+    /// The CPU tensor holding the values.
+    ///
+    /// ```
+    /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = boxfall::Tensor::host_only(cpu.clone(), boxfall::native::DEVICE);
+    /// let p = t.payload().unwrap();
+    /// assert!(p.as_any().downcast_ref::<boxfall::tensor::HostOnly>().unwrap().cpu().same(&cpu));
+    /// ```
+    pub fn cpu(&self) -> &Tensor {
+        &self.cpu
+    }
+}
+
+impl Payload for HostOnly {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn nbytes(&self) -> usize {
+        self.cpu.nbytes()
+    }
+    // The CPU tensor is never written (it is a host copy), so its size is fixed.
+    fn fixed_nbytes(&self) -> Option<usize> {
+        Some(self.cpu.nbytes())
+    }
+    fn to_host(&self) -> Result<HostArray> {
+        self.cpu.to_host()?.try_clone()
+    }
+    fn describe(&self) -> String {
+        self.cpu.describe()
+    }
+    fn meta(&self) -> Option<TensorMeta> {
+        self.cpu.meta()
+    }
+}
+
+/// Where a tensor's values are.
+///
+/// ```
+/// use boxfall::{native, tensor::Residency, Tensor};
+/// assert_eq!(native::tensor(ndarray::arr1(&[1.0]).into_dyn()).residency(), Residency::Memory);
+/// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// assert_eq!(Tensor::host_only(cpu, native::DEVICE).residency(), Residency::Host);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residency {
+    /// Host memory the tensor owns (a CPU or Native tensor): no payload, nothing to move.
+    Memory,
+    /// A device payload, and no current host copy.
+    Device,
+    /// The host only: no payload yet ([`Tensor::host_only`]).
+    Host,
+    /// A device payload and a host copy of the same values.
+    Both,
+}
+
+// Residency: a device tensor's host copy, kept beside its payload and tagged with the data
+// version it holds the values of, and a device tensor whose values are on the host only.
+// Kept apart from the host-memory code above: a tensor of host memory never has either.
+impl Tensor {
+    /// A tensor on `device` whose values are `cpu`'s and stay on the host until the device
+    /// needs them (a [`HostOnly`] payload): what a lazy backend's `from_cpu_owned` gives for
+    /// the CPU fallback's results. The backend's `from_cpu` makes its device payload when it
+    /// is asked for (`boxfall::resident::materialize`).
+    ///
+    /// ```
+    /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// let t = boxfall::Tensor::host_only(cpu.clone(), boxfall::native::DEVICE);
+    /// assert!(t.is_host_only() && !t.is_host() && t.nbytes() == 16);
+    /// assert!(t.host_copy().unwrap().same(&cpu));
+    /// ```
+    pub fn host_only(cpu: Tensor, device: Device) -> Tensor {
+        Tensor::foreign(device, Arc::new(HostOnly { cpu }))
+    }
+
+    /// Whether the tensor's values are on the host only ([`Tensor::host_only`]).
+    ///
+    /// ```
+    /// assert!(!boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).is_host_only());
+    /// ```
+    #[inline]
+    pub fn is_host_only(&self) -> bool {
+        !self.is_host() && self.host_only_values().is_some()
+    }
+
+    /// The CPU tensor of a tensor whose values are on the host only.
+    ///
+    /// ```
+    /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = boxfall::Tensor::host_only(cpu.clone(), boxfall::native::DEVICE);
+    /// assert!(t.host_only_values().unwrap().same(&cpu));
+    /// ```
+    pub fn host_only_values(&self) -> Option<Tensor> {
+        match self.data() {
+            TensorData::Foreign(p) => p.as_any().downcast_ref::<HostOnly>().map(|h| h.cpu.clone()),
+            TensorData::Host(_) => None,
+        }
+    }
+
+    /// The tensor's current values on the host, where it has them without asking its backend:
+    /// the values of a host-only tensor, or the host copy kept beside its payload while its data
+    /// version is still the one the copy was made at. `None` for a tensor of host memory (which
+    /// is its own host copy) and for a device tensor without a current copy.
+    ///
+    /// ```
+    /// use boxfall::{native, tensor::Payload, Tensor};
+    /// struct Remote;
+    /// impl Payload for Remote { fn as_any(&self) -> &dyn std::any::Any { self } }
+    /// let t = Tensor::foreign(native::DEVICE, std::sync::Arc::new(Remote));
+    /// assert!(t.host_copy().is_none());
+    /// let copy = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// t.keep_host_copy(t.data_version(), copy.clone());
+    /// assert!(t.host_copy().unwrap().same(&copy));
+    /// t.note_write(); // a write: the copy is stale
+    /// assert!(t.host_copy().is_none());
+    /// ```
+    pub fn host_copy(&self) -> Option<Tensor> {
+        if self.is_host() {
+            return None;
+        }
+        // Read first: it brings a view's slot up to date with its base.
+        if let Some(cpu) = self.host_only_values() {
+            return Some(cpu);
+        }
+        let kept = self.0.kept.lock().unwrap_or_else(|e| e.into_inner());
+        match &*kept {
+            Some((v, cpu)) if *v == self.data_version() => Some(cpu.clone()),
+            _ => None,
+        }
+    }
+
+    /// Keeps `cpu` (a CPU tensor nobody writes) as the host copy of this device tensor's
+    /// values at data version `version`, read before the values were: kept only while the
+    /// version is still that (a write since, which the copy may have missed, keeps nothing).
+    /// A tensor of host memory keeps nothing.
+    ///
+    /// ```
+    /// use boxfall::{native, tensor::Payload, Tensor};
+    /// struct Remote;
+    /// impl Payload for Remote { fn as_any(&self) -> &dyn std::any::Any { self } }
+    /// let t = Tensor::foreign(native::DEVICE, std::sync::Arc::new(Remote));
+    /// let v = t.data_version();
+    /// t.note_write();
+    /// t.keep_host_copy(v, Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()));
+    /// assert!(t.host_copy().is_none()); // read before the write: not kept
+    /// ```
+    pub fn keep_host_copy(&self, version: u64, cpu: Tensor) {
+        if self.is_host() {
+            return;
+        }
+        let mut kept = self.0.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let old = if self.data_version() == version {
+            kept.replace((version, cpu))
+        } else {
+            kept.take()
+        };
+        drop(kept);
+        // A foreign object's drop may run foreign code: not under the lock.
+        drop(old);
+    }
+
+    /// Where the tensor's values are: host memory of its own, a device payload, the host only,
+    /// or both a payload and a current host copy.
+    ///
+    /// ```
+    /// use boxfall::{native, tensor::{Payload, Residency}, Tensor};
+    /// struct Remote;
+    /// impl Payload for Remote { fn as_any(&self) -> &dyn std::any::Any { self } }
+    /// let t = Tensor::foreign(native::DEVICE, std::sync::Arc::new(Remote));
+    /// assert_eq!(t.residency(), Residency::Device);
+    /// t.keep_host_copy(t.data_version(), Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()));
+    /// assert_eq!(t.residency(), Residency::Both);
+    /// ```
+    pub fn residency(&self) -> Residency {
+        if self.is_host() {
+            Residency::Memory
+        } else if self.is_host_only() {
+            Residency::Host
+        } else if self.host_copy().is_some() {
+            Residency::Both
+        } else {
+            Residency::Device
+        }
+    }
+
+    /// Puts `data` (the device payload made of a host-only tensor's values) in place of the
+    /// host-only payload `was`, if the tensor still holds it: the values are the same, so the
+    /// data version stays and the tensor's views stay as they are. False (nothing done) where
+    /// the tensor was written since.
+    ///
+    /// ```
+    /// use boxfall::{native, tensor::TensorData, Tensor};
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = Tensor::host_only(cpu.clone(), native::DEVICE);
+    /// let (was, v) = (t.payload().unwrap(), t.data_version());
+    /// let made = Tensor::host_only(cpu, native::DEVICE); // stands in for a device payload
+    /// assert!(t.install_payload(&was, made.data()));
+    /// assert_eq!(t.data_version(), v);
+    /// assert!(!t.install_payload(&was, made.data())); // `was` is gone
+    /// ```
+    pub fn install_payload(&self, was: &Arc<dyn Payload>, data: TensorData) -> bool {
+        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        let same = matches!(&slot.data, TensorData::Foreign(p) if std::ptr::addr_eq(Arc::as_ptr(p), Arc::as_ptr(was)));
+        if !same {
+            return false;
+        }
+        self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
+        let old = std::mem::replace(&mut slot.data, data);
+        drop(slot);
+        drop(old);
+        true
+    }
 }

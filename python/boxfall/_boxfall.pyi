@@ -46,7 +46,16 @@ class Tensor:
         """The device index."""
     @property
     def payload(self) -> Any:
-        """The backend payload (None for host memory)."""
+        """The backend payload (None for host memory). A result whose values are on the host
+        only (residency) gets its payload from the backend's ``from_cpu`` first."""
+    @property
+    def residency(self) -> str | None:
+        """Where the values are: ``"device"`` (the payload only), ``"host"`` (a result kept on
+        the host, no payload yet), ``"both"`` (the payload and a current host copy), or None
+        for a tensor of host memory (Native)."""
+    def materialize(self) -> Tensor:
+        """Puts a result kept on the host (residency) on its device now, through the backend's
+        ``from_cpu``, and returns the tensor; nothing for a tensor that has its payload."""
     @property
     def dtype(self) -> np.dtype[Any]:
         """The payload's ``.dtype``, or the host memory's NumPy dtype."""
@@ -55,7 +64,8 @@ class Tensor:
         """The payload's ``.shape``, or the host memory's shape."""
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array: the backend's ``to_cpu(payload)``; for Native, a
-        read-only array sharing the tensor's memory."""
+        read-only array sharing the tensor's memory; for a tensor with a current host copy
+        (residency), that copy, read-only, and nothing crosses."""
     @property
     def ndim(self) -> int:
         """The number of dimensions."""
@@ -431,6 +441,11 @@ class Backend:
     def thread_safe(self) -> bool:
         """Whether the backend's hooks and kernels may run on several threads at once (False:
         boxfall runs them one at a time)."""
+    @property
+    def lazy(self) -> bool:
+        """Whether the backend takes part in residency (``register_backend(lazy=)``): host
+        copies kept, the CPU fallback's results left on the host until the device needs them.
+        False for Native, whose tensors are host memory."""
 
 fallthrough: Fallthrough
 """The fallthrough kernel: registered for a key, the key is skipped."""
@@ -494,6 +509,7 @@ def register_backend(
     replace: bool = False,
     dtypes: Iterable[str | np.dtype[Any] | type] | None = None,
     thread_safe: bool = True,
+    lazy: bool = True,
 ) -> Backend:
     """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 
@@ -515,6 +531,13 @@ def register_backend(
     returns must have its array's shape and dtype, else a ``bf.KernelError``. With
     ``thread_safe=False`` the backend's hooks, and the kernels and fallbacks registered for it
     from then on, run one at a time (under one re-entrant lock of the backend).
+
+    ``lazy`` (residency): the CPU fallback keeps the host copy of a tensor it read (used while
+    no write through boxfall came since) and leaves its results on the host until the device
+    needs them (a kernel of the backend runs on them, ``t.payload`` is read,
+    ``t.materialize()``); ``lazy=False``: every read calls ``to_cpu`` and every result
+    ``from_cpu`` at once, for a backend whose payloads change where boxfall does not see it or
+    whose ``from_cpu`` must run eagerly.
     """
 
 def backends_version() -> int:

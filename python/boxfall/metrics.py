@@ -100,7 +100,9 @@ def transfers() -> dict[str, dict[str, int]]:
     of host data on a device served by the CPU fallback), each once with its bytes. No kernel
     of the backend could avoid them, so they are not in ``op_stats`` and do not rank under
     "implement natively first". Native lends its memory to the host: its reads are not
-    transfers."""
+    transfers. ``materialized``/``bytes_materialized`` count the CPU fallback's results that
+    stayed on the host (residency, ``register_backend(lazy=True)``) and were put on the device
+    later, when a kernel of the backend, ``t.payload`` or ``t.materialize()`` needed them."""
     return dict(_boxfall.user_transfers())
 
 

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
+use crate::resident;
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
 
@@ -576,6 +577,9 @@ impl FallbackCall<'_> {
     ) -> Result<()> {
         // Read before the data, so that a write after it is seen at the write-back.
         let version = (write && t.key() == DispatchKey::NATIVE).then(|| t.data_version());
+        if !t.is_host() {
+            return self.move_resident(arg, slot, write, t, log);
+        }
         let cpu = if write {
             self.hooks.to_cpu(t, true)
         } else {
@@ -583,6 +587,32 @@ impl FallbackCall<'_> {
         }
         .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
         self.moved(arg, slot, write, &cpu, log, version);
+        *t = cpu;
+        Ok(())
+    }
+
+    /// Step 1 for a tensor that holds no host memory: its host copy where current (no bytes
+    /// cross), else the backend's `to_cpu` (`resident::read`, `resident::read_for_write`).
+    #[inline(never)]
+    fn move_resident(
+        &mut self,
+        arg: usize,
+        slot: Option<usize>,
+        write: bool,
+        t: &mut Tensor,
+        log: &mut impl WriteLog,
+    ) -> Result<()> {
+        let (cpu, crossed) = if write {
+            resident::read_for_write(self.hooks, t)
+        } else {
+            resident::read(self.hooks, t)
+        }
+        .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
+        let before = self.bytes_to_cpu;
+        self.moved(arg, slot, write, &cpu, log, None);
+        if !crossed {
+            self.bytes_to_cpu = before;
+        }
         *t = cpu;
         Ok(())
     }
@@ -622,18 +652,29 @@ impl FallbackCall<'_> {
         let (op, key) = (self.op, self.key);
         let mut sources: Vec<(&Tensor, bool)> = Vec::new();
         let mut places: Vec<(usize, Option<usize>, bool)> = Vec::new();
+        // Tensors whose values are on the host already (residency) are not in the batch.
+        let mut resident: Vec<(usize, Option<usize>, bool, Tensor)> = Vec::new();
+        let mut versions: Vec<u64> = Vec::new();
         try_each_tensor(self.info, stack, |arg, slot, t, write| {
             target.see(op, t)?;
             if t.key() == key {
+                if !t.is_host() && t.host_copy().is_some() {
+                    resident.push((arg, slot, write, t.clone()));
+                    return Ok(());
+                }
                 sources.push((t, write));
                 places.push((arg, slot, write));
+                versions.push(t.data_version());
             }
             Ok(())
         })?;
-        let cpus = self
-            .hooks
-            .to_cpu_many(&sources)
-            .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
+        let cpus = if sources.is_empty() {
+            Vec::new()
+        } else {
+            self.hooks
+                .to_cpu_many(&sources)
+                .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?
+        };
         if cpus.len() != sources.len() {
             return Err(Error::Fallback(format!(
                 "CPU fallback of '{}': to_cpu_many returned {} tensors for {}",
@@ -642,10 +683,24 @@ impl FallbackCall<'_> {
                 sources.len()
             )));
         }
+        if self.hooks.lazy() {
+            for (((t, write), v), cpu) in sources.iter().zip(&versions).zip(&cpus) {
+                if !write {
+                    t.keep_host_copy(*v, cpu.clone());
+                }
+            }
+        }
         for ((arg, slot, write), cpu) in places.into_iter().zip(cpus) {
             self.moved(arg, slot, write, &cpu, log, None);
             if let Some(v) = stack.get_mut(arg) {
                 place(v, slot, cpu);
+            }
+        }
+        for (arg, slot, write, t) in resident {
+            let mut t = t;
+            self.move_resident(arg, slot, write, &mut t, log)?;
+            if let Some(v) = stack.get_mut(arg) {
+                place(v, slot, t);
             }
         }
         Ok(target)
@@ -683,7 +738,8 @@ impl FallbackCall<'_> {
             // Taken out and put back, so that a backend keeping host memory can take the
             // tensor itself; a tensor on a device stays.
             if t.key() == DispatchKey::CPU {
-                self.bytes_from_cpu += t.nbytes() as u64;
+                let bytes = t.nbytes() as u64;
+                self.bytes_from_cpu += bytes;
                 // Only the tensor's pointer is read, not the whole value: the CPU kernel has
                 // just written this value with two stores, and a wide load across them (as
                 // moving the value out makes) cannot be forwarded from them, which stalled
@@ -697,6 +753,10 @@ impl FallbackCall<'_> {
                 // SAFETY: `v` is valid for writes; see above for the value it held.
                 unsafe { std::ptr::write(v, IValue::None) };
                 let on_device = self.hooks.from_cpu_owned(cpu, target)?;
+                // A lazy backend's result stays on the host side: nothing crossed (yet).
+                if on_device.is_host_only() {
+                    self.bytes_from_cpu -= bytes;
+                }
                 // SAFETY: `v` holds the None written above, which owns nothing, so writing over
                 // it without a drop leaks nothing.
                 unsafe { std::ptr::write(v, IValue::Tensor(on_device)) };
@@ -723,8 +783,13 @@ impl FallbackCall<'_> {
             if t.key() != DispatchKey::CPU {
                 return Ok(t);
             }
-            *bytes += t.nbytes() as u64;
-            hooks.from_cpu_owned(t, target)
+            let n = t.nbytes() as u64;
+            *bytes += n;
+            let on_device = hooks.from_cpu_owned(t, target)?;
+            if on_device.is_host_only() {
+                *bytes -= n;
+            }
+            Ok(on_device)
         };
         match v {
             IValue::TensorList(ts) => {

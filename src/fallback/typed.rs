@@ -32,6 +32,7 @@ use crate::kernel::{
     TypedFallbackFn, TypedWrapper, UnboxedFn,
 };
 use crate::key::{DispatchKey, DispatchKeySet};
+use crate::resident;
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
 
@@ -330,6 +331,11 @@ impl Moves<'_> {
         if t.key() != self.key {
             return Ok(());
         }
+        // A tensor without host memory may have its values on the host already (residency).
+        if !t.is_host() {
+            *t = self.resident_arg(t)?;
+            return Ok(());
+        }
         let cpu = self
             .hooks
             .to_cpu_read_only(t)
@@ -337,6 +343,18 @@ impl Moves<'_> {
         self.to_cpu += cpu.nbytes() as u64;
         *t = cpu;
         Ok(())
+    }
+
+    /// Step 1 for a tensor that holds no host memory: its host copy where current (no bytes
+    /// cross), else the backend's `to_cpu` (`resident::read`).
+    #[inline(never)]
+    fn resident_arg(&mut self, t: &Tensor) -> Result<Tensor> {
+        let (cpu, crossed) = resident::read(self.hooks, t)
+            .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
+        if crossed {
+            self.to_cpu += cpu.nbytes() as u64;
+        }
+        Ok(cpu)
     }
 
     /// Step 3 for one tensor: a CPU tensor goes to the device, any other stays. The first
@@ -350,10 +368,17 @@ impl Moves<'_> {
         if t.key() != DispatchKey::CPU {
             return Ok(t);
         }
-        self.from_cpu += t.nbytes() as u64;
-        self.hooks
+        let bytes = t.nbytes() as u64;
+        self.from_cpu += bytes;
+        let on_device = self
+            .hooks
             .from_cpu_owned(t, self.device)
-            .map_err(|e| step_error(self.op, self.key, "from_cpu", e))
+            .map_err(|e| step_error(self.op, self.key, "from_cpu", e))?;
+        // A lazy backend's result stays on the host side: nothing crossed (yet).
+        if on_device.is_host_only() {
+            self.from_cpu -= bytes;
+        }
+        Ok(on_device)
     }
 
     /// The three steps around the CPU kernel's typed function `f`, compiled with its signature.
@@ -425,6 +450,10 @@ impl Moves<'_> {
                 Some(cpu) => {
                     self.to_cpu += cpu.nbytes() as u64;
                     *g = Some(cpu);
+                }
+                None if !t.is_host() => {
+                    *m = Some(self.resident_arg(t)?);
+                    copied = true;
                 }
                 None => {
                     let cpu = self

@@ -96,6 +96,10 @@ fn backup(hooks: &dyn Backend, dst: &Tensor) -> Result<Option<Tensor>> {
     if dst.key() == DispatchKey::CPU || dst.is_host() {
         return keep(dst).transpose();
     }
+    // Residency: a current host copy holds the values, and nothing crosses to read them.
+    if let Some(copy) = dst.host_copy() {
+        return Ok(Some(copy));
+    }
     hooks.to_cpu(dst, true).map(Some)
 }
 
@@ -124,10 +128,9 @@ fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<()> {
         return dst.write_view(src);
     }
     if dst.key() != DispatchKey::CPU {
-        hooks.copy_from_cpu(dst, src)?;
-        // The hook may have written the payload where it is: the views of `dst` are told.
-        dst.note_write();
-        return Ok(());
+        // A host-only `dst` takes the values on the host side; any other through
+        // `copy_from_cpu`, its views told (`resident::write`).
+        return crate::resident::write(hooks, dst, src).map(drop);
     }
     if !dst.is_host() {
         if let Some(r) = dst.payload().and_then(|p| p.assign(src)) {
@@ -212,7 +215,8 @@ pub(super) fn write_all(
             }
             return Err(super::steps::step_error(op, key, "copy_from_cpu", e));
         }
-        if w.dst.key() != DispatchKey::CPU {
+        // A host-only tensor was written on the host side: nothing crossed.
+        if w.dst.key() != DispatchKey::CPU && !w.dst.is_host_only() {
             bytes += w.src.nbytes() as u64;
         }
     }

@@ -10,7 +10,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use super::errors::{new_err, to_pyerr, IntoPy};
 use super::tensor::{
-    cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, read_only_view, wrap,
+    as_tensor, cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, read_only_view, wrap,
 };
 use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
 use crate::dispatcher::OperatorHandle;
@@ -132,10 +132,18 @@ impl BackendKernel {
         let Some((op, key)) = &self.counted else {
             return func.bind(py).call(args, kwargs);
         };
+        let lazy = crate::backend::backend(*key).is_some_and(|b| b.lazy());
+        if lazy {
+            materialize_all(py, args, kwargs)?;
+        }
         let start = crate::metrics::profiling().then(crate::clock::ticks);
         let out = func.bind(py).call(args, kwargs);
         let ticks = start.map_or(0, |s| crate::clock::ticks().saturating_sub(s).max(1));
         op.metrics().record_kernel_call(*key, ticks);
+        if lazy {
+            // Whether it succeeded or not: a failing kernel may have written part of it.
+            note_writes(op, args, kwargs);
+        }
         out
     }
 
@@ -158,6 +166,71 @@ impl BackendKernel {
     fn __clear__(&mut self) {
         self.func = None;
         self.lock = None;
+    }
+}
+
+/// Calls `f` with every `bf.Tensor` among a kernel's arguments (list and tuple elements
+/// included).
+fn each_tensor(
+    obj: &Bound<'_, PyAny>,
+    f: &mut impl FnMut(&Tensor) -> PyResult<()>,
+) -> PyResult<()> {
+    if let Some(t) = as_tensor(obj) {
+        return f(&t.get().inner);
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        for item in obj.try_iter()? {
+            if let Some(t) = as_tensor(&item?) {
+                f(&t.get().inner)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Residency: a backend's kernel reads its tensors' payloads, so each host-only one gets its
+/// payload (`from_cpu`) before the kernel runs.
+fn materialize_all(
+    py: Python<'_>,
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<()> {
+    let mut put = |t: &Tensor| crate::resident::materialize(t).py(py);
+    for a in args.iter() {
+        each_tensor(&a, &mut put)?;
+    }
+    if let Some(kw) = kwargs {
+        for (_, v) in kw.iter() {
+            each_tensor(&v, &mut put)?;
+        }
+    }
+    Ok(())
+}
+
+/// Residency: a backend's kernel may write the payloads of the arguments its schema marks as
+/// written, where they are; their data versions move on, so that their host copies are no
+/// longer read and their views are made again.
+fn note_writes(op: &OperatorHandle, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) {
+    let Ok(schema) = op.schema() else {
+        return;
+    };
+    let mut note = |t: &Tensor| {
+        t.note_write();
+        Ok(())
+    };
+    let positional = schema.schema.arguments.iter().filter(|a| !a.kwarg_only);
+    for (arg, obj) in positional.zip(args.iter()) {
+        if arg.is_write() {
+            let _ = each_tensor(&obj, &mut note);
+        }
+    }
+    let Some(kw) = kwargs else {
+        return;
+    };
+    for arg in schema.schema.arguments.iter().filter(|a| a.is_write()) {
+        if let Ok(Some(obj)) = kw.get_item(&arg.name) {
+            let _ = each_tensor(&obj, &mut note);
+        }
     }
 }
 
@@ -199,6 +272,8 @@ struct PyBackendHooks {
     shares_memory: bool,
     held: Held,
     lock: Option<Py<PyAny>>,
+    /// `register_backend(lazy=)`: residency (`crate::resident`).
+    lazy: bool,
 }
 
 impl PyBackendHooks {
@@ -212,6 +287,12 @@ impl PyBackendHooks {
             .and_then(|d| d.str())
             .map(|s| s.to_string())
             .unwrap_or_default();
+        self.check_dtype_name(&name)
+    }
+
+    /// `check_dtype` by the dtype's name.
+    fn check_dtype_name(&self, name: &str) -> Result<()> {
+        let name = name.to_string();
         if self.held.holds(&name) {
             return Ok(());
         }
@@ -235,6 +316,8 @@ impl PyBackendHooks {
     }
 
     fn payload<'py>(&self, py: Python<'py>, t: &Tensor) -> Result<Bound<'py, PyAny>> {
+        // A host-only tensor gets its payload first: a hook always sees device data.
+        crate::resident::materialize(t)?;
         payload_object(py, t).ok_or_else(|| {
             Error::Fallback(format!(
                 "a tensor on {} holds no Python payload of backend '{}'",
@@ -294,6 +377,15 @@ impl PyBackendHooks {
             self.cpu_result(py, arr, usage)
         })
     }
+}
+
+/// Whether `arr` owns its memory (NumPy's `OWNDATA` flag).
+fn owns_data(arr: &Bound<'_, numpy::PyUntypedArray>) -> bool {
+    use numpy::PyUntypedArrayMethods;
+    // SAFETY: `arr` is a live array object and the GIL is held (it is bound); its flags field
+    // is read as NumPy's `PyArray_FLAGS` reads it.
+    let flags = unsafe { (*arr.as_array_ptr()).fields.flags };
+    flags & numpy::npyffi::flags::NPY_ARRAY_OWNDATA != 0
 }
 
 /// What a CPU tensor from `to_cpu` is for.
@@ -361,6 +453,53 @@ impl Backend for PyBackendHooks {
                 .zip(tensors)
                 .map(|(a, (_, w))| self.cpu_result(py, a, Usage::of(*w)))
                 .collect()
+        })
+    }
+
+    fn lazy(&self) -> bool {
+        self.lazy
+    }
+
+    /// A lazy backend's result stays on the host (`Tensor::host_only`), checked now against
+    /// the dtypes the device holds, and kept read-only, as a host copy is lent to kernels: the
+    /// payload's own check waits for `from_cpu`, when the device needs the values.
+    fn from_cpu_owned(&self, cpu: Tensor, device: Device) -> Result<Tensor> {
+        if !self.lazy {
+            return self.from_cpu(&cpu, device);
+        }
+        if cpu.is_host() {
+            // Host memory is never written where it is: it is its own read-only copy.
+            if self.held != Held::ALL {
+                if let Some(meta) = cpu.meta() {
+                    self.check_dtype_name(&meta.dtype)?;
+                }
+            }
+            return Ok(Tensor::host_only(cpu, device));
+        }
+        Python::attach(|py| {
+            let arr =
+                cpu_tensor_to_numpy(py, &cpu, false).map_err(|e| self.fail(py, "from_cpu", e))?;
+            self.check_dtype(&arr)?;
+            let Ok(untyped) = arr.cast::<numpy::PyUntypedArray>() else {
+                return self.from_cpu(&cpu, device);
+            };
+            // An array the kernel made owns its memory, which nothing else writes; one that
+            // sees another's memory (a caller's array handed back, a view) is copied, as
+            // `from_cpu` would have, so that a later write there does not reach the tensor.
+            let owned = if owns_data(untyped) {
+                untyped.clone().into_any()
+            } else {
+                arr.call_method0(pyo3::intern!(py, "copy"))
+                    .map_err(|e| self.fail(py, "from_cpu", e))?
+            };
+            let Ok(owned) = owned.cast::<numpy::PyUntypedArray>() else {
+                return self.from_cpu(&cpu, device);
+            };
+            let kept = read_only_view(owned).map_err(|e| self.fail(py, "from_cpu", e))?;
+            Ok(Tensor::host_only(
+                super::tensor::numpy_tensor(&kept),
+                device,
+            ))
         })
     }
 
@@ -575,6 +714,14 @@ impl PyBackend {
             .is_none_or(|(_, _, lock)| lock.is_none())
     }
 
+    /// Whether the backend takes part in residency (`register_backend(lazy=)`): host copies
+    /// kept, the CPU fallback's results left on the host until the device needs them. False
+    /// for Native, whose tensors are host memory.
+    #[getter]
+    fn lazy(&self) -> bool {
+        crate::backend::backend(self.key).is_some_and(|b| b.lazy())
+    }
+
     fn __repr__(&self) -> String {
         format!("bf.Backend({:?})", self.name)
     }
@@ -704,9 +851,11 @@ pub fn host_data_target(
 /// `dtypes` names the dtypes the device holds (None: every dtype of the array API standard):
 /// a result of another dtype is a `DTypeError` before it moves. With `thread_safe=False` the
 /// backend's hooks, and the kernels and fallbacks registered for it from then on, run one at a
-/// time (under one re-entrant lock of the backend).
+/// time (under one re-entrant lock of the backend). `lazy` (residency, `crate::resident`):
+/// host copies kept and the fallback's results left on the host until the device needs them;
+/// `lazy=False` moves every read and every result at once.
 #[pyfunction]
-#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true))]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true))]
 #[allow(clippy::too_many_arguments)]
 pub fn register_backend(
     py: Python<'_>,
@@ -719,6 +868,7 @@ pub fn register_backend(
     replace: bool,
     dtypes: Option<Bound<'_, PyAny>>,
     thread_safe: bool,
+    lazy: bool,
 ) -> PyResult<PyBackend> {
     // Checked before anything is registered, so a refused backend leaves its name free.
     let given = [
@@ -753,6 +903,7 @@ pub fn register_backend(
         shares_memory,
         held,
         lock: lock.as_ref().map(|l| l.clone_ref(py)),
+        lazy,
     };
     let key = if replace {
         replace_core(name, Arc::new(hooks)).py(py)?

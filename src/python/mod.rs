@@ -230,6 +230,8 @@ fn user_transfers<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         e.set_item("bytes_to_host", t.bytes_to_host)?;
         e.set_item("to_device", t.to_device)?;
         e.set_item("bytes_to_device", t.bytes_to_device)?;
+        e.set_item("materialized", t.materialized)?;
+        e.set_item("bytes_materialized", t.bytes_materialized)?;
         d.set_item(key.name(), e)?;
     }
     Ok(d)

@@ -14,7 +14,7 @@ use super::gil_cell::GilCell;
 use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
-use crate::tensor::{DType, HostArray, Payload, Tensor, TensorData, TensorMeta};
+use crate::tensor::{DType, HostArray, Payload, Residency, Tensor, TensorData, TensorMeta};
 
 /// A Python object as a tensor payload: a backend's device payload, or a NumPy array on CPU.
 pub struct PyPayload(pub Py<PyAny>, Option<usize>);
@@ -733,10 +733,32 @@ impl PyTensor {
         self.inner.device().index
     }
 
-    /// The backend payload (None for host memory).
+    /// The backend payload (None for host memory). A result whose values are on the host
+    /// only (residency) gets its payload from the backend's `from_cpu` first.
     #[getter]
-    fn payload<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        payload_object(py, &self.inner)
+    fn payload<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        crate::resident::materialize(&self.inner).py(py)?;
+        Ok(payload_object(py, &self.inner))
+    }
+
+    /// Where the values are (residency): `"device"` (the payload only), `"host"` (a result
+    /// kept on the host, no payload yet), `"both"` (the payload and a current host copy), or
+    /// None for a tensor of host memory (Native).
+    #[getter]
+    fn residency(&self) -> Option<&'static str> {
+        match self.inner.residency() {
+            Residency::Memory => None,
+            Residency::Device => Some("device"),
+            Residency::Host => Some("host"),
+            Residency::Both => Some("both"),
+        }
+    }
+
+    /// Puts a result kept on the host (residency) on its device now, through the backend's
+    /// `from_cpu`, and returns the tensor; nothing for a tensor that has its payload.
+    fn materialize(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        crate::resident::materialize(&slf.get().inner).py(slf.py())?;
+        Ok(slf.clone().into_any().unbind())
     }
 
     /// The payload's `.dtype`, or the host memory's NumPy dtype.
@@ -782,7 +804,8 @@ impl PyTensor {
     }
 
     /// The values as a NumPy array: the backend's `to_cpu(payload)`; for Native, a read-only
-    /// array sharing the tensor's memory.
+    /// array sharing the tensor's memory; for a tensor with a current host copy (residency),
+    /// that copy, read-only, and nothing crosses.
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         if self.inner.key() == DispatchKey::CPU {
             return cpu_tensor_to_numpy(py, &self.inner, false);
@@ -794,6 +817,11 @@ impl PyTensor {
                 format!("'{}' has no transfer hooks", self.inner.key()),
             )
         })?;
+        // Residency: a current host copy (read-only, as every host copy is) is read, and
+        // nothing crosses; without one, the array is `to_cpu`'s, as the hook gave it.
+        if let Some(cpu) = self.inner.host_copy() {
+            return cpu_tensor_to_numpy(py, &cpu, false);
+        }
         let cpu = hooks.to_cpu(&self.inner, false).py(py)?;
         // Native lends its host memory: nothing crosses.
         if self.inner.key() != DispatchKey::NATIVE {
@@ -1222,6 +1250,11 @@ impl PyTensor {
 
 impl PyTensor {
     fn attr<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        // A host-only tensor answers from its host values (the payload will have the same
+        // shape and dtype), without being put on the device.
+        if let Some(cpu) = self.inner.host_only_values() {
+            return cpu_tensor_to_numpy(py, &cpu, false)?.getattr(name);
+        }
         match payload_object(py, &self.inner) {
             Some(p) => p.getattr(name),
             None => Ok(py.None().into_bound(py)),

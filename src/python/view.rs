@@ -38,7 +38,8 @@ fn host_values<'py>(py: Python<'py>, t: &Tensor) -> Result<Bound<'py, PyAny>> {
     if t.key() == DispatchKey::CPU {
         return cpu_tensor_to_numpy(py, t, false).map_err(from_pyerr);
     }
-    let cpu = hooks(t.key())?.to_cpu_read_only(t)?;
+    // Residency: the base's host copy where current (views share it).
+    let (cpu, _) = crate::resident::read(hooks(t.key())?, t)?;
     cpu_tensor_to_numpy(py, &cpu, false).map_err(from_pyerr)
 }
 
@@ -105,9 +106,7 @@ impl ViewOps for PyViewOps {
                 base.set_data(cpu.data());
                 return Ok(());
             }
-            hooks(base.key())?.copy_from_cpu(base, &cpu)?;
-            base.note_write();
-            Ok(())
+            crate::resident::write(hooks(base.key())?, base, &cpu).map(drop)
         })
     }
 }

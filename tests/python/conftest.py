@@ -85,12 +85,15 @@ class Backend:
         return f"{self.name}:0"
 
 
-def make_backend(prefix: str = "Accel", *, shares_memory: bool = False) -> Backend:
+def make_backend(
+    prefix: str = "Accel", *, shares_memory: bool = False, lazy: bool = True
+) -> Backend:
     """Register a Python backend of :class:`DeviceBuffer` payloads named after ``prefix`` (the
     same name again replaces its hooks and keeps its key). Tests whose backend lives no longer
     than one test share the prefix ``"Scratch"``: the backend key slots (43 a process) are few.
 
-    With ``shares_memory`` its ``to_cpu`` returns the payload's own array (and says so).
+    With ``shares_memory`` its ``to_cpu`` returns the payload's own array (and says so);
+    ``lazy=False`` moves every read and result at once (no residency).
     """
     # One name a prefix, registered again with replace=True: a process has 61 key slots for
     # backends and functionality keys, and a run of the whole suite would use them up.
@@ -102,6 +105,7 @@ def make_backend(prefix: str = "Accel", *, shares_memory: bool = False) -> Backe
         from_cpu=_from_cpu,
         copy_from_cpu=_copy_from_cpu,
         replace=True,
+        lazy=lazy,
         **kwargs,
     )
     return Backend(name, handle)

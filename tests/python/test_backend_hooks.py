@@ -59,6 +59,7 @@ def device():
         from_cpu=hooks.from_cpu,
         copy_from_cpu=hooks.copy_from_cpu,
         to_cpu_many=hooks.to_cpu_many,
+        lazy=False,  # the hooks' own contract: every read and result goes through them
     )
     fb = bf.Library("_", "IMPL")
     fb.fallback(bf.cpu_fallback, name)

@@ -45,6 +45,7 @@ def flaky(unique_name):
         to_cpu=hook("to_cpu", lambda b: b.data.copy()),
         from_cpu=hook("from_cpu", Buf),
         copy_from_cpu=hook("copy_from_cpu", copy_from_cpu),
+        lazy=False,  # from_cpu runs in the fallback, whose errors are checked here
     )
     fb = bf.Library("_", "IMPL")
     fb.fallback(bf.cpu_fallback, name)

@@ -32,7 +32,8 @@ def _cpu_fallback_on(backend):
 def two(backend_factory):
     """Two Python backends, each with bf.cpu_fallback as its fallback (named as other modules'
     backends, whose keys they take again: the suite has to fit in the process's key slots)."""
-    a, b = backend_factory("FbAccel"), backend_factory("DispAccelB")
+    # Eager (no residency): the figures below count every byte each way.
+    a, b = backend_factory("FbAccel", lazy=False), backend_factory("DispAccelB", lazy=False)
     libs = [_cpu_fallback_on(a), _cpu_fallback_on(b)]
     yield a, b
     for fb in libs:

@@ -161,7 +161,7 @@ def __iter__(self: Any) -> Any:
     if self.ndim == 0:
         raise TypeError("iteration over a 0-d array")
     n = self.shape[0]
-    if self.payload is None:
+    if self.residency is None:  # host memory (reading .payload would put a result on the device)
         return (self[i] for i in range(n))
     host = __array__(self)
     make = _creation().OPS["asarray"]
