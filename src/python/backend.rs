@@ -143,7 +143,11 @@ impl BackendKernel {
         if lazy {
             // Whether it succeeded or not: a failing kernel may have written part of it.
             let written = note_writes(op, args, kwargs);
-            settle_all(py, *key, &written, args, kwargs)?;
+            let settled = settle_all(py, *key, &written, args, kwargs);
+            // A failing kernel's own error is the one to report.
+            if out.is_ok() {
+                settled?;
+            }
         }
         out
     }
