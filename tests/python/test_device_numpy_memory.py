@@ -190,3 +190,29 @@ def test_ndimage_output_on_the_device_namespace(dev):
     ndimage.correlate1d(x, xp.asarray([1.0, 2.0, 1.0]), output=x)
     expected = ndimage.correlate1d(values, [1.0, 2.0, 1.0])
     np.testing.assert_array_equal(np.asarray(xp.asarray(x, copy=True)), expected)
+
+
+def test_an_out_argument_is_written_in_the_memory(dev):
+    backend, hooks, xp = dev
+    x = on_device(backend, [1.0, 2.0])
+    a = np.asarray(x)
+    np.add(xp.ones(2), 1.0, out=x)  # NumPy's function on tensors: out= written back
+    np.testing.assert_array_equal(a, [2.0, 2.0])
+    assert hooks.calls["copy_from_cpu"] == 0
+
+
+def test_a_failing_kernel_still_drops_its_payload(dev):
+    backend, hooks, xp = dev
+    with bf.Library("export_f", "DEF") as lib:
+        lib.define("boom(Tensor x) -> Tensor")
+        lib.impl("boom", lambda x: x, "CPU")
+
+        def boom(x):
+            raise RuntimeError("the device failed")
+
+        lib.impl("boom", boom, backend.name)
+        x = on_device(backend, [1.0])
+        np.asarray(x)
+        with pytest.raises(RuntimeError, match="the device failed"):
+            bf.ops.export_f.boom(x)
+        assert x.residency == "host"
