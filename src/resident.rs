@@ -107,8 +107,9 @@ pub fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<bool> {
             dst.set_data(Tensor::host_only(cpu, dst.device()).data());
             return Ok(false);
         }
-        // Another shape or dtype (an `out=` resized): the tensor is written as any host-only
-        // one, and its memory is no longer exported (the NumPy arrays keep the old values).
+        // Another shape or dtype (an `out=` resized): the tensor is written as any other,
+        // and its memory is no longer exported (the NumPy arrays keep the old values).
+        dst.end_host_export();
     }
     if dst.is_host_only() {
         let made = hooks.from_cpu_owned(src.clone(), dst.device())?;
@@ -273,7 +274,7 @@ pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<std::sync::Arc<HostArra
         if let Some(memory) = t.export_device_values(version, own)? {
             return Ok(memory);
         }
-        // Written meanwhile: read the values again.
+        // Written or exported (by another thread) meanwhile: look again.
     }
 }
 

@@ -1792,7 +1792,7 @@ impl Tensor {
     /// tensor's writes through boxfall are written into that memory where it is
     /// (`resident::write`), and its device payload is made from it again each time the device
     /// needs one (`resident::materialize`). `Ok(None)` where the tensor was written since
-    /// `version` (nothing done; read again), else the exported memory.
+    /// `version` or is exported already (nothing done; read again), else the exported memory.
     ///
     /// ```
     /// use boxfall::{native, Tensor};
@@ -1815,7 +1815,10 @@ impl Tensor {
         }
         let memory = cpu.export_host()?;
         let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
-        if self.0.version.load(Ordering::Relaxed) != version {
+        // Another thread's export meanwhile holds the values now (its NumPy array must stay
+        // the tensor's): the caller takes that memory instead.
+        let exported = self.0.exported.load(Ordering::Relaxed) & HOST_EXPORTED != 0;
+        if exported || self.0.version.load(Ordering::Relaxed) != version {
             return Ok(None);
         }
         let data = TensorData::Foreign(Arc::new(HostOnly { cpu: cpu.clone() }));
@@ -1832,6 +1835,24 @@ impl Tensor {
         // Foreign objects' drops may run foreign code: not under the lock.
         drop((old, old_kept));
         Ok(Some(memory))
+    }
+
+    /// Ends the export of this device tensor's host memory ([`Tensor::host_exported`]): what
+    /// a write of another shape or dtype does, after which the memory is no longer the
+    /// tensor's values (NumPy's arrays of it keep the old ones).
+    ///
+    /// ```
+    /// use boxfall::{native, Tensor};
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = Tensor::host_only(cpu.clone(), native::DEVICE);
+    /// t.export_device_values(t.data_version(), cpu).unwrap();
+    /// t.end_host_export();
+    /// assert!(t.host_exported().is_none() && !t.is_exported());
+    /// ```
+    pub fn end_host_export(&self) {
+        let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        self.0.exported.fetch_and(!HOST_EXPORTED, Ordering::Relaxed);
+        drop(slot);
     }
 
     /// Puts `data` (a device payload made of the exported host values) in place while the

@@ -326,6 +326,9 @@ fn an_exported_tensor_is_written_in_its_host_memory_and_its_payload_is_made_agai
         &resident::export(s.hooks, &x).unwrap(),
         &memory
     ));
+    // A second export (another thread's, racing) leaves the first's memory the tensor's.
+    let other = x.export_device_values(x.data_version(), cpu(&[0.0, 0.0]));
+    assert!(other.unwrap().is_none());
     let now = || memory.as_f64().unwrap().iter().copied().collect::<Vec<_>>();
     // The fallback's write-back lands in the memory where it is, and nothing crosses.
     let mut st = vec![

@@ -216,3 +216,23 @@ def test_a_failing_kernel_still_drops_its_payload(dev):
         with pytest.raises(RuntimeError, match="the device failed"):
             bf.ops.export_f.boom(x)
         assert x.residency == "host"
+
+
+def test_threads_writing_views_of_one_tensor_through_numpy(dev):
+    # SciPy's ndimage threading test: each thread writes its row through np.asarray(out[i]).
+    import threading
+
+    backend, hooks, xp = dev
+    out = on_device(backend, np.zeros((4, 3)))
+
+    def fill(i: int) -> None:
+        np.asarray(out[i, ...])[...] = i + 1.0
+
+    threads = [threading.Thread(target=fill, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expected = np.repeat(np.arange(1.0, 5.0)[:, None], 3, axis=1)
+    np.testing.assert_array_equal(np.asarray(out), expected)
+    assert hooks.calls["to_cpu"] == 1  # one export; every thread shares its memory
