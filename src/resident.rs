@@ -244,7 +244,8 @@ fn hooks_of(t: &Tensor) -> Result<&'static dyn Backend> {
 /// values are read as the fallback reads them (`read`: a current host copy, else the backend's
 /// `to_cpu_read_only`, counted as a `ToHost` transfer) and copied into memory of the tensor's
 /// own; its device payload is dropped. The same memory again for a tensor already exported.
-/// An error for a backend that is not lazy (its payload is the values: the host cannot be).
+/// `None` (nothing exported) for values of a dtype host memory does not hold; an error for a
+/// backend that is not lazy (its payload is the values: the host cannot be).
 ///
 /// ```
 /// use boxfall::{native, resident, Tensor};
@@ -252,7 +253,7 @@ fn hooks_of(t: &Tensor) -> Result<&'static dyn Backend> {
 /// let t = Tensor::host_only(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()), native::DEVICE);
 /// assert!(resident::export(&native::NativeBackend, &t).is_err());
 /// ```
-pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<std::sync::Arc<HostArray>> {
+pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<Option<std::sync::Arc<HostArray>>> {
     if !hooks.lazy() {
         return Err(Error::Fallback(format!(
             "'{}' keeps no host values (lazy=False): its tensors' values cannot be shared with the host",
@@ -262,17 +263,24 @@ pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<std::sync::Arc<HostArra
     loop {
         if let Some(cpu) = t.host_exported() {
             if cpu.is_exported() {
-                return cpu.export_host();
+                return cpu.export_host().map(Some);
             }
         }
         let version = t.data_version();
         let (values, crossed) = read(hooks, t)?;
+        // Values of a dtype host memory does not hold (a CPU payload: a NumPy array of
+        // float16, of objects) have no memory to export: the caller makes a copy.
+        let host = match values.to_host() {
+            Ok(host) => host,
+            Err(_) if !values.is_host() => return Ok(None),
+            Err(e) => return Err(e),
+        };
         if crossed {
             record_user_transfer(t.key(), Direction::ToHost, values.nbytes() as u64);
         }
-        let own = Tensor::host(Device::CPU, values.to_host()?.try_clone()?);
+        let own = Tensor::host(Device::CPU, host.try_clone()?);
         if let Some(memory) = t.export_device_values(version, own)? {
-            return Ok(memory);
+            return Ok(Some(memory));
         }
         // Written or exported (by another thread) meanwhile: look again.
     }

@@ -318,12 +318,12 @@ fn an_exported_tensor_is_written_in_its_host_memory_and_its_payload_is_made_agai
     let add_ = define_add_(&mut lib);
     let neg = define_neg(&mut lib);
     let x = s.tensor(&[1.0, 2.0]);
-    let memory = resident::export(s.hooks, &x).unwrap();
+    let memory = resident::export(s.hooks, &x).unwrap().unwrap();
     assert_eq!(s.calls(), [1, 0, 0]); // read once
     assert_eq!(x.residency(), Residency::Host); // the payload is dropped
     assert!(x.is_exported() && x.host_exported().is_some());
     assert!(Arc::ptr_eq(
-        &resident::export(s.hooks, &x).unwrap(),
+        &resident::export(s.hooks, &x).unwrap().unwrap(),
         &memory
     ));
     // A second export (another thread's, racing) leaves the first's memory the tensor's.

@@ -48,7 +48,10 @@ pub fn shared_array<'py>(
         match crate::backend::backend(base.key())
             .filter(|b| b.lazy() && base.key() != DispatchKey::CPU)
         {
-            Some(hooks) => crate::resident::export(hooks, base).py(py)?,
+            Some(hooks) => match crate::resident::export(hooks, base).py(py)? {
+                Some(memory) => memory,
+                None => return Ok(None),
+            },
             None => return Ok(None),
         }
     };

@@ -236,3 +236,18 @@ def test_threads_writing_views_of_one_tensor_through_numpy(dev):
     expected = np.repeat(np.arange(1.0, 5.0)[:, None], 3, axis=1)
     np.testing.assert_array_equal(np.asarray(out), expected)
     assert hooks.calls["to_cpu"] == 1  # one export; every thread shares its memory
+
+
+def test_bool_memory_and_a_dtype_host_memory_cannot_hold(dev):
+    backend, hooks, xp = dev
+    b = backend.tensor_from_payload(Buffer(np.array([True, False])))
+    a = np.asarray(b)
+    a[1] = True
+    assert bool(xp.all(b))
+    # float16 has no host memory of boxfall's: np.asarray is a copy, as before.
+    h = backend.tensor_from_payload(Buffer(np.ones(2, dtype=np.float16)))
+    c = np.asarray(h)
+    assert c.dtype == np.float16
+    c[0] = 5.0
+    assert h.residency != "host"
+    np.testing.assert_array_equal(np.array(h, copy=True), [1.0, 1.0])
