@@ -21,7 +21,7 @@
 use crate::backend::{backend, Backend};
 use crate::error::{Error, Result};
 use crate::metrics::{record_user_transfer, Direction};
-use crate::tensor::{Device, HostOnly, Tensor, TensorData};
+use crate::tensor::{Device, HostArray, HostOnly, Tensor, TensorData};
 
 /// `t`'s values on the CPU for a kernel that only reads them, and whether they crossed from
 /// the device: its host copy where current (nothing crosses), else the backend's
@@ -68,6 +68,12 @@ pub fn read_for_write(hooks: &dyn Backend, t: &Tensor) -> Result<(Tensor, bool)>
 /// A CPU tensor with `cpu`'s values that a kernel may write: host memory is shared (a kernel
 /// replaces it, never writes it), a CPU payload copied where it can be.
 fn writable_copy(cpu: &Tensor) -> Option<Result<Tensor>> {
+    // Exported memory is written where it is (by the write-back, by NumPy): the kernel's
+    // values, and the fallback's backup made of them, must not change with it.
+    if cpu.is_host() && cpu.is_exported() {
+        let copy = cpu.to_host().and_then(|h| h.try_clone());
+        return Some(copy.map(|h| Tensor::host(Device::CPU, h)));
+    }
     if cpu.is_host() {
         return Some(Ok(Tensor::new(Device::CPU, cpu.data())));
     }
@@ -88,6 +94,23 @@ fn writable_copy(cpu: &Tensor) -> Option<Result<Tensor>> {
 /// assert_eq!(t.to_host().unwrap().as_f64().unwrap()[[0]], 1.0);
 /// ```
 pub fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<bool> {
+    if let Some(cpu) = dst.host_exported() {
+        // The host is authoritative: the values go into the exported memory where it is (NumPy
+        // sees them), and a device payload made before is dropped as stale.
+        let values = if src.is_host() {
+            src.data()
+        } else {
+            TensorData::Host(src.to_host()?)
+        };
+        cpu.set_data(values);
+        if cpu.is_exported() {
+            dst.set_data(Tensor::host_only(cpu, dst.device()).data());
+            return Ok(false);
+        }
+        // Another shape or dtype (an `out=` resized): the tensor is written as any other,
+        // and its memory is no longer exported (the NumPy arrays keep the old values).
+        dst.end_host_export();
+    }
     if dst.is_host_only() {
         let made = hooks.from_cpu_owned(src.clone(), dst.device())?;
         let crossed = !made.is_host_only();
@@ -115,6 +138,14 @@ pub fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<bool> {
 /// assert_eq!(t.to_host().unwrap().as_f64().unwrap().sum(), 3.0);
 /// ```
 pub fn materialize(t: &Tensor) -> Result<()> {
+    if let Some(cpu) = t.host_exported() {
+        // A payload put in place for the backend kernel now running is current (`refresh`
+        // made it when the kernel began).
+        if !t.is_host_only() {
+            return Ok(());
+        }
+        return materialize_exported(t, &cpu);
+    }
     let TensorData::Foreign(was) = t.data() else {
         return Ok(());
     };
@@ -142,4 +173,143 @@ pub fn materialize(t: &Tensor) -> Result<()> {
         record_user_transfer(t.key(), Direction::Materialized, cpu.nbytes() as u64);
     }
     Ok(())
+}
+
+/// What a backend kernel calls on each tensor argument before it runs: `materialize`, except
+/// that a tensor whose host memory is exported (NumPy may have written it since any payload
+/// was made) gets a payload made of it again, always. [`settle`] drops it after the kernel.
+///
+/// ```
+/// use boxfall::{native, resident, Tensor};
+/// let t = Tensor::host_only(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()), native::DEVICE);
+/// resident::refresh(&t).unwrap();
+/// assert!(!t.is_host_only());
+/// ```
+pub fn refresh(t: &Tensor) -> Result<()> {
+    match t.host_exported() {
+        Some(cpu) => materialize_exported(t, &cpu),
+        None => materialize(t),
+    }
+}
+
+/// A device tensor holding a payload made now of the exported host memory of `t` (the
+/// backend's `from_cpu`, counted as materialized), where `t`'s host memory is exported and no
+/// kernel is running on it; `t` itself stays host-only (its payload would be stale as soon
+/// as NumPy writes the memory). `None` for any other tensor. What `t.payload` gives the user.
+///
+/// ```
+/// use boxfall::{native, resident, Tensor};
+/// let t = Tensor::host_only(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()), native::DEVICE);
+/// assert!(resident::fresh_payload(&t).unwrap().is_none()); // not exported
+/// ```
+pub fn fresh_payload(t: &Tensor) -> Result<Option<Tensor>> {
+    let Some(cpu) = t.host_exported().filter(|_| t.is_host_only()) else {
+        return Ok(None);
+    };
+    let made = hooks_of(t)?.from_cpu(&cpu, t.device())?;
+    record_user_transfer(t.key(), Direction::Materialized, cpu.nbytes() as u64);
+    Ok(Some(made))
+}
+
+/// `materialize` of a tensor whose host memory is exported: NumPy may have written the memory
+/// since any payload was made, so a payload is made of it again every time (counted each time).
+fn materialize_exported(t: &Tensor, cpu: &Tensor) -> Result<()> {
+    let hooks = hooks_of(t)?;
+    let made = hooks.from_cpu(cpu, t.device())?;
+    if made.is_host_only() {
+        return Err(Error::Fallback(format!(
+            "the from_cpu hook of '{}' left a tensor's values on the host; from_cpu must make device data",
+            t.key()
+        )));
+    }
+    if t.install_exported_payload(made.data()) {
+        record_user_transfer(t.key(), Direction::Materialized, cpu.nbytes() as u64);
+    }
+    Ok(())
+}
+
+fn hooks_of(t: &Tensor) -> Result<&'static dyn Backend> {
+    backend(t.key()).ok_or_else(|| {
+        Error::Fallback(format!(
+            "a tensor on {} holds host values, and '{}' has no from_cpu hook to put them on the device",
+            t.device(),
+            t.key()
+        ))
+    })
+}
+
+/// Makes the host authoritative for the device tensor `t` of a lazy backend (no view) and
+/// gives its values' host memory, exported (`Tensor::export_device_values`): what NumPy's
+/// `np.asarray(t)` is made over, written in place by NumPy and by boxfall from then on. The
+/// values are read as the fallback reads them (`read`: a current host copy, else the backend's
+/// `to_cpu_read_only`, counted as a `ToHost` transfer) and copied into memory of the tensor's
+/// own; its device payload is dropped. The same memory again for a tensor already exported.
+/// `None` (nothing exported) for values of a dtype host memory does not hold; an error for a
+/// backend that is not lazy (its payload is the values: the host cannot be).
+///
+/// ```
+/// use boxfall::{native, resident, Tensor};
+/// // Native is not lazy: its tensors export their own memory (`Tensor::export_host`).
+/// let t = Tensor::host_only(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()), native::DEVICE);
+/// assert!(resident::export(&native::NativeBackend, &t).is_err());
+/// ```
+pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<Option<std::sync::Arc<HostArray>>> {
+    if !hooks.lazy() {
+        return Err(Error::Fallback(format!(
+            "'{}' keeps no host values (lazy=False): its tensors' values cannot be shared with the host",
+            t.key()
+        )));
+    }
+    loop {
+        if let Some(cpu) = t.host_exported() {
+            if cpu.is_exported() {
+                return cpu.export_host().map(Some);
+            }
+        }
+        let version = t.data_version();
+        let (values, crossed) = read(hooks, t)?;
+        // Values of a dtype host memory does not hold (a CPU payload: a NumPy array of
+        // float16, of objects) have no memory to export: the caller makes a copy.
+        let host = match values.to_host() {
+            Ok(host) => host,
+            Err(_) if !values.is_host() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if crossed {
+            record_user_transfer(t.key(), Direction::ToHost, values.nbytes() as u64);
+        }
+        let own = Tensor::host(Device::CPU, host.try_clone()?);
+        if let Some(memory) = t.export_device_values(version, own)? {
+            return Ok(Some(memory));
+        }
+        // Written or exported (by another thread) meanwhile: look again.
+    }
+}
+
+/// After a backend kernel ran on `t`: where `t`'s host memory is exported, the kernel's write
+/// (`written`: its schema marks `t` written) is copied back into that memory where it is
+/// (the backend's `to_cpu` of the payload, counted as a `ToHost` transfer), so that NumPy sees
+/// it, and the payload is dropped (NumPy may write the memory at any time, so the next kernel
+/// gets a payload made again). Nothing for any other tensor.
+///
+/// ```
+/// use boxfall::{native, resident, Tensor};
+/// let t = native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+/// resident::settle(&native::NativeBackend, &t, true).unwrap(); // not exported: nothing
+/// ```
+pub fn settle(hooks: &dyn Backend, t: &Tensor, written: bool) -> Result<()> {
+    if t.host_exported().is_none() {
+        return Ok(());
+    }
+    let Some(payload) = t.release_exported_payload() else {
+        return Ok(());
+    };
+    if !written {
+        return Ok(());
+    }
+    // Read from a tensor of its own: `t` itself would have its payload made again.
+    let made = Tensor::new(t.device(), payload);
+    let values = hooks.to_cpu(&made, false)?;
+    record_user_transfer(t.key(), Direction::ToHost, values.nbytes() as u64);
+    write(hooks, t, &values).map(drop)
 }

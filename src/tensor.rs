@@ -600,6 +600,9 @@ const EXPORTED: u8 = 1;
 /// `TensorInner::exported`: exported bool elements, which NumPy may have written as bytes other
 /// than 0 and 1 (put right before boxfall reads them).
 const EXPORTED_BOOL: u8 = 2;
+/// `TensorInner::exported` of a device tensor: its values are the exported host memory of the
+/// CPU tensor its `kept` slot holds (`Tensor::export_device_values`), which is authoritative.
+const HOST_EXPORTED: u8 = 4;
 
 /// What the lock guards: the data, and a foreign runtime's view of it (`host_view`).
 struct Slot {
@@ -1487,6 +1490,24 @@ impl Tensor {
     #[cold]
     #[inline(never)]
     fn write_exported(&self, current: &TensorData, data: TensorData) -> TensorData {
+        if self.0.exported.load(Ordering::Relaxed) & HOST_EXPORTED != 0 {
+            // A device tensor whose host memory is exported stays so while its data is that
+            // memory's host-only payload (or a device payload made of it, put in place by
+            // `install_exported_payload`, not here): other data ends the export.
+            let kept = self.0.kept.lock().unwrap_or_else(|e| e.into_inner());
+            let same = match (&data, &*kept) {
+                (TensorData::Foreign(p), Some((_, cpu))) => p
+                    .as_any()
+                    .downcast_ref::<HostOnly>()
+                    .is_some_and(|h| h.cpu.same(cpu)),
+                _ => false,
+            };
+            drop(kept);
+            if !same {
+                self.0.exported.store(0, Ordering::Relaxed);
+            }
+            return data;
+        }
         if let (TensorData::Host(cur), TensorData::Host(new)) = (current, &data) {
             if Arc::ptr_eq(cur, new) || write_host_into(cur, new) {
                 return current.clone();
@@ -1649,6 +1670,9 @@ impl Tensor {
         if self.is_host() {
             return None;
         }
+        if let Some(cpu) = self.host_exported() {
+            return Some(cpu);
+        }
         // Read first: it brings a view's slot up to date with its base.
         if let Some(cpu) = self.host_only_values() {
             return Some(cpu);
@@ -1676,7 +1700,8 @@ impl Tensor {
     /// assert!(t.host_copy().is_none()); // read before the write: not kept
     /// ```
     pub fn keep_host_copy(&self, version: u64, cpu: Tensor) {
-        if self.is_host() {
+        // Exported host memory is the values themselves, kept in the same slot.
+        if self.is_host() || self.host_exported().is_some() {
             return;
         }
         let mut kept = self.0.kept.lock().unwrap_or_else(|e| e.into_inner());
@@ -1740,5 +1765,149 @@ impl Tensor {
         drop(slot);
         drop(old);
         true
+    }
+
+    /// The CPU tensor whose exported memory holds this device tensor's values
+    /// ([`Tensor::export_device_values`]), while it does: `None` for any other tensor.
+    ///
+    /// ```
+    /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = boxfall::Tensor::host_only(cpu.clone(), boxfall::native::DEVICE);
+    /// assert!(t.host_exported().is_none());
+    /// assert!(t.export_device_values(t.data_version(), cpu.clone()).unwrap().is_some());
+    /// assert!(t.host_exported().unwrap().same(&cpu));
+    /// ```
+    pub fn host_exported(&self) -> Option<Tensor> {
+        if self.0.exported.load(Ordering::Relaxed) & HOST_EXPORTED == 0 {
+            return None;
+        }
+        let kept = self.0.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.as_ref().map(|(_, cpu)| cpu.clone())
+    }
+
+    /// Makes the host authoritative for this device tensor (no view, not of host memory): `cpu`
+    /// (a CPU tensor of host memory holding its values as of data version `version`) has its
+    /// memory exported (`export_host`), and the tensor becomes host-only over it, its device
+    /// payload dropped, its data version unchanged (the values are the same). From then on the
+    /// tensor's writes through boxfall are written into that memory where it is
+    /// (`resident::write`), and its device payload is made from it again each time the device
+    /// needs one (`resident::materialize`). `Ok(None)` where the tensor was written since
+    /// `version` or is exported already (nothing done; read again), else the exported memory.
+    ///
+    /// ```
+    /// use boxfall::{native, Tensor};
+    /// let t = Tensor::host_only(Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn()), native::DEVICE);
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let memory = t.export_device_values(t.data_version(), cpu.clone()).unwrap().unwrap();
+    /// assert!(t.is_host_only() && cpu.is_exported() && t.is_exported());
+    /// assert!(std::sync::Arc::ptr_eq(&memory, &cpu.host_array().unwrap()));
+    /// ```
+    pub fn export_device_values(
+        &self,
+        version: u64,
+        cpu: Tensor,
+    ) -> Result<Option<Arc<HostArray>>> {
+        if self.is_host() || self.is_view() || !cpu.is_host() || cpu.key() != DispatchKey::CPU {
+            return Err(Error::Fallback(format!(
+                "the values of a tensor on {} cannot be exported as host memory it stands on",
+                self.device()
+            )));
+        }
+        let memory = cpu.export_host()?;
+        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        // Another thread's export meanwhile holds the values now (its NumPy array must stay
+        // the tensor's): the caller takes that memory instead.
+        let exported = self.0.exported.load(Ordering::Relaxed) & HOST_EXPORTED != 0;
+        if exported || self.0.version.load(Ordering::Relaxed) != version {
+            return Ok(None);
+        }
+        let data = TensorData::Foreign(Arc::new(HostOnly { cpu: cpu.clone() }));
+        self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
+        let old = std::mem::replace(&mut slot.data, data);
+        let old_kept = self
+            .0
+            .kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace((version, cpu));
+        self.0.exported.store(HOST_EXPORTED, Ordering::Relaxed);
+        drop(slot);
+        // Foreign objects' drops may run foreign code: not under the lock.
+        drop((old, old_kept));
+        Ok(Some(memory))
+    }
+
+    /// Ends the export of this device tensor's host memory ([`Tensor::host_exported`]): what
+    /// a write of another shape or dtype does, after which the memory is no longer the
+    /// tensor's values (NumPy's arrays of it keep the old ones).
+    ///
+    /// ```
+    /// use boxfall::{native, Tensor};
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = Tensor::host_only(cpu.clone(), native::DEVICE);
+    /// t.export_device_values(t.data_version(), cpu).unwrap();
+    /// t.end_host_export();
+    /// assert!(t.host_exported().is_none() && !t.is_exported());
+    /// ```
+    pub fn end_host_export(&self) {
+        let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        self.0.exported.fetch_and(!HOST_EXPORTED, Ordering::Relaxed);
+        drop(slot);
+    }
+
+    /// Puts `data` (a device payload made of the exported host values) in place while the
+    /// tensor's host memory is still exported ([`Tensor::host_exported`]), without moving the
+    /// data version; false (nothing done) otherwise.
+    ///
+    /// ```
+    /// use boxfall::{native, Tensor};
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = Tensor::host_only(cpu.clone(), native::DEVICE);
+    /// assert!(!t.install_exported_payload(native::tensor(ndarray::arr1(&[1.0]).into_dyn()).data()));
+    /// t.export_device_values(t.data_version(), cpu).unwrap();
+    /// assert!(t.install_exported_payload(native::tensor(ndarray::arr1(&[1.0]).into_dyn()).data()));
+    /// assert!(!t.is_host_only() && t.host_exported().is_some());
+    /// ```
+    pub fn install_exported_payload(&self, data: TensorData) -> bool {
+        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        if self.0.exported.load(Ordering::Relaxed) & HOST_EXPORTED == 0 {
+            return false;
+        }
+        self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
+        let old = std::mem::replace(&mut slot.data, data);
+        drop(slot);
+        drop(old);
+        true
+    }
+
+    /// Drops the device payload of a tensor whose host memory is exported, which becomes
+    /// host-only over that memory again (without moving the data version), and gives the payload
+    /// back (`None`: the tensor held none, or its memory is not exported).
+    ///
+    /// ```
+    /// use boxfall::{native, Tensor};
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = Tensor::host_only(cpu.clone(), native::DEVICE);
+    /// t.export_device_values(t.data_version(), cpu).unwrap();
+    /// assert!(t.release_exported_payload().is_none()); // host-only already
+    /// t.install_exported_payload(native::tensor(ndarray::arr1(&[1.0]).into_dyn()).data());
+    /// assert!(t.release_exported_payload().is_some() && t.is_host_only());
+    /// ```
+    pub fn release_exported_payload(&self) -> Option<TensorData> {
+        let cpu = self.host_exported()?;
+        let mut slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+        if self.0.exported.load(Ordering::Relaxed) & HOST_EXPORTED == 0 {
+            return None;
+        }
+        if let TensorData::Foreign(p) = &slot.data {
+            if p.as_any().downcast_ref::<HostOnly>().is_some() {
+                return None;
+            }
+        }
+        let data = TensorData::Foreign(Arc::new(HostOnly { cpu }));
+        self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
+        let old = std::mem::replace(&mut slot.data, data);
+        drop(slot);
+        Some(old)
     }
 }

@@ -310,3 +310,72 @@ fn a_host_copy_kept_from_an_old_version_is_not_read() {
     assert!(crossed && values(&read) == vec![1.0]);
     assert_eq!(x.residency(), Residency::Both);
 }
+
+#[test]
+fn an_exported_tensor_is_written_in_its_host_memory_and_its_payload_is_made_again() {
+    let s = Setup::new(true);
+    let (_, mut lib) = def_lib("resid_export");
+    let add_ = define_add_(&mut lib);
+    let neg = define_neg(&mut lib);
+    let x = s.tensor(&[1.0, 2.0]);
+    let memory = resident::export(s.hooks, &x).unwrap().unwrap();
+    assert_eq!(s.calls(), [1, 0, 0]); // read once
+    assert_eq!(x.residency(), Residency::Host); // the payload is dropped
+    assert!(x.is_exported() && x.host_exported().is_some());
+    assert!(Arc::ptr_eq(
+        &resident::export(s.hooks, &x).unwrap().unwrap(),
+        &memory
+    ));
+    // A second export (another thread's, racing) leaves the first's memory the tensor's.
+    let other = x.export_device_values(x.data_version(), cpu(&[0.0, 0.0]));
+    assert!(other.unwrap().is_none());
+    let now = || memory.as_f64().unwrap().iter().copied().collect::<Vec<_>>();
+    // The fallback's write-back lands in the memory where it is, and nothing crosses.
+    let mut st = vec![
+        boxfall::IValue::Tensor(x.clone()),
+        boxfall::IValue::Tensor(cpu(&[1.0, 1.0])),
+    ];
+    add_.call_boxed(&mut st).unwrap();
+    assert_eq!(now(), vec![2.0, 3.0]);
+    assert!(x.is_host_only() && x.is_exported());
+    // A read is of the memory: nothing crosses.
+    let n = neg
+        .typed::<(Tensor,), Tensor>()
+        .unwrap()
+        .call((x.clone(),))
+        .unwrap();
+    assert_eq!(values(&n), vec![-2.0, -3.0]);
+    assert_eq!(s.calls(), [1, 0, 0]);
+    // The device gets a payload made of the memory for each kernel, dropped after it.
+    resident::refresh(&x).unwrap();
+    assert!(!x.is_host_only());
+    resident::materialize(&x).unwrap(); // within the kernel: the payload made is current
+    assert_eq!(s.calls(), [1, 1, 0]);
+    resident::settle(s.hooks, &x, false).unwrap();
+    assert!(x.is_host_only());
+    resident::refresh(&x).unwrap();
+    assert_eq!(s.calls(), [1, 2, 0]);
+    // A kernel's write of the payload is copied back into the memory.
+    let p = x.payload().unwrap();
+    *p.as_any().downcast_ref::<Dev>().unwrap().0.lock().unwrap() =
+        HostArray::from(arr(&[7.0, 8.0]));
+    resident::settle(s.hooks, &x, true).unwrap();
+    assert_eq!(now(), vec![7.0, 8.0]);
+    assert_eq!(s.calls(), [2, 2, 0]);
+    assert!(x.is_host_only() && x.is_exported());
+    let moved = user_transfers()
+        .into_iter()
+        .find(|(k, _)| *k == s.key)
+        .map(|(_, m)| m)
+        .unwrap();
+    assert_eq!((moved.to_host, moved.materialized), (2, 2));
+}
+
+#[test]
+fn an_eager_backend_exports_nothing() {
+    let s = Setup::new(false);
+    let x = s.tensor(&[1.0]);
+    let e = resident::export(s.hooks, &x).unwrap_err();
+    assert!(e.to_string().contains("lazy=False"), "{e}");
+    assert_eq!(x.residency(), Residency::Device);
+}

@@ -47,7 +47,9 @@ class Tensor:
     @property
     def payload(self) -> Any:
         """The backend payload (None for host memory). A result whose values are on the host
-        only (residency) gets its payload from the backend's ``from_cpu`` first."""
+        only (residency) gets its payload from the backend's ``from_cpu`` first; a tensor whose
+        host memory NumPy holds (``np.asarray(t)`` on a lazy backend) gives a payload made of
+        that memory now, which the tensor does not keep."""
     @property
     def residency(self) -> str | None:
         """Where the values are: ``"device"`` (the payload only), ``"host"`` (a result kept on
@@ -55,7 +57,8 @@ class Tensor:
         for a tensor of host memory (Native)."""
     def materialize(self) -> Tensor:
         """Puts a result kept on the host (residency) on its device now, through the backend's
-        ``from_cpu``, and returns the tensor; nothing for a tensor that has its payload."""
+        ``from_cpu``, and returns the tensor; nothing for a tensor that has its payload, or
+        whose host memory NumPy holds (``np.asarray(t)``: its payload is made for each kernel)."""
     @property
     def dtype(self) -> np.dtype[Any]:
         """The payload's ``.dtype``, or the host memory's NumPy dtype."""

@@ -98,6 +98,11 @@ fn backup(hooks: &dyn Backend, dst: &Tensor) -> Result<Option<Tensor>> {
     }
     // Residency: a current host copy holds the values, and nothing crosses to read them.
     if let Some(copy) = dst.host_copy() {
+        // Exported memory (`np.asarray` of a lazy backend's tensor) is written where it is:
+        // its values are copied.
+        if copy.is_exported() {
+            return keep(&copy).transpose();
+        }
         return Ok(Some(copy));
     }
     hooks.to_cpu(dst, true).map(Some)

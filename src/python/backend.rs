@@ -142,7 +142,12 @@ impl BackendKernel {
         op.metrics().record_kernel_call(*key, ticks);
         if lazy {
             // Whether it succeeded or not: a failing kernel may have written part of it.
-            note_writes(op, args, kwargs);
+            let written = note_writes(op, args, kwargs);
+            let settled = settle_all(py, *key, &written, args, kwargs);
+            // A failing kernel's own error is the one to report.
+            if out.is_ok() {
+                settled?;
+            }
         }
         out
     }
@@ -189,13 +194,14 @@ fn each_tensor(
 }
 
 /// Residency: a backend's kernel reads its tensors' payloads, so each host-only one gets its
-/// payload (`from_cpu`) before the kernel runs.
+/// payload (`from_cpu`) before the kernel runs, and one whose host memory NumPy holds gets one
+/// made again (`resident::refresh`).
 fn materialize_all(
     py: Python<'_>,
     args: &Bound<'_, PyTuple>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<()> {
-    let mut put = |t: &Tensor| crate::resident::materialize(t).py(py);
+    let mut put = |t: &Tensor| crate::resident::refresh(t).py(py);
     for a in args.iter() {
         each_tensor(&a, &mut put)?;
     }
@@ -210,12 +216,18 @@ fn materialize_all(
 /// Residency: a backend's kernel may write the payloads of the arguments its schema marks as
 /// written, where they are; their data versions move on, so that their host copies are no
 /// longer read and their views are made again.
-fn note_writes(op: &OperatorHandle, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) {
+fn note_writes(
+    op: &OperatorHandle,
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> Vec<Tensor> {
+    let mut written = Vec::new();
     let Ok(schema) = op.schema() else {
-        return;
+        return written;
     };
     let mut note = |t: &Tensor| {
         t.note_write();
+        written.push(t.clone());
         Ok(())
     };
     let positional = schema.schema.arguments.iter().filter(|a| !a.kwarg_only);
@@ -224,14 +236,42 @@ fn note_writes(op: &OperatorHandle, args: &Bound<'_, PyTuple>, kwargs: Option<&B
             let _ = each_tensor(&obj, &mut note);
         }
     }
-    let Some(kw) = kwargs else {
-        return;
-    };
-    for arg in schema.schema.arguments.iter().filter(|a| a.is_write()) {
-        if let Ok(Some(obj)) = kw.get_item(&arg.name) {
-            let _ = each_tensor(&obj, &mut note);
+    if let Some(kw) = kwargs {
+        for arg in schema.schema.arguments.iter().filter(|a| a.is_write()) {
+            if let Ok(Some(obj)) = kw.get_item(&arg.name) {
+                let _ = each_tensor(&obj, &mut note);
+            }
         }
     }
+    written
+}
+
+/// Residency: the arguments whose host memory NumPy holds (`np.asarray(t)`) are settled after
+/// a backend's kernel (`resident::settle`): the `written` ones have the kernel's values copied
+/// back into that memory, and every one drops the payload made for the kernel.
+fn settle_all(
+    py: Python<'_>,
+    key: DispatchKey,
+    written: &[Tensor],
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<()> {
+    let Some(hooks) = crate::backend::backend(key) else {
+        return Ok(());
+    };
+    let mut settle = |t: &Tensor| {
+        let wrote = written.iter().any(|w| w.same(t));
+        crate::resident::settle(hooks, t, wrote).py(py)
+    };
+    for a in args.iter() {
+        each_tensor(&a, &mut settle)?;
+    }
+    if let Some(kw) = kwargs {
+        for (_, v) in kw.iter() {
+            each_tensor(&v, &mut settle)?;
+        }
+    }
+    Ok(())
 }
 
 /// `func`, a Python kernel registered for `key`, as it is to run: a [`BackendKernel`] if `key`

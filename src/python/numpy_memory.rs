@@ -1,7 +1,8 @@
 //! NumPy arrays over a tensor's own host memory (`np.asarray(t)` of a Native tensor): the
 //! tensor's memory exported (`Tensor::export_host`), so that NumPy's writes are the tensor's
 //! and boxfall's writes are seen through the array; for a view of a Native tensor, a NumPy view
-//! of its base's memory at the view's place.
+//! of its base's memory at the view's place; for a tensor of a lazy backend, host memory its
+//! values move to, made authoritative (`resident::export`).
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use pyo3::prelude::*;
 
 use super::errors::IntoPy;
 use super::view_desc::view_ops;
+use crate::key::DispatchKey;
 use crate::strided::Strided;
 use crate::tensor::{HostArray, Tensor};
 
@@ -37,10 +39,22 @@ pub fn shared_array<'py>(
             None => return Ok(None),
         },
     };
-    if !base.is_host() {
-        return Ok(None);
-    }
-    let memory = base.export_host().py(py)?;
+    let memory = if base.is_host() {
+        base.export_host().py(py)?
+    } else {
+        // A lazy backend's tensor: its values move to host memory of its own, which becomes
+        // authoritative (`resident::export`); any other backend's payload is the values, and
+        // the caller makes a copy.
+        match crate::backend::backend(base.key())
+            .filter(|b| b.lazy() && base.key() != DispatchKey::CPU)
+        {
+            Some(hooks) => match crate::resident::export(hooks, base).py(py)? {
+                Some(memory) => memory,
+                None => return Ok(None),
+            },
+            None => return Ok(None),
+        }
+    };
     let owner = Bound::new(
         py,
         ExportedMemory {

@@ -734,9 +734,16 @@ impl PyTensor {
     }
 
     /// The backend payload (None for host memory). A result whose values are on the host
-    /// only (residency) gets its payload from the backend's `from_cpu` first.
+    /// only (residency) gets its payload from the backend's `from_cpu` first; a tensor whose
+    /// host memory NumPy holds (`np.asarray(t)` on a lazy backend) gives a payload made of
+    /// that memory now, which the tensor does not keep.
     #[getter]
     fn payload<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        // A tensor whose host memory NumPy holds (`np.asarray`) stays on the host: the payload
+        // is made of it now, and not kept (NumPy may write the memory at any time).
+        if let Some(made) = crate::resident::fresh_payload(&self.inner).py(py)? {
+            return Ok(payload_object(py, &made));
+        }
         crate::resident::materialize(&self.inner).py(py)?;
         Ok(payload_object(py, &self.inner))
     }
@@ -755,9 +762,14 @@ impl PyTensor {
     }
 
     /// Puts a result kept on the host (residency) on its device now, through the backend's
-    /// `from_cpu`, and returns the tensor; nothing for a tensor that has its payload.
+    /// `from_cpu`, and returns the tensor; nothing for a tensor that has its payload, or whose
+    /// host memory NumPy holds (`np.asarray(t)`: its payload is made for each kernel).
     fn materialize(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        crate::resident::materialize(&slf.get().inner).py(slf.py())?;
+        // A tensor whose host memory NumPy holds stays on the host (its payload is made for
+        // each kernel).
+        if slf.get().inner.host_exported().is_none() {
+            crate::resident::materialize(&slf.get().inner).py(slf.py())?;
+        }
         Ok(slf.clone().into_any().unbind())
     }
 
@@ -1073,8 +1085,11 @@ impl PyTensor {
     /// The values as a NumPy array (NumPy's `__array__` protocol, `np.asarray(t)`). A tensor
     /// of host memory (Native), or a view of one, gives an array over that memory itself,
     /// writable (unless the view is read-only), whose writes are the tensor's and which sees
-    /// the tensor's later writes, unless `copy=True` or another `dtype` asks for a copy; any
-    /// other tensor gives a host copy (`copy=False`: `ValueError`).
+    /// the tensor's later writes, unless `copy=True` or another `dtype` asks for a copy. A
+    /// tensor of a lazy backend (or a view of one) does the same once its values move to host
+    /// memory of its own, which becomes authoritative (its device payload is dropped, and made
+    /// again from that memory for each of the backend's kernels). Any other tensor gives a
+    /// host copy (`copy=False`: `ValueError`).
     #[pyo3(signature = (dtype=None, copy=None))]
     fn __array__(
         slf: &Bound<'_, Self>,
