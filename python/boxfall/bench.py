@@ -245,6 +245,22 @@ def bench_array_api(number: int, repeat: int) -> list[str]:
         rows.append("x + y, Native 1 elem f64, Rust kernel: no Native kernel for array_api::add")
         through = paired(lambda: x + y, lambda: a + b, number, repeat)
     rows.append(_row("x + y, Native 1 elem f64, CPU fallback", through, "NumPy a + b"))
+    # Views: a basic-index read makes a view (no copy), and a write through a view is the
+    # setitem it stands for.
+    m = nx.reshape(nx.arange(12.0), (3, 4))
+    mn = np.arange(12.0).reshape(3, 4)
+    read = paired(lambda: m[0, 1:3], lambda: mn[0, 1:3], number, repeat)
+    rows.append(_row("x[0, 1:3], Native, a view", read, "NumPy a[0, 1:3]"))
+    v = m[0, 1:3]
+
+    def through_view() -> None:
+        v[...] = 5.0
+
+    def setitem() -> None:
+        m[0, 1:3] = 5.0
+
+    write = paired(through_view, setitem, number, repeat)
+    rows.append(_row("v[...] = 5.0, v = x[0, 1:3], Native", write, "x[0, 1:3] = 5.0"))
     return rows
 
 
