@@ -867,11 +867,13 @@ pub fn host_data_target(
     if !is_python_backend(key) {
         return None;
     }
-    let (kernel, source) = op.handle.kernel_for(key);
+    // What serves the key is the route the table recorded, not the kernel's tag.
+    let (_, source) = op.handle.kernel_for(key);
     let by_cpu_fallback = source == crate::dispatcher::Source::BackendFallback
-        && kernel
-            .as_ref()
-            .is_some_and(|k| crate::fallback::CpuFallback::of(k).is_some());
+        && matches!(
+            op.handle.route_for(key),
+            crate::kernel::Route::CpuFallback(_)
+        );
     by_cpu_fallback.then(|| {
         (
             PyBackend {
