@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
-use numpy::PyArrayDescrMethods;
+use numpy::npyffi::npy_intp;
 use pyo3::prelude::*;
 
 use super::errors::IntoPy;
+use super::ffi::array_over;
 use super::view_desc::view_ops;
 use crate::key::DispatchKey;
 use crate::strided::Strided;
@@ -76,7 +76,6 @@ fn over<'py, T: numpy::Element>(
     writable: bool,
     owner: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let py = owner.py();
     let item = std::mem::size_of::<T>() as isize;
     let bad = |what: &str| pyo3::exceptions::PyValueError::new_err(what.to_owned());
     let (mut dims, mut strides, offset): (Vec<npy_intp>, Vec<npy_intp>, isize) = match place {
@@ -101,48 +100,14 @@ fn over<'py, T: numpy::Element>(
     if !a.is_standard_layout() {
         return Err(bad("exported memory is not in C order"));
     }
-    let nd = std::os::raw::c_int::try_from(dims.len())
-        .map_err(|_| bad("a tensor of this many dimensions has no NumPy array"))?;
     // SAFETY: `offset` is 0 or the offset of a view all of whose elements lie among `a`'s
     // (`within`, above), so `offset` stays inside `a`'s allocation.
     let data = unsafe { a.as_ptr().offset(offset) }.cast_mut();
-    let flags = if writable {
-        npyffi::flags::NPY_ARRAY_WRITEABLE
-    } else {
-        0
-    };
-    // SAFETY: `PyArray_NewFromDescr` (the GIL is held) reads `nd` dimensions and strides from
-    // the two vectors, which live across the call, and steals the dtype reference
-    // `into_dtype_ptr` gives it. `data` and the strides reach only `a`'s elements (checked
-    // above), which `owner` keeps alive (it holds the `Arc` of the `HostArray` that `a` is
-    // in). The pointer carries the allocation's own provenance, so NumPy writing through it
-    // (WRITEABLE when `writable`) is sound while no Rust reference to the elements is alive
-    // (the reasoning of `host_memory.rs`; the tensor is exported, so boxfall writes it in
-    // place and makes no new copy it would miss). NULL is NumPy's error, taken over by
-    // `from_owned_ptr_or_err`. `PyArray_SetBaseObject` steals the reference to `owner` that
-    // `into_ptr` gives up, also when it fails (-1, with an error set). Exercised by
-    // tests/python/test_native_numpy_memory.py.
-    unsafe {
-        let raw = PY_ARRAY_API.PyArray_NewFromDescr(
-            py,
-            npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
-            T::get_dtype(py).into_dtype_ptr(),
-            nd,
-            dims.as_mut_ptr(),
-            strides.as_mut_ptr(),
-            data.cast::<std::os::raw::c_void>(),
-            flags,
-            std::ptr::null_mut(),
-        );
-        let arr = Bound::from_owned_ptr_or_err(py, raw)?;
-        if PY_ARRAY_API.PyArray_SetBaseObject(
-            py,
-            arr.as_ptr() as *mut npyffi::PyArrayObject,
-            owner.into_ptr(),
-        ) < 0
-        {
-            return Err(PyErr::fetch(py));
-        }
-        Ok(arr)
-    }
+    // SAFETY: `data` and the strides reach only `a`'s elements (checked above), which `owner`
+    // keeps alive (it holds the `Arc` of the `HostArray` that `a` is in). The pointer carries
+    // the allocation's own provenance, so NumPy writing through it (when `writable`) is sound
+    // while no Rust reference to the elements is alive (the reasoning of `host_memory.rs`; the
+    // tensor is exported, so boxfall writes it in place and makes no new copy it would miss).
+    // Exercised by tests/python/test_native_numpy_memory.py.
+    unsafe { array_over::<T>(owner, &mut dims, &mut strides, data.cast(), writable) }
 }

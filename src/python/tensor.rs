@@ -434,53 +434,19 @@ fn borrow_read_only<'py, T: numpy::Element>(
     a: &ndarray::ArrayD<T>,
     owner: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
-    let py = owner.py();
+    use numpy::npyffi::npy_intp;
     let itemsize = std::mem::size_of::<T>() as isize;
     let mut dims: Vec<npy_intp> = a.shape().iter().map(|&d| d as npy_intp).collect();
     let mut strides: Vec<npy_intp> = a.strides().iter().map(|&s| s * itemsize).collect();
-    let nd = std::os::raw::c_int::try_from(dims.len()).map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "a tensor of {} dimensions has no NumPy array",
-            dims.len()
-        ))
-    })?;
-    // SAFETY: `PyArray_NewFromDescr` (the GIL is held) reads `nd` dimensions and strides from
-    // the two vectors, which live across the call, and steals the dtype reference
-    // `into_dtype_ptr` gives it. The data pointer and strides are those of `a`, whose memory
-    // `owner` keeps alive (it holds the `Arc` of the `HostArray` that `a` is in); flags 0 make
-    // the array read-only from the start. A write replaces a tensor's `Arc` (tensor.rs), except
-    // for exported memory, which NumPy and boxfall write in place through its raw pointer
-    // (host_memory.rs): this array then reads the values as they are now, as NumPy's own
-    // read-only views of a written array do. NULL is
-    // NumPy's error (more dimensions than it supports: ValueError), taken over by
-    // `from_owned_ptr_or_err`. `PyArray_SetBaseObject` steals the reference to `owner` that
-    // `into_ptr` gives up, also when it fails (-1, with an error set). Exercised by
-    // tests/python/test_native.py (the lent-memory tests) and test_native_memory.py (33 and
-    // more dimensions).
-    unsafe {
-        let raw = PY_ARRAY_API.PyArray_NewFromDescr(
-            py,
-            npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
-            T::get_dtype(py).into_dtype_ptr(),
-            nd,
-            dims.as_mut_ptr(),
-            strides.as_mut_ptr(),
-            a.as_ptr() as *mut std::os::raw::c_void,
-            0,
-            std::ptr::null_mut(),
-        );
-        let arr = Bound::from_owned_ptr_or_err(py, raw)?;
-        if PY_ARRAY_API.PyArray_SetBaseObject(
-            py,
-            arr.as_ptr() as *mut npyffi::PyArrayObject,
-            owner.into_ptr(),
-        ) < 0
-        {
-            return Err(PyErr::fetch(py));
-        }
-        Ok(arr)
-    }
+    let data = a.as_ptr().cast_mut().cast();
+    // SAFETY: the data pointer and strides are those of `a`, whose memory `owner` keeps alive
+    // (it holds the `Arc` of the `HostArray` that `a` is in), and the array is read-only. A
+    // write replaces a tensor's `Arc` (tensor.rs), except for exported memory, which NumPy and
+    // boxfall write in place through its raw pointer (host_memory.rs): this array then reads
+    // the values as they are now, as NumPy's own read-only views of a written array do.
+    // Exercised by tests/python/test_native.py (the lent-memory tests) and
+    // test_native_memory.py (33 and more dimensions).
+    unsafe { super::ffi::array_over::<T>(owner, &mut dims, &mut strides, data, false) }
 }
 
 /// A read-only view of `arr`: a new array object sharing its memory, which a kernel cannot

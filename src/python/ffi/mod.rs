@@ -14,6 +14,7 @@ mod alloc;
 mod class;
 mod entry;
 mod known_type;
+mod numpy_array;
 mod object;
 mod recursion;
 
@@ -23,6 +24,7 @@ pub use entry::{
     entry, lean, Entry, FastcallMethod, KeptAttribute, Return, VectorArgs, Vectorcall,
 };
 pub use known_type::KnownType;
+pub use numpy_array::array_over;
 pub use object::{
     call_borrowed3, gc_untrack, generic_getattr, list_get, list_set, refcnt, vectorcall,
 };
