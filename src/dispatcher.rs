@@ -176,7 +176,7 @@ impl<'t> Routed<'t> {
     #[inline(always)]
     pub fn foreign<T: std::any::Any>(&self) -> Option<&'t T> {
         match self.route() {
-            Route::Foreign => self.kernel()?.foreign_payload(),
+            Route::Foreign => self.entry?.foreign.as_ref()?.get(),
             _ => None,
         }
     }
@@ -186,7 +186,7 @@ impl<'t> Routed<'t> {
     #[inline(always)]
     pub fn cpu_foreign<T: std::any::Any>(&self) -> Option<&'t T> {
         match self.route() {
-            Route::CpuFallback(CpuKernel::Foreign) => self.entry?.cpu.as_ref()?.foreign_payload(),
+            Route::CpuFallback(CpuKernel::Foreign) => self.entry?.foreign.as_ref()?.get(),
             _ => None,
         }
     }
@@ -1007,6 +1007,7 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
             source,
             route: Route::Missing,
             cpu: None,
+            foreign: None,
         };
     }
     // How each entry runs, once the mask is known: the CPU kernel a CPU fallback runs is the
@@ -1029,6 +1030,14 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
             (Some(k), _) if k.is_foreign() => Route::Foreign,
             (Some(k), _) if k.tensors_entry().is_some() => Route::Tensors,
             (Some(_), _) => Route::Kernel,
+        };
+        // The payload a foreign route gives back, read out of its kernel once, here.
+        e.foreign = match e.route {
+            Route::Foreign => e.kernel.as_ref().and_then(kernel_fn::ForeignRef::of),
+            Route::CpuFallback(CpuKernel::Foreign) => {
+                e.cpu.as_ref().and_then(kernel_fn::ForeignRef::of)
+            }
+            _ => None,
         };
     }
     // A kernel that reads the table may run any kernel below its key (the CPU fallback runs

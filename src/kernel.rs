@@ -315,12 +315,6 @@ impl KernelFunction {
         self.foreign.is_some()
     }
 
-    /// The foreign payload, if the kernel has one and it is a `T`.
-    #[inline(always)]
-    pub(crate) fn foreign_payload<T: Any>(&self) -> Option<&T> {
-        self.foreign.as_deref().and_then(|t| t.downcast_ref::<T>())
-    }
-
     /// The same kernel with a typed entry on two tensors (Native's two-array kernels), which a
     /// caller holding the two tensors runs with no stack: a table entry it serves routes
     /// [`Route::Tensors`], and the router gives the entry
@@ -1131,6 +1125,54 @@ pub(crate) struct TableEntry {
     /// For a CPU fallback entry, the kernel that serves the CPU key (the one the fallback
     /// runs).
     pub(crate) cpu: Option<KernelFunction>,
+    /// For a [`Route::Foreign`] entry, its kernel's payload; for a
+    /// `Route::CpuFallback(CpuKernel::Foreign)` one, the CPU kernel's.
+    pub(crate) foreign: Option<ForeignRef>,
+}
+
+/// A foreign kernel's payload ([`KernelFunction::with_foreign`]) as a table entry records it
+/// at publication: its type and where it lies, read once out of the kernel's `Arc<dyn Any>`,
+/// so that the router gives it back by comparing the type with a constant and a cast, where a
+/// downcast asked the type through the vtable on every call.
+#[derive(Clone)]
+pub(crate) struct ForeignRef {
+    type_id: TypeId,
+    payload: std::ptr::NonNull<()>,
+    /// The payload `payload` points to, held while the entry lives.
+    _held: Arc<dyn Any + Send + Sync>,
+}
+
+// SAFETY: `payload` points into `_held`'s value, which is `Send + Sync`, and is only ever read
+// through a shared reference (`get`).
+unsafe impl Send for ForeignRef {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ForeignRef {}
+
+impl ForeignRef {
+    /// The payload of `kernel`, if it is a foreign one.
+    pub(crate) fn of(kernel: &KernelFunction) -> Option<ForeignRef> {
+        let held = kernel.foreign.clone()?;
+        // The payload's own type (the `Arc`'s would be `Arc<dyn Any>`'s).
+        let type_id = Any::type_id(&*held);
+        let payload = std::ptr::NonNull::from(&*held).cast::<()>();
+        Some(ForeignRef {
+            type_id,
+            payload,
+            _held: held,
+        })
+    }
+
+    /// The payload, if it is a `T`.
+    #[inline(always)]
+    pub(crate) fn get<T: Any>(&self) -> Option<&T> {
+        if self.type_id != TypeId::of::<T>() {
+            return None;
+        }
+        // SAFETY: the payload is a `T` (its `TypeId`, read in `of`), and `_held` keeps it alive
+        // while `self` lives: a table holds its entries, so a reference got from an entry of
+        // the table a read section loaded lives while that section does.
+        Some(unsafe { self.payload.cast::<T>().as_ref() })
+    }
 }
 
 /// An operator's table as one call sees it: its kernels by key, its fallthrough mask and its
@@ -1182,6 +1224,7 @@ impl DispatchTable {
                 source: Source::Missing,
                 route: Route::Missing,
                 cpu: None,
+                foreign: None,
             }),
             mask: !0,
             long: 0,

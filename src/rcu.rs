@@ -128,9 +128,8 @@ pub(crate) struct ReadGuard {
 /// before it frees anything), so a reader that loaded an object inside a read section and then
 /// read the epoch knows, when a later read (after a later load of the same cell) gives the
 /// same epoch, that the object was not freed meanwhile: an equal pointer is then the same
-/// object, not a new one at a reused address. How the Python bindings keep what they found in
-/// an operator's table for the next call on it.
-#[cfg(any(test, feature = "python"))]
+/// object, not a new one at a reused address. (The tests read it; no call does.)
+#[cfg(test)]
 #[inline]
 pub(crate) fn epoch() -> u64 {
     EPOCH.load(Ordering::Acquire)

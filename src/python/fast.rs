@@ -36,7 +36,7 @@ use super::errors::{to_pyerr, IntoPy};
 use super::ffi::{call_borrowed3, list_get, list_set, vectorcall};
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::overload::PyOpOverload;
-use super::plan::{ArgPlan, Body, Kind, Plan, RetPlan, Spare, MAX};
+use super::plan::{ArgPlan, Body, Kind, Plan, RetPlan, MAX};
 use super::py_kernel::PyKernel;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
 use crate::dispatcher::{dispatch_keys, OpSchema, OperatorHandle, Routed};
@@ -508,8 +508,7 @@ fn run_lean<'py>(
 ) -> Lean<'py> {
     let py = slf.py();
     let op = &slf.get().handle;
-    let Some((func, boxed, array, masked)) = lean_kernel(py, op, &slf.get().spare, plan, keys)
-    else {
+    let Some((func, boxed, array, masked)) = lean_kernel(py, op, plan, keys) else {
         return Lean::Passed;
     };
     let schema = &plan.schema;
@@ -551,22 +550,14 @@ fn run_lean<'py>(
 fn lean_kernel<'py>(
     py: Python<'py>,
     op: &OperatorHandle,
-    spare: &Spare,
     plan: &Plan,
     keys: DispatchKeySet,
 ) -> Option<(Bound<'py, PyAny>, bool, bool, DispatchKeySet)> {
     op.route(keys, |r| {
-        let k = match spare.hint(py, r.table(), keys) {
-            Some(k) => k,
-            None => {
-                if !Arc::ptr_eq(r.schema(), &plan.schema) {
-                    return None;
-                }
-                let k = r.foreign::<PyKernel>()?;
-                spare.keep_hint(py, r.table(), keys, k);
-                k
-            }
-        };
+        if !Arc::ptr_eq(r.schema(), &plan.schema) {
+            return None;
+        }
+        let k = r.foreign::<PyKernel>()?;
         Some((k.func(py)?, k.boxed, k.array, r.keys()))
     })
     .flatten()

@@ -1,6 +1,6 @@
 //! What the fast path (`fast.rs`) keeps, so that a call decides nothing it decided before:
-//! the facts of a schema it needs ([`Plan`], made once per schema), and the objects and the
-//! kernel last found that an operator's next call reuses ([`Spare`], one per `OpOverload`).
+//! the facts of a schema it needs ([`Plan`], made once per schema), and the objects that an
+//! operator's next call reuses ([`Spare`], one per `OpOverload`).
 //! They stand below the operator object (`overload.rs`), which holds both, and below the fast
 //! path, which reads them.
 
@@ -15,8 +15,7 @@ use super::errors::IntoPy;
 use super::ffi::{list_set, refcnt};
 use super::gil_cell::GilCell;
 use super::keyset::PyKeySet;
-use super::py_kernel::PyKernel;
-use crate::dispatcher::{DispatchTable, OpSchema, OperatorHandle};
+use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::ivalue::IValue;
 use crate::key::DispatchKeySet;
 use crate::schema::Type;
@@ -181,78 +180,16 @@ impl Plan {
 
 /// The objects of a boxed call that the next one may reuse (one of each, kept by the
 /// `OpOverload`): making and freeing the stack list and the key set object was a tenth of a
-/// Python fallback's hop. And what the lean path last found in the operator's table.
+/// Python fallback's hop.
 #[derive(Default)]
 pub struct Spare {
     /// A list nobody else holds, its items None (the last call's length and storage).
     pub(super) list: GilCell<Option<Py<PyList>>>,
     /// The key set object last passed, with its keys (immutable, so it may be shared).
     keys: GilCell<Option<(DispatchKeySet, Py<PyKeySet>)>>,
-    /// The Python kernels the lean path last found, for two key sets (a hop's two calls).
-    hints: GilCell<[Hint; 2]>,
-}
-
-/// A Python kernel found in one table of the operator for one key set: the table's address
-/// and the epoch read after it was loaded (equal again, the table is the same one, alive, and
-/// tables never change once published: `rcu::epoch`), the keys asked, and the
-/// kernel (a pointer into that table, which holds it). Kept as plain numbers: it is only
-/// followed inside a read section that loaded that same table.
-#[derive(Clone, Copy, Default)]
-struct Hint {
-    table: usize,
-    epoch: u64,
-    keys: u64,
-    kernel: usize,
 }
 
 impl Spare {
-    /// The kernel of `table` for `keys`, if a hint holds it. `table` is the operator's table,
-    /// loaded in the caller's read section.
-    #[inline(always)]
-    pub(super) fn hint<'t>(
-        &self,
-        py: Python<'_>,
-        table: &'t DispatchTable,
-        keys: DispatchKeySet,
-    ) -> Option<&'t PyKernel> {
-        let at = std::ptr::from_ref(table) as usize;
-        // SAFETY: the GIL is held (`py`), and the cell is read whole (a copy) with no Python
-        // code run meanwhile.
-        let hints = unsafe { *self.hints.peek() };
-        let _ = py;
-        let h = hints.iter().find(|h| h.table == at && h.keys == keys.0)?;
-        // The epoch after the table's load in this section: equal, the table the hint was
-        // made from was not freed since, so `table` (at its address) is that one.
-        if h.epoch != crate::rcu::epoch() {
-            return None;
-        }
-        // SAFETY: `h.kernel` points to the `PyKernel` held by an entry of that table (see
-        // `keep_hint`), which lives while the caller's read section keeps the table.
-        Some(unsafe { &*(h.kernel as *const PyKernel) })
-    }
-
-    /// Keeps `kernel` (of `table`, loaded in the caller's read section) as found for `keys`.
-    #[inline(never)]
-    pub(super) fn keep_hint(
-        &self,
-        py: Python<'_>,
-        table: &DispatchTable,
-        keys: DispatchKeySet,
-        kernel: &PyKernel,
-    ) {
-        let hint = Hint {
-            table: std::ptr::from_ref(table) as usize,
-            // After the table's load (see `rcu::epoch`).
-            epoch: crate::rcu::epoch(),
-            keys: keys.0,
-            kernel: std::ptr::from_ref(kernel) as usize,
-        };
-        let [a, b] = self.hints.replace(py, [Hint::default(); 2]);
-        // The newer first; the older of the two goes.
-        let kept = if a.keys == keys.0 { b } else { a };
-        self.hints.replace(py, [hint, kept]);
-    }
-
     /// The key set object of `keys`: the last one if its keys are these.
     #[inline]
     pub(super) fn keys_obj<'py>(

@@ -392,6 +392,79 @@ def test_an_operator_redefined_with_another_schema(ns, paths):
         op(a)
 
 
+def test_a_kernel_registered_over_another_serves_the_next_call(ns, lib, paths):
+    # Each registration publishes a new table; a call made before it (whose kernel the lean
+    # path found) must not leave that kernel to the calls after it, nor after the closing.
+    lib.define("k(Tensor x) -> int")
+    lib.impl("k", lambda x: 1, "CPU")
+    op = op_of(ns, "k")
+    a = np.ones(1)
+    assert [op(a), op(a)] == [1, 1]
+    with bf.Library(ns, "IMPL") as over:
+        over.impl("k", lambda x: 2, "CPU", allow_override=True)
+        assert [op(a), op(a)] == [2, 2]
+        with bf.Library(ns, "IMPL") as over2:
+            over2.impl("k", lambda x: 3, "CPU", allow_override=True)
+            assert op(a) == 3
+        assert op(a) == 2
+    assert op(a) == 1
+
+
+def test_a_table_republished_while_a_call_is_cached_gives_the_new_kernel(ns, lib, paths):
+    # The kernel itself registers a new kernel for its operator during its call: the call in
+    # progress finishes with the old one, the next call gets the new one.
+    lib.define("k(Tensor x) -> int")
+    op = op_of(ns, "k")
+    a = np.ones(1)
+    kept = []
+
+    def first(x):
+        if not kept:
+            over = bf.Library(ns, "IMPL")
+            over.impl("k", lambda x: 2, "CPU", allow_override=True)
+            kept.append(over)
+        return 1
+
+    lib.impl("k", first, "CPU")
+    try:
+        assert [op(a), op(a), op(a)] == [1, 2, 2]
+    finally:
+        kept[0].close()
+    assert op(a) == 1
+
+
+def test_an_operator_redefined_with_the_same_schema_gets_its_new_kernel(ns, paths):
+    a = np.ones(1)
+    with bf.Library(ns, "DEF") as lib1:
+        lib1.define("same(Tensor x) -> int")
+        lib1.impl("same", lambda x: 1, "CPU")
+        op = op_of(ns, "same")
+        assert [op(a), op(a)] == [1, 1]
+    with bf.Library(ns, "DEF") as lib2:
+        lib2.define("same(Tensor x) -> int")
+        lib2.impl("same", lambda x: 2, "CPU")
+        assert [op(a), op(a)] == [2, 2]
+
+
+def test_the_documented_hop_reaches_a_kernel_registered_between_two_hops(ns, lib, trace, paths):
+    lib.define("h(Tensor x) -> int")
+    lib.impl("h", lambda x: 1, "CPU")
+    op = op_of(ns, "h")
+    a = np.ones(1)
+
+    def documented(op, keys, stack):
+        stack[:] = [op.redispatch(keys, *stack)]
+
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(documented, trace)
+        with bf.include_keys(trace):
+            assert [op(a), op(a)] == [1, 1]
+            with bf.Library(ns, "IMPL") as over:
+                over.impl("h", lambda x: 2, "CPU", allow_override=True)
+                assert [op(a), op(a)] == [2, 2]
+            assert op(a) == 1
+
+
 def test_a_missing_kernel_is_the_same_error(ns, lib, accel):
     lib.define("m(Tensor x) -> Tensor")
     lib.impl("m", lambda x: x, "CPU")
