@@ -260,6 +260,70 @@ fn foreign_kernels_and_two_tensor_entries_have_routes_of_their_own() {
 }
 
 #[test]
+fn the_router_gives_the_registered_payload_itself_from_the_table_it_loaded() {
+    let (ns, mut lib) = def_lib("route_payload");
+    let op = lib.define("f(int x) -> int").expect("defines");
+    let first = std::sync::Arc::new(String::from("first"));
+    lib.impl_kernel(
+        "f",
+        DispatchKey::CPU,
+        marker(1).with_foreign(first.clone()),
+        false,
+    )
+    .expect("registers");
+    let payload_at = |op: &OperatorHandle| {
+        op.route(DispatchKey::CPU.set(), |r| {
+            r.foreign::<String>()
+                .map(|s| (s.clone(), std::ptr::from_ref(s)))
+        })
+        .flatten()
+    };
+    // The object registered, not a copy: the table records where it lies.
+    assert_eq!(
+        payload_at(&op),
+        Some(("first".to_owned(), std::sync::Arc::as_ptr(&first)))
+    );
+    // A kernel registered over it: the next table gives the new payload, and the old one
+    // again once that registration is undone.
+    let mut over = impl_lib(&ns);
+    let second = std::sync::Arc::new(String::from("second"));
+    over.impl_kernel(
+        "f",
+        DispatchKey::CPU,
+        marker(2).with_foreign(second.clone()),
+        true,
+    )
+    .expect("registers");
+    assert_eq!(
+        payload_at(&op),
+        Some(("second".to_owned(), std::sync::Arc::as_ptr(&second)))
+    );
+    over.close();
+    assert_eq!(payload_at(&op).map(|(s, _)| s), Some("first".to_owned()));
+    // A payload read inside a route is that table's, though the table is replaced meanwhile.
+    let mut later = impl_lib(&ns);
+    let seen = op
+        .route(DispatchKey::CPU.set(), |r| {
+            let p = r.foreign::<String>().expect("the payload");
+            later
+                .impl_kernel(
+                    "f",
+                    DispatchKey::CPU,
+                    marker(3).with_foreign(second.clone()),
+                    true,
+                )
+                .expect("registers");
+            p.clone()
+        })
+        .expect("defined");
+    assert_eq!(seen, "first");
+    assert_eq!(payload_at(&op).map(|(s, _)| s), Some("second".to_owned()));
+    drop(later);
+    drop(first);
+    assert_eq!(payload_at(&op).map(|(s, _)| s), Some("first".to_owned()));
+}
+
+#[test]
 fn the_router_masks_the_keys_and_tells_an_undefined_operator() {
     let (_, mut lib) = def_lib("route_router");
     let op = lib.define("f(int x) -> int").expect("defines");
