@@ -7,62 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 import boxfall as bf
-import boxfall.array_api as xp_cpu
 import numpy as np
 import pytest
 from boxfall.testing import HostBuffer as Buffer
 
-NAME = "ExportedDev"
-
-
-class Hooks:
-    """Copy hooks that count their calls."""
-
-    def __init__(self) -> None:
-        self.calls = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
-
-    def to_cpu(self, b: Buffer) -> np.ndarray:
-        self.calls["to_cpu"] += 1
-        return b.data.copy()
-
-    def from_cpu(self, a: np.ndarray) -> Buffer:
-        self.calls["from_cpu"] += 1
-        return Buffer(a)
-
-    def copy_from_cpu(self, b: Buffer, a: np.ndarray) -> None:
-        self.calls["copy_from_cpu"] += 1
-        b.data = np.array(a, copy=True)
-
-
-def _setup(lazy: bool) -> Any:
-    hooks = Hooks()
-    backend = bf.register_backend(
-        NAME,
-        to_cpu=hooks.to_cpu,
-        from_cpu=hooks.from_cpu,
-        copy_from_cpu=hooks.copy_from_cpu,
-        replace=True,
-        lazy=lazy,
-    )
-    return hooks, backend
+# The hooks count their calls (conftest's CountingHooks).
+COUNTING_BACKEND = "ExportedDev"
 
 
 @pytest.fixture
-def dev():
-    hooks, backend = _setup(lazy=True)
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        bf.metrics.reset()
-        yield backend, hooks, xp_cpu.namespace(backend.name)
+def dev(counting_dev):
+    return counting_dev
 
 
 @pytest.fixture
-def eager():
-    hooks, backend = _setup(lazy=False)
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        bf.metrics.reset()
-        yield backend, hooks, xp_cpu.namespace(backend.name)
+def eager(counting_eager):
+    return counting_eager
 
 
 def on_device(backend: bf.Backend, values: Any) -> bf.Tensor:

@@ -13,72 +13,20 @@ import pytest
 from boxfall.testing import HostBuffer as Buffer
 
 # One backend name for every test, registered again with replace=True by each: a process has
-# few key slots.
-NAME = "Resident"
-
-
-class Hooks:
-    """Copy hooks that count their calls and the bytes they moved."""
-
-    def __init__(self) -> None:
-        self.calls = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
-        self.bytes = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
-        self.fail_from_cpu = False
-        self.wrong_shape = False
-
-    def to_cpu(self, b: Buffer) -> np.ndarray:
-        self.calls["to_cpu"] += 1
-        self.bytes["to_cpu"] += b.data.nbytes
-        return b.data.copy()
-
-    def from_cpu(self, a: np.ndarray) -> Buffer:
-        self.calls["from_cpu"] += 1
-        self.bytes["from_cpu"] += a.nbytes
-        if self.fail_from_cpu:
-            raise RuntimeError("the device is full")
-        if self.wrong_shape:
-            return Buffer(np.reshape(a, (1,) + a.shape))
-        return Buffer(a)
-
-    def copy_from_cpu(self, b: Buffer, a: np.ndarray) -> None:
-        self.calls["copy_from_cpu"] += 1
-        self.bytes["copy_from_cpu"] += np.asarray(a).nbytes
-        b.data = np.array(a, copy=True)
-
-    def register(self, **kwargs: Any) -> bf.Backend:
-        return bf.register_backend(
-            NAME,
-            to_cpu=self.to_cpu,
-            from_cpu=self.from_cpu,
-            copy_from_cpu=self.copy_from_cpu,
-            replace=True,
-            **kwargs,
-        )
-
-    def total(self) -> int:
-        return sum(self.calls.values())
+# few key slots. The hooks count their calls and bytes (conftest's CountingHooks).
+COUNTING_BACKEND = "Resident"
 
 
 @pytest.fixture
-def dev():
+def dev(counting_dev):
     """A lazy backend (the default) with the CPU fallback: its backend, hooks and namespace."""
-    hooks = Hooks()
-    backend = hooks.register()
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        bf.metrics.reset()
-        yield backend, hooks, xp_cpu.namespace(backend.name)
+    return counting_dev
 
 
 @pytest.fixture
-def eager():
+def eager(counting_eager):
     """The same backend registered with lazy=False."""
-    hooks = Hooks()
-    backend = hooks.register(lazy=False)
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        bf.metrics.reset()
-        yield backend, hooks, xp_cpu.namespace(backend.name)
+    return counting_eager
 
 
 def on_device(backend: bf.Backend, values: Any) -> bf.Tensor:
@@ -293,8 +241,8 @@ def test_numpy_reads_the_host_copy(dev):
     assert hooks.calls["to_cpu"] == 2 and y.residency == "host"
 
 
-def test_a_dtype_the_device_lacks_is_refused_when_the_result_is_made():
-    hooks = Hooks()
+def test_a_dtype_the_device_lacks_is_refused_when_the_result_is_made(counting_hooks):
+    hooks = counting_hooks(COUNTING_BACKEND)
     backend = hooks.register(dtypes=["float32", "int64", "bool"])
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
@@ -368,8 +316,8 @@ def test_metrics_count_only_what_crossed(dev):
     assert hooks.bytes["to_cpu"] == 64
 
 
-def test_a_batched_backend_moves_only_what_has_no_host_copy():
-    hooks = Hooks()
+def test_a_batched_backend_moves_only_what_has_no_host_copy(counting_hooks):
+    hooks = counting_hooks(COUNTING_BACKEND)
     batches: list[int] = []
 
     def to_cpu_many(payloads: list[Buffer]) -> list[np.ndarray]:
