@@ -43,6 +43,18 @@ def _unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
+def on_a_small_thread(target) -> None:
+    """Runs ``target`` on a thread of 1 MiB of stack (a main thread has 8): what overflows the
+    native stack there first."""
+    previous = threading.stack_size(1 << 20)
+    try:
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(previous)
+
+
 def checked(f, *args, **kwargs) -> Any:
     """``f(*args, **kwargs)``, its exception if it raises an ``Exception``; fails the test on a
     Rust panic (and lets every other ``BaseException`` through)."""
@@ -886,13 +898,7 @@ def test_a_kernel_that_calls_its_own_operator_ends_in_recursion_error(how):
             except RecursionError as e:
                 errors.append(e)
 
-        previous = threading.stack_size(1 << 20)
-        try:
-            t = threading.Thread(target=run)
-            t.start()
-            t.join()
-        finally:
-            threading.stack_size(previous)
+        on_a_small_thread(run)
         assert len(errors) == 1
 
 
@@ -957,13 +963,7 @@ def test_an_argument_nested_far_too_deep_is_an_argument_error_or_passes_through(
                 failures.append(repr(e))
 
         run_noting_failures()
-        previous = threading.stack_size(1 << 20)
-        try:
-            thread = threading.Thread(target=run_noting_failures)
-            thread.start()
-            thread.join()
-        finally:
-            threading.stack_size(previous)
+        on_a_small_thread(run_noting_failures)
         assert failures == []
 
 
