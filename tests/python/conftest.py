@@ -226,6 +226,24 @@ def backend_factory():
     return make_backend
 
 
+@pytest.fixture(params=[True, False], ids=["fast", "general"])
+def paths(request):
+    """The test runs once on the fast path and once on the general path."""
+    before = bf._boxfall.set_fast_path(request.param)
+    yield request.param
+    bf._boxfall.set_fast_path(before)
+
+
+@pytest.fixture
+def scratch_accel():
+    """A Python backend of this test alone (the shared name ``"Scratch"``, registered again)
+    with the CPU fallback for every operator."""
+    backend = make_backend("Scratch")
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        yield backend
+
+
 @pytest.fixture(scope="module")
 def accel():
     """The array API tests' Python backend (DeviceBuffer payloads, three copy hooks) with the
