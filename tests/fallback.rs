@@ -217,14 +217,7 @@ fn results_go_to_the_device_index_of_the_first_input() {
 fn an_inplace_operator_writes_into_the_callers_device_tensor_and_returns_it() {
     let d = own_dev("FbInplace");
     let (_, mut lib) = def_lib("fb");
-    let op = lib
-        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
-        .unwrap();
-    impl_cpu(
-        &mut lib,
-        "add_",
-        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
-    );
+    let op = define_add_(&mut lib);
     let (x, y) = (d.tensor(&[1.0, 2.0, 3.0]), d.tensor(&[1.0, 1.0, 1.0]));
     let px = payload_ptr(&x);
     let r = op
@@ -616,14 +609,7 @@ fn cpu_tensors_mixed_with_device_tensors_stay_as_they_are() {
 fn a_mutable_cpu_argument_is_written_by_the_kernel_and_returned_as_it_is() {
     let d = own_dev("FbMixedInplace");
     let (_, mut lib) = def_lib("fb");
-    let op = lib
-        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
-        .unwrap();
-    impl_cpu(
-        &mut lib,
-        "add_",
-        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
-    );
+    let op = define_add_(&mut lib);
     let c = cpu(&[1.0, 2.0]);
     let r = op
         .typed::<(Tensor, Tensor), Tensor>()
@@ -995,14 +981,7 @@ fn byte_counts_are_exact() {
     assert_eq!((s.bytes_to_cpu, s.bytes_from_cpu), (64, 32));
 
     // In place: both inputs go to the CPU, self comes back.
-    let inplace = lib
-        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
-        .unwrap();
-    impl_cpu(
-        &mut lib,
-        "add_",
-        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
-    );
+    let inplace = define_add_(&mut lib);
     inplace
         .typed::<(Tensor, Tensor), Tensor>()
         .unwrap()

@@ -125,17 +125,7 @@ fn a_copy_from_cpu_that_writes_part_and_fails_leaves_its_tensor_as_it_was() {
     // The write fails once; putting the tensor back through the same hook then works.
     let d = half("HalfOnce", 0, 1);
     let (ns, mut lib) = def_lib("fbw");
-    let op = lib.define("neg_(Tensor(a!) a) -> ()").unwrap();
-    lib.impl_kernel(
-        "neg_",
-        DispatchKey::CPU,
-        KernelFunction::from_unboxed::<(Tensor,), ()>(|_, (a,)| {
-            write(&a, -f64_array(&a)?);
-            Ok(())
-        }),
-        false,
-    )
-    .unwrap();
+    let op = define_neg_(&mut lib);
     let x = d.tensor(&[1.0, 2.0]);
     let payload = x.payload().unwrap();
     let err = op
@@ -347,16 +337,7 @@ fn in_place_writes_to_one_native_tensor_from_threads_lose_no_update() {
     // tensor written by another thread since its read redoes the call on the new values.
     native::install_fallback().unwrap();
     let (ns, mut lib) = def_lib("fbw_threads");
-    let op = lib
-        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
-        .unwrap();
-    lib.impl_kernel(
-        "add_",
-        DispatchKey::CPU,
-        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
-        false,
-    )
-    .unwrap();
+    let op = define_add_(&mut lib);
     let x = native::tensor(arr(&vec![0.0; 100]));
     let one = native::tensor(arr(&vec![1.0; 100]));
     let typed = op.typed::<(Tensor, Tensor), Tensor>().unwrap();
@@ -427,16 +408,7 @@ fn a_fallback_that_writes_an_argument_runs_its_reads_kernel_and_write_backs_as_o
     let mut fb = fallback_lib();
     fb.fallback(key, boxfall::cpu_fallback()).unwrap();
     let (_ns, mut lib) = def_lib("fbw");
-    let add_ = lib
-        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
-        .unwrap();
-    lib.impl_kernel(
-        "add_",
-        DispatchKey::CPU,
-        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
-        false,
-    )
-    .unwrap();
+    let add_ = define_add_(&mut lib);
     let neg = define_neg(&mut lib);
     let x = on_key(key, &[1.0, 2.0]);
     add_.typed::<(Tensor, Tensor), Tensor>()

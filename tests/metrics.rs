@@ -439,21 +439,6 @@ fn the_time_splits_into_to_cpu_kernel_and_from_cpu_within_the_whole() {
     assert_eq!((f.failures, f.kernel_ns, f.from_cpu_ns), (1, 0, 0), "{f:?}");
 }
 
-/// `add_(Tensor(a!) self, Tensor other) -> Tensor(a!)` with a CPU kernel.
-fn define_add_(lib: &mut boxfall::Library) -> boxfall::OperatorHandle {
-    let op = lib
-        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
-        .unwrap();
-    lib.impl_kernel(
-        "add_",
-        DispatchKey::CPU,
-        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
-        false,
-    )
-    .unwrap();
-    op
-}
-
 #[test]
 fn every_refused_or_failed_fallback_counts_as_a_failure() {
     let _s = serial();

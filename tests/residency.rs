@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use boxfall::backend::{register_backend, Backend};
 use boxfall::metrics::user_transfers;
 use boxfall::tensor::{HostArray, Payload, Residency};
-use boxfall::{resident, Device, DispatchKey, Dispatcher, Error, KernelFunction, Result, Tensor};
+use boxfall::{resident, Device, DispatchKey, Dispatcher, Error, Result, Tensor};
 use common::*;
 
 /// Device memory: host memory behind a lock, written in place by `copy_from_cpu`.
@@ -200,20 +200,6 @@ fn materialize_gives_a_host_result_its_payload_once_and_counts_it() {
         .unwrap();
     assert_eq!(s.calls(), [1, 1, 0]);
     assert_eq!(values(&z), vec![1.0, 2.0, 3.0]);
-}
-
-fn define_add_(lib: &mut boxfall::Library) -> boxfall::OperatorHandle {
-    let op = lib
-        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
-        .unwrap();
-    lib.impl_kernel(
-        "add_",
-        DispatchKey::CPU,
-        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
-        false,
-    )
-    .unwrap();
-    op
 }
 
 #[test]

@@ -92,17 +92,7 @@ fn a_write_of_a_view_goes_into_its_base_and_every_other_view() {
 fn the_fallback_writes_an_in_place_argument_that_is_a_view_through_its_base() {
     native::install_fallback().unwrap();
     let (_, mut lib) = def_lib("views");
-    let op = lib.define("neg_(Tensor(a!) a) -> ()").unwrap();
-    lib.impl_kernel(
-        "neg_",
-        DispatchKey::CPU,
-        KernelFunction::from_unboxed::<(Tensor,), ()>(|_, (a,)| {
-            write(&a, -f64_array(&a)?);
-            Ok(())
-        }),
-        false,
-    )
-    .unwrap();
+    let op = define_neg_(&mut lib);
     let base = native::tensor(arr(&[1.0, 2.0, 3.0]));
     let (v, _) = range(&base, 1, 3);
     let neg = op.typed::<(Tensor,), ()>().unwrap();

@@ -187,17 +187,20 @@ fn to_dtype(obj: &Bound<'_, PyAny>) -> Result<DType, String> {
     DType::from_name(&name).ok_or_else(|| format!("dtype {name} is not supported"))
 }
 
-fn items<'py>(obj: &Bound<'py, PyAny>, what: &str) -> Result<Vec<Bound<'py, PyAny>>, String> {
+/// The items of a list or tuple; None for anything else (the caller says what it expected
+/// only then: a message made on every call cost a setitem's key a tenth of its binding).
+fn items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
     if let Ok(l) = obj.cast::<PyList>() {
-        return Ok(l.iter().collect());
+        return Some(l.iter().collect());
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        return Ok(t.iter().collect());
+        return Some(t.iter().collect());
     }
-    Err(format!(
-        "expected {what} (a list or tuple), got {}",
-        type_name(obj)
-    ))
+    None
+}
+
+fn not_a_sequence(obj: &Bound<'_, PyAny>, what: impl std::fmt::Display) -> String {
+    format!("expected {what} (a list or tuple), got {}", type_name(obj))
 }
 
 /// One argument by its schema type.
@@ -215,19 +218,26 @@ pub fn to_ivalue(obj: &Bound<'_, PyAny>, ty: &Type, passed: &mut Passed) -> Resu
         Type::Float | Type::SymFloat => IValue::Double(to_float(obj)?),
         Type::Bool | Type::SymBool => IValue::Bool(to_bool(obj)?),
         Type::Scalar => {
-            if obj.is_instance_of::<PyBool>() || numpy_kind(obj) == Some('b') {
+            // Python's own scalars first: NumPy's kind is read (a look-up of the type's module)
+            // only for an object that is none of them.
+            if obj.is_instance_of::<PyBool>() {
                 IValue::Bool(to_bool(obj)?)
-            } else if obj.is_instance_of::<PyInt>()
-                || numpy_kind(obj).is_some_and(|k| k == 'i' || k == 'u')
-            {
+            } else if obj.is_instance_of::<PyInt>() {
                 IValue::Int(to_int(obj)?)
-            } else if obj.is_instance_of::<PyFloat>() || numpy_kind(obj) == Some('f') {
+            } else if obj.is_instance_of::<PyFloat>() {
                 IValue::Double(to_float(obj)?)
             } else {
-                return Err(format!(
-                    "expected a Scalar (int, float or bool), got {}",
-                    type_name(obj)
-                ));
+                match numpy_kind(obj) {
+                    Some('b') => IValue::Bool(to_bool(obj)?),
+                    Some('i' | 'u') => IValue::Int(to_int(obj)?),
+                    Some('f') => IValue::Double(to_float(obj)?),
+                    _ => {
+                        return Err(format!(
+                            "expected a Scalar (int, float or bool), got {}",
+                            type_name(obj)
+                        ))
+                    }
+                }
             }
         }
         Type::Str => {
@@ -259,7 +269,7 @@ pub fn to_ivalue(obj: &Bound<'_, PyAny>, ty: &Type, passed: &mut Passed) -> Resu
             }
             // As in PyTorch, `[N]` only says how a single int broadcasts; a list may be longer
             // (`int[1] dim` takes `[0, 2]`).
-            let xs = items(obj, &format!("{ty}"))?;
+            let xs = items(obj).ok_or_else(|| not_a_sequence(obj, ty))?;
             match &**elem {
                 Type::Tensor => IValue::TensorList(
                     xs.iter()
@@ -292,7 +302,7 @@ pub fn to_ivalue(obj: &Bound<'_, PyAny>, ty: &Type, passed: &mut Passed) -> Resu
             }
         }
         Type::Tuple(tys) => {
-            let xs = items(obj, "a tuple")?;
+            let xs = items(obj).ok_or_else(|| not_a_sequence(obj, "a tuple"))?;
             if xs.len() != tys.len() {
                 return Err(format!(
                     "expected a tuple of {}, got {}",
@@ -334,7 +344,7 @@ fn generic_at(obj: &Bound<'_, PyAny>, passed: &mut Passed, depth: usize) -> IVal
         IValue::Str(s.to_string().into())
     } else if obj.cast::<PyTensor>().is_ok() || is_numpy_array(obj) {
         to_tensor(obj, passed).map_or(IValue::None, IValue::Tensor)
-    } else if let Some(Ok(xs)) = (depth < MAX_GENERIC_DEPTH).then(|| items(obj, "")) {
+    } else if let Some(xs) = (depth < MAX_GENERIC_DEPTH).then(|| items(obj)).flatten() {
         let vals: Vec<IValue> = xs
             .iter()
             .map(|x| generic_at(x, passed, depth + 1))

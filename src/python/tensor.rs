@@ -1217,8 +1217,9 @@ impl PyTensor {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        // The name interned once: each write otherwise made a new str to look it up.
         array_module(slf.py())?
-            .getattr("__setitem__")?
+            .getattr(pyo3::intern!(slf.py(), "__setitem__"))?
             .call1((slf, key, value))
             .map(drop)
     }

@@ -179,6 +179,38 @@ pub fn define_neg(lib: &mut Library) -> OperatorHandle {
     op
 }
 
+/// Defines `add_(Tensor(a!) self, Tensor other) -> Tensor(a!)` with [`add_inplace_cpu`] as
+/// its CPU kernel.
+pub fn define_add_(lib: &mut Library) -> OperatorHandle {
+    let op = lib
+        .define("add_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+        .expect("define add_");
+    lib.impl_kernel(
+        "add_",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor, Tensor), Tensor>(add_inplace_cpu),
+        false,
+    )
+    .expect("impl add_");
+    op
+}
+
+/// Defines `neg_(Tensor(a!) a) -> ()`, whose CPU kernel negates `a` in place.
+pub fn define_neg_(lib: &mut Library) -> OperatorHandle {
+    let op = lib.define("neg_(Tensor(a!) a) -> ()").expect("define neg_");
+    lib.impl_kernel(
+        "neg_",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), ()>(|_, (a,)| {
+            write(&a, -f64_array(&a)?);
+            Ok(())
+        }),
+        false,
+    )
+    .expect("impl neg_");
+    op
+}
+
 /// Defines `which(Tensor x) -> int`, with no kernel.
 pub fn define_which(lib: &mut Library, name: &str) -> OperatorHandle {
     lib.define(&format!("{name}(Tensor x) -> int"))

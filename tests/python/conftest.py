@@ -9,8 +9,10 @@ pytest import mode.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +21,7 @@ import pytest
 try:
     import boxfall as bf
     import numpy as np
+    from boxfall.testing import HostBuffer
 except ImportError:  # not built: only modules that read the sources (NEEDS_EXTENSION = False) run
     bf = None
 
@@ -32,19 +35,8 @@ def unique(prefix: str = "t") -> str:
     return f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
-class DeviceBuffer:
-    """The payload of the test backends: device memory simulated by a private NumPy array."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.data = np.array(array, copy=True)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
+# The payload of the test backends: device memory simulated by a private NumPy array.
+DeviceBuffer = HostBuffer if bf is not None else None
 
 
 def _from_cpu(array: np.ndarray) -> DeviceBuffer:
@@ -111,6 +103,91 @@ def make_backend(
     return Backend(name, handle)
 
 
+class CountingHooks:
+    """Copy hooks of :class:`DeviceBuffer` payloads that count their calls and the bytes they
+    moved, for the backend ``name``. ``fail_from_cpu`` makes ``from_cpu`` raise,
+    ``wrong_shape`` makes it return a payload of another shape than its array."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.calls = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
+        self.bytes = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
+        self.fail_from_cpu = False
+        self.wrong_shape = False
+
+    def to_cpu(self, b: DeviceBuffer) -> np.ndarray:
+        self.calls["to_cpu"] += 1
+        self.bytes["to_cpu"] += b.data.nbytes
+        return b.data.copy()
+
+    def from_cpu(self, a: np.ndarray) -> DeviceBuffer:
+        self.calls["from_cpu"] += 1
+        self.bytes["from_cpu"] += a.nbytes
+        if self.fail_from_cpu:
+            raise RuntimeError("the device is full")
+        if self.wrong_shape:
+            return DeviceBuffer(np.reshape(a, (1,) + a.shape))
+        return DeviceBuffer(a)
+
+    def copy_from_cpu(self, b: DeviceBuffer, a: np.ndarray) -> None:
+        self.calls["copy_from_cpu"] += 1
+        self.bytes["copy_from_cpu"] += np.asarray(a).nbytes
+        b.data = np.array(a, copy=True)
+
+    def register(self, **kwargs: Any) -> Any:
+        """Registers the hooks as the backend ``name`` (again: ``replace=True`` keeps its key
+        slot), with ``kwargs`` for ``bf.register_backend``; returns its ``bf.Backend``."""
+        return bf.register_backend(
+            self.name,
+            to_cpu=self.to_cpu,
+            from_cpu=self.from_cpu,
+            copy_from_cpu=self.copy_from_cpu,
+            replace=True,
+            **kwargs,
+        )
+
+    def total(self) -> int:
+        """Every hook call so far."""
+        return sum(self.calls.values())
+
+
+@contextlib.contextmanager
+def counting_device(name: str, **kwargs: Any) -> Iterator[tuple[Any, CountingHooks, Any]]:
+    """The backend ``name`` of fresh :class:`CountingHooks` (``kwargs`` for
+    ``bf.register_backend``: ``lazy=False``, ``dtypes=``) with the CPU fallback for every
+    operator while the block runs and the metrics reset: its ``bf.Backend``, the hooks and its
+    ``boxfall.array_api`` namespace."""
+    import boxfall.array_api as xp
+
+    hooks = CountingHooks(name)
+    backend = hooks.register(**kwargs)
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        bf.metrics.reset()
+        yield backend, hooks, xp.namespace(backend.name)
+
+
+@pytest.fixture
+def counting_dev(request):
+    """:func:`counting_device` of the test module's backend name ``COUNTING_BACKEND``, lazy
+    (the default): ``(backend, hooks, namespace)``."""
+    with counting_device(request.module.COUNTING_BACKEND) as device:
+        yield device
+
+
+@pytest.fixture
+def counting_eager(request):
+    """As ``counting_dev``, registered with ``lazy=False``."""
+    with counting_device(request.module.COUNTING_BACKEND, lazy=False) as device:
+        yield device
+
+
+@pytest.fixture(scope="session")
+def counting_hooks():
+    """:class:`CountingHooks`, as a fixture: ``counting_hooks(name).register(...)``."""
+    return CountingHooks
+
+
 @pytest.fixture(autouse=True)
 def _allow_fallbacks(request):
     """Each test starts and ends with the policy "allow", whatever BOXFALL_FALLBACK says."""
@@ -147,6 +224,24 @@ def unique_name():
 def backend_factory():
     """:func:`make_backend`, as a fixture, for module-scoped backend fixtures."""
     return make_backend
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "general"])
+def paths(request):
+    """The test runs once on the fast path and once on the general path."""
+    before = bf._boxfall.set_fast_path(request.param)
+    yield request.param
+    bf._boxfall.set_fast_path(before)
+
+
+@pytest.fixture
+def scratch_accel():
+    """A Python backend of this test alone (the shared name ``"Scratch"``, registered again)
+    with the CPU fallback for every operator."""
+    backend = make_backend("Scratch")
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        yield backend
 
 
 @pytest.fixture(scope="module")

@@ -7,70 +7,21 @@ from __future__ import annotations
 from typing import Any
 
 import boxfall as bf
-import boxfall.array_api as xp_cpu
 import numpy as np
 import pytest
 from boxfall.testing import HostBuffer as Buffer
 
-NAME = "ExportedDev"
-
-
-class Hooks:
-    """Copy hooks that count their calls."""
-
-    def __init__(self) -> None:
-        self.calls = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
-
-    def to_cpu(self, b: Buffer) -> np.ndarray:
-        self.calls["to_cpu"] += 1
-        return b.data.copy()
-
-    def from_cpu(self, a: np.ndarray) -> Buffer:
-        self.calls["from_cpu"] += 1
-        return Buffer(a)
-
-    def copy_from_cpu(self, b: Buffer, a: np.ndarray) -> None:
-        self.calls["copy_from_cpu"] += 1
-        b.data = np.array(a, copy=True)
-
-
-def _setup(lazy: bool) -> Any:
-    hooks = Hooks()
-    backend = bf.register_backend(
-        NAME,
-        to_cpu=hooks.to_cpu,
-        from_cpu=hooks.from_cpu,
-        copy_from_cpu=hooks.copy_from_cpu,
-        replace=True,
-        lazy=lazy,
-    )
-    return hooks, backend
-
-
-@pytest.fixture
-def dev():
-    hooks, backend = _setup(lazy=True)
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        bf.metrics.reset()
-        yield backend, hooks, xp_cpu.namespace(backend.name)
-
-
-@pytest.fixture
-def eager():
-    hooks, backend = _setup(lazy=False)
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        bf.metrics.reset()
-        yield backend, hooks, xp_cpu.namespace(backend.name)
+# The backend of conftest's counting_dev (lazy) and counting_eager (lazy=False): hooks that
+# count their calls, and the CPU fallback.
+COUNTING_BACKEND = "ExportedDev"
 
 
 def on_device(backend: bf.Backend, values: Any) -> bf.Tensor:
     return backend.tensor_from_payload(Buffer(np.asarray(values, dtype=np.float64)))
 
 
-def test_asarray_moves_the_values_to_host_memory_numpy_and_boxfall_share(dev):
-    backend, hooks, xp = dev
+def test_asarray_moves_the_values_to_host_memory_numpy_and_boxfall_share(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, [1.0, 2.0, 3.0])
     a = np.asarray(x)
     assert a.flags.writeable
@@ -90,8 +41,8 @@ def test_asarray_moves_the_values_to_host_memory_numpy_and_boxfall_share(dev):
     assert x.residency == "host" and hooks.calls["copy_from_cpu"] == 0
 
 
-def test_a_whole_write_lands_in_the_memory(dev):
-    backend, hooks, xp = dev
+def test_a_whole_write_lands_in_the_memory(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, [1.0, 2.0])
     a = np.asarray(x)
     x[...] = 5.0
@@ -99,8 +50,8 @@ def test_a_whole_write_lands_in_the_memory(dev):
     assert np.shares_memory(np.asarray(x), a)
 
 
-def test_a_backend_kernel_sees_numpys_writes_and_numpy_sees_its_writes(dev):
-    backend, hooks, xp = dev
+def test_a_backend_kernel_sees_numpys_writes_and_numpy_sees_its_writes(counting_dev):
+    backend, hooks, xp = counting_dev
     seen = []
     with bf.Library("export_k", "DEF") as lib:
         lib.define("peek(Tensor x) -> Tensor")
@@ -137,8 +88,8 @@ def test_a_backend_kernel_sees_numpys_writes_and_numpy_sees_its_writes(dev):
         assert moved["to_host"] == 2  # the export's read and the kernel's write copied back
 
 
-def test_payload_is_made_from_the_host_each_time(dev):
-    backend, hooks, xp = dev
+def test_payload_is_made_from_the_host_each_time(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, [1.0, 2.0])
     a = np.asarray(x)
     np.testing.assert_array_equal(x.payload.data, [1.0, 2.0])
@@ -147,8 +98,8 @@ def test_payload_is_made_from_the_host_each_time(dev):
     np.testing.assert_array_equal(x.materialize().payload.data, [3.0, 2.0])
 
 
-def test_views_read_and_write_the_exported_memory(dev):
-    backend, hooks, xp = dev
+def test_views_read_and_write_the_exported_memory(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, np.arange(6.0))
     a = np.asarray(x)
     v = x[2:4]
@@ -162,8 +113,8 @@ def test_views_read_and_write_the_exported_memory(dev):
     assert a[2] == -1.0 and float(xp.sum(x)) == 18.0
 
 
-def test_copy_true_and_another_dtype_still_copy(dev):
-    backend, hooks, xp = dev
+def test_copy_true_and_another_dtype_still_copy(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, [1.0, 2.0])
     c = np.array(x, copy=True)
     c[0] = 5.0
@@ -173,8 +124,8 @@ def test_copy_true_and_another_dtype_still_copy(dev):
     assert float(xp.sum(x)) == 3.0
 
 
-def test_a_backend_that_is_not_lazy_keeps_copying(eager):
-    backend, hooks, xp = eager
+def test_a_backend_that_is_not_lazy_keeps_copying(counting_eager):
+    backend, hooks, xp = counting_eager
     x = on_device(backend, [1.0, 2.0])
     a = np.asarray(x)
     a[0] = 5.0
@@ -182,9 +133,9 @@ def test_a_backend_that_is_not_lazy_keeps_copying(eager):
     assert x.residency == "device"
 
 
-def test_ndimage_output_on_the_device_namespace(dev):
+def test_ndimage_output_on_the_device_namespace(counting_dev):
     ndimage = pytest.importorskip("scipy.ndimage")
-    backend, hooks, xp = dev
+    backend, hooks, xp = counting_dev
     values = np.arange(8.0) ** 2
     x = on_device(backend, values)
     ndimage.correlate1d(x, xp.asarray([1.0, 2.0, 1.0]), output=x)
@@ -192,8 +143,8 @@ def test_ndimage_output_on_the_device_namespace(dev):
     np.testing.assert_array_equal(np.asarray(xp.asarray(x, copy=True)), expected)
 
 
-def test_an_out_argument_is_written_in_the_memory(dev):
-    backend, hooks, xp = dev
+def test_an_out_argument_is_written_in_the_memory(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, [1.0, 2.0])
     a = np.asarray(x)
     np.add(xp.ones(2), 1.0, out=x)  # NumPy's function on tensors: out= written back
@@ -201,8 +152,8 @@ def test_an_out_argument_is_written_in_the_memory(dev):
     assert hooks.calls["copy_from_cpu"] == 0
 
 
-def test_a_failing_kernel_still_drops_its_payload(dev):
-    backend, hooks, xp = dev
+def test_a_failing_kernel_still_drops_its_payload(counting_dev):
+    backend, hooks, xp = counting_dev
     with bf.Library("export_f", "DEF") as lib:
         lib.define("boom(Tensor x) -> Tensor")
         lib.impl("boom", lambda x: x, "CPU")
@@ -218,11 +169,11 @@ def test_a_failing_kernel_still_drops_its_payload(dev):
         assert x.residency == "host"
 
 
-def test_threads_writing_views_of_one_tensor_through_numpy(dev):
+def test_threads_writing_views_of_one_tensor_through_numpy(counting_dev):
     # SciPy's ndimage threading test: each thread writes its row through np.asarray(out[i]).
     import threading
 
-    backend, hooks, xp = dev
+    backend, hooks, xp = counting_dev
     out = on_device(backend, np.zeros((4, 3)))
 
     def fill(i: int) -> None:
@@ -238,8 +189,8 @@ def test_threads_writing_views_of_one_tensor_through_numpy(dev):
     assert hooks.calls["to_cpu"] == 1  # one export; every thread shares its memory
 
 
-def test_bool_memory_and_a_dtype_host_memory_cannot_hold(dev):
-    backend, hooks, xp = dev
+def test_bool_memory_and_a_dtype_host_memory_cannot_hold(counting_dev):
+    backend, hooks, xp = counting_dev
     b = backend.tensor_from_payload(Buffer(np.array([True, False])))
     a = np.asarray(b)
     a[1] = True

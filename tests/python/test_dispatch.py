@@ -144,6 +144,37 @@ def test_binding_accepts(ns, lib, name, value):
 
 
 @pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        (True, bool),
+        (np.bool_(False), bool),
+        (3, int),
+        (np.int64(-3), int),
+        (np.uint8(7), int),
+        (2.5, float),
+        (np.float32(0.5), float),
+        (np.float64(1.5), float),
+    ],
+)
+def test_a_scalar_becomes_the_bool_int_or_float_it_is(ns, lib, value, kind):
+    """Through call_boxed a Scalar is converted (Python's scalars and NumPy's by their kind) and
+    the kernel gets it back as a Python bool, int or float of the same value."""
+    lib.define("s(Scalar s) -> ()")
+    seen = []
+    lib.impl("s", lambda s: seen.append(s), "CPU")
+    getattr(bf.ops, ns).s.default.call_boxed([value])
+    assert type(seen[0]) is kind and seen[0] == value
+
+
+@pytest.mark.parametrize("value", [1j, np.complex64(1), "1", None, np.str_("1")])
+def test_a_scalar_of_no_such_kind_is_refused(ns, lib, value):
+    lib.define("s(Scalar s) -> ()")
+    lib.impl("s", lambda s: None, "CPU")
+    with pytest.raises(TypeError, match=r"expected a Scalar \(int, float or bool\)"):
+        getattr(bf.ops, ns).s.default.call_boxed([value])
+
+
+@pytest.mark.parametrize(
     ("name", "value"),
     [
         ("i", True),

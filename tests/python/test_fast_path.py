@@ -11,18 +11,9 @@ import logging
 import boxfall as bf
 import numpy as np
 import pytest
-from boxfall import _boxfall
 from paths import both, error_of
 
 ADD = "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
-
-
-@pytest.fixture(params=[True, False], ids=["fast", "general"])
-def paths(request):
-    """The test runs once on the fast path and once on the general path."""
-    before = _boxfall.set_fast_path(request.param)
-    yield request.param
-    _boxfall.set_fast_path(before)
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,6 @@ from __future__ import annotations
 import boxfall as bf
 import numpy as np
 import pytest
-from boxfall import _boxfall
-
-
-@pytest.fixture(params=[True, False], ids=["fast", "general"])
-def paths(request):
-    before = _boxfall.set_fast_path(request.param)
-    yield request.param
-    _boxfall.set_fast_path(before)
 
 
 @pytest.fixture(scope="module")

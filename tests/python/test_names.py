@@ -21,11 +21,8 @@ def add_tensor(ns, lib):
 
 
 @pytest.fixture
-def accel(backend_factory):
-    backend = backend_factory("Scratch")
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
+def accel(scratch_accel):
+    return scratch_accel
 
 
 def _unknown(ns: str) -> str:

@@ -7,6 +7,7 @@ import gc
 import boxfall as bf
 import numpy as np
 import pytest
+from sample_data import ALL_DTYPES
 
 
 def test_read_only_arguments_are_lent_without_copy(ns, lib):
@@ -155,23 +156,6 @@ def test_mutable_argument_unchanged_when_the_kernel_raises(ns, lib):
     np.testing.assert_array_equal(x.numpy(), np.arange(3.0))
     stats = bf.metrics.op_stats(f"{ns}::half_")
     assert (stats["fallbacks"], stats["failures"]) == (1, 1)
-
-
-ALL_DTYPES = [
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-]
 
 
 def _extremes(dtype: str, shape: tuple[int, ...]) -> np.ndarray:

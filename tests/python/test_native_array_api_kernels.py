@@ -16,22 +16,9 @@ import pytest
 from boxfall.array_api import _statistical_functions as stats
 from boxfall.array_api._elementwise_functions import BINARY
 from boxfall.array_api._registry import _cpu_kernel
+from sample_data import ALL_DTYPES
 
-DTYPES = [
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-]
+DTYPES = ALL_DTYPES
 OPS = [
     "add",
     "subtract",

@@ -43,6 +43,18 @@ def _unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:12]}"
 
 
+def on_a_small_thread(target) -> None:
+    """Runs ``target`` on a thread of 1 MiB of stack (a main thread has 8): what overflows the
+    native stack there first."""
+    previous = threading.stack_size(1 << 20)
+    try:
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(previous)
+
+
 def checked(f, *args, **kwargs) -> Any:
     """``f(*args, **kwargs)``, its exception if it raises an ``Exception``; fails the test on a
     Rust panic (and lets every other ``BaseException`` through)."""
@@ -886,11 +898,107 @@ def test_a_kernel_that_calls_its_own_operator_ends_in_recursion_error(how):
             except RecursionError as e:
                 errors.append(e)
 
-        previous = threading.stack_size(1 << 20)
-        try:
-            t = threading.Thread(target=run)
-            t.start()
-            t.join()
-        finally:
-            threading.stack_size(previous)
+        on_a_small_thread(run)
         assert len(errors) == 1
+
+
+DEEP = 100_000  # far past the 64 levels a conversion goes down (and past Python's own limit)
+
+
+def _deep_tuple(depth: int) -> tuple:
+    v: tuple = ()
+    for _ in range(depth):
+        v = (v,)
+    return v
+
+
+def _levels_down(value: Any, levels: int) -> Any:
+    for _ in range(levels):
+        assert isinstance(value, list | tuple) and len(value) == 1
+        value = value[0]
+    return value
+
+
+@pytest.mark.parametrize("deep", [_nested, _deep_tuple], ids=["list", "tuple"])
+def test_an_argument_nested_far_too_deep_is_an_argument_error_or_passes_through(deep):
+    """A value nested 100,000 levels deep for an argument goes down no further than its schema
+    type (a typed argument: `ArgumentError` naming the operator and its schema) or 64 levels
+    (an open type: the rest passes on as the Python object itself), through every entry and
+    through Native's CPU fallback, in no more native stack than a thread of 1 MiB has."""
+    ns = _unique("deeparg")
+    value = deep(DEEP)
+    typed = ["int[] x", "float[] x", "bool[] x", "Tensor[] x", "Tensor?[] x", "int[][] x"]
+    typed += ["(int, int) x", "Scalar x", "Tensor x"]
+    with bf.Library(ns, "DEF") as lib:
+        for i, arg in enumerate(typed):
+            lib.define(f"typed{i}(Tensor t, {arg}) -> int")
+            lib.impl(f"typed{i}", lambda t, x: 0, "CPU")
+        lib.define("open(Tensor t, Any x) -> Any")
+        lib.impl("open", lambda t, x: x, "CPU")
+        lib.define("opens(Tensor t, Any[] x) -> Any[]")
+        lib.impl("opens", lambda t, x: x, "CPU")
+        space = getattr(bf.ops, ns)
+        failures: list[str] = []
+
+        def run() -> None:
+            for t in (np.ones(2), bf.native.tensor(np.ones(2))):
+                for i, arg in enumerate(typed):
+                    op = getattr(space, f"typed{i}")
+                    for call in (op, op.default, lambda t, x, op=op: op.default.call_boxed([t, x])):
+                        with pytest.raises(bf.ArgumentError) as e:
+                            call(t, value)
+                        assert f"{ns}::typed{i}" in str(e.value), str(e.value)
+                        assert f"{ns}::typed{i}({'Tensor t, ' + arg}) -> int" in str(e.value)
+                out = space.open(t, value)
+                assert _levels_down(out, 64) is _levels_down(value, 64)
+                out = space.open.default.call_boxed([t, value])[0]
+                assert _levels_down(out, 64) is _levels_down(value, 64)
+                out = space.opens(t, [value])
+                assert _levels_down(out[0], 64) is _levels_down(value, 64)
+
+        def run_noting_failures() -> None:
+            try:
+                run()
+            except BaseException as e:  # noqa: BLE001 - a thread's failure is noted, not lost
+                failures.append(repr(e))
+
+        run_noting_failures()
+        on_a_small_thread(run_noting_failures)
+        assert failures == []
+
+
+@pytest.mark.parametrize("deep", [_nested, _deep_tuple], ids=["list", "tuple"])
+def test_a_kernel_result_nested_far_too_deep_is_a_kernel_error_or_passes_through(deep):
+    """A Python kernel that returns a value nested 100,000 levels deep: a typed return is a
+    `KernelError` naming the operator, an open one passes on past 64 levels as the Python object
+    itself; also from a boxed kernel, and through Native's CPU fallback."""
+    ns = _unique("deepret")
+    value = deep(DEEP)
+    with bf.Library(ns, "DEF") as lib:
+        for i, ret in enumerate(["int[]", "Tensor[]", "float[][]", "(int, int)", "Tensor"]):
+            lib.define(f"typed{i}(Tensor t) -> {ret}")
+            lib.impl(f"typed{i}", lambda t: value, "CPU")
+            lib.define(f"boxed{i}(Tensor t) -> {ret}")
+            lib.impl(
+                f"boxed{i}", lambda op, keys, stack: stack.__setitem__(0, value), "CPU", boxed=True
+            )
+        lib.define("open(Tensor t) -> Any")
+        lib.impl("open", lambda t: value, "CPU")
+        lib.define("boxed_open(Tensor t) -> Any")
+        lib.impl(
+            "boxed_open", lambda op, keys, stack: stack.__setitem__(0, value), "CPU", boxed=True
+        )
+        space = getattr(bf.ops, ns)
+        for t in (np.ones(2), bf.native.tensor(np.ones(2))):
+            for i in range(5):
+                for name in (f"typed{i}", f"boxed{i}"):
+                    op = getattr(space, name)
+                    for call in (op, op.default, lambda t, op=op: op.default.call_boxed([t])):
+                        with pytest.raises(bf.KernelError) as e:
+                            call(t)
+                        assert f"{ns}::{name}" in str(e.value), str(e.value)
+            for name in ("open", "boxed_open"):
+                op = getattr(space, name)
+                assert _levels_down(op(t), 64) is _levels_down(value, 64)
+                out = op.default.call_boxed([t])[0]
+                assert _levels_down(out, 64) is _levels_down(value, 64)

@@ -23,6 +23,7 @@ import boxfall as bf
 import boxfall.array_api as xp_cpu
 import numpy as np
 import pytest
+from sample_data import sklearn_data
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "opencl_backend.py"
 
@@ -257,13 +258,6 @@ from sklearn.metrics import r2_score  # noqa: E402
 from sklearn.metrics.pairwise import euclidean_distances  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
-RNG = np.random.default_rng(3)
-X = RNG.standard_normal((40, 4)) * np.array([1.0, 3.0, 0.5, 2.0]) + np.array([0.0, 1.0, -2.0, 5.0])
-Y = RNG.standard_normal((6, 4))
-LABELS = (X[:, 0] + 0.3 * X[:, 1] > 0.2).astype(np.int64)
-TARGET = X @ np.array([1.0, -2.0, 0.5, 0.25]) + 0.1 * RNG.standard_normal(40)
-PREDICTED = 0.9 * TARGET + 0.05
-
 SKLEARN: list[Any] = [
     pytest.param(lambda d: StandardScaler().fit_transform(d["X"]), id="StandardScaler"),
     pytest.param(lambda d: PCA(n_components=2, svd_solver="full").fit_transform(d["X"]), id="PCA"),
@@ -283,13 +277,7 @@ SKLEARN: list[Any] = [
 @pytest.mark.parametrize("fn", SKLEARN)
 def test_sklearn_agrees_with_numpy(case, fn):
     xp, dtype = case
-    data = {
-        "X": X.astype(dtype),
-        "Y": Y.astype(dtype),
-        "labels": LABELS,
-        "target": TARGET.astype(dtype),
-        "predicted": PREDICTED.astype(dtype),
-    }
+    data = {k: v if k == "labels" else v.astype(dtype) for k, v in sklearn_data().items()}
     on_device = {k: xp.asarray(v) for k, v in data.items()}
     with sklearn.config_context(array_api_dispatch=True):
         got = fn(on_device)

@@ -24,11 +24,8 @@ def f(ns, lib):
 
 
 @pytest.fixture
-def accel(backend_factory):
-    backend = backend_factory("Scratch")
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
+def accel(scratch_accel):
+    return scratch_accel
 
 
 @pytest.mark.parametrize("text", ["Warn", "WARN", "warn"])

@@ -13,72 +13,9 @@ import pytest
 from boxfall.testing import HostBuffer as Buffer
 
 # One backend name for every test, registered again with replace=True by each: a process has
-# few key slots.
-NAME = "Resident"
-
-
-class Hooks:
-    """Copy hooks that count their calls and the bytes they moved."""
-
-    def __init__(self) -> None:
-        self.calls = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
-        self.bytes = {"to_cpu": 0, "from_cpu": 0, "copy_from_cpu": 0}
-        self.fail_from_cpu = False
-        self.wrong_shape = False
-
-    def to_cpu(self, b: Buffer) -> np.ndarray:
-        self.calls["to_cpu"] += 1
-        self.bytes["to_cpu"] += b.data.nbytes
-        return b.data.copy()
-
-    def from_cpu(self, a: np.ndarray) -> Buffer:
-        self.calls["from_cpu"] += 1
-        self.bytes["from_cpu"] += a.nbytes
-        if self.fail_from_cpu:
-            raise RuntimeError("the device is full")
-        if self.wrong_shape:
-            return Buffer(np.reshape(a, (1,) + a.shape))
-        return Buffer(a)
-
-    def copy_from_cpu(self, b: Buffer, a: np.ndarray) -> None:
-        self.calls["copy_from_cpu"] += 1
-        self.bytes["copy_from_cpu"] += np.asarray(a).nbytes
-        b.data = np.array(a, copy=True)
-
-    def register(self, **kwargs: Any) -> bf.Backend:
-        return bf.register_backend(
-            NAME,
-            to_cpu=self.to_cpu,
-            from_cpu=self.from_cpu,
-            copy_from_cpu=self.copy_from_cpu,
-            replace=True,
-            **kwargs,
-        )
-
-    def total(self) -> int:
-        return sum(self.calls.values())
-
-
-@pytest.fixture
-def dev():
-    """A lazy backend (the default) with the CPU fallback: its backend, hooks and namespace."""
-    hooks = Hooks()
-    backend = hooks.register()
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        bf.metrics.reset()
-        yield backend, hooks, xp_cpu.namespace(backend.name)
-
-
-@pytest.fixture
-def eager():
-    """The same backend registered with lazy=False."""
-    hooks = Hooks()
-    backend = hooks.register(lazy=False)
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        bf.metrics.reset()
-        yield backend, hooks, xp_cpu.namespace(backend.name)
+# few key slots. conftest's counting_dev (lazy, the default) and counting_eager (lazy=False)
+# register it with hooks that count their calls and bytes, and the CPU fallback.
+COUNTING_BACKEND = "Resident"
 
 
 def on_device(backend: bf.Backend, values: Any) -> bf.Tensor:
@@ -101,8 +38,8 @@ def fallback_bytes(op: str) -> tuple[int, int]:
     return s["bytes_to_cpu"], s["bytes_from_cpu"]
 
 
-def test_a_chain_of_fallbacks_moves_each_input_once_and_no_result(dev):
-    backend, hooks, xp = dev
+def test_a_chain_of_fallbacks_moves_each_input_once_and_no_result(counting_dev):
+    backend, hooks, xp = counting_dev
     assert backend.lazy is True  # the default
     x = on_device(backend, np.arange(4.0))
     y = on_device(backend, np.ones(4))
@@ -126,8 +63,8 @@ def test_a_chain_of_fallbacks_moves_each_input_once_and_no_result(dev):
     assert backend.name not in bf.metrics.transfers()  # no transfer of any kind
 
 
-def test_reading_the_payload_puts_a_host_result_on_the_device(dev):
-    backend, hooks, xp = dev
+def test_reading_the_payload_puts_a_host_result_on_the_device(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, np.arange(3.0))
     y = xp.add(x, x)
     assert y.residency == "host" and hooks.calls["from_cpu"] == 0
@@ -146,8 +83,8 @@ def test_reading_the_payload_puts_a_host_result_on_the_device(dev):
     assert hooks.calls["to_cpu"] == 1
 
 
-def test_materialize_is_the_users_ask(dev):
-    backend, hooks, xp = dev
+def test_materialize_is_the_users_ask(counting_dev):
+    backend, hooks, xp = counting_dev
     y = xp.add(on_device(backend, np.ones(2)), 1.0)
     assert y.materialize() is y
     assert y.residency == "both" and hooks.calls["from_cpu"] == 1
@@ -155,8 +92,8 @@ def test_materialize_is_the_users_ask(dev):
     assert hooks.calls["from_cpu"] == 1
 
 
-def test_a_backend_kernel_sees_current_device_data(dev):
-    backend, hooks, xp = dev
+def test_a_backend_kernel_sees_current_device_data(counting_dev):
+    backend, hooks, xp = counting_dev
     seen = []
     with bf.Library("resid_k", "DEF") as lib:
         lib.define("peek(Tensor x) -> Tensor")
@@ -191,8 +128,8 @@ def test_a_backend_kernel_sees_current_device_data(dev):
         assert seen[-1] == ["both", "both", "both"]
 
 
-def test_a_backend_kernel_that_writes_in_place_invalidates_the_host_copy(dev):
-    backend, hooks, xp = dev
+def test_a_backend_kernel_that_writes_in_place_invalidates_the_host_copy(counting_dev):
+    backend, hooks, xp = counting_dev
     with bf.Library("resid_w", "DEF") as lib:
         lib.define("twice_(Tensor(a!) x) -> Tensor(a!)")
         lib.impl("twice_", lambda x: x, "CPU")
@@ -212,8 +149,8 @@ def test_a_backend_kernel_that_writes_in_place_invalidates_the_host_copy(dev):
         assert hooks.calls["to_cpu"] == before + 1
 
 
-def test_writes_through_boxfall_invalidate_the_host_copy(dev):
-    backend, hooks, xp = dev
+def test_writes_through_boxfall_invalidate_the_host_copy(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, np.arange(4.0))
     xp.sum(x)
     assert x.residency == "both"
@@ -224,8 +161,8 @@ def test_writes_through_boxfall_invalidate_the_host_copy(dev):
     np.testing.assert_array_equal(np.asarray(x), [11.0, 2.0, 3.0, 4.0])
 
 
-def test_a_write_back_into_a_host_result_stays_on_the_host(dev):
-    backend, hooks, xp = dev
+def test_a_write_back_into_a_host_result_stays_on_the_host(counting_dev):
+    backend, hooks, xp = counting_dev
     y = xp.add(on_device(backend, np.zeros(3)), 1.0)
     assert y.residency == "host"
     calls = dict(hooks.calls)
@@ -238,8 +175,8 @@ def test_a_write_back_into_a_host_result_stays_on_the_host(dev):
     np.testing.assert_array_equal(y.payload.data, [3.0, 7.0, 3.0])
 
 
-def test_views_share_their_bases_host_copy(dev):
-    backend, hooks, xp = dev
+def test_views_share_their_bases_host_copy(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, np.arange(6.0).reshape(2, 3))
     xp.sum(x)
     assert hooks.calls["to_cpu"] == 1
@@ -254,8 +191,8 @@ def test_views_share_their_bases_host_copy(dev):
     np.testing.assert_array_equal(np.asarray(row), [100.0, 4.0, 5.0])
 
 
-def test_a_view_of_a_host_result_is_written_on_the_host(dev):
-    backend, hooks, xp = dev
+def test_a_view_of_a_host_result_is_written_on_the_host(counting_dev):
+    backend, hooks, xp = counting_dev
     y = xp.add(on_device(backend, np.zeros((2, 2))), 1.0)
     v = y[0]
     v[1] = 5.0
@@ -264,8 +201,8 @@ def test_a_view_of_a_host_result_is_written_on_the_host(dev):
     assert hooks.calls["copy_from_cpu"] == 0
 
 
-def test_numpy_reads_the_host_copy(dev):
-    backend, hooks, xp = dev
+def test_numpy_reads_the_host_copy(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, np.arange(3.0))
     x.numpy()  # no host copy yet: to_cpu's array, as the hook gave it
     assert hooks.calls["to_cpu"] == 1
@@ -293,8 +230,8 @@ def test_numpy_reads_the_host_copy(dev):
     assert hooks.calls["to_cpu"] == 2 and y.residency == "host"
 
 
-def test_a_dtype_the_device_lacks_is_refused_when_the_result_is_made():
-    hooks = Hooks()
+def test_a_dtype_the_device_lacks_is_refused_when_the_result_is_made(counting_hooks):
+    hooks = counting_hooks(COUNTING_BACKEND)
     backend = hooks.register(dtypes=["float32", "int64", "bool"])
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
@@ -309,8 +246,8 @@ def test_a_dtype_the_device_lacks_is_refused_when_the_result_is_made():
         np.testing.assert_array_equal(np.asarray(x), np.full(3, 2.0))
 
 
-def test_the_payload_check_runs_when_from_cpu_finally_runs(dev):
-    backend, hooks, xp = dev
+def test_the_payload_check_runs_when_from_cpu_finally_runs(counting_dev):
+    backend, hooks, xp = counting_dev
     y = xp.add(on_device(backend, np.ones(3)), 1.0)
     hooks.wrong_shape = True
     with pytest.raises(bf.KernelError) as e:
@@ -322,8 +259,8 @@ def test_the_payload_check_runs_when_from_cpu_finally_runs(dev):
     np.testing.assert_array_equal(y.payload.data, [2.0, 2.0, 2.0])
 
 
-def test_a_failing_from_cpu_leaves_the_result_on_the_host(dev):
-    backend, hooks, xp = dev
+def test_a_failing_from_cpu_leaves_the_result_on_the_host(counting_dev):
+    backend, hooks, xp = counting_dev
     y = xp.add(on_device(backend, np.ones(2)), 1.0)
     hooks.fail_from_cpu = True
     with pytest.raises(RuntimeError, match="the device is full"):
@@ -334,8 +271,8 @@ def test_a_failing_from_cpu_leaves_the_result_on_the_host(dev):
     assert y.materialize().residency == "both"
 
 
-def test_a_failing_kernel_leaves_a_host_result_as_it_was(dev):
-    backend, hooks, xp = dev
+def test_a_failing_kernel_leaves_a_host_result_as_it_was(counting_dev):
+    backend, hooks, xp = counting_dev
     y = xp.add(on_device(backend, np.ones(3)), 1.0)
     with pytest.raises(IndexError):
         y[5] = 1.0  # out of range: the CPU kernel fails
@@ -343,8 +280,8 @@ def test_a_failing_kernel_leaves_a_host_result_as_it_was(dev):
     np.testing.assert_array_equal(np.asarray(y), [2.0, 2.0, 2.0])
 
 
-def test_an_eager_backend_moves_every_read_and_result(eager):
-    backend, hooks, xp = eager
+def test_an_eager_backend_moves_every_read_and_result(counting_eager):
+    backend, hooks, xp = counting_eager
     assert backend.lazy is False and bf.get_backend(backend.name).lazy is False
     assert bf.get_backend("Native").lazy is False
     x = on_device(backend, np.arange(4.0))
@@ -357,8 +294,8 @@ def test_an_eager_backend_moves_every_read_and_result(eager):
     assert fallback_bytes("array_api::multiply") == (64, 32)
 
 
-def test_metrics_count_only_what_crossed(dev):
-    backend, hooks, xp = dev
+def test_metrics_count_only_what_crossed(counting_dev):
+    backend, hooks, xp = counting_dev
     x = on_device(backend, np.arange(8.0))
     for _ in range(3):
         x = xp.add(x, 1.0)
@@ -368,8 +305,8 @@ def test_metrics_count_only_what_crossed(dev):
     assert hooks.bytes["to_cpu"] == 64
 
 
-def test_a_batched_backend_moves_only_what_has_no_host_copy():
-    hooks = Hooks()
+def test_a_batched_backend_moves_only_what_has_no_host_copy(counting_hooks):
+    hooks = counting_hooks(COUNTING_BACKEND)
     batches: list[int] = []
 
     def to_cpu_many(payloads: list[Buffer]) -> list[np.ndarray]:
@@ -389,8 +326,8 @@ def test_a_batched_backend_moves_only_what_has_no_host_copy():
         np.testing.assert_array_equal(np.asarray(z), np.full(2, 4.0))
 
 
-def test_a_result_that_sees_memory_of_the_kernels_is_copied(dev):
-    backend, hooks, xp = dev
+def test_a_result_that_sees_memory_of_the_kernels_is_copied(counting_dev):
+    backend, hooks, xp = counting_dev
     kept = np.zeros(4)
     with bf.Library("resid_v", "DEF") as lib:
         lib.define("window(Tensor x) -> Tensor")

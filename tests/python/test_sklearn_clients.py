@@ -20,6 +20,7 @@ import boxfall as bf
 import boxfall.array_api as xp
 import numpy as np
 import pytest
+from sample_data import sklearn_data
 
 sklearn = pytest.importorskip("sklearn")
 
@@ -71,16 +72,8 @@ def _scipy_array_api():
     assert os.environ.get("SCIPY_ARRAY_API") == "1", "conftest.py sets SCIPY_ARRAY_API=1"
 
 
-RNG = np.random.default_rng(3)
-X = RNG.standard_normal((40, 4)) * np.array([1.0, 3.0, 0.5, 2.0]) + np.array([0.0, 1.0, -2.0, 5.0])
-Y = RNG.standard_normal((6, 4))
-LABELS = (X[:, 0] + 0.3 * X[:, 1] > 0.2).astype(np.int64)
-TARGET = X @ np.array([1.0, -2.0, 0.5, 0.25]) + 0.1 * RNG.standard_normal(40)
-PREDICTED = 0.9 * TARGET + 0.05
-
-
 def _data() -> dict[str, Any]:
-    return {"X": X, "Y": Y, "labels": LABELS, "target": TARGET, "predicted": PREDICTED}
+    return sklearn_data()
 
 
 Case = Callable[[dict[str, Any]], Any]
