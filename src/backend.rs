@@ -139,6 +139,30 @@ pub trait Backend: Send + Sync + 'static {
     /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
 
+    /// A view of `base`'s device data made on the device, sharing its memory: the tensor
+    /// whose element at index `i` is `base`'s element `offset + sum(i[d] * strides[d])` of its
+    /// values in C order (strides and offset count elements; a stride may be negative or 0).
+    /// Nothing crosses to make it, and a kernel of the backend that writes it writes `base`.
+    /// `Ok(None)` (the default) where the backend makes none: boxfall then makes the view's
+    /// values from `base`'s on the host and moves them with `from_cpu`. Residency asks for it
+    /// when a kernel of the backend reads a view (`base` has its payload then).
+    ///
+    /// ```
+    /// use boxfall::backend::Backend;
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// assert!(boxfall::native::NativeBackend.view(&t, &[1], &[1], 1).unwrap().is_none());
+    /// ```
+    fn view(
+        &self,
+        base: &Tensor,
+        shape: &[usize],
+        strides: &[isize],
+        offset: isize,
+    ) -> Result<Option<Tensor>> {
+        let _ = (base, shape, strides, offset);
+        Ok(None)
+    }
+
     /// Runs `call`, one whole fallback call of an operator that writes an argument (its moves
     /// to the CPU, the CPU kernel and its write-backs), as one step of the backend. A backend
     /// whose hooks run one at a time (a Python backend registered with `thread_safe=False`)

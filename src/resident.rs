@@ -12,7 +12,9 @@
 //! `from_cpu` makes it, counted as a transfer of its own (`metrics::Direction::Materialized`),
 //! and the host values stay as the tensor's host copy. A write-back into a host-only tensor
 //! writes its host values and leaves it host-only. A view's values are made from its base's
-//! host copy, so views share it.
+//! host copy, so views share it; a view a kernel of the backend reads is made on the device
+//! from its base's payload where the backend has a `view` hook (the base's payload made once,
+//! if it had none), so that nothing the base holds on the device crosses again.
 //!
 //! These are the steps the fallback (and the bindings' reads of a tensor's values) take
 //! instead of calling a backend's hooks directly on a tensor that holds no host memory; a
@@ -138,6 +140,11 @@ pub fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<bool> {
 /// assert_eq!(t.to_host().unwrap().as_f64().unwrap().sum(), 3.0);
 /// ```
 pub fn materialize(t: &Tensor) -> Result<()> {
+    // A view of a base on the device only: a device view of the base's payload, if the
+    // backend makes one (else its values come from the base's, on the host).
+    if t.is_view() && t.sync_device_view()? {
+        return Ok(());
+    }
     if let Some(cpu) = t.host_exported() {
         // A payload put in place for the backend kernel now running is current (`refresh`
         // made it when the kernel began).
@@ -153,6 +160,15 @@ pub fn materialize(t: &Tensor) -> Result<()> {
         return Ok(());
     };
     let cpu = host.cpu().clone();
+    if let Some(made) = device_view(t)? {
+        // A view of the base's payload: nothing crossed for it (the base's own payload, if it
+        // had to be made, was counted as the base's), and the view's host values stay current.
+        let version = t.data_version();
+        if t.install_device_view(&was, made) {
+            t.keep_host_copy(version, cpu);
+        }
+        return Ok(());
+    }
     let hooks = backend(t.key()).ok_or_else(|| {
         Error::Fallback(format!(
             "a tensor on {} holds host values, and '{}' has no from_cpu hook to put them on the device",
@@ -173,6 +189,22 @@ pub fn materialize(t: &Tensor) -> Result<()> {
         record_user_transfer(t.key(), Direction::Materialized, cpu.nbytes() as u64);
     }
     Ok(())
+}
+
+/// A view's payload made on the device from its base's ([`ViewOps::on_device`]: the backend's
+/// `view` hook, given the base's payload, which the base gets first if it has none), where the
+/// backend makes one; `None` for a tensor that is no view, a view of a base whose host memory
+/// is exported (its payload is made again for every kernel), and a backend that makes none.
+///
+/// [`ViewOps::on_device`]: crate::tensor::ViewOps::on_device
+fn device_view(t: &Tensor) -> Result<Option<TensorData>> {
+    let (Some(base), Some(ops)) = (t.view_base(), t.view_ops()) else {
+        return Ok(None);
+    };
+    if base.is_host() || base.host_exported().is_some() {
+        return Ok(None);
+    }
+    ops.on_device(base, t.device())
 }
 
 /// What a backend kernel calls on each tensor argument before it runs: `materialize`, except

@@ -1198,6 +1198,15 @@ pub trait ViewOps: Send + Sync + 'static {
     /// Writes `src` (the view's new values, a tensor on the CPU or on the view's device) into
     /// the part of `base` the view sees, all or nothing.
     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()>;
+    /// The view made on the device from `base`'s payload, sharing its device memory (the
+    /// backend's [`view`](crate::backend::Backend::view) hook), where the backend makes one:
+    /// nothing crosses to make it, and a backend kernel that writes it writes `base`. `None`
+    /// (the default) where it makes none: the view's values are then made from `base`'s host
+    /// values ([`materialize`](Self::materialize)).
+    fn on_device(&self, base: &Tensor, device: Device) -> Result<Option<TensorData>> {
+        let _ = (base, device);
+        Ok(None)
+    }
 }
 
 /// A view's base and description, and the base's `data_version` its slot was made from.
@@ -1205,6 +1214,9 @@ struct ViewLink {
     base: Tensor,
     ops: Arc<dyn ViewOps>,
     synced: AtomicU64,
+    /// Whether the view's slot is a device view sharing its base's payload
+    /// ([`ViewOps::on_device`]): a write of it is a write of the base.
+    on_device: AtomicBool,
 }
 
 /// `ViewLink::synced` of a slot made from no version of the base.
@@ -1258,6 +1270,7 @@ impl Tensor {
                 base: base.clone(),
                 ops,
                 synced: AtomicU64::new(NEVER_SYNCED),
+                on_device: AtomicBool::new(false),
             })),
             exported: AtomicU8::new(0),
             kept: Mutex::new(None),
@@ -1333,6 +1346,83 @@ impl Tensor {
         let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
         self.bump_version();
         drop(slot);
+        // A device view shares its base's payload: the base was written, its host copy is
+        // stale, and its other views make their values again.
+        if let Some(v) = self.0.view.as_ref() {
+            if v.on_device.load(Ordering::Acquire) {
+                v.base.note_write();
+            }
+        }
+    }
+
+    /// Whether this view's values are a device view of its base's payload
+    /// ([`ViewOps::on_device`]); false for a tensor that is no view.
+    ///
+    /// ```
+    /// assert!(!boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).is_device_view());
+    /// ```
+    pub fn is_device_view(&self) -> bool {
+        self.0
+            .view
+            .as_ref()
+            .is_some_and(|v| v.on_device.load(Ordering::Acquire))
+    }
+
+    /// Makes a stale view's slot again as a device view of its base's payload
+    /// ([`ViewOps::on_device`]), where the base's values are on the device only (no host
+    /// memory, no current host copy) and its backend makes one: what a kernel of the backend
+    /// reading the view needs, with nothing crossing. True where it did; false (nothing done)
+    /// for a tensor that is no view, a view that is current, a base with host values (the
+    /// view's are made from them when read) and a backend that makes no device view. The
+    /// backend's error (a view of the wrong shape) is returned, and the view stays stale.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(!t.sync_device_view().unwrap()); // no view
+    /// ```
+    pub fn sync_device_view(&self) -> Result<bool> {
+        let Some(v) = self.0.view.as_ref() else {
+            return Ok(false);
+        };
+        let base = &v.base;
+        if !self.view_is_stale() || base.is_host() || base.is_exported() {
+            return Ok(false);
+        }
+        // Read first: a write of the base meanwhile leaves the view stale, to be made again.
+        let version = base.data_version();
+        if base.host_copy().is_some() {
+            return Ok(false);
+        }
+        let Some(data) = v.ops.on_device(base, self.device())? else {
+            return Ok(false);
+        };
+        self.replace_data(data);
+        v.on_device.store(true, Ordering::Release);
+        v.synced.store(version, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Puts `data`, a device view of this view's base made from the base's payload
+    /// ([`ViewOps::on_device`]), in place of the host-only payload `was` (the same values),
+    /// if the view still holds it: as [`Tensor::install_payload`], and the view is marked as
+    /// sharing its base's payload. False (nothing done) for a tensor that is no view, or was
+    /// made again since.
+    ///
+    /// ```
+    /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = boxfall::Tensor::host_only(cpu.clone(), boxfall::native::DEVICE);
+    /// let was = t.payload().unwrap();
+    /// assert!(!t.install_device_view(&was, t.data())); // no view
+    /// ```
+    pub fn install_device_view(&self, was: &Arc<dyn Payload>, data: TensorData) -> bool {
+        let Some(v) = self.0.view.as_ref() else {
+            return false;
+        };
+        if !self.install_payload(was, data) {
+            return false;
+        }
+        v.on_device.store(true, Ordering::Release);
+        true
     }
 
     /// Whether this view's slot was made from an older version of its base (false for a
@@ -1372,6 +1462,7 @@ impl Tensor {
         match v.ops.materialize(&v.base, self.device()) {
             Ok(data) => {
                 self.replace_data(data);
+                v.on_device.store(false, Ordering::Release);
                 v.synced.store(version, Ordering::Release);
             }
             Err(e) => log::error!(
