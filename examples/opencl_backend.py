@@ -3,9 +3,9 @@
 The backend keeps each tensor's data in an OpenCL buffer (a ``pyopencl.array.Array``), moves it
 with three hooks, makes views on the device with a fourth (``view``), runs six operators of
 ``boxfall.array_api`` with OpenCL kernels of its own (add, subtract, multiply, exp, sum,
-matmul) and every other function of the standard through ``bf.cpu_fallback``. It is the model the backend authors' guide (docs/backend-authors.md)
-follows for a device with queues, hooks that must not run on two threads at once, and a device
-without float64.
+matmul) and every other function of the standard through ``bf.cpu_fallback``. It is the
+model the backend authors' guide (docs/backend-authors.md) follows for a device with queues,
+hooks that must not run on two threads at once, and a device without float64.
 
 Any Linux machine can run it without a GPU: pocl's wheel gives an OpenCL platform on the CPU::
 
@@ -117,13 +117,13 @@ class OpenCLDevice:
 
     def view(
         self, payload: Buffer, shape: tuple[int, ...], strides: tuple[int, ...], offset: int
-    ) -> Buffer | None:
+    ) -> Buffer | tuple[Buffer, bool] | None:
         # A kernel here reads a view (`x.T`, `x[1:]`, `expand_dims(x, 0)`) with nothing moved:
         # the whole buffer in C order again is the same buffer reshaped (shared, as a NumPy
         # view is); any other view is gathered into a new buffer on the device, since these
         # kernels index their arguments as C-ordered buffers from their start. A gathered
-        # view is a copy: a kernel writing it would not write the base (none here writes its
-        # arguments).
+        # view is a copy, and says so (`False`): boxfall then writes into the base whatever
+        # an in-place kernel writes into the copy.
         base = payload.array
         if base.dtype.kind not in "iuf" or base.offset or not base.flags.c_contiguous:
             return None  # bool and complex: left to from_cpu of the view's values
@@ -136,7 +136,7 @@ class OpenCLDevice:
             sizes = [np.int64(n) for n in shape]
             steps = [np.int64(s) for s in strides]
             gather(out, base, np.int64(offset), *sizes, *steps, queue=self.queue)
-        return Buffer(out)
+        return Buffer(out), False
 
     def _gather_kernel(self, dtype: np.dtype, ndim: int) -> Any:
         """``out[i] = base[offset + sum(index_d(i) * s_d)]`` for ``ndim`` axes, per dtype."""

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::key::{register_backend_key, DispatchKey, NUM_KEYS};
-use crate::tensor::{Device, HostArray, Tensor, TensorData};
+use crate::tensor::{Device, DeviceView, HostArray, Tensor, TensorData};
 
 /// A device's transfer hooks.
 ///
@@ -139,13 +139,17 @@ pub trait Backend: Send + Sync + 'static {
     /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
 
-    /// A view of `base`'s device data made on the device, sharing its memory: the tensor
-    /// whose element at index `i` is `base`'s element `offset + sum(i[d] * strides[d])` of its
-    /// values in C order (strides and offset count elements; a stride may be negative or 0).
-    /// Nothing crosses to make it, and a kernel of the backend that writes it writes `base`.
-    /// `Ok(None)` (the default) where the backend makes none: boxfall then makes the view's
-    /// values from `base`'s on the host and moves them with `from_cpu`. Residency asks for it
-    /// when a kernel of the backend reads a view (`base` has its payload then).
+    /// A view of `base`'s device data made on the device: the data of the tensor whose element
+    /// at index `i` is `base`'s element `offset + sum(i[d] * strides[d])` of its values in C
+    /// order (strides and offset count elements; a stride may be negative or 0), and whether
+    /// it shares `base`'s memory ([`DeviceView::shares`]). Nothing crosses to make it. A
+    /// kernel of the backend that writes a shared view writes `base`; one that writes a copy
+    /// (a gather into a new buffer) has its write written into `base` by boxfall after it
+    /// ([`resident::settle`](crate::resident::settle): the copy's values to the host, through
+    /// the view into `base`'s host values, `base` then host-only). `Ok(None)` (the default)
+    /// where the backend makes none: boxfall then makes the view's values from `base`'s on the
+    /// host and moves them with `from_cpu`. Residency asks for it when a kernel of the backend
+    /// reads a view (`base` has its payload then).
     ///
     /// ```
     /// use boxfall::backend::Backend;
@@ -158,7 +162,7 @@ pub trait Backend: Send + Sync + 'static {
         shape: &[usize],
         strides: &[isize],
         offset: isize,
-    ) -> Result<Option<Tensor>> {
+    ) -> Result<Option<DeviceView>> {
         let _ = (base, shape, strides, offset);
         Ok(None)
     }

@@ -2,7 +2,8 @@
 //! backend reads is made on the device from its base's payload, so that nothing its base holds
 //! on the device crosses again; a base on the host only gets its payload once, for all its
 //! views; a backend without the hook moves the view's values with `from_cpu`; a write of a
-//! device view is a write of its base.
+//! device view is a write of its base, whether the view shares the base's memory or is a copy
+//! (written into the base by `resident::settle`, the base then on the host only).
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use boxfall::backend::{backend, register_backend, Backend};
 use boxfall::metrics::user_transfers;
-use boxfall::tensor::{HostArray, Payload, Residency, TensorData, ViewOps};
+use boxfall::tensor::{DeviceView, HostArray, Payload, Residency, TensorData, ViewOps};
 use boxfall::{resident, Device, DispatchKey, Error, Result, Tensor};
 use common::*;
 use ndarray::s;
@@ -47,9 +48,11 @@ impl Payload for Slice {
     }
 }
 
-/// Counting hooks of a lazy backend, with the `view` hook where `views`.
+/// Counting hooks of a lazy backend, with the `view` hook where `views` (a copy of the
+/// base's elements where `copies`, else a `Slice` sharing them).
 struct Hooks {
     views: bool,
+    copies: bool,
     to_cpu: AtomicUsize,
     from_cpu: AtomicUsize,
     view: AtomicUsize,
@@ -81,7 +84,7 @@ impl Backend for &'static Hooks {
         shape: &[usize],
         strides: &[isize],
         offset: isize,
-    ) -> Result<Option<Tensor>> {
+    ) -> Result<Option<DeviceView>> {
         if !self.views {
             return Ok(None);
         }
@@ -96,7 +99,17 @@ impl Backend for &'static Hooks {
             from,
             to: from + shape[0],
         };
-        Ok(Some(Tensor::foreign(base.device(), Arc::new(slice))))
+        if self.copies {
+            let copy = Dev(Mutex::new(slice.to_host()?));
+            return Ok(Some(DeviceView {
+                data: Tensor::foreign(base.device(), Arc::new(copy)).data(),
+                shares: false,
+            }));
+        }
+        Ok(Some(DeviceView {
+            data: Tensor::foreign(base.device(), Arc::new(slice)).data(),
+            shares: true,
+        }))
     }
 }
 
@@ -118,24 +131,37 @@ impl ViewOps for Range {
         let values = Tensor::from_array(a.into_dyn());
         Ok(Tensor::host_only(values, device).data())
     }
-    fn write(&self, _base: &Tensor, _src: &Tensor) -> Result<()> {
-        Err(Error::Fallback("not written here".into()))
+    /// Into a host-only base only (what a device copy's write-back writes).
+    fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
+        let host = base
+            .host_only_values()
+            .ok_or_else(|| Error::Fallback("not written here".into()))?;
+        let mut a = f64_array(&host)?.to_owned();
+        a.slice_mut(s![self.from..self.to])
+            .assign(&f64_array(src)?.to_owned());
+        base.set_data(Tensor::host_only(Tensor::from_array(a.into_dyn()), base.device()).data());
+        Ok(())
     }
-    fn on_device(&self, base: &Tensor, device: Device) -> Result<Option<TensorData>> {
+    fn on_device(&self, base: &Tensor, device: Device) -> Result<Option<DeviceView>> {
         let hooks = backend(device.key).expect("registered");
-        let made = hooks.view(base, &[self.to - self.from], &[1], self.from as isize)?;
-        Ok(made.map(|t| t.data()))
+        hooks.view(base, &[self.to - self.from], &[1], self.from as isize)
     }
 }
 
 fn setup(views: bool) -> (DispatchKey, &'static Hooks) {
+    setup_with(views, false)
+}
+
+fn setup_with(views: bool, copies: bool) -> (DispatchKey, &'static Hooks) {
     let hooks: &'static Hooks = Box::leak(Box::new(Hooks {
         views,
+        copies,
         to_cpu: AtomicUsize::new(0),
         from_cpu: AtomicUsize::new(0),
         view: AtomicUsize::new(0),
     }));
-    let key = register_backend(&ns("DevViews"), Arc::new(hooks)).expect("backend");
+    let name = if copies { "DevViewCopies" } else { "DevViews" };
+    let key = register_backend(&ns(name), Arc::new(hooks)).expect("backend");
     (key, hooks)
 }
 
@@ -231,6 +257,83 @@ fn a_write_of_a_device_view_is_a_write_of_its_base() {
     v.note_write(); // what a backend kernel that wrote the view's payload reports
     assert_ne!(base.data_version(), version);
     assert_eq!(base.residency(), Residency::Device); // its host copy was stale
+}
+
+fn to_host_bytes(key: DispatchKey) -> u64 {
+    user_transfers()
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map_or(0, |(_, t)| t.bytes_to_host)
+}
+
+/// What a backend kernel does to a view it writes: its payload, written where it is (here:
+/// every element times ten), then `note_write` and `settle`.
+fn scale_by_ten(key: DispatchKey, v: &Tensor) -> Result<()> {
+    resident::materialize(v)?;
+    let p = v.payload().expect("materialized");
+    let dev = p.as_any().downcast_ref::<Dev>().expect("a device copy");
+    let mut memory = dev.0.lock().unwrap();
+    let scaled = memory.as_f64().expect("float64").mapv(|x| x * 10.0);
+    *memory = HostArray::from(scaled);
+    drop(memory);
+    v.note_write();
+    resident::settle(backend(key).unwrap(), v, true)
+}
+
+#[test]
+fn a_write_of_a_device_copy_is_written_into_its_base_after_the_kernel() {
+    let (key, hooks) = setup_with(true, true);
+    let base = device_tensor(key, &[1.0, 2.0, 3.0, 4.0]);
+    let v = range(&base, 1, 3);
+    resident::materialize(&v).unwrap();
+    assert!(v.is_device_view() && v.is_device_copy());
+    let version = base.data_version();
+    let before = to_host_bytes(key);
+    scale_by_ten(key, &v).unwrap();
+    assert_ne!(base.data_version(), version);
+    // The base's values are on the host now, with the view's write; its payload is stale.
+    assert_eq!(base.residency(), Residency::Host);
+    assert_eq!(
+        values(&base.host_copy().unwrap()),
+        vec![1.0, 20.0, 30.0, 4.0]
+    );
+    // Counted: the copy's 16 bytes and the base's 32 (it had no host copy).
+    assert_eq!(to_host_bytes(key) - before, 16 + 32);
+    assert_eq!(calls(hooks)[0], 2);
+    // The view is made again from the base, and reads the write.
+    let (read, _) = resident::read(backend(key).unwrap(), &v).unwrap();
+    assert_eq!(values(&read), vec![20.0, 30.0]);
+}
+
+#[test]
+fn a_device_copy_of_a_host_only_base_is_written_from_its_host_values() {
+    let (key, hooks) = setup_with(true, true);
+    let cpu = Tensor::from_array(arr(&[1.0, 2.0, 3.0, 4.0]));
+    let base = Tensor::host_only(cpu, Device::new(key, 0));
+    let v = range(&base, 0, 2);
+    let before = to_host_bytes(key);
+    scale_by_ten(key, &v).unwrap();
+    // The base got its payload for the hook (from_cpu once); its host copy was current, so
+    // only the copy's values came back.
+    assert_eq!(calls(hooks)[..2], [1, 1]);
+    assert_eq!(to_host_bytes(key) - before, 16);
+    assert_eq!(
+        values(&base.host_copy().unwrap()),
+        vec![10.0, 20.0, 3.0, 4.0]
+    );
+}
+
+#[test]
+fn a_write_of_a_shared_device_view_is_not_written_back() {
+    let (key, hooks) = setup(true);
+    let base = device_tensor(key, &[1.0, 2.0, 3.0]);
+    let v = range(&base, 0, 2);
+    resident::materialize(&v).unwrap();
+    assert!(v.is_device_view() && !v.is_device_copy());
+    v.note_write();
+    resident::settle(backend(key).unwrap(), &v, true).unwrap();
+    assert_eq!(calls(hooks), [0, 0, 1]); // nothing moved
+    assert_eq!(base.residency(), Residency::Device);
 }
 
 #[test]

@@ -16,7 +16,7 @@ use crate::backend::{register_backend as register_core, replace_backend as repla
 use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};
 use crate::key::{registered_keys, DispatchKey, NUM_KEYS};
-use crate::tensor::{DType, Device, Tensor};
+use crate::tensor::{DType, Device, DeviceView, Tensor};
 
 /// The dtypes a backend's device holds (`register_backend(dtypes=)`): bit `i` stands for
 /// `DType::ALL[i]`.
@@ -369,6 +369,30 @@ impl PyBackendHooks {
         })
     }
 
+    /// What a `view` hook returned, as the payload and whether it shares the base's memory:
+    /// a payload alone shares it; `(payload, shares_memory)` says which (False: a copy, whose
+    /// writes boxfall writes into the base after a kernel). Any other tuple is refused, as a
+    /// payload that could not be told from the pair.
+    fn view_sharing<'py>(&self, out: &Bound<'py, PyAny>) -> Result<(Bound<'py, PyAny>, bool)> {
+        let Ok(pair) = out.cast::<PyTuple>() else {
+            return Ok((out.clone(), true));
+        };
+        if pair.len() == 2 {
+            if let (Ok(payload), Ok(flag)) = (pair.get_item(0), pair.get_item(1)) {
+                if let Ok(flag) = flag.cast::<pyo3::types::PyBool>() {
+                    return Ok((payload, flag.is_true()));
+                }
+            }
+        }
+        Err(Error::Kernel {
+            context: format!("the 'view' hook of backend '{}'", self.name),
+            message: format!(
+                "it returned a tuple of {} items that is not (payload, shares_memory) with shares_memory a bool; a view hook returns a payload (sharing the base's memory), or (payload, False) for a copy, and the kernel did not run",
+                pair.len()
+            ),
+        })
+    }
+
     fn fail(&self, py: Python<'_>, hook: &str, e: PyErr) -> Error {
         hook_error(
             py,
@@ -575,7 +599,7 @@ impl Backend for PyBackendHooks {
         shape: &[usize],
         strides: &[isize],
         offset: isize,
-    ) -> Result<Option<Tensor>> {
+    ) -> Result<Option<DeviceView>> {
         let Some(hook) = &self.view else {
             return Ok(None);
         };
@@ -598,8 +622,12 @@ impl Backend for PyBackendHooks {
             if out.is_none() {
                 return Ok(None);
             }
+            let (out, shares) = self.view_sharing(&out)?;
             check_view(&self.name, &p, shape, &out)?;
-            Ok(Some(object_tensor(base.device(), &out)))
+            Ok(Some(DeviceView {
+                data: object_tensor(base.device(), &out).data(),
+                shares,
+            }))
         })
     }
 
@@ -994,9 +1022,11 @@ pub fn host_data_target(
 /// time (under one re-entrant lock of the backend). `lazy` (residency, `crate::resident`):
 /// host copies kept and the fallback's results left on the host until the device needs them;
 /// `lazy=False` moves every read and every result at once. `view(payload, shape, strides,
-/// offset)` (optional) makes a view of a payload on the device, sharing its memory (strides and
-/// offset in elements of the payload's values in C order), or returns None where it cannot: a
-/// kernel of the backend then reads a view with nothing moved.
+/// offset)` (optional) makes a view of a payload on the device (strides and offset in elements
+/// of the payload's values in C order): the payload, sharing the base's memory, or
+/// `(payload, False)` for a copy (a kernel's write of it is written into the base after the
+/// kernel), or None where it cannot: a kernel of the backend then reads a view with nothing
+/// moved.
 #[pyfunction]
 #[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None))]
 #[allow(clippy::too_many_arguments)]

@@ -20,7 +20,7 @@ use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 use crate::strided::Strided;
-use crate::tensor::{Device, Tensor, TensorData, ViewOps};
+use crate::tensor::{Device, DeviceView, Tensor, TensorData, ViewOps};
 
 /// `boxfall.array_api._views`, imported once.
 fn views(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
@@ -101,7 +101,7 @@ impl ViewOps for PyViewOps {
         })
     }
 
-    fn on_device(&self, base: &Tensor, device: Device) -> Result<Option<TensorData>> {
+    fn on_device(&self, base: &Tensor, device: Device) -> Result<Option<DeviceView>> {
         if device.key == DispatchKey::CPU {
             return Ok(None);
         }
@@ -116,7 +116,11 @@ impl ViewOps for PyViewOps {
                 },
                 e => e,
             })?;
-        Ok(made.map(|t| t.data()))
+        Ok(made)
+    }
+
+    fn describe(&self) -> String {
+        format!("the view {}", self.steps())
     }
 
     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
