@@ -365,6 +365,8 @@ fn write_back_copy(hooks: &dyn Backend, view: &Tensor, copy: TensorData) -> Resu
         return Ok(());
     };
     let key = view.key();
+    // The view's own backend made the copy (a kernel may have had tensors of others).
+    let hooks = backend(key).unwrap_or(hooks);
     let written = (|| {
         let values = hooks.to_cpu(&Tensor::new(view.device(), copy), false)?;
         record_user_transfer(key, Direction::ToHost, values.nbytes() as u64);

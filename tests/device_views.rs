@@ -8,7 +8,7 @@
 mod common;
 
 use std::any::Any;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use boxfall::backend::{backend, register_backend, Backend};
@@ -56,11 +56,16 @@ struct Hooks {
     to_cpu: AtomicUsize,
     from_cpu: AtomicUsize,
     view: AtomicUsize,
+    /// `to_cpu` fails (the device is gone).
+    broken: AtomicBool,
 }
 
 impl Backend for &'static Hooks {
     fn to_cpu(&self, t: &Tensor, _for_write: bool) -> Result<Tensor> {
         self.to_cpu.fetch_add(1, Ordering::SeqCst);
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(Error::Fallback("the device is gone".into()));
+        }
         resident::materialize(t)?;
         let p = t
             .payload()
@@ -159,6 +164,7 @@ fn setup_with(views: bool, copies: bool) -> (DispatchKey, &'static Hooks) {
         to_cpu: AtomicUsize::new(0),
         from_cpu: AtomicUsize::new(0),
         view: AtomicUsize::new(0),
+        broken: AtomicBool::new(false),
     }));
     let name = if copies { "DevViewCopies" } else { "DevViews" };
     let key = register_backend(&ns(name), Arc::new(hooks)).expect("backend");
@@ -321,6 +327,30 @@ fn a_device_copy_of_a_host_only_base_is_written_from_its_host_values() {
         values(&base.host_copy().unwrap()),
         vec![10.0, 20.0, 3.0, 4.0]
     );
+}
+
+#[test]
+fn a_device_copy_that_cannot_be_written_back_leaves_its_base_and_view_as_they_were() {
+    let (key, hooks) = setup_with(true, true);
+    let base = device_tensor(key, &[1.0, 2.0, 3.0, 4.0]);
+    let v = range(&base, 1, 3);
+    let version = base.data_version();
+    hooks.broken.store(true, Ordering::SeqCst);
+    let e = scale_by_ten(key, &v).unwrap_err().to_string();
+    for part in ["the device is gone", "'view' hook", "copy", "unchanged"] {
+        assert!(e.contains(part), "{e}");
+    }
+    hooks.broken.store(false, Ordering::SeqCst);
+    assert_eq!(base.data_version(), version);
+    assert_eq!(base.residency(), Residency::Device);
+    let (read, _) = resident::read(backend(key).unwrap(), &base).unwrap();
+    assert_eq!(values(&read), vec![1.0, 2.0, 3.0, 4.0]);
+    // The view is made again from the base: the dropped write is not seen through it either.
+    let (read, _) = resident::read(backend(key).unwrap(), &v).unwrap();
+    assert_eq!(values(&read), vec![2.0, 3.0]);
+    // And settling again writes nothing (the write was taken once).
+    resident::settle(backend(key).unwrap(), &v, true).unwrap();
+    assert_eq!(base.data_version(), version);
 }
 
 #[test]
