@@ -1,11 +1,11 @@
 """A real device for boxfall: OpenCL through pyopencl.
 
 The backend keeps each tensor's data in an OpenCL buffer (a ``pyopencl.array.Array``), moves it
-with three hooks, runs six operators of ``boxfall.array_api`` with OpenCL kernels of its own
-(add, subtract, multiply, exp, sum, matmul) and every other function of the standard through
-``bf.cpu_fallback``. It is the model the backend authors' guide (docs/backend-authors.md)
-follows for a device with queues, hooks that must not run on two threads at once, and a device
-without float64.
+with three hooks, makes views on the device with a fourth (``view``), runs six operators of
+``boxfall.array_api`` with OpenCL kernels of its own (add, subtract, multiply, exp, sum,
+matmul) and every other function of the standard through ``bf.cpu_fallback``. It is the
+model the backend authors' guide (docs/backend-authors.md) follows for a device with queues,
+hooks that must not run on two threads at once, and a device without float64.
 
 Any Linux machine can run it without a GPU: pocl's wheel gives an OpenCL platform on the CPU::
 
@@ -30,6 +30,8 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 import pyopencl.clmath as clmath
+from pyopencl.elementwise import ElementwiseKernel
+from pyopencl.tools import dtype_to_ctype
 
 # The dtypes of the array API standard; a device without float64 holds all but the two 64-bit
 # floating ones (complex128 is two float64).
@@ -79,6 +81,7 @@ class OpenCLDevice:
         self.queue = cl.CommandQueue(self.context)
         self.has_float64 = bool(self.device.double_fp_config)
         self._matmul: dict[str, cl.Kernel] = {}
+        self._gather: dict[tuple[str, int], Any] = {}
 
     # -- the hooks ---------------------------------------------------------------------------
 
@@ -112,6 +115,49 @@ class OpenCLDevice:
             out.set(array, queue=self.queue)
         return out
 
+    def view(
+        self, payload: Buffer, shape: tuple[int, ...], strides: tuple[int, ...], offset: int
+    ) -> Buffer | tuple[Buffer, bool] | None:
+        # A kernel here reads a view (`x.T`, `x[1:]`, `expand_dims(x, 0)`) with nothing moved:
+        # the whole buffer in C order again is the same buffer reshaped (shared, as a NumPy
+        # view is); any other view is gathered into a new buffer on the device, since these
+        # kernels index their arguments as C-ordered buffers from their start. A gathered
+        # view is a copy, and says so (`False`): boxfall then writes into the base whatever
+        # an in-place kernel writes into the copy.
+        base = payload.array
+        if base.dtype.kind not in "iuf" or base.offset or not base.flags.c_contiguous:
+            return None  # bool and complex: left to from_cpu of the view's values
+        size = int(np.prod(shape, dtype=np.int64))
+        if offset == 0 and size == base.size and _c_order(shape, strides):
+            return Buffer(base.reshape(shape))
+        out = cla.empty(self.queue, shape, base.dtype)
+        if size:
+            gather = self._gather_kernel(base.dtype, len(shape))
+            sizes = [np.int64(n) for n in shape]
+            steps = [np.int64(s) for s in strides]
+            gather(out, base, np.int64(offset), *sizes, *steps, queue=self.queue)
+        return Buffer(out), False
+
+    def _gather_kernel(self, dtype: np.dtype, ndim: int) -> Any:
+        """``out[i] = base[offset + sum(index_d(i) * s_d)]`` for ``ndim`` axes, per dtype."""
+        key = (dtype.name, ndim)
+        kernel = self._gather.get(key)
+        if kernel is None:
+            ctype = dtype_to_ctype(dtype)
+            axes = range(ndim)
+            args = ", ".join(
+                [f"{ctype} *out", f"{ctype} *base", "long offset"]
+                + [f"long n{d}" for d in axes]
+                + [f"long s{d}" for d in axes]
+            )
+            walk = "".join(
+                f"k = rest % n{d}; rest /= n{d}; src += k * s{d};" for d in reversed(axes)
+            )
+            body = f"long rest = i, src = offset, k; {walk} out[i] = base[src];"
+            kernel = ElementwiseKernel(self.context, args, body, name="boxfall_gather")
+            self._gather[key] = kernel
+        return kernel
+
     # -- kernels -----------------------------------------------------------------------------
 
     def matmul(self, a: cla.Array, b: cla.Array) -> cla.Array:
@@ -140,6 +186,17 @@ class OpenCLDevice:
         return out
 
 
+def _c_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a view of ``shape`` with these element strides is its elements in C order
+    (an axis of length 1 may have any stride)."""
+    step = 1
+    for n, s in zip(reversed(shape), reversed(strides), strict=True):
+        if n != 1 and s != step:
+            return False
+        step *= n
+    return True
+
+
 FLOATING = ("float32", "float64")
 
 
@@ -162,6 +219,8 @@ def register(
         to_cpu=dev.to_cpu,
         from_cpu=dev.from_cpu,
         copy_from_cpu=dev.copy_from_cpu,
+        # A view a kernel reads is made on the device from its base's buffer.
+        view=dev.view,
         dtypes=ALL_DTYPES if holds64 else WITHOUT_FLOAT64,
         # pocl aborts the process when two host threads enqueue work on one buffer at once:
         # boxfall runs this backend's hooks and kernels one at a time.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::key::{register_backend_key, DispatchKey, NUM_KEYS};
-use crate::tensor::{Device, HostArray, Tensor, TensorData};
+use crate::tensor::{Device, DeviceView, HostArray, Tensor, TensorData};
 
 /// A device's transfer hooks.
 ///
@@ -138,6 +138,34 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
+
+    /// A view of `base`'s device data made on the device: the data of the tensor whose element
+    /// at index `i` is `base`'s element `offset + sum(i[d] * strides[d])` of its values in C
+    /// order (strides and offset count elements; a stride may be negative or 0), and whether
+    /// it shares `base`'s memory ([`DeviceView::shares`]). Nothing crosses to make it. A
+    /// kernel of the backend that writes a shared view writes `base`; one that writes a copy
+    /// (a gather into a new buffer) has its write written into `base` by boxfall after it
+    /// ([`resident::settle`](crate::resident::settle): the copy's values to the host, through
+    /// the view into `base`'s host values, `base` then host-only). `Ok(None)` (the default)
+    /// where the backend makes none: boxfall then makes the view's values from `base`'s on the
+    /// host and moves them with `from_cpu`. Residency asks for it when a kernel of the backend
+    /// reads a view (`base` has its payload then).
+    ///
+    /// ```
+    /// use boxfall::backend::Backend;
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// assert!(boxfall::native::NativeBackend.view(&t, &[1], &[1], 1).unwrap().is_none());
+    /// ```
+    fn view(
+        &self,
+        base: &Tensor,
+        shape: &[usize],
+        strides: &[isize],
+        offset: isize,
+    ) -> Result<Option<DeviceView>> {
+        let _ = (base, shape, strides, offset);
+        Ok(None)
+    }
 
     /// Runs `call`, one whole fallback call of an operator that writes an argument (its moves
     /// to the CPU, the CPU kernel and its write-backs), as one step of the backend. A backend

@@ -12,7 +12,9 @@
 //! `from_cpu` makes it, counted as a transfer of its own (`metrics::Direction::Materialized`),
 //! and the host values stay as the tensor's host copy. A write-back into a host-only tensor
 //! writes its host values and leaves it host-only. A view's values are made from its base's
-//! host copy, so views share it.
+//! host copy, so views share it; a view a kernel of the backend reads is made on the device
+//! from its base's payload where the backend has a `view` hook (the base's payload made once,
+//! if it had none), so that nothing the base holds on the device crosses again.
 //!
 //! These are the steps the fallback (and the bindings' reads of a tensor's values) take
 //! instead of calling a backend's hooks directly on a tensor that holds no host memory; a
@@ -21,7 +23,7 @@
 use crate::backend::{backend, Backend};
 use crate::error::{Error, Result};
 use crate::metrics::{record_user_transfer, Direction};
-use crate::tensor::{Device, HostArray, HostOnly, Tensor, TensorData};
+use crate::tensor::{Device, DeviceView, HostArray, HostOnly, Tensor, TensorData};
 
 /// `t`'s values on the CPU for a kernel that only reads them, and whether they crossed from
 /// the device: its host copy where current (nothing crosses), else the backend's
@@ -138,6 +140,11 @@ pub fn write(hooks: &dyn Backend, dst: &Tensor, src: &Tensor) -> Result<bool> {
 /// assert_eq!(t.to_host().unwrap().as_f64().unwrap().sum(), 3.0);
 /// ```
 pub fn materialize(t: &Tensor) -> Result<()> {
+    // A view of a base on the device only: a device view of the base's payload, if the
+    // backend makes one (else its values come from the base's, on the host).
+    if t.is_view() && t.sync_device_view()? {
+        return Ok(());
+    }
     if let Some(cpu) = t.host_exported() {
         // A payload put in place for the backend kernel now running is current (`refresh`
         // made it when the kernel began).
@@ -153,6 +160,15 @@ pub fn materialize(t: &Tensor) -> Result<()> {
         return Ok(());
     };
     let cpu = host.cpu().clone();
+    if let Some(made) = device_view(t)? {
+        // A view of the base's payload: nothing crossed for it (the base's own payload, if it
+        // had to be made, was counted as the base's), and the view's host values stay current.
+        let version = t.data_version();
+        if t.install_device_view(&was, made) {
+            t.keep_host_copy(version, cpu);
+        }
+        return Ok(());
+    }
     let hooks = backend(t.key()).ok_or_else(|| {
         Error::Fallback(format!(
             "a tensor on {} holds host values, and '{}' has no from_cpu hook to put them on the device",
@@ -173,6 +189,22 @@ pub fn materialize(t: &Tensor) -> Result<()> {
         record_user_transfer(t.key(), Direction::Materialized, cpu.nbytes() as u64);
     }
     Ok(())
+}
+
+/// A view's payload made on the device from its base's ([`ViewOps::on_device`]: the backend's
+/// `view` hook, given the base's payload, which the base gets first if it has none), where the
+/// backend makes one; `None` for a tensor that is no view, a view of a base whose host memory
+/// is exported (its payload is made again for every kernel), and a backend that makes none.
+///
+/// [`ViewOps::on_device`]: crate::tensor::ViewOps::on_device
+fn device_view(t: &Tensor) -> Result<Option<DeviceView>> {
+    let (Some(base), Some(ops)) = (t.view_base(), t.view_ops()) else {
+        return Ok(None);
+    };
+    if base.is_host() || base.host_exported().is_some() {
+        return Ok(None);
+    }
+    ops.on_device(base, t.device())
 }
 
 /// What a backend kernel calls on each tensor argument before it runs: `materialize`, except
@@ -286,11 +318,13 @@ pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<Option<std::sync::Arc<H
     }
 }
 
-/// After a backend kernel ran on `t`: where `t`'s host memory is exported, the kernel's write
-/// (`written`: its schema marks `t` written) is copied back into that memory where it is
-/// (the backend's `to_cpu` of the payload, counted as a `ToHost` transfer), so that NumPy sees
-/// it, and the payload is dropped (NumPy may write the memory at any time, so the next kernel
-/// gets a payload made again). Nothing for any other tensor.
+/// After a backend kernel ran on `t`: a view that is a device copy of its base's part
+/// ([`Tensor::is_device_copy`]) and that the kernel wrote ([`Tensor::note_write`]) has its
+/// values written into its base ([`write_back_copy`]). Where `t`'s host memory is exported,
+/// the kernel's write (`written`: its schema marks `t` written) is copied back into that
+/// memory where it is (the backend's `to_cpu` of the payload, counted as a `ToHost`
+/// transfer), so that NumPy sees it, and the payload is dropped (NumPy may write the memory
+/// at any time, so the next kernel gets a payload made again). Nothing for any other tensor.
 ///
 /// ```
 /// use boxfall::{native, resident, Tensor};
@@ -298,6 +332,9 @@ pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<Option<std::sync::Arc<H
 /// resident::settle(&native::NativeBackend, &t, true).unwrap(); // not exported: nothing
 /// ```
 pub fn settle(hooks: &dyn Backend, t: &Tensor, written: bool) -> Result<()> {
+    if let Some(copy) = t.take_unsaved_view() {
+        write_back_copy(hooks, t, copy)?;
+    }
     if t.host_exported().is_none() {
         return Ok(());
     }
@@ -312,4 +349,64 @@ pub fn settle(hooks: &dyn Backend, t: &Tensor, written: bool) -> Result<()> {
     let values = hooks.to_cpu(&made, false)?;
     record_user_transfer(t.key(), Direction::ToHost, values.nbytes() as u64);
     write(hooks, t, &values).map(drop)
+}
+
+/// Writes the values of `copy`, the payload of the view `view` that its backend's `view` hook
+/// made as a copy of its base's part and that a kernel of the backend wrote, into the base, as
+/// a write through a NumPy view reaches its base: the copy's values come to the host (`to_cpu`,
+/// counted as a `ToHost` transfer), are written through the view into the base's host values
+/// (its host copy where current, else `to_cpu` of its payload, counted too), and the base
+/// becomes host-only with the new values (its device payload is stale; `from_cpu` makes it
+/// again when the device needs it, counted as materialized). All or nothing: on an error the
+/// base is as it was and the view is made again from it (the kernel's write of the copy is
+/// dropped), and the error names the view, the hook and the backend.
+fn write_back_copy(hooks: &dyn Backend, view: &Tensor, copy: TensorData) -> Result<()> {
+    let (Some(base), Some(ops)) = (view.view_base(), view.view_ops()) else {
+        return Ok(());
+    };
+    let key = view.key();
+    // The view's own backend made the copy (a kernel may have had tensors of others).
+    let hooks = backend(key).unwrap_or(hooks);
+    let written = (|| {
+        let values = hooks.to_cpu(&Tensor::new(view.device(), copy), false)?;
+        record_user_transfer(key, Direction::ToHost, values.nbytes() as u64);
+        if base.host_exported().is_some() {
+            // The host is authoritative already: the values go into its memory where it is.
+            return ops.write(base, &values);
+        }
+        loop {
+            // Read before the values, so that a write of the base meanwhile is not overwritten.
+            let version = base.data_version();
+            let (host, crossed) = read(hooks, base)?;
+            if crossed {
+                record_user_transfer(key, Direction::ToHost, host.nbytes() as u64);
+            }
+            // The new values are made beside the base (a host-only stand-in), which is written
+            // only once they all are.
+            let stand_in = Tensor::host_only(host, base.device());
+            ops.write(&stand_in, &values)?;
+            if !stand_in.is_host_only() {
+                // A backend that is not lazy put them on the device at once.
+                record_user_transfer(key, Direction::ToDevice, stand_in.nbytes() as u64);
+            }
+            if base.set_data_if(version, stand_in.data()) {
+                return Ok(());
+            }
+        }
+    })();
+    written.map_err(|e| {
+        view.forget_view_slot();
+        let what = format!(
+            "writing {} of a tensor on {}, which a kernel of '{key}' wrote, into its base: the 'view' hook of backend '{key}' made it as a copy of the base's memory (not sharing it); the base is unchanged and the kernel's write of the view is dropped",
+            ops.describe(),
+            view.device(),
+        );
+        match e {
+            Error::Foreign { .. } => e.with_foreign_note(what),
+            e => Error::Kernel {
+                context: what,
+                message: e.to_string(),
+            },
+        }
+    })
 }

@@ -1198,6 +1198,41 @@ pub trait ViewOps: Send + Sync + 'static {
     /// Writes `src` (the view's new values, a tensor on the CPU or on the view's device) into
     /// the part of `base` the view sees, all or nothing.
     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()>;
+    /// The view made on the device from `base`'s payload (the backend's
+    /// [`view`](crate::backend::Backend::view) hook), where the backend makes one: nothing
+    /// crosses to make it. A backend kernel that writes it writes `base` where it shares
+    /// `base`'s memory; a copy's write is written into `base` after the kernel
+    /// ([`resident::settle`](crate::resident::settle)). `None` (the default) where it makes
+    /// none: the view's values are then made from `base`'s host values
+    /// ([`materialize`](Self::materialize)).
+    fn on_device(&self, base: &Tensor, device: Device) -> Result<Option<DeviceView>> {
+        let _ = (base, device);
+        Ok(None)
+    }
+
+    /// The view in words, for errors (the operators that made it); "a view" by default.
+    fn describe(&self) -> String {
+        "a view".into()
+    }
+}
+
+/// A view made on the device from its base's payload ([`ViewOps::on_device`], the backend's
+/// [`view`](crate::backend::Backend::view) hook): its data, and whether that shares the base's
+/// device memory (a reshape of the whole buffer, a slice at an offset) or is a copy (a gather
+/// into a new buffer).
+///
+/// ```
+/// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+/// let v = boxfall::tensor::DeviceView { data: t.data(), shares: false };
+/// assert!(!v.shares);
+/// ```
+pub struct DeviceView {
+    /// The view's data: a payload on the base's device.
+    pub data: TensorData,
+    /// Whether the payload shares the base's device memory, so that a kernel's write of it is
+    /// a write of the base. A copy's write reaches the base only through boxfall, which writes
+    /// the copy's values into the base after the kernel.
+    pub shares: bool,
 }
 
 /// A view's base and description, and the base's `data_version` its slot was made from.
@@ -1205,6 +1240,28 @@ struct ViewLink {
     base: Tensor,
     ops: Arc<dyn ViewOps>,
     synced: AtomicU64,
+    /// What the view's slot is ([`ViewOps::on_device`]): made from the base's values
+    /// ([`MADE_ON_HOST`]), a device view sharing the base's payload ([`SHARES_BASE`], whose
+    /// write is a write of the base) or a device copy of it ([`COPIES_BASE`]).
+    on_device: AtomicU8,
+    /// A device copy's payload written by a backend kernel ([`Tensor::note_write`]) and not yet
+    /// written into the base ([`crate::resident::settle`] does).
+    unsaved: AtomicBool,
+}
+
+/// `ViewLink::on_device`: the slot was made from the base's values.
+const MADE_ON_HOST: u8 = 0;
+/// `ViewLink::on_device`: the slot is a device view sharing the base's payload.
+const SHARES_BASE: u8 = 1;
+/// `ViewLink::on_device`: the slot is a device copy of the view's part of the base's payload.
+const COPIES_BASE: u8 = 2;
+
+impl ViewLink {
+    fn made_on_device(&self, shares: bool) {
+        let state = if shares { SHARES_BASE } else { COPIES_BASE };
+        self.unsaved.store(false, Ordering::Release);
+        self.on_device.store(state, Ordering::Release);
+    }
 }
 
 /// `ViewLink::synced` of a slot made from no version of the base.
@@ -1258,6 +1315,8 @@ impl Tensor {
                 base: base.clone(),
                 ops,
                 synced: AtomicU64::new(NEVER_SYNCED),
+                on_device: AtomicU8::new(MADE_ON_HOST),
+                unsaved: AtomicBool::new(false),
             })),
             exported: AtomicU8::new(0),
             kept: Mutex::new(None),
@@ -1333,6 +1392,124 @@ impl Tensor {
         let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
         self.bump_version();
         drop(slot);
+        if let Some(v) = self.0.view.as_ref() {
+            match v.on_device.load(Ordering::Acquire) {
+                // A device view shares its base's payload: the base was written, its host
+                // copy is stale, and its other views make their values again.
+                SHARES_BASE => v.base.note_write(),
+                // A device copy: the base does not hold the write yet, and its host copy is
+                // still its values, from which `resident::settle` writes the copy's into it.
+                COPIES_BASE => v.unsaved.store(true, Ordering::Release),
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether this view's values are a device copy of its part of its base's payload
+    /// ([`DeviceView::shares`] false): a backend kernel's write of it reaches the base only
+    /// when [`crate::resident::settle`] writes it there. False for a tensor that is no view.
+    ///
+    /// ```
+    /// assert!(!boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).is_device_copy());
+    /// ```
+    pub fn is_device_copy(&self) -> bool {
+        self.0
+            .view
+            .as_ref()
+            .is_some_and(|v| v.on_device.load(Ordering::Acquire) == COPIES_BASE)
+    }
+
+    /// The payload of a view that is a device copy of its base's, if a backend kernel wrote it
+    /// ([`Tensor::note_write`]) since it was made and nobody took it since: what is to be
+    /// written into the base. The slot's data as it is, not made again from the base (whose
+    /// version has not moved for the write).
+    pub(crate) fn take_unsaved_view(&self) -> Option<TensorData> {
+        let v = self.0.view.as_ref()?;
+        if !v.unsaved.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        Some(slot.data.clone())
+    }
+
+    /// Marks a view's slot as made from no version of its base, so that it is made again at
+    /// its next read: a device copy whose write could not be written into the base is
+    /// dropped, as the base is left, rather than seen through the view alone.
+    pub(crate) fn forget_view_slot(&self) {
+        if let Some(v) = self.0.view.as_ref() {
+            v.synced.store(NEVER_SYNCED, Ordering::Release);
+        }
+    }
+
+    /// Whether this view's values are a device view of its base's payload
+    /// ([`ViewOps::on_device`]), sharing it or a copy; false for a tensor that is no view.
+    ///
+    /// ```
+    /// assert!(!boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).is_device_view());
+    /// ```
+    pub fn is_device_view(&self) -> bool {
+        self.0
+            .view
+            .as_ref()
+            .is_some_and(|v| v.on_device.load(Ordering::Acquire) != MADE_ON_HOST)
+    }
+
+    /// Makes a stale view's slot again as a device view of its base's payload
+    /// ([`ViewOps::on_device`]), where the base's values are on the device only (no host
+    /// memory, no current host copy) and its backend makes one: what a kernel of the backend
+    /// reading the view needs, with nothing crossing. True where it did; false (nothing done)
+    /// for a tensor that is no view, a view that is current, a base with host values (the
+    /// view's are made from them when read) and a backend that makes no device view. The
+    /// backend's error (a view of the wrong shape) is returned, and the view stays stale.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(!t.sync_device_view().unwrap()); // no view
+    /// ```
+    pub fn sync_device_view(&self) -> Result<bool> {
+        let Some(v) = self.0.view.as_ref() else {
+            return Ok(false);
+        };
+        let base = &v.base;
+        if !self.view_is_stale() || base.is_host() || base.is_exported() {
+            return Ok(false);
+        }
+        // Read first: a write of the base meanwhile leaves the view stale, to be made again.
+        let version = base.data_version();
+        if base.host_copy().is_some() {
+            return Ok(false);
+        }
+        let Some(made) = v.ops.on_device(base, self.device())? else {
+            return Ok(false);
+        };
+        self.replace_data(made.data);
+        v.made_on_device(made.shares);
+        v.synced.store(version, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Puts `made`, a device view of this view's base made from the base's payload
+    /// ([`ViewOps::on_device`]), in place of the host-only payload `was` (the same values),
+    /// if the view still holds it: as [`Tensor::install_payload`], and the view is marked as
+    /// sharing its base's payload or copying it ([`DeviceView::shares`]). False (nothing done)
+    /// for a tensor that is no view, or was made again since.
+    ///
+    /// ```
+    /// use boxfall::tensor::DeviceView;
+    /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = boxfall::Tensor::host_only(cpu.clone(), boxfall::native::DEVICE);
+    /// let was = t.payload().unwrap();
+    /// assert!(!t.install_device_view(&was, DeviceView { data: t.data(), shares: true })); // no view
+    /// ```
+    pub fn install_device_view(&self, was: &Arc<dyn Payload>, made: DeviceView) -> bool {
+        let Some(v) = self.0.view.as_ref() else {
+            return false;
+        };
+        if !self.install_payload(was, made.data) {
+            return false;
+        }
+        v.made_on_device(made.shares);
+        true
     }
 
     /// Whether this view's slot was made from an older version of its base (false for a
@@ -1372,6 +1549,7 @@ impl Tensor {
         match v.ops.materialize(&v.base, self.device()) {
             Ok(data) => {
                 self.replace_data(data);
+                v.on_device.store(MADE_ON_HOST, Ordering::Release);
                 v.synced.store(version, Ordering::Release);
             }
             Err(e) => log::error!(

@@ -540,6 +540,7 @@ def register_backend(
     dtypes: Iterable[str | np.dtype[Any] | type] | None = None,
     thread_safe: bool = True,
     lazy: bool = True,
+    view: Callable[[Any, tuple[int, ...], tuple[int, ...], int], Any] | None = None,
 ) -> Backend:
     """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 
@@ -568,6 +569,24 @@ def register_backend(
     ``t.materialize()``); ``lazy=False``: every read calls ``to_cpu`` and every result
     ``from_cpu`` at once, for a backend whose payloads change where boxfall does not see it or
     whose ``from_cpu`` must run eagerly.
+
+    ``view(payload, shape, strides, offset) -> payload | (payload, False) | None`` (optional)
+    makes a view of a payload on the device: the payload of ``shape`` whose element at index
+    ``i`` is the base payload's element ``offset + sum(i[d] * strides[d])`` of its values in C
+    order (strides and offset count elements; a stride may be negative, or 0 for a broadcast
+    axis). A payload alone (or ``(payload, True)``) shares the base's device memory: a kernel
+    of the backend that writes it writes the base, as a NumPy view does. ``(payload, False)``
+    is a copy (a gather into a new buffer): after a kernel of the backend writes it, boxfall
+    writes its values into the base (``to_cpu`` of the copy, through the view into the base's
+    host values, the base then on the host only; all counted in ``bf.metrics.transfers()``),
+    all or nothing (an error names the view's operators, the hook and the backend, and the
+    base keeps its values). A kernel of the backend reads a view
+    (``x.T``, ``x[1:]``, ``expand_dims(x, 0)``) through it with nothing moved: a base whose
+    values were on the host only gets its payload once (``from_cpu``) and every view of it is
+    made from that. Return None for a view the device cannot make (boxfall then makes its
+    values on the host and moves them with ``from_cpu``). A payload of another shape than
+    ``shape`` or another dtype than the base's is a ``bf.KernelError`` naming the hook, the
+    view's operators and the backend.
     """
 
 def backends_version() -> int:

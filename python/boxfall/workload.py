@@ -22,9 +22,10 @@ on the device only (the backends are lazy, so a result the CPU fallback made sta
 and reading it crosses nothing), and ``bytes_materialized``, the fallback's host results put
 on the device because a kernel of the backend read them.
 The two Python backends' hooks also count the bytes they are given or give (``hook_bytes``),
-which sees what the metrics do not: a view's values made on the device for a kernel of the
-backend (a view's payload is made from its base's host copy, by ``to_cpu`` of the base and
-``from_cpu`` of the view's values).
+which would see what the metrics do not. Both backends have a ``view`` hook (a NumPy view of the
+payload's memory), so that a view a kernel of the backend reads (``x.T``, ``centers.T``,
+``expand_dims``) is made on the device from its base's payload: the base's payload is made
+once (``from_cpu``, counted as materialized) and no view moves its base's bytes again.
 """
 
 from __future__ import annotations
@@ -132,6 +133,22 @@ HOOK_BYTES: dict[str, HookBytes] = {}
 """The bytes each of the workload's Python backends' hooks moved, by backend name."""
 
 
+def _view(b: Buffer, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:
+    """The ``view`` hook: a NumPy view of the payload's memory (no byte moves), as a device
+    makes a view of its buffer; None for a payload not in C order (the hook's strides count
+    elements in C order)."""
+    a = b.data
+    if not a.flags.c_contiguous:
+        return None
+    flat = a.reshape(-1)
+    item = a.itemsize
+    return Buffer(
+        np.lib.stride_tricks.as_strided(
+            flat[offset:], shape=shape, strides=tuple(s * item for s in strides)
+        )
+    )
+
+
 def _hooks(name: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
     """``to_cpu``, ``from_cpu`` and ``copy_from_cpu`` of the backend ``name``, counting their
     bytes into ``HOOK_BYTES[name]``."""
@@ -181,7 +198,7 @@ def _register(name: str, kernels: bool) -> bf.Backend:
         return found
     to_cpu, from_cpu, copy_from_cpu = _hooks(name)
     backend = bf.register_backend(
-        name, to_cpu=to_cpu, from_cpu=from_cpu, copy_from_cpu=copy_from_cpu
+        name, to_cpu=to_cpu, from_cpu=from_cpu, copy_from_cpu=copy_from_cpu, view=_view
     )
     fb = bf.Library("_", "IMPL")
     fb._for_process_life()
@@ -451,7 +468,7 @@ def least_needed(p: Problem, native: frozenset[str] = frozenset()) -> Needed:
     operator served by the fallback moves each tensor argument to the CPU (a view with its own
     bytes, one passed twice twice) and each result to the device, each call, and the user's
     reads cross once. A kernel of the backend moves nothing here (a view given to it is made on
-    the device from its base's host copy, which the hooks see and the metrics do not)."""
+    the device from its base's payload, by the backends' ``view`` hook)."""
     x, y = make_data(p)
     flow = _Flow()
     flow.value(x, "device")

@@ -16,7 +16,7 @@ use crate::backend::{register_backend as register_core, replace_backend as repla
 use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};
 use crate::key::{registered_keys, DispatchKey, NUM_KEYS};
-use crate::tensor::{DType, Device, Tensor};
+use crate::tensor::{DType, Device, DeviceView, Tensor};
 
 /// The dtypes a backend's device holds (`register_backend(dtypes=)`): bit `i` stands for
 /// `DType::ALL[i]`.
@@ -309,6 +309,8 @@ struct PyBackendHooks {
     from_cpu: Py<PyAny>,
     copy_from_cpu: Py<PyAny>,
     to_cpu_many: Option<Py<PyAny>>,
+    /// `register_backend(view=)`: a view made on the device from its base's payload.
+    view: Option<Py<PyAny>>,
     shares_memory: bool,
     held: Held,
     lock: Option<Py<PyAny>>,
@@ -364,6 +366,30 @@ impl PyBackendHooks {
                 t.device(),
                 self.name
             ))
+        })
+    }
+
+    /// What a `view` hook returned, as the payload and whether it shares the base's memory:
+    /// a payload alone shares it; `(payload, shares_memory)` says which (False: a copy, whose
+    /// writes boxfall writes into the base after a kernel). Any other tuple is refused, as a
+    /// payload that could not be told from the pair.
+    fn view_sharing<'py>(&self, out: &Bound<'py, PyAny>) -> Result<(Bound<'py, PyAny>, bool)> {
+        let Ok(pair) = out.cast::<PyTuple>() else {
+            return Ok((out.clone(), true));
+        };
+        if pair.len() == 2 {
+            if let (Ok(payload), Ok(flag)) = (pair.get_item(0), pair.get_item(1)) {
+                if let Ok(flag) = flag.cast::<pyo3::types::PyBool>() {
+                    return Ok((payload, flag.is_true()));
+                }
+            }
+        }
+        Err(Error::Kernel {
+            context: format!("the 'view' hook of backend '{}'", self.name),
+            message: format!(
+                "it returned a tuple of {} items that is not (payload, shares_memory) with shares_memory a bool; a view hook returns a payload (sharing the base's memory), or (payload, False) for a copy, and the kernel did not run",
+                pair.len()
+            ),
         })
     }
 
@@ -547,6 +573,14 @@ impl Backend for PyBackendHooks {
         Python::attach(|py| {
             let arr =
                 cpu_tensor_to_numpy(py, cpu, false).map_err(|e| self.fail(py, "from_cpu", e))?;
+            // A view's host values are a NumPy view of its base's (a transposed one is not in
+            // C order): the hook gets them in C order, as a device copies them.
+            let arr = match arr.cast::<numpy::PyUntypedArray>() {
+                Ok(a) if !numpy::PyUntypedArrayMethods::is_c_contiguous(a) => arr
+                    .call_method1(pyo3::intern!(py, "copy"), ("C",))
+                    .map_err(|e| self.fail(py, "from_cpu", e))?,
+                _ => arr,
+            };
             self.check_dtype(&arr)?;
             let _serial = self.serial(py)?;
             let payload = self
@@ -556,6 +590,44 @@ impl Backend for PyBackendHooks {
                 .map_err(|e| self.fail(py, "from_cpu", e))?;
             self.check_payload("from_cpu", &arr, &payload)?;
             Ok(object_tensor(device, &payload))
+        })
+    }
+
+    fn view(
+        &self,
+        base: &Tensor,
+        shape: &[usize],
+        strides: &[isize],
+        offset: isize,
+    ) -> Result<Option<DeviceView>> {
+        let Some(hook) = &self.view else {
+            return Ok(None);
+        };
+        Python::attach(|py| {
+            // The base's payload, made first if its values are on the host only (counted
+            // there, once: every later view of it is made from it).
+            let p = self.payload(py, base)?;
+            let args = (
+                &p,
+                PyTuple::new(py, shape).map_err(|e| self.fail(py, "view", e))?,
+                PyTuple::new(py, strides).map_err(|e| self.fail(py, "view", e))?,
+                offset,
+            );
+            let out = {
+                let _serial = self.serial(py)?;
+                hook.bind(py)
+                    .call1(args)
+                    .map_err(|e| self.fail(py, "view", e))?
+            };
+            if out.is_none() {
+                return Ok(None);
+            }
+            let (out, shares) = self.view_sharing(&out)?;
+            check_view(&self.name, &p, shape, &out)?;
+            Ok(Some(DeviceView {
+                data: object_tensor(base.device(), &out).data(),
+                shares,
+            }))
         })
     }
 
@@ -646,6 +718,60 @@ fn check_payload(
             show(&shape),
             show(&dtype),
             show(&want_shape),
+            show(&want_dtype),
+        ),
+    })
+}
+
+/// The payload a `view` hook made of `base` must have the view's `shape` and the base's dtype
+/// (where the payloads tell them), as `from_cpu`'s must: a view of another shape would give
+/// the kernel reading it wrong results.
+fn check_view(
+    backend: &str,
+    base: &Bound<'_, PyAny>,
+    shape: &[usize],
+    made: &Bound<'_, PyAny>,
+) -> Result<()> {
+    let py = base.py();
+    let got_shape = made
+        .getattr(pyo3::intern!(py, "shape"))
+        .and_then(|s| s.extract::<Vec<usize>>())
+        .ok();
+    let (want_dtype, got_dtype) = (
+        base.getattr(pyo3::intern!(py, "dtype")).ok(),
+        made.getattr(pyo3::intern!(py, "dtype")).ok(),
+    );
+    let shape_ok = got_shape.as_deref().is_none_or(|s| s == shape);
+    let dtype_ok = match (&want_dtype, &got_dtype) {
+        (Some(w), Some(g)) => w.eq(g).unwrap_or(false),
+        _ => true,
+    };
+    if shape_ok && dtype_ok {
+        return Ok(());
+    }
+    let show = |o: &Option<Bound<'_, PyAny>>| {
+        o.as_ref()
+            .and_then(|o| o.str().ok())
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "?".into())
+    };
+    let tuple = |s: &[usize]| match s {
+        [one] => format!("({one},)"),
+        s => format!(
+            "({})",
+            s.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let got = got_shape.map_or_else(|| "?".into(), |s| tuple(&s));
+    let shape = tuple(shape);
+    Err(Error::Kernel {
+        context: format!("the 'view' hook of backend '{backend}'"),
+        message: format!(
+            "it returned a payload of shape {got} and dtype {} for a view of shape {shape} and dtype {}; a view's payload must have the view's shape and its base's dtype, and the kernel did not run",
+            show(&got_dtype),
             show(&want_dtype),
         ),
     })
@@ -895,9 +1021,14 @@ pub fn host_data_target(
 /// backend's hooks, and the kernels and fallbacks registered for it from then on, run one at a
 /// time (under one re-entrant lock of the backend). `lazy` (residency, `crate::resident`):
 /// host copies kept and the fallback's results left on the host until the device needs them;
-/// `lazy=False` moves every read and every result at once.
+/// `lazy=False` moves every read and every result at once. `view(payload, shape, strides,
+/// offset)` (optional) makes a view of a payload on the device (strides and offset in elements
+/// of the payload's values in C order): the payload, sharing the base's memory, or
+/// `(payload, False)` for a copy (a kernel's write of it is written into the base after the
+/// kernel), or None where it cannot: a kernel of the backend then reads a view with nothing
+/// moved.
 #[pyfunction]
-#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true))]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn register_backend(
     py: Python<'_>,
@@ -911,6 +1042,7 @@ pub fn register_backend(
     dtypes: Option<Bound<'_, PyAny>>,
     thread_safe: bool,
     lazy: bool,
+    view: Option<Py<PyAny>>,
 ) -> PyResult<PyBackend> {
     // Checked before anything is registered, so a refused backend leaves its name free.
     let given = [
@@ -918,6 +1050,7 @@ pub fn register_backend(
         ("from_cpu", Some(&from_cpu)),
         ("copy_from_cpu", Some(&copy_from_cpu)),
         ("to_cpu_many", to_cpu_many.as_ref()),
+        ("view", view.as_ref()),
     ];
     for (hook, f) in given {
         if let Some(f) = f.map(|f| f.bind(py)).filter(|f| !f.is_callable()) {
@@ -942,6 +1075,7 @@ pub fn register_backend(
         from_cpu: from_cpu.clone_ref(py),
         copy_from_cpu,
         to_cpu_many,
+        view,
         shares_memory,
         held,
         lock: lock.as_ref().map(|l| l.clone_ref(py)),

@@ -20,7 +20,7 @@ use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 use crate::strided::Strided;
-use crate::tensor::{Device, Tensor, TensorData, ViewOps};
+use crate::tensor::{Device, DeviceView, Tensor, TensorData, ViewOps};
 
 /// `boxfall.array_api._views`, imported once.
 fn views(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
@@ -74,16 +74,53 @@ impl ViewOps for PyViewOps {
         }
         Python::attach(|py| {
             let values = host_values(py, base)?;
+            let hooks = match device.key {
+                DispatchKey::CPU => None,
+                key => Some(hooks(key)?),
+            };
+            if hooks.is_some_and(|h| h.lazy()) {
+                // The view's values stay a read-only NumPy view of the base's host copy (which
+                // nobody writes where it is but NumPy, through exported memory, whose views
+                // are made again at every read): no copy, and a transposed view reaches the
+                // CPU kernel as NumPy's own (matmul then reads it in place).
+                let out = views(py)
+                    .and_then(|m| m.getattr("view_of_host"))
+                    .and_then(|f| f.call1((values, self.chain.bind(py))))
+                    .map_err(from_pyerr)?;
+                return Ok(Tensor::host_only(numpy_tensor(&out), device).data());
+            }
             let out = views(py)
                 .and_then(|m| m.getattr("materialize"))
                 .and_then(|f| f.call1((values, self.chain.bind(py))))
                 .map_err(from_pyerr)?;
             let cpu = cpu_tensor(&out);
-            if device.key == DispatchKey::CPU {
-                return Ok(cpu.data());
+            match hooks {
+                None => Ok(cpu.data()),
+                Some(hooks) => Ok(hooks.from_cpu_owned(cpu, device)?.data()),
             }
-            Ok(hooks(device.key)?.from_cpu_owned(cpu, device)?.data())
         })
+    }
+
+    fn on_device(&self, base: &Tensor, device: Device) -> Result<Option<DeviceView>> {
+        if device.key == DispatchKey::CPU {
+            return Ok(None);
+        }
+        let made = hooks(device.key)?
+            .view(base, &self.shape, &self.place.strides, self.place.offset)
+            .map_err(|e| match e {
+                // Named by the operators that made the view, as a kernel's error names its
+                // operator.
+                Error::Kernel { context, message } => Error::Kernel {
+                    context: format!("{context}, making the view {}", self.steps()),
+                    message,
+                },
+                e => e,
+            })?;
+        Ok(made)
+    }
+
+    fn describe(&self) -> String {
+        format!("the view {}", self.steps())
     }
 
     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
@@ -107,6 +144,22 @@ impl ViewOps for PyViewOps {
                 return Ok(());
             }
             crate::resident::write(hooks(base.key())?, base, &cpu).map(drop)
+        })
+    }
+}
+
+impl PyViewOps {
+    /// The operators that made the view, in order (`matrix_transpose`, `getitem then
+    /// reshape`).
+    fn steps(&self) -> String {
+        Python::attach(|py| {
+            let names: Vec<String> = self
+                .chain
+                .bind(py)
+                .iter()
+                .filter_map(|step| step.get_item(0).ok()?.extract::<String>().ok())
+                .collect();
+            names.join(" then ")
         })
     }
 }

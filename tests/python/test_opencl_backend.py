@@ -129,6 +129,78 @@ def test_native_kernels_run_on_the_device_without_falling_back(case, name):
     np.testing.assert_allclose(np.asarray(got), want, **tol(dtype))
 
 
+@pytest.mark.parametrize(
+    ("name", "f"),
+    [
+        ("transpose", lambda xp, x: xp.matmul(x.T, x)),
+        ("rows", lambda xp, x: xp.add(x[1:], x[:-1])),
+        ("reversed", lambda xp, x: xp.subtract(x[::-1, ::2], x[:, 1::2])),
+        ("reshape", lambda xp, x: xp.multiply(xp.reshape(x, (4, 3)), xp.reshape(x, (4, 3)))),
+        ("expand_dims", lambda xp, x: xp.add(xp.expand_dims(x[0], 0), x[:1])),
+    ],
+)
+def test_a_view_a_kernel_reads_is_made_on_the_device(case, name, f):
+    """The example's ``view`` hook: the views an OpenCL kernel reads (a reshape shares the
+    buffer; a transpose, a slice or a reversed view is gathered on the device) cross nothing."""
+    xp, dtype = case
+    a = np.arange(12.0, dtype=dtype).reshape(3, 4)
+    x = xp.asarray(a)
+    bf.metrics.reset()
+    got = f(xp, x)
+    assert sum(bf.metrics.counters().values()) == 0, bf.metrics.counters()  # no fallback
+    moved = bf.metrics.transfers().get(x.device.split(":")[0], {})
+    assert moved.get("bytes_materialized", 0) == 0, moved
+    np.testing.assert_allclose(np.asarray(got), f(np, a), **tol(dtype))
+
+
+def test_a_host_base_crosses_once_for_all_the_views_kernels_read(full):
+    xp = xp_cpu.namespace(full.name)
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    x = xp.asarray(a)
+    y = xp.negative(x)  # the CPU fallback's result: on the host only
+    bf.metrics.reset()
+    got = xp.add(xp.matmul(y.T, x), xp.matmul(xp.matrix_transpose(y), x))
+    assert bf.metrics.transfers()[full.name]["bytes_materialized"] == a.nbytes
+    np.testing.assert_allclose(np.asarray(got), 2 * (-a).T @ a, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("name", "view"),
+    [
+        ("reshape", lambda xp, x: xp.reshape(x, (4, 3))),
+        ("rows", lambda xp, x: x[1:]),
+        ("transpose", lambda xp, x: x.T),
+    ],
+)
+def test_an_in_place_kernel_writing_a_view_writes_its_base(full, name, view):
+    """An in-place OpenCL kernel (this test's ``add_``) writing a view writes its base: a
+    reshape shares the buffer and is written where it is (nothing moves); a slice or a
+    transpose is gathered into a copy, whose write boxfall writes into the base."""
+    xp = xp_cpu.namespace(full.name)
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    x = xp.asarray(a)
+    ones = xp.asarray(np.ones(view(np, a).shape, np.float32))
+
+    def add_(x1: Any, x2: Any) -> Any:
+        x1.payload.array += x2.payload.array
+        return x1
+
+    with bf.Library("array_api", "IMPL") as lib:
+        lib.impl("add_", add_, full.name)
+        bf.metrics.reset()
+        bf.ops.array_api.add_(view(xp, x), ones)
+        assert bf.metrics.counter_value("array_api::add_") == 0  # the OpenCL kernel ran
+        moved = bf.metrics.transfers().get(full.name, {}).get("bytes_to_host", 0)
+    want = a.copy()
+    view(np, want)[...] += 1.0
+    np.testing.assert_array_equal(x.numpy(), want)
+    np.testing.assert_array_equal(np.asarray(view(xp, x)), view(np, want))
+    if name == "reshape":
+        assert moved == 0
+    else:
+        assert moved > 0 and x.residency == "host"
+
+
 def _quick_subset(dtype: np.dtype) -> list[tuple[str, Callable[[Any, Any], Any]]]:
     """(name, f(namespace, arrays)) for a quick subset of the standard: creation, element-wise,
     statistics, linear algebra, manipulation, searching, sorting, sets and indexing."""

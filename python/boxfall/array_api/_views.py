@@ -9,7 +9,9 @@ indexing return copies, as in NumPy.
 No backend kernel runs and nothing moves to make a view: a view is its base and the chain of
 steps that made it (``("getitem", key)``, ``("reshape", shape)``, ...), with its offset and
 strides among the base's elements. Its values are made when they are read (again after the base
-was written), by :func:`materialize` from the base's host copy; a write through it is
+was written): on a lazy backend (residency), by :func:`view_of_host`, a read-only NumPy view of
+the base's host copy (no copy: a transposed view reaches ``matmul`` as NumPy's own), else by
+:func:`materialize`, a copy; a write through it is
 :func:`write`: the steps applied to a copy of the base's host values, written there, and the
 copy written into the base by its backend's hook, all or nothing. A Native base's views are
 read and written in Rust from their offset and strides instead, with no Python call.
@@ -19,9 +21,12 @@ one element of memory, which the steps never read (basic indexing, reshaping and
 only compute strides), so a step NumPy cannot take without a copy (``reshape`` of a transposed
 view) is found before anything is made, and the operator then runs instead.
 
-A backend's own kernels (``lib.impl(..., "Accel")``) see a view as a tensor of its values, made
-on the device from the base's host copy; a backend kernel that writes a view's payload in place
-writes that copy only.
+A backend's own kernels (``lib.impl(..., "Accel")``) see a view as a tensor of its values. A
+backend registered with a ``view=`` hook makes it on the device from the base's payload
+(``view(payload, shape, strides, offset)``, sharing the base's device memory: nothing crosses,
+and a kernel that writes it writes the base); without one, or where the hook returns None, the
+view's values are made from the base's host copy and moved by ``from_cpu``, and a backend kernel
+that writes that payload in place writes that copy only.
 """
 
 from __future__ import annotations
@@ -103,6 +108,16 @@ def materialize(values: Any, chain: Any) -> np.ndarray:
     """The values of the view ``chain`` of a base whose host values are ``values``: a new
     C-ordered array."""
     return np.array(_apply(_host_base(values), chain), order="C", copy=True)
+
+
+def view_of_host(values: Any, chain: Any) -> np.ndarray:
+    """The values of the view ``chain`` of a base whose host values are ``values`` (which
+    nobody writes in place), as a read-only NumPy view of them where NumPy makes one: no copy,
+    and a transposed view stays transposed (``matmul`` reads it as it is)."""
+    out = np.asarray(_apply(_host_base(values), chain))
+    out = out.view()
+    out.flags.writeable = False
+    return out
 
 
 def write(values: Any, chain: Any, src: Any) -> np.ndarray:
