@@ -118,6 +118,34 @@ pub trait Backend: Send + Sync + 'static {
         self.from_cpu(&cpu, device)
     }
 
+    /// `from_cpu_owned`'s tensor where the backend takes the CPU result as it is, with no
+    /// copy and no hook of its own (a backend whose device tensors hold host memory:
+    /// [`Tensor::into_device`]); `Err(cpu)` (the default) hands the result back, and the
+    /// caller then calls `from_cpu_owned`. The CPU fallback does not time a result taken so
+    /// (a clock read would cost more than the step), as it does not time an argument lent by
+    /// `lent_to_cpu`. A backend that overrides it returns exactly the tensor
+    /// `from_cpu_owned` would.
+    ///
+    /// ```
+    /// use boxfall::{backend::Backend, native::{self, NativeBackend}, Tensor};
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = NativeBackend.adopt_from_cpu(cpu, native::DEVICE).unwrap();
+    /// assert_eq!(t.device(), native::DEVICE);
+    /// struct Copies;
+    /// impl Backend for Copies {
+    ///     fn to_cpu(&self, t: &Tensor, _: bool) -> boxfall::Result<Tensor> { unimplemented!() }
+    ///     fn from_cpu(&self, _: &Tensor, _: boxfall::Device) -> boxfall::Result<Tensor> { unimplemented!() }
+    ///     fn copy_from_cpu(&self, _: &Tensor, _: &Tensor) -> boxfall::Result<()> { unimplemented!() }
+    /// }
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(Copies.adopt_from_cpu(cpu, native::DEVICE).is_err()); // the default takes none
+    /// ```
+    #[inline(always)]
+    fn adopt_from_cpu(&self, cpu: Tensor, device: Device) -> std::result::Result<Tensor, Tensor> {
+        let _ = device;
+        Err(cpu)
+    }
+
     /// Residency (`boxfall::resident`): whether the CPU fallback keeps the host copies of this
     /// backend's tensors that it reads (tagged with their data version, and used while no write
     /// came since) and leaves its results on the host side until the device needs them (a
@@ -331,15 +359,23 @@ fn host_of(t: &Tensor) -> Result<Arc<HostArray>> {
         .ok_or_else(|| Error::Fallback(format!("a tensor on {} holds no host memory", t.device())))
 }
 
+/// Lent, not copied: the tensor's one loan, which holds its data as it is now.
+fn loan_of(t: &Tensor) -> Result<Tensor> {
+    t.host_loan()
+        .ok_or_else(|| Error::Fallback(format!("a tensor on {} holds no host memory", t.device())))
+}
+
 impl Backend for NativeBackend {
     fn to_cpu(&self, t: &Tensor, for_write: bool) -> Result<Tensor> {
         if for_write {
             return Ok(Tensor::host(Device::CPU, host_of(t)?.try_clone()?));
         }
-        // Lent, not copied: the tensor's one loan, which holds its data as it is now.
-        t.host_loan().ok_or_else(|| {
-            Error::Fallback(format!("a tensor on {} holds no host memory", t.device()))
-        })
+        loan_of(t)
+    }
+
+    // Its own entry rather than the default's call of `to_cpu`: one call a tensor less.
+    fn to_cpu_read_only(&self, t: &Tensor) -> Result<Tensor> {
+        loan_of(t)
     }
 
     #[inline]
@@ -352,10 +388,18 @@ impl Backend for NativeBackend {
     }
 
     fn from_cpu_owned(&self, cpu: Tensor, device: Device) -> Result<Tensor> {
+        match self.adopt_from_cpu(cpu, device) {
+            Ok(t) => Ok(t),
+            Err(cpu) => self.from_cpu(&cpu, device),
+        }
+    }
+
+    #[inline]
+    fn adopt_from_cpu(&self, cpu: Tensor, device: Device) -> std::result::Result<Tensor, Tensor> {
         if cpu.is_host() {
             Ok(cpu.into_device(device))
         } else {
-            self.from_cpu(&cpu, device)
+            Err(cpu)
         }
     }
 

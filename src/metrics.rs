@@ -280,12 +280,15 @@ pub struct Figures {
     /// Nanoseconds spent in the whole fallback.
     pub fallback_ns: u64,
     /// Nanoseconds moving arguments to the CPU. A step in which every argument is lent, not
-    /// copied (Native's host memory to a Python kernel), is not timed and adds 0: a clock read
-    /// would cost more than its bookkeeping, which counts in `kernel_ns`.
+    /// copied (Native's host memory, to a Python kernel or through the typed fallback), is
+    /// not timed and adds 0: a clock read would cost more than its bookkeeping, which counts
+    /// in `kernel_ns`.
     pub to_cpu_ns: u64,
     /// Nanoseconds in the CPU kernel.
     pub kernel_ns: u64,
-    /// Nanoseconds moving results back and writing mutated arguments back.
+    /// Nanoseconds moving results back and writing mutated arguments back. Results that the
+    /// backend takes as they are (Native's host memory, through the typed fallback:
+    /// `Backend::adopt_from_cpu`) are not timed, as lent arguments are not.
     pub from_cpu_ns: u64,
     /// Bytes moved to the CPU.
     pub bytes_to_cpu: u64,

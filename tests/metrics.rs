@@ -440,6 +440,51 @@ fn the_time_splits_into_to_cpu_kernel_and_from_cpu_within_the_whole() {
 }
 
 #[test]
+fn native_moves_that_copy_nothing_are_not_timed_and_their_bytes_count() {
+    let _s = serial();
+    boxfall::native::install_fallback().unwrap();
+    let (_ns, mut lib) = def_lib("met_lent");
+    let slow = lib.define("slow(Tensor self) -> Tensor").unwrap();
+    lib.impl_kernel(
+        "slow",
+        DispatchKey::CPU,
+        KernelFunction::from_unboxed::<(Tensor,), Tensor>(slow_neg),
+        false,
+    )
+    .unwrap();
+    let x = boxfall::native::tensor(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    // The tensor's loan, which Native makes at its first lending (taking the tensor's lock,
+    // which step 1 then times) and lends as it is from then on.
+    let _ = x.host_loan();
+    // A typed call (the typed fallback) and a boxed one (the CPU kernel's stack entry), each
+    // twice: Native lends the argument and takes the result as it is, so neither move is
+    // timed, and the whole fallback is the kernel's step.
+    let typed = slow.typed::<(Tensor,), Tensor>().unwrap();
+    for _ in 0..2 {
+        let out = typed.call((x.clone(),)).unwrap();
+        assert_eq!(out.device(), boxfall::native::DEVICE);
+        assert_eq!(out.describe(), "float64[2]");
+        let mut stack = vec![boxfall::IValue::Tensor(x.clone())];
+        slow.call_boxed(&mut stack).unwrap();
+        assert!(
+            matches!(&stack[..], [boxfall::IValue::Tensor(t)] if t.device() == boxfall::native::DEVICE)
+        );
+    }
+    let f = *Dispatcher::op_stats(slow.name())
+        .unwrap()
+        .backend(DispatchKey::NATIVE)
+        .unwrap();
+    assert_eq!(
+        (f.fallbacks, f.failures, f.bytes_to_cpu, f.bytes_from_cpu),
+        (4, 0, 4 * 16, 4 * 16),
+        "{f:?}"
+    );
+    assert_eq!((f.to_cpu_ns, f.from_cpu_ns), (0, 0), "{f:?}");
+    assert!(f.kernel_ns >= 4 * 50_000_000, "{f:?}");
+    assert_eq!(f.kernel_ns, f.fallback_ns, "{f:?}");
+}
+
+#[test]
 fn every_refused_or_failed_fallback_counts_as_a_failure() {
     let _s = serial();
     let (ns, mut lib) = def_lib("met");

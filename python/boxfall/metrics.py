@@ -76,9 +76,10 @@ def op_stats(name: OpName) -> dict[str, Any]:
       the CPU, ``kernel_ns`` in the CPU kernel, ``from_cpu_ns`` moving the results back and
       writing mutated arguments back. ``to_cpu_ns + kernel_ns + from_cpu_ns <= fallback_ns``
       (the rest is the fallback's own bookkeeping); a refusal takes no time. Where every
-      argument is lent rather than copied (Native's memory to a Python kernel), the move to the
-      CPU is not timed and adds 0 to ``to_cpu_ns`` (its bytes still count): a clock read would
-      cost more than the step.
+      argument is lent rather than copied (Native's memory to a Python kernel or a Rust one),
+      the move to the CPU is not timed and adds 0 to ``to_cpu_ns`` (its bytes still count): a
+      clock read would cost more than the step. So are the results of a Rust CPU kernel that
+      Native takes as they are (``from_cpu_ns``).
     - ``bytes_to_cpu``, ``bytes_from_cpu``: bytes moved each way.
     - ``kernel_calls``: calls of a backend's own kernel of the operator (a Python kernel
       registered with ``Library.impl`` for a backend key), beside the fallback's figures;

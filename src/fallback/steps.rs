@@ -27,7 +27,6 @@ pub(crate) struct StepMarks {
 
 impl StepMarks {
     /// The mark of a step not timed: it ends where it began (see `record`).
-    #[cfg(feature = "python")]
     pub(crate) const UNTIMED: u64 = 0;
 }
 

@@ -273,6 +273,8 @@ pub(crate) struct Moves<'a> {
     to_cpu: u64,
     from_cpu: u64,
     marks: StepMarks,
+    /// Whether step 1 copied a tensor (rather than lending every one): only then is it timed.
+    copied: bool,
 }
 
 impl<'a> Moves<'a> {
@@ -287,6 +289,7 @@ impl<'a> Moves<'a> {
             to_cpu: 0,
             from_cpu: 0,
             marks: StepMarks::default(),
+            copied: false,
         }
     }
 
@@ -336,11 +339,18 @@ impl Moves<'_> {
             *t = self.resident_arg(t)?;
             return Ok(());
         }
+        // Lent where the backend keeps the CPU tensor (Native): nothing is copied.
+        if let Some(cpu) = self.hooks.lent_to_cpu(t) {
+            self.to_cpu += cpu.nbytes() as u64;
+            *t = cpu.clone();
+            return Ok(());
+        }
         let cpu = self
             .hooks
             .to_cpu_read_only(t)
             .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
         self.to_cpu += cpu.nbytes() as u64;
+        self.copied = true;
         *t = cpu;
         Ok(())
     }
@@ -349,6 +359,7 @@ impl Moves<'_> {
     /// cross), else the backend's `to_cpu` (`resident::read`).
     #[inline(never)]
     fn resident_arg(&mut self, t: &Tensor) -> Result<Tensor> {
+        self.copied = true;
         let (cpu, crossed) = resident::read(self.hooks, t)
             .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
         if crossed {
@@ -358,18 +369,22 @@ impl Moves<'_> {
     }
 
     /// Step 3 for one tensor: a CPU tensor goes to the device, any other stays. The first
-    /// return marks the end of step 2 (a kernel whose returns hold no tensor ends it with the
-    /// call).
+    /// return that the backend moves marks the end of step 2; one it takes as it is
+    /// (`adopt_from_cpu`: Native's host memory) copies nothing and is not timed, as a lent
+    /// argument is not (a kernel whose returns are all taken so, or hold no tensor, ends
+    /// step 2 with the call).
     #[inline(always)]
     fn ret_one(&mut self, t: Tensor) -> Result<Tensor> {
-        if self.marks.ran == u64::MAX {
-            self.marks.ran = clock::ticks();
-        }
         if t.key() != DispatchKey::CPU {
             return Ok(t);
         }
         let bytes = t.nbytes() as u64;
         self.from_cpu += bytes;
+        let t = match self.hooks.adopt_from_cpu(t, self.device) {
+            Ok(on_device) => return Ok(on_device),
+            Err(t) => t,
+        };
+        self.mark_ran();
         let on_device = self
             .hooks
             .from_cpu_owned(t, self.device)
@@ -379,6 +394,14 @@ impl Moves<'_> {
             self.from_cpu -= bytes;
         }
         Ok(on_device)
+    }
+
+    /// The end of step 2, at the first return that is moved.
+    #[inline(always)]
+    fn mark_ran(&mut self) {
+        if self.marks.ran == u64::MAX {
+            self.marks.ran = clock::ticks();
+        }
     }
 
     /// The three steps around the CPU kernel's typed function `f`, compiled with its signature.
@@ -396,22 +419,18 @@ impl Moves<'_> {
         returns.map_tensors(&mut ToDevice(self))
     }
 
-    /// The end of step 1: the results' device, and the step's time mark.
+    /// The end of step 1: the results' device, and the step's time mark where it copied a
+    /// tensor. A step that copied nothing (every tensor lent, or none the backend's) gets no
+    /// mark: a clock read costs more than its bookkeeping, so it counts as taking no time
+    /// (`StepMarks::UNTIMED`).
     #[inline(always)]
     fn args_done(&mut self) -> Result<()> {
         self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
-        self.marks.moved = clock::ticks();
-        Ok(())
-    }
-
-    /// The end of a step 1 that copied nothing (every tensor lent, or none the backend's): the
-    /// results' device, and no time mark. A clock read costs more than such a step's
-    /// bookkeeping, so the step counts as taking no time (`StepMarks::UNTIMED`).
-    #[cfg(feature = "python")]
-    #[inline(always)]
-    fn args_lent_done(&mut self) -> Result<()> {
-        self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
-        self.marks.moved = StepMarks::UNTIMED;
+        self.marks.moved = if self.copied {
+            clock::ticks()
+        } else {
+            StepMarks::UNTIMED
+        };
         Ok(())
     }
 
@@ -437,7 +456,6 @@ impl Moves<'_> {
         tensors: &mut [Option<&Tensor>],
         moved: &mut [Option<Tensor>],
     ) -> Result<()> {
-        let mut copied = false;
         for (g, m) in tensors.iter_mut().zip(moved.iter_mut()) {
             let Some(t) = *g else {
                 continue;
@@ -453,7 +471,6 @@ impl Moves<'_> {
                 }
                 None if !t.is_host() => {
                     *m = Some(self.resident_arg(t)?);
-                    copied = true;
                 }
                 None => {
                     let cpu = self
@@ -461,16 +478,12 @@ impl Moves<'_> {
                         .to_cpu_read_only(t)
                         .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
                     self.to_cpu += cpu.nbytes() as u64;
+                    self.copied = true;
                     *m = Some(cpu);
-                    copied = true;
                 }
             }
         }
-        if copied {
-            self.args_done()
-        } else {
-            self.args_lent_done()
-        }
+        self.args_done()
     }
 }
 
