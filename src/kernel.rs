@@ -1131,6 +1131,9 @@ pub(crate) struct TableEntry {
     /// For a CPU fallback entry, the kernel that serves the CPU key (the one the fallback
     /// runs).
     pub(crate) cpu: Option<KernelFunction>,
+    /// The entry is a backend's own kernel (registered for a backend key other than the CPU):
+    /// every call that runs it counts it in the operator's `kernel_calls`.
+    pub(crate) counted: bool,
 }
 
 /// An operator's table as one call sees it: its kernels by key, its fallthrough mask and its
@@ -1182,6 +1185,7 @@ impl DispatchTable {
                 source: Source::Missing,
                 route: Route::Missing,
                 cpu: None,
+                counted: false,
             }),
             mask: !0,
             long: 0,

@@ -39,7 +39,7 @@ use super::overload::PyOpOverload;
 use super::plan::{ArgPlan, Body, Kind, Plan, RetPlan, Spare, MAX};
 use super::py_kernel::PyKernel;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
-use crate::dispatcher::{dispatch_keys, OpSchema, OperatorHandle, Routed};
+use crate::dispatcher::{dispatch_keys, KernelCount, OpSchema, OperatorHandle, Routed};
 use crate::ivalue::Stack;
 use crate::kernel::{CpuKernel, Route, TensorsFn};
 use crate::key::{DispatchKey, DispatchKeySet};
@@ -508,32 +508,35 @@ fn run_lean<'py>(
 ) -> Lean<'py> {
     let py = slf.py();
     let op = &slf.get().handle;
-    let Some((func, boxed, array, masked)) = lean_kernel(py, op, &slf.get().spare, plan, keys)
+    let Some((func, boxed, array, masked, count)) =
+        lean_kernel(py, op, &slf.get().spare, plan, keys)
     else {
         return Lean::Passed;
     };
     let schema = &plan.schema;
-    let r = if boxed {
-        call_boxed(py, &func, slf, op, masked, args).and_then(|list| {
-            let r = boxed_one(py, op, schema, masked, body, args, &list);
-            slf.get().spare.give_back(list);
-            r
-        })
-    } else {
-        let out = match array.then(|| func.cast::<ArrayKernel>().ok()).flatten() {
-            Some(w) => {
-                vectorcall(w.get().kernel.bind(py), args).and_then(|out| w.get().finish(out))
+    let r = count.run(op, || {
+        if boxed {
+            call_boxed(py, &func, slf, op, masked, args).and_then(|list| {
+                let r = boxed_one(py, op, schema, masked, body, args, &list);
+                slf.get().spare.give_back(list);
+                r
+            })
+        } else {
+            let out = match array.then(|| func.cast::<ArrayKernel>().ok()).flatten() {
+                Some(w) => {
+                    vectorcall(w.get().kernel.bind(py), args).and_then(|out| w.get().finish(out))
+                }
+                None => vectorcall(&func, args),
+            };
+            match out {
+                Ok(out) => match ret_owned(out, &body.rets[0], args) {
+                    Ok(r) => r,
+                    Err(m) => Err(to_pyerr(py, ret_error(op, schema, masked, 0, m))),
+                },
+                Err(e) => Err(to_pyerr(py, kernel_error(py, e, op, masked))),
             }
-            None => vectorcall(&func, args),
-        };
-        match out {
-            Ok(out) => match ret_owned(out, &body.rets[0], args) {
-                Ok(r) => r,
-                Err(m) => Err(to_pyerr(py, ret_error(op, schema, masked, 0, m))),
-            },
-            Err(e) => Err(to_pyerr(py, kernel_error(py, e, op, masked))),
         }
-    };
+    });
     match r {
         Ok(r) => Lean::Done(r),
         Err(e) => {
@@ -544,7 +547,8 @@ fn run_lean<'py>(
 }
 
 /// The Python function that serves a lean call on `keys`, whether it is boxed and takes arrays,
-/// and the masked keys; None where no Python function serves it. Out of line: inlined into the
+/// the masked keys, and whether the call is counted (a backend's own kernel); None where no
+/// Python function serves it. Out of line: inlined into the
 /// vectorcall entry with the rest of the lean path, the thread-local accesses of the read
 /// section and of the key set were left out of line there (about 130 instructions a call more).
 #[inline(never)]
@@ -554,7 +558,7 @@ fn lean_kernel<'py>(
     spare: &Spare,
     plan: &Plan,
     keys: DispatchKeySet,
-) -> Option<(Bound<'py, PyAny>, bool, bool, DispatchKeySet)> {
+) -> Option<(Bound<'py, PyAny>, bool, bool, DispatchKeySet, KernelCount)> {
     op.route(keys, |r| {
         let k = match spare.hint(py, r.table(), keys) {
             Some(k) => k,
@@ -567,15 +571,16 @@ fn lean_kernel<'py>(
                 k
             }
         };
-        Some((k.func(py)?, k.boxed, k.array, r.keys()))
+        Some((k.func(py)?, k.boxed, k.array, r.keys(), r.counted()))
     })
     .flatten()
 }
 
 /// What serves a call, as the fast path found it.
 enum Found<'py> {
-    /// A Python function (boxed or not), with the call's keys masked by the operator's.
-    Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet),
+    /// A Python function (boxed or not), with the call's keys masked by the operator's, and
+    /// whether the call is counted (a backend's own kernel).
+    Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet, KernelCount),
     /// Another kernel, on these keys: the CPU fallback with a Python CPU kernel (`Some`, which
     /// `run_fallback` may run without a stack, with what it needs of the table), or any other
     /// (`None`, straight to the boxed call).
@@ -604,7 +609,7 @@ impl<'py> Found<'py> {
             Some(match r.route() {
                 Route::Missing => return None,
                 Route::Foreign => match r.foreign::<PyKernel>() {
-                    Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
+                    Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked, r.counted()),
                     None => Found::Other(None, masked),
                 },
                 Route::CpuFallback(CpuKernel::Foreign) => {
@@ -668,8 +673,8 @@ fn run<'py>(
     let py = slf.py();
     let op = &slf.get().handle;
     let found = Found::of(py, op, plan, keys)?;
-    let (func, boxed, array, masked) = match found {
-        Found::Python(func, boxed, array, masked) => (func, boxed, array, masked),
+    let (func, boxed, array, masked, count) = match found {
+        Found::Python(func, boxed, array, masked, count) => (func, boxed, array, masked, count),
         Found::Other(fallback, masked) => {
             // Only the CPU fallback runs there: a Rust kernel (Native's `array_api::add`)
             // spares the fallback's table look-up, a third of its own cost on one element.
@@ -694,14 +699,17 @@ fn run<'py>(
                     if !Arc::ptr_eq(r.schema(), &plan.schema) {
                         return None;
                     }
-                    let (kernel, masked) = (r.kernel()?, r.keys());
-                    if let Some(r) = r.tensors().and_then(|f| native_tensors(py, op, f, b)) {
-                        return Some(Ok(Rets::Done(r)));
+                    r.kernel()?;
+                    let tensors = r.tensors();
+                    if let Some(out) =
+                        tensors.and_then(|f| native_tensors(py, op, f, r.counted(), b))
+                    {
+                        return Some(Ok(Rets::Done(out)));
                     }
                     let mut passed = Passed::default();
                     let stack = boxed_stack(body, b, &mut passed)?;
                     Some(Ok(Rets::Done(call_kernel_boxed(
-                        py, op, kernel, masked, stack, &passed,
+                        py, op, &r, stack, &passed,
                     ))))
                 })
                 .flatten();
@@ -719,15 +727,17 @@ fn run<'py>(
         &b.kernel
     };
     let reuse = args.filter(|_| b.reuse && !b.wraps);
-    Some(if boxed {
-        call_boxed(py, &func, slf, op, masked, kobjs.as_slice()).and_then(|list| {
-            let r = boxed_returns(py, op, schema, masked, body, b.given.as_slice(), &list);
-            slf.get().spare.give_back(list);
-            r
-        })
-    } else {
-        call_unboxed(py, &func, array, op, schema, masked, body, kobjs, b, reuse)
-    })
+    Some(count.run(op, || {
+        if boxed {
+            call_boxed(py, &func, slf, op, masked, kobjs.as_slice()).and_then(|list| {
+                let r = boxed_returns(py, op, schema, masked, body, b.given.as_slice(), &list);
+                slf.get().spare.give_back(list);
+                r
+            })
+        } else {
+            call_unboxed(py, &func, array, op, schema, masked, body, kobjs, b, reuse)
+        }
+    }))
 }
 
 /// A call of backend tensors that the CPU fallback serves with a Python CPU kernel, run
@@ -916,23 +926,30 @@ fn kernel_in_fallback<'py>(
 /// cloned into one, the result wrapped as `returns_to_py` wraps it (a new tensor is never an
 /// argument's, so it is never the caller's object). `None` where the boxed kernel must serve:
 /// another kernel, an argument that is no `bf.Tensor`, or a call the kernel hands to the CPU
-/// fallback (which the boxed kernel then does, on the same arguments).
+/// fallback (which the boxed kernel then does, on the same arguments). A call the entry serves
+/// is counted by `count` (the boxed kernel counts the others).
 #[inline(always)]
 fn native_tensors<'py>(
     py: Python<'py>,
     op: &OperatorHandle,
     entry: TensorsFn,
+    count: KernelCount,
     b: &Bound_<'py>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     let [x, y] = b.given.as_slice() else {
         return None;
     };
     let (x, y) = (as_tensor(x)?, as_tensor(y)?);
+    let call = count.begin();
     let t = match entry(op, &x.get().inner, &y.get().inner) {
         Ok(Some(t)) => t,
         Ok(None) => return None,
-        Err(e) => return Some(Err(to_pyerr(py, e))),
+        Err(e) => {
+            call.end(op);
+            return Some(Err(to_pyerr(py, e)));
+        }
     };
+    call.end(op);
     Some(if t.key() == DispatchKey::CPU {
         cpu_tensor_to_numpy(py, &t, true)
     } else {
@@ -961,17 +978,18 @@ fn boxed_stack(body: &Body, b: &Bound_<'_>, passed: &mut Passed) -> Option<Stack
     Some(stack)
 }
 
-/// Runs a kernel that is not a Python function, and converts its returns as `call_op` does.
+/// Runs a kernel that is not a Python function as the router found it (`Routed::call_boxed`:
+/// counted, and the CPU fallback with its entry's CPU kernel), and converts its returns as
+/// `call_op` does.
 fn call_kernel_boxed<'py>(
     py: Python<'py>,
     op: &OperatorHandle,
-    kernel: &crate::KernelFunction,
-    keys: DispatchKeySet,
+    routed: &Routed<'_>,
     mut stack: Stack,
     passed: &Passed,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let result = kernel
-        .call_boxed(op, keys, &mut stack)
+    let result = routed
+        .call_boxed(op, &mut stack)
         .py(py)
         .and_then(|()| returns_to_py(py, &stack, passed));
     stack.clear();
