@@ -564,9 +564,9 @@ impl OperatorHandle {
     ) -> Result<()> {
         match table.route(keys) {
             Some((e, k)) if e.counted => {
-                count_on(self, keys, || self.call_kernel(table, k, keys, stack))
+                count_on(self, keys, || self.call_kernel(table, e, k, keys, stack))
             }
-            Some((_, k)) => self.call_kernel(table, k, keys, stack),
+            Some((e, k)) => self.call_kernel(table, e, k, keys, stack),
             None => Err(self.nothing_serves(table, unmasked, keys)),
         }
     }
@@ -586,18 +586,25 @@ impl OperatorHandle {
         self.no_kernel(table, key)
     }
 
-    /// Runs `kernel`, from `table`, on the stack. A kernel that reads the table (the CPU
-    /// fallback) gets the one this call loaded, rather than its boxed entry point, which would
-    /// enter a read section and load the table again to find the schema and the kernel below.
+    /// Runs `kernel`, `entry`'s in `table`, on the stack, as the entry's route says. A kernel
+    /// that reads the table gets the one this call loaded, rather than its boxed entry point,
+    /// which would enter a read section and load the table again to find the schema and the
+    /// kernel below; the CPU fallback also gets the CPU kernel the entry records.
     #[inline(always)]
     fn call_kernel(
         &self,
         table: &DispatchTable,
+        entry: &TableEntry,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
         stack: &mut Stack,
     ) -> Result<()> {
-        kernel.call_boxed_in(self, table, keys, stack)
+        match entry.route {
+            Route::CpuFallback(_) => {
+                kernel.call_cpu_fallback(self, table, entry.cpu.as_ref(), keys, stack)
+            }
+            _ => kernel.call_boxed_in(self, table, keys, stack),
+        }
     }
 
     /// The error of a call that nothing serves: it names the key, the keys that have a kernel
@@ -854,15 +861,18 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     /// ```
     pub fn call_fallback(&self, fallback: &KernelFunction, args: A) -> Result<R> {
         let keys = args.dispatch_keys();
-        if fallback.wraps() {
+        if fallback.is_cpu_fallback() {
             return self.op.with_table(keys, |table| {
-                // The CPU kernel as a table entry of the CPU fallback names it when the table
+                // The CPU kernel as a table entry of the CPU fallback records it when the table
                 // is published: the one that serves the CPU key.
-                let cpu = fallback
-                    .is_cpu_fallback()
-                    .then(|| table.kernel(DispatchKey::CPU.set()));
-                self.call_wrapping(table, cpu, fallback, keys, args)
+                let cpu = table.kernel(DispatchKey::CPU.set());
+                self.call_cpu_fallback(table, cpu, fallback, keys, args)
             });
+        }
+        if fallback.wraps() {
+            return self
+                .op
+                .with_table(keys, |table| self.call_wrapper(table, fallback, keys, args));
         }
         self.call_boxing(args, |stack| fallback.call_boxed(&self.op, keys, stack))
     }
@@ -931,28 +941,51 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
-        if kernel.wraps() {
-            // What a CPU fallback entry runs was decided when the table was published.
-            let cpu = match entry.route {
-                Route::CpuFallback(_) => Some(entry.cpu.as_ref()),
-                _ => None,
-            };
-            return self.call_wrapping(table, cpu, kernel, keys, args);
+        // How the entry's call runs was decided when the table was published.
+        match entry.route {
+            Route::CpuFallback(_) => {
+                self.call_cpu_fallback(table, entry.cpu.as_ref(), kernel, keys, args)
+            }
+            Route::Wrapper => self.call_wrapper(table, kernel, keys, args),
+            _ => self.call_boxing(args, |stack| {
+                kernel.call_boxed_in(&self.op, table, keys, stack)
+            }),
         }
-        self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
     }
 
-    /// A typed call that reached a kernel that wraps another. A CPU fallback (`cpu`: `Some`,
-    /// with the CPU kernel it runs) runs that kernel's compiled fallback entry if it has one of
-    /// this signature, which serves the call without boxing; any other wrapping kernel offers
-    /// the call to its typed wrapper (`kernel::call_wrapping`). Else the arguments are boxed
-    /// once for the entry that reads this table. Out of line, so that a typed call of a kernel
-    /// keeps its own code small.
+    /// A typed call that reached the CPU fallback `kernel`, which runs `cpu` (the kernel that
+    /// serves the CPU key): that kernel's compiled fallback entry if it has one of this
+    /// signature, which serves the call without boxing; else the arguments are boxed once for
+    /// the fallback's boxed entry, on this table and with that kernel. Out of line, so that a
+    /// typed call of a kernel keeps its own code small.
     #[inline(never)]
-    fn call_wrapping(
+    fn call_cpu_fallback(
         &self,
         table: &DispatchTable,
-        cpu: Option<Option<&KernelFunction>>,
+        cpu: Option<&KernelFunction>,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        args: A,
+    ) -> Result<R> {
+        let boxed = |args: A| {
+            self.call_boxing(args, |stack| {
+                kernel.call_cpu_fallback(&self.op, table, cpu, keys, stack)
+            })
+        };
+        match cpu.and_then(KernelFunction::typed_fallback::<A, R>) {
+            Some((f, fallback)) => fallback(&self.op, table, keys, f, args, &mut { boxed }),
+            None => boxed(args),
+        }
+    }
+
+    /// A typed call that reached a kernel with a typed wrapper ([`Route::Wrapper`]): the
+    /// wrapper may serve it without boxing (passing it on by `call_in_table`); if it declines,
+    /// the arguments are boxed once for the kernel's entry on this table. Out of line, as
+    /// `call_cpu_fallback`.
+    #[inline(never)]
+    fn call_wrapper(
+        &self,
+        table: &DispatchTable,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
         args: A,
@@ -962,19 +995,16 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
                 kernel.call_boxed_in(&self.op, table, keys, stack)
             })
         };
-        let Some(cpu) = cpu else {
-            return kernel_fn::call_wrapping::<A, R>(
-                kernel,
+        match kernel.typed_wrapper() {
+            Some(w) => kernel_fn::call_wrapper::<A, R>(
+                w,
                 &self.op,
                 table,
                 keys,
                 args,
                 call_in_table::<A, R>,
                 boxed,
-            );
-        };
-        match cpu.and_then(KernelFunction::typed_fallback::<A, R>) {
-            Some((f, fallback)) => fallback(&self.op, table, keys, f, args, &mut { boxed }),
+            ),
             None => boxed(args),
         }
     }
@@ -1257,6 +1287,7 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
                 e.cpu = cpu.clone();
                 Route::CpuFallback(cpu_kernel)
             }
+            (Some(k), _) if k.typed_wrapper().is_some() => Route::Wrapper,
             (Some(k), _) if k.is_foreign() => Route::Foreign,
             (Some(k), _) if k.tensors_entry().is_some() => Route::Tensors,
             (Some(_), _) => Route::Kernel,
