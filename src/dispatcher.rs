@@ -199,6 +199,199 @@ impl<'t> Routed<'t> {
             _ => None,
         }
     }
+
+    /// Whether the kernel is a backend's own, which a caller that runs it its own way counts
+    /// in the operator's `kernel_calls` ([`KernelCount::run`]), as the dispatcher counts the
+    /// calls it runs; decided when the table was published.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_routed_counted", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// let k = || KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x));
+    /// lib.impl_kernel("f", DispatchKey::CPU, k(), false).unwrap();
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, k(), false).unwrap();
+    /// let counted = |key: DispatchKey| op.route(key.set(), |r| r.counted().backend()).unwrap();
+    /// assert_eq!(counted(DispatchKey::NATIVE), Some(DispatchKey::NATIVE));
+    /// assert_eq!(counted(DispatchKey::CPU), None); // the CPU's kernels are not counted
+    /// ```
+    #[inline(always)]
+    pub fn counted(&self) -> KernelCount {
+        match self.entry {
+            Some(e) if e.counted => KernelCount(self.keys.highest()),
+            _ => KernelCount(None),
+        }
+    }
+
+    /// Runs the call as the dispatcher's boxed call runs it (counted, and the CPU fallback
+    /// with the CPU kernel its entry names): for a caller that routed it and holds a stack.
+    /// `op` is the table's operator.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, IValue, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_routed_call_boxed", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x + 1)), false).unwrap();
+    /// let mut stack = vec![IValue::Int(1)];
+    /// op.resolve(DispatchKey::NATIVE.set(), |r| r.call_boxed(&op, &mut stack)).unwrap().unwrap();
+    /// assert_eq!(stack[0].to_int(), Some(2));
+    /// assert_eq!(op.metrics().snapshot().kernel_calls, 1);
+    /// ```
+    #[inline]
+    pub fn call_boxed(&self, op: &OperatorHandle, stack: &mut Stack) -> Result<()> {
+        op.run(self.table, self.keys, self.keys, stack)
+    }
+}
+
+/// Whether a call runs a backend's own kernel of its operator, and which backend's
+/// ([`Routed::counted`]): such calls are counted in the operator's `kernel_calls`, and timed
+/// in its `kernel_call_ns` while [`crate::metrics::profiling`].
+///
+/// ```
+/// use boxfall::dispatcher::KernelCount;
+/// use boxfall::{Library, LibraryKind};
+/// let mut lib = Library::new("doc_kernel_count", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(int x) -> int").unwrap();
+/// assert_eq!(KernelCount::NONE.run(&op, || 7), 7); // not counted
+/// assert_eq!(op.metrics().snapshot().kernel_calls, 0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelCount(Option<DispatchKey>);
+
+impl KernelCount {
+    /// A call that is not counted.
+    pub const NONE: KernelCount = KernelCount(None);
+
+    /// The backend whose own kernel runs (None: the call is not counted).
+    ///
+    /// ```
+    /// assert_eq!(boxfall::dispatcher::KernelCount::NONE.backend(), None);
+    /// ```
+    #[inline(always)]
+    pub fn backend(self) -> Option<DispatchKey> {
+        self.0
+    }
+
+    /// Runs `call`, the kernel's call, counting it (and timing it while profiling) if it is
+    /// counted.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_kernel_count_run", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
+    /// let count = op.route(DispatchKey::NATIVE.set(), |r| r.counted()).unwrap();
+    /// assert_eq!(count.run(&op, || 7), 7);
+    /// assert_eq!(op.metrics().snapshot().kernel_calls, 1);
+    /// ```
+    #[inline(always)]
+    pub fn run<T>(self, op: &OperatorHandle, call: impl FnOnce() -> T) -> T {
+        match self.0 {
+            None => call(),
+            Some(key) => count_call(op, key, call),
+        }
+    }
+
+    /// Starts a counted call whose end the caller marks ([`KernelCall::end`]): for a caller
+    /// that counts a call only once it knows the kernel ran it.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_kernel_count_begin", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
+    /// let call = op.route(DispatchKey::NATIVE.set(), |r| r.counted()).unwrap().begin();
+    /// call.end(&op);
+    /// assert_eq!(op.metrics().snapshot().kernel_calls, 1);
+    /// ```
+    #[inline(always)]
+    pub fn begin(self) -> KernelCall {
+        match self.0 {
+            None => KernelCall {
+                key: None,
+                start: 0,
+            },
+            Some(key) => KernelCall::started(key),
+        }
+    }
+}
+
+/// A counted kernel call in flight ([`KernelCount::begin`]); [`end`](Self::end) counts it.
+/// Dropped without `end`, it is not counted.
+///
+/// ```
+/// use boxfall::dispatcher::KernelCount;
+/// use boxfall::{Library, LibraryKind};
+/// let mut lib = Library::new("doc_kernel_call", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(int x) -> int").unwrap();
+/// KernelCount::NONE.begin().end(&op); // not counted
+/// assert_eq!(op.metrics().snapshot().kernel_calls, 0);
+/// ```
+#[must_use]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelCall {
+    key: Option<DispatchKey>,
+    /// Clock ticks at the start while profiling, else 0.
+    start: u64,
+}
+
+impl KernelCall {
+    #[cold]
+    #[inline(never)]
+    fn started(key: DispatchKey) -> KernelCall {
+        let start = if crate::metrics::profiling() {
+            crate::clock::ticks().max(1)
+        } else {
+            0
+        };
+        KernelCall {
+            key: Some(key),
+            start,
+        }
+    }
+
+    /// Counts the call (and its time, if it was timed) in `op`'s `kernel_calls`.
+    ///
+    /// ```
+    /// let mut lib = boxfall::Library::new("doc_kernel_call_end", boxfall::LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// boxfall::dispatcher::KernelCount::NONE.begin().end(&op);
+    /// ```
+    #[inline(always)]
+    pub fn end(self, op: &OperatorHandle) {
+        if let Some(key) = self.key {
+            record_call(op, key, self.start);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn record_call(op: &OperatorHandle, key: DispatchKey, start: u64) {
+    let ticks = if start == 0 {
+        0
+    } else {
+        crate::clock::ticks().saturating_sub(start).max(1)
+    };
+    op.metrics().record_kernel_call(key, ticks);
+}
+
+/// `call`, a call of `key`'s own kernel of `op`, counted. Out of line and cold: most calls
+/// run no backend's own kernel, and theirs pay only the test of the entry's flag.
+#[cold]
+#[inline(never)]
+fn count_call<T>(op: &OperatorHandle, key: DispatchKey, call: impl FnOnce() -> T) -> T {
+    let c = KernelCall::started(key);
+    let out = call();
+    c.end(op);
+    out
+}
+
+/// `call`, a call of the entry at the highest of `keys`, counted (`TableEntry::counted`).
+#[cold]
+#[inline(never)]
+fn count_on<T>(op: &OperatorHandle, keys: DispatchKeySet, call: impl FnOnce() -> T) -> T {
+    count_call(op, keys.highest().unwrap_or(DispatchKey::CPU), call)
 }
 
 impl OperatorHandle {
@@ -370,7 +563,10 @@ impl OperatorHandle {
         stack: &mut Stack,
     ) -> Result<()> {
         match table.route(keys) {
-            Some((_, k)) => self.call_kernel(table, k, keys, stack),
+            Some((e, k)) if e.counted => {
+                count_on(self, keys, || self.call_kernel(table, e, k, keys, stack))
+            }
+            Some((e, k)) => self.call_kernel(table, e, k, keys, stack),
             None => Err(self.nothing_serves(table, unmasked, keys)),
         }
     }
@@ -390,18 +586,25 @@ impl OperatorHandle {
         self.no_kernel(table, key)
     }
 
-    /// Runs `kernel`, from `table`, on the stack. A kernel that reads the table (the CPU
-    /// fallback) gets the one this call loaded, rather than its boxed entry point, which would
-    /// enter a read section and load the table again to find the schema and the kernel below.
+    /// Runs `kernel`, `entry`'s in `table`, on the stack, as the entry's route says. A kernel
+    /// that reads the table gets the one this call loaded, rather than its boxed entry point,
+    /// which would enter a read section and load the table again to find the schema and the
+    /// kernel below; the CPU fallback also gets the CPU kernel the entry records.
     #[inline(always)]
     fn call_kernel(
         &self,
         table: &DispatchTable,
+        entry: &TableEntry,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
         stack: &mut Stack,
     ) -> Result<()> {
-        kernel.call_boxed_in(self, table, keys, stack)
+        match entry.route {
+            Route::CpuFallback(_) => {
+                kernel.call_cpu_fallback(self, table, entry.cpu.as_ref(), keys, stack)
+            }
+            _ => kernel.call_boxed_in(self, table, keys, stack),
+        }
     }
 
     /// The error of a call that nothing serves: it names the key, the keys that have a kernel
@@ -590,8 +793,14 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         // An unboxed kernel of this signature first: it never runs long (a long-running
         // kernel keeps no typed entry), so this path pays no test for it.
         let routed = table.route(masked);
-        if let Some(f) = routed.and_then(|(_, k)| k.unboxed::<A, R>()) {
-            return f(masked, args);
+        if let Some((entry, k)) = routed {
+            if let Some(f) = k.unboxed::<A, R>() {
+                // A backend's own kernel is counted: one test of the entry already loaded.
+                if entry.counted {
+                    return count_on(&self.op, masked, move || f(masked, args));
+                }
+                return f(masked, args);
+            }
         }
         if table.may_run_long(masked) {
             let owned = leave_holding!(g, table);
@@ -652,15 +861,18 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     /// ```
     pub fn call_fallback(&self, fallback: &KernelFunction, args: A) -> Result<R> {
         let keys = args.dispatch_keys();
-        if fallback.wraps() {
+        if fallback.is_cpu_fallback() {
             return self.op.with_table(keys, |table| {
-                // The CPU kernel as a table entry of the CPU fallback names it when the table
+                // The CPU kernel as a table entry of the CPU fallback records it when the table
                 // is published: the one that serves the CPU key.
-                let cpu = fallback
-                    .is_cpu_fallback()
-                    .then(|| table.kernel(DispatchKey::CPU.set()));
-                self.call_wrapping(table, cpu, fallback, keys, args)
+                let cpu = table.kernel(DispatchKey::CPU.set());
+                self.call_cpu_fallback(table, cpu, fallback, keys, args)
             });
+        }
+        if fallback.wraps() {
+            return self
+                .op
+                .with_table(keys, |table| self.call_wrapper(table, fallback, keys, args));
         }
         self.call_boxing(args, |stack| fallback.call_boxed(&self.op, keys, stack))
     }
@@ -692,6 +904,9 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
             return Err(self.op.nothing_serves(table, unmasked, keys));
         };
         if let Some(f) = kernel.unboxed::<A, R>() {
+            if entry.counted {
+                return count_on(&self.op, keys, move || f(keys, args));
+            }
             return f(keys, args);
         }
         self.call_not_unboxed(table, entry, kernel, keys, args)
@@ -708,28 +923,69 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
-        if kernel.wraps() {
-            // What a CPU fallback entry runs was decided when the table was published.
-            let cpu = match entry.route {
-                Route::CpuFallback(_) => Some(entry.cpu.as_ref()),
-                _ => None,
-            };
-            return self.call_wrapping(table, cpu, kernel, keys, args);
+        if entry.counted {
+            return count_on(&self.op, keys, move || {
+                self.call_uncounted(table, entry, kernel, keys, args)
+            });
         }
-        self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
+        self.call_uncounted(table, entry, kernel, keys, args)
     }
 
-    /// A typed call that reached a kernel that wraps another. A CPU fallback (`cpu`: `Some`,
-    /// with the CPU kernel it runs) runs that kernel's compiled fallback entry if it has one of
-    /// this signature, which serves the call without boxing; any other wrapping kernel offers
-    /// the call to its typed wrapper (`kernel::call_wrapping`). Else the arguments are boxed
-    /// once for the entry that reads this table. Out of line, so that a typed call of a kernel
-    /// keeps its own code small.
-    #[inline(never)]
-    fn call_wrapping(
+    /// `call_not_unboxed` once the call is counted, if it is.
+    #[inline(always)]
+    fn call_uncounted(
         &self,
         table: &DispatchTable,
-        cpu: Option<Option<&KernelFunction>>,
+        entry: &TableEntry,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        args: A,
+    ) -> Result<R> {
+        // How the entry's call runs was decided when the table was published.
+        match entry.route {
+            Route::CpuFallback(_) => {
+                self.call_cpu_fallback(table, entry.cpu.as_ref(), kernel, keys, args)
+            }
+            Route::Wrapper => self.call_wrapper(table, kernel, keys, args),
+            _ => self.call_boxing(args, |stack| {
+                kernel.call_boxed_in(&self.op, table, keys, stack)
+            }),
+        }
+    }
+
+    /// A typed call that reached the CPU fallback `kernel`, which runs `cpu` (the kernel that
+    /// serves the CPU key): that kernel's compiled fallback entry if it has one of this
+    /// signature, which serves the call without boxing; else the arguments are boxed once for
+    /// the fallback's boxed entry, on this table and with that kernel. Out of line, so that a
+    /// typed call of a kernel keeps its own code small.
+    #[inline(never)]
+    fn call_cpu_fallback(
+        &self,
+        table: &DispatchTable,
+        cpu: Option<&KernelFunction>,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        args: A,
+    ) -> Result<R> {
+        let boxed = |args: A| {
+            self.call_boxing(args, |stack| {
+                kernel.call_cpu_fallback(&self.op, table, cpu, keys, stack)
+            })
+        };
+        match cpu.and_then(KernelFunction::typed_fallback::<A, R>) {
+            Some((f, fallback)) => fallback(&self.op, table, keys, f, args, &mut { boxed }),
+            None => boxed(args),
+        }
+    }
+
+    /// A typed call that reached a kernel with a typed wrapper ([`Route::Wrapper`]): the
+    /// wrapper may serve it without boxing (passing it on by `call_in_table`); if it declines,
+    /// the arguments are boxed once for the kernel's entry on this table. Out of line, as
+    /// `call_cpu_fallback`.
+    #[inline(never)]
+    fn call_wrapper(
+        &self,
+        table: &DispatchTable,
         kernel: &KernelFunction,
         keys: DispatchKeySet,
         args: A,
@@ -739,19 +995,16 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
                 kernel.call_boxed_in(&self.op, table, keys, stack)
             })
         };
-        let Some(cpu) = cpu else {
-            return kernel_fn::call_wrapping::<A, R>(
-                kernel,
+        match kernel.typed_wrapper() {
+            Some(w) => kernel_fn::call_wrapper::<A, R>(
+                w,
                 &self.op,
                 table,
                 keys,
                 args,
                 call_in_table::<A, R>,
                 boxed,
-            );
-        };
-        match cpu.and_then(KernelFunction::typed_fallback::<A, R>) {
-            Some((f, fallback)) => fallback(&self.op, table, keys, f, args, &mut { boxed }),
+            ),
             None => boxed(args),
         }
     }
@@ -1002,11 +1255,19 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
         if source == Source::Fallthrough {
             table.mask &= !(1u64 << i);
         }
+        // A backend's own kernel: one registered for a backend key other than the CPU (not a
+        // composite kernel, a backend fallback or a fallthrough; not the CPU fallback
+        // registered as a kernel, which counts as a fallback).
+        let counted = source == Source::Kernel
+            && key.is_backend()
+            && key != DispatchKey::CPU
+            && kernel.as_ref().is_some_and(|k| !k.is_cpu_fallback());
         table.entries[i] = TableEntry {
             kernel,
             source,
             route: Route::Missing,
             cpu: None,
+            counted,
             foreign: None,
         };
     }
@@ -1027,6 +1288,7 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
                 e.cpu = cpu.clone();
                 Route::CpuFallback(cpu_kernel)
             }
+            (Some(k), _) if k.typed_wrapper().is_some() => Route::Wrapper,
             (Some(k), _) if k.is_foreign() => Route::Foreign,
             (Some(k), _) if k.tensors_entry().is_some() => Route::Tensors,
             (Some(_), _) => Route::Kernel,

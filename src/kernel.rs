@@ -86,6 +86,19 @@ pub type TensorsFn = fn(&OperatorHandle, &Tensor, &Tensor) -> Result<Option<Tens
 pub type TableFn =
     dyn Fn(&OperatorHandle, &DispatchTable, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync;
 
+/// The CPU fallback's boxed entry as the dispatcher runs a [`Route::CpuFallback`] entry: on the
+/// call's table, with the CPU kernel `compute_table` recorded in the entry (None: none serves
+/// the CPU key), so that the fallback looks nothing up in the table itself.
+pub(crate) type CpuFallbackFn = dyn Fn(
+        &OperatorHandle,
+        &DispatchTable,
+        Option<&KernelFunction>,
+        DispatchKeySet,
+        &mut Stack,
+    ) -> Result<()>
+    + Send
+    + Sync;
+
 /// A typed kernel's function run on a stack's values with their tensors mapped
 /// (`KernelFunction::call_mapped`).
 type MappedFn = dyn Fn(DispatchKeySet, &mut Stack, &mut dyn TensorMaps) -> Result<()> + Send + Sync;
@@ -150,9 +163,9 @@ pub struct KernelFunction {
     in_table: Option<Arc<TableFn>>,
     /// The typed entry of a kernel that wraps another (`with_typed_wrapper`).
     wrapper: Option<Arc<dyn TypedWrapper>>,
-    /// This is a CPU fallback kernel: the table entries it serves run the CPU kernel's
-    /// compiled fallback entries (`Route::CpuFallback`), decided at publication.
-    cpu_fallback: bool,
+    /// This is a CPU fallback kernel, and its entry for a routed call: the table entries it
+    /// serves run it with the CPU kernel recorded at publication (`Route::CpuFallback`).
+    cpu_fallback: Option<Arc<CpuFallbackFn>>,
     pub(crate) kind: KernelKind,
     /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
     tag: Option<Arc<dyn Any + Send + Sync>>,
@@ -192,7 +205,7 @@ impl KernelFunction {
             typed_fallback: None,
             in_table: None,
             wrapper: None,
-            cpu_fallback: false,
+            cpu_fallback: None,
             kind: KernelKind::Regular,
             tag: None,
             foreign: None,
@@ -238,7 +251,7 @@ impl KernelFunction {
             typed_fallback: fallback.typed,
             in_table: None,
             wrapper: None,
-            cpu_fallback: false,
+            cpu_fallback: None,
             kind: KernelKind::Regular,
             tag: None,
             foreign: None,
@@ -365,7 +378,7 @@ impl KernelFunction {
             typed_fallback: None,
             in_table: None,
             wrapper: None,
-            cpu_fallback: false,
+            cpu_fallback: None,
             kind: KernelKind::Fallthrough,
             tag: None,
             foreign: None,
@@ -437,8 +450,20 @@ impl KernelFunction {
     /// CPU kernel's compiled fallback entry ([`typed_fallback`](Self::typed_fallback)) rather
     /// than its typed wrapper, whose tensors are mapped by virtual calls in frames of their own
     /// (about 220 instructions a call more, `benches/fallback.rs`).
-    pub(crate) fn marked_cpu_fallback(mut self) -> KernelFunction {
-        self.cpu_fallback = true;
+    pub(crate) fn marked_cpu_fallback(
+        mut self,
+        routed: impl Fn(
+                &OperatorHandle,
+                &DispatchTable,
+                Option<&KernelFunction>,
+                DispatchKeySet,
+                &mut Stack,
+            ) -> Result<()>
+            + Send
+            + Sync
+            + 'static,
+    ) -> KernelFunction {
+        self.cpu_fallback = Some(Arc::new(routed));
         self
     }
 
@@ -451,7 +476,7 @@ impl KernelFunction {
     /// ```
     #[inline(always)]
     pub fn is_cpu_fallback(&self) -> bool {
-        self.cpu_fallback
+        self.cpu_fallback.is_some()
     }
 
     /// The CPU fallback's typed entry compiled with this kernel's signature, if the kernel was
@@ -586,8 +611,9 @@ impl KernelFunction {
         self.in_table.is_some()
     }
 
-    /// Whether a typed call may need more than the exact typed entry: the kernel reads the
-    /// table or has a typed wrapper (one test on the path of a typed call of a boxed kernel).
+    /// Whether a call handed to the kernel directly (`TypedOperatorHandle::call_fallback`)
+    /// needs the table: the kernel reads it or has a typed wrapper. A dispatched call reads
+    /// the entry's route instead.
     #[inline(always)]
     pub(crate) fn wraps(&self) -> bool {
         self.in_table.is_some() || self.wrapper.is_some()
@@ -683,6 +709,24 @@ impl KernelFunction {
         match &self.in_table {
             Some(f) => f(op, table, keys, stack),
             None => self.call_boxed(op, keys, stack),
+        }
+    }
+
+    /// Runs a CPU fallback kernel for a [`Route::CpuFallback`] entry: with `cpu`, the CPU
+    /// kernel the entry records, rather than one the fallback would look up in `table`. Any
+    /// other kernel runs as [`call_boxed_in`](Self::call_boxed_in) runs it.
+    #[inline(always)]
+    pub(crate) fn call_cpu_fallback(
+        &self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        cpu: Option<&KernelFunction>,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+    ) -> Result<()> {
+        match &self.cpu_fallback {
+            Some(f) => f(op, table, cpu, keys, stack),
+            None => self.call_boxed_in(op, table, keys, stack),
         }
     }
 }
@@ -945,30 +989,11 @@ impl TensorMap for Returns<'_> {
     }
 }
 
-/// A typed call that reached `kernel`, which wraps another: the kernel's typed wrapper, which
-/// may serve the call without boxing (passing it on by `redispatch`); else (or if it declines)
-/// `boxed` gets the arguments.
-#[inline(always)]
-pub(crate) fn call_wrapping<A: CallArgs + 'static, R: CallReturns + 'static>(
-    kernel: &KernelFunction,
-    op: &OperatorHandle,
-    table: &DispatchTable,
-    keys: DispatchKeySet,
-    args: A,
-    redispatch: TypedRedispatch<A, R>,
-    boxed: impl FnOnce(A) -> Result<R>,
-) -> Result<R> {
-    match kernel.typed_wrapper() {
-        Some(w) => call_wrapper::<A, R>(w, op, table, keys, args, redispatch, boxed),
-        None => boxed(args),
-    }
-}
-
 /// Offers the typed call `args` to `wrapper`: `None` if it declined (the arguments are then
 /// given back to `declined`, untouched), else what it made of the call. Each outcome is built in
 /// the caller's return slot: a nested `Result` would copy the error-sized value at each level.
 #[inline(always)]
-fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
+pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
     wrapper: &dyn TypedWrapper,
     op: &OperatorHandle,
     table: &DispatchTable,
@@ -1083,6 +1108,10 @@ pub enum Route {
     Kernel,
     /// The CPU fallback, which runs the operator's CPU kernel as the table serves the CPU key.
     CpuFallback(CpuKernel),
+    /// A kernel with a typed wrapper ([`KernelFunction::with_typed_wrapper`]) other than the
+    /// CPU fallback: a typed call offers itself to the wrapper before it boxes its arguments;
+    /// the dispatcher runs a boxed call by the kernel's boxed entry, as a `Kernel` one.
+    Wrapper,
     /// A foreign kernel ([`KernelFunction::with_foreign`]): the dispatcher runs its boxed entry;
     /// the bindings that made it call it their own way, with its payload.
     Foreign,
@@ -1125,6 +1154,9 @@ pub(crate) struct TableEntry {
     /// For a CPU fallback entry, the kernel that serves the CPU key (the one the fallback
     /// runs).
     pub(crate) cpu: Option<KernelFunction>,
+    /// The entry is a backend's own kernel (registered for a backend key other than the CPU):
+    /// every call that runs it counts it in the operator's `kernel_calls`.
+    pub(crate) counted: bool,
     /// For a [`Route::Foreign`] entry, its kernel's payload; for a
     /// `Route::CpuFallback(CpuKernel::Foreign)` one, the CPU kernel's.
     pub(crate) foreign: Option<ForeignRef>,
@@ -1224,6 +1256,7 @@ impl DispatchTable {
                 source: Source::Missing,
                 route: Route::Missing,
                 cpu: None,
+                counted: false,
                 foreign: None,
             }),
             mask: !0,

@@ -347,3 +347,41 @@ fn the_router_masks_the_keys_and_tells_an_undefined_operator() {
     assert!(op.route(keys, |_| ()).is_none());
     assert!(op.resolve(keys, |_| ()).is_none());
 }
+
+/// A typed wrapper that declines every typed call, counting the calls offered to it.
+struct Declines(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl boxfall::kernel::TypedWrapper for Declines {
+    fn call_typed(
+        &self,
+        _: &OperatorHandle,
+        _: &boxfall::dispatcher::DispatchTable,
+        _: boxfall::DispatchKeySet,
+        _: &mut boxfall::kernel::TypedCall<'_>,
+    ) -> Option<boxfall::Result<()>> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        None
+    }
+}
+
+#[test]
+fn a_kernel_with_a_typed_wrapper_has_its_route_and_typed_calls_offered_to_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let f = functionality_key("route_wrapper");
+    let (_, mut lib) = def_lib("route_wrapper");
+    let op = lib.define("f(int x) -> int").expect("defines");
+    let offers = std::sync::Arc::new(AtomicUsize::new(0));
+    let wrapping = marker(4).with_typed_wrapper(Declines(offers.clone()));
+    lib.impl_kernel("f", f, wrapping, false).expect("registers");
+    assert_eq!(op.route_for(f), Route::Wrapper);
+    let _include = LocalKeysGuard::include(f.set());
+    // Typed: offered to the wrapper, which declines, so the kernel's boxed entry serves it.
+    let typed = op.typed::<(i64,), i64>().expect("typed");
+    assert_eq!(typed.call((1,)).expect("served"), 4);
+    assert_eq!(offers.load(Ordering::Relaxed), 1);
+    // Boxed: the kernel's boxed entry, with no offer to the wrapper.
+    let mut stack = vec![IValue::Int(1)];
+    op.call_boxed(&mut stack).expect("served");
+    assert_eq!(stack[0].to_int(), Some(4));
+    assert_eq!(offers.load(Ordering::Relaxed), 1);
+}

@@ -81,10 +81,11 @@ def op_stats(name: OpName) -> dict[str, Any]:
       clock read would cost more than the step. So are the results of a Rust CPU kernel that
       Native takes as they are (``from_cpu_ns``).
     - ``bytes_to_cpu``, ``bytes_from_cpu``: bytes moved each way.
-    - ``kernel_calls``: calls of a backend's own kernel of the operator (a Python kernel
-      registered with ``Library.impl`` for a backend key), beside the fallback's figures;
-      ``kernel_call_ns``: their time, counted only while :func:`profile` is on. Native's Rust
-      kernels are not counted (they are the hot path).
+    - ``kernel_calls``: calls of a backend's own kernel of the operator (one registered for a
+      backend key other than the CPU: a Python kernel given to ``Library.impl``, or one of
+      Native's Rust kernels), beside the fallback's figures, whichever way the call came;
+      ``kernel_call_ns``: their time, counted only while :func:`profile` is on. The CPU's
+      kernels, composite kernels and fallbacks are not counted here.
     - ``last_failure``: the last failed (or refused) fallback's exception since the last
       reset, as ``{"type": class name, "message": text}`` (``{"type": "IndexError", ...}``), or
       None: the operator's last on any backend, and in each backend's figures that backend's

@@ -82,11 +82,15 @@ impl CpuFallback {
     /// ```
     pub fn kernel(&self) -> KernelFunction {
         let mode = FallbackMode::new(self);
+        // Called directly (or by a kernel that reads the table), it finds the CPU kernel in the
+        // table; routed, the dispatcher hands it the one its entry records.
         KernelFunction::from_boxed_in_table(move |op, table, keys, stack| {
-            run_cpu_fallback_on(mode, op, table, keys, stack)
+            run_cpu_fallback_on(mode, op, table, cpu_kernel(table), keys, stack)
         })
         .with_typed_wrapper(TypedCpuFallback)
-        .marked_cpu_fallback()
+        .marked_cpu_fallback(move |op, table, cpu, keys, stack| {
+            run_cpu_fallback_on(mode, op, table, cpu, keys, stack)
+        })
         .with_tag(self.clone())
     }
 
@@ -135,7 +139,7 @@ impl CpuFallback {
     pub fn call(&self, op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
         let mode = FallbackMode::new(self);
         op.with_table(keys, |table| {
-            run_cpu_fallback_on(mode, op, table, keys, stack)
+            run_cpu_fallback_on(mode, op, table, cpu_kernel(table), keys, stack)
         })
     }
 }
@@ -202,9 +206,10 @@ struct FallbackCall<'a> {
     hooks: &'a dyn Backend,
     /// The backend moves a call's tensors in one `to_cpu_many`.
     batches: bool,
-    /// The operator's table as the call loaded it: the schema is borrowed from it, and the CPU
-    /// kernel is looked up in it.
+    /// The operator's table as the call loaded it: the schema is borrowed from it.
     table: &'a DispatchTable,
+    /// The kernel that serves the CPU key (None: none does, and step 2 is a `NoKernel` error).
+    cpu: Option<&'a KernelFunction>,
     bytes_to_cpu: u64,
     bytes_from_cpu: u64,
     /// When steps 1 and 2 ended (clock ticks; `u64::MAX` until then).
@@ -269,13 +274,23 @@ impl FallbackMode {
     }
 }
 
-/// The CPU fallback on the table the caller loaded (the dispatcher's, in a dispatched call):
-/// the schema and the CPU kernel are read from it, without a second load.
+/// The kernel that serves the CPU key in `table`: what the CPU fallback runs when it is called
+/// directly, as `compute_table` recorded it for a routed call.
+#[inline(always)]
+fn cpu_kernel(table: &DispatchTable) -> Option<&KernelFunction> {
+    table.kernel(DispatchKey::CPU.set())
+}
+
+/// The CPU fallback on the table the caller loaded (the dispatcher's, in a dispatched call),
+/// whose schema is read from it without a second load, running `cpu`, the kernel that serves
+/// the CPU key: the one a routed call's entry records, or `cpu_kernel` of the table for a call
+/// made directly. Every boxed CPU fallback call runs here.
 #[inline(never)]
 pub(crate) fn run_cpu_fallback_on(
     mode: FallbackMode,
     op: &OperatorHandle,
     table: &DispatchTable,
+    cpu: Option<&KernelFunction>,
     keys: DispatchKeySet,
     stack: &mut Stack,
 ) -> Result<()> {
@@ -288,7 +303,7 @@ pub(crate) fn run_cpu_fallback_on(
     let backend = registered(key).ok_or_else(|| not_a_backend(op, key))?;
     let start = clock::ticks();
     // A functional operator whose CPU kernel is typed runs the typed fallback from the stack.
-    if let Some(entry) = typed_stack_entry(info, backend, table, stack) {
+    if let Some(entry) = typed_stack_entry(info, backend, cpu, stack) {
         return entry(op, key, backend.hooks, start, stack);
     }
     let mut call = FallbackCall {
@@ -298,6 +313,7 @@ pub(crate) fn run_cpu_fallback_on(
         hooks: backend.hooks,
         batches: backend.batches,
         table,
+        cpu,
         bytes_to_cpu: 0,
         bytes_from_cpu: 0,
         marks: StepMarks::default(),
@@ -324,13 +340,13 @@ pub(crate) fn run_cpu_fallback_on(
 fn typed_stack_entry<'t>(
     info: &SchemaInfo,
     backend: &Registered,
-    table: &'t DispatchTable,
+    cpu: Option<&'t KernelFunction>,
     stack: &Stack,
 ) -> Option<&'t crate::kernel::StackEntry> {
     if !typed::serves(info, backend) || stack.len() != info.args.len() {
         return None;
     }
-    table.kernel(DispatchKey::CPU.set())?.fallback_entry()
+    cpu?.fallback_entry()
 }
 
 /// A view operator: refused, or copied with a warning (which the user may make an error); a
@@ -709,9 +725,13 @@ impl FallbackCall<'_> {
     /// Step 2: runs the CPU kernel on the CPU stack, which it leaves holding the returns.
     #[inline(always)]
     fn run_cpu_kernel(&self, stack: &mut Stack) -> Result<()> {
-        self.table
-            .call(self.op, DispatchKey::CPU.set(), stack)
-            .map_err(|e| kernel_error(self.op, self.key, e))?;
+        let cpu = DispatchKey::CPU.set();
+        match self.cpu {
+            Some(k) => k.call_boxed_in(self.op, self.table, cpu, stack),
+            // Nothing serves the CPU key: the table's call says so as any call would.
+            None => self.table.call(self.op, cpu, stack),
+        }
+        .map_err(|e| kernel_error(self.op, self.key, e))?;
         if stack.len() != self.info.returns.len() {
             return Err(Error::Fallback(format!(
                 "CPU kernel of '{}' left {} values for {} returns",

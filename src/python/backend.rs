@@ -103,16 +103,18 @@ impl Drop for Serial<'_> {
 }
 
 /// A Python kernel registered for a backend key, as it runs: under the backend's lock if the
-/// backend was registered with `thread_safe=False`, and counted in its operator's
-/// `kernel_calls` (timed while `bf.metrics.profile()` is on), so that a report can set a
-/// native kernel beside the fallback. Made by `Library.impl` and `Library.fallback`.
+/// backend was registered with `thread_safe=False`, and with residency's steps around it for
+/// a lazy backend. Made by `Library.impl` and `Library.fallback`. Its calls are counted in the
+/// operator's `kernel_calls` where the call is routed (the dispatcher, or the bindings that
+/// run the function themselves), not here.
 #[pyclass(name = "BackendKernel", module = "boxfall")]
 pub struct BackendKernel {
     func: Option<Py<PyAny>>,
     lock: Option<Py<PyAny>>,
-    /// The operator whose counters count the calls, and the backend (None: not counted, a
-    /// fallback or an operator not defined when the kernel was registered).
-    counted: Option<(OperatorHandle, DispatchKey)>,
+    /// The operator whose schema says which arguments the kernel writes, and the backend
+    /// (None: no residency step, a fallback or an operator not defined when the kernel was
+    /// registered).
+    resident: Option<(OperatorHandle, DispatchKey)>,
 }
 
 #[pymethods]
@@ -129,17 +131,14 @@ impl BackendKernel {
             .as_ref()
             .ok_or_else(|| new_err(py, "BoxfallError", "the kernel was cleared".to_string()))?;
         let _serial = Serial::enter(py, self.lock.as_ref())?;
-        let Some((op, key)) = &self.counted else {
+        let Some((op, key)) = &self.resident else {
             return func.bind(py).call(args, kwargs);
         };
         let lazy = crate::backend::backend(*key).is_some_and(|b| b.lazy());
         if lazy {
             materialize_all(py, args, kwargs)?;
         }
-        let start = crate::metrics::profiling().then(crate::clock::ticks);
         let out = func.bind(py).call(args, kwargs);
-        let ticks = start.map_or(0, |s| crate::clock::ticks().saturating_sub(s).max(1));
-        op.metrics().record_kernel_call(*key, ticks);
         if lazy {
             // Whether it succeeded or not: a failing kernel may have written part of it.
             let written = note_writes(op, args, kwargs);
@@ -276,7 +275,8 @@ fn settle_all(
 
 /// `func`, a Python kernel registered for `key`, as it is to run: a [`BackendKernel`] if `key`
 /// is a backend (other than the CPU) or a backend registered with `thread_safe=False`, else
-/// `func` itself. `op` is the operator whose `kernel_calls` count it (None for a fallback).
+/// `func` itself. `op` is the kernel's operator, whose schema the residency step reads (None
+/// for a fallback, or an operator not yet defined).
 pub(crate) fn backend_kernel<'py>(
     py: Python<'py>,
     key: DispatchKey,
@@ -286,10 +286,10 @@ pub(crate) fn backend_kernel<'py>(
     let lock = python_backends()[key.index()]
         .as_ref()
         .and_then(|b| b.lock.as_ref().map(|l| l.clone_ref(py)));
-    let counted = op
+    let resident = op
         .filter(|_| key.is_backend() && key != DispatchKey::CPU)
         .map(|op| (op, key));
-    if lock.is_none() && counted.is_none() {
+    if lock.is_none() && resident.is_none() {
         return Ok(func.clone());
     }
     Ok(Bound::new(
@@ -297,7 +297,7 @@ pub(crate) fn backend_kernel<'py>(
         BackendKernel {
             func: Some(func.clone().unbind()),
             lock,
-            counted,
+            resident,
         },
     )?
     .into_any())

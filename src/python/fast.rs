@@ -39,7 +39,7 @@ use super::overload::PyOpOverload;
 use super::plan::{ArgPlan, Body, Kind, Plan, RetPlan, MAX};
 use super::py_kernel::PyKernel;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
-use crate::dispatcher::{dispatch_keys, OpSchema, OperatorHandle, Routed};
+use crate::dispatcher::{dispatch_keys, KernelCount, OpSchema, OperatorHandle, Routed};
 use crate::ivalue::Stack;
 use crate::kernel::{CpuKernel, Route, TensorsFn};
 use crate::key::{DispatchKey, DispatchKeySet};
@@ -508,10 +508,13 @@ fn run_lean<'py>(
 ) -> Lean<'py> {
     let py = slf.py();
     let op = &slf.get().handle;
-    let Some((func, boxed, array, masked)) = lean_kernel(py, op, plan, keys) else {
+    let Some((func, boxed, array, masked, count)) = lean_kernel(py, op, plan, keys) else {
         return Lean::Passed;
     };
     let schema = &plan.schema;
+    // Begun and ended around the call rather than given it as a closure, which the compiler
+    // would leave out of line (a frame, about 44 instructions on every lean call).
+    let counted = count.begin();
     let r = if boxed {
         call_boxed(py, &func, slf, op, masked, args).and_then(|list| {
             let r = boxed_one(py, op, schema, masked, body, args, &list);
@@ -533,6 +536,7 @@ fn run_lean<'py>(
             Err(e) => Err(to_pyerr(py, kernel_error(py, e, op, masked))),
         }
     };
+    counted.end(op);
     match r {
         Ok(r) => Lean::Done(r),
         Err(e) => {
@@ -543,7 +547,8 @@ fn run_lean<'py>(
 }
 
 /// The Python function that serves a lean call on `keys`, whether it is boxed and takes arrays,
-/// and the masked keys; None where no Python function serves it. Out of line: inlined into the
+/// the masked keys, and whether the call is counted (a backend's own kernel); None where no
+/// Python function serves it. Out of line: inlined into the
 /// vectorcall entry with the rest of the lean path, the thread-local accesses of the read
 /// section and of the key set were left out of line there (about 130 instructions a call more).
 #[inline(never)]
@@ -552,21 +557,22 @@ fn lean_kernel<'py>(
     op: &OperatorHandle,
     plan: &Plan,
     keys: DispatchKeySet,
-) -> Option<(Bound<'py, PyAny>, bool, bool, DispatchKeySet)> {
+) -> Option<(Bound<'py, PyAny>, bool, bool, DispatchKeySet, KernelCount)> {
     op.route(keys, |r| {
         if !Arc::ptr_eq(r.schema(), &plan.schema) {
             return None;
         }
         let k = r.foreign::<PyKernel>()?;
-        Some((k.func(py)?, k.boxed, k.array, r.keys()))
+        Some((k.func(py)?, k.boxed, k.array, r.keys(), r.counted()))
     })
     .flatten()
 }
 
 /// What serves a call, as the fast path found it.
 enum Found<'py> {
-    /// A Python function (boxed or not), with the call's keys masked by the operator's.
-    Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet),
+    /// A Python function (boxed or not), with the call's keys masked by the operator's, and
+    /// whether the call is counted (a backend's own kernel).
+    Python(Bound<'py, PyAny>, bool, bool, DispatchKeySet, KernelCount),
     /// Another kernel, on these keys: the CPU fallback with a Python CPU kernel (`Some`, which
     /// `run_fallback` may run without a stack, with what it needs of the table), or any other
     /// (`None`, straight to the boxed call).
@@ -595,7 +601,7 @@ impl<'py> Found<'py> {
             Some(match r.route() {
                 Route::Missing => return None,
                 Route::Foreign => match r.foreign::<PyKernel>() {
-                    Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked),
+                    Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked, r.counted()),
                     None => Found::Other(None, masked),
                 },
                 Route::CpuFallback(CpuKernel::Foreign) => {
@@ -659,8 +665,8 @@ fn run<'py>(
     let py = slf.py();
     let op = &slf.get().handle;
     let found = Found::of(py, op, plan, keys)?;
-    let (func, boxed, array, masked) = match found {
-        Found::Python(func, boxed, array, masked) => (func, boxed, array, masked),
+    let (func, boxed, array, masked, count) = match found {
+        Found::Python(func, boxed, array, masked, count) => (func, boxed, array, masked, count),
         Found::Other(fallback, masked) => {
             // Only the CPU fallback runs there: a Rust kernel (Native's `array_api::add`)
             // spares the fallback's table look-up, a third of its own cost on one element.
@@ -685,14 +691,17 @@ fn run<'py>(
                     if !Arc::ptr_eq(r.schema(), &plan.schema) {
                         return None;
                     }
-                    let (kernel, masked) = (r.kernel()?, r.keys());
-                    if let Some(r) = r.tensors().and_then(|f| native_tensors(py, op, f, b)) {
-                        return Some(Ok(Rets::Done(r)));
+                    r.kernel()?;
+                    let tensors = r.tensors();
+                    if let Some(out) =
+                        tensors.and_then(|f| native_tensors(py, op, f, r.counted(), b))
+                    {
+                        return Some(Ok(Rets::Done(out)));
                     }
                     let mut passed = Passed::default();
                     let stack = boxed_stack(body, b, &mut passed)?;
                     Some(Ok(Rets::Done(call_kernel_boxed(
-                        py, op, kernel, masked, stack, &passed,
+                        py, op, &r, stack, &passed,
                     ))))
                 })
                 .flatten();
@@ -710,7 +719,9 @@ fn run<'py>(
         &b.kernel
     };
     let reuse = args.filter(|_| b.reuse && !b.wraps);
-    Some(if boxed {
+    // As `run_lean` counts, with no closure left out of line.
+    let counted = count.begin();
+    let r = if boxed {
         call_boxed(py, &func, slf, op, masked, kobjs.as_slice()).and_then(|list| {
             let r = boxed_returns(py, op, schema, masked, body, b.given.as_slice(), &list);
             slf.get().spare.give_back(list);
@@ -718,7 +729,9 @@ fn run<'py>(
         })
     } else {
         call_unboxed(py, &func, array, op, schema, masked, body, kobjs, b, reuse)
-    })
+    };
+    counted.end(op);
+    Some(r)
 }
 
 /// A call of backend tensors that the CPU fallback serves with a Python CPU kernel, run
@@ -907,23 +920,30 @@ fn kernel_in_fallback<'py>(
 /// cloned into one, the result wrapped as `returns_to_py` wraps it (a new tensor is never an
 /// argument's, so it is never the caller's object). `None` where the boxed kernel must serve:
 /// another kernel, an argument that is no `bf.Tensor`, or a call the kernel hands to the CPU
-/// fallback (which the boxed kernel then does, on the same arguments).
+/// fallback (which the boxed kernel then does, on the same arguments). A call the entry serves
+/// is counted by `count` (the boxed kernel counts the others).
 #[inline(always)]
 fn native_tensors<'py>(
     py: Python<'py>,
     op: &OperatorHandle,
     entry: TensorsFn,
+    count: KernelCount,
     b: &Bound_<'py>,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     let [x, y] = b.given.as_slice() else {
         return None;
     };
     let (x, y) = (as_tensor(x)?, as_tensor(y)?);
+    let call = count.begin();
     let t = match entry(op, &x.get().inner, &y.get().inner) {
         Ok(Some(t)) => t,
         Ok(None) => return None,
-        Err(e) => return Some(Err(to_pyerr(py, e))),
+        Err(e) => {
+            call.end(op);
+            return Some(Err(to_pyerr(py, e)));
+        }
     };
+    call.end(op);
     Some(if t.key() == DispatchKey::CPU {
         cpu_tensor_to_numpy(py, &t, true)
     } else {
@@ -952,17 +972,18 @@ fn boxed_stack(body: &Body, b: &Bound_<'_>, passed: &mut Passed) -> Option<Stack
     Some(stack)
 }
 
-/// Runs a kernel that is not a Python function, and converts its returns as `call_op` does.
+/// Runs a kernel that is not a Python function as the router found it (`Routed::call_boxed`:
+/// counted, and the CPU fallback with its entry's CPU kernel), and converts its returns as
+/// `call_op` does.
 fn call_kernel_boxed<'py>(
     py: Python<'py>,
     op: &OperatorHandle,
-    kernel: &crate::KernelFunction,
-    keys: DispatchKeySet,
+    routed: &Routed<'_>,
     mut stack: Stack,
     passed: &Passed,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let result = kernel
-        .call_boxed(op, keys, &mut stack)
+    let result = routed
+        .call_boxed(op, &mut stack)
         .py(py)
         .and_then(|()| returns_to_py(py, &stack, passed));
     stack.clear();

@@ -152,8 +152,8 @@ pub fn kernel_from(
     Ok((kernel, Some(payload)))
 }
 
-/// A Python kernel registered for `key` as it is to run (`backend::backend_kernel`): counted
-/// in `op`'s `kernel_calls` on a backend key, under the backend's lock when it was registered
+/// A Python kernel registered for `key` as it is to run (`backend::backend_kernel`): with
+/// residency's steps on a lazy backend's key, under the backend's lock when it was registered
 /// with `thread_safe=False`. `bf.fallthrough` runs nothing, and `bf.cpu_fallback` takes the
 /// lock in the hooks it calls.
 fn run_as<'py>(

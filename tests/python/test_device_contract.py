@@ -13,6 +13,7 @@ import boxfall.array_api as xp_cpu
 import numpy as np
 import pytest
 from boxfall.testing import HostBuffer as Buffer
+from paths import both
 
 # One backend name for every test, registered again with replace=True by each: a process has
 # few key slots, and the whole suite registers many backends.
@@ -410,6 +411,35 @@ def test_backend_kernels_are_counted_and_timed_under_profile(plain, lib, ns):
     report = bf.metrics.report(backend=plain.name)
     assert f"{plain.name}'s {ns}::twice: 6 calls" in report
     assert "implement natively first" not in report  # nothing fell back
+
+
+def test_a_backend_kernel_is_counted_once_on_every_path_a_call_takes(plain, ns):
+    # Counted where the call is routed: the bindings' own call, the core's boxed call, and the
+    # general path (the core routes, the kernel's boxed entry runs the function), each once.
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("twice(Tensor x) -> Tensor")
+        with bf.Library(ns, "IMPL") as impl:
+            impl.impl("twice", lambda x: plain.tensor(x.payload.data * 2), plain.name)
+            op = getattr(bf.ops, ns).twice
+            x = plain.tensor(np.arange(3.0))
+            bf.metrics.reset()
+            for out in both(lambda: op(x)):
+                np.testing.assert_array_equal(out.numpy(), np.arange(3.0) * 2)
+            op.default.call_boxed([x])
+            op(x)
+            stats = bf.metrics.op_stats(f"{ns}::twice")
+    mine = stats["backends"][plain.name]
+    assert (stats["kernel_calls"], mine["kernel_calls"], stats["fallbacks"]) == (4, 4, 0)
+
+
+def test_x_plus_y_on_native_counts_natives_own_add_kernel():
+    x, y = bf.native.tensor(np.arange(3.0)), bf.native.tensor(np.ones(3))
+    bf.metrics.reset()
+    np.testing.assert_array_equal((x + y).numpy(), np.arange(3.0) + 1)
+    x + y
+    stats = bf.metrics.op_stats("array_api::add")
+    assert (stats["kernel_calls"], stats["fallbacks"]) == (2, 0)
+    assert stats["backends"]["Native"]["kernel_calls"] == 2
 
 
 def test_transfers_the_user_asked_for_are_counted_apart_from_the_fallback(plain):

@@ -7,6 +7,7 @@ import threading
 import boxfall as bf
 import numpy as np
 import pytest
+from paths import both
 
 ADD = "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
 
@@ -452,6 +453,27 @@ def trace_kernel(log):
         stack[:] = [op.redispatch(keys, *args, **kwargs)]
 
     return kernel
+
+
+def test_a_backend_kernel_reached_by_a_redispatch_is_counted_once(ns, lib, trace, accel):
+    lib.define("neg(Tensor self) -> Tensor")
+    lib.impl("neg", lambda self: accel.tensor(-self.payload.data), accel.name)
+    log = []
+    lib.impl("neg", trace_kernel(log), trace, boxed=True)
+    op = getattr(bf.ops, ns).neg
+    x = accel.tensor(np.arange(3.0))
+    bf.metrics.reset()
+    with bf.include_keys(trace):
+        # The fast path's redispatch, then the general path's (the core routes the call and
+        # its redispatch), then the core's boxed call of the trace kernel.
+        for out in both(lambda: op(x)):
+            np.testing.assert_array_equal(out.numpy(), -np.arange(3.0))
+        op.default.call_boxed([x])
+    assert log == [f"{ns}::neg"] * 3
+    stats = bf.metrics.op_stats(f"{ns}::neg")
+    # The backend's kernel once a call; the functionality key's kernel is not a backend's own.
+    assert stats["kernel_calls"] == stats["backends"][accel.name]["kernel_calls"] == 3
+    assert stats["backends"].get(trace, {}).get("kernel_calls", 0) == 0
 
 
 def test_functionality_key_runs_only_when_included(ns, lib, trace):
