@@ -320,7 +320,7 @@ pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<Option<std::sync::Arc<H
 
 /// After a backend kernel ran on `t`: a view that is a device copy of its base's part
 /// ([`Tensor::is_device_copy`]) and that the kernel wrote ([`Tensor::note_write`]) has its
-/// values written into its base ([`write_back_copy`]). Where `t`'s host memory is exported,
+/// values written into its base (`write_back_copy`). Where `t`'s host memory is exported,
 /// the kernel's write (`written`: its schema marks `t` written) is copied back into that
 /// memory where it is (the backend's `to_cpu` of the payload, counted as a `ToHost`
 /// transfer), so that NumPy sees it, and the payload is dropped (NumPy may write the memory
