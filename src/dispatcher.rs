@@ -394,6 +394,26 @@ fn count_on<T>(op: &OperatorHandle, keys: DispatchKeySet, call: impl FnOnce() ->
     count_call(op, keys.highest().unwrap_or(DispatchKey::CPU), call)
 }
 
+/// `call` counted as `count_on` counts it, for the calls of a backend's own kernel that run
+/// often (a typed call of an unboxed kernel, a boxed call): unless a profile is open, the call
+/// is counted before it runs, by a function that takes no closure, so that the arguments and
+/// the result are not moved through `count_on`'s frames (about 60 instructions a call).
+#[inline(always)]
+fn count_then<T>(op: &OperatorHandle, keys: DispatchKeySet, call: impl FnOnce() -> T) -> T {
+    if crate::metrics::profiling() {
+        return count_on(op, keys, call);
+    }
+    count_untimed(op, keys);
+    call()
+}
+
+/// One untimed call of the entry at the highest of `keys` (`count_then`).
+#[inline(never)]
+fn count_untimed(op: &OperatorHandle, keys: DispatchKeySet) {
+    op.metrics()
+        .record_kernel_call(keys.highest().unwrap_or(DispatchKey::CPU), 0);
+}
+
 impl OperatorHandle {
     /// A boxed call: the stack holds the arguments (defaults filled) and gets the returns. After
     /// an error its contents are unspecified (the arguments' tensors themselves are unchanged).
@@ -564,7 +584,7 @@ impl OperatorHandle {
     ) -> Result<()> {
         match table.route(keys) {
             Some((e, k)) if e.counted => {
-                count_on(self, keys, || self.call_kernel(table, e, k, keys, stack))
+                count_then(self, keys, || self.call_kernel(table, e, k, keys, stack))
             }
             Some((e, k)) => self.call_kernel(table, e, k, keys, stack),
             None => Err(self.nothing_serves(table, unmasked, keys)),
@@ -797,7 +817,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
             if let Some(f) = k.unboxed::<A, R>() {
                 // A backend's own kernel is counted: one test of the entry already loaded.
                 if entry.counted {
-                    return count_on(&self.op, masked, move || f(masked, args));
+                    return count_then(&self.op, masked, move || f(masked, args));
                 }
                 return f(masked, args);
             }
@@ -905,7 +925,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         };
         if let Some(f) = kernel.unboxed::<A, R>() {
             if entry.counted {
-                return count_on(&self.op, keys, move || f(keys, args));
+                return count_then(&self.op, keys, move || f(keys, args));
             }
             return f(keys, args);
         }
