@@ -9,7 +9,7 @@ mod common;
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use boxfall::backend::{backend, register_backend, Backend};
 use boxfall::metrics::user_transfers;
@@ -18,19 +18,7 @@ use boxfall::{resident, Device, DispatchKey, Error, Result, Tensor};
 use common::*;
 use ndarray::s;
 
-/// Device memory: host memory behind a lock.
-struct Dev(Mutex<HostArray>);
-
-impl Payload for Dev {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn to_host(&self) -> Result<HostArray> {
-        Ok(self.0.lock().unwrap().clone())
-    }
-}
-
-/// A device view of a `Dev`: its elements `from..to`, read where they are.
+/// A device view of a `DevPayload`: its elements `from..to`, read where they are.
 struct Slice {
     base: Arc<dyn Payload>,
     from: usize,
@@ -75,7 +63,7 @@ impl Backend for &'static Hooks {
     fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
         self.from_cpu.fetch_add(1, Ordering::SeqCst);
         let a = cpu.to_host()?.try_clone()?;
-        Ok(Tensor::foreign(device, Arc::new(Dev(Mutex::new(a)))))
+        Ok(Tensor::foreign(device, Arc::new(DevPayload::new(a))))
     }
     fn copy_from_cpu(&self, _dst: &Tensor, _src: &Tensor) -> Result<()> {
         Err(Error::Fallback("not written here".into()))
@@ -105,7 +93,7 @@ impl Backend for &'static Hooks {
             to: from + shape[0],
         };
         if self.copies {
-            let copy = Dev(Mutex::new(slice.to_host()?));
+            let copy = DevPayload::new(slice.to_host()?);
             return Ok(Some(DeviceView {
                 data: Tensor::foreign(base.device(), Arc::new(copy)).data(),
                 shares: false,
@@ -189,7 +177,7 @@ fn materialized(key: DispatchKey) -> u64 {
 fn device_tensor(key: DispatchKey, v: &[f64]) -> Tensor {
     Tensor::foreign(
         Device::new(key, 0),
-        Arc::new(Dev(Mutex::new(HostArray::from(arr(v))))),
+        Arc::new(DevPayload::new(HostArray::from(arr(v)))),
     )
 }
 
@@ -277,11 +265,12 @@ fn to_host_bytes(key: DispatchKey) -> u64 {
 fn scale_by_ten(key: DispatchKey, v: &Tensor) -> Result<()> {
     resident::materialize(v)?;
     let p = v.payload().expect("materialized");
-    let dev = p.as_any().downcast_ref::<Dev>().expect("a device copy");
-    let mut memory = dev.0.lock().unwrap();
-    let scaled = memory.as_f64().expect("float64").mapv(|x| x * 10.0);
-    *memory = HostArray::from(scaled);
-    drop(memory);
+    let dev = p
+        .as_any()
+        .downcast_ref::<DevPayload>()
+        .expect("a device copy");
+    let scaled = dev.get().as_f64().expect("float64").mapv(|x| x * 10.0);
+    dev.set(HostArray::from(scaled));
     v.note_write();
     resident::settle(backend(key).unwrap(), v, true)
 }

@@ -6,30 +6,14 @@
 
 mod common;
 
-use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use boxfall::backend::{register_backend, Backend};
 use boxfall::metrics::user_transfers;
 use boxfall::tensor::{HostArray, Payload, Residency};
 use boxfall::{resident, Device, DispatchKey, Dispatcher, Error, Result, Tensor};
 use common::*;
-
-/// Device memory: host memory behind a lock, written in place by `copy_from_cpu`.
-struct Dev(Mutex<HostArray>);
-
-impl Payload for Dev {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn to_host(&self) -> Result<HostArray> {
-        Ok(self.0.lock().unwrap().clone())
-    }
-    fn nbytes(&self) -> usize {
-        self.0.lock().unwrap().nbytes()
-    }
-}
 
 /// Counting hooks; `lazy` says whether the backend takes part in residency.
 struct Counting {
@@ -43,7 +27,7 @@ fn dev(t: &Tensor) -> Result<Arc<dyn Payload>> {
     let p = t
         .payload()
         .ok_or_else(|| Error::Fallback("no payload".into()))?;
-    if p.as_any().downcast_ref::<Dev>().is_none() {
+    if p.as_any().downcast_ref::<DevPayload>().is_none() {
         return Err(Error::Fallback(format!("not device data: {t:?}")));
     }
     Ok(p)
@@ -57,13 +41,16 @@ impl Backend for Counting {
     fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
         self.from_cpu.fetch_add(1, Ordering::SeqCst);
         let a = cpu.to_host()?.try_clone()?;
-        Ok(Tensor::foreign(device, Arc::new(Dev(Mutex::new(a)))))
+        Ok(Tensor::foreign(device, Arc::new(DevPayload::new(a))))
     }
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
         self.copy_from_cpu.fetch_add(1, Ordering::SeqCst);
         let p = dev(dst)?;
-        let d = p.as_any().downcast_ref::<Dev>().expect("checked by dev");
-        *d.0.lock().unwrap() = src.to_host()?.try_clone()?;
+        let d = p
+            .as_any()
+            .downcast_ref::<DevPayload>()
+            .expect("checked by dev");
+        d.set(src.to_host()?.try_clone()?);
         Ok(())
     }
     fn lazy(&self) -> bool {
@@ -113,7 +100,7 @@ impl Setup {
     fn tensor(&self, v: &[f64]) -> Tensor {
         let t = Tensor::foreign(
             Device::new(self.key, 0),
-            Arc::new(Dev(Mutex::new(HostArray::from(arr(v))))),
+            Arc::new(DevPayload::new(HostArray::from(arr(v)))),
         );
         assert_eq!(t.residency(), Residency::Device);
         t
@@ -343,8 +330,10 @@ fn an_exported_tensor_is_written_in_its_host_memory_and_its_payload_is_made_agai
     assert_eq!(s.calls(), [1, 2, 0]);
     // A kernel's write of the payload is copied back into the memory.
     let p = x.payload().unwrap();
-    *p.as_any().downcast_ref::<Dev>().unwrap().0.lock().unwrap() =
-        HostArray::from(arr(&[7.0, 8.0]));
+    p.as_any()
+        .downcast_ref::<DevPayload>()
+        .unwrap()
+        .set(HostArray::from(arr(&[7.0, 8.0])));
     resident::settle(s.hooks, &x, true).unwrap();
     assert_eq!(now(), vec![7.0, 8.0]);
     assert_eq!(s.calls(), [2, 2, 0]);

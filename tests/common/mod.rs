@@ -257,7 +257,8 @@ impl DevPayload {
         self.array.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn set(&self, array: HostArray) {
+    /// Overwrites what the payload holds, in place (as a kernel writes a device buffer).
+    pub fn set(&self, array: HostArray) {
         *self.array.lock().unwrap_or_else(|e| e.into_inner()) = array;
     }
 }
