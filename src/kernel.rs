@@ -450,20 +450,8 @@ impl KernelFunction {
     /// CPU kernel's compiled fallback entry ([`typed_fallback`](Self::typed_fallback)) rather
     /// than its typed wrapper, whose tensors are mapped by virtual calls in frames of their own
     /// (about 220 instructions a call more, `benches/fallback.rs`).
-    pub(crate) fn marked_cpu_fallback(
-        mut self,
-        routed: impl Fn(
-                &OperatorHandle,
-                &DispatchTable,
-                Option<&KernelFunction>,
-                DispatchKeySet,
-                &mut Stack,
-            ) -> Result<()>
-            + Send
-            + Sync
-            + 'static,
-    ) -> KernelFunction {
-        self.cpu_fallback = Some(Arc::new(routed));
+    pub(crate) fn marked_cpu_fallback(mut self, routed: Arc<CpuFallbackFn>) -> KernelFunction {
+        self.cpu_fallback = Some(routed);
         self
     }
 

@@ -88,9 +88,11 @@ impl CpuFallback {
             run_cpu_fallback_on(mode, op, table, cpu_kernel(table), keys, stack)
         })
         .with_typed_wrapper(TypedCpuFallback)
-        .marked_cpu_fallback(move |op, table, cpu, keys, stack| {
-            run_cpu_fallback_on(mode, op, table, cpu, keys, stack)
-        })
+        .marked_cpu_fallback(std::sync::Arc::new(
+            move |op: &_, table: &_, cpu: Option<&_>, keys, stack: &mut _| {
+                run_cpu_fallback_on(mode, op, table, cpu, keys, stack)
+            },
+        ))
         .with_tag(self.clone())
     }
 
