@@ -33,7 +33,7 @@ use super::convert::{
     is_exact_ndarray, is_numpy_array, returns_to_py, to_ivalue, to_py, Passed, TensorStyle,
 };
 use super::errors::{to_pyerr, IntoPy};
-use super::ffi::{call_borrowed3, list_get, list_set, vectorcall};
+use super::ffi::{call_borrowed3_or_raised, list_get, list_set, vectorcall, vectorcall_or_raised};
 use super::kernel::{bad_return, kernel_error, stack_count_error};
 use super::overload::PyOpOverload;
 use super::plan::{ArgPlan, Body, Kind, Plan, RetPlan, MAX};
@@ -349,21 +349,6 @@ fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>, b: &mut Bound_<'py>)
     Some(())
 }
 
-/// `ret_to_caller` of an object of ours: a NumPy `ndarray` (the common return, which comes
-/// back as it is) is told inline by its type pointer and handed over, with no call, no new
-/// reference and no release.
-#[inline(always)]
-fn ret_owned<'py>(
-    obj: Bound<'py, PyAny>,
-    r: &RetPlan,
-    given: &[Bound<'py, PyAny>],
-) -> Result<PyResult<Bound<'py, PyAny>>, String> {
-    if r.kind == Kind::Tensor && is_exact_ndarray(&obj) {
-        return Ok(Ok(obj));
-    }
-    ret_to_caller(&obj, r, given)
-}
-
 /// A kernel's return as the caller gets it (`to_ivalue` in the kernel wrapper, then `to_py`
 /// for the caller), or the message of the error.
 fn ret_to_caller<'py>(
@@ -515,33 +500,104 @@ fn run_lean<'py>(
     // Begun and ended around the call rather than given it as a closure, which the compiler
     // would leave out of line (a frame, about 44 instructions on every lean call).
     let counted = count.begin();
+    // Each step answers an `Option` (one register) and puts its error in `err`: as
+    // `PyResult`s (the size of a `PyErr`), the answers were moved through memory at every
+    // step, about a tenth of the lean path's own instructions on a hop.
     let r = if boxed {
-        call_boxed(py, &func, slf, op, masked, args).and_then(|list| {
-            let r = boxed_one(py, op, schema, masked, body, args, &list);
-            slf.get().spare.give_back(list);
-            r
-        })
+        match call_boxed(py, &func, slf, op, masked, args, err) {
+            Some(list) => {
+                let r = boxed_one(op, schema, masked, body, args, &list, err);
+                slf.get().spare.give_back(list);
+                r
+            }
+            None => None,
+        }
     } else {
         let out = match array.then(|| func.cast::<ArrayKernel>().ok()).flatten() {
-            Some(w) => {
-                vectorcall(w.get().kernel.bind(py), args).and_then(|out| w.get().finish(out))
-            }
-            None => vectorcall(&func, args),
+            Some(w) => array_call(py, w.get(), args),
+            None => vectorcall_or_raised(&func, args).ok_or(None),
         };
         match out {
-            Ok(out) => match ret_owned(out, &body.rets[0], args) {
-                Ok(r) => r,
-                Err(m) => Err(to_pyerr(py, ret_error(op, schema, masked, 0, m))),
-            },
-            Err(e) => Err(to_pyerr(py, kernel_error(py, e, op, masked))),
+            Ok(out) => lean_return(out, &body.rets[0], op, schema, masked, args, err),
+            Err(e) => err_kernel(py, e, op, masked, err),
         }
     };
     counted.end(op);
     match r {
-        Ok(r) => Lean::Done(r),
-        Err(e) => {
+        Some(r) => Lean::Done(r),
+        None => Lean::Raised,
+    }
+}
+
+/// An array kernel's call ([`ArrayKernel`]): its result, or its error (the `Err` of
+/// [`err_kernel`]).
+#[inline(never)]
+fn array_call<'py>(
+    py: Python<'py>,
+    w: &ArrayKernel,
+    args: &[Bound<'py, PyAny>],
+) -> Result<Bound<'py, PyAny>, Option<PyErr>> {
+    vectorcall(w.kernel.bind(py), args)
+        .and_then(|out| w.finish(out))
+        .map_err(Some)
+}
+
+/// Puts a kernel's error, noted, in `err` (`e`: the error, else the one the interpreter has
+/// set); None (for the caller to return).
+#[cold]
+#[inline(never)]
+fn err_kernel<'py, T>(
+    py: Python<'py>,
+    e: Option<PyErr>,
+    op: &OperatorHandle,
+    keys: DispatchKeySet,
+    err: &mut Option<PyErr>,
+) -> Option<T> {
+    let e = e.unwrap_or_else(|| PyErr::fetch(py));
+    *err = Some(to_pyerr(py, kernel_error(py, e, op, keys)));
+    None
+}
+
+/// A lean call's one return as the caller gets it: an exact NumPy array as it is, else as
+/// [`ret_to_caller`] converts it; None with the error in `err`.
+#[inline(always)]
+fn lean_return<'py>(
+    out: Bound<'py, PyAny>,
+    r: &RetPlan,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    given: &[Bound<'py, PyAny>],
+    err: &mut Option<PyErr>,
+) -> Option<Bound<'py, PyAny>> {
+    if r.kind == Kind::Tensor && is_exact_ndarray(&out) {
+        return Some(out);
+    }
+    lean_return_converted(out, r, op, schema, keys, given, err)
+}
+
+/// [`lean_return`] of a return that is not an exact NumPy array (out of line: converting it is
+/// the rarer and the larger work).
+#[inline(never)]
+fn lean_return_converted<'py>(
+    out: Bound<'py, PyAny>,
+    r: &RetPlan,
+    op: &OperatorHandle,
+    schema: &OpSchema,
+    keys: DispatchKeySet,
+    given: &[Bound<'py, PyAny>],
+    err: &mut Option<PyErr>,
+) -> Option<Bound<'py, PyAny>> {
+    let py = out.py();
+    match ret_to_caller(&out, r, given) {
+        Ok(Ok(r)) => Some(r),
+        Ok(Err(e)) => {
             *err = Some(e);
-            Lean::Raised
+            None
+        }
+        Err(m) => {
+            *err = Some(to_pyerr(py, ret_error(op, schema, keys, 0, m)));
+            None
         }
     }
 }
@@ -722,11 +778,15 @@ fn run<'py>(
     // As `run_lean` counts, with no closure left out of line.
     let counted = count.begin();
     let r = if boxed {
-        call_boxed(py, &func, slf, op, masked, kobjs.as_slice()).and_then(|list| {
-            let r = boxed_returns(py, op, schema, masked, body, b.given.as_slice(), &list);
-            slf.get().spare.give_back(list);
-            r
-        })
+        let mut err = None;
+        match call_boxed(py, &func, slf, op, masked, kobjs.as_slice(), &mut err) {
+            Some(list) => {
+                let r = boxed_returns(py, op, schema, masked, body, b.given.as_slice(), &list);
+                slf.get().spare.give_back(list);
+                r
+            }
+            None => Err(raised(&mut err)),
+        }
     } else {
         call_unboxed(py, &func, array, op, schema, masked, body, kobjs, b, reuse)
     };
@@ -1097,10 +1157,10 @@ fn call_boxed<'py>(
     op: &OperatorHandle,
     keys: DispatchKeySet,
     kobjs: &[Bound<'py, PyAny>],
-) -> PyResult<Bound<'py, PyList>> {
-    let py_err = |e: PyErr| to_pyerr(py, kernel_error(py, e, op, keys));
+    err: &mut Option<PyErr>,
+) -> Option<Bound<'py, PyList>> {
     let spare = &slf.get().spare;
-    let list = match spare.list.take(py) {
+    let made = match spare.list.take(py) {
         Some(l) => {
             let l = l.into_bound(py);
             if l.len() == kobjs.len() {
@@ -1108,20 +1168,38 @@ fn call_boxed<'py>(
                 for (i, o) in kobjs.iter().enumerate() {
                     list_set(&l, i, o);
                 }
+                Ok(l)
             } else {
-                l.del_slice(0, l.len()).map_err(py_err)?;
-                for o in kobjs.iter() {
-                    l.append(o).map_err(py_err)?;
-                }
+                refill(&l, kobjs).map(|()| l)
             }
-            l
         }
-        None => PyList::new(py, kobjs.iter()).map_err(py_err)?,
+        None => PyList::new(py, kobjs.iter()),
     };
-    let keys_obj = spare.keys_obj(py, keys).map_err(py_err)?;
-    let out = call_borrowed3(func, slf.as_any(), keys_obj.as_any(), list.as_any());
-    drop(out.map_err(py_err)?);
-    Ok(list)
+    let list = match made {
+        Ok(l) => l,
+        Err(e) => return err_kernel(py, Some(e), op, keys, err),
+    };
+    let keys_obj = match spare.keys_obj(py, keys) {
+        Ok(k) => k,
+        Err(e) => return err_kernel(py, Some(e), op, keys, err),
+    };
+    match call_borrowed3_or_raised(func, slf.as_any(), keys_obj.as_any(), list.as_any()) {
+        Some(out) => {
+            drop(out);
+            Some(list)
+        }
+        None => err_kernel(py, None, op, keys, err),
+    }
+}
+
+/// `list[:] = kobjs` (a kept list of another length).
+#[cold]
+fn refill<'py>(list: &Bound<'py, PyList>, kobjs: &[Bound<'py, PyAny>]) -> PyResult<()> {
+    list.del_slice(0, list.len())?;
+    for o in kobjs.iter() {
+        list.append(o)?;
+    }
+    Ok(())
 }
 
 /// A boxed kernel's returns from its stack, as the caller gets them.
@@ -1168,34 +1246,30 @@ fn one_into_list<'py>(r: Bound<'py, PyAny>, list: &Bound<'py, PyList>) -> PyResu
 
 /// A boxed kernel's one return from its stack, as the caller gets it (`boxed_returns` for a
 /// schema of one return, without `Rets`).
+#[inline(always)]
 fn boxed_one<'py>(
-    py: Python<'py>,
     op: &OperatorHandle,
     schema: &OpSchema,
     keys: DispatchKeySet,
     body: &Body,
     given: &[Bound<'py, PyAny>],
     list: &Bound<'py, PyList>,
-) -> PyResult<Bound<'py, PyAny>> {
+    err: &mut Option<PyErr>,
+) -> Option<Bound<'py, PyAny>> {
+    let py = list.py();
     let n = list.len();
-    let (1, Some(r)) = (n, body.rets.first()) else {
-        return Err(to_pyerr(
-            py,
-            stack_count_error(op, keys, schema, n, body.args.len()),
-        ));
+    // A reference of ours to the one return: converting it may run Python code, which may
+    // change the list.
+    let one = match (n, body.rets.first()) {
+        (1, Some(r)) => list_get(list, 0).map(|o| (o, r)),
+        _ => None,
     };
-    // A reference of ours: converting the return may run Python code, which may change the
-    // list.
-    let Some(o) = list_get(list, 0) else {
-        return Err(to_pyerr(
-            py,
-            stack_count_error(op, keys, schema, n, body.args.len()),
-        ));
+    let Some((o, r)) = one else {
+        let e = stack_count_error(op, keys, schema, n, body.args.len());
+        *err = Some(to_pyerr(py, e));
+        return None;
     };
-    match ret_owned(o, r, given) {
-        Ok(r) => r,
-        Err(m) => Err(to_pyerr(py, ret_error(op, schema, keys, 0, m))),
-    }
+    lean_return(o, r, op, schema, keys, given, err)
 }
 
 /// `op(*args, **kwargs)` by the fast path, or None. The lean path is tried only while the

@@ -82,14 +82,14 @@ impl PyOpOverload {
         keys: DispatchKeySet,
         args: &[Bound<'py, PyAny>],
     ) -> PyResult<Bound<'py, PyAny>> {
-        let level = recursion::enter(slf.py())?;
+        // The lean way runs a Python function, whose frame counts the level for Python.
+        recursion::check_stack()?;
         let mut err = None;
         match fast::redispatch_lean(slf, keys, args, &mut err) {
             fast::Lean::Done(r) => return Ok(r),
             fast::Lean::Raised => return Err(fast::raised(&mut err)),
             fast::Lean::Passed => {}
         }
-        drop(level);
         Self::redispatch_as(slf, keys, args, None, false)
     }
 

@@ -218,7 +218,7 @@ impl Spare {
     /// replaced by None first, so that they go now, after the cell was written, while the
     /// list keeps its length and storage: emptying it freed the storage, which the next call's
     /// first append allocated again).
-    #[inline]
+    #[inline(always)]
     pub(super) fn give_back(&self, list: Bound<'_, PyList>) {
         let py = list.py();
         if refcnt(list.as_any()) != 1 {

@@ -124,12 +124,19 @@ fn call<'py, T: Redispatchable>(
 /// The keys of a `DispatchKeySet` argument. The class is told by its type pointer, kept from
 /// the first one seen: PyO3's check looks the class object up first, about a fiftieth of the
 /// hop.
+#[inline(always)]
 fn key_set(keys: &Bound<'_, PyAny>) -> PyResult<DispatchKeySet> {
     static KEY_SET: KnownType = KnownType::new(<PyKeySet as pyo3::PyTypeInfo>::type_object_raw);
     if KEY_SET.is_type_of(keys) {
         // SAFETY: the object's type is `DispatchKeySet`'s class (it has no subclasses).
         return Ok(unsafe { keys.cast_unchecked::<PyKeySet>() }.get().0);
     }
-    // Not a key set: PyO3's cast says so.
+    key_set_cast(keys)
+}
+
+/// [`key_set`] of an object of another type: PyO3's cast says what it is not (out of line,
+/// so that the inlined check stays a compare).
+#[inline(never)]
+fn key_set_cast(keys: &Bound<'_, PyAny>) -> PyResult<DispatchKeySet> {
     Ok(keys.cast::<PyKeySet>()?.get().0)
 }

@@ -5,6 +5,7 @@ and documents itself."""
 from __future__ import annotations
 
 import gc
+import sys
 import uuid
 import weakref
 
@@ -195,3 +196,42 @@ def test_the_attribute_is_a_read_only_member_every_object_has(op_and_key):
             r = _look_up(o)
             assert r is o.redispatch
             assert r.__self__ is o
+
+
+def _depth() -> int:
+    """Frames on this thread's stack now."""
+    n, f = 0, sys._getframe()
+    while f is not None:
+        n, f = n + 1, f.f_back
+    return n
+
+
+def test_a_recursion_through_op_redispatch_counts_one_level_a_kernel(key):
+    # A lean `op.redispatch` runs a Python function, whose frame counts the level for Python:
+    # the call counts none of its own, so such a recursion goes as deep as Python's limit
+    # allows (it counted two levels a kernel, and ended at half the limit), and still ends in
+    # RecursionError, with the kernel's note, not in a crash.
+    ns = f"redobj{uuid.uuid4().hex[:8]}"
+    depth = 0
+    with bf.Library(ns, "DEF") as lib:
+        lib.define("deep(Tensor self) -> Tensor")
+        op = getattr(bf.ops, ns).deep.default
+        lib.impl("deep", lambda x: x, "CPU")
+        keys = _keys_seen(op, key)
+
+        def kernel(x):
+            nonlocal depth
+            depth += 1
+            return op.redispatch(keys, x)
+
+        levels = 400
+        previous = sys.getrecursionlimit()
+        lib.impl("deep", kernel, "CPU", allow_override=True)
+        sys.setrecursionlimit(_depth() + levels)
+        try:
+            with pytest.raises(RecursionError) as info:
+                op.redispatch(keys, np.ones(1))
+        finally:
+            sys.setrecursionlimit(previous)
+    assert depth > 0.8 * levels, depth
+    assert any("'CPU' kernel" in n for n in getattr(info.value, "__notes__", [])), info.value

@@ -26,6 +26,7 @@ pub use entry::{
 pub use known_type::KnownType;
 pub use numpy_array::array_over;
 pub use object::{
-    call_borrowed3, gc_untrack, generic_getattr, list_get, list_set, refcnt, vectorcall,
+    call_borrowed3_or_raised, gc_untrack, generic_getattr, list_get, list_set, refcnt, vectorcall,
+    vectorcall_or_raised,
 };
 pub use recursion::{enter_recursive_call, leave_recursive_call};
