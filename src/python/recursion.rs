@@ -5,7 +5,8 @@
 //! to 690 levels, below the default limit of 1000. Each call into the dispatcher therefore
 //! counts one level of Python recursion, as C extensions mark their recursive calls
 //! (`Py_EnterRecursiveCall`), and refuses to start when the thread's native stack is nearly
-//! used up, whatever the limit is set to.
+//! used up, whatever the limit is set to. The lean `op.redispatch` only checks the stack
+//! ([`check_stack`]): the Python function it runs counts the level.
 
 use pyo3::exceptions::PyRecursionError;
 use pyo3::prelude::*;
