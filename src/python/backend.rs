@@ -5,15 +5,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
-use pyo3::{PyTraverseError, PyVisit};
+use pyo3::types::{PyList, PyTuple};
 
 use super::errors::{new_err, to_pyerr, IntoPy};
 use super::tensor::{
-    as_tensor, cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, read_only_view, wrap,
+    cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, read_only_view, wrap,
 };
 use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
-use crate::dispatcher::OperatorHandle;
 use crate::error::{Error, Result};
 use crate::key::{registered_keys, DispatchKey, NUM_KEYS};
 use crate::tensor::{DType, Device, DeviceView, Tensor};
@@ -79,10 +77,10 @@ impl Held {
 /// that they run one at a time. A `threading.RLock`: a kernel that hands a case to the CPU
 /// fallback calls the hooks on the thread that holds it, and a thread waiting for it lets go
 /// of the GIL (the thread holding it may need the GIL to finish).
-struct Serial<'py>(Option<Bound<'py, PyAny>>);
+pub(super) struct Serial<'py>(Option<Bound<'py, PyAny>>);
 
 impl<'py> Serial<'py> {
-    fn enter(py: Python<'py>, lock: Option<&Py<PyAny>>) -> PyResult<Serial<'py>> {
+    pub(super) fn enter(py: Python<'py>, lock: Option<&Py<PyAny>>) -> PyResult<Serial<'py>> {
         let Some(lock) = lock else {
             return Ok(Serial(None));
         };
@@ -102,205 +100,11 @@ impl Drop for Serial<'_> {
     }
 }
 
-/// A Python kernel registered for a backend key, as it runs: under the backend's lock if the
-/// backend was registered with `thread_safe=False`, and with residency's steps around it for
-/// a lazy backend. Made by `Library.impl` and `Library.fallback`. Its calls are counted in the
-/// operator's `kernel_calls` where the call is routed (the dispatcher, or the bindings that
-/// run the function themselves), not here.
-#[pyclass(name = "BackendKernel", module = "boxfall")]
-pub struct BackendKernel {
-    func: Option<Py<PyAny>>,
-    lock: Option<Py<PyAny>>,
-    /// The operator whose schema says which arguments the kernel writes, and the backend
-    /// (None: no residency step, a fallback or an operator not defined when the kernel was
-    /// registered).
-    resident: Option<(OperatorHandle, DispatchKey)>,
-}
-
-#[pymethods]
-impl BackendKernel {
-    #[pyo3(signature = (*args, **kwargs))]
-    fn __call__<'py>(
-        &self,
-        py: Python<'py>,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let func = self
-            .func
-            .as_ref()
-            .ok_or_else(|| new_err(py, "BoxfallError", "the kernel was cleared".to_string()))?;
-        let _serial = Serial::enter(py, self.lock.as_ref())?;
-        let Some((op, key)) = &self.resident else {
-            return func.bind(py).call(args, kwargs);
-        };
-        let lazy = crate::backend::backend(*key).is_some_and(|b| b.lazy());
-        if lazy {
-            materialize_all(py, args, kwargs)?;
-        }
-        let out = func.bind(py).call(args, kwargs);
-        if lazy {
-            // Whether it succeeded or not: a failing kernel may have written part of it.
-            let written = note_writes(op, args, kwargs);
-            let settled = settle_all(py, *key, &written, args, kwargs);
-            // A failing kernel's own error is the one to report.
-            if out.is_ok() {
-                settled?;
-            }
-        }
-        out
-    }
-
-    /// The kernel as it was registered.
-    #[getter]
-    fn __wrapped__(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.func.as_ref().map(|f| f.clone_ref(py))
-    }
-
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(f) = &self.func {
-            visit.call(f)?;
-        }
-        if let Some(l) = &self.lock {
-            visit.call(l)?;
-        }
-        Ok(())
-    }
-
-    fn __clear__(&mut self) {
-        self.func = None;
-        self.lock = None;
-    }
-}
-
-/// Calls `f` with every `bf.Tensor` among a kernel's arguments (list and tuple elements
-/// included).
-fn each_tensor(
-    obj: &Bound<'_, PyAny>,
-    f: &mut impl FnMut(&Tensor) -> PyResult<()>,
-) -> PyResult<()> {
-    if let Some(t) = as_tensor(obj) {
-        return f(&t.get().inner);
-    }
-    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        for item in obj.try_iter()? {
-            if let Some(t) = as_tensor(&item?) {
-                f(&t.get().inner)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Residency: a backend's kernel reads its tensors' payloads, so each host-only one gets its
-/// payload (`from_cpu`) before the kernel runs, and one whose host memory NumPy holds gets one
-/// made again (`resident::refresh`).
-fn materialize_all(
-    py: Python<'_>,
-    args: &Bound<'_, PyTuple>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<()> {
-    let mut put = |t: &Tensor| crate::resident::refresh(t).py(py);
-    for a in args.iter() {
-        each_tensor(&a, &mut put)?;
-    }
-    if let Some(kw) = kwargs {
-        for (_, v) in kw.iter() {
-            each_tensor(&v, &mut put)?;
-        }
-    }
-    Ok(())
-}
-
-/// Residency: a backend's kernel may write the payloads of the arguments its schema marks as
-/// written, where they are; their data versions move on, so that their host copies are no
-/// longer read and their views are made again.
-fn note_writes(
-    op: &OperatorHandle,
-    args: &Bound<'_, PyTuple>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> Vec<Tensor> {
-    let mut written = Vec::new();
-    let Ok(schema) = op.schema() else {
-        return written;
-    };
-    let mut note = |t: &Tensor| {
-        t.note_write();
-        written.push(t.clone());
-        Ok(())
-    };
-    let positional = schema.schema.arguments.iter().filter(|a| !a.kwarg_only);
-    for (arg, obj) in positional.zip(args.iter()) {
-        if arg.is_write() {
-            let _ = each_tensor(&obj, &mut note);
-        }
-    }
-    if let Some(kw) = kwargs {
-        for arg in schema.schema.arguments.iter().filter(|a| a.is_write()) {
-            if let Ok(Some(obj)) = kw.get_item(&arg.name) {
-                let _ = each_tensor(&obj, &mut note);
-            }
-        }
-    }
-    written
-}
-
-/// Residency: the arguments whose host memory NumPy holds (`np.asarray(t)`) are settled after
-/// a backend's kernel (`resident::settle`): the `written` ones have the kernel's values copied
-/// back into that memory, and every one drops the payload made for the kernel.
-fn settle_all(
-    py: Python<'_>,
-    key: DispatchKey,
-    written: &[Tensor],
-    args: &Bound<'_, PyTuple>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<()> {
-    let Some(hooks) = crate::backend::backend(key) else {
-        return Ok(());
-    };
-    let mut settle = |t: &Tensor| {
-        let wrote = written.iter().any(|w| w.same(t));
-        crate::resident::settle(hooks, t, wrote).py(py)
-    };
-    for a in args.iter() {
-        each_tensor(&a, &mut settle)?;
-    }
-    if let Some(kw) = kwargs {
-        for (_, v) in kw.iter() {
-            each_tensor(&v, &mut settle)?;
-        }
-    }
-    Ok(())
-}
-
-/// `func`, a Python kernel registered for `key`, as it is to run: a [`BackendKernel`] if `key`
-/// is a backend (other than the CPU) or a backend registered with `thread_safe=False`, else
-/// `func` itself. `op` is the kernel's operator, whose schema the residency step reads (None
-/// for a fallback, or an operator not yet defined).
-pub(crate) fn backend_kernel<'py>(
-    py: Python<'py>,
-    key: DispatchKey,
-    func: &Bound<'py, PyAny>,
-    op: Option<OperatorHandle>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let lock = python_backends()[key.index()]
+/// The lock of the Python backend of `key` (`thread_safe=False`), if it has one.
+pub(super) fn backend_lock(py: Python<'_>, key: DispatchKey) -> Option<Py<PyAny>> {
+    python_backends()[key.index()]
         .as_ref()
-        .and_then(|b| b.lock.as_ref().map(|l| l.clone_ref(py)));
-    let resident = op
-        .filter(|_| key.is_backend() && key != DispatchKey::CPU)
-        .map(|op| (op, key));
-    if lock.is_none() && resident.is_none() {
-        return Ok(func.clone());
-    }
-    Ok(Bound::new(
-        py,
-        BackendKernel {
-            func: Some(func.clone().unbind()),
-            lock,
-            resident,
-        },
-    )?
-    .into_any())
+        .and_then(|b| b.lock.as_ref().map(|l| l.clone_ref(py)))
 }
 
 struct PyBackendHooks {

@@ -161,11 +161,12 @@ fn run_as<'py>(
     key: DispatchKey,
     func: &Bound<'py, PyAny>,
     op: Option<crate::dispatcher::OperatorHandle>,
+    boxed: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if func.cast::<PyFallthrough>().is_ok() || func.cast::<PyCpuFallback>().is_ok() {
         return Ok(func.clone());
     }
-    super::backend::backend_kernel(py, key, func, op)
+    super::backend_kernel::backend_kernel(py, key, func, op, boxed)
 }
 
 fn key(py: Python<'_>, name: &str) -> PyResult<DispatchKey> {
@@ -356,7 +357,7 @@ impl PyLibrary {
         let k = key(py, dispatch_key)?;
         let qualified = self.lib(py)?.qualify(name);
         let op = crate::dispatcher::Dispatcher::lookup(&qualified);
-        let kernel = kernel_from(py, &run_as(py, k, r#fn, op)?, boxed)?;
+        let kernel = kernel_from(py, &run_as(py, k, r#fn, op, boxed)?, boxed)?;
         let what = format!("the '{k}' kernel of '{qualified}'");
         self.register(py, kernel, what, |lib, kernel| {
             lib.impl_kernel(name, k, kernel, allow_override)
@@ -373,7 +374,7 @@ impl PyLibrary {
         dispatch_key: &str,
     ) -> PyResult<()> {
         let k = key(py, dispatch_key)?;
-        let kernel = kernel_from(py, &run_as(py, k, r#fn, None)?, true)?;
+        let kernel = kernel_from(py, &run_as(py, k, r#fn, None, true)?, true)?;
         let what = format!("the '{k}' fallback");
         self.register(py, kernel, what, |lib, kernel| lib.fallback(k, kernel))
     }

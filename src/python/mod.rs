@@ -7,6 +7,7 @@ mod array_kernel;
 mod array_methods;
 mod array_ops;
 mod backend;
+mod backend_kernel;
 mod convert;
 mod coverage;
 mod errors;

@@ -340,3 +340,32 @@ def test_a_result_that_sees_memory_of_the_kernels_is_copied(counting_dev):
         kept[:] = 5.0  # a later write there does not reach the tensor
         np.testing.assert_array_equal(np.asarray(y), [0.0, 0.0])
         np.testing.assert_array_equal(np.asarray(z), [2.0, 2.0])
+
+
+def test_a_boxed_backend_kernel_that_writes_in_place_invalidates_the_host_copy(counting_dev):
+    # A kernel registered `boxed=True` gets its tensors on the stack: they are put on the
+    # device before it runs, and the ones its schema writes are noted by their place on the
+    # stack (they were matched against `(op, keys, stack)`, so no write was noted and the host
+    # copy stayed, stale).
+    backend, hooks, xp = counting_dev
+    seen = []
+    with bf.Library("resid_wb", "DEF") as lib:
+        lib.define("scale_(Tensor(a!) x, float k) -> Tensor(a!)")
+        lib.impl("scale_", lambda x, k: x, "CPU")
+
+        def scale_(op, keys, stack):
+            x, k = stack
+            seen.append(x.residency)
+            x.payload.data *= k  # in place, on the device
+            stack[:] = [x]
+
+        lib.impl("scale_", scale_, backend.name, boxed=True)
+        x = on_device(backend, np.arange(3.0))
+        y = xp.multiply(x, 3.0)  # a host result: [0, 3, 6]
+        assert y.residency == "host"
+        bf.ops.resid_wb.scale_(y, 2.0)
+        assert seen == ["both"]
+        assert y.residency == "device"
+        assert float(xp.sum(y)) == 18.0
+        np.testing.assert_array_equal(np.asarray(y), [0.0, 6.0, 12.0])
+

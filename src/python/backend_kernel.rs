@@ -1,0 +1,223 @@
+//! A Python kernel registered for a backend key, as it runs: under the backend's lock if the
+//! backend was registered with `thread_safe=False`, and with residency's steps around it on a
+//! lazy backend (`crate::resident`): each host-only tensor argument gets its payload before
+//! the kernel runs, the ones its schema marks as written have their data versions moved on
+//! after it, and those whose host memory NumPy holds are settled.
+//!
+//! The tensors are found as the kernel gets them: its arguments by position and keyword, or
+//! the stack's items in the schema's order for a kernel registered `boxed=True`
+//! (`fn(op, keys, stack)`). A backend's own fallback gets no residency step: it may hand the
+//! call on to the CPU fallback (the pattern torch_xla's fallback follows), which moves what it
+//! needs itself, so payloads made before it, or writes noted after it, would move data for
+//! nothing; a fallback that reads a payload (`t.payload`) gets it made then.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
+
+use super::backend::{backend_lock, Serial};
+use super::errors::{new_err, IntoPy};
+use super::tensor::as_tensor;
+use crate::dispatcher::OperatorHandle;
+use crate::key::DispatchKey;
+use crate::tensor::Tensor;
+
+/// A Python kernel registered for a backend key, as it runs. Made by `Library.impl` and
+/// `Library.fallback`. Its calls are counted in the operator's `kernel_calls` where the call
+/// is routed (the dispatcher, or the bindings that run the function themselves), not here.
+#[pyclass(name = "BackendKernel", module = "boxfall")]
+pub struct BackendKernel {
+    func: Option<Py<PyAny>>,
+    lock: Option<Py<PyAny>>,
+    /// The backend whose residency steps run around the kernel (None: a functionality key, the
+    /// CPU, or a fallback, which have none).
+    resident: Option<DispatchKey>,
+    /// The operator whose schema says which arguments the kernel writes (None: a fallback's).
+    op: Option<OperatorHandle>,
+    /// `fn(op, keys, stack)`: the tensors are the stack's items.
+    boxed: bool,
+}
+
+#[pymethods]
+impl BackendKernel {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let func = self
+            .func
+            .as_ref()
+            .ok_or_else(|| new_err(py, "BoxfallError", "the kernel was cleared".to_string()))?;
+        let _serial = Serial::enter(py, self.lock.as_ref())?;
+        let lazy = self
+            .resident
+            .filter(|key| crate::backend::backend(*key).is_some_and(|b| b.lazy()));
+        let Some(key) = lazy else {
+            return func.bind(py).call(args, kwargs);
+        };
+        let held = self.arguments(args, kwargs);
+        for (obj, _) in &held {
+            each_tensor(obj, &mut |t| crate::resident::refresh(t).py(py))?;
+        }
+        let out = func.bind(py).call(args, kwargs);
+        // Whether it succeeded or not: a failing kernel may have written part of it.
+        let mut written = Vec::new();
+        for (obj, _) in held.iter().filter(|(_, w)| *w) {
+            let _ = each_tensor(obj, &mut |t| {
+                t.note_write();
+                written.push(t.clone());
+                Ok(())
+            });
+        }
+        let settled = settle(py, key, &written, &held);
+        // A failing kernel's own error is the one to report.
+        if out.is_ok() {
+            settled?;
+        }
+        out
+    }
+
+    /// The kernel as it was registered.
+    #[getter]
+    fn __wrapped__(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.func.as_ref().map(|f| f.clone_ref(py))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(f) = &self.func {
+            visit.call(f)?;
+        }
+        if let Some(l) = &self.lock {
+            visit.call(l)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.func = None;
+        self.lock = None;
+    }
+}
+
+impl BackendKernel {
+    /// The objects that may hold the call's tensors, each with whether the schema marks it as
+    /// written (false for all where the operator has no schema). A boxed call's are the
+    /// stack's items as the kernel gets them (the kernel replaces them with its returns).
+    fn arguments<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> Vec<(Bound<'py, PyAny>, bool)> {
+        let schema = self.op.as_ref().and_then(|op| op.schema().ok());
+        let arguments = schema.as_ref().map_or(&[][..], |s| &s.schema.arguments[..]);
+        let writes = |i: usize| arguments.get(i).is_some_and(|a| a.is_write());
+        if self.boxed {
+            let Some(stack) = args
+                .get_item(2)
+                .ok()
+                .filter(|s| s.is_instance_of::<PyList>())
+            else {
+                return Vec::new();
+            };
+            let Ok(items) = stack.try_iter() else {
+                return Vec::new();
+            };
+            return items
+                .flatten()
+                .enumerate()
+                .map(|(i, o)| (o, writes(i)))
+                .collect();
+        }
+        let positional = arguments.iter().filter(|a| !a.kwarg_only);
+        let mut held: Vec<_> = args
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let w = positional.clone().nth(i).is_some_and(|a| a.is_write());
+                (o, w)
+            })
+            .collect();
+        if let Some(kw) = kwargs {
+            for (k, v) in kw.iter() {
+                let w = k
+                    .extract::<String>()
+                    .is_ok_and(|name| arguments.iter().any(|a| a.name == name && a.is_write()));
+                held.push((v, w));
+            }
+        }
+        held
+    }
+}
+
+/// Calls `f` with every `bf.Tensor` among a kernel's arguments (list and tuple elements
+/// included).
+fn each_tensor(
+    obj: &Bound<'_, PyAny>,
+    f: &mut impl FnMut(&Tensor) -> PyResult<()>,
+) -> PyResult<()> {
+    if let Some(t) = as_tensor(obj) {
+        return f(&t.get().inner);
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        for item in obj.try_iter()? {
+            if let Some(t) = as_tensor(&item?) {
+                f(&t.get().inner)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Residency: the arguments whose host memory NumPy holds (`np.asarray(t)`) are settled after
+/// a backend's kernel (`resident::settle`): the `written` ones have the kernel's values copied
+/// back into that memory, and every one drops the payload made for the kernel.
+fn settle(
+    py: Python<'_>,
+    key: DispatchKey,
+    written: &[Tensor],
+    held: &[(Bound<'_, PyAny>, bool)],
+) -> PyResult<()> {
+    let Some(hooks) = crate::backend::backend(key) else {
+        return Ok(());
+    };
+    for (obj, _) in held {
+        each_tensor(obj, &mut |t| {
+            let wrote = written.iter().any(|w| w.same(t));
+            crate::resident::settle(hooks, t, wrote).py(py)
+        })?;
+    }
+    Ok(())
+}
+
+/// `func`, a Python kernel registered for `key`, as it is to run: a [`BackendKernel`] if `key`
+/// is a backend (other than the CPU) or a backend registered with `thread_safe=False`, else
+/// `func` itself. `op` is the kernel's operator, whose schema the residency step reads (None
+/// for a fallback, which gets no residency step). `boxed`: the kernel is
+/// `fn(op, keys, stack)`.
+pub(crate) fn backend_kernel<'py>(
+    py: Python<'py>,
+    key: DispatchKey,
+    func: &Bound<'py, PyAny>,
+    op: Option<OperatorHandle>,
+    boxed: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let lock = backend_lock(py, key);
+    let resident = (key.is_backend() && key != DispatchKey::CPU && op.is_some()).then_some(key);
+    if lock.is_none() && resident.is_none() {
+        return Ok(func.clone());
+    }
+    Ok(Bound::new(
+        py,
+        BackendKernel {
+            func: Some(func.clone().unbind()),
+            lock,
+            resident,
+            op,
+            boxed,
+        },
+    )?
+    .into_any())
+}
