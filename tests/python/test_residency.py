@@ -368,4 +368,3 @@ def test_a_boxed_backend_kernel_that_writes_in_place_invalidates_the_host_copy(c
         assert y.residency == "device"
         assert float(xp.sum(y)) == 18.0
         np.testing.assert_array_equal(np.asarray(y), [0.0, 6.0, 12.0])
-
