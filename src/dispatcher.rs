@@ -841,10 +841,13 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         if let Some(f) = table.fast_unboxed::<A, R>(masked) {
             return f(masked, args);
         }
-        // Then a counted one, which does not run long either.
+        // Then a counted one, which does not run long either. A `Plain` entry has none: its
+        // kernel is not counted, so one of this signature would have been `fast`.
         let routed = table.route(masked);
         if let Some((entry, k)) = routed {
-            if let Some(f) = k.unboxed::<A, R>() {
+            if entry.run == EntryRun::Plain {
+                debug_assert!(k.unboxed::<A, R>().is_none(), "a Plain entry's own is fast");
+            } else if let Some(f) = k.unboxed::<A, R>() {
                 // A backend's own kernel is counted: one test of the entry already loaded.
                 if entry.counted {
                     return count_then(&self.op, masked, move || f(masked, args));
