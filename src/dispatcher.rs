@@ -835,34 +835,42 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let table = self.op.0.table.load(&g);
         let keys = args.dispatch_keys();
         let masked = table.masked(dispatch_keys(keys));
-        // An unboxed kernel of this signature that is not counted first: one test
-        // (`TableEntry::fast`). It never runs long (a long-running kernel keeps no typed
-        // entry), so this path pays no test for that either.
-        if let Some(f) = table.fast_unboxed::<A, R>(masked) {
-            return f(masked, args);
-        }
-        // Then a counted one, which does not run long either. A `Plain` entry has none: its
-        // kernel is not counted, so one of this signature would have been `fast`.
-        let routed = table.route(masked);
-        if let Some((entry, k)) = routed {
-            if entry.run == EntryRun::Plain {
-                debug_assert!(k.unboxed::<A, R>().is_none(), "a Plain entry's own is fast");
-            } else if let Some(f) = k.unboxed::<A, R>() {
-                // A backend's own kernel is counted: one test of the entry already loaded.
-                if entry.counted {
-                    return count_then(&self.op, masked, move || f(masked, args));
-                }
-                return f(masked, args);
+        // The unboxed function to run, if any: each way to it ends in the one call below,
+        // which keeps this path's code (and the registers it saves) small.
+        let f = 'unboxed: {
+            // An unboxed kernel of this signature that is not counted first: one test
+            // (`TableEntry::fast`). It never runs long (a long-running kernel keeps no typed
+            // entry), so this path pays no test for that either.
+            if let Some(f) = table.fast_unboxed::<A, R>(masked) {
+                break 'unboxed f;
             }
-        }
-        if table.may_run_long(masked) {
-            let owned = leave_holding!(g, table);
-            return self.call_detached(owned, keys, masked, args);
-        }
-        match routed {
-            Some((entry, kernel)) => self.call_not_unboxed(table, entry, kernel, masked, args),
-            None => Err(self.op.nothing_serves(table, keys, masked)),
-        }
+            // Then a counted one, which does not run long either. A `Plain` entry has none:
+            // its kernel is not counted, so one of this signature would have been `fast`.
+            let routed = table.route(masked);
+            if let Some((entry, k)) = routed {
+                if entry.run == EntryRun::Plain {
+                    debug_assert!(k.unboxed::<A, R>().is_none(), "a Plain entry's own is fast");
+                } else if let Some(f) = k.unboxed::<A, R>() {
+                    // A backend's own kernel is counted (as `count_then` counts it).
+                    if entry.counted {
+                        if crate::metrics::profiling() {
+                            return count_on(&self.op, masked, move || f(masked, args));
+                        }
+                        count_untimed(&self.op, masked);
+                    }
+                    break 'unboxed f;
+                }
+            }
+            if table.may_run_long(masked) {
+                let owned = leave_holding!(g, table);
+                return self.call_detached(owned, keys, masked, args);
+            }
+            return match routed {
+                Some((entry, kernel)) => self.call_not_unboxed(table, entry, kernel, masked, args),
+                None => Err(self.op.nothing_serves(table, keys, masked)),
+            };
+        };
+        f(masked, args)
     }
 
     /// Continues below the highest key of `keys`.
