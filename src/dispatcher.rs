@@ -29,7 +29,7 @@ use crossbeam_utils::CachePadded;
 use crate::error::{Error, Result};
 use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
 use crate::kernel::{
-    self as kernel_fn, CpuKernel, KernelFunction, OperatorEntry, TableEntry, TensorsFn,
+    self as kernel_fn, CpuKernel, EntryRun, KernelFunction, OperatorEntry, TableEntry, TensorsFn,
 };
 use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
 use crate::metrics::{OpMetrics, OpStats, Snapshot};
@@ -573,8 +573,9 @@ impl OperatorHandle {
     }
 
     /// A boxed call routed in `table` (`keys` masked already; `unmasked` what the error names
-    /// when no key is left).
-    #[inline]
+    /// when no key is left). Always inlined: out of line, its call and frame cost a boxed call
+    /// about 15 instructions.
+    #[inline(always)]
     fn run(
         &self,
         table: &DispatchTable,
@@ -583,12 +584,36 @@ impl OperatorHandle {
         stack: &mut Stack,
     ) -> Result<()> {
         match table.route(keys) {
-            Some((e, k)) if e.counted => {
-                count_then(self, keys, || self.call_kernel(table, e, k, keys, stack))
-            }
-            Some((e, k)) => self.call_kernel(table, e, k, keys, stack),
+            // The common call, one byte tested: the kernel's boxed entry.
+            Some((e, k)) => match e.run {
+                EntryRun::Plain | EntryRun::Wrapper => k.call_boxed(self, keys, stack),
+                EntryRun::CpuFallback => {
+                    k.call_cpu_fallback(self, table, e.cpu.as_ref(), keys, stack)
+                }
+                EntryRun::Routed => self.run_routed(table, e, k, keys, stack),
+            },
             None => Err(self.nothing_serves(table, unmasked, keys)),
         }
+    }
+
+    /// `run` of an entry that is counted or reads the table. Out of line, so that `run` stays
+    /// small enough to be inlined into each boxed entry point (a call and a frame of its own,
+    /// about 15 instructions a boxed call, when the counted call was written there).
+    #[inline(never)]
+    fn run_routed(
+        &self,
+        table: &DispatchTable,
+        entry: &TableEntry,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        stack: &mut Stack,
+    ) -> Result<()> {
+        if entry.counted {
+            return count_then(self, keys, || {
+                self.call_kernel(table, entry, kernel, keys, stack)
+            });
+        }
+        self.call_kernel(table, entry, kernel, keys, stack)
     }
 
     /// The error of a call that nothing serves: on the highest of `keys` if it has a key left,
@@ -810,26 +835,42 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let table = self.op.0.table.load(&g);
         let keys = args.dispatch_keys();
         let masked = table.masked(dispatch_keys(keys));
-        // An unboxed kernel of this signature first: it never runs long (a long-running
-        // kernel keeps no typed entry), so this path pays no test for it.
-        let routed = table.route(masked);
-        if let Some((entry, k)) = routed {
-            if let Some(f) = k.unboxed::<A, R>() {
-                // A backend's own kernel is counted: one test of the entry already loaded.
-                if entry.counted {
-                    return count_then(&self.op, masked, move || f(masked, args));
-                }
-                return f(masked, args);
+        // The unboxed function to run, if any: each way to it ends in the one call below,
+        // which keeps this path's code (and the registers it saves) small.
+        let f = 'unboxed: {
+            // An unboxed kernel of this signature that is not counted first: one test
+            // (`TableEntry::fast`). It never runs long (a long-running kernel keeps no typed
+            // entry), so this path pays no test for that either.
+            if let Some(f) = table.fast_unboxed::<A, R>(masked) {
+                break 'unboxed f;
             }
-        }
-        if table.may_run_long(masked) {
-            let owned = leave_holding!(g, table);
-            return self.call_detached(owned, keys, masked, args);
-        }
-        match routed {
-            Some((entry, kernel)) => self.call_not_unboxed(table, entry, kernel, masked, args),
-            None => Err(self.op.nothing_serves(table, keys, masked)),
-        }
+            // Then a counted one, which does not run long either. A `Plain` entry has none:
+            // its kernel is not counted, so one of this signature would have been `fast`.
+            let routed = table.route(masked);
+            if let Some((entry, k)) = routed {
+                if entry.run == EntryRun::Plain {
+                    debug_assert!(k.unboxed::<A, R>().is_none(), "a Plain entry's own is fast");
+                } else if let Some(f) = k.unboxed::<A, R>() {
+                    // A backend's own kernel is counted (as `count_then` counts it).
+                    if entry.counted {
+                        if crate::metrics::profiling() {
+                            return count_on(&self.op, masked, move || f(masked, args));
+                        }
+                        count_untimed(&self.op, masked);
+                    }
+                    break 'unboxed f;
+                }
+            }
+            if table.may_run_long(masked) {
+                let owned = leave_holding!(g, table);
+                return self.call_detached(owned, keys, masked, args);
+            }
+            return match routed {
+                Some((entry, kernel)) => self.call_not_unboxed(table, entry, kernel, masked, args),
+                None => Err(self.op.nothing_serves(table, keys, masked)),
+            };
+        };
+        f(masked, args)
     }
 
     /// Continues below the highest key of `keys`.
@@ -943,6 +984,33 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
+        // The common case tested first, on one byte decided at publication; every other one
+        // in one function out of line (with more, the inliner split this path's boxing into
+        // functions of their own: about 15 instructions a call).
+        if entry.run != EntryRun::Plain {
+            return self.call_routed(table, entry, kernel, keys, args);
+        }
+        self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
+    }
+
+    /// `call_not_unboxed` of an entry that is not `EntryRun::Plain`: the CPU fallback, a
+    /// kernel with a typed wrapper, a counted one or one that reads the table.
+    #[inline(never)]
+    fn call_routed(
+        &self,
+        table: &DispatchTable,
+        entry: &TableEntry,
+        kernel: &KernelFunction,
+        keys: DispatchKeySet,
+        args: A,
+    ) -> Result<R> {
+        match entry.run {
+            EntryRun::CpuFallback => {
+                return self.call_cpu_fallback(table, entry.cpu.as_ref(), kernel, keys, args)
+            }
+            EntryRun::Wrapper => return self.call_wrapper(table, kernel, keys, args),
+            EntryRun::Plain | EntryRun::Routed => {}
+        }
         if entry.counted {
             return count_on(&self.op, keys, move || {
                 self.call_uncounted(table, entry, kernel, keys, args)
@@ -976,9 +1044,9 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     /// A typed call that reached the CPU fallback `kernel`, which runs `cpu` (the kernel that
     /// serves the CPU key): that kernel's compiled fallback entry if it has one of this
     /// signature, which serves the call without boxing; else the arguments are boxed once for
-    /// the fallback's boxed entry, on this table and with that kernel. Out of line, so that a
-    /// typed call of a kernel keeps its own code small.
-    #[inline(never)]
+    /// the fallback's boxed entry, on this table and with that kernel. A typed call runs it
+    /// out of line (`call_routed`), so that a typed call of a kernel keeps its own code small.
+    #[inline(always)]
     fn call_cpu_fallback(
         &self,
         table: &DispatchTable,
@@ -1037,7 +1105,7 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     #[inline(always)]
     fn call_boxing(&self, args: A, call: impl FnOnce(&mut Stack) -> Result<()>) -> Result<R> {
         let mut spare = SpareStack::take();
-        let stack = spare.0.get_or_insert_with(Box::default);
+        let stack = spare.stack();
         args.push_onto(stack);
         // The tail expression, so the result is built in the caller's slot; the spare goes
         // back when `spare` drops, after.
@@ -1066,9 +1134,23 @@ pub(crate) fn call_in_table<A: CallArgs + 'static, R: CallReturns + 'static>(
 struct SpareStack(Option<Box<Stack>>);
 
 impl SpareStack {
-    #[inline]
+    // Always inlined, as `call_boxing`: left to the inliner, it and its neighbours were split
+    // into functions of their own once the typed call grew (about 20 instructions a call).
+    #[inline(always)]
     fn take() -> SpareStack {
         SpareStack(SPARE_STACK.try_with(Cell::take).ok().flatten())
+    }
+
+    /// The stack, made on the thread's first call.
+    #[inline(always)]
+    fn stack(&mut self) -> &mut Stack {
+        self.0.get_or_insert_with(SpareStack::first)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn first() -> Box<Stack> {
+        Box::default()
     }
 }
 
@@ -1285,10 +1367,8 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
         table.entries[i] = TableEntry {
             kernel,
             source,
-            route: Route::Missing,
-            cpu: None,
             counted,
-            foreign: None,
+            ..TableEntry::missing()
         };
     }
     // How each entry runs, once the mask is known: the CPU kernel a CPU fallback runs is the
@@ -1321,6 +1401,7 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
             }
             _ => None,
         };
+        e.decide_run();
     }
     // A kernel that reads the table may run any kernel below its key (the CPU fallback runs
     // the CPU kernel): it counts as long if one of those does. Slot 0 (CompositeImplicit) is
@@ -1881,6 +1962,55 @@ pub(crate) fn policy_of(op: &OperatorHandle) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What publication decides a call tests first (`TableEntry::fast`, `TableEntry::run`):
+    /// a typed call runs an unboxed kernel straight away only if it is not counted, and a
+    /// boxed call runs a kernel's boxed entry straight away only if nothing else is owed
+    /// (no count, no table read, not the CPU fallback).
+    #[test]
+    fn publication_decides_what_a_call_tests_first() {
+        crate::native::install_fallback().expect("the Native fallback");
+        let mut lib = crate::Library::new("dispatcher_entry_run", crate::LibraryKind::Def)
+            .expect("a namespace of its own");
+        let unboxed = || KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x));
+        let f = lib.define("f(int x) -> int").expect("defines");
+        lib.impl_kernel("f", DispatchKey::CPU, unboxed(), false)
+            .expect("registers");
+        let g = lib.define("g(int x) -> int").expect("defines");
+        lib.impl_kernel("g", DispatchKey::NATIVE, unboxed(), false)
+            .expect("registers");
+        let boxed = KernelFunction::from_boxed(|_, _, _| Ok(()));
+        lib.impl_kernel("g", DispatchKey::CPU, boxed, false)
+            .expect("registers");
+        let h = lib.define("h(int x) -> int").expect("defines");
+        let reads = KernelFunction::from_boxed_in_table(|_, _, _, _| Ok(()));
+        lib.impl_kernel("h", DispatchKey::CPU, reads, false)
+            .expect("registers");
+        let decided = |op: &OperatorHandle, key: DispatchKey| {
+            let guard = rcu::read();
+            let table = op.0.table.load(&guard);
+            let fast = table.fast_unboxed::<(i64,), i64>(key.set()).is_some();
+            let other_signature = table.fast_unboxed::<(f64,), f64>(key.set()).is_some();
+            assert!(
+                !other_signature,
+                "{op:?} {key}: a typed call of another signature"
+            );
+            (fast, table.entries[key.index()].run)
+        };
+        assert_eq!(decided(&f, DispatchKey::CPU), (true, EntryRun::Plain));
+        assert_eq!(
+            decided(&f, DispatchKey::NATIVE),
+            (false, EntryRun::CpuFallback)
+        );
+        // Native's own kernel is counted: neither call runs it straight away.
+        assert_eq!(decided(&g, DispatchKey::NATIVE), (false, EntryRun::Routed));
+        assert_eq!(decided(&g, DispatchKey::CPU), (false, EntryRun::Plain));
+        assert_eq!(decided(&h, DispatchKey::CPU), (false, EntryRun::Routed));
+        assert_eq!(
+            decided(&h, DispatchKey::COMPOSITE_IMPLICIT),
+            (false, EntryRun::Routed)
+        ); // none
+    }
 
     /// Runs `call` on another thread while its long-running kernel waits, and meanwhile makes
     /// `cycles` registrations that each retire a table; returns how many retired objects were

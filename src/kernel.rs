@@ -182,9 +182,36 @@ pub struct KernelFunction {
 /// A typed kernel's function pointer with the `TypeId` of its signature, so that a typed call
 /// checks the signature by comparing two words: no virtual call, no pointer chase.
 #[derive(Clone, Copy)]
-struct UnboxedPtr {
+pub(crate) struct UnboxedPtr {
     signature: TypeId,
     address: usize,
+}
+
+/// The signature of [`UnboxedPtr::NONE`]: a type no typed call has as its `UnboxedFn`.
+struct NoSignature;
+
+impl UnboxedPtr {
+    /// A pointer no typed call takes: what a table entry keeps where its typed calls may not
+    /// run an unboxed function straight away (`TableEntry::fast`).
+    fn none() -> UnboxedPtr {
+        UnboxedPtr {
+            signature: TypeId::of::<NoSignature>(),
+            address: 0,
+        }
+    }
+
+    /// The function, if it has exactly this signature.
+    #[inline(always)]
+    fn get<A: 'static, R: 'static>(self) -> Option<UnboxedFn<A, R>> {
+        if self.signature != TypeId::of::<UnboxedFn<A, R>>() {
+            return None;
+        }
+        // SAFETY: `address` is a `UnboxedFn<A, R>` cast to `usize` in `from_unboxed`, which
+        // recorded that type's id as `signature`; equal ids mean this is the same function
+        // pointer type, and function pointers are address-sized. (`none`'s signature is a
+        // type no `UnboxedFn` is, so it never gets here.)
+        Some(unsafe { std::mem::transmute::<usize, UnboxedFn<A, R>>(self.address) })
+    }
 }
 
 impl KernelFunction {
@@ -639,15 +666,7 @@ impl KernelFunction {
     /// ```
     #[inline]
     pub fn unboxed<A: 'static, R: 'static>(&self) -> Option<UnboxedFn<A, R>> {
-        match self.unboxed {
-            Some(p) if p.signature == TypeId::of::<UnboxedFn<A, R>>() => {
-                // SAFETY: `address` is a `UnboxedFn<A, R>` cast to `usize` in `from_unboxed`,
-                // which recorded that type's id as `signature`; equal ids mean this is the
-                // same function pointer type, and function pointers are address-sized.
-                Some(unsafe { std::mem::transmute::<usize, UnboxedFn<A, R>>(p.address) })
-            }
-            _ => None,
-        }
+        self.unboxed.and_then(UnboxedPtr::get::<A, R>)
     }
 
     /// Runs the boxed entry point.
@@ -1148,6 +1167,71 @@ pub(crate) struct TableEntry {
     /// For a [`Route::Foreign`] entry, its kernel's payload; for a
     /// `Route::CpuFallback(CpuKernel::Foreign)` one, the CPU kernel's.
     pub(crate) foreign: Option<ForeignRef>,
+    /// The kernel's typed function if a typed call of its signature runs it and nothing else
+    /// (not counted), else [`UnboxedPtr::none`]: the typed call's first and only test on its
+    /// common path, one compare of the signature, where the kernel's own `Option` would add
+    /// the tests of the kernel, of the option and of `counted` (6 instructions a call).
+    pub(crate) fast: UnboxedPtr,
+    /// How a call that does not run `fast` runs the entry (the route, reduced to what a call
+    /// tests first).
+    pub(crate) run: EntryRun,
+}
+
+/// How a call of a table entry that is not an unboxed one runs ([`TableEntry::run`]), decided
+/// at publication from its route, its kernel and `counted`, so that the common call tests one
+/// byte before it runs the kernel's boxed entry, and the rest goes by the route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EntryRun {
+    /// The kernel's boxed entry, and nothing else: not counted, not the CPU fallback, not a
+    /// kernel that reads the table or has a typed wrapper. A typed call boxes its arguments
+    /// for it.
+    Plain,
+    /// As `Plain` for a boxed call; a typed call offers itself to the typed wrapper first
+    /// ([`Route::Wrapper`]).
+    Wrapper,
+    /// The CPU fallback ([`Route::CpuFallback`]), with the CPU kernel in `cpu`.
+    CpuFallback,
+    /// By the route: counted, or a kernel that reads the table; or no kernel.
+    Routed,
+}
+
+impl TableEntry {
+    /// The entry's `fast` and `run`, from its kernel, route and `counted` (set first).
+    pub(crate) fn decide_run(&mut self) {
+        let Some(k) = self.kernel.as_ref() else {
+            self.fast = UnboxedPtr::none();
+            self.run = EntryRun::Routed;
+            return;
+        };
+        let usual = matches!(
+            self.route,
+            Route::Kernel | Route::Foreign | Route::Tensors | Route::Wrapper
+        );
+        self.fast = match (usual, self.counted, k.unboxed) {
+            (true, false, Some(p)) => p,
+            _ => UnboxedPtr::none(),
+        };
+        self.run = match self.route {
+            Route::CpuFallback(_) if !self.counted => EntryRun::CpuFallback,
+            _ if !usual || self.counted || k.reads_table() => EntryRun::Routed,
+            Route::Wrapper => EntryRun::Wrapper,
+            _ => EntryRun::Plain,
+        };
+    }
+
+    /// The entry with no kernel.
+    pub(crate) fn missing() -> TableEntry {
+        TableEntry {
+            kernel: None,
+            source: Source::Missing,
+            route: Route::Missing,
+            cpu: None,
+            counted: false,
+            foreign: None,
+            fast: UnboxedPtr::none(),
+            run: EntryRun::Routed,
+        }
+    }
 }
 
 /// A foreign kernel's payload ([`KernelFunction::with_foreign`]) as a table entry records it
@@ -1237,16 +1321,21 @@ impl DispatchTable {
         keys.0 & self.long != 0
     }
 
+    /// The typed function of the entry at the highest of `keys` (masked by the operator's
+    /// fallthroughs) if a typed call of this signature runs it and nothing else
+    /// ([`TableEntry::fast`]). Such a kernel never runs long (a long-running kernel keeps no
+    /// typed entry), so the call needs no test for that either.
+    #[inline(always)]
+    pub(crate) fn fast_unboxed<A: 'static, R: 'static>(
+        &self,
+        keys: DispatchKeySet,
+    ) -> Option<UnboxedFn<A, R>> {
+        self.entries[keys.highest()?.index()].fast.get::<A, R>()
+    }
+
     pub(crate) fn empty() -> DispatchTable {
         DispatchTable {
-            entries: std::array::from_fn(|_| TableEntry {
-                kernel: None,
-                source: Source::Missing,
-                route: Route::Missing,
-                cpu: None,
-                counted: false,
-                foreign: None,
-            }),
+            entries: std::array::from_fn(|_| TableEntry::missing()),
             mask: !0,
             long: 0,
             schema: None,
