@@ -350,7 +350,9 @@ fn bind_stack<'py>(body: &Body, stack: &Bound<'py, PyList>, b: &mut Bound_<'py>)
 }
 
 /// A kernel's return as the caller gets it (`to_ivalue` in the kernel wrapper, then `to_py`
-/// for the caller), or the message of the error.
+/// for the caller), or the message of the error. Out of line: the lean path inlines only the
+/// test for an exact NumPy array, the common return.
+#[inline(never)]
 fn ret_to_caller<'py>(
     obj: &Bound<'py, PyAny>,
     r: &RetPlan,
@@ -573,22 +575,6 @@ fn lean_return<'py>(
     if r.kind == Kind::Tensor && is_exact_ndarray(&out) {
         return Some(out);
     }
-    lean_return_converted(out, r, op, schema, keys, given, err)
-}
-
-/// [`lean_return`] of a return that is not an exact NumPy array (out of line: converting it is
-/// the rarer and the larger work).
-#[inline(never)]
-fn lean_return_converted<'py>(
-    out: Bound<'py, PyAny>,
-    r: &RetPlan,
-    op: &OperatorHandle,
-    schema: &OpSchema,
-    keys: DispatchKeySet,
-    given: &[Bound<'py, PyAny>],
-    err: &mut Option<PyErr>,
-) -> Option<Bound<'py, PyAny>> {
-    let py = out.py();
     match ret_to_caller(&out, r, given) {
         Ok(Ok(r)) => Some(r),
         Ok(Err(e)) => {
@@ -596,7 +582,7 @@ fn lean_return_converted<'py>(
             None
         }
         Err(m) => {
-            *err = Some(to_pyerr(py, ret_error(op, schema, keys, 0, m)));
+            *err = Some(to_pyerr(out.py(), ret_error(op, schema, keys, 0, m)));
             None
         }
     }

@@ -90,19 +90,7 @@ pub fn vectorcall<'py>(
     func: &Bound<'py, PyAny>,
     args: &[Bound<'py, PyAny>],
 ) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: `Bound<PyAny>` has the layout of a `*mut PyObject` (PyO3's own `as_slice` of a
-    // tuple relies on it), so the slice is the array of `args.len()` object pointers that
-    // vectorcall takes, borrowed for the call; the result is a new reference or null with an
-    // exception set, which `from_owned_ptr_or_err` takes over.
-    unsafe {
-        let r = ffi::PyObject_Vectorcall(
-            func.as_ptr(),
-            args.as_ptr().cast(),
-            args.len(),
-            std::ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(func.py(), r)
-    }
+    vectorcall_or_raised(func, args).ok_or_else(|| PyErr::fetch(func.py()))
 }
 
 /// `func(*args)` as [`vectorcall`], its error left set in the interpreter (None): the lean
@@ -113,8 +101,10 @@ pub fn vectorcall_or_raised<'py>(
     func: &Bound<'py, PyAny>,
     args: &[Bound<'py, PyAny>],
 ) -> Option<Bound<'py, PyAny>> {
-    // SAFETY: as in `vectorcall`; a null result (an exception set) is None, which the caller
-    // fetches.
+    // SAFETY: `Bound<PyAny>` has the layout of a `*mut PyObject` (PyO3's own `as_slice` of a
+    // tuple relies on it), so the slice is the array of `args.len()` object pointers that
+    // vectorcall takes, borrowed for the call; the result is a new reference or null with an
+    // exception set (None, which the caller fetches).
     unsafe {
         let r = ffi::PyObject_Vectorcall(
             func.as_ptr(),
