@@ -115,30 +115,20 @@ impl BackendKernel {
         let arguments = schema.as_ref().map_or(&[][..], |s| &s.schema.arguments[..]);
         let writes = |i: usize| arguments.get(i).is_some_and(|a| a.is_write());
         if self.boxed {
-            let Some(stack) = args
-                .get_item(2)
-                .ok()
-                .filter(|s| s.is_instance_of::<PyList>())
-            else {
+            let stack = args.get_item(2).ok();
+            let Some(stack) = stack.as_ref().and_then(|s| s.cast::<PyList>().ok()) else {
                 return Vec::new();
             };
-            let Ok(items) = stack.try_iter() else {
-                return Vec::new();
-            };
-            return items
-                .flatten()
+            return stack
+                .iter()
                 .enumerate()
                 .map(|(i, o)| (o, writes(i)))
                 .collect();
         }
-        let positional = arguments.iter().filter(|a| !a.kwarg_only);
+        let mut positional = arguments.iter().filter(|a| !a.kwarg_only);
         let mut held: Vec<_> = args
             .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let w = positional.clone().nth(i).is_some_and(|a| a.is_write());
-                (o, w)
-            })
+            .map(|o| (o, positional.next().is_some_and(|a| a.is_write())))
             .collect();
         if let Some(kw) = kwargs {
             for (k, v) in kw.iter() {
