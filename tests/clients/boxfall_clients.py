@@ -5,7 +5,9 @@ It adds two boxfall namespaces beside the ones the libraries test already:
 
 - ``boxfall_native``: ``boxfall.array_api.namespace("Native")``;
 - ``boxfall_python``: the namespace of ``ClientPy``, a backend written in Python here (a NumPy
-  array in a small payload object, three copy hooks, ``bf.cpu_fallback`` for every operator).
+  array in a small payload object, three copy hooks, ``bf.cpu_fallback`` for every operator);
+- ``boxfall_jax``: ``boxfall.jax.namespace()``, where JAX is installed (its jax.numpy kernels,
+  the CPU fallback for the rest; float32 defaults unless ``JAX_ENABLE_X64=1``).
 
 SciPy: its ``xp`` fixture (``scipy/conftest.py``) is parametrized by a list made at import;
 ``pytest_generate_tests`` below appends the two namespaces to that fixture's params, and their
@@ -48,7 +50,14 @@ NAMESPACES: dict[str, Any] = {
 }
 """The compared boxfall namespaces by the name the libraries' parametrizations see."""
 
-COMPARED = ("boxfall_native", "boxfall_python", "array_api_strict")
+try:
+    import boxfall.jax as _bj
+except ImportError:
+    pass
+else:
+    NAMESPACES["boxfall_jax"] = _bj.namespace()
+
+COMPARED = ("boxfall_native", "boxfall_python", "boxfall_jax", "array_api_strict")
 """The namespaces of the table, in its column order."""
 
 for _name, _ns in NAMESPACES.items():

@@ -9,7 +9,8 @@ Each module is one pytest process (``-p boxfall_clients``, the plugin beside thi
 ``SCIPY_ARRAY_API=1``: SciPy's with ``-m array_api_backends``, scikit-learn's over its test
 files that loop over namespaces and ``sklearn/tests/test_common.py -k check_array_api``. Only
 the tests that run on a compared namespace are run (``--boxfall-clients-only``): boxfall's
-``Native`` namespace, its Python backend's, and array_api_strict. Errors count as failures.
+``Native`` namespace, its Python backend's, ``boxfall.jax``'s (where JAX is installed), and
+array_api_strict. Errors count as failures.
 ``KNOWN_DIFFERENCES.md`` beside this file says which failures remain and why.
 """
 
@@ -84,6 +85,7 @@ QUICK_SKLEARN = ("utils/tests/test_array_api.py", "decomposition/tests/test_pca.
 COLUMNS = (
     ("boxfall_native", 'namespace("Native")'),
     ("boxfall_python", "Python backend"),
+    ("boxfall_jax", "boxfall.jax"),
     ("array_api_strict", "array_api_strict"),
 )
 
@@ -132,6 +134,9 @@ def _run(
     env["BOXFALL_CLIENTS_RESULTS"] = str(results)
     env["BOXFALL_CLIENTS_LABEL"] = label
     env.setdefault("BOXFALL_FALLBACK", "allow")
+    # SciPy's conftest turns JAX's 64-bit types on for its own jax.numpy runs (its tests ask
+    # for float64): boxfall.jax reads the flag at import, before any conftest, so it is set here.
+    env.setdefault("JAX_ENABLE_X64", "1")
     cmd = [
         sys.executable,
         "-m",
@@ -201,7 +206,7 @@ def table(rows: list[dict[str, str]], labels: list[str]) -> str:
     # A boxfall failure where array_api_strict's own test skipped (SciPy's skip_xp_backends
     # names strict alone, e.g. for NumPy-only code paths): tests only boxfall ran.
     strict = {r["nodeid"]: r["outcome"] for r in rows if r["ns"] == "array_api_strict"}
-    for ns, _ in COLUMNS[:2]:
+    for ns, _ in COLUMNS[:3]:
         only = sum(
             1
             for r in rows

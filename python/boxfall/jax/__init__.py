@@ -1,0 +1,150 @@
+"""boxfall on JAX: array API code (SciPy, scikit-learn, your own) on a TPU, a GPU or JAX's CPU.
+
+``boxfall.jax`` registers a backend, ``"JAX"``, whose payload is a ``jax.Array`` on a JAX device,
+with ``jax.numpy`` kernels for the operators a workload spends its time in (creation,
+element-wise arithmetic, comparisons and math, in-place arithmetic, reductions, matmul and its
+kin, manipulation, the linear algebra JAX holds on the device) and ``bf.cpu_fallback`` for every
+other operator of ``boxfall.array_api``::
+
+    import boxfall.jax as bj
+    xp = bj.namespace()                 # the array API namespace on "JAX:0"
+    x = xp.asarray(np.random.rand(1000, 16).astype(np.float32))
+    g = x.T @ x                         # matmul: a JAX kernel, on the device
+    w = xp.linalg.eigh(g)               # through the CPU fallback where no JAX kernel serves it
+    bf.coverage()                       # which operators ran natively, which fell back
+
+It is also the worked example of a backend for a real accelerator (docs/backend-authors.md):
+
+- **Immutable device memory.** A ``jax.Array`` cannot be written. ``copy_from_cpu`` and the
+  in-place kernels (``x += y``) return a new array, which boxfall puts in the tensor's place; a
+  view that a kernel of the backend wrote is written into its base by ``view_write`` (a scatter,
+  ``base.at[...].set(values)``), on the device.
+- **Dtypes.** The device holds what JAX holds there: without ``jax_enable_x64`` (a TPU's usual
+  state) no 64-bit dtype, float32/int32 the defaults, and ``narrow=True``: a 64-bit dtype
+  requested or made by a CPU kernel becomes the 32-bit one of its kind, as JAX itself does.
+  ``jax_enable_x64`` is read once, when this module is imported: set it before.
+- **Asynchronous dispatch.** A kernel's result is not waited on; ``to_cpu`` (``np.asarray``)
+  waits for the values it reads.
+- **Interop without a host copy.** ``xp.asarray(a_jax_array)`` wraps it; ``t.payload`` is the
+  ``jax.Array``; ``jnp.asarray(t)`` returns it (``__jax_array__``); ``to_device`` between JAX
+  devices is a ``jax.device_put``. JAX 0.8 and later no longer let ``jax.numpy`` functions take
+  such an object directly (``jnp.sum(t)`` raises): write ``jnp.sum(jnp.asarray(t))``.
+- **Precision.** Matmul-family kernels use JAX's configured precision
+  (``jax.default_matmul_precision``). A TPU's default passes float32 products through bfloat16:
+  set ``'highest'`` before comparing with NumPy.
+- ``jax.jit`` over functions of boxfall tensors is not the way to compile boxfall code: boxfall's
+  operators take tensors, not JAX tracers.
+
+Importing ``boxfall.jax`` without JAX raises an ``ImportError`` that says how to install it.
+"""
+
+from __future__ import annotations
+
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError as e:  # pragma: no cover - exercised in a process without JAX
+    raise ImportError(
+        "boxfall.jax needs JAX: `pip install 'boxfall[jax]'` installs JAX for the CPU; for a "
+        "TPU or a GPU install JAX's build for that device as JAX documents (supported: jax "
+        ">=0.4.35,<0.11)"
+    ) from e
+
+import types
+import warnings
+from typing import Any
+
+import boxfall as bf
+import boxfall.array_api as bxp
+
+from . import _hooks, _kernels
+
+SUPPORTED_JAX = ">=0.4.35,<0.11"
+"""The JAX versions this module is tested with (0.10.2 included); the ``[jax]`` extra pins the
+same range."""
+
+BACKEND_NAME = "JAX"
+"""The name of the eager backend (its devices read ``"JAX:0"``, ``"JAX:1"``, ...)."""
+
+X64: bool = bool(jax.config.jax_enable_x64)
+"""Whether JAX's 64-bit types were on when this module was imported."""
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+if not ((0, 4, 35) <= _version_tuple(jax.__version__) < (0, 11)):
+    warnings.warn(
+        f"boxfall.jax is tested with jax {SUPPORTED_JAX}; this is jax {jax.__version__}",
+        stacklevel=2,
+    )
+
+device_hooks = _hooks.JaxHooks(jax.devices())
+"""The transfer and view hooks of the backend (one object: the devices it places data on)."""
+
+backend: bf.Backend = bf.register_backend(
+    BACKEND_NAME,
+    to_cpu=device_hooks.to_cpu,
+    to_cpu_many=device_hooks.to_cpu_many,
+    from_cpu=device_hooks.from_cpu,
+    copy_from_cpu=device_hooks.copy_from_cpu,
+    view=device_hooks.view,
+    **_hooks.optional_registration(device_hooks, X64),
+)
+"""The ``bf.Backend`` of eager mode."""
+
+_fallback_library = bf.Library("_", "IMPL")
+_fallback_library.fallback(bf.cpu_fallback, BACKEND_NAME)
+_kernel_library, NATIVE_KERNELS = _kernels.register(
+    backend, device_hooks.device, in_place=_hooks.takes("view_write")
+)
+
+
+def _device_index(device: Any) -> int:
+    if device is None:
+        return 0
+    if isinstance(device, int) and not isinstance(device, bool):
+        index = device
+    elif isinstance(device, jax.Device):
+        try:
+            index = device_hooks.devices.index(device)
+        except ValueError:
+            raise ValueError(
+                f"{device} is not one of JAX's devices here ({device_hooks.devices})"
+            ) from None
+    else:
+        raise TypeError(f"device is a jax.Device or its index, not {type(device).__name__}")
+    if not 0 <= index < len(device_hooks.devices):
+        raise ValueError(f"JAX has no device of index {index} (it has {device_hooks.devices})")
+    if index != 0:
+        # `from_cpu` is not told which device a tensor is for, so every payload is made on
+        # JAX's first device; a namespace elsewhere would put its arrays there silently.
+        raise NotImplementedError(
+            f"boxfall.jax places arrays on JAX's first device only ({device_hooks.devices[0]})"
+        )
+    return index
+
+
+def namespace(device: Any = None) -> types.ModuleType:
+    """The array API namespace on a JAX device: ``device`` a ``jax.Device`` or its index in
+    ``jax.devices()`` (default: 0). Its creation functions make ``bf.Tensor``s of the
+    ``"JAX"`` backend there."""
+    return bxp.namespace(f"{BACKEND_NAME}:{_device_index(device)}")
+
+
+def _jax_array(self: bf.Tensor) -> Any:
+    """``jnp.asarray(t)``: a tensor of this backend gives its ``jax.Array`` (no copy); another
+    tensor its host values."""
+    if self.device.startswith(BACKEND_NAME + ":"):
+        return self.payload
+    return jnp.asarray(self.numpy())
+
+
+bf.Tensor.__jax_array__ = _jax_array  # type: ignore[attr-defined]
+
+__all__ = ["BACKEND_NAME", "NATIVE_KERNELS", "SUPPORTED_JAX", "X64", "backend", "namespace"]

@@ -1,0 +1,158 @@
+"""The JAX backend's hooks: moving ``jax.Array`` payloads to and from NumPy, and views of them.
+
+A ``jax.Array`` is immutable, so every hook that "writes" returns a new array, which boxfall
+puts in the tensor's place (``copy_from_cpu``, ``view_write``), and every view made on the
+device is a copy (``view`` returns ``(payload, False)``): boxfall writes what a kernel wrote into
+such a view back into its base through ``view_write``, a scatter on the device.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import boxfall as bf
+
+STANDARD_DTYPES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64", "complex64", "complex128",
+)  # fmt: skip
+"""The dtypes of the array API standard."""
+
+WIDE = ("int64", "uint64", "float64", "complex128")
+"""The 64-bit dtypes, which a JAX device holds only with ``jax_enable_x64``."""
+
+EXTENSION_DTYPES = ("bfloat16",)
+"""Dtypes beyond the standard's that JAX holds on every device (``ml_dtypes``' own)."""
+
+
+def held_dtypes(x64: bool) -> tuple[str, ...]:
+    """The standard's dtypes a JAX device holds: all of them with x64, else the 32-bit ones."""
+    return STANDARD_DTYPES if x64 else tuple(d for d in STANDARD_DTYPES if d not in WIDE)
+
+
+def _c_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return strides[::-1]
+
+
+@functools.lru_cache(maxsize=256)
+def _flat_indices(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> np.ndarray:
+    """The flat index into the base of each element of a view, in C order (host memory; a
+    view's layout is small to describe and the same layouts recur, hence the cache)."""
+    index = np.full((), offset, dtype=np.int64)
+    for axis, (n, s) in enumerate(zip(shape, strides, strict=True)):
+        along = np.arange(n, dtype=np.int64) * s
+        index = index + along.reshape((n,) + (1,) * (len(shape) - axis - 1))
+    index = np.broadcast_to(index, shape)
+    kind = np.int32 if index.size == 0 or index.max() < 2**31 else np.int64
+    return np.ascontiguousarray(index, dtype=kind)
+
+
+def _permutation(
+    base_shape: tuple[int, ...], shape: tuple[int, ...], strides: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """The axes that ``jnp.transpose`` takes to make this view of the whole base, when it is a
+    permutation of the base's axes (``x.T``, ``permute_dims``); else None."""
+    if len(base_shape) != len(shape) or any(n == 1 for n in shape):
+        return None
+    by_stride = {s: axis for axis, s in enumerate(_c_strides(base_shape))}
+    perm = tuple(by_stride.get(s, -1) for s in strides)
+    if sorted(perm) != list(range(len(shape))):
+        return None
+    if any(base_shape[p] != n for p, n in zip(perm, shape, strict=True)):
+        return None
+    return perm
+
+
+class JaxHooks:
+    """The hooks of one JAX backend, placing new payloads on ``devices[0]``."""
+
+    def __init__(self, devices: Sequence[jax.Device]) -> None:
+        self.devices = list(devices)
+        self.device = self.devices[0]
+
+    def to_cpu(self, payload: jax.Array) -> np.ndarray:
+        # np.asarray waits for the array's pending computation: boxfall's rule for to_cpu. On
+        # JAX's CPU it may be the payload's own (read-only) memory: `shares_memory=True`.
+        return np.asarray(payload)
+
+    def to_cpu_many(self, payloads: list[jax.Array]) -> list[np.ndarray]:
+        # One device_get starts every copy before waiting on any (a TPU's copies overlap).
+        return [np.asarray(a) for a in jax.device_get(payloads)]
+
+    def from_cpu(self, array: np.ndarray) -> jax.Array:
+        # may_alias=False: on JAX's CPU a device_put may otherwise keep the NumPy memory, which
+        # boxfall writes later (the host copy of residency); a JAX array must not change.
+        return jax.device_put(array, self.device, may_alias=False)
+
+    def copy_from_cpu(self, payload: jax.Array, array: np.ndarray) -> jax.Array:
+        # Immutable: the new values are a new array, which boxfall puts in the tensor's place.
+        return self.from_cpu(array)
+
+    def view(
+        self,
+        payload: jax.Array,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+    ) -> tuple[jax.Array, bool]:
+        """The view's values gathered on the device: a copy (``False``), as every view of an
+        immutable array is."""
+        shape, strides = tuple(shape), tuple(strides)
+        size = int(np.prod(shape, dtype=np.int64))
+        if offset == 0 and size == payload.size:
+            if strides == tuple(_c_strides(shape)) or size <= 1:
+                return payload.reshape(shape), False
+            perm = _permutation(tuple(payload.shape), shape, strides)
+            if perm is not None:
+                return jnp.transpose(payload, perm), False
+        if size == 0:
+            return jnp.zeros(shape, payload.dtype, device=self.device), False
+        index = _flat_indices(shape, strides, int(offset))
+        return jnp.take(payload.reshape(-1), index, mode="clip"), False
+
+    def view_write(
+        self,
+        base: jax.Array,
+        values: jax.Array,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+    ) -> jax.Array:
+        """The base with a view's elements set to ``values``: a scatter on the device."""
+        index = _flat_indices(tuple(shape), tuple(strides), int(offset))
+        if index.size == 0:
+            return base
+        flat = base.reshape(-1).at[index.reshape(-1)].set(jnp.reshape(values, -1))
+        return flat.reshape(base.shape)
+
+
+def takes(keyword: str) -> bool:
+    try:
+        return keyword in inspect.signature(bf.register_backend).parameters
+    except (TypeError, ValueError):
+        return keyword in (getattr(bf.register_backend, "__text_signature__", "") or "")
+
+
+def optional_registration(hooks: JaxHooks, x64: bool) -> dict[str, Any]:
+    """``register_backend``'s keywords beyond the transfer hooks: the dtypes JAX holds (the
+    extension dtypes where boxfall takes them), ``narrow`` exactly when JAX narrows (x64 off)
+    and the scatter that writes a view into its base."""
+    held = held_dtypes(x64)
+    options: dict[str, Any] = {"shares_memory": True, "dtypes": held}
+    if takes("narrow"):
+        options["narrow"] = not x64
+        options["dtypes"] = held + EXTENSION_DTYPES
+    if takes("view_write"):
+        options["view_write"] = hooks.view_write
+    return options

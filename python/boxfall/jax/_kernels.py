@@ -1,0 +1,567 @@
+"""The JAX backend's kernels: ``jax.numpy`` for the ``array_api`` operators a workload spends its
+time in, registered as a user would (``bf.Library("array_api", "IMPL").impl(...)``).
+
+Each kernel takes the cases whose result JAX computes as NumPy's kernel does (the same dtype
+rule, the same values within floating rounding) and hands every other case to the CPU fallback
+(``bf.call_fallback``), which then raises NumPy's error or computes NumPy's result: mixed
+dtypes (NumPy's promotion), integer division, the standard's special cases that
+``boxfall.array_api``'s own kernels handle, shapes that do not fit. A case JAX refuses (a shape
+error at trace time) goes the same way, so an error always reads as NumPy's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import boxfall as bf
+
+Kernel = Callable[..., Any]
+
+_ARRAY_TYPE = type(jnp.zeros(()))
+
+_INT_RANGE = {
+    np.dtype(name): (int(np.iinfo(name).min), int(np.iinfo(name).max))
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+}
+
+_UNARY: dict[str, tuple[Callable[[Any], Any], str]] = {
+    # name: (jax function, the dtype kinds it serves)
+    "abs": (jnp.abs, "iuf"),
+    "acos": (jnp.arccos, "f"),
+    "acosh": (jnp.arccosh, "f"),
+    "asin": (jnp.arcsin, "f"),
+    "asinh": (jnp.arcsinh, "f"),
+    "atan": (jnp.arctan, "f"),
+    "atanh": (jnp.arctanh, "f"),
+    "ceil": (jnp.ceil, "f"),
+    "cos": (jnp.cos, "f"),
+    "cosh": (jnp.cosh, "f"),
+    "exp": (jnp.exp, "f"),
+    "expm1": (jnp.expm1, "f"),
+    "floor": (jnp.floor, "f"),
+    "isfinite": (jnp.isfinite, "f"),
+    "isinf": (jnp.isinf, "f"),
+    "isnan": (jnp.isnan, "f"),
+    "log": (jnp.log, "f"),
+    "log1p": (jnp.log1p, "f"),
+    "log2": (jnp.log2, "f"),
+    "log10": (jnp.log10, "f"),
+    "logical_not": (jnp.logical_not, "b"),
+    "negative": (jnp.negative, "iuf"),
+    "positive": (jnp.positive, "iuf"),
+    "round": (jnp.round, "f"),
+    "sign": (jnp.sign, "if"),
+    "signbit": (jnp.signbit, "f"),
+    "sin": (jnp.sin, "f"),
+    "sinh": (jnp.sinh, "f"),
+    "sqrt": (jnp.sqrt, "f"),
+    "square": (jnp.square, "iuf"),
+    "tan": (jnp.tan, "f"),
+    "tanh": (jnp.tanh, "f"),
+    "trunc": (jnp.trunc, "f"),
+    "bitwise_invert": (jnp.invert, "iub"),
+}
+
+_BINARY: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
+    "add": (jnp.add, "iufc"),
+    "subtract": (jnp.subtract, "iufc"),
+    "multiply": (jnp.multiply, "iufc"),
+    "divide": (jnp.divide, "fc"),
+    "pow": (jnp.power, "fc"),
+    "maximum": (jnp.maximum, "iuf"),
+    "minimum": (jnp.minimum, "iuf"),
+    "atan2": (jnp.arctan2, "f"),
+    "hypot": (jnp.hypot, "f"),
+    "copysign": (jnp.copysign, "f"),
+    "logaddexp": (jnp.logaddexp, "f"),
+    "equal": (jnp.equal, "biufc"),
+    "not_equal": (jnp.not_equal, "biufc"),
+    "less": (jnp.less, "iuf"),
+    "less_equal": (jnp.less_equal, "iuf"),
+    "greater": (jnp.greater, "iuf"),
+    "greater_equal": (jnp.greater_equal, "iuf"),
+    "logical_and": (jnp.logical_and, "b"),
+    "logical_or": (jnp.logical_or, "b"),
+    "logical_xor": (jnp.logical_xor, "b"),
+    "bitwise_and": (jnp.bitwise_and, "iub"),
+    "bitwise_or": (jnp.bitwise_or, "iub"),
+    "bitwise_xor": (jnp.bitwise_xor, "iub"),
+}
+
+_IN_PLACE = ("add", "subtract", "multiply", "divide", "pow", "bitwise_and", "bitwise_or",
+             "bitwise_xor")  # fmt: skip
+"""The binary functions whose in-place operators (``x += y``: ``array_api::add_``) run here."""
+
+_REDUCTIONS: dict[str, tuple[Callable[..., Any], str]] = {
+    # name: (jax function of (x, axis, keepdims), kinds); empty inputs go to NumPy
+    "max": (jnp.max, "biuf"),
+    "min": (jnp.min, "biuf"),
+    "all": (jnp.all, "biufc"),
+    "any": (jnp.any, "biufc"),
+    "mean": (jnp.mean, "fc"),
+}
+
+
+def _scalar_fits(dtype: np.dtype, value: Any, kinds: str) -> bool:
+    """Whether ``array op value`` computes in ``dtype`` with JAX as with NumPy: a float with a
+    floating array, an int that the integer dtype holds (NumPy raises for others), a bool with
+    a bool array."""
+    kind = dtype.kind
+    if kind not in kinds:
+        return False
+    t = type(value)
+    if t is float:
+        return kind in "fc"
+    if t is int:
+        if kind in "fc":
+            return True
+        bounds = _INT_RANGE.get(dtype)
+        return bounds is not None and bounds[0] <= value <= bounds[1]
+    return t is bool and kind == "b"
+
+
+def _axes(axis: Any) -> Any:
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+class _Kernels:
+    """The kernels of one backend, and the few facts each needs (its wrap, its device)."""
+
+    def __init__(self, backend: bf.Backend, device: jax.Device) -> None:
+        self.backend = backend
+        self.prefix = backend.name + ":"
+        self.device = device
+        self.wrap = backend.tensor_from_payload
+        self.on_tpu = device.platform == "tpu"
+        self.held = {np.dtype(d) for d in backend.dtypes if d in np.sctypeDict}
+        self.table: dict[str, Kernel] = {}
+
+    # -- payloads ------------------------------------------------------------------------------
+
+    def payload(self, t: Any) -> Any:
+        """The ``jax.Array`` of a tensor of this backend; None for anything else."""
+        if type(t) is bf.Tensor and t.device.startswith(self.prefix):
+            p = t.payload
+            if type(p) is _ARRAY_TYPE:
+                return p
+        return None
+
+    def on_device(self, device: Any) -> bool:
+        return device is None or str(device).startswith(self.prefix) or str(device) == "JAX"
+
+    def dtype_here(self, dtype: Any) -> Any:
+        """``dtype`` (a name, or None) as JAX's, when the device holds it; else False."""
+        if dtype is None:
+            return None
+        d = np.dtype(dtype)
+        return d if d in self.held else False
+
+    # -- building kernels ----------------------------------------------------------------------
+
+    def add(self, key: str, compute: Kernel) -> None:
+        """``compute(*args, **kwargs)`` returns the result's payloads (an array, or a tuple of
+        them), or None to hand the call to the CPU fallback."""
+        name, _, overload = key.partition(".")
+        op = getattr(getattr(bf.ops.array_api, name), overload or "default")
+        wrap, fallback, cpu = self.wrap, bf.call_fallback, bf.cpu_fallback
+
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            try:
+                out = compute(*args, **kwargs)
+            except (TypeError, ValueError, IndexError):
+                out = None  # a case JAX refuses: NumPy's kernel says what was wrong
+            if out is None:
+                return fallback(cpu, op, *args, **kwargs)
+            if type(out) is tuple:
+                return tuple(wrap(o) for o in out)
+            return wrap(out)
+
+        kernel.__name__ = kernel.__qualname__ = f"jax_{key.replace('.', '_')}"
+        self.table[key] = kernel
+
+    def unary(self, name: str, fn: Callable[[Any], Any], kinds: str) -> None:
+        pay = self.payload
+
+        def compute(x: Any) -> Any:
+            a = pay(x)
+            if a is None or a.dtype.kind not in kinds:
+                return None
+            return fn(a)
+
+        self.add(name, compute)
+
+    def binary(self, name: str, fn: Callable[[Any, Any], Any], kinds: str) -> None:
+        pay = self.payload
+
+        def tensors(x1: Any, x2: Any) -> Any:
+            a, b = pay(x1), pay(x2)
+            if a is None or b is None or a.dtype != b.dtype or a.dtype.kind not in kinds:
+                return None
+            return fn(a, b)
+
+        def tensor_scalar(x1: Any, x2: Any) -> Any:
+            a = pay(x1)
+            if a is None or not _scalar_fits(a.dtype, x2, kinds):
+                return None
+            return fn(a, x2)
+
+        def scalar_tensor(x1: Any, x2: Any) -> Any:
+            b = pay(x2)
+            if b is None or not _scalar_fits(b.dtype, x1, kinds):
+                return None
+            return fn(x1, b)
+
+        self.add(name, tensors)
+        self.add(f"{name}.Tensor_Scalar", tensor_scalar)
+        self.add(f"{name}.Scalar_Tensor", scalar_tensor)
+
+    def in_place(self, name: str, fn: Callable[[Any, Any], Any], kinds: str) -> None:
+        """``x1 op= x2``: the new values are a new array (JAX's are immutable), which boxfall
+        puts in ``x1``'s place; NumPy's rule that the result keeps ``x1``'s shape and dtype
+        decides which cases run here."""
+        pay = self.payload
+
+        def fits(a: Any, out: Any) -> Any:
+            return out if out.shape == a.shape and out.dtype == a.dtype else None
+
+        def tensors(x1: Any, x2: Any) -> Any:
+            a, b = pay(x1), pay(x2)
+            if a is None or b is None or a.dtype != b.dtype or a.dtype.kind not in kinds:
+                return None
+            return fits(a, fn(a, b))
+
+        def scalar(x1: Any, x2: Any) -> Any:
+            a = pay(x1)
+            if a is None or not _scalar_fits(a.dtype, x2, kinds):
+                return None
+            return fits(a, fn(a, x2))
+
+        self.add(f"{name}_", tensors)
+        self.add(f"{name}_.Scalar", scalar)
+
+
+def _elementwise(k: _Kernels) -> None:
+    for name, (fn, kinds) in _UNARY.items():
+        k.unary(name, fn, kinds)
+    for name, (fn, kinds) in _BINARY.items():
+        k.binary(name, fn, kinds)
+    for name in _IN_PLACE:
+        fn, kinds = _BINARY[name]
+        k.in_place(name, fn, kinds)
+
+    pay = k.payload
+
+    def where(condition: Any, x1: Any, x2: Any) -> Any:
+        c, a, b = pay(condition), pay(x1), pay(x2)
+        if c is None or a is None or b is None or c.dtype != bool or a.dtype != b.dtype:
+            return None
+        return jnp.where(c, a, b)
+
+    k.add("where", where)
+
+
+def _statistics(k: _Kernels) -> None:
+    pay = k.payload
+
+    def reduction(fn: Callable[..., Any], kinds: str) -> Kernel:
+        def compute(x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
+            a = pay(x)
+            if a is None or a.size == 0 or a.dtype.kind not in kinds:
+                return None
+            return fn(a, axis=_axes(axis), keepdims=keepdims)
+
+        return compute
+
+    for name, (fn, kinds) in _REDUCTIONS.items():
+        k.add(name, reduction(fn, kinds))
+
+    def accumulate(fn: Callable[..., Any]) -> Kernel:
+        def compute(x: Any, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+            a, d = pay(x), k.dtype_here(dtype)
+            # Integer sums accumulate in the default integer dtype, in JAX as in the standard
+            # (int64 with x64, else int32, what the device's narrowing gives NumPy's result).
+            if a is None or d is False or a.dtype.kind not in "biufc":
+                return None
+            return fn(a, axis=_axes(axis), dtype=d, keepdims=keepdims)
+
+        return compute
+
+    k.add("sum", accumulate(jnp.sum))
+    k.add("prod", accumulate(jnp.prod))
+
+    def spread(fn: Callable[..., Any]) -> Kernel:
+        def compute(
+            x: Any, *, axis: Any = None, correction: Any = 0, keepdims: bool = False
+        ) -> Any:
+            a = pay(x)
+            if a is None or a.size == 0 or a.dtype.kind != "f":
+                return None
+            return fn(a, axis=_axes(axis), ddof=correction, keepdims=keepdims)
+
+        return compute
+
+    k.add("std", spread(jnp.std))
+    k.add("var", spread(jnp.var))
+
+    def arg(fn: Callable[..., Any]) -> Kernel:
+        def compute(x: Any, *, axis: Any = None, keepdims: bool = False) -> Any:
+            a = pay(x)
+            if a is None or a.size == 0 or a.dtype.kind not in "biuf":
+                return None
+            return fn(a, axis=axis, keepdims=keepdims)
+
+        return compute
+
+    k.add("argmax", arg(jnp.argmax))
+    k.add("argmin", arg(jnp.argmin))
+
+    def cumulative_sum(
+        x: Any, *, axis: Any = None, dtype: Any = None, include_initial: bool = False
+    ) -> Any:
+        a, d = pay(x), k.dtype_here(dtype)
+        if a is None or d is False or a.dtype.kind not in "fc" or (axis is None and a.ndim != 1):
+            return None
+        return jnp.cumulative_sum(a, axis=axis, dtype=d, include_initial=include_initial)
+
+    k.add("cumulative_sum", cumulative_sum)
+
+
+def _linear_algebra(k: _Kernels) -> None:
+    pay = k.payload
+
+    def same(*tensors: Any) -> list[Any] | None:
+        arrays = [pay(t) for t in tensors]
+        first = arrays[0]
+        if first is None or first.dtype.kind not in "iufc":
+            return None
+        if any(a is None or a.dtype != first.dtype for a in arrays[1:]):
+            return None
+        return arrays
+
+    def matmul(x1: Any, x2: Any) -> Any:
+        ab = same(x1, x2)
+        return None if ab is None else jnp.matmul(ab[0], ab[1])
+
+    def tensordot(x1: Any, x2: Any, *, axes: Any = 2) -> Any:
+        ab = same(x1, x2)
+        if ab is None:
+            return None
+        if isinstance(axes, list):
+            axes = tuple(tuple(a) for a in axes)
+        return jnp.tensordot(ab[0], ab[1], axes=axes)
+
+    def vecdot(x1: Any, x2: Any, *, axis: int = -1) -> Any:
+        ab = same(x1, x2)
+        return None if ab is None else jnp.vecdot(ab[0], ab[1], axis=axis)
+
+    k.add("matmul", matmul)
+    k.add("tensordot", tensordot)
+    k.add("tensordot.axes", tensordot)
+    k.add("vecdot", vecdot)
+
+    # The decompositions JAX holds on the device: float32 and complex64 everywhere; 64-bit
+    # ones only off a TPU (there JAX's float64 solve, inv and slogdet raise).
+    linalg_kinds = {np.dtype("float32"), np.dtype("complex64")}
+    if not k.on_tpu:
+        linalg_kinds |= {np.dtype("float64"), np.dtype("complex128")}
+
+    def square(x: Any) -> Any:
+        a = pay(x)
+        if a is None or a.dtype not in linalg_kinds or a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+            return None
+        if a.size == 0:
+            return None
+        return a
+
+    def solve(x1: Any, x2: Any) -> Any:
+        a, b = square(x1), pay(x2)
+        if a is None or b is None or b.dtype != a.dtype or a.ndim != 2 or b.ndim > 2:
+            return None
+        if b.shape[0] != a.shape[0]:
+            return None
+        return jnp.linalg.solve(a, b)
+
+    def cholesky(x: Any, *, upper: bool = False) -> Any:
+        a = square(x)
+        return None if a is None else jnp.linalg.cholesky(a, upper=upper)
+
+    def one(fn: Callable[[Any], Any]) -> Kernel:
+        def compute(x: Any) -> Any:
+            a = square(x)
+            return None if a is None else fn(a)
+
+        return compute
+
+    k.add("linalg_solve", solve)
+    k.add("linalg_cholesky", cholesky)
+    k.add("linalg_inv", one(jnp.linalg.inv))
+    k.add("linalg_det", one(jnp.linalg.det))
+    k.add("linalg_slogdet", one(lambda a: tuple(jnp.linalg.slogdet(a))))
+    k.add("linalg_eigh", one(lambda a: tuple(jnp.linalg.eigh(a))))
+    k.add("linalg_eigvalsh", one(jnp.linalg.eigvalsh))
+
+    def vector_norm(x: Any, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
+        a = pay(x)
+        if a is None or a.dtype.kind not in "fc" or a.size == 0 or type(ord) not in (int, float):
+            return None
+        return jnp.linalg.vector_norm(a, axis=_axes(axis), keepdims=keepdims, ord=ord)
+
+    k.add("linalg_vector_norm", vector_norm)
+
+
+def _manipulation(k: _Kernels) -> None:
+    pay = k.payload
+
+    def arrays_of(tensors: Any) -> list[Any] | None:
+        arrays = [pay(t) for t in tensors]
+        if not arrays or any(a is None or a.dtype != arrays[0].dtype for a in arrays):
+            return None
+        return arrays
+
+    def concat(arrays: Any, *, axis: Any = 0) -> Any:
+        found = arrays_of(arrays)
+        return None if found is None else jnp.concatenate(found, axis=axis)
+
+    def stack(arrays: Any, *, axis: int = 0) -> Any:
+        found = arrays_of(arrays)
+        return None if found is None else jnp.stack(found, axis=axis)
+
+    def reshape(x: Any, shape: Any, *, copy: Any = None) -> Any:
+        a = pay(x)
+        return None if a is None else jnp.reshape(a, tuple(shape))
+
+    def take(x: Any, indices: Any, *, axis: Any = None) -> Any:
+        a, i = pay(x), pay(indices)
+        if a is None or i is None or i.dtype.kind not in "iu" or i.ndim != 1:
+            return None
+        if axis is None and a.ndim != 1:
+            return None
+        return jnp.take(a, i, axis=axis)
+
+    def astype(x: Any, dtype: str, *, copy: bool = True, device: Any = None) -> Any:
+        a, d = pay(x), k.dtype_here(dtype)
+        if a is None or d is None or d is False or not k.on_device(device):
+            return None
+        if d == a.dtype and not copy:
+            return a
+        return a.astype(d)
+
+    k.add("concat", concat)
+    k.add("stack", stack)
+    k.add("reshape", reshape)
+    k.add("take", take)
+    k.add("astype", astype)
+
+
+def _creation(kern: _Kernels) -> None:
+    pay, here = kern.payload, kern.device
+
+    def filled(fn: Callable[..., Any]) -> Kernel:
+        def compute(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
+            d = kern.dtype_here(dtype)
+            if d is False or not kern.on_device(device):
+                return None
+            return fn(tuple(shape), dtype=d, device=here)
+
+        return compute
+
+    kern.add("zeros", filled(jnp.zeros))
+    kern.add("ones", filled(jnp.ones))
+    kern.add("empty", filled(jnp.zeros))
+
+    def scalar_fill(value: Any, d: Any) -> bool:
+        t = type(value)
+        if t is bool or t is float:
+            return True
+        if t is not int:
+            return False
+        bounds = _INT_RANGE.get(np.dtype(d if d is not None else jnp.int_))
+        return bounds is None or bounds[0] <= value <= bounds[1]
+
+    def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+        d = kern.dtype_here(dtype)
+        if d is False or not kern.on_device(device) or not scalar_fill(fill_value, d):
+            return None
+        return jnp.full(tuple(shape), fill_value, dtype=d, device=here)
+
+    kern.add("full", full)
+
+    def arange(
+        start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
+    ) -> Any:
+        d = kern.dtype_here(dtype)
+        ints = type(start) is int and type(step) is int and type(stop) in (int, type(None))
+        if (
+            d is False
+            or not ints
+            or not kern.on_device(device)
+            or (d is not None and d.kind != "i")
+        ):
+            return None
+        return jax.device_put(jnp.arange(start, stop, step, dtype=d), here)
+
+    def eye(
+        n_rows: int, n_cols: Any = None, *, k: int = 0, dtype: Any = None, device: Any = None
+    ) -> Any:
+        d = kern.dtype_here(dtype)
+        if d is False or not kern.on_device(device):
+            return None
+        return jax.device_put(jnp.eye(n_rows, n_cols, k=k, dtype=d), here)
+
+    kern.add("arange", arange)
+    kern.add("eye", eye)
+
+    def like(fn: Callable[..., Any]) -> Kernel:
+        def compute(x: Any, *, dtype: Any = None, device: Any = None) -> Any:
+            a, d = pay(x), kern.dtype_here(dtype)
+            if a is None or d is False or not kern.on_device(device):
+                return None
+            return fn(a.shape, dtype=a.dtype if d is None else d, device=here)
+
+        return compute
+
+    kern.add("zeros_like", like(jnp.zeros))
+    kern.add("ones_like", like(jnp.ones))
+    kern.add("empty_like", like(jnp.zeros))
+
+    def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
+        # A jax.Array is wrapped as it is (immutable: sharing it is a copy's semantics), put on
+        # this backend's device if it is elsewhere; anything else takes the CPU fallback's way,
+        # where residency keeps host data on the host until a kernel here needs it.
+        if type(obj) is not _ARRAY_TYPE or not kern.on_device(device):
+            return None
+        d = kern.dtype_here(dtype)
+        if d is False or (d is not None and d != obj.dtype):
+            return None
+        if obj.devices() != {here}:
+            return jax.device_put(obj, here)
+        return obj
+
+    kern.add("asarray", asarray)
+
+
+def register(
+    backend: bf.Backend, device: jax.Device, in_place: bool = True
+) -> tuple[bf.Library, list[str]]:
+    """Registers the kernels for ``backend`` (new payloads on ``device``) in a new
+    ``array_api`` library, which the caller keeps for as long as the kernels should serve, and
+    returns it with the operators it serves. ``in_place=False`` leaves the in-place operators
+    (``x += y``) to the CPU fallback."""
+    kern = _Kernels(backend, device)
+    _elementwise(kern)
+    _statistics(kern)
+    _linear_algebra(kern)
+    _manipulation(kern)
+    _creation(kern)
+    lib = bf.Library("array_api", "IMPL")
+    names = []
+    for key, kernel in kern.table.items():
+        if in_place or not key.partition(".")[0].endswith("_"):
+            lib.impl(key, kernel, backend.name)
+            names.append(key)
+    return lib, sorted(names)
