@@ -103,6 +103,9 @@ _fallback_library.fallback(bf.cpu_fallback, BACKEND_NAME)
 _kernel_library, NATIVE_KERNELS = _kernels.register(
     backend, device_hooks.device, in_place=_hooks.takes("view_write")
 )
+# Kept for the process's life, as the backend is: they go at exit without a ResourceWarning.
+_fallback_library._for_process_life()
+_kernel_library._for_process_life()
 
 
 def _device_index(device: Any) -> int:

@@ -58,6 +58,17 @@ def _flat_indices(shape: tuple[int, ...], strides: tuple[int, ...], offset: int)
     return np.ascontiguousarray(index, dtype=kind)
 
 
+def _in_c_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a view of ``shape`` with these element strides is its elements in C order (an
+    axis of length 1 may have any stride: ``expand_dims``)."""
+    step = 1
+    for n, s in zip(reversed(shape), reversed(strides), strict=True):
+        if n != 1 and s != step:
+            return False
+        step *= n
+    return True
+
+
 def _permutation(
     base_shape: tuple[int, ...], shape: tuple[int, ...], strides: tuple[int, ...]
 ) -> tuple[int, ...] | None:
@@ -111,7 +122,7 @@ class JaxHooks:
         shape, strides = tuple(shape), tuple(strides)
         size = int(np.prod(shape, dtype=np.int64))
         if offset == 0 and size == payload.size:
-            if strides == tuple(_c_strides(shape)) or size <= 1:
+            if _in_c_order(shape, strides):
                 return payload.reshape(shape), False
             perm = _permutation(tuple(payload.shape), shape, strides)
             if perm is not None:
