@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::key::{register_backend_key, DispatchKey, NUM_KEYS};
-use crate::tensor::{Device, DeviceView, HostArray, Tensor, TensorData};
+use crate::tensor::{Device, DeviceView, HostArray, Tensor, TensorData, ViewWrite};
 
 /// A device's transfer hooks.
 ///
@@ -164,7 +164,9 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
-    /// Writes the CPU tensor's values (and shape) into the device tensor `dst`.
+    /// Writes the CPU tensor's values (and shape) into the device tensor `dst`: where they
+    /// are, or, for a device whose memory is immutable, by putting new data in `dst`'s place
+    /// ([`Tensor::put_written`]), a write of `dst` as any other.
     fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()>;
 
     /// A view of `base`'s device data made on the device: the data of the tensor whose element
@@ -193,6 +195,35 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<Option<DeviceView>> {
         let _ = (base, shape, strides, offset);
         Ok(None)
+    }
+
+    /// Writes `values` (a payload on `base`'s device: the values of a view of `base` that a
+    /// kernel of the backend wrote as a copy, made by [`view`](Self::view) as a copy, or by
+    /// `from_cpu` where `view` made none) into `base` on the device: the elements of `base`
+    /// at `offset + sum(i[d] * strides[d])` take `values[i]` (as for `view`). Nothing crosses
+    /// to the host. [`ViewWrite::InPlace`] where the backend wrote `base`'s payload where it
+    /// is, [`ViewWrite::Replaced`] with `base`'s new data where its memory is immutable (a
+    /// scatter into a new array: JAX's `base.at[...].set(values)`), which boxfall puts in
+    /// `base`'s place as a write of it. [`ViewWrite::Declined`] (the default): boxfall writes
+    /// the values into `base` through the host (`to_cpu` of them, written into `base`'s host
+    /// values, `base` then host-only until the device needs it).
+    ///
+    /// ```
+    /// use boxfall::{backend::Backend, tensor::ViewWrite};
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0, 2.0]).into_dyn());
+    /// let w = boxfall::native::NativeBackend.view_write(&t, &t, &[1], &[1], 1).unwrap();
+    /// assert!(matches!(w, ViewWrite::Declined));
+    /// ```
+    fn view_write(
+        &self,
+        base: &Tensor,
+        values: &Tensor,
+        shape: &[usize],
+        strides: &[isize],
+        offset: isize,
+    ) -> Result<ViewWrite> {
+        let _ = (base, values, shape, strides, offset);
+        Ok(ViewWrite::Declined)
     }
 
     /// Runs `call`, one whole fallback call of an operator that writes an argument (its moves

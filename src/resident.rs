@@ -23,7 +23,9 @@
 use crate::backend::{backend, Backend};
 use crate::error::{Error, Result};
 use crate::metrics::{record_user_transfer, Direction};
-use crate::tensor::{Device, DeviceView, HostArray, HostOnly, Tensor, TensorData};
+use crate::tensor::{
+    Device, DeviceView, HostArray, HostOnly, Tensor, TensorData, ViewOps, ViewWrite,
+};
 
 /// `t`'s values on the CPU for a kernel that only reads them, and whether they crossed from
 /// the device: its host copy where current (nothing crosses), else the backend's
@@ -351,6 +353,37 @@ pub fn settle(hooks: &dyn Backend, t: &Tensor, written: bool) -> Result<()> {
     write(hooks, t, &values).map(drop)
 }
 
+/// Writes `copy` (a view's values, on the device) into `base` on the device, through the
+/// backend's `view_write` hook ([`ViewOps::write_on_device`]), where it has one and `base`'s
+/// host memory is not exported (the host is authoritative then): `base` gets its payload first
+/// if its values are on the host only, and new data the hook made is put in its place as a
+/// write of it (again, on the values written meanwhile, where another write came between).
+/// False (nothing done) where the backend writes no view on the device.
+///
+/// [`ViewOps::write_on_device`]: crate::tensor::ViewOps::write_on_device
+fn write_on_device(ops: &dyn ViewOps, base: &Tensor, copy: &Tensor) -> Result<bool> {
+    if base.host_exported().is_some() {
+        return Ok(false);
+    }
+    loop {
+        // Read before the payload, so that a write of the base meanwhile is not overwritten.
+        let version = base.data_version();
+        materialize(base)?;
+        match ops.write_on_device(base, copy)? {
+            ViewWrite::Declined => return Ok(false),
+            ViewWrite::InPlace => {
+                base.note_write();
+                return Ok(true);
+            }
+            ViewWrite::Replaced(data) => {
+                if base.set_data_if(version, data) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+}
+
 /// Writes the values of `copy`, the payload of the view `view` that its backend's `view` hook
 /// made as a copy of its base's part and that a kernel of the backend wrote, into the base, as
 /// a write through a NumPy view reaches its base: the copy's values come to the host (`to_cpu`,
@@ -368,7 +401,11 @@ fn write_back_copy(hooks: &dyn Backend, view: &Tensor, copy: TensorData) -> Resu
     // The view's own backend made the copy (a kernel may have had tensors of others).
     let hooks = backend(key).unwrap_or(hooks);
     let written = (|| {
-        let values = hooks.to_cpu(&Tensor::new(view.device(), copy), false)?;
+        let copy = Tensor::new(view.device(), copy);
+        if write_on_device(ops.as_ref(), base, &copy)? {
+            return Ok(());
+        }
+        let values = hooks.to_cpu(&copy, false)?;
         record_user_transfer(key, Direction::ToHost, values.nbytes() as u64);
         if base.host_exported().is_some() {
             // The host is authoritative already: the values go into its memory where it is.

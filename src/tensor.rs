@@ -1210,10 +1210,39 @@ pub trait ViewOps: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Writes `values` (the view's new values, a payload on `base`'s device that a kernel of
+    /// the backend wrote as a copy) into the part of `base` the view sees, on the device (the
+    /// backend's [`view_write`](crate::backend::Backend::view_write) hook), where the backend
+    /// does: nothing crosses to the host. [`ViewWrite::Declined`] (the default) where it does
+    /// not: boxfall then writes the values into `base` through the host
+    /// ([`resident::settle`](crate::resident::settle)).
+    fn write_on_device(&self, base: &Tensor, values: &Tensor) -> Result<ViewWrite> {
+        let _ = (base, values);
+        Ok(ViewWrite::Declined)
+    }
+
     /// The view in words, for errors (the operators that made it); "a view" by default.
     fn describe(&self) -> String {
         "a view".into()
     }
+}
+
+/// What a backend did with a view's values written into its base on the device
+/// ([`ViewOps::write_on_device`], the backend's
+/// [`view_write`](crate::backend::Backend::view_write) hook).
+///
+/// ```
+/// use boxfall::tensor::ViewWrite;
+/// assert!(matches!(ViewWrite::Declined, ViewWrite::Declined));
+/// ```
+pub enum ViewWrite {
+    /// The backend writes no view on the device: boxfall writes it through the host.
+    Declined,
+    /// The base's payload was written where it is.
+    InPlace,
+    /// The base's new data (a device whose memory is immutable made a new payload): put in
+    /// the base's place as a write of it.
+    Replaced(TensorData),
 }
 
 /// A view made on the device from its base's payload ([`ViewOps::on_device`], the backend's
@@ -1391,6 +1420,11 @@ impl Tensor {
     pub fn note_write(&self) {
         let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
         self.bump_version();
+        // A view whose slot is a device payload made of its values on the host (`from_cpu`:
+        // the backend has no `view` hook, or it declined) holds a copy of its part of the
+        // base, as a gathered copy does: read from the slot itself, which a read through
+        // `data` would make again from the base, losing the write.
+        let host_made_payload = matches!(&slot.data, TensorData::Foreign(p) if p.as_any().downcast_ref::<HostOnly>().is_none());
         drop(slot);
         if let Some(v) = self.0.view.as_ref() {
             match v.on_device.load(Ordering::Acquire) {
@@ -1400,9 +1434,42 @@ impl Tensor {
                 // A device copy: the base does not hold the write yet, and its host copy is
                 // still its values, from which `resident::settle` writes the copy's into it.
                 COPIES_BASE => v.unsaved.store(true, Ordering::Release),
+                _ if host_made_payload => v.unsaved.store(true, Ordering::Release),
                 _ => {}
             }
         }
+    }
+
+    /// Puts `data`, the new device data a backend's kernel or hook made for this tensor
+    /// instead of writing its payload where it is (a device whose memory is immutable, as a
+    /// `jax.Array` is), in the tensor's place as a write of it: the data version moves on,
+    /// so its host copy is stale and its views make their values again. A view's slot takes
+    /// it as a device copy of its part of the base not yet written there
+    /// ([`crate::resident::settle`] writes it into the base after the kernel). A tensor
+    /// whose host memory is exported keeps it as the payload made for the running kernel,
+    /// which `settle` copies into that memory.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// let v = t.data_version();
+    /// t.put_written(boxfall::native::tensor(ndarray::arr1(&[2.0]).into_dyn()).data());
+    /// assert_ne!(t.data_version(), v);
+    /// assert_eq!(t.to_host().unwrap().as_f64().unwrap()[[0]], 2.0);
+    /// ```
+    pub fn put_written(&self, data: TensorData) {
+        if let Some(v) = self.0.view.as_ref() {
+            self.replace_data(data);
+            v.on_device.store(COPIES_BASE, Ordering::Release);
+            v.unsaved.store(true, Ordering::Release);
+            return;
+        }
+        if self.host_exported().is_some() && self.install_exported_payload(data.clone()) {
+            let slot = self.0.data.write().unwrap_or_else(|e| e.into_inner());
+            self.bump_version();
+            drop(slot);
+            return;
+        }
+        self.set_data(data);
     }
 
     /// Whether this view's values are a device copy of its part of its base's payload

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use boxfall::backend::{backend, register_backend, Backend};
 use boxfall::metrics::user_transfers;
-use boxfall::tensor::{DeviceView, HostArray, Payload, Residency, TensorData, ViewOps};
+use boxfall::tensor::{DeviceView, HostArray, Payload, Residency, TensorData, ViewOps, ViewWrite};
 use boxfall::{resident, Device, DispatchKey, Error, Result, Tensor};
 use common::*;
 use ndarray::s;
@@ -111,6 +111,9 @@ impl Backend for &'static Hooks {
 struct Range {
     from: usize,
     to: usize,
+    /// A copy's write is written into the base on the device (`ViewOps::write_on_device`,
+    /// a scatter into a new payload), as a backend with a `view_write` hook does.
+    scatters: bool,
 }
 
 impl ViewOps for Range {
@@ -138,6 +141,20 @@ impl ViewOps for Range {
     fn on_device(&self, base: &Tensor, device: Device) -> Result<Option<DeviceView>> {
         let hooks = backend(device.key).expect("registered");
         hooks.view(base, &[self.to - self.from], &[1], self.from as isize)
+    }
+    fn write_on_device(&self, base: &Tensor, values: &Tensor) -> Result<ViewWrite> {
+        if !self.scatters {
+            return Ok(ViewWrite::Declined);
+        }
+        let all = base.payload().expect("materialized").to_host()?;
+        let mut a = all.as_f64().expect("float64").to_owned();
+        let part = values.payload().expect("a payload").to_host()?;
+        a.slice_mut(s![self.from..self.to])
+            .assign(part.as_f64().expect("float64"));
+        let made = DevPayload::new(HostArray::from(a));
+        Ok(ViewWrite::Replaced(
+            Tensor::foreign(base.device(), Arc::new(made)).data(),
+        ))
     }
 }
 
@@ -182,7 +199,12 @@ fn device_tensor(key: DispatchKey, v: &[f64]) -> Tensor {
 }
 
 fn range(base: &Tensor, from: usize, to: usize) -> Tensor {
-    Tensor::view_of(base, Arc::new(Range { from, to }), (to - from) * 8).unwrap()
+    let ops = Range {
+        from,
+        to,
+        scatters: false,
+    };
+    Tensor::view_of(base, Arc::new(ops), (to - from) * 8).unwrap()
 }
 
 #[test]
@@ -365,4 +387,48 @@ fn a_view_of_a_host_base_is_never_made_on_a_device() {
     let v = range(&base, 0, 1);
     assert!(!v.sync_device_view().unwrap());
     assert!(!v.is_device_view());
+}
+
+fn device_values(t: &Tensor) -> Vec<f64> {
+    let a = t.payload().unwrap().to_host().unwrap();
+    a.as_f64().unwrap().iter().copied().collect()
+}
+
+#[test]
+fn a_new_payload_of_a_view_is_scattered_into_its_base_on_the_device() {
+    // No view hook: the view's payload is from_cpu's of its values, a copy.
+    let (key, hooks) = setup(false);
+    let base = device_tensor(key, &[1.0, 2.0, 3.0, 4.0]);
+    let ops = Range {
+        from: 1,
+        to: 3,
+        scatters: true,
+    };
+    let v = Tensor::view_of(&base, Arc::new(ops), 16).unwrap();
+    resident::materialize(&v).unwrap();
+    let (before, version) = (calls(hooks), base.data_version());
+    // An immutable device's kernel made the view a new payload (`put_written`).
+    v.put_written(device_tensor(key, &[20.0, 30.0]).data());
+    resident::settle(backend(key).unwrap(), &v, true).unwrap();
+    assert_eq!(calls(hooks), before); // scattered on the device: nothing crossed
+    assert_ne!(base.data_version(), version);
+    assert_eq!(base.residency(), Residency::Device);
+    assert_eq!(device_values(&base), vec![1.0, 20.0, 30.0, 4.0]);
+}
+
+#[test]
+fn a_written_view_whose_payload_from_cpu_made_reaches_its_base() {
+    let (key, _) = setup(false);
+    let base = device_tensor(key, &[1.0, 2.0, 3.0, 4.0]);
+    let v = range(&base, 1, 3);
+    resident::materialize(&v).unwrap();
+    assert!(!v.is_device_view());
+    // A kernel wrote the view's payload where it is, and said so.
+    let p = v.payload().unwrap();
+    let p = p.as_any().downcast_ref::<DevPayload>().expect("from_cpu's");
+    p.set(HostArray::from(arr(&[20.0, 30.0])));
+    v.note_write();
+    resident::settle(backend(key).unwrap(), &v, true).unwrap();
+    let (read, _) = resident::read(backend(key).unwrap(), &base).unwrap();
+    assert_eq!(values(&read), vec![1.0, 20.0, 30.0, 4.0]);
 }

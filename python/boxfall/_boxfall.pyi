@@ -541,14 +541,17 @@ def register_backend(
     thread_safe: bool = True,
     lazy: bool = True,
     view: Callable[[Any, tuple[int, ...], tuple[int, ...], int], Any] | None = None,
+    view_write: Callable[[Any, Any, tuple[int, ...], tuple[int, ...], int], Any] | None = None,
 ) -> Backend:
     """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 
     ``to_cpu(payload) -> ndarray``, ``from_cpu(ndarray) -> payload`` and
-    ``copy_from_cpu(payload, ndarray)`` (writes the array's values, and shape, into the payload)
-    move tensors; ``to_cpu_many(payloads) -> arrays`` moves all of a call's tensors at once
-    when given. ``shares_memory=True`` says ``to_cpu`` may return memory shared with the
-    payload: the fallback then copies the arguments a kernel writes before it runs.
+    ``copy_from_cpu(payload, ndarray)`` (writes the array's values, and shape, into the payload
+    and returns None, or returns a new payload holding them, for a device whose memory is
+    immutable: it takes the tensor's place, a write of it that its views see) move tensors;
+    ``to_cpu_many(payloads) -> arrays`` moves all of a call's tensors at once when given.
+    ``shares_memory=True`` says ``to_cpu`` may return memory shared with the payload: the
+    fallback then copies the arguments a kernel writes before it runs.
 
     With ``replace``, a backend registered earlier under ``name`` gets the new hooks and keeps
     its key (a notebook cell run twice): its tensors, kernels and fallbacks stay, and every
@@ -587,6 +590,19 @@ def register_backend(
     values on the host and moves them with ``from_cpu``). A payload of another shape than
     ``shape`` or another dtype than the base's is a ``bf.KernelError`` naming the hook, the
     view's operators and the backend.
+
+    ``view_write(base, values, shape, strides, offset) -> payload | None`` (optional) writes
+    the values of a view that a kernel of the backend wrote as a copy (``view`` returned
+    ``(payload, False)`` or None, or there is no ``view``) into its base on the device, the
+    view's place given as to ``view``: it returns the base's new payload (a scatter, JAX's
+    ``base.at[...].set(values)``), which takes the base's place as a write of it, or None
+    where it wrote the base's payload where it is. Without it boxfall writes the view's
+    values into its base through the host.
+
+    A kernel of the backend whose return aliases a written argument (``Tensor(a!)``: ``add_``)
+    returns that argument (written where it is), None (the same), or a new payload or a new
+    ``bf.Tensor`` of the backend for it (a device whose memory is immutable): boxfall puts it
+    in the argument's place as a write of it, and the caller gets the argument.
     """
 
 def backends_version() -> int:

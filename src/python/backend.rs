@@ -14,7 +14,7 @@ use super::tensor::{
 use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
 use crate::error::{Error, Result};
 use crate::key::{registered_keys, DispatchKey, NUM_KEYS};
-use crate::tensor::{DType, Device, DeviceView, Tensor};
+use crate::tensor::{DType, Device, DeviceView, Tensor, ViewWrite};
 
 /// The dtypes a backend's device holds (`register_backend(dtypes=)`): bit `i` stands for
 /// `DType::ALL[i]`.
@@ -115,6 +115,8 @@ struct PyBackendHooks {
     to_cpu_many: Option<Py<PyAny>>,
     /// `register_backend(view=)`: a view made on the device from its base's payload.
     view: Option<Py<PyAny>>,
+    /// `register_backend(view_write=)`: a view's values written into its base on the device.
+    view_write: Option<Py<PyAny>>,
     shares_memory: bool,
     held: Held,
     lock: Option<Py<PyAny>>,
@@ -451,12 +453,59 @@ impl Backend for PyBackendHooks {
             let arr = cpu_tensor_to_numpy(py, src, false)
                 .map_err(|e| self.fail(py, "copy_from_cpu", e))?;
             self.check_dtype(&arr)?;
-            let _serial = self.serial(py)?;
-            self.copy_from_cpu
-                .bind(py)
-                .call1((p, arr))
-                .map_err(|e| self.fail(py, "copy_from_cpu", e))?;
+            let out = {
+                let _serial = self.serial(py)?;
+                self.copy_from_cpu
+                    .bind(py)
+                    .call1((&p, &arr))
+                    .map_err(|e| self.fail(py, "copy_from_cpu", e))?
+            };
+            // None (or the payload itself): written where it is. Anything else is the new
+            // payload of a device whose memory is immutable, put in `dst`'s place.
+            if !out.is_none() && !out.is(&p) {
+                self.check_payload("copy_from_cpu", &arr, &out)?;
+                dst.put_written(object_tensor(dst.device(), &out).data());
+            }
             Ok(())
+        })
+    }
+
+    fn view_write(
+        &self,
+        base: &Tensor,
+        values: &Tensor,
+        shape: &[usize],
+        strides: &[isize],
+        offset: isize,
+    ) -> Result<ViewWrite> {
+        let Some(hook) = &self.view_write else {
+            return Ok(ViewWrite::Declined);
+        };
+        Python::attach(|py| {
+            let p = self.payload(py, base)?;
+            let v = self.payload(py, values)?;
+            let args = (
+                &p,
+                v,
+                PyTuple::new(py, shape).map_err(|e| self.fail(py, "view_write", e))?,
+                PyTuple::new(py, strides).map_err(|e| self.fail(py, "view_write", e))?,
+                offset,
+            );
+            let out = {
+                let _serial = self.serial(py)?;
+                hook.bind(py)
+                    .call1(args)
+                    .map_err(|e| self.fail(py, "view_write", e))?
+            };
+            if out.is_none() || out.is(&p) {
+                return Ok(ViewWrite::InPlace);
+            }
+            // The base's new payload: of the base's shape and dtype, as `from_cpu`'s of its
+            // values would be.
+            check_payload(&self.name, "view_write", &p, &out)?;
+            Ok(ViewWrite::Replaced(
+                object_tensor(base.device(), &out).data(),
+            ))
         })
     }
 }
@@ -830,9 +879,14 @@ pub fn host_data_target(
 /// of the payload's values in C order): the payload, sharing the base's memory, or
 /// `(payload, False)` for a copy (a kernel's write of it is written into the base after the
 /// kernel), or None where it cannot: a kernel of the backend then reads a view with nothing
-/// moved.
+/// moved. `copy_from_cpu` may return a new payload (a device whose memory is immutable), which
+/// takes the tensor's place as a write of it; None: it wrote the payload where it is.
+/// `view_write(base, values, shape, strides, offset)` (optional) writes the values of a view
+/// that a kernel of the backend wrote as a copy (made by `view` as `(payload, False)`, or by
+/// `from_cpu` where `view` made none) into its base on the device, and returns the base's new
+/// payload (None: written where it is); without it boxfall writes them through the host.
 #[pyfunction]
-#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None))]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn register_backend(
     py: Python<'_>,
@@ -847,6 +901,7 @@ pub fn register_backend(
     thread_safe: bool,
     lazy: bool,
     view: Option<Py<PyAny>>,
+    view_write: Option<Py<PyAny>>,
 ) -> PyResult<PyBackend> {
     // Checked before anything is registered, so a refused backend leaves its name free.
     let given = [
@@ -855,6 +910,7 @@ pub fn register_backend(
         ("copy_from_cpu", Some(&copy_from_cpu)),
         ("to_cpu_many", to_cpu_many.as_ref()),
         ("view", view.as_ref()),
+        ("view_write", view_write.as_ref()),
     ];
     for (hook, f) in given {
         if let Some(f) = f.map(|f| f.bind(py)).filter(|f| !f.is_callable()) {
@@ -880,6 +936,7 @@ pub fn register_backend(
         copy_from_cpu,
         to_cpu_many,
         view,
+        view_write,
         shares_memory,
         held,
         lock: lock.as_ref().map(|l| l.clone_ref(py)),

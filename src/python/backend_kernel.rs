@@ -15,11 +15,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::backend::{backend_lock, Serial};
+use super::backend::{backend_lock, is_python_backend, Serial};
 use super::errors::{new_err, IntoPy};
-use super::tensor::as_tensor;
-use crate::dispatcher::OperatorHandle;
+use super::tensor::{as_tensor, object_tensor};
+use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::key::DispatchKey;
+use crate::schema::ArgKind;
 use crate::tensor::Tensor;
 
 /// A Python kernel registered for a backend key, as it runs. Made by `Library.impl` and
@@ -52,17 +53,26 @@ impl BackendKernel {
             .as_ref()
             .ok_or_else(|| new_err(py, "BoxfallError", "the kernel was cleared".to_string()))?;
         let _serial = Serial::enter(py, self.lock.as_ref())?;
-        let lazy = self
-            .resident
-            .filter(|key| crate::backend::backend(*key).is_some_and(|b| b.lazy()));
-        let Some(key) = lazy else {
+        // A Python backend's kernels (lazy or not: a view they write must reach its base, and
+        // an in-place kernel may return new payloads), and a lazy Rust backend's.
+        let resident = self.resident.filter(|key| {
+            is_python_backend(*key) || crate::backend::backend(*key).is_some_and(|b| b.lazy())
+        });
+        let Some(key) = resident else {
             return func.bind(py).call(args, kwargs);
         };
-        let held = self.arguments(args, kwargs);
+        let schema = self.op.as_ref().and_then(|op| op.schema().ok());
+        let held = self.arguments(schema.as_deref(), args, kwargs);
         for (obj, _) in &held {
             each_tensor(obj, &mut |t| crate::resident::refresh(t).py(py))?;
         }
         let out = func.bind(py).call(args, kwargs);
+        let out = match (out, &schema) {
+            (Ok(out), Some(schema)) if is_python_backend(key) => {
+                self.new_payloads(py, key, schema, (args, kwargs), &held, out)
+            }
+            (out, _) => out,
+        };
         // Whether it succeeded or not: a failing kernel may have written part of it.
         let mut written = Vec::new();
         for (obj, _) in held.iter().filter(|(_, w)| *w) {
@@ -108,11 +118,11 @@ impl BackendKernel {
     /// stack's items as the kernel gets them (the kernel replaces them with its returns).
     fn arguments<'py>(
         &self,
+        schema: Option<&OpSchema>,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> Vec<(Bound<'py, PyAny>, bool)> {
-        let schema = self.op.as_ref().and_then(|op| op.schema().ok());
-        let arguments = schema.as_ref().map_or(&[][..], |s| &s.schema.arguments[..]);
+        let arguments = schema.map_or(&[][..], |s| &s.schema.arguments[..]);
         let writes = |i: usize| arguments.get(i).is_some_and(|a| a.is_write());
         if self.boxed {
             let stack = args.get_item(2).ok();
@@ -140,6 +150,159 @@ impl BackendKernel {
         }
         held
     }
+}
+
+impl BackendKernel {
+    /// Immutable device memory: a return of the kernel that aliases a written argument
+    /// (`Tensor(a!)`) may be a new payload, or a new `bf.Tensor` of the backend, rather than
+    /// the argument written where it is; it is put in the argument's place
+    /// (`Tensor::put_written`: a write of it, seen by its views; a view's is written into its
+    /// base after the kernel), and the caller gets the argument. None there says the kernel
+    /// wrote the argument where it is. A new value of another shape, dtype or device than the
+    /// argument's is a `KernelError` naming the operator and the backend, and the argument is
+    /// unchanged.
+    fn new_payloads<'py>(
+        &self,
+        py: Python<'py>,
+        key: DispatchKey,
+        schema: &OpSchema,
+        (args, kwargs): (&Bound<'py, PyTuple>, Option<&Bound<'py, PyDict>>),
+        held: &[(Bound<'py, PyAny>, bool)],
+        out: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let returns = &schema.info.returns;
+        let aliased = |r: &crate::schema::ReturnFacts| {
+            (r.is_write && r.kind == ArgKind::Tensor)
+                .then_some(r.aliases_arg)
+                .flatten()
+        };
+        if !returns.iter().any(|r| aliased(r).is_some()) {
+            return Ok(out);
+        }
+        // The returns as the kernel left them: its return value, a tuple of them, or the
+        // stack of a boxed kernel.
+        let stack = if self.boxed {
+            args.get_item(2)?.cast_into::<PyList>().ok()
+        } else {
+            None
+        };
+        let mut items: Vec<Bound<'py, PyAny>> = match (&stack, returns.len()) {
+            (Some(stack), _) => stack.iter().collect(),
+            (None, 1) => vec![out.clone()],
+            (None, _) => match out.try_iter() {
+                Ok(it) if out.is_instance_of::<PyTuple>() || out.is_instance_of::<PyList>() => {
+                    it.collect::<PyResult<_>>()?
+                }
+                // Not a sequence: the conversion of the returns says what is wrong.
+                _ => return Ok(out),
+            },
+        };
+        if items.len() != returns.len() {
+            return Ok(out);
+        }
+        let mut changed = false;
+        for (r, facts) in returns.iter().enumerate() {
+            let Some(i) = aliased(facts) else {
+                continue;
+            };
+            let arg_obj = if self.boxed {
+                held.get(i).map(|(o, _)| o.clone())
+            } else {
+                argument_object(schema, i, args, kwargs)
+            };
+            let Some(arg_obj) = arg_obj else {
+                continue;
+            };
+            let Some(arg) = as_tensor(&arg_obj).map(|t| t.get().inner.clone()) else {
+                continue;
+            };
+            let ret = &items[r];
+            if !ret.is_none() {
+                if let Some(t) = as_tensor(ret) {
+                    if t.get().inner.same(&arg) {
+                        continue;
+                    }
+                }
+                let made = match as_tensor(ret) {
+                    Some(t) => t.get().inner.clone(),
+                    None => object_tensor(arg.device(), ret),
+                };
+                let op = self
+                    .op
+                    .as_ref()
+                    .map_or(String::new(), |op| op.name().to_string());
+                check_new_payload((key, &op), schema, i, &arg, &made).py(py)?;
+                arg.put_written(made.data());
+            }
+            items[r] = arg_obj;
+            changed = true;
+        }
+        if !changed {
+            return Ok(out);
+        }
+        match stack {
+            Some(stack) => {
+                for (r, item) in items.into_iter().enumerate() {
+                    stack.set_item(r, item)?;
+                }
+                Ok(out)
+            }
+            None if returns.len() == 1 => Ok(items.swap_remove(0)),
+            None => Ok(PyTuple::new(py, items)?.into_any()),
+        }
+    }
+}
+
+/// The object the kernel got for the schema's argument `i`: by position, or by keyword for a
+/// keyword-only one (or a positional one given by keyword).
+fn argument_object<'py>(
+    schema: &OpSchema,
+    i: usize,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> Option<Bound<'py, PyAny>> {
+    let arguments = &schema.schema.arguments;
+    let arg = arguments.get(i)?;
+    if !arg.kwarg_only {
+        let pos = arguments[..i].iter().filter(|a| !a.kwarg_only).count();
+        if let Ok(o) = args.get_item(pos) {
+            return Some(o);
+        }
+    }
+    kwargs.and_then(|kw| kw.get_item(&arg.name).ok().flatten())
+}
+
+/// A new payload (or tensor) an in-place kernel returned for argument `i`, `arg`: of `arg`'s
+/// device, shape and dtype, as a write in place keeps them.
+fn check_new_payload(
+    (key, op): (DispatchKey, &str),
+    schema: &OpSchema,
+    i: usize,
+    arg: &Tensor,
+    made: &Tensor,
+) -> crate::error::Result<()> {
+    let context = || format!("the '{}' kernel of '{op}'", key.name());
+    let param = &schema.schema.arguments[i];
+    if made.device() != arg.device() {
+        return Err(crate::error::Error::Kernel {
+            context: context(),
+            message: format!(
+                "it returned a tensor on {} for argument '{}', a tensor on {}; an in-place kernel returns the argument, a new payload for it, or None, and the argument is unchanged",
+                made.device(),
+                param.name,
+                arg.device()
+            ),
+        });
+    }
+    if let (Some(before), Some(after)) = (arg.meta(), made.meta()) {
+        crate::fallback::check_write(param, &before, &after).map_err(|message| {
+            crate::error::Error::Kernel {
+                context: context(),
+                message,
+            }
+        })?;
+    }
+    Ok(())
 }
 
 /// Calls `f` with every `bf.Tensor` among a kernel's arguments (list and tuple elements

@@ -20,7 +20,7 @@ use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 use crate::strided::Strided;
-use crate::tensor::{Device, DeviceView, Tensor, TensorData, ViewOps};
+use crate::tensor::{Device, DeviceView, Tensor, TensorData, ViewOps, ViewWrite};
 
 /// `boxfall.array_api._views`, imported once.
 fn views(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
@@ -117,6 +117,27 @@ impl ViewOps for PyViewOps {
                 e => e,
             })?;
         Ok(made)
+    }
+
+    fn write_on_device(&self, base: &Tensor, values: &Tensor) -> Result<ViewWrite> {
+        if base.key() == DispatchKey::CPU {
+            return Ok(ViewWrite::Declined);
+        }
+        hooks(base.key())?
+            .view_write(
+                base,
+                values,
+                &self.shape,
+                &self.place.strides,
+                self.place.offset,
+            )
+            .map_err(|e| match e {
+                Error::Kernel { context, message } => Error::Kernel {
+                    context: format!("{context}, writing the view {}", self.steps()),
+                    message,
+                },
+                e => e,
+            })
     }
 
     fn describe(&self) -> String {
