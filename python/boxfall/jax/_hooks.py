@@ -45,17 +45,30 @@ def _c_strides(shape: Sequence[int]) -> list[int]:
     return strides[::-1]
 
 
-@functools.lru_cache(maxsize=256)
-def _flat_indices(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> np.ndarray:
-    """The flat index into the base of each element of a view, in C order (host memory; a
-    view's layout is small to describe and the same layouts recur, hence the cache)."""
-    index = np.full((), offset, dtype=np.int64)
+def _flat_index(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> jax.Array:
+    """The flat index into the base of each element of a view, in C order, made on the device
+    inside the compiled gather or scatter (nothing crosses from the host for it)."""
+    index = jnp.full((), offset, dtype=jnp.int32)
     for axis, (n, s) in enumerate(zip(shape, strides, strict=True)):
-        along = np.arange(n, dtype=np.int64) * s
+        along = jnp.arange(n, dtype=jnp.int32) * s
         index = index + along.reshape((n,) + (1,) * (len(shape) - axis - 1))
-    index = np.broadcast_to(index, shape)
-    kind = np.int32 if index.size == 0 or index.max() < 2**31 else np.int64
-    return np.ascontiguousarray(index, dtype=kind)
+    return jnp.broadcast_to(index, shape)
+
+
+# Compiled once per layout (the layouts of a program recur: `x[:, 1]`, `x[::2]`), by jax.jit.
+@functools.partial(jax.jit, static_argnames=("shape", "strides", "offset"))
+def _gather(base: jax.Array, shape: Any, strides: Any, offset: int) -> jax.Array:
+    return base.reshape(-1)[_flat_index(shape, strides, offset)]
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "strides", "offset"))
+def _scatter(base: jax.Array, values: jax.Array, shape: Any, strides: Any, offset: int) -> Any:
+    flat = base.reshape(-1).at[_flat_index(shape, strides, offset)].set(values.reshape(shape))
+    return flat.reshape(base.shape)
+
+
+_reshape = jax.jit(jnp.reshape, static_argnames=("shape",))
+_transpose = jax.jit(jnp.transpose, static_argnames=("axes",))
 
 
 def _in_c_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
@@ -123,14 +136,13 @@ class JaxHooks:
         size = int(np.prod(shape, dtype=np.int64))
         if offset == 0 and size == payload.size:
             if _in_c_order(shape, strides):
-                return payload.reshape(shape), False
+                return _reshape(payload, shape=shape), False
             perm = _permutation(tuple(payload.shape), shape, strides)
             if perm is not None:
-                return jnp.transpose(payload, perm), False
+                return _transpose(payload, axes=perm), False
         if size == 0:
             return jnp.zeros(shape, payload.dtype, device=self.device), False
-        index = _flat_indices(shape, strides, int(offset))
-        return jnp.take(payload.reshape(-1), index, mode="clip"), False
+        return _gather(payload, shape=shape, strides=strides, offset=int(offset)), False
 
     def view_write(
         self,
@@ -141,11 +153,10 @@ class JaxHooks:
         offset: int,
     ) -> jax.Array:
         """The base with a view's elements set to ``values``: a scatter on the device."""
-        index = _flat_indices(tuple(shape), tuple(strides), int(offset))
-        if index.size == 0:
+        shape, strides = tuple(shape), tuple(strides)
+        if int(np.prod(shape, dtype=np.int64)) == 0:
             return base
-        flat = base.reshape(-1).at[index.reshape(-1)].set(jnp.reshape(values, -1))
-        return flat.reshape(base.shape)
+        return _scatter(base, values, shape=shape, strides=strides, offset=int(offset))
 
 
 def takes(keyword: str) -> bool:
