@@ -24,8 +24,12 @@ off). It does nothing unless asked, and importing it imports neither boxfall nor
 - The fixture ``boxfall_fallbacks``: a :class:`Fallbacks`, the fallbacks the running test has
   caused so far in its call phase.
 
-A fallback counts for the test whose call phase it happens in, whichever thread runs it;
-fallbacks during setup and teardown (fixtures) count for no test.
+A fallback counts for the test whose call phase it happens in, whichever thread runs it.
+Fallbacks outside every test's call (collection, fixtures' setup and teardown) count for no
+test: the table says how many there were in a line of its own, and the file has them in rows
+whose ``test`` is :data:`OUTSIDE`, so that the file adds up to what boxfall counted in the run.
+A reset by other means than ``bf.metrics.reset()`` (counters that go down unannounced) loses
+what the running test had counted before it.
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ MARKER = "boxfall_no_fallback"
 
 _RECORDER = "boxfall-fallbacks-recorder"
 """The name the recorder is registered under with pytest's plugin manager."""
+
+OUTSIDE = "<outside the tests' calls>"
+"""The ``test`` of the file's rows of the fallbacks outside every test's call phase (during
+collection, fixtures' setup and teardown), so that the file adds up to boxfall's counts."""
 
 _REPORT_ATTR = "boxfall_fallbacks"
 """The attribute of a call report that carries the test's rows (serialized by xdist)."""
@@ -249,7 +257,7 @@ def pytest_addoption(parser: Parser) -> None:
         default=30,
         metavar="N",
         dest="boxfall_fallbacks_top",
-        help="tests shown in the table, most fallbacks first (default 30; 0: all)",
+        help="operators and tests shown in the table, most fallbacks first (default 30; 0: all)",
     )
 
 
@@ -304,11 +312,15 @@ def _violations(rows: list[dict[str, Any]], marker: pytest.Mark) -> str | None:
     if isinstance(ops, str) or (ops is not None and not isinstance(ops, Iterable)):
         ops = [ops]
     names = None if ops is None else [_op_name(op) for op in ops]
+    given = ", ".join(f"{k}={v!r}" for k, v in marker.kwargs.items())
     if names:
-        from boxfall import metrics
+        from boxfall import UnknownOperatorError, metrics
 
         for name in names:
-            metrics.counter_value(name)  # an unknown name raises, listing the closest ones
+            try:  # a typo must not read as "never fell back"
+                metrics.counter_value(name)
+            except UnknownOperatorError as e:
+                return f"{MARKER}({given}): {e}"
     found = [
         r
         for r in rows
@@ -317,15 +329,13 @@ def _violations(rows: list[dict[str, Any]], marker: pytest.Mark) -> str | None:
     ]
     if not found:
         return None
-    where = f"on {backend}" if backend is not None else "on a backend"
-    what = ", ".join(
-        f"{r['operator']} on {r['backend']} ({r['fallbacks']} "
+    what = "; ".join(
+        f"{r['operator']} on {r['backend']}: {r['fallbacks']} "
         f"fallback{'s' if r['fallbacks'] != 1 else ''}"
-        f"{', ' + str(r['failures']) + ' refused or failed' if r['failures'] else ''})"
+        f"{f' ({n} refused or failed)' if (n := r['failures']) else ''}"
         for r in found
     )
-    listed = "" if names is None else f" (of {', '.join(names)})"
-    return f"{MARKER}: operators{listed} ran through the CPU fallback {where}: {what}"
+    return f"{MARKER}({given}): the test's call ran through the CPU fallback: {what}"
 
 
 class _Recorder:
@@ -338,6 +348,18 @@ class _Recorder:
         self.record_all = False
         self.tests: dict[str, dict[Key, Figures]] = {}
         self.recorded = 0
+        self.session: _Tracker | None = None
+        self.outside: dict[Key, Figures] = {}
+
+    def _controller(self) -> bool:
+        """This process hands the tests to xdist's workers and runs none."""
+        dist = getattr(self.config.option, "dist", "no")
+        return dist != "no" and not hasattr(self.config, "workerinput")
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.record_all and not self._controller():
+            self.session = _Tracker()
+            self.session.start()
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: Item) -> Iterator[None]:
@@ -388,11 +410,40 @@ class _Recorder:
         figures; in the order the tests ran."""
         return [{"test": t, **r} for t, counted in self.tests.items() for r in _as_rows(counted)]
 
+    def _count_outside(self) -> None:
+        """What this process counted outside the tests' calls: the session's count less the
+        tests'. A worker hands it to the controller."""
+        if self.session is None:
+            return
+        self.session.stop()
+        outside = self.session.counted()
+        for counted in self.tests.values():
+            for key, figures in counted.items():
+                if key in outside:
+                    for f, v in figures.items():
+                        outside[key][f] = max(0, outside[key][f] - v)
+        outside = {k: v for k, v in outside.items() if v["fallbacks"] > 0}
+        if hasattr(self.config, "workerinput"):
+            self.config.workeroutput[_REPORT_ATTR] = _as_rows(outside)  # type: ignore[attr-defined]
+        else:
+            self.outside = outside
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist's controller: a worker finished; adds what it counted outside the calls."""
+        for row in getattr(node, "workeroutput", {}).get(_REPORT_ATTR, []):
+            figures = {k: v for k, v in row.items() if k not in ("operator", "backend")}
+            into = self.outside.setdefault((row["operator"], row["backend"]), {})
+            for f, v in figures.items():
+                into[f] = into.get(f, 0) + v
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._count_outside()
         path = self.config.getoption("boxfall_fallbacks_file")
         if not path or not self.record_all or hasattr(self.config, "workerinput"):
             return
         rows = self.file_rows()
+        rows += [{"test": OUTSIDE, **r} for r in _as_rows(self.outside)]
         with open(path, "w", newline="", encoding="utf-8") as f:
             if path.lower().endswith(".json"):
                 json.dump(rows, f, indent=1)
@@ -409,7 +460,7 @@ class _Recorder:
         tr = terminalreporter
         tr.write_sep("=", "boxfall CPU fallbacks per test")
         top = self.config.getoption("boxfall_fallbacks_top")
-        for line in summary(self.tests, self.recorded, tr._tw.fullwidth, top):
+        for line in summary(self.tests, self.recorded, tr._tw.fullwidth, top, self.outside):
             tr.write_line(line)
         path = self.config.getoption("boxfall_fallbacks_file")
         if path:
@@ -443,11 +494,26 @@ def _table(head: list[str], rows: list[list[str]], left: int = 1) -> list[str]:
 
 
 def summary(
-    tests: Mapping[str, Mapping[Key, Figures]], recorded: int, width: int = 100, top: int = 30
+    tests: Mapping[str, Mapping[Key, Figures]],
+    recorded: int,
+    width: int = 100,
+    top: int = 30,
+    outside: Mapping[Key, Figures] | None = None,
 ) -> list[str]:
-    """The lines of the table: a total, the operators (per backend) most fallbacks first, then
-    the tests (most fallbacks first, the first ``top``, all if 0) against those operators, as
-    many operator columns as fit ``width``, the rest summed in ``other``."""
+    """The lines of the table: a total; the operators (per backend), most fallbacks first; then
+    the tests, most fallbacks first, against those operators, as many operator columns as fit
+    ``width``, the rest summed in ``other``, and a total row. ``top``: only so many operators
+    and tests are listed (all if 0); the totals count them all. ``outside``: the fallbacks
+    outside the tests' calls, a line of its own."""
+    out = sorted((outside or {}).items(), key=lambda kv: (-kv[1]["fallbacks"], kv[0]))
+    elsewhere = []
+    if out:
+        most = ", ".join(f"{op} on {b} {f['fallbacks']}" for (op, b), f in out[:3])
+        more = f", and {len(out) - 3} more operators" if len(out) > 3 else ""
+        elsewhere.append(
+            f"{sum(f['fallbacks'] for _, f in out)} fallbacks outside the tests' calls "
+            f"(collection, fixtures; not in the table): {most}{more}"
+        )
     per_op: dict[Key, Figures] = {}
     hit_by: dict[Key, int] = {}
     per_test: dict[str, int] = {}
@@ -460,12 +526,13 @@ def summary(
             per_test[test] = per_test.get(test, 0) + figures["fallbacks"]
     total = sum(per_test.values())
     if not total:
-        return [f"no operator fell back to the CPU in the {recorded} tests recorded"]
+        return [f"no operator fell back to the CPU in the {recorded} tests recorded", *elsewhere]
     keys = sorted(per_op, key=lambda k: (-per_op[k]["fallbacks"], k))
     backends = {b for _, b in keys}
     lines = [
         f"{total} fallbacks in {len(per_test)} of {recorded} tests: {len(keys)} operators "
         f"on {len(backends)} backend{'s' if len(backends) != 1 else ''}",
+        *elsewhere,
         "",
     ]
     head = ["#", "operator", "backend", "fallbacks", "failures", "tests", "to CPU", "from CPU"]
@@ -482,7 +549,12 @@ def summary(
         ]
         for i, (op, b) in enumerate(keys, 1)
     ]
-    lines += _table(head, rows, left=3)
+    table = _table(head, rows if top <= 0 else rows[:top], left=3)
+    lines += table
+    if top > 0 and len(rows) > top:
+        lines.append(
+            f"... {len(rows) - top} more operators (--boxfall-fallbacks-top 0 shows them all)"
+        )
     order = sorted(per_test, key=lambda t: (-per_test[t], t))
     shown = order if top <= 0 else order[:top]
     # The tests against the operators: as many numbered columns as fit, then the rest.
@@ -496,6 +568,8 @@ def summary(
             break
         room -= need
         fit += 1
+    if top > 0:
+        fit = min(fit, top)  # only the operators listed above
     columns, other = keys[:fit], fit < len(keys)
     head = ["test", "total", *(str(i) for i in range(1, len(columns) + 1))]
     head += ["other"] if other else []
@@ -516,11 +590,10 @@ def summary(
     lines += table[:-1]
     if len(shown) < len(order):
         lines.append(
-            f"... {len(order) - len(shown)} more tests with fallbacks"
-            " (--boxfall-fallbacks-top 0 shows them all)"
+            f"... {len(order) - len(shown)} more tests (--boxfall-fallbacks-top 0 shows them all)"
         )
     lines.append(table[-1])
     return lines
 
 
-__all__ = ["MARKER", "Fallbacks", "boxfall_fallbacks", "summary"]
+__all__ = ["MARKER", "OUTSIDE", "Fallbacks", "boxfall_fallbacks", "summary"]
