@@ -37,7 +37,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -154,7 +154,9 @@ class _Tracker:
 
 
 def _as_rows(counted: Mapping[Key, Figures]) -> list[dict[str, Any]]:
-    rows = [{"operator": op, "backend": b, **figures} for (op, b), figures in counted.items()]
+    rows: list[dict[str, Any]] = [
+        {"operator": op, "backend": b, **figures} for (op, b), figures in counted.items()
+    ]
     rows.sort(key=lambda r: (-r["fallbacks"], r["operator"], r["backend"]))
     return rows
 
@@ -376,7 +378,9 @@ class _Recorder:
             tracker.stop()
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    def pytest_runtest_makereport(
+        self, item: Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, None]:
         outcome = yield
         if call.when == "call" and self.record_all:
             tracker = item.stash.get(_TRACKER, None)
