@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _boxfall
@@ -225,8 +225,16 @@ def plot(path: str | os.PathLike[str] | None = None, backend: object = None, top
     return plot_fallbacks(rows(backend), path=path, backend=_backend_name(backend), top=_top(top))
 
 
+#: Called, in order, by :func:`reset` just before the counters are zeroed: the pytest plugin
+#: (``pytest_boxfall``) adds what the running test has counted so far to its own records here,
+#: so that a test that resets the metrics does not erase them. Not public API.
+_reset_listeners: list[Callable[[], None]] = []
+
+
 def reset() -> None:
     """Zeroes every counter and forgets which operators warned."""
+    for listener in tuple(_reset_listeners):
+        listener()
     _boxfall.reset_metrics()
 
 
