@@ -218,7 +218,7 @@ class _Kernels:
         def kernel(x: Any) -> Any:
             if type(x) is tensor and x.device.startswith(prefix):
                 a = x.payload
-                if a.dtype.kind in kinds:
+                if type(a) is _ARRAY_TYPE and a.dtype.kind in kinds:
                     return wrap(jitted(a))
             return fallback(cpu, op, x)
 
@@ -242,7 +242,12 @@ class _Kernels:
             if type(x1) is tensor and type(x2) is tensor:
                 if x1.device.startswith(prefix) and x2.device.startswith(prefix):
                     a, b = x1.payload, x2.payload
-                    if a.dtype == b.dtype and a.dtype.kind in kinds:
+                    if (
+                        type(a) is _ARRAY_TYPE
+                        and type(b) is _ARRAY_TYPE
+                        and a.dtype == b.dtype
+                        and a.dtype.kind in kinds
+                    ):
                         try:
                             return wrap(jitted(a, b))
                         except (TypeError, ValueError):
@@ -252,14 +257,14 @@ class _Kernels:
         def tensor_scalar(x1: Any, x2: Any) -> Any:
             if type(x1) is tensor and x1.device.startswith(prefix):
                 a = x1.payload
-                if _scalar_fits(a.dtype, x2, kinds):
+                if type(a) is _ARRAY_TYPE and _scalar_fits(a.dtype, x2, kinds):
                     return wrap(jitted(a, x2))
             return fallback(cpu, ops[1], x1, x2)
 
         def scalar_tensor(x1: Any, x2: Any) -> Any:
             if type(x2) is tensor and x2.device.startswith(prefix):
                 b = x2.payload
-                if _scalar_fits(b.dtype, x1, kinds):
+                if type(b) is _ARRAY_TYPE and _scalar_fits(b.dtype, x1, kinds):
                     return wrap(jitted(x1, b))
             return fallback(cpu, ops[2], x1, x2)
 
