@@ -220,9 +220,61 @@ fn device_view(t: &Tensor) -> Result<Option<DeviceView>> {
 /// assert!(!t.is_host_only());
 /// ```
 pub fn refresh(t: &Tensor) -> Result<()> {
-    match t.host_exported() {
-        Some(cpu) => materialize_exported(t, &cpu),
-        None => materialize(t),
+    if let Some(cpu) = t.host_exported() {
+        return materialize_exported(t, &cpu);
+    }
+    if exported_base(t) {
+        // A view of a base whose host memory NumPy holds: a payload of its values made now,
+        // kept for the kernel (pinned) and written into the base by `settle`.
+        let made = view_payload(t)?;
+        t.pin_view_payload(made.data());
+        return Ok(());
+    }
+    materialize(t)
+}
+
+/// Whether `t` is a view of a base whose host memory is exported.
+fn exported_base(t: &Tensor) -> bool {
+    t.view_base().is_some_and(|b| b.host_exported().is_some())
+}
+
+/// A device payload made now of the values of `t`, a view of a base whose host memory is
+/// exported (the backend's `from_cpu` of them, counted as materialized).
+fn view_payload(t: &Tensor) -> Result<Tensor> {
+    let cpu = t.host_only_values().ok_or_else(|| {
+        Error::Fallback(format!(
+            "a view on {} of a base whose memory NumPy holds has no host values",
+            t.device()
+        ))
+    })?;
+    let made = hooks_of(t)?.from_cpu(&cpu, t.device())?;
+    record_user_transfer(t.key(), Direction::Materialized, cpu.nbytes() as u64);
+    Ok(made)
+}
+
+/// The device data of `t` (a payload of its backend), for a hook or a kernel that reads it:
+/// its payload, made first where its values are on the host only ([`materialize`]). Another
+/// thread's write between the two (which may leave `t` on the host only again, or make a
+/// view of it again) is met by making it again, so that a reader never finds no payload. A
+/// tensor whose host memory is exported, or a view of a base whose host memory is, gives a
+/// payload made now and not kept ([`fresh_payload`]), but while a kernel holds one.
+///
+/// ```
+/// use boxfall::{native, resident, Tensor};
+/// let t = native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+/// assert!(matches!(resident::device_data(&t).unwrap(), boxfall::tensor::TensorData::Host(_)));
+/// ```
+pub fn device_data(t: &Tensor) -> Result<TensorData> {
+    if let Some(made) = fresh_payload(t)? {
+        return Ok(made.data());
+    }
+    loop {
+        materialize(t)?;
+        let data = t.data();
+        let host_only = matches!(&data, TensorData::Foreign(p) if p.as_any().downcast_ref::<HostOnly>().is_some());
+        if !host_only {
+            return Ok(data);
+        }
     }
 }
 
@@ -237,6 +289,9 @@ pub fn refresh(t: &Tensor) -> Result<()> {
 /// assert!(resident::fresh_payload(&t).unwrap().is_none()); // not exported
 /// ```
 pub fn fresh_payload(t: &Tensor) -> Result<Option<Tensor>> {
+    if exported_base(t) && !t.is_pinned_view() {
+        return view_payload(t).map(Some);
+    }
     let Some(cpu) = t.host_exported().filter(|_| t.is_host_only()) else {
         return Ok(None);
     };
@@ -334,9 +389,13 @@ pub fn export(hooks: &dyn Backend, t: &Tensor) -> Result<Option<std::sync::Arc<H
 /// resident::settle(&native::NativeBackend, &t, true).unwrap(); // not exported: nothing
 /// ```
 pub fn settle(hooks: &dyn Backend, t: &Tensor, written: bool) -> Result<()> {
-    if let Some(copy) = t.take_unsaved_view() {
-        write_back_copy(hooks, t, copy)?;
-    }
+    let saved = match t.take_unsaved_view() {
+        Some(copy) => write_back_copy(hooks, t, copy),
+        None => Ok(()),
+    };
+    // A kernel's pin of a view's payload ends whether its write reached the base or not.
+    t.unpin_view_payload();
+    saved?;
     if t.host_exported().is_none() {
         return Ok(());
     }

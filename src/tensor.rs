@@ -13,7 +13,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use ndarray::ArrayD;
@@ -1276,6 +1276,10 @@ struct ViewLink {
     /// A device copy's payload written by a backend kernel ([`Tensor::note_write`]) and not yet
     /// written into the base ([`crate::resident::settle`] does).
     unsaved: AtomicBool,
+    /// How many backend kernels now running hold the slot as their payload of a view of a base
+    /// whose host memory is exported ([`Tensor::pin_view_payload`]): while any does, the slot
+    /// is not made again at each read (as NumPy's writes of the memory otherwise ask).
+    pins: AtomicU32,
 }
 
 /// `ViewLink::on_device`: the slot was made from the base's values.
@@ -1346,6 +1350,7 @@ impl Tensor {
                 synced: AtomicU64::new(NEVER_SYNCED),
                 on_device: AtomicU8::new(MADE_ON_HOST),
                 unsaved: AtomicBool::new(false),
+                pins: AtomicU32::new(0),
             })),
             exported: AtomicU8::new(0),
             kept: Mutex::new(None),
@@ -1508,6 +1513,62 @@ impl Tensor {
         }
     }
 
+    /// Puts `data` (a payload made now of this view's values, whose base's host memory is
+    /// exported) in the view's slot for a backend kernel about to run, and keeps it there until
+    /// [`Tensor::unpin_view_payload`]: a view of such a base is otherwise made again at every
+    /// read (NumPy may write the memory at any time), so the kernel would find its payload gone.
+    /// A kernel's write of it is written into the base by [`crate::resident::settle`]. False
+    /// (nothing done) for a tensor that is no view.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(!t.pin_view_payload(t.data())); // no view
+    /// ```
+    pub fn pin_view_payload(&self, data: TensorData) -> bool {
+        let Some(v) = self.0.view.as_ref() else {
+            return false;
+        };
+        let version = v.base.data_version();
+        v.pins.fetch_add(1, Ordering::AcqRel);
+        self.replace_data(data);
+        v.on_device.store(MADE_ON_HOST, Ordering::Release);
+        v.synced.store(version, Ordering::Release);
+        true
+    }
+
+    /// Ends one pin of [`Tensor::pin_view_payload`] (a kernel ended); true where there was one.
+    /// The last one leaves the slot to be made again from the base at its next read.
+    ///
+    /// ```
+    /// let t = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(!t.unpin_view_payload());
+    /// ```
+    pub fn unpin_view_payload(&self) -> bool {
+        let Some(v) = self.0.view.as_ref() else {
+            return false;
+        };
+        let unpinned = v
+            .pins
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if unpinned {
+            v.synced.store(NEVER_SYNCED, Ordering::Release);
+        }
+        unpinned
+    }
+
+    /// Whether this view's slot is pinned for a running kernel ([`Tensor::pin_view_payload`]).
+    ///
+    /// ```
+    /// assert!(!boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).is_pinned_view());
+    /// ```
+    pub fn is_pinned_view(&self) -> bool {
+        self.0
+            .view
+            .as_ref()
+            .is_some_and(|v| v.pins.load(Ordering::Acquire) != 0)
+    }
+
     /// Whether this view's values are a device view of its base's payload
     /// ([`ViewOps::on_device`]), sharing it or a copy; false for a tensor that is no view.
     ///
@@ -1588,7 +1649,8 @@ impl Tensor {
             // NumPy writes an exported base where it is, moving no version: every read makes
             // the view again.
             Some(v) => {
-                v.synced.load(Ordering::Acquire) != v.base.data_version() || v.base.is_exported()
+                v.synced.load(Ordering::Acquire) != v.base.data_version()
+                    || (v.base.is_exported() && v.pins.load(Ordering::Acquire) == 0)
             }
         }
     }

@@ -9,7 +9,7 @@ use pyo3::types::{PyList, PyTuple};
 
 use super::errors::{new_err, to_pyerr, IntoPy};
 use super::tensor::{
-    cpu_tensor_to_numpy, hook_error, object_tensor, payload_object, read_only_view, wrap,
+    cpu_tensor_to_numpy, data_object, hook_error, object_tensor, read_only_view, wrap,
 };
 use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
 use crate::error::{Error, Result};
@@ -164,9 +164,10 @@ impl PyBackendHooks {
     }
 
     fn payload<'py>(&self, py: Python<'py>, t: &Tensor) -> Result<Bound<'py, PyAny>> {
-        // A host-only tensor gets its payload first: a hook always sees device data.
-        crate::resident::materialize(t)?;
-        payload_object(py, t).ok_or_else(|| {
+        // A host-only tensor gets its payload first: a hook always sees device data (made
+        // again where another thread's write left it on the host meanwhile).
+        let data = crate::resident::device_data(t)?;
+        data_object(py, &data).ok_or_else(|| {
             Error::Fallback(format!(
                 "a tensor on {} holds no Python payload of backend '{}'",
                 t.device(),

@@ -63,8 +63,19 @@ impl BackendKernel {
         };
         let schema = self.op.as_ref().and_then(|op| op.schema().ok());
         let held = self.arguments(schema.as_deref(), args, kwargs);
-        for (obj, _) in &held {
-            each_tensor(obj, &mut |t| crate::resident::refresh(t).py(py))?;
+        // A view NumPy makes read-only (`broadcast_to`'s) is refused as a written argument, as
+        // NumPy refuses it, before anything runs.
+        for (obj, _) in held.iter().filter(|(_, w)| *w) {
+            each_tensor(obj, &mut |t| self.writable(t))?;
+        }
+        let refreshed = held
+            .iter()
+            .try_for_each(|(obj, _)| each_tensor(obj, &mut |t| crate::resident::refresh(t).py(py)));
+        if let Err(e) = refreshed {
+            // The payloads made for the kernel before the failure go as the kernel's would:
+            // every tensor is left as it was.
+            let _ = settle(py, key, &[], &held);
+            return Err(e);
         }
         let out = func.bind(py).call(args, kwargs);
         let out = match (out, &schema) {
@@ -153,6 +164,25 @@ impl BackendKernel {
 }
 
 impl BackendKernel {
+    /// A `ValueError`, as NumPy's for an assignment to a read-only array, where `t` is a view
+    /// NumPy makes read-only (`broadcast_to`'s) that the kernel would write.
+    fn writable(&self, t: &Tensor) -> PyResult<()> {
+        match super::view_desc::view_ops(t) {
+            Some(view) if !view.writable => {
+                let op = self
+                    .op
+                    .as_ref()
+                    .map_or(String::new(), |op| op.name().to_string());
+                Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "assignment destination is read-only: {} of a tensor on {} cannot be written (NumPy makes it read-only), and '{op}' did not run",
+                    t.view_ops().map_or_else(|| "a view".into(), |v| v.describe()),
+                    t.device(),
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Immutable device memory: a return of the kernel that aliases a written argument
     /// (`Tensor(a!)`) may be a new payload, or a new `bf.Tensor` of the backend, rather than
     /// the argument written where it is; it is put in the argument's place

@@ -116,7 +116,14 @@ impl Payload for PyPayload {
 
 /// The Python object a tensor's payload is, if it is one.
 pub fn payload_object<'py>(py: Python<'py>, t: &Tensor) -> Option<Bound<'py, PyAny>> {
-    let p = t.payload()?;
+    data_object(py, &t.data())
+}
+
+/// The Python object a tensor's data is, if it is a Python payload.
+pub fn data_object<'py>(py: Python<'py>, data: &TensorData) -> Option<Bound<'py, PyAny>> {
+    let TensorData::Foreign(p) = data else {
+        return None;
+    };
     p.as_any()
         .downcast_ref::<PyPayload>()
         .map(|p| p.0.bind(py).clone())
@@ -707,11 +714,13 @@ impl PyTensor {
     fn payload<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         // A tensor whose host memory NumPy holds (`np.asarray`) stays on the host: the payload
         // is made of it now, and not kept (NumPy may write the memory at any time).
-        if let Some(made) = crate::resident::fresh_payload(&self.inner).py(py)? {
-            return Ok(payload_object(py, &made));
+        if self.inner.is_host() {
+            return Ok(None);
         }
-        crate::resident::materialize(&self.inner).py(py)?;
-        Ok(payload_object(py, &self.inner))
+        // Made again where another thread's write left it on the host meanwhile: a kernel
+        // reading its argument's payload never finds none.
+        let data = crate::resident::device_data(&self.inner).py(py)?;
+        Ok(data_object(py, &data))
     }
 
     /// Where the values are (residency): `"device"` (the payload only), `"host"` (a result

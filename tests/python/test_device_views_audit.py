@@ -1,0 +1,238 @@
+"""Device views and residency that lose nothing (issue 38, the audit of its "Why" section):
+each test names the audit item it covers. A kernel of a device that writes a view in place
+reaches the base whatever made the view; a view of a base whose memory NumPy holds has a
+payload for the device's kernels; threads writing disjoint views of one tensor never find a
+payload missing; a kernel whose arguments fail to reach the device leaves every tensor as it
+was; a written base is seen by its views on a ``lazy=False`` backend; a read-only view is
+refused as NumPy refuses it.
+
+Every backend here is the one-test backend "Scratch" (registered again with ``replace=True``)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import boxfall as bf
+import boxfall.array_api as xp
+import numpy as np
+import pytest
+from conftest import DeviceBuffer, unique
+
+
+def strided(payload, shape, strides, offset):
+    flat = payload.data.reshape(-1)
+    return np.lib.stride_tricks.as_strided(
+        flat[offset:], shape=shape, strides=tuple(s * flat.itemsize for s in strides)
+    )
+
+
+def sharing(payload, shape, strides, offset):
+    view = DeviceBuffer.__new__(DeviceBuffer)
+    view.data = strided(payload, shape, strides, offset)
+    return view
+
+
+def gathering(payload, shape, strides, offset):
+    return DeviceBuffer(strided(payload, shape, strides, offset)), False
+
+
+def declining(payload, shape, strides, offset):
+    return None
+
+
+HOOKS = {"none": None, "declining": declining, "sharing": sharing, "gathering": gathering}
+
+
+class Scratch:
+    """The backend "Scratch": mutable ``DeviceBuffer`` payloads, the given ``view`` hook, the
+    CPU fallback, and kernels of its own that write in place (``add_.Scalar``), read
+    (``negative``), and take two tensors (``both``, an operator of the test's own)."""
+
+    def __init__(self, view, *, lazy=True):
+        self.calls: Counter[str] = Counter()
+        self.refuse = lambda a: False
+        self.in_from_cpu = None  # a hook of the test, called inside from_cpu
+
+        def from_cpu(a):
+            self.calls["from_cpu"] += 1
+            if self.in_from_cpu is not None:
+                self.in_from_cpu(a)
+            if self.refuse(a):
+                raise OSError("the device is full")
+            return DeviceBuffer(a)
+
+        def copy_from_cpu(b, a):
+            self.calls["copy_from_cpu"] += 1
+            b.data = np.array(a, copy=True)
+
+        self.handle = bf.register_backend(
+            "Scratch",
+            to_cpu=lambda b: b.data.copy(),
+            from_cpu=from_cpu,
+            copy_from_cpu=copy_from_cpu,
+            view=view,
+            lazy=lazy,
+            replace=True,
+        )
+        self.xp = xp.namespace("Scratch")
+
+    def __enter__(self):
+        self.fb = bf.Library("_", "IMPL")
+        self.fb.fallback(bf.cpu_fallback, "Scratch")
+        self.lib = bf.Library("array_api", "IMPL")
+        self.in_kernel = None  # a hook of the test, called inside add_
+
+        def add_(x, y):
+            if self.in_kernel is not None:
+                self.in_kernel()
+            x.payload.data += y
+            return x
+
+        def negative(x):
+            return self.handle.tensor_from_payload(DeviceBuffer(-x.payload.data))
+
+        self.lib.impl("add_.Scalar", add_, "Scratch")
+        self.lib.impl("negative", negative, "Scratch")
+        ns = unique("audit")
+        self.defs = bf.Library(ns, "DEF")
+        self.defs.define("both(Tensor a, Tensor b) -> Tensor")
+        self.defs.impl("both", lambda a, b: a + b, "CPU")
+        self.kernels = bf.Library(ns, "IMPL")
+        self.kernels.impl(
+            "both",
+            lambda a, b: self.handle.tensor_from_payload(
+                DeviceBuffer(a.payload.data + b.payload.data)
+            ),
+            "Scratch",
+        )
+        self.both = getattr(bf.ops, ns).both
+        return self
+
+    def __exit__(self, *exc):
+        for lib in (self.kernels, self.defs, self.lib, self.fb):
+            lib.close()
+
+
+@pytest.mark.parametrize(
+    ("hook", "lazy"),
+    [("none", True), ("declining", True), ("gathering", False), ("none", False)],
+)
+def test_audit_1_a_kernel_writing_a_copied_view_writes_its_base(hook, lazy):
+    with Scratch(HOOKS[hook], lazy=lazy) as s:
+        x = s.handle.tensor(np.arange(6.0))
+        x.materialize()
+        v = x[1:4]
+        v += 10.0  # the device's add_ on the view's own payload
+        want = np.arange(6.0)
+        want[1:4] += 10.0
+        np.testing.assert_array_equal(v.numpy(), want[1:4])
+        np.testing.assert_array_equal(x.numpy(), want)
+        m = s.xp.reshape(x, (2, 3))
+        for r in m:
+            r += 1.0
+        np.testing.assert_array_equal(x.numpy(), want + 1.0)
+        np.testing.assert_array_equal(m.numpy(), (want + 1.0).reshape(2, 3))
+
+
+@pytest.mark.parametrize("hook", ["none", "sharing", "gathering"])
+def test_audit_2_a_view_of_a_base_numpy_holds_has_a_payload_for_the_device(hook):
+    with Scratch(HOOKS[hook]) as s:
+        x = s.handle.tensor(np.arange(6.0))
+        arr = np.asarray(x)
+        assert x.residency == "host"
+        assert isinstance(x[1:4].payload, DeviceBuffer)
+        np.testing.assert_array_equal(x[1:4].payload.data, [1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(np.asarray(-x[1:4]), [-1.0, -2.0, -3.0])
+        v = x[1:4]
+        v += 10.0  # the device's kernel on the view: written into NumPy's memory
+        np.testing.assert_array_equal(arr, [0.0, 11.0, 12.0, 13.0, 4.0, 5.0])
+        arr[2] = 99.0  # NumPy's write is seen by the view's next payload
+        np.testing.assert_array_equal(x[1:4].payload.data, [11.0, 99.0, 13.0])
+        assert x.residency == "host"
+
+
+@pytest.mark.parametrize("hook", ["sharing", "gathering"])
+def test_audit_3_threads_writing_disjoint_views_never_find_a_payload_missing(hook):
+    """Deterministic: thread A's ``from_cpu`` of the base (made for A's view) waits until
+    thread B wrote its own view into the base, which left the base on the host only again."""
+    with Scratch(HOOKS[hook]) as s:
+        x = s.xp.add(s.handle.tensor(np.arange(8.0)), 0.0)  # on the host only
+        assert x.residency == "host"
+        a_inside, b_done = threading.Event(), threading.Event()
+        a_thread = []
+
+        def hold_a(arr):
+            if threading.current_thread() in a_thread and not a_inside.is_set():
+                a_inside.set()
+                assert b_done.wait(10)
+
+        s.in_from_cpu = hold_a
+        errors = []
+
+        def write(i, done=None):
+            try:
+                v = x[i::4]
+                v += 1.0
+            except BaseException as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+            finally:
+                if done is not None:
+                    done.set()
+
+        a = threading.Thread(target=write, args=(0,))
+        a_thread.append(a)
+        a.start()
+        assert a_inside.wait(10)
+        b = threading.Thread(target=write, args=(1, b_done))
+        b.start()
+        b.join(10)
+        a.join(10)
+        total = []
+        reader = threading.Thread(target=lambda: total.append(float(s.xp.sum(x))))
+        reader.start()
+        reader.join(10)
+        assert errors == []
+        want = np.arange(8.0)
+        want[0::4] += 1.0
+        want[1::4] += 1.0
+        np.testing.assert_array_equal(x.numpy(), want)
+        assert total == [want.sum()]
+
+
+def test_audit_5_a_kernel_whose_argument_cannot_reach_the_device_changes_nothing():
+    with Scratch(None) as s:
+        a = s.handle.tensor(np.arange(3.0))
+        arr = np.asarray(a)
+        b = s.xp.add(s.handle.tensor(np.ones(1)), 0.0)  # on the host only
+        assert (a.residency, b.residency) == ("host", "host")
+        s.refuse = lambda v: v.shape == (1,)
+        with pytest.raises(OSError, match="the device is full"):
+            s.both(a, b)
+        assert (a.residency, b.residency) == ("host", "host")
+        arr[0] = 99.0
+        np.testing.assert_array_equal(a.payload.data, [99.0, 1.0, 2.0])
+        np.testing.assert_array_equal(a.numpy(), [99.0, 1.0, 2.0])
+
+
+def test_audit_6_a_written_base_is_seen_by_its_views_on_a_backend_that_is_not_lazy():
+    with Scratch(None, lazy=False) as s:
+        x = s.handle.tensor(np.arange(4.0))
+        v = x[0:2]
+        np.testing.assert_array_equal(v.numpy(), [0.0, 1.0])
+        x += 10.0  # the device's own add_, in place
+        np.testing.assert_array_equal(v.numpy(), [10.0, 11.0])
+        assert float(s.xp.sum(v)) == 21.0
+
+
+@pytest.mark.parametrize("hook", ["none", "sharing"])
+def test_audit_7_a_read_only_view_is_refused_as_numpy_refuses_it(hook):
+    with Scratch(HOOKS[hook]) as s:
+        x = s.handle.tensor(np.arange(3.0))
+        b = s.xp.broadcast_to(x, (2, 3))
+        with pytest.raises(ValueError, match="read-only") as e:
+            b += 1.0
+        assert "broadcast_to" in str(e.value)
+        np.testing.assert_array_equal(x.numpy(), np.arange(3.0))
+        with pytest.raises(ValueError, match="read-only"):
+            np.broadcast_to(np.arange(3.0), (2, 3))[...] += 1.0
