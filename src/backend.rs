@@ -7,7 +7,31 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::key::{register_backend_key, DispatchKey, NUM_KEYS};
+use crate::metrics::OpMetrics;
 use crate::tensor::{Device, DeviceView, HostArray, Tensor, TensorData, ViewWrite};
+
+/// What [`Backend::from_cpu_result`] is told of the operator whose CPU result it moves
+/// (`OperatorHandle::result_of` makes it).
+///
+/// ```
+/// use boxfall::{kernel::Tag, Library, LibraryKind};
+/// let mut lib = Library::new("doc_result_of", LibraryKind::Def).unwrap();
+/// let op = lib.define("argmax(Tensor x) -> Tensor").unwrap();
+/// op.set_tag(Tag::DefaultDtypes, true);
+/// let of = op.result_of();
+/// assert_eq!((of.op, of.default_dtypes), ("doc_result_of::argmax", true));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ResultOf<'a> {
+    /// The operator's name (`ns::op.overload`), for messages.
+    pub op: &'a str,
+    /// Whether the dtypes of its results are the library's choice (the operator's tag
+    /// `kernel::Tag::DefaultDtypes`: indices, counts).
+    pub default_dtypes: bool,
+    /// Its counters: a result the backend narrowed is counted there
+    /// ([`OpMetrics::record_narrowed`]).
+    pub metrics: &'a OpMetrics,
+}
 
 /// A device's transfer hooks.
 ///
@@ -116,6 +140,28 @@ pub trait Backend: Send + Sync + 'static {
             return Ok(Tensor::host_only(cpu, device));
         }
         self.from_cpu(&cpu, device)
+    }
+
+    /// `from_cpu_owned` of a result of an operator's CPU kernel, as the CPU fallback moves
+    /// every result, told which operator made it ([`ResultOf`]): a backend that fits a result
+    /// to its device (a dtype it lacks made the one it holds: the results of an operator
+    /// whose dtypes are the library's choice, or every 64-bit result where the device narrows
+    /// them, as JAX does without 64-bit types) does it here. The default is
+    /// `from_cpu_owned`.
+    ///
+    /// ```
+    /// use boxfall::{backend::Backend, native::{self, NativeBackend}, Library, LibraryKind, Tensor};
+    /// let mut lib = Library::new("doc_from_cpu_result", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// let cpu = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = NativeBackend.from_cpu_result(cpu, native::DEVICE, op.result_of()).unwrap();
+    /// assert_eq!(t.device(), native::DEVICE);
+    /// ```
+    #[allow(clippy::wrong_self_convention)]
+    #[inline(always)]
+    fn from_cpu_result(&self, cpu: Tensor, device: Device, op: ResultOf<'_>) -> Result<Tensor> {
+        let _ = op;
+        self.from_cpu_owned(cpu, device)
     }
 
     /// `from_cpu_owned`'s tensor where the backend takes the CPU result as it is, with no

@@ -1245,6 +1245,7 @@ impl Registry {
                     table: RcuCell::new(DispatchTable::empty()),
                     metrics: CachePadded::new(OpMetrics::default()),
                     policy: AtomicU8::new(0),
+                    tags: AtomicU8::new(0),
                 })
             })),
             def: None,

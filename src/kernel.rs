@@ -1348,6 +1348,46 @@ pub(crate) struct OperatorEntry {
     pub(crate) table: RcuCell<DispatchTable>,
     pub(crate) metrics: CachePadded<OpMetrics>,
     pub(crate) policy: AtomicU8,
+    /// The operator's [`Tag`]s, a bit each.
+    pub(crate) tags: AtomicU8,
+}
+
+/// What an operator says of itself beyond its schema, as c10's `at::Tag`s do; read where a
+/// generic part of the dispatcher (a backend's handling of the fallback's results) needs it.
+///
+/// ```
+/// use boxfall::{kernel::Tag, Library, LibraryKind};
+/// let mut lib = Library::new("doc_tag", LibraryKind::Def).unwrap();
+/// let op = lib.define("argmax(Tensor x) -> Tensor").unwrap();
+/// assert!(!op.has_tag(Tag::DefaultDtypes));
+/// op.set_tag(Tag::DefaultDtypes, true);
+/// assert!(op.has_tag(Tag::DefaultDtypes));
+/// assert_eq!(Tag::from_name("default_dtypes"), Some(Tag::DefaultDtypes));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tag {
+    /// The dtypes of its tensor results are the library's choice where the array API standard
+    /// lets it choose (indices, counts: the default indexing dtype), not the caller's: on a
+    /// device that lacks the dtype its CPU kernel made, a backend may give the device's
+    /// default dtype of that kind instead of refusing the result.
+    DefaultDtypes = 1,
+}
+
+impl Tag {
+    /// Every tag.
+    pub const ALL: [Tag; 1] = [Tag::DefaultDtypes];
+
+    /// The tag's name (`"default_dtypes"`), as Python's `Library.define(tags=)` takes it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tag::DefaultDtypes => "default_dtypes",
+        }
+    }
+
+    /// The tag of `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Tag> {
+        Tag::ALL.into_iter().find(|t| t.name() == name)
+    }
 }
 
 /// A handle to an operator: cheap to clone, valid for the life of the process.
@@ -1450,6 +1490,45 @@ impl OperatorHandle {
 
     pub(crate) fn policy_cell(&self) -> &AtomicU8 {
         &self.0.policy
+    }
+
+    /// Whether the operator has `tag` ([`Tag`]).
+    #[inline]
+    pub fn has_tag(&self, tag: Tag) -> bool {
+        self.0.tags.load(std::sync::atomic::Ordering::Relaxed) & tag as u8 != 0
+    }
+
+    /// Gives the operator `tag`, or takes it away (see [`Tag`] for an example).
+    pub fn set_tag(&self, tag: Tag, on: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if on {
+            self.0.tags.fetch_or(tag as u8, Relaxed);
+        } else {
+            self.0.tags.fetch_and(!(tag as u8), Relaxed);
+        }
+    }
+
+    /// What a backend moving a result of the operator is told of it
+    /// ([`Backend::from_cpu_result`]; see [`crate::backend::ResultOf`] for an example).
+    #[inline(always)]
+    pub fn result_of(&self) -> crate::backend::ResultOf<'_> {
+        crate::backend::ResultOf {
+            op: &self.0.name,
+            default_dtypes: self.has_tag(Tag::DefaultDtypes),
+            metrics: &self.0.metrics,
+        }
+    }
+
+    /// The operator's tags.
+    ///
+    /// ```
+    /// use boxfall::{kernel::Tag, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_tags", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert!(op.tags().is_empty());
+    /// ```
+    pub fn tags(&self) -> Vec<Tag> {
+        Tag::ALL.into_iter().filter(|t| self.has_tag(*t)).collect()
     }
 }
 

@@ -78,10 +78,12 @@ struct KeyCounts {
     zero: [AtomicU64; N],
     /// The backend's own kernels of the operator: calls, and clock ticks of the calls made
     /// while profiling; shared atomics, as a backend kernel that is counted is one written in
-    /// Python (microseconds a call, next to which a locked add is noise).
-    kernels: CachePadded<[AtomicU64; 2]>,
+    /// Python (microseconds a call, next to which a locked add is noise). Then the results
+    /// the backend narrowed (a 64-bit dtype its device lacks made 32-bit: rare, and as cheap
+    /// to count here).
+    kernels: CachePadded<[AtomicU64; 3]>,
     /// `kernels` at the last reset.
-    kernels_zero: [AtomicU64; 2],
+    kernels_zero: [AtomicU64; 3],
     /// The pair's last failed fallback (locked only when one fails, and to read it).
     last_failure: Mutex<Option<Failure>>,
 }
@@ -298,6 +300,9 @@ pub struct Figures {
     pub kernel_calls: u64,
     /// Nanoseconds in those calls, counted only while profiling ([`profile_begin`]).
     pub kernel_call_ns: u64,
+    /// Results that the backend narrowed: a 64-bit dtype its device lacks, asked for or made
+    /// by a CPU kernel, given as the 32-bit one of its kind (`register_backend(narrow=True)`).
+    pub narrowed: u64,
 }
 
 impl Figures {
@@ -320,12 +325,13 @@ impl Figures {
         self.bytes_from_cpu += other.bytes_from_cpu;
         self.kernel_calls += other.kernel_calls;
         self.kernel_call_ns += other.kernel_call_ns;
+        self.narrowed += other.narrowed;
     }
 
     /// From counted sums (in ticks), converted at one rate; the whole is made at least the sum
     /// of its steps (a reset racing with a snapshot, or a clock read out of order between
     /// cores, could leave it short).
-    fn from_counts(c: [u64; N], kernels: [u64; 2]) -> Figures {
+    fn from_counts(c: [u64; N], kernels: [u64; 3]) -> Figures {
         let [fallback_ns, to_cpu_ns, kernel_ns, from_cpu_ns] =
             crate::clock::ticks_to_ns_all([c[TICKS], c[TO_CPU], c[KERNEL], c[FROM_CPU]]);
         let [kernel_call_ns] = crate::clock::ticks_to_ns_all([kernels[1]]);
@@ -343,6 +349,7 @@ impl Figures {
             bytes_from_cpu: c[BYTES_FROM],
             kernel_calls: kernels[0],
             kernel_call_ns,
+            narrowed: kernels[2],
         }
     }
 }
@@ -376,6 +383,8 @@ pub struct OpStats {
     pub kernel_calls: u64,
     /// Nanoseconds in those calls while profiling.
     pub kernel_call_ns: u64,
+    /// Results narrowed to the 32-bit dtype of their kind ([`Figures::narrowed`]).
+    pub narrowed: u64,
     /// The last failed fallback's error, if one failed since the last reset, whichever
     /// backend it was on.
     pub last_failure: Option<Failure>,
@@ -466,6 +475,7 @@ impl OpStats {
             bytes_from_cpu: self.bytes_from_cpu,
             kernel_calls: self.kernel_calls,
             kernel_call_ns: self.kernel_call_ns,
+            narrowed: self.narrowed,
         }
     }
 
@@ -480,6 +490,7 @@ impl OpStats {
         self.bytes_from_cpu = f.bytes_from_cpu;
         self.kernel_calls = f.kernel_calls;
         self.kernel_call_ns = f.kernel_call_ns;
+        self.narrowed = f.narrowed;
     }
 
     /// One backend's last failed fallback, if one failed since the last reset.
@@ -596,6 +607,23 @@ impl OpMetrics {
         }
     }
 
+    /// Counts one result of the operator that `backend` narrowed (a 64-bit dtype its device
+    /// lacks given as the 32-bit one of its kind); true for the first since the last reset
+    /// (the one to warn of).
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_op_metrics_narrowed", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert!(op.metrics().record_narrowed(DispatchKey::NATIVE));
+    /// assert!(!op.metrics().record_narrowed(DispatchKey::NATIVE));
+    /// assert_eq!(op.metrics().snapshot().narrowed, 2);
+    /// ```
+    pub fn record_narrowed(&self, backend: DispatchKey) -> bool {
+        let counts = self.counts_of(backend);
+        counts.kernels[2].fetch_add(1, Relaxed) == counts.kernels_zero[2].load(Relaxed)
+    }
+
     /// Keeps `e` as the last failure of (the operator, `backend`) and of the operator (a
     /// fallback that failed or was refused), as the figures are kept: per backend, and for
     /// the operator as a whole.
@@ -706,11 +734,11 @@ impl OpMetrics {
                 // A reset racing with a snapshot may leave a zero above a sum read on another
                 // thread.
                 let c: [u64; N] = std::array::from_fn(|k| sums[k].saturating_sub(zero[k]));
-                let kernels: [u64; 2] = std::array::from_fn(|k| {
+                let kernels: [u64; 3] = std::array::from_fn(|k| {
                     let v = counts.kernels[k].load(Relaxed);
                     v.saturating_sub(counts.kernels_zero[k].load(Relaxed))
                 });
-                (c[FALLBACKS] > 0 || kernels[0] > 0)
+                (c[FALLBACKS] > 0 || kernels[0] > 0 || kernels[2] > 0)
                     .then(|| (key, Figures::from_counts(c, kernels)))
             })
             .collect();

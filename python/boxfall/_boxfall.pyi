@@ -357,6 +357,9 @@ class OpOverload:
     def overload_name(self) -> str:
         """The overload name (``""`` for the default overload)."""
     @property
+    def tags(self) -> list[str]:
+        """The operator's tags (``Library.define(tags=)``)."""
+    @property
     def schema(self) -> FunctionSchema:
         """The schema."""
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -418,8 +421,12 @@ class Library:
     @property
     def is_open(self) -> bool:
         """Whether the library is still open."""
-    def define(self, schema: str) -> str:
-        """Defines an operator; returns its name (``ns::op.overload``)."""
+    def define(self, schema: str, *, tags: Sequence[str] | None = None) -> str:
+        """Defines an operator; returns its name (``ns::op.overload``). ``tags`` (c10's
+        operator tags): ``"default_dtypes"`` where the dtypes of its results are the
+        library's choice (indices, counts), so a device lacking the one its CPU kernel made
+        gets its default of that kind (int32 for int64) rather than a ``bf.DTypeError``. An
+        unknown tag is a ``bf.SchemaError``, and nothing is defined."""
     def impl(
         self,
         name: str | OpOverload,
@@ -459,14 +466,29 @@ class Backend:
     @property
     def name(self) -> str:
         """The backend's (and its dispatch key's) name."""
-    def tensor(self, array: Any, index: int = 0) -> Tensor:
-        """A tensor on device ``index`` holding ``array``'s values (through ``from_cpu``)."""
+    def tensor(self, array: Any, index: int = 0, *, op: OpOverload | None = None) -> Tensor:
+        """A tensor on device ``index`` holding ``array``'s values (through ``from_cpu``). On a
+        backend registered with ``narrow=True``, a 64-bit dtype the device lacks becomes the
+        32-bit one of its kind, warned once and counted for ``op`` (the operator that asked),
+        warned every time without one; else a ``bf.DTypeError``."""
+    def dtype_for(self, dtype: Any, *, op: OpOverload | None = None) -> str:
+        """The dtype (its name) a request for ``dtype`` gets on this backend's devices:
+        ``dtype`` where held; the 32-bit one of a 64-bit dtype's kind the device lacks where
+        the backend narrows (``bf.NarrowingWarning`` once for ``op``, counted in its
+        ``op_stats(op)["narrowed"]``); else a ``bf.DTypeError`` naming dtype, operator and
+        backend. A backend's own kernel given a ``dtype`` asks this, so that its result's
+        dtype is the one the CPU fallback's would have."""
     def tensor_from_payload(self, payload: Any, index: int = 0) -> Tensor:
         """A tensor on device ``index`` around an existing payload."""
     @property
     def dtypes(self) -> list[str]:
         """The dtypes the backend's devices hold, by name (every dtype of the array API
-        standard unless ``register_backend(dtypes=)`` named fewer)."""
+        standard unless ``register_backend(dtypes=)`` named fewer), extension dtypes it
+        declared (``"bfloat16"``) last."""
+    @property
+    def narrow(self) -> bool:
+        """Whether a 64-bit dtype the device lacks becomes the 32-bit one of its kind
+        (``register_backend(narrow=)``), as JAX without 64-bit types does."""
     @property
     def thread_safe(self) -> bool:
         """Whether the backend's hooks and kernels may run on several threads at once (False:
@@ -542,6 +564,7 @@ def register_backend(
     lazy: bool = True,
     view: Callable[[Any, tuple[int, ...], tuple[int, ...], int], Any] | None = None,
     view_write: Callable[[Any, Any, tuple[int, ...], tuple[int, ...], int], Any] | None = None,
+    narrow: bool = False,
 ) -> Backend:
     """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 
@@ -565,6 +588,18 @@ def register_backend(
     returns must have its array's shape and dtype, else a ``bf.KernelError``. With
     ``thread_safe=False`` the backend's hooks, and the kernels and fallbacks registered for it
     from then on, run one at a time (under one re-entrant lock of the backend).
+
+    ``dtypes`` may also name extension dtypes NumPy knows (``ml_dtypes.bfloat16``): tensors of
+    them work through the CPU fallback, whose kernels get NumPy arrays of that dtype (NumPy's
+    promotion with ``ml_dtypes``: bfloat16 with float32 is float32). The results whose dtype
+    the standard lets the library choose (indices, counts, ``sum``'s accumulator: operators
+    tagged ``default_dtypes``) come in the device's default of their kind (int32 without
+    int64). ``narrow=True`` is JAX's rule without 64-bit types: a 64-bit dtype the device
+    lacks, asked for or made by a CPU kernel, becomes the 32-bit one of its kind (int64 to
+    int32, uint64 to uint32, float64 to float32, complex128 to complex64), with a
+    ``bf.NarrowingWarning`` once per operator and a count in
+    ``bf.metrics.op_stats(op)["narrowed"]``; without it, such a request is a
+    ``bf.DTypeError``.
 
     ``lazy`` (residency): the CPU fallback keeps the host copy of a tensor it read (used while
     no write through boxfall came since) and leaves its results on the host until the device

@@ -60,6 +60,11 @@ class FallbackWarning(UserWarning):
     """An operator fell back to the CPU (policy "warn"), once per (operator, backend)."""
 
 
+class NarrowingWarning(UserWarning):
+    """A backend registered with ``narrow=True`` gave a 64-bit dtype its device lacks as the
+    32-bit one of its kind (JAX's rule without 64-bit types), once per (operator, backend)."""
+
+
 __all__ = [
     "ArgumentError",
     "BoxfallError",
@@ -67,6 +72,7 @@ __all__ = [
     "FallbackError",
     "FallbackWarning",
     "KernelError",
+    "NarrowingWarning",
     "NoKernelError",
     "PolicyError",
     "RegistrationError",
@@ -79,6 +85,12 @@ __all__ = [
 def _warn_fallback(message: str) -> None:
     """Issue a FallbackWarning attributed to the first frame outside the boxfall package, so
     the user sees the line of their own code that reached the fallback."""
+    _warn(message, "FallbackWarning")
+
+
+def _warn(message: str, category: str) -> None:
+    """Issue a warning of the class ``category`` of this module attributed to the first frame
+    outside the boxfall package, so the user sees the line of their own code that made it."""
     import os
     import sys
     import warnings
@@ -90,4 +102,4 @@ def _warn_fallback(message: str) -> None:
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
         frame = frame.f_back
         level += 1
-    warnings.warn(message, FallbackWarning, stacklevel=level)
+    warnings.warn(message, globals()[category], stacklevel=level)

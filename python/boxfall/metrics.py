@@ -54,6 +54,7 @@ FIELDS = (
     "bytes_from_cpu",
     "kernel_calls",
     "kernel_call_ns",
+    "narrowed",
 )
 
 #: What ``report`` sorts by.
@@ -86,6 +87,9 @@ def op_stats(name: OpName) -> dict[str, Any]:
       Native's Rust kernels), beside the fallback's figures, whichever way the call came;
       ``kernel_call_ns``: their time, counted only while :func:`profile` is on. The CPU's
       kernels, composite kernels and fallbacks are not counted here.
+    - ``narrowed``: results a backend registered with ``narrow=True`` gave in the 32-bit
+      dtype of their kind because its device lacks the 64-bit one asked for or made (a
+      ``bf.NarrowingWarning`` the first time per operator and backend).
     - ``last_failure``: the last failed (or refused) fallback's exception since the last
       reset, as ``{"type": class name, "message": text}`` (``{"type": "IndexError", ...}``), or
       None: the operator's last on any backend, and in each backend's figures that backend's

@@ -774,7 +774,9 @@ impl FallbackCall<'_> {
                 let cpu = unsafe { std::ptr::read(t) };
                 // SAFETY: `v` is valid for writes; see above for the value it held.
                 unsafe { std::ptr::write(v, IValue::None) };
-                let on_device = self.hooks.from_cpu_owned(cpu, target)?;
+                let on_device = self
+                    .hooks
+                    .from_cpu_result(cpu, target, self.op.result_of())?;
                 // A lazy backend's result stays on the host side: nothing crossed (yet).
                 if on_device.is_host_only() {
                     self.bytes_from_cpu -= bytes;
@@ -799,7 +801,7 @@ impl FallbackCall<'_> {
                 .iter_mut()
                 .try_for_each(|x| self.value_to_device(x, target));
         }
-        let hooks = self.hooks;
+        let (hooks, op) = (self.hooks, self.op);
         let bytes = &mut self.bytes_from_cpu;
         let mut move_one = |t: Tensor| -> Result<Tensor> {
             if t.key() != DispatchKey::CPU {
@@ -807,7 +809,7 @@ impl FallbackCall<'_> {
             }
             let n = t.nbytes() as u64;
             *bytes += n;
-            let on_device = hooks.from_cpu_owned(t, target)?;
+            let on_device = hooks.from_cpu_result(t, target, op.result_of())?;
             if on_device.is_host_only() {
                 *bytes -= n;
             }

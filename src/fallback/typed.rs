@@ -387,7 +387,7 @@ impl Moves<'_> {
         self.mark_ran();
         let on_device = self
             .hooks
-            .from_cpu_owned(t, self.device)
+            .from_cpu_result(t, self.device, self.op.result_of())
             .map_err(|e| step_error(self.op, self.key, "from_cpu", e))?;
         // A lazy backend's result stays on the host side: nothing crossed (yet).
         if on_device.is_host_only() {

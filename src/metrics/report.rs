@@ -106,7 +106,8 @@ fn report_of(stats: &[(String, super::OpStats)], opts: &ReportOptions) -> String
                 .map(move |(k, f)| (name.clone(), *k, *f))
         })
         .collect();
-    let kernels = kernel_lines(stats, opts.backend);
+    let mut kernels = kernel_lines(stats, opts.backend);
+    kernels.push_str(&narrowed_lines(stats, opts.backend));
     let names: Vec<String> = rows.iter().map(|(_, k, _)| k.name()).collect();
     let mut order: Vec<usize> = (0..rows.len()).collect();
     let by_name = |a: usize, b: usize| rows[a].0.cmp(&rows[b].0).then(names[a].cmp(&names[b]));
@@ -238,6 +239,36 @@ fn kernel_lines(stats: &[(String, super::OpStats)], backend: Option<DispatchKey>
         out.push_str(&l);
         out.push('\n');
     }
+    out
+}
+
+/// The results narrowed (`register_backend(narrow=True)`: a 64-bit dtype the device lacks
+/// given as the 32-bit one of its kind), a line per (operator, backend) that narrowed any,
+/// so that a run that lost precision says where.
+fn narrowed_lines(stats: &[(String, super::OpStats)], backend: Option<DispatchKey>) -> String {
+    let mut lines: Vec<String> = stats
+        .iter()
+        .flat_map(|(name, s)| {
+            s.per_backend
+                .iter()
+                .filter(|(k, f)| f.narrowed > 0 && backend.is_none_or(|b| b == *k))
+                .map(move |(k, f)| {
+                    format!(
+                        "  {}'s {name}: {} result{}\n",
+                        k.name(),
+                        f.narrowed,
+                        plural(usize::try_from(f.narrowed).unwrap_or(usize::MAX))
+                    )
+                })
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    lines.sort();
+    let mut out =
+        String::from("narrowed to 32 bits (a 64-bit dtype the device lacks; narrow=True):\n");
+    out.extend(lines);
     out
 }
 
@@ -395,5 +426,36 @@ mod tests {
         assert_eq!(size(5 << 30), "5.00 GB");
         assert_eq!(share(1, 4), "25.0%");
         assert_eq!(share(0, 0), "-");
+    }
+
+    #[test]
+    fn narrowed_results_are_listed_per_operator_and_backend() {
+        let key = DispatchKey::NATIVE;
+        let figures = |narrowed| Figures {
+            fallbacks: 3,
+            narrowed,
+            ..Figures::default()
+        };
+        let stats = vec![
+            (
+                "ns::zeros".to_string(),
+                super::super::OpStats::from_backends(vec![(key, figures(2))]),
+            ),
+            (
+                "ns::add".to_string(),
+                super::super::OpStats::from_backends(vec![(key, figures(0))]),
+            ),
+            (
+                "ns::astype".to_string(),
+                super::super::OpStats::from_backends(vec![(key, figures(1))]),
+            ),
+        ];
+        let text = narrowed_lines(&stats, None);
+        assert_eq!(
+            text,
+            "narrowed to 32 bits (a 64-bit dtype the device lacks; narrow=True):\n  Native's ns::astype: 1 result\n  Native's ns::zeros: 2 results\n"
+        );
+        assert_eq!(narrowed_lines(&stats[1..2], None), "");
+        assert_eq!(narrowed_lines(&stats, Some(DispatchKey::CPU)), "");
     }
 }

@@ -7,69 +7,147 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use super::errors::{new_err, to_pyerr, IntoPy};
+use super::errors::{new_err, to_pyerr, warn_as, IntoPy};
 use super::tensor::{
     cpu_tensor_to_numpy, data_object, hook_error, object_tensor, read_only_view, wrap,
 };
-use crate::backend::{register_backend as register_core, replace_backend as replace_core, Backend};
+use crate::backend::{
+    register_backend as register_core, replace_backend as replace_core, Backend, ResultOf,
+};
 use crate::error::{Error, Result};
 use crate::key::{registered_keys, DispatchKey, NUM_KEYS};
 use crate::tensor::{DType, Device, DeviceView, Tensor, ViewWrite};
+use crate::OperatorHandle;
 
 /// The dtypes a backend's device holds (`register_backend(dtypes=)`): bit `i` stands for
-/// `DType::ALL[i]`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Held(u16);
+/// `DType::ALL[i]`; `ext` names the extension dtypes NumPy knows beside them
+/// (`ml_dtypes.bfloat16`, a TPU's own).
+#[derive(Clone, PartialEq, Eq)]
+struct Held {
+    bits: u16,
+    ext: Vec<String>,
+}
+
+/// Every dtype of the standard, as `Held` bits.
+const ALL_BITS: u16 = (1 << DType::ALL.len()) - 1;
 
 impl Held {
     /// Every dtype of the standard (`dtypes=None`): no result is checked.
-    const ALL: Held = Held((1 << DType::ALL.len()) - 1);
+    fn all() -> Held {
+        Held {
+            bits: ALL_BITS,
+            ext: Vec::new(),
+        }
+    }
+
+    /// Whether no result is checked: every dtype of the standard and nothing else declared.
+    fn is_all(&self) -> bool {
+        self.bits == ALL_BITS && self.ext.is_empty()
+    }
 
     fn of_names(py: Python<'_>, backend: &str, dtypes: &Bound<'_, PyAny>) -> PyResult<Held> {
-        let np_dtype = py.import("numpy")?.getattr("dtype")?;
-        let mut bits = 0u16;
+        let np = py.import("numpy")?;
+        let np_dtype = np.getattr("dtype")?;
+        let void = np.getattr("void")?;
+        let mut held = Held {
+            bits: 0,
+            ext: Vec::new(),
+        };
         for d in dtypes.try_iter()? {
             let d = d?;
-            let name = np_dtype
-                .call1((&d,))
-                .and_then(|t| t.getattr("name"))
-                .and_then(|n| n.extract::<String>())
-                .ok();
-            let Some(i) = name
+            let dtype = np_dtype.call1((&d,)).ok();
+            let name = dtype
+                .as_ref()
+                .and_then(|t| t.getattr("name").ok())
+                .and_then(|n| n.extract::<String>().ok());
+            if let Some(i) = name
                 .as_deref()
                 .and_then(|n| DType::ALL.iter().position(|t| t.name() == n))
-            else {
-                return Err(PyTypeError::new_err(format!(
-                    "dtypes= of backend '{backend}' names {}, which is no dtype of the array API standard ({}); the backend was not registered",
-                    d.repr()?,
-                    DType::supported_names()
-                )));
-            };
-            bits |= 1 << i;
+            {
+                held.bits |= 1 << i;
+                continue;
+            }
+            match (dtype, name) {
+                (Some(t), Some(n)) if is_extension(&t, &void) => {
+                    if !held.ext.contains(&n) {
+                        held.ext.push(n);
+                    }
+                }
+                _ => {
+                    return Err(PyTypeError::new_err(format!(
+                        "dtypes= of backend '{backend}' names {}, which is no dtype of the array API standard ({}) nor a numeric dtype NumPy knows (an extension dtype such as ml_dtypes.bfloat16); the backend was not registered",
+                        d.repr()?,
+                        DType::supported_names()
+                    )))
+                }
+            }
         }
-        if bits == 0 {
+        if held.bits == 0 && held.ext.is_empty() {
             return Err(PyTypeError::new_err(format!(
                 "dtypes= of backend '{backend}' names no dtype; the backend was not registered"
             )));
         }
-        Ok(Held(bits))
+        Ok(held)
     }
 
-    fn holds(self, name: &str) -> bool {
-        self == Held::ALL
+    fn holds(&self, name: &str) -> bool {
+        self.is_all()
             || DType::ALL
                 .iter()
                 .position(|t| t.name() == name)
-                .is_some_and(|i| self.0 & (1 << i) != 0)
+                .map_or_else(
+                    || self.ext.iter().any(|e| e == name),
+                    |i| self.bits & (1 << i) != 0,
+                )
     }
 
-    fn names(self) -> Vec<String> {
+    /// The dtype a result of dtype `name` that the device lacks becomes where it is narrowed
+    /// (JAX's rule without 64-bit types): the 32-bit one of its kind, where the device holds
+    /// it. None for a dtype the device holds, or one with nothing to narrow to.
+    fn narrowed(&self, name: &str) -> Option<&'static str> {
+        if self.holds(name) {
+            return None;
+        }
+        let to = match name {
+            "int64" => "int32",
+            "uint64" => "uint32",
+            "float64" => "float32",
+            "complex128" => "complex64",
+            _ => return None,
+        };
+        self.holds(to).then_some(to)
+    }
+
+    fn names(&self) -> Vec<String> {
         DType::ALL
             .iter()
             .enumerate()
-            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .filter(|(i, _)| self.bits & (1 << i) != 0)
             .map(|(_, t)| t.name().to_string())
+            .chain(self.ext.iter().cloned())
             .collect()
+    }
+}
+
+/// Whether a NumPy dtype outside the standard is an extension dtype a backend may declare: a
+/// number NumPy knows (`float16`, or one registered with it, as `ml_dtypes`' are, whose kind
+/// is `V` but whose scalar type is no `numpy.void`), not objects, strings, dates or records.
+fn is_extension(dtype: &Bound<'_, PyAny>, void: &Bound<'_, PyAny>) -> bool {
+    let kind = dtype
+        .getattr("kind")
+        .and_then(|k| k.extract::<String>())
+        .unwrap_or_default();
+    match kind.as_str() {
+        "b" | "i" | "u" | "f" | "c" => true,
+        "V" => dtype
+            .getattr("type")
+            .and_then(|t| {
+                let t = t.cast_into::<pyo3::types::PyType>()?;
+                let void = void.cast::<pyo3::types::PyType>()?;
+                t.is_subclass(void)
+            })
+            .is_ok_and(|sub| !sub),
+        _ => false,
     }
 }
 
@@ -119,6 +197,8 @@ struct PyBackendHooks {
     view_write: Option<Py<PyAny>>,
     shares_memory: bool,
     held: Held,
+    /// `register_backend(narrow=)`: a 64-bit result the device lacks becomes 32-bit.
+    narrow: bool,
     lock: Option<Py<PyAny>>,
     /// `register_backend(lazy=)`: residency (`crate::resident`).
     lazy: bool,
@@ -127,7 +207,7 @@ struct PyBackendHooks {
 impl PyBackendHooks {
     /// A CPU result of a dtype the device does not hold: refused before `from_cpu` moves it.
     fn check_dtype(&self, arr: &Bound<'_, PyAny>) -> Result<()> {
-        if self.held == Held::ALL {
+        if self.held.is_all() {
             return Ok(());
         }
         let name = arr
@@ -342,7 +422,7 @@ impl Backend for PyBackendHooks {
         }
         if cpu.is_host() {
             // Host memory is never written where it is: it is its own read-only copy.
-            if self.held != Held::ALL {
+            if !self.held.is_all() {
                 if let Some(meta) = cpu.meta() {
                     self.check_dtype_name(&meta.dtype)?;
                 }
@@ -374,6 +454,48 @@ impl Backend for PyBackendHooks {
                 device,
             ))
         })
+    }
+
+    /// A result of a dtype the device lacks is fitted before it moves: the 32-bit dtype of its
+    /// kind where the operator's results have the library's dtypes (`Tag::DefaultDtypes`:
+    /// indices, counts), or where the backend narrows (`narrow=True`, warned once per operator
+    /// and counted); any other stays a `DTypeError` (`from_cpu_owned`'s check).
+    fn from_cpu_result(&self, cpu: Tensor, device: Device, op: ResultOf<'_>) -> Result<Tensor> {
+        if self.held.is_all() {
+            return self.from_cpu_owned(cpu, device);
+        }
+        let Some(to) = cpu.meta().and_then(|m| self.held.narrowed(&m.dtype)) else {
+            return self.from_cpu_owned(cpu, device);
+        };
+        let chosen = op.default_dtypes;
+        if !chosen && !self.narrow {
+            return self.from_cpu_owned(cpu, device);
+        }
+        let fitted = Python::attach(|py| {
+            let arr =
+                cpu_tensor_to_numpy(py, &cpu, false).map_err(|e| self.fail(py, "from_cpu", e))?;
+            if !chosen && op.metrics.record_narrowed(device.key) {
+                let from = arr
+                    .getattr(pyo3::intern!(py, "dtype"))
+                    .and_then(|d| d.str())
+                    .map(|s| s.to_string())
+                    .unwrap_or_default();
+                warn_as(
+                    py,
+                    "NarrowingWarning",
+                    &format!(
+                        "'{}' on backend '{}' made a result of dtype {from}, which the device does not hold: it is {to} (register_backend(narrow=True), JAX's rule without 64-bit types); warned once per operator and backend, counted in bf.metrics.op_stats(op)['narrowed']",
+                        op.op,
+                        self.name
+                    ),
+                )?;
+            }
+            let out = arr
+                .call_method1(pyo3::intern!(py, "astype"), (to,))
+                .map_err(|e| self.fail(py, "from_cpu", e))?;
+            Ok::<_, Error>(super::tensor::numpy_tensor(&out))
+        })?;
+        self.from_cpu_owned(fitted, device)
     }
 
     fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
@@ -518,6 +640,8 @@ struct Registration {
     from_cpu: Py<PyAny>,
     /// The dtypes its device holds.
     held: Held,
+    /// `register_backend(narrow=)`.
+    narrow: bool,
     /// Its lock, for a backend registered with `thread_safe=False`.
     lock: Option<Py<PyAny>>,
 }
@@ -657,29 +781,32 @@ impl PyBackend {
         &self.name
     }
 
-    /// A tensor on device `index` holding `array`'s values (through `from_cpu`).
-    #[pyo3(signature = (array, index=0))]
+    /// A tensor on device `index` holding `array`'s values (through `from_cpu`). On a backend
+    /// registered with `narrow=True`, a 64-bit dtype the device lacks becomes the 32-bit one
+    /// of its kind, warned once and counted for `op` (the operator that asked, e.g.
+    /// `asarray`), warned every time without one.
+    #[pyo3(signature = (array, index=0, *, op=None))]
     fn tensor<'py>(
         &self,
         py: Python<'py>,
         array: &Bound<'py, PyAny>,
         index: u16,
+        op: Option<PyRef<'_, super::ops::PyOpOverload>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let device = Device::new(self.key, index);
-        let arr = py.import("numpy")?.getattr("asarray")?.call1((array,))?;
+        let mut arr = py.import("numpy")?.getattr("asarray")?.call1((array,))?;
         let t = match self.registration(py) {
-            Some((from_cpu, held, lock)) => {
+            Some(Registration {
+                from_cpu,
+                held,
+                narrow,
+                lock,
+            }) => {
                 let hooks_name = &self.name;
-                if !held.holds(&arr.getattr("dtype")?.str()?.to_string()) {
-                    return Err(to_pyerr(
-                        py,
-                        Error::DeviceDType {
-                            dtype: arr.getattr("dtype")?.str()?.to_string(),
-                            backend: hooks_name.clone(),
-                            held: held.names(),
-                            op: None,
-                        },
-                    ));
+                let dtype = arr.getattr("dtype")?.str()?.to_string();
+                let op = op.as_ref().map(|op| &op.handle);
+                if let Some(to) = self.fit(py, &held, narrow, &dtype, op, "was given values")? {
+                    arr = arr.call_method1("astype", (to,))?;
                 }
                 let payload = {
                     let _serial = Serial::enter(py, lock.as_ref())?;
@@ -697,6 +824,35 @@ impl PyBackend {
             None => Tensor::host(device, super::tensor::numpy_to_host(&arr).py(py)?),
         };
         wrap(py, t)
+    }
+
+    /// The dtype (its name) that a request for `dtype` gets on this backend's devices: `dtype`
+    /// itself where the device holds it; on a backend registered with `narrow=True`, the
+    /// 32-bit dtype of a 64-bit one's kind the device lacks (int64 to int32), with a
+    /// `bf.NarrowingWarning` the first time for `op` (the operator that asked) and a count in
+    /// its `op_stats(op)["narrowed"]`; else a `bf.DTypeError` naming the dtype, the operator
+    /// and the backend. A backend's own kernel given a `dtype` argument asks this, so that its
+    /// result's dtype is the one the CPU fallback's would have.
+    #[pyo3(signature = (dtype, *, op=None))]
+    fn dtype_for(
+        &self,
+        py: Python<'_>,
+        dtype: &Bound<'_, PyAny>,
+        op: Option<PyRef<'_, super::ops::PyOpOverload>>,
+    ) -> PyResult<String> {
+        let name = py
+            .import("numpy")?
+            .getattr("dtype")?
+            .call1((dtype,))?
+            .getattr("name")?
+            .extract::<String>()?;
+        let Some(r) = self.registration(py) else {
+            return Ok(name);
+        };
+        let op = op.as_ref().map(|op| &op.handle);
+        Ok(self
+            .fit(py, &r.held, r.narrow, &name, op, "asked for values")?
+            .map_or(name, str::to_string))
     }
 
     /// A tensor on device `index` around an existing payload.
@@ -722,16 +878,22 @@ impl PyBackend {
     #[getter]
     fn dtypes(&self, py: Python<'_>) -> Vec<String> {
         self.registration(py)
-            .map_or(Held::ALL, |(_, held, _)| held)
+            .map_or_else(Held::all, |r| r.held)
             .names()
+    }
+
+    /// Whether a 64-bit dtype the device lacks becomes the 32-bit one of its kind
+    /// (`register_backend(narrow=)`), as JAX without 64-bit types does.
+    #[getter]
+    fn narrow(&self, py: Python<'_>) -> bool {
+        self.registration(py).is_some_and(|r| r.narrow)
     }
 
     /// Whether the backend's hooks and kernels may run on several threads at once (False:
     /// boxfall runs them one at a time).
     #[getter]
     fn thread_safe(&self, py: Python<'_>) -> bool {
-        self.registration(py)
-            .is_none_or(|(_, _, lock)| lock.is_none())
+        self.registration(py).is_none_or(|r| r.lock.is_none())
     }
 
     /// Whether the backend takes part in residency (`register_backend(lazy=)`): host copies
@@ -748,6 +910,47 @@ impl PyBackend {
 }
 
 impl PyBackend {
+    /// What `dtype` (asked for, or given) becomes on the device: None where it holds it; the
+    /// dtype to narrow to where the backend narrows (warned once for `op`, or every time
+    /// without one, and counted); else a `DTypeError`. `what` says what happened to `op`.
+    fn fit(
+        &self,
+        py: Python<'_>,
+        held: &Held,
+        narrow: bool,
+        dtype: &str,
+        op: Option<&OperatorHandle>,
+        what: &str,
+    ) -> PyResult<Option<&'static str>> {
+        if held.holds(dtype) {
+            return Ok(None);
+        }
+        let Some(to) = held.narrowed(dtype).filter(|_| narrow) else {
+            return Err(to_pyerr(
+                py,
+                Error::DeviceDType {
+                    dtype: dtype.to_string(),
+                    backend: self.name.clone(),
+                    held: held.names(),
+                    op: op.map(|op| op.name().to_string()),
+                },
+            ));
+        };
+        if op.is_none_or(|op| op.metrics().record_narrowed(self.key)) {
+            let by = op.map_or_else(|| "a call".to_string(), |op| format!("'{}'", op.name()));
+            warn_as(
+                py,
+                "NarrowingWarning",
+                &format!(
+                    "{by} on backend '{}' {what} of dtype {dtype}, which the device does not hold: {to} instead (register_backend(narrow=True), JAX's rule without 64-bit types); warned once per operator and backend, counted in bf.metrics.op_stats(op)['narrowed']",
+                    self.name
+                ),
+            )
+            .py(py)?;
+        }
+        Ok(Some(to))
+    }
+
     pub fn native() -> PyBackend {
         PyBackend {
             key: DispatchKey::NATIVE,
@@ -755,17 +958,17 @@ impl PyBackend {
         }
     }
 
-    /// The `from_cpu` hook, the dtypes and the lock of the latest registration of a Python
-    /// backend (None for Native, whose tensors hold host memory).
-    #[allow(clippy::type_complexity)]
-    fn registration(&self, py: Python<'_>) -> Option<(Py<PyAny>, Held, Option<Py<PyAny>>)> {
-        python_backends()[self.key.index()].as_ref().map(|r| {
-            (
-                r.from_cpu.clone_ref(py),
-                r.held,
-                r.lock.as_ref().map(|l| l.clone_ref(py)),
-            )
-        })
+    /// The latest registration of a Python backend, copied (None for Native, whose tensors
+    /// hold host memory).
+    fn registration(&self, py: Python<'_>) -> Option<Registration> {
+        python_backends()[self.key.index()]
+            .as_ref()
+            .map(|r| Registration {
+                from_cpu: r.from_cpu.clone_ref(py),
+                held: r.held.clone(),
+                narrow: r.narrow,
+                lock: r.lock.as_ref().map(|l| l.clone_ref(py)),
+            })
     }
 
     /// The backend object of `key`: Native, or a backend registered from Python.
@@ -886,8 +1089,17 @@ pub fn host_data_target(
 /// that a kernel of the backend wrote as a copy (made by `view` as `(payload, False)`, or by
 /// `from_cpu` where `view` made none) into its base on the device, and returns the base's new
 /// payload (None: written where it is); without it boxfall writes them through the host.
+///
+/// `dtypes` may also name extension dtypes NumPy knows (`ml_dtypes.bfloat16`): tensors of them
+/// work through the CPU fallback (its kernels get NumPy arrays of that dtype). With `narrow`
+/// (JAX's rule without 64-bit types), a 64-bit dtype the device lacks, asked for or made by a
+/// CPU kernel, becomes the 32-bit one of its kind (int64 to int32, uint64 to uint32, float64
+/// to float32, complex128 to complex64), with a `bf.NarrowingWarning` once per operator and a
+/// count in `bf.metrics.op_stats(op)["narrowed"]`; without it such a request is a `DTypeError`.
+/// Either way, the results whose dtype the array API standard lets the library choose
+/// (indices, counts: operators tagged `default_dtypes`) come in the device's default dtype.
 #[pyfunction]
-#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None))]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None, narrow=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn register_backend(
     py: Python<'_>,
@@ -903,6 +1115,7 @@ pub fn register_backend(
     lazy: bool,
     view: Option<Py<PyAny>>,
     view_write: Option<Py<PyAny>>,
+    narrow: bool,
 ) -> PyResult<PyBackend> {
     // Checked before anything is registered, so a refused backend leaves its name free.
     let given = [
@@ -923,7 +1136,7 @@ pub fn register_backend(
     }
     let held = match &dtypes {
         Some(d) => Held::of_names(py, name, d)?,
-        None => Held::ALL,
+        None => Held::all(),
     };
     let lock = if thread_safe {
         None
@@ -939,7 +1152,8 @@ pub fn register_backend(
         view,
         view_write,
         shares_memory,
-        held,
+        held: held.clone(),
+        narrow,
         lock: lock.as_ref().map(|l| l.clone_ref(py)),
         lazy,
     };
@@ -951,6 +1165,7 @@ pub fn register_backend(
     python_backends()[key.index()] = Some(Registration {
         from_cpu,
         held,
+        narrow,
         lock,
     });
     PYTHON_KEYS.fetch_or(1 << key.index(), Ordering::Relaxed);

@@ -112,3 +112,14 @@ impl<T> IntoPy<T> for Result<T, Error> {
         self.map_err(|e| to_pyerr(py, e))
     }
 }
+
+/// Issues a warning of the class `category` of `boxfall._errors` (`"NarrowingWarning"`),
+/// attributed to the user's frame as the fallback's are; a warning filter that makes it an
+/// error fails the call with it.
+pub fn warn_as(py: Python<'_>, category: &str, message: &str) -> crate::Result<()> {
+    py.import("boxfall._errors")
+        .and_then(|m| m.getattr("_warn"))
+        .and_then(|f| f.call1((message, category)))
+        .map(|_| ())
+        .map_err(from_pyerr)
+}

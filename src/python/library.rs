@@ -334,9 +334,39 @@ impl PyLibrary {
         &self.kind
     }
 
-    /// Defines an operator; returns its name (`ns::op.overload`).
-    fn define(&mut self, py: Python<'_>, schema: &str) -> PyResult<String> {
+    /// Defines an operator; returns its name (`ns::op.overload`). `tags` names what the
+    /// operator says of itself beyond its schema, as c10's tags do (`OpOverload.tags`):
+    /// `"default_dtypes"`: the dtypes of its results are the library's choice (indices,
+    /// counts), so a device lacking the one its CPU kernel made gets its own default of that
+    /// kind (int32 for int64) instead of a `DTypeError`. An unknown tag is a `SchemaError`,
+    /// and nothing is defined.
+    #[pyo3(signature = (schema, *, tags=None))]
+    fn define(
+        &mut self,
+        py: Python<'_>,
+        schema: &str,
+        tags: Option<Vec<String>>,
+    ) -> PyResult<String> {
+        let tags = tags
+            .unwrap_or_default()
+            .iter()
+            .map(|t| {
+                crate::kernel::Tag::from_name(t).ok_or_else(|| {
+                    new_err(
+                        py,
+                        "SchemaError",
+                        format!(
+                            "the definition of '{schema}' names the tag {t:?}, which is none of {:?}; nothing was defined",
+                            crate::kernel::Tag::ALL.map(|t| t.name())
+                        ),
+                    )
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         let op = self.lib(py)?.define(schema).py(py)?;
+        for tag in crate::kernel::Tag::ALL {
+            op.set_tag(tag, tags.contains(&tag));
+        }
         self.made.push(format!("the definition of '{}'", op.name()));
         Ok(op.name().to_string())
     }

@@ -171,6 +171,7 @@ fn figures_dict<'py>(py: Python<'py>, f: &crate::metrics::Figures) -> PyResult<B
     d.set_item("bytes_from_cpu", f.bytes_from_cpu)?;
     d.set_item("kernel_calls", f.kernel_calls)?;
     d.set_item("kernel_call_ns", f.kernel_call_ns)?;
+    d.set_item("narrowed", f.narrowed)?;
     Ok(d)
 }
 

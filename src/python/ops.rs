@@ -189,6 +189,13 @@ impl PyOpOverload {
         self.handle.name().to_string()
     }
 
+    /// The operator's tags (`Library.define(tags=)`): `"default_dtypes"` where the dtypes of
+    /// its results are the library's choice.
+    #[getter]
+    fn tags(&self) -> Vec<&'static str> {
+        self.handle.tags().into_iter().map(|t| t.name()).collect()
+    }
+
     /// The overload name (`""` for the default overload).
     #[getter]
     fn overload_name(&self, py: Python<'_>) -> PyResult<String> {

@@ -316,3 +316,20 @@ def test_the_info_claims_boolean_indexing_and_data_dependent_shapes_which_work(n
     np.testing.assert_array_equal(np.asarray(x[x > 0]), [3.0, 2.0])
     np.testing.assert_array_equal(np.asarray(ns.nonzero(x < 0)[0]), [1, 3])
     np.testing.assert_array_equal(np.asarray(ns.unique_values(ns.abs(x) > 2)), [False, True])
+
+
+def test_an_element_takes_any_python_int_its_dtype_holds(ns):
+    """``u[0] = 2**64 - 1`` in a uint64 array (an int beyond a 64-bit signed ``Scalar``), as
+    NumPy; an int the dtype cannot hold is NumPy's ``OverflowError``; a float array takes it
+    as a float."""
+    u = ns.asarray(np.zeros(3, dtype=np.uint64))
+    u[0] = 2**64 - 1
+    assert u.numpy().tolist() == [2**64 - 1, 0, 0]
+    with pytest.raises(OverflowError, match="out of bounds"):
+        u[1] = 2**64
+    with pytest.raises(OverflowError):
+        ns.asarray(np.zeros(2, dtype=np.int64))[0] = 2**63
+    assert u.numpy().tolist() == [2**64 - 1, 0, 0]
+    f = ns.zeros(2)
+    f[0] = 2**70
+    assert f.numpy()[0] == 2.0**70

@@ -24,6 +24,7 @@ STATS_KEYS = {
     "bytes_from_cpu",
     "kernel_calls",
     "kernel_call_ns",
+    "narrowed",
     "last_failure",
     "backends",
 }

@@ -42,7 +42,7 @@ def _asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = 
         out = np.asarray(obj, dtype=dtype, copy=False)
     else:
         out = np.asarray(obj, dtype=dtype)
-    if out.dtype.kind in _NOT_STANDARD:
+    if out.dtype.kind in _NOT_STANDARD and not _is_extension(out.dtype):
         raise TypeError(
             f"asarray: {out.dtype} (of strings, objects, ...) is no dtype of the standard"
         )
@@ -51,6 +51,12 @@ def _asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = 
 
 _NOT_STANDARD = frozenset("OSUVMm")
 """NumPy's dtype kinds outside the standard: objects, strings, void, dates and times."""
+
+
+def _is_extension(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a number type registered with NumPy (``ml_dtypes.bfloat16``: kind
+    ``V`` but no ``numpy.void``), which a backend may declare in ``dtypes=``."""
+    return dtype.kind == "V" and not issubclass(dtype.type, np.void)
 
 
 def _zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
@@ -249,7 +255,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
         # user asked for (bf.metrics.transfers()), not a fallback a kernel could avoid.
         backend, index = target
         host = OPS["asarray"](obj, dtype=dtype_name(dtype), device=None, copy=copy)
-        return backend.tensor(host, index)
+        return backend.tensor(host, index, op=OPS["asarray"])
     return OPS["asarray"](obj, dtype=dtype_name(dtype), device=_device(device), copy=copy)
 
 

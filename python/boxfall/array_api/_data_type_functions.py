@@ -29,14 +29,15 @@ OPS, _ = register(
 
 
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
-    """The operator ``array_api::astype``; with a ``device`` other than ``x``'s, the result is
-    then moved there."""
-    out = OPS["astype"](x, dtype_name(dtype), copy=copy)
+    """The operator ``array_api::astype``; with a ``device`` other than ``x``'s, ``x`` is
+    first moved there (so the dtype is the one that device holds). A dtype the device lacks is
+    a ``bf.DTypeError`` before ``x``'s values move (narrowed instead on a backend registered
+    with ``narrow=True``)."""
     if device is not None and not same_device(device, device_of(x)):
         from ._array_methods import to_device
 
-        out = to_device(out, device)
-    return out
+        x = to_device(x, device)
+    return OPS["astype"](x, dtype_name(_dtypes.requested(x, dtype, "astype")), copy=copy)
 
 
 def _dtype(x: Any) -> np.dtype:

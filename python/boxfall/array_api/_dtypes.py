@@ -3,9 +3,11 @@ and the default dtypes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from .._boxfall import backends_version, get_backend
+from .._boxfall import Tensor, backends_version, get_backend
 
 bool = np.dtype("bool")  # noqa: A001  (the standard's name)
 int8 = np.dtype("int8")
@@ -25,6 +27,8 @@ ALL = (
     bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
     float32, float64, complex64, complex128,
 )  # fmt: skip
+_ALL_NAMES = frozenset(d.name for d in ALL)
+
 DEFAULT = {
     "real floating": float64,
     "complex floating": complex128,
@@ -35,6 +39,17 @@ DEFAULT = {
 
 _held: dict[str, tuple[np.dtype, ...]] = {}
 _held_version = -1
+
+
+def _dtype_named(name: str) -> np.dtype:
+    """The NumPy dtype of a name ``bf.Backend.dtypes`` gives: the standard's, or an extension
+    dtype NumPy knows but may not find by name (``ml_dtypes``' ``bfloat16``)."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # a backend declared one of its dtypes, so it is installed
+
+        return np.dtype(getattr(ml_dtypes, name))
 
 
 def held_by(device: object) -> tuple[np.dtype, ...]:
@@ -56,9 +71,26 @@ def held_by(device: object) -> tuple[np.dtype, ...]:
         names = get_backend(name).dtypes
     except LookupError:
         return ALL
-    found = ALL if len(names) == len(ALL) else tuple(np.dtype(n) for n in names)
+    found = ALL if set(names) == _ALL_NAMES else tuple(map(_dtype_named, names))
     _held[name] = found
     return found
+
+
+def requested(x: object, dtype: Any, op: str) -> Any:
+    """The dtype a function of ``x`` (``astype``, ``sum``, ...) asks its operator ``op`` for
+    when the caller asked for ``dtype``: ``dtype`` itself on the CPU and on a device holding
+    it; on a device without it, the 32-bit dtype of its kind where the backend narrows
+    (``register_backend(narrow=True)``: warned once per operator, counted), else a
+    ``bf.DTypeError`` raised here, before anything moves (``bf.Backend.dtype_for``)."""
+    if dtype is None or not isinstance(x, Tensor):
+        return dtype
+    device = x.device
+    held = held_by(device)
+    if held is ALL or np.dtype(dtype) in held:
+        return dtype
+    from ._registry import operator
+
+    return get_backend(device.split(":", 1)[0]).dtype_for(dtype, op=operator(op))
 
 
 def defaults_of(device: object) -> dict[str, np.dtype]:

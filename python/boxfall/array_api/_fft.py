@@ -210,6 +210,14 @@ def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backw
     return _op("ihfft")(x, n=n, axis=axis, norm=norm)
 
 
+def _default_dtype(dtype: Any, device: Any) -> Any:
+    """``dtype``, else the default real floating dtype of ``device`` where it is not the
+    standard's (float32 on a device without float64)."""
+    from ._creation_functions import _default
+
+    return _default(dtype, device, "real floating")
+
+
 def _device(device: Any) -> Any:
     from ._creation_functions import _device as device_argument
 
@@ -218,13 +226,17 @@ def _device(device: Any) -> Any:
 
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::fft_fftfreq``: the ``n`` sample frequencies of a transform
-    of length ``n`` and spacing ``d``, created on ``device`` (the namespace's by default)."""
+    of length ``n`` and spacing ``d``, created on ``device`` (the namespace's by default), of
+    that device's default real floating dtype unless ``dtype`` says otherwise."""
+    dtype = _default_dtype(dtype, device)
     return _op("fftfreq")(n, d=float(d), dtype=dtype_name(dtype), device=_device(device))
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::fft_rfftfreq``: the ``n//2 + 1`` non-negative sample
-    frequencies (for ``rfft``), created on ``device`` (the namespace's by default)."""
+    frequencies (for ``rfft``), created on ``device`` (the namespace's by default), of that
+    device's default real floating dtype unless ``dtype`` says otherwise."""
+    dtype = _default_dtype(dtype, device)
     return _op("rfftfreq")(n, d=float(d), dtype=dtype_name(dtype), device=_device(device))
 
 

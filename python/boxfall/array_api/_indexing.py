@@ -134,8 +134,14 @@ def getitem(x: Any, key: Any) -> Any:
 def setitem(x: Any, key: Any, value: Any) -> None:
     """``x[key] = value``: ``array_api::setitem`` (an array ``value``) or ``setitem.Scalar``
     (a Python bool, int or float; a complex one becomes a 0-d array of ``x.dtype``)
-    (``bf.Tensor.__setitem__``)."""
+    (``bf.Tensor.__setitem__``). An int beyond a ``Scalar`` (64-bit signed) that ``x``'s
+    dtype holds (``2**64 - 1`` in a uint64 array) is a 0-d array of that dtype, a float in a
+    floating array; one that ``x``'s dtype cannot hold is an ``OverflowError``, as NumPy's."""
     key, arrays = split_key(key, "setitem")
+    if type(value) is int and not -(2**63) <= value < 2**63:
+        from ._elementwise_functions import wide_int
+
+        _, value = wide_int("setitem", x, value)
     if isinstance(value, SCALAR_TYPES):
         OPS["setitem.Scalar"](x, key, arrays, value)
         return

@@ -39,11 +39,13 @@ class Info:
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
         """The dtypes of ``device`` (the namespace's by default), of ``kind`` if given: every
         dtype of the standard, unless the device's backend was registered with ``dtypes=``
-        naming fewer."""
+        naming fewer. Only the standard's: an extension dtype a backend declares
+        (``ml_dtypes.bfloat16``) works on its devices but is no dtype of the standard, so it
+        is not listed (``bf.get_backend(name).dtypes`` lists it)."""
         from ._data_type_functions import isdtype
 
         held = _dtypes.held_by(self._device if device is None else device)
-        found = {d.name: d for d in held}
+        found = {d.name: d for d in held if d in _dtypes.ALL}
         if kind is None:
             return found
         return {n: d for n, d in found.items() if isdtype(d, kind)}

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._helpers import ARRAY_TYPES
 from ._linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot
-from ._registry import Op, register
+from ._registry import CHOSEN, Op, register
 
 
 class EighResult(NamedTuple):
@@ -179,8 +179,20 @@ OPS, _ = register(
             False,
         ),
         Op(f"{_P}matrix_power(Tensor x, int n) -> Tensor", _matrix_power, False),
-        Op(f"{_P}matrix_rank(Tensor x, *, Scalar? rtol=None) -> Tensor", _matrix_rank, False),
-        Op(f"{_P}matrix_rank.Tensor(Tensor x, *, Tensor rtol) -> Tensor", _matrix_rank, False),
+        # The rank's dtype is the default integer dtype: the library's (int32 on a device
+        # without int64).
+        Op(
+            f"{_P}matrix_rank(Tensor x, *, Scalar? rtol=None) -> Tensor",
+            _matrix_rank,
+            False,
+            CHOSEN,
+        ),
+        Op(
+            f"{_P}matrix_rank.Tensor(Tensor x, *, Tensor rtol) -> Tensor",
+            _matrix_rank,
+            False,
+            CHOSEN,
+        ),
         Op(f"{_P}outer(Tensor x1, Tensor x2) -> Tensor", _outer, False),
         Op(f"{_P}pinv(Tensor x, *, Scalar? rtol=None) -> Tensor", _pinv, False),
         Op(f"{_P}pinv.Tensor(Tensor x, *, Tensor rtol) -> Tensor", _pinv, False),

@@ -35,8 +35,16 @@ import numpy as np
 
 from .. import _boxfall
 from .._boxfall import Library, OpOverload
+from . import _dtypes
 
 NAMESPACE = "array_api"
+
+CHOSEN = ("default_dtypes",)
+"""The tags of an operator whose results' dtypes are the library's choice where the standard
+lets it choose (the indices of ``argmax``, ``argsort``, ``nonzero``, ``searchsorted``,
+``unique_*``; ``count_nonzero``; the accumulator of ``sum`` given no dtype): on a device that
+lacks the 64-bit dtype the NumPy kernel made (int64), the result comes in the device's default
+of its kind (int32), as the standard's default dtypes there are."""
 
 _library = Library(NAMESPACE, "DEF")
 _library._for_process_life()  # the operators live as long as the process: no ResourceWarning
@@ -55,6 +63,9 @@ class Op:
     schema: str
     kernel: Callable[..., Any]
     public: bool = True
+    tags: tuple[str, ...] = ()
+    """``Library.define``'s tags: ``CHOSEN`` where the standard lets the library choose the
+    dtype of its results (indices, counts, an accumulator's default)."""
 
     @property
     def name(self) -> str:
@@ -90,7 +101,9 @@ def dtype_name(dtype: Any) -> str | None:
 
 
 def public_function(op: OpOverload, kernel: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """The namespace's function for ``op``: the kernel's signature, dtype objects as names."""
+    """The namespace's function for ``op``: the kernel's signature, dtype objects as names.
+    A ``dtype`` asked for with an array on a device that lacks it is refused (or narrowed)
+    before the call, as ``_dtypes.requested`` says."""
     sig = inspect.signature(kernel)
     params = list(sig.parameters)
     dtype_at = params.index("dtype") if "dtype" in params else None
@@ -108,9 +121,11 @@ def public_function(op: OpOverload, kernel: Callable[..., Any], name: str) -> Ca
                 # NumPy's 0-d results (`a == b` of 0-d arrays) are NumPy scalars: arrays here.
                 args = (np.asarray(args[0]), *args[1:])
             if len(args) > dtype_at:
-                args = (*args[:dtype_at], dtype_name(args[dtype_at]), *args[dtype_at + 1 :])
+                asked = _dtypes.requested(args[0], args[dtype_at], name)
+                args = (*args[:dtype_at], dtype_name(asked), *args[dtype_at + 1 :])
             elif kwargs.get("dtype") is not None:
-                kwargs["dtype"] = dtype_name(kwargs["dtype"])
+                x = args[0] if args else None
+                kwargs["dtype"] = dtype_name(_dtypes.requested(x, kwargs["dtype"], name))
             return op(*args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
@@ -126,7 +141,7 @@ def register(rows: Iterable[Op]) -> tuple[dict[str, OpOverload], dict[str, Calla
     ops: dict[str, OpOverload] = {}
     public: dict[str, Callable[..., Any]] = {}
     for row in rows:
-        _library.define(row.schema)
+        _library.define(row.schema, tags=row.tags)
         _library.impl(row.name, _cpu_kernel(row.kernel), "CPU")
         op = _boxfall.find_op(f"{NAMESPACE}::{row.name}")
         ops[row.name] = op

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import Op, register
+from ._registry import CHOSEN, Op, register
 
 
 def _axis(axis: Any) -> Any:
@@ -47,16 +47,26 @@ def _where(condition: Any, x1: Any, x2: Any, /) -> Any:
 
 OPS, _public = register(
     [
-        Op("argmax(Tensor x, *, int? axis=None, bool keepdims=False) -> Tensor", argmax),
-        Op("argmin(Tensor x, *, int? axis=None, bool keepdims=False) -> Tensor", argmin),
+        Op(
+            "argmax(Tensor x, *, int? axis=None, bool keepdims=False) -> Tensor",
+            argmax,
+            tags=CHOSEN,
+        ),
+        Op(
+            "argmin(Tensor x, *, int? axis=None, bool keepdims=False) -> Tensor",
+            argmin,
+            tags=CHOSEN,
+        ),
         Op(
             "count_nonzero(Tensor x, *, int[1]? axis=None, bool keepdims=False) -> Tensor",
             count_nonzero,
+            tags=CHOSEN,
         ),
-        Op("nonzero(Tensor x) -> Tensor[]", _nonzero, public=False),
+        Op("nonzero(Tensor x) -> Tensor[]", _nonzero, public=False, tags=CHOSEN),
         Op(
             'searchsorted(Tensor x1, Tensor x2, *, str side="left", Tensor? sorter=None) -> Tensor',
             searchsorted,
+            tags=CHOSEN,
         ),
         # A Python scalar on either side keeps the other array's dtype (NumPy's weak scalars).
         Op("where(Tensor condition, Tensor x1, Tensor x2) -> Tensor", _where, public=False),

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._registry import Op, register
+from ._registry import CHOSEN, Op, register
 
 
 class UniqueAllResult(NamedTuple):
@@ -71,16 +71,19 @@ OPS, _public = register(
             "Tensor counts)",
             _unique_all,
             public=False,
+            tags=CHOSEN,
         ),
         Op(
             "unique_counts(Tensor x) -> (Tensor values, Tensor counts)",
             _unique_counts,
             public=False,
+            tags=CHOSEN,
         ),
         Op(
             "unique_inverse(Tensor x) -> (Tensor values, Tensor inverse_indices)",
             _unique_inverse,
             public=False,
+            tags=CHOSEN,
         ),
         Op("unique_values(Tensor x) -> Tensor", _unique_values, public=False),
     ]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import Op, register
+from ._registry import CHOSEN, Op, register
 
 
 def sort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Any:
@@ -35,6 +35,7 @@ OPS, _public = register(
         Op(
             "argsort(Tensor x, *, int axis=-1, bool descending=False, bool stable=True) -> Tensor",
             argsort,
+            tags=CHOSEN,
         ),
     ]
 )

@@ -4,7 +4,9 @@
 dtype's name (``str?``; the public functions take dtype objects). The standard's accumulation
 dtypes: ``sum``, ``prod`` and ``cumulative_*`` of a signed integer or bool array are ``int64``,
 of an unsigned one ``uint64``, unless ``dtype`` says otherwise (NumPy's own rule on the
-platforms boxfall builds for, pinned here for every platform).
+platforms boxfall builds for, pinned here for every platform). The accumulator is the default
+integer dtype, so on a device without int64 it is int32 (uint32): the operators are tagged
+``default_dtypes``, and a backend fits the kernel's result to its device.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import Op, register
+from ._registry import CHOSEN, Op, register
 
 
 def _axis(axis: Any) -> Any:
@@ -105,10 +107,12 @@ OPS, _public = register(
         Op(
             f"sum(Tensor x, *, {_AXIS}, str? dtype=None, bool keepdims=False) -> Tensor",
             _named(_sum, "sum", "The sum over ``axis``."),
+            tags=CHOSEN,
         ),
         Op(
             f"prod(Tensor x, *, {_AXIS}, str? dtype=None, bool keepdims=False) -> Tensor",
             _named(_prod, "prod", "The product over ``axis``."),
+            tags=CHOSEN,
         ),
         Op(
             f"mean(Tensor x, *, {_AXIS}, bool keepdims=False) -> Tensor",
@@ -134,11 +138,13 @@ OPS, _public = register(
             "cumulative_sum(Tensor x, *, int? axis=None, str? dtype=None, "
             "bool include_initial=False) -> Tensor",
             cumulative_sum,
+            tags=CHOSEN,
         ),
         Op(
             "cumulative_prod(Tensor x, *, int? axis=None, str? dtype=None, "
             "bool include_initial=False) -> Tensor",
             cumulative_prod,
+            tags=CHOSEN,
         ),
     ]
 )
