@@ -145,6 +145,53 @@ def test_importing_without_jax_says_how_to_install_it():
     assert "boxfall[jax]" in out and "imported" not in out
 
 
+def test_an_in_place_kernel_puts_a_new_array_in_the_tensors_place(ns):
+    x = ns.asarray(np.arange(4.0, dtype=np.float32)) * 1.0
+    before = x.payload
+    bf.metrics.reset()
+    x += 1.0
+    assert x.payload is not before and isinstance(x.payload, jax.Array)
+    np.testing.assert_array_equal(np.asarray(x), np.arange(4.0) + 1.0)
+    np.testing.assert_array_equal(np.asarray(before), np.arange(4.0))  # JAX's array unchanged
+    assert bf.metrics.op_stats("array_api::add_.Scalar")["kernel_calls"] == 1
+    assert bf.metrics.counter_value("array_api::add_.Scalar") == 0
+
+
+def test_a_view_written_by_a_kernel_is_scattered_into_its_base_on_the_device(ns):
+    x = ns.asarray(np.arange(12.0, dtype=np.float32).reshape(3, 4)) * 1.0
+    bf.metrics.reset()
+    v = x[1:, ::2]
+    v *= 10.0
+    want = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    want[1:, ::2] *= 10.0
+    np.testing.assert_array_equal(np.asarray(x), want)
+    assert bf.metrics.op_stats("array_api::multiply_.Scalar")["kernel_calls"] == 1
+    assert bf.metrics.counters() == {}  # nothing fell back: no trip through the host
+
+
+@pytest.mark.skipif(X64, reason="narrowing is JAX's rule without x64")
+def test_a_64_bit_request_narrows_as_jax_does(ns):
+    bf.metrics.reset()
+    with pytest.warns(bf.NarrowingWarning, match="int64"):
+        z = ns.zeros(3, dtype=ns.int64)
+    assert np.dtype(z.dtype) == np.int32
+    assert bf.metrics.op_stats("array_api::zeros")["narrowed"] == 1
+    assert bj.backend.narrow
+
+
+def test_bfloat16_promotes_alike_in_the_jax_kernels_and_the_fallback(ns):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    host = np.array([1.0, 2.5, -3.0], dtype=ml_dtypes.bfloat16)
+    b = ns.asarray(host)
+    assert "bfloat16" in bj.backend.dtypes
+    by_kernel = b * 2.0 + b  # JAX kernels
+    by_fallback = xp_cpu.flip(b)  # no JAX kernel: the CPU fallback
+    assert by_kernel.dtype == by_fallback.dtype == host.dtype
+    np.testing.assert_array_equal(np.asarray(by_kernel), host * 2.0 + host)
+    widened = b + ns.asarray(np.ones(3, dtype=np.float32))
+    assert np.dtype(widened.dtype) == np.float32
+
+
 def main() -> int:
     """Runs every case, prints how many agree per group, and returns 1 if any disagrees."""
     ns = bj.namespace()

@@ -24,6 +24,11 @@ Kernel = Callable[..., Any]
 
 _ARRAY_TYPE = type(jnp.zeros(()))
 
+_NARROWED = ("int64", "uint64", "float64", "complex128")
+
+_EXTENSION = {"bfloat16": jnp.bfloat16}
+"""Extension dtypes a JAX device holds, by name (NumPy knows them through ml_dtypes)."""
+
 _INT_RANGE = {
     np.dtype(name): (int(np.iinfo(name).min), int(np.iinfo(name).max))
     for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -121,6 +126,12 @@ _take = jax.jit(jnp.take, static_argnames=("axis",))
 _vector_norm = jax.jit(jnp.linalg.vector_norm, static_argnames=("axis", "keepdims", "ord"))
 
 
+def _with_extension(kinds: str) -> str:
+    """``kinds`` with NumPy's kind of bfloat16 (``'V'``) where it takes floating dtypes: JAX
+    computes bfloat16 as a float, with the promotion ml_dtypes gives NumPy."""
+    return kinds + "V" if "f" in kinds else kinds
+
+
 def _scalar_fits(dtype: np.dtype, value: Any, kinds: str) -> bool:
     """Whether ``array op value`` computes in ``dtype`` with JAX as with NumPy: a float with a
     floating array, an int that the integer dtype holds (NumPy raises for others), a bool with
@@ -130,9 +141,9 @@ def _scalar_fits(dtype: np.dtype, value: Any, kinds: str) -> bool:
         return False
     t = type(value)
     if t is float:
-        return kind in "fc"
+        return kind in "fcV"
     if t is int:
-        if kind in "fc":
+        if kind in "fcV":
             return True
         bounds = _INT_RANGE.get(dtype)
         return bounds is not None and bounds[0] <= value <= bounds[1]
@@ -152,7 +163,8 @@ class _Kernels:
         self.device = device
         self.wrap = backend.tensor_from_payload
         self.on_tpu = device.platform == "tpu"
-        self.held = {np.dtype(d) for d in backend.dtypes if d in np.sctypeDict}
+        self.held = {np.dtype(d) for d in backend.dtypes if d in np.sctypeDict or d in _EXTENSION}
+        self.narrow = backend.narrow
         self.table: dict[str, Kernel] = {}
 
     # -- payloads ------------------------------------------------------------------------------
@@ -168,12 +180,19 @@ class _Kernels:
     def on_device(self, device: Any) -> bool:
         return device is None or str(device).startswith(self.prefix) or str(device) == "JAX"
 
-    def dtype_here(self, dtype: Any) -> Any:
-        """``dtype`` (a name, or None) as JAX's, when the device holds it; else False."""
+    def dtype_here(self, dtype: Any, op: str | None = None) -> Any:
+        """``dtype`` (a name, or None) as JAX's where the device holds it; on a narrowing
+        device the 32-bit one of a 64-bit dtype's kind (``Backend.dtype_for``: warned once
+        for ``array_api::<op>`` and counted, as the fallback would); else False."""
         if dtype is None:
             return None
         d = np.dtype(dtype)
-        return d if d in self.held else False
+        if d in self.held:
+            return d
+        if not self.narrow or d.name not in _NARROWED:
+            return False
+        overload = getattr(bf.ops.array_api, op).default if op else None
+        return np.dtype(self.backend.dtype_for(d, op=overload))
 
     # -- building kernels ----------------------------------------------------------------------
 
@@ -205,6 +224,7 @@ class _Kernels:
         self.table[key] = kernel
 
     def unary(self, name: str, fn: Callable[[Any], Any], kinds: str) -> None:
+        kinds = _with_extension(kinds)
         op = getattr(bf.ops.array_api, name).default
         wrap, fallback, cpu, prefix, tensor = (
             self.wrap,
@@ -225,6 +245,7 @@ class _Kernels:
         self.lean(name, kernel)
 
     def binary(self, name: str, fn: Callable[[Any, Any], Any], kinds: str) -> None:
+        kinds = _with_extension(kinds)
         packet = getattr(bf.ops.array_api, name)
         ops = (packet.default, packet.Tensor_Scalar, packet.Scalar_Tensor)
         wrap, fallback, cpu, prefix, tensor = (
@@ -276,6 +297,7 @@ class _Kernels:
         """``x1 op= x2``: the new values are a new array (JAX's are immutable), which boxfall
         puts in ``x1``'s place; NumPy's rule that the result keeps ``x1``'s shape and dtype
         decides which cases run here."""
+        kinds = _with_extension(kinds)
         pay, jitted = self.payload, jax.jit(fn)
 
         def fits(a: Any, out: Any) -> Any:
@@ -336,11 +358,11 @@ def _statistics(k: _Kernels) -> None:
         return compute
 
     for name, (fn, kinds) in _REDUCTIONS.items():
-        k.add(name, reduction(_jit(fn, "axis", "keepdims"), kinds))
+        k.add(name, reduction(_jit(fn, "axis", "keepdims"), _with_extension(kinds)))
 
-    def accumulate(fn: Callable[..., Any]) -> Kernel:
+    def accumulate(name: str, fn: Callable[..., Any]) -> Kernel:
         def compute(x: Any, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-            a, d = pay(x), k.dtype_here(dtype)
+            a, d = pay(x), k.dtype_here(dtype, name)
             # Integer sums accumulate in the default integer dtype, in JAX as in the standard
             # (int64 with x64, else int32, what the device's narrowing gives NumPy's result).
             if a is None or d is False or a.dtype.kind not in "biufc":
@@ -349,8 +371,8 @@ def _statistics(k: _Kernels) -> None:
 
         return compute
 
-    k.add("sum", accumulate(_jit(jnp.sum, "axis", "dtype", "keepdims")))
-    k.add("prod", accumulate(_jit(jnp.prod, "axis", "dtype", "keepdims")))
+    k.add("sum", accumulate("sum", _jit(jnp.sum, "axis", "dtype", "keepdims")))
+    k.add("prod", accumulate("prod", _jit(jnp.prod, "axis", "dtype", "keepdims")))
 
     def spread(fn: Callable[..., Any]) -> Kernel:
         def compute(
@@ -381,7 +403,7 @@ def _statistics(k: _Kernels) -> None:
     def cumulative_sum(
         x: Any, *, axis: Any = None, dtype: Any = None, include_initial: bool = False
     ) -> Any:
-        a, d = pay(x), k.dtype_here(dtype)
+        a, d = pay(x), k.dtype_here(dtype, "cumulative_sum")
         if a is None or d is False or a.dtype.kind not in "fc" or (axis is None and a.ndim != 1):
             return None
         return _cumulative_sum(a, axis=axis, dtype=d, include_initial=include_initial)
@@ -502,7 +524,7 @@ def _manipulation(k: _Kernels) -> None:
         return _take(a, i, axis=axis)
 
     def astype(x: Any, dtype: str, *, copy: bool = True, device: Any = None) -> Any:
-        a, d = pay(x), k.dtype_here(dtype)
+        a, d = pay(x), k.dtype_here(dtype, "astype")
         if a is None or d is None or d is False or not k.on_device(device):
             return None
         if d == a.dtype and not copy:
@@ -519,18 +541,18 @@ def _manipulation(k: _Kernels) -> None:
 def _creation(kern: _Kernels) -> None:
     pay, here = kern.payload, kern.device
 
-    def filled(fn: Callable[..., Any]) -> Kernel:
+    def filled(name: str, fn: Callable[..., Any]) -> Kernel:
         def compute(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
-            d = kern.dtype_here(dtype)
+            d = kern.dtype_here(dtype, name)
             if d is False or not kern.on_device(device):
                 return None
             return fn(tuple(shape), dtype=d, device=here)
 
         return compute
 
-    kern.add("zeros", filled(jnp.zeros))
-    kern.add("ones", filled(jnp.ones))
-    kern.add("empty", filled(jnp.zeros))
+    kern.add("zeros", filled("zeros", jnp.zeros))
+    kern.add("ones", filled("ones", jnp.ones))
+    kern.add("empty", filled("empty", jnp.zeros))
 
     def scalar_fill(value: Any, d: Any) -> bool:
         t = type(value)
@@ -542,7 +564,7 @@ def _creation(kern: _Kernels) -> None:
         return bounds is None or bounds[0] <= value <= bounds[1]
 
     def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
-        d = kern.dtype_here(dtype)
+        d = kern.dtype_here(dtype, "full")
         if d is False or not kern.on_device(device) or not scalar_fill(fill_value, d):
             return None
         return jnp.full(tuple(shape), fill_value, dtype=d, device=here)
@@ -552,7 +574,7 @@ def _creation(kern: _Kernels) -> None:
     def arange(
         start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
     ) -> Any:
-        d = kern.dtype_here(dtype)
+        d = kern.dtype_here(dtype, "arange")
         ints = type(start) is int and type(step) is int and type(stop) in (int, type(None))
         if (
             d is False
@@ -566,7 +588,7 @@ def _creation(kern: _Kernels) -> None:
     def eye(
         n_rows: int, n_cols: Any = None, *, k: int = 0, dtype: Any = None, device: Any = None
     ) -> Any:
-        d = kern.dtype_here(dtype)
+        d = kern.dtype_here(dtype, "eye")
         if d is False or not kern.on_device(device):
             return None
         return jax.device_put(jnp.eye(n_rows, n_cols, k=k, dtype=d), here)
@@ -574,18 +596,18 @@ def _creation(kern: _Kernels) -> None:
     kern.add("arange", arange)
     kern.add("eye", eye)
 
-    def like(fn: Callable[..., Any]) -> Kernel:
+    def like(name: str, fn: Callable[..., Any]) -> Kernel:
         def compute(x: Any, *, dtype: Any = None, device: Any = None) -> Any:
-            a, d = pay(x), kern.dtype_here(dtype)
+            a, d = pay(x), kern.dtype_here(dtype, name)
             if a is None or d is False or not kern.on_device(device):
                 return None
             return fn(a.shape, dtype=a.dtype if d is None else d, device=here)
 
         return compute
 
-    kern.add("zeros_like", like(jnp.zeros))
-    kern.add("ones_like", like(jnp.ones))
-    kern.add("empty_like", like(jnp.zeros))
+    kern.add("zeros_like", like("zeros_like", jnp.zeros))
+    kern.add("ones_like", like("ones_like", jnp.ones))
+    kern.add("empty_like", like("empty_like", jnp.zeros))
 
     def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
         # A jax.Array is wrapped as it is (immutable: sharing it is a copy's semantics), put on
