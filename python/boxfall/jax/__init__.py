@@ -43,12 +43,12 @@ from __future__ import annotations
 try:
     import jax
     import jax.numpy as jnp
-except ImportError as e:  # pragma: no cover - exercised in a process without JAX
-    raise ImportError(
+except ImportError:  # the original error stays chained as the context
+    raise ImportError(  # noqa: B904
         "boxfall.jax needs JAX: `pip install 'boxfall[jax]'` installs JAX for the CPU; for a "
         "TPU or a GPU install JAX's build for that device as JAX documents (supported: jax "
         ">=0.4.35,<0.11)"
-    ) from e
+    )
 
 import types
 import warnings
@@ -66,7 +66,7 @@ same range."""
 BACKEND_NAME = "JAX"
 """The name of the eager backend (its devices read ``"JAX:0"``, ``"JAX:1"``, ...)."""
 
-X64: bool = bool(jax.config.jax_enable_x64)
+X64: bool = bool(jax.config.read("jax_enable_x64"))
 """Whether JAX's 64-bit types were on when this module was imported."""
 
 

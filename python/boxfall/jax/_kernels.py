@@ -326,13 +326,13 @@ def _jit(fn: Callable[..., Any], *static: str) -> Callable[..., Any]:
 
 
 def _elementwise(k: _Kernels) -> None:
-    for name, (fn, kinds) in _UNARY.items():
-        k.unary(name, fn, kinds)
-    for name, (fn, kinds) in _BINARY.items():
-        k.binary(name, fn, kinds)
+    for name, (one, kinds) in _UNARY.items():
+        k.unary(name, one, kinds)
+    for name, (two, kinds) in _BINARY.items():
+        k.binary(name, two, kinds)
     for name in _IN_PLACE:
-        fn, kinds = _BINARY[name]
-        k.in_place(name, fn, kinds)
+        two, kinds = _BINARY[name]
+        k.in_place(name, two, kinds)
 
     pay = k.payload
 
@@ -446,7 +446,7 @@ def _linear_algebra(k: _Kernels) -> None:
 
     # The decompositions JAX holds on the device: float32 and complex64 everywhere; 64-bit
     # ones only off a TPU (there JAX's float64 solve, inv and slogdet raise).
-    linalg_kinds = {np.dtype("float32"), np.dtype("complex64")}
+    linalg_kinds: set[np.dtype[Any]] = {np.dtype("float32"), np.dtype("complex64")}
     if not k.on_tpu:
         linalg_kinds |= {np.dtype("float64"), np.dtype("complex128")}
 
