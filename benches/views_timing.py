@@ -85,8 +85,7 @@ def main() -> None:
         a = statistics.median(t[1] for t in times[name]) * 1e6
         q = ratios[name]
         print(
-            f"{name:40} {b:10.2f} {a:10.2f} {statistics.median(q):13.2f} "
-            f"{min(q):.2f}-{max(q):.2f}"
+            f"{name:40} {b:10.2f} {a:10.2f} {statistics.median(q):13.2f} {min(q):.2f}-{max(q):.2f}"
         )
 
 
