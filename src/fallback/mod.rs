@@ -778,6 +778,7 @@ impl FallbackCall<'_> {
                 // A lazy backend's result stays on the host side: nothing crossed (yet).
                 if on_device.is_host_only() {
                     self.bytes_from_cpu -= bytes;
+                    on_device.note_made_by(self.op.origin());
                 }
                 // SAFETY: `v` holds the None written above, which owns nothing, so writing over
                 // it without a drop leaks nothing.
@@ -799,7 +800,7 @@ impl FallbackCall<'_> {
                 .iter_mut()
                 .try_for_each(|x| self.value_to_device(x, target));
         }
-        let hooks = self.hooks;
+        let (hooks, op) = (self.hooks, self.op);
         let bytes = &mut self.bytes_from_cpu;
         let mut move_one = |t: Tensor| -> Result<Tensor> {
             if t.key() != DispatchKey::CPU {
@@ -810,6 +811,7 @@ impl FallbackCall<'_> {
             let on_device = hooks.from_cpu_owned(t, target)?;
             if on_device.is_host_only() {
                 *bytes -= n;
+                on_device.note_made_by(op.origin());
             }
             Ok(on_device)
         };

@@ -31,12 +31,32 @@ OPS, _ = register(
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
     """The operator ``array_api::astype``; with a ``device`` other than ``x``'s, the result is
     then moved there."""
-    out = OPS["astype"](x, dtype_name(dtype), copy=copy)
+    name = dtype_name(dtype)
+    _check_held(x, name)
+    out = OPS["astype"](x, name, copy=copy)
     if device is not None and not same_device(device, device_of(x)):
         from ._array_methods import to_device
 
         out = to_device(out, device)
     return out
+
+
+def _check_held(x: Any, name: str) -> None:
+    """A cast to a dtype ``x``'s device does not hold is refused before anything moves (the
+    operator would read ``x``'s values to the host first, and its result be refused after)."""
+    if not isinstance(x, ARRAY_TYPES) or isinstance(x, np.ndarray):
+        return
+    held = _dtypes.held_by(x.device)
+    if held is _dtypes.ALL or np.dtype(name) in held:
+        return
+    from .._errors import DTypeError
+
+    backend = str(x.device).split(":", 1)[0]
+    names = ", ".join(d.name for d in held)
+    raise DTypeError(
+        f"'array_api::astype' gives a {name} result, and backend '{backend}' holds no {name} "
+        f"(its dtypes: {names}); cast to a dtype it holds first"
+    )
 
 
 def _dtype(x: Any) -> np.dtype:

@@ -136,10 +136,14 @@ def setitem(x: Any, key: Any, value: Any) -> None:
     (a Python bool, int or float; a complex one becomes a 0-d array of ``x.dtype``)
     (``bf.Tensor.__setitem__``)."""
     key, arrays = split_key(key, "setitem")
-    if isinstance(value, SCALAR_TYPES):
+    # A Python int beyond 64 signed bits (``2**64 - 1`` into uint64) is no ``Scalar``: it goes
+    # as a 0-d array of ``x.dtype``, which NumPy refuses with its OverflowError where it does
+    # not fit.
+    wide = isinstance(value, int) and not -(2**63) <= value < 2**63
+    if isinstance(value, SCALAR_TYPES) and not wide:
         OPS["setitem.Scalar"](x, key, arrays, value)
         return
-    if isinstance(value, complex):
+    if isinstance(value, complex) or wide:
         value = scalar_array(value, x)
     elif not isinstance(value, ARRAY_TYPES):
         value = np.asarray(value)
