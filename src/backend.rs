@@ -432,14 +432,20 @@ pub fn backend(key: DispatchKey) -> Option<&'static dyn Backend> {
 pub struct NativeBackend;
 
 fn host_of(t: &Tensor) -> Result<Arc<HostArray>> {
-    t.host_array()
-        .ok_or_else(|| Error::Fallback(format!("a tensor on {} holds no host memory", t.device())))
+    t.host_array().ok_or_else(|| no_host_memory(t))
 }
 
 /// Lent, not copied: the tensor's one loan, which holds its data as it is now.
 fn loan_of(t: &Tensor) -> Result<Tensor> {
-    t.host_loan()
-        .ok_or_else(|| Error::Fallback(format!("a tensor on {} holds no host memory", t.device())))
+    t.host_loan().ok_or_else(|| no_host_memory(t))
+}
+
+/// Why `t` has no host memory to give: a view whose values cannot be made says why.
+#[cold]
+fn no_host_memory(t: &Tensor) -> Error {
+    t.view_failure().unwrap_or_else(|| {
+        Error::Fallback(format!("a tensor on {} holds no host memory", t.device()))
+    })
 }
 
 impl Backend for NativeBackend {

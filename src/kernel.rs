@@ -1390,6 +1390,27 @@ impl Tag {
     }
 }
 
+// An operator names the results it made, for an error raised when their payload is made.
+impl crate::tensor::Origin for OperatorEntry {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+impl OperatorHandle {
+    /// The operator as the [`Origin`](crate::tensor::Origin) of its results: a reference
+    /// count, no allocation.
+    ///
+    /// ```
+    /// let mut lib = boxfall::Library::new("doc_origin", boxfall::LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert_eq!(op.origin().name(), "doc_origin::f");
+    /// ```
+    pub fn origin(&self) -> std::sync::Arc<dyn crate::tensor::Origin> {
+        self.0.clone()
+    }
+}
+
 /// A handle to an operator: cheap to clone, valid for the life of the process.
 ///
 /// ```

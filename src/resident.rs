@@ -39,6 +39,9 @@ use crate::tensor::{
 /// assert!(read.same(&cpu) && !crossed);
 /// ```
 pub fn read(hooks: &dyn Backend, t: &Tensor) -> Result<(Tensor, bool)> {
+    if let Some(e) = t.view_failure() {
+        return Err(e);
+    }
     if let Some(cpu) = t.host_copy() {
         return Ok((cpu, false));
     }
@@ -179,7 +182,13 @@ pub fn materialize(t: &Tensor) -> Result<()> {
         ))
     })?;
     let version = t.data_version();
-    let made = hooks.from_cpu(&cpu, t.device())?;
+    let made = hooks.from_cpu(&cpu, t.device()).map_err(|e| {
+        // Raised far from the call that made the tensor: the error names that operator.
+        match t.made_by() {
+            Some(op) => made_by_note(e, &op, t.device()),
+            None => e,
+        }
+    })?;
     if made.is_host_only() {
         return Err(Error::Fallback(format!(
             "the from_cpu hook of '{}' left a tensor's values on the host; from_cpu must make device data",
@@ -191,6 +200,22 @@ pub fn materialize(t: &Tensor) -> Result<()> {
         record_user_transfer(t.key(), Direction::Materialized, cpu.nbytes() as u64);
     }
     Ok(())
+}
+
+/// `e`, an error making the payload of a result of `op` kept on the host, with a note naming
+/// `op`: the error is raised where the device needs the values, far from the call.
+fn made_by_note(e: Error, op: &str, device: Device) -> Error {
+    let note = format!(
+        "making the device payload of a result of '{op}' on {device}, whose values were kept on the host; the tensor keeps them there"
+    );
+    match e {
+        Error::Foreign { .. } => e.with_foreign_note(note),
+        Error::Kernel { context, message } => Error::Kernel {
+            context: format!("{context}, {note}"),
+            message,
+        },
+        e => e,
+    }
 }
 
 /// A view's payload made on the device from its base's ([`ViewOps::on_device`]: the backend's

@@ -792,6 +792,10 @@ impl Tensor {
             return None;
         }
         self.sync_view();
+        // A view whose values cannot be made is lent to no kernel (`view_failure` says why).
+        if self.is_view() && self.view_failed() {
+            return None;
+        }
         if let Some(loan) = self.0.loan.get() {
             if loan.unchanged() {
                 return Some(loan.clone());
@@ -1064,6 +1068,9 @@ impl Tensor {
     /// assert_eq!(t.host_array().unwrap().as_f64().unwrap().sum(), 3.0);
     /// ```
     pub fn host_array(&self) -> Option<Arc<HostArray>> {
+        if self.is_view() && self.view_failure().is_some() {
+            return None;
+        }
         match self.data() {
             TensorData::Host(a) => Some(a),
             TensorData::Foreign(_) => None,
@@ -1077,6 +1084,9 @@ impl Tensor {
     /// assert_eq!(t.to_host().unwrap().nbytes(), 16);
     /// ```
     pub fn to_host(&self) -> Result<Arc<HostArray>> {
+        if let Some(e) = self.view_failure() {
+            return Err(e);
+        }
         match self.data() {
             TensorData::Host(a) => Ok(a),
             TensorData::Foreign(p) => Ok(Arc::new(p.to_host()?)),
@@ -1280,6 +1290,9 @@ struct ViewLink {
     /// whose host memory is exported ([`Tensor::pin_view_payload`]): while any does, the slot
     /// is not made again at each read (as NumPy's writes of the memory otherwise ask).
     pins: AtomicU32,
+    /// Why the slot could not be made from the base at its last try (`refresh_view`), while
+    /// it could not: reads that can fail raise it rather than read a stale slot.
+    failure: Mutex<Option<String>>,
 }
 
 /// `ViewLink::on_device`: the slot was made from the base's values.
@@ -1351,10 +1364,39 @@ impl Tensor {
                 on_device: AtomicU8::new(MADE_ON_HOST),
                 unsaved: AtomicBool::new(false),
                 pins: AtomicU32::new(0),
+                failure: Mutex::new(None),
             })),
             exported: AtomicU8::new(0),
             kept: Mutex::new(None),
         })))
+    }
+
+    /// Why this view's values cannot be made from its base now (its base was resized, the
+    /// memory to make them is not there), after trying again: an error naming the view's
+    /// operators, which the reads that can fail raise ([`Tensor::to_host`], Native's loans)
+    /// rather than read stale values. `None` for a view that could be made and for a tensor
+    /// that is no view.
+    ///
+    /// ```
+    /// assert!(boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn()).view_failure().is_none());
+    /// ```
+    pub fn view_failure(&self) -> Option<Error> {
+        let v = self.0.view.as_ref()?;
+        self.sync_view();
+        // Cleared by the next slot made: set only while the view cannot be made.
+        let failure = v.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.as_ref().map(|m| Error::Fallback(m.clone()))
+    }
+
+    /// Whether this view's slot could not be made at its last try (`view_failure` says why).
+    #[cold]
+    fn view_failed(&self) -> bool {
+        self.0.view.as_ref().is_some_and(|v| {
+            v.failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
+        })
     }
 
     /// Whether the tensor is a view ([`Tensor::view_of`]).
@@ -1680,12 +1722,19 @@ impl Tensor {
                 self.replace_data(data);
                 v.on_device.store(MADE_ON_HOST, Ordering::Release);
                 v.synced.store(version, Ordering::Release);
+                v.failure.lock().unwrap_or_else(|e| e.into_inner()).take();
             }
-            Err(e) => log::error!(
-                target: "boxfall",
-                "a view of {:?} could not be made from it: {e}",
-                v.base
-            ),
+            // The slot is stale (it holds older values, or a stand-in): the failure is kept,
+            // and every read that can fail raises it (`view_failure`).
+            Err(e) => {
+                let what = format!(
+                    "{} of a tensor on {} ({}) cannot be made from its base: {e}",
+                    v.ops.describe(),
+                    self.device(),
+                    v.base.describe()
+                );
+                *v.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
+            }
         }
     }
 }
@@ -1855,6 +1904,26 @@ fn write_host_into(dst: &HostArray, src: &HostArray) -> bool {
 /// ```
 pub struct HostOnly {
     cpu: Tensor,
+    /// The operator whose result it is (`Tensor::note_made_by`), named by an error when its
+    /// payload cannot be made later.
+    made_by: OnceLock<Arc<dyn Origin>>,
+}
+
+/// What made a tensor (the operator whose result it is), named by an error raised far from
+/// the call (the payload of a result kept on the host, made when the device needs it). The
+/// dispatcher's operator entries are one, so that keeping one takes a reference count and no
+/// allocation.
+///
+/// ```
+/// struct Named;
+/// impl boxfall::tensor::Origin for Named {
+///     fn name(&self) -> String { "demo::f".into() }
+/// }
+/// assert_eq!(boxfall::tensor::Origin::name(&Named), "demo::f");
+/// ```
+pub trait Origin: Send + Sync + 'static {
+    /// The operator's name.
+    fn name(&self) -> String;
 }
 
 impl HostOnly {
@@ -1929,7 +1998,53 @@ impl Tensor {
     /// assert!(t.host_copy().unwrap().same(&cpu));
     /// ```
     pub fn host_only(cpu: Tensor, device: Device) -> Tensor {
-        Tensor::foreign(device, Arc::new(HostOnly { cpu }))
+        Tensor::foreign(
+            device,
+            Arc::new(HostOnly {
+                cpu,
+                made_by: OnceLock::new(),
+            }),
+        )
+    }
+
+    /// Records `origin` (the operator whose result this is) on a tensor whose values are on
+    /// the host only, for the error of a payload that cannot be made later
+    /// ([`Tensor::made_by`]); nothing for any other tensor.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// struct Named;
+    /// impl boxfall::tensor::Origin for Named { fn name(&self) -> String { "demo::f".into() } }
+    /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// let t = boxfall::Tensor::host_only(cpu, boxfall::native::DEVICE);
+    /// t.note_made_by(Arc::new(Named));
+    /// assert_eq!(t.made_by().as_deref(), Some("demo::f"));
+    /// ```
+    pub fn note_made_by(&self, origin: Arc<dyn Origin>) {
+        let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        if let TensorData::Foreign(p) = &slot.data {
+            if let Some(h) = p.as_any().downcast_ref::<HostOnly>() {
+                let _ = h.made_by.set(origin);
+            }
+        }
+    }
+
+    /// The name of the operator whose result this host-only tensor is, where it was recorded
+    /// ([`Tensor::note_made_by`]).
+    ///
+    /// ```
+    /// let cpu = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(boxfall::Tensor::host_only(cpu, boxfall::native::DEVICE).made_by().is_none());
+    /// ```
+    pub fn made_by(&self) -> Option<String> {
+        let slot = self.0.data.read().unwrap_or_else(|e| e.into_inner());
+        match &slot.data {
+            TensorData::Foreign(p) => p
+                .as_any()
+                .downcast_ref::<HostOnly>()
+                .and_then(|h| h.made_by.get().map(|o| o.name())),
+            TensorData::Host(_) => None,
+        }
     }
 
     /// Whether the tensor's values are on the host only ([`Tensor::host_only`]).
@@ -2128,7 +2243,10 @@ impl Tensor {
         if exported || self.0.version.load(Ordering::Relaxed) != version {
             return Ok(None);
         }
-        let data = TensorData::Foreign(Arc::new(HostOnly { cpu: cpu.clone() }));
+        let data = TensorData::Foreign(Arc::new(HostOnly {
+            cpu: cpu.clone(),
+            made_by: OnceLock::new(),
+        }));
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
         let old = std::mem::replace(&mut slot.data, data);
         let old_kept = self
@@ -2211,7 +2329,10 @@ impl Tensor {
                 return None;
             }
         }
-        let data = TensorData::Foreign(Arc::new(HostOnly { cpu }));
+        let data = TensorData::Foreign(Arc::new(HostOnly {
+            cpu,
+            made_by: OnceLock::new(),
+        }));
         self.0.nbytes.store(nbytes_of(&data), Ordering::Relaxed);
         let old = std::mem::replace(&mut slot.data, data);
         drop(slot);

@@ -780,6 +780,7 @@ impl FallbackCall<'_> {
                 // A lazy backend's result stays on the host side: nothing crossed (yet).
                 if on_device.is_host_only() {
                     self.bytes_from_cpu -= bytes;
+                    on_device.note_made_by(self.op.origin());
                 }
                 // SAFETY: `v` holds the None written above, which owns nothing, so writing over
                 // it without a drop leaks nothing.
@@ -812,6 +813,7 @@ impl FallbackCall<'_> {
             let on_device = hooks.from_cpu_result(t, target, op.result_of())?;
             if on_device.is_host_only() {
                 *bytes -= n;
+                on_device.note_made_by(op.origin());
             }
             Ok(on_device)
         };

@@ -392,6 +392,7 @@ impl Moves<'_> {
         // A lazy backend's result stays on the host side: nothing crossed (yet).
         if on_device.is_host_only() {
             self.from_cpu -= bytes;
+            on_device.note_made_by(self.op.origin());
         }
         Ok(on_device)
     }

@@ -87,12 +87,14 @@ impl ViewOps for PyViewOps {
                     .and_then(|m| m.getattr("view_of_host"))
                     .and_then(|f| f.call1((values, self.chain.bind(py))))
                     .map_err(from_pyerr)?;
+                self.check_shape(&out)?;
                 return Ok(Tensor::host_only(numpy_tensor(&out), device).data());
             }
             let out = views(py)
                 .and_then(|m| m.getattr("materialize"))
                 .and_then(|f| f.call1((values, self.chain.bind(py))))
                 .map_err(from_pyerr)?;
+            self.check_shape(&out)?;
             let cpu = cpu_tensor(&out);
             match hooks {
                 None => Ok(cpu.data()),
@@ -170,6 +172,23 @@ impl ViewOps for PyViewOps {
 }
 
 impl PyViewOps {
+    /// The values the chain made of the base must have the view's shape: a base resized
+    /// since (an `out=` argument) gives the steps other values (`o[4:]` of 4 elements is
+    /// empty), which are not the view's.
+    fn check_shape(&self, out: &Bound<'_, PyAny>) -> Result<()> {
+        let got = out
+            .getattr(pyo3::intern!(out.py(), "shape"))
+            .and_then(|s| s.extract::<Vec<usize>>())
+            .map_err(from_pyerr)?;
+        if got == self.shape {
+            return Ok(());
+        }
+        Err(Error::Fallback(format!(
+            "its steps give values of shape {got:?} from the base as it is now, not the view's {:?} (was the base resized?)",
+            self.shape
+        )))
+    }
+
     /// The operators that made the view, in order (`matrix_transpose`, `getitem then
     /// reshape`).
     fn steps(&self) -> String {

@@ -236,3 +236,59 @@ def test_audit_7_a_read_only_view_is_refused_as_numpy_refuses_it(hook):
         np.testing.assert_array_equal(x.numpy(), np.arange(3.0))
         with pytest.raises(ValueError, match="read-only"):
             np.broadcast_to(np.arange(3.0), (2, 3))[...] += 1.0
+
+
+def test_audit_4_a_view_whose_values_cannot_be_made_raises_naming_its_operators(ns, lib):
+    lib.define("m.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+    lib.impl("m.out", lambda x, *, out: x * 2, "CPU")
+    n = xp.namespace("Native")
+    o = n.zeros(6)
+    r = n.reshape(o, (2, 3))
+    tail = o[4:]
+    assert float(n.sum(r)) == 0.0 and tail.shape == (2,)
+    getattr(bf.ops, ns).m.out(n.ones(4), out=o)  # resized: 4 elements
+    assert o.shape == (4,)
+    with pytest.raises(bf.BoxfallError, match="reshape") as e:
+        float(n.sum(r))
+    assert "cannot be made" in str(e.value)
+    with pytest.raises(bf.BoxfallError, match="getitem"):
+        tail.numpy()
+
+
+def test_audit_8_errors_name_the_operator_and_nothing_moves_before_a_dtype_error():
+    with Scratch(None) as s:
+        x = s.handle.tensor(np.arange(3.0))
+        y = s.xp.add(x, 1.0)  # on the host only
+        s.refuse = lambda a: True
+        with pytest.raises(OSError, match="the device is full") as e:
+            y.materialize()
+        notes = " ".join(e.value.__notes__)
+        assert "'array_api::add" in notes and "'from_cpu' hook" in notes, notes
+        assert y.residency == "host"
+        np.testing.assert_array_equal(y.numpy(), [1.0, 2.0, 3.0])
+    moved = []
+
+    def to_cpu(b):
+        moved.append(b)
+        return b.data.copy()
+
+    narrow = bf.register_backend(
+        "Scratch",
+        to_cpu=to_cpu,
+        from_cpu=DeviceBuffer,
+        copy_from_cpu=lambda b, a: setattr(b, "data", np.array(a)),
+        dtypes=["float32", "int32", "uint64", "bool"],
+        replace=True,
+    )
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, "Scratch")
+        sx = xp.namespace("Scratch")
+        x = narrow.tensor(np.arange(3.0, dtype=np.float32))
+        with pytest.raises(bf.DTypeError, match="int64"):
+            sx.astype(x, sx.int64)
+        assert moved == []  # refused before to_cpu
+        u = narrow.tensor(np.zeros(3, np.uint64))
+        u[0] = 2**64 - 1
+        assert u.numpy()[0] == np.uint64(2**64 - 1)
+        with pytest.raises(OverflowError):
+            u[1] = 2**64
