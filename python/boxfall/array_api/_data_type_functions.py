@@ -41,10 +41,10 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> A
     return out
 
 
-def _check_held(x: Any, name: str) -> None:
+def _check_held(x: Any, name: str | None) -> None:
     """A cast to a dtype ``x``'s device does not hold is refused before anything moves (the
     operator would read ``x``'s values to the host first, and its result be refused after)."""
-    if not isinstance(x, ARRAY_TYPES) or isinstance(x, np.ndarray):
+    if name is None or not isinstance(x, ARRAY_TYPES) or isinstance(x, np.ndarray):
         return
     held = _dtypes.held_by(x.device)
     if held is _dtypes.ALL or np.dtype(name) in held:
