@@ -33,7 +33,7 @@ status=0
 run() { echo; echo "==> $*"; "$@" || status=1; }
 for x64 in 0 1; do
   run env JAX_ENABLE_X64=$x64 python3 tests/python/test_jax_backend.py
-  run env JAX_ENABLE_X64=$x64 python3 -m pytest -q -p no:cacheprovider --no-header -rf \
+  run env JAX_ENABLE_X64=$x64 python3 -m pytest -q -p no:cacheprovider --no-header -rfs \
     tests/python/test_jax_sklearn.py
 done
 run python3 benches/jax_device.py $quick

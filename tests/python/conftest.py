@@ -82,7 +82,7 @@ def make_backend(
 ) -> Backend:
     """Register a Python backend of :class:`DeviceBuffer` payloads named after ``prefix`` (the
     same name again replaces its hooks and keeps its key). Tests whose backend lives no longer
-    than one test share the prefix ``"Scratch"``: the backend key slots (43 a process) are few.
+    than one test share the prefix ``"Scratch"``: the backend key slots (44 a process) are few.
 
     With ``shares_memory`` its ``to_cpu`` returns the payload's own array (and says so);
     ``lazy=False`` moves every read and result at once (no residency).

@@ -11,11 +11,18 @@ import numpy as np
 import pytest
 
 
+@pytest.fixture(scope="module")
+def key():
+    """One functionality key for the module (a process has few key slots); each test's
+    fallback for it goes with the test's library."""
+    name = f"RedispKey{uuid.uuid4().hex[:6]}"
+    bf.register_functionality_key(name)
+    return name
+
+
 @pytest.fixture
-def op_and_key():
+def op_and_key(key):
     ns = f"redisp{uuid.uuid4().hex[:8]}"
-    key = f"RedispKey{uuid.uuid4().hex[:6]}"
-    bf.register_functionality_key(key)
     with bf.Library(ns, "DEF") as lib:
         lib.define("scale(Tensor self, int n=1) -> Tensor")
         lib.impl("scale", lambda x, n=1: x * n, "CPU")
