@@ -223,16 +223,15 @@ class _Kernels:
         kernel.__name__ = kernel.__qualname__ = f"jax_{key.replace('.', '_')}"
         self.table[key] = kernel
 
+    def lean_parts(self) -> tuple[Any, Any, Any, str, type]:
+        """What a lean kernel binds as locals (its hot path looks up no global): the wrap of
+        a result, ``bf.call_fallback``, ``bf.cpu_fallback``, the device prefix, ``bf.Tensor``."""
+        return self.wrap, bf.call_fallback, bf.cpu_fallback, self.prefix, bf.Tensor
+
     def unary(self, name: str, fn: Callable[[Any], Any], kinds: str) -> None:
         kinds = _with_extension(kinds)
         op = getattr(bf.ops.array_api, name).default
-        wrap, fallback, cpu, prefix, tensor = (
-            self.wrap,
-            bf.call_fallback,
-            bf.cpu_fallback,
-            self.prefix,
-            bf.Tensor,
-        )
+        wrap, fallback, cpu, prefix, tensor = self.lean_parts()
         jitted = jax.jit(fn)
 
         def kernel(x: Any) -> Any:
@@ -248,13 +247,7 @@ class _Kernels:
         kinds = _with_extension(kinds)
         packet = getattr(bf.ops.array_api, name)
         ops = (packet.default, packet.Tensor_Scalar, packet.Scalar_Tensor)
-        wrap, fallback, cpu, prefix, tensor = (
-            self.wrap,
-            bf.call_fallback,
-            bf.cpu_fallback,
-            self.prefix,
-            bf.Tensor,
-        )
+        wrap, fallback, cpu, prefix, tensor = self.lean_parts()
         jitted = jax.jit(fn)
 
         def tensors(x1: Any, x2: Any) -> Any:
