@@ -95,10 +95,12 @@ def requested(x: object, dtype: Any, op: str) -> Any:
 
 def defaults_of(device: object) -> dict[str, np.dtype]:
     """The default dtypes on ``device``: the standard's (``DEFAULT``, the object itself) where
-    the device holds every dtype; else float64 if held, else float32 (complex128 or
+    the device holds them; else float64 if held, else float32 (complex128 or
     complex64, int64 or int32 likewise)."""
     held = held_by(device)
-    if held is ALL:
+    # A device that holds the standard's defaults has the standard's rule, whatever else it
+    # declares (JAX with x64 adds bfloat16): a list of np.int32 stays int32 there, as on NumPy.
+    if held is ALL or all(d in held for d in DEFAULT.values()):
         return DEFAULT
 
     def pick(wide: np.dtype, narrow: np.dtype) -> np.dtype:
