@@ -223,7 +223,7 @@ class _Kernels:
         kernel.__name__ = kernel.__qualname__ = f"jax_{key.replace('.', '_')}"
         self.table[key] = kernel
 
-    def lean_parts(self) -> tuple[Any, Any, Any, str, type]:
+    def lean_parts(self) -> tuple[Any, Any, Any, str, Any]:
         """What a lean kernel binds as locals (its hot path looks up no global): the wrap of
         a result, ``bf.call_fallback``, ``bf.cpu_fallback``, the device prefix, ``bf.Tensor``."""
         return self.wrap, bf.call_fallback, bf.cpu_fallback, self.prefix, bf.Tensor
