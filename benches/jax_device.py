@@ -9,7 +9,10 @@ paired rounds (boxfall's call and the baseline back to back, medians and spread 
    at n=4,000 and n=250,000, float32; and the bytes boxfall moved against the least the data
    flow needs (``workload.least_needed`` with boxfall.jax's kernels).
 
-    python benches/jax_device.py [--rounds 15] [--quick]
+3. with ``--costs`` only: where ``xp.add``'s microseconds go (JAX's compiled add, the kernel,
+   the operator, the namespace's function) and what each of the workload's operators adds.
+
+    python benches/jax_device.py [--rounds 15] [--quick | --costs]
 
 One process at a time can hold a TPU: run nothing else on the chip meanwhile.
 """
@@ -85,6 +88,87 @@ def bench_add(rounds: int, sizes: tuple[int, ...]) -> None:
             print(f"  n={n:>9,}, waiting for each: ratio {_spread(ratio)}")
 
 
+def bench_stages(rounds: int) -> None:
+    """Where ``xp.add``'s microseconds go at n=1, each stage against ``jnp.add`` in paired
+    rounds: JAX's compiled add alone (what boxfall.jax's kernel calls), the kernel called as a
+    function (its checks and the result's wrap), the operator (``bf.ops.array_api.add``:
+    boxfall's dispatch and its residency steps), the namespace's ``xp.add``."""
+    from boxfall.jax import _kernels
+
+    xp = bj.namespace()
+    x = xp.asarray(np.ones(1, dtype=np.float32))
+    jx = x.payload
+    kernels = _kernels._Kernels(bj.backend, bj.device_hooks.device)
+    kernels.binary("add", jnp.add, "iufc")
+    kernel, compiled, op = kernels.table["add"], jax.jit(jnp.add), bf.ops.array_api.add.default
+    stages = {
+        "jax.jit(jnp.add)": lambda: compiled(jx, jx),
+        "boxfall.jax's kernel": lambda: kernel(x, x),
+        "bf.ops.array_api.add": lambda: op(x, x),
+        "xp.add": lambda: xp.add(x, x),
+    }
+    print("xp.add(x, x) at n=1 by stage, each against jnp.add (us a call, minus jnp.add's):")
+    for name, call in stages.items():
+        ours, base = _paired(call, lambda: jnp.add(jx, jx), 2000, rounds)
+        added = [o - b for o, b in zip(ours, base, strict=True)]
+        print(f"  {name:24} {_spread(added)} (jnp.add {statistics.median(base):.2f})")
+
+
+def bench_ops(rounds: int, n: int = 4_000) -> None:
+    """The k-means + ridge workload's operators one by one (n points, 8 features, 8 centers),
+    each through boxfall.jax against jax.numpy's, paired: the microseconds each adds."""
+    xp = bj.namespace()
+    rng = np.random.default_rng(0)
+    host = rng.standard_normal((n, 8)).astype(np.float32)
+    x, c = xp.asarray(host), xp.asarray(host[:8])
+    counts = xp.sum(c, axis=0)
+    labels = xp.argmin(xp.matmul(x, xp.matrix_transpose(c)), axis=1, keepdims=True)
+    ids = xp.expand_dims(xp.arange(8), axis=0)
+    jx, jc, jcounts, jlabels, jids = (t.payload for t in (x, c, counts, labels, ids))
+    f32 = np.dtype("float32")
+    cases: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+        "multiply(x, 2.0)": (lambda: xp.multiply(x, 2.0), lambda: jnp.multiply(jx, 2.0)),
+        "sum(x, axis=1)": (
+            lambda: xp.sum(x, axis=1, keepdims=True),
+            lambda: jnp.sum(jx, axis=1, keepdims=True),
+        ),
+        "matmul(x, c.T)": (
+            lambda: xp.matmul(x, xp.matrix_transpose(c)),
+            lambda: jnp.matmul(jx, jnp.matrix_transpose(jc)),
+        ),
+        "argmin(d, axis=1)": (
+            lambda: xp.argmin(x, axis=1, keepdims=True),
+            lambda: jnp.argmin(jx, axis=1, keepdims=True),
+        ),
+        "equal(labels, ids)": (lambda: xp.equal(labels, ids), lambda: jnp.equal(jlabels, jids)),
+        "astype(x, int32)": (lambda: xp.astype(x, xp.int32), lambda: jx.astype(jnp.int32)),
+        "maximum(s, s)": (
+            lambda: xp.maximum(counts, counts),
+            lambda: jnp.maximum(jcounts, jcounts),
+        ),
+        "ones_like(s)": (lambda: xp.ones_like(counts), lambda: jnp.ones_like(jcounts)),
+        "divide(c, s[:, None])": (
+            lambda: xp.divide(c, xp.expand_dims(counts, axis=1)),
+            lambda: jnp.divide(jc, jnp.expand_dims(jcounts, axis=1)),
+        ),
+        "arange(8)": (lambda: xp.arange(8), lambda: jnp.arange(8)),
+        "take(x, ids, axis=0)": (
+            lambda: xp.take(x, ids[0], axis=0),
+            lambda: jnp.take(jx, jids[0], axis=0),
+        ),
+        "eye(8)": (lambda: xp.eye(8, dtype=f32), lambda: jnp.eye(8, dtype=f32)),
+        "linalg.solve": (
+            lambda: xp.linalg.solve(xp.eye(8, dtype=f32), c),
+            lambda: jnp.linalg.solve(jnp.eye(8, dtype=f32), jc),
+        ),
+    }
+    print(f"the workload's operators at n={n:,} (us a call, boxfall.jax minus jax.numpy):")
+    for name, (ours_fn, base_fn) in cases.items():
+        ours, base = _paired(ours_fn, base_fn, 200, rounds)
+        added = [o - b for o, b in zip(ours, base, strict=True)]
+        print(f"  {name:24} {_spread(added)} (jax.numpy {statistics.median(base):.1f})")
+
+
 def _jnp_namespace() -> Any:
     """jax.numpy as the workload's namespace (it is the array API's since JAX 0.4.32)."""
     return jnp
@@ -134,9 +218,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="small sizes, few rounds")
+    parser.add_argument(
+        "--costs", action="store_true", help="only where the microseconds go (stages, operators)"
+    )
     args = parser.parse_args()
     dev = jax.devices()[0]
     print(f"JAX {jax.__version__} on {dev.platform} ({dev.device_kind}), x64={bj.X64}")
+    if args.costs:
+        bench_stages(args.rounds)
+        bench_ops(args.rounds)
+        return
     if args.quick:
         bench_add(3, (1, 100_000))
         bench_workload(3, (2_000,))

@@ -26,7 +26,7 @@ sk="${TMPDIR:-/tmp}/boxfall-sklearn"
 if ! python3 -c "import sklearn" 2>/dev/null; then
   PIP_CONFIG_FILE=/dev/null python3 -m pip install -q --isolated --only-binary=:all: --no-deps \
     ${BOXFALL_PIP_INDEX:+--index-url "$BOXFALL_PIP_INDEX"} --target "$sk" \
-    scikit-learn joblib threadpoolctl && export PYTHONPATH="$PYTHONPATH:$sk"
+    scikit-learn joblib threadpoolctl narwhals && export PYTHONPATH="$PYTHONPATH:$sk"
 fi
 export SCIPY_ARRAY_API=1 PYTHONUNBUFFERED=1
 status=0

@@ -525,6 +525,39 @@ def array_kernel(kernel: Callable[..., Any], as_arrays: Callable[[Any], Any]) ->
     """The CPU kernel ``boxfall.array_api`` registers for ``kernel``: its result as
     ``as_arrays(result)`` gives it (NumPy arrays as they are)."""
 
+class BinaryFunction:
+    """A binary function of ``boxfall.array_api`` (``add``, ``equal``, ...): two arrays, or
+    an array and a plain Python scalar, go to the operator's overload directly; any other
+    call to the Python function it wraps (``__wrapped__``)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    @property
+    def __wrapped__(self) -> Callable[..., Any]: ...
+
+class OperatorFunction:
+    """A function of ``boxfall.array_api`` that is one operator: a call with an array first
+    and no dtype asked goes to the operator directly; any other to the Python function it
+    wraps (``__wrapped__``)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    @property
+    def __wrapped__(self) -> Callable[..., Any]: ...
+
+def binary_function(
+    both: Callable[..., Any],
+    right: Callable[..., Any],
+    left: Callable[..., Any],
+    general: Callable[..., Any],
+) -> BinaryFunction:
+    """A :class:`BinaryFunction` of the overloads ``both`` (two arrays), ``right`` (an array
+    and a scalar) and ``left`` (a scalar and an array), ``general`` serving other calls."""
+
+def operator_function(
+    op: Callable[..., Any], general: Callable[..., Any], dtype_at: int | None = None
+) -> OperatorFunction:
+    """An :class:`OperatorFunction` of ``op``, ``general`` serving other calls; ``dtype_at``:
+    the position of its ``dtype`` parameter, if it has one."""
+
 def _make_view(
     base: Tensor,
     chain: tuple[Any, ...],

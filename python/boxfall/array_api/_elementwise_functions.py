@@ -23,6 +23,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from .. import _boxfall
 from ._helpers import ARRAY_TYPES, SCALAR_TYPES, device_of, scalar_array
 from ._registry import Op, register
 
@@ -315,7 +316,9 @@ def _binary_function(name: str) -> Callable[..., Any]:
         f"``Scalar_Tensor`` overloads for a Python scalar; NumPy's "
         f"``{BINARY[name].__name__.lstrip('_')}``."
     )
-    return fn
+    # Two arrays, or an array and a plain scalar, go to the overload from Rust (no Python
+    # frame); `fn` serves the rest.
+    return _boxfall.binary_function(both, right, left, fn)
 
 
 def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002

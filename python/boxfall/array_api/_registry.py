@@ -132,7 +132,9 @@ def public_function(op: OpOverload, kernel: Callable[..., Any], name: str) -> Ca
     fn.__signature__ = sig  # type: ignore[attr-defined]
     fn.__doc__ = f"The operator ``{op.name}``: ``{op.schema}``.\n\n{kernel.__doc__ or ''}"
     fn.__module__ = "boxfall.array_api"
-    return fn
+    # A call with an array first and no dtype asked goes to the operator from Rust (no Python
+    # frame); `fn` serves the rest.
+    return _boxfall.operator_function(op, fn, dtype_at)
 
 
 def register(rows: Iterable[Op]) -> tuple[dict[str, OpOverload], dict[str, Callable[..., Any]]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,12 +99,20 @@ def _permutation(
     return perm
 
 
+_LAYOUTS_KEPT = 4096
+"""How many view layouts a backend remembers how to make (a program that takes ever new
+layouts, ``x[i]`` for every ``i``, starts again past it rather than growing)."""
+
+
 class JaxHooks:
     """The hooks of one JAX backend, placing new payloads on ``devices[0]``."""
 
     def __init__(self, devices: Sequence[jax.Device]) -> None:
         self.devices = list(devices)
         self.device = self.devices[0]
+        # How each view layout is made, by (base shape, shape, strides, offset): a few
+        # layouts recur, and deciding one is Python work that a lookup replaces.
+        self._views: dict[tuple[Any, ...], Any] = {}
 
     def to_cpu(self, payload: jax.Array) -> np.ndarray:
         # np.asarray waits for the array's pending computation: boxfall's rule for to_cpu. On
@@ -132,17 +141,33 @@ class JaxHooks:
     ) -> tuple[jax.Array, bool]:
         """The view's values gathered on the device: a copy (``False``), as every view of an
         immutable array is."""
-        shape, strides = tuple(shape), tuple(strides)
-        size = int(np.prod(shape, dtype=np.int64))
-        if offset == 0 and size == payload.size:
+        layout = (payload.shape, tuple(shape), tuple(strides), int(offset))
+        make = self._views.get(layout)
+        if make is None:
+            if len(self._views) >= _LAYOUTS_KEPT:
+                self._views.clear()
+            make = self._views.setdefault(layout, self._view_maker(*layout))
+        return make(payload), False
+
+    def _view_maker(
+        self,
+        base_shape: tuple[int, ...],
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+    ) -> Any:
+        """How a view of this layout is made from its base: decided once per layout (a loop
+        takes the same views of arrays of the same shape again and again)."""
+        size = math.prod(shape)
+        if offset == 0 and size == math.prod(base_shape):
             if _in_c_order(shape, strides):
-                return _reshape(payload, shape=shape), False
-            perm = _permutation(tuple(payload.shape), shape, strides)
+                return functools.partial(_reshape, shape=shape)
+            perm = _permutation(base_shape, shape, strides)
             if perm is not None:
-                return _transpose(payload, axes=perm), False
+                return functools.partial(_transpose, axes=perm)
         if size == 0:
-            return jnp.zeros(shape, payload.dtype, device=self.device), False
-        return _gather(payload, shape=shape, strides=strides, offset=int(offset)), False
+            return lambda payload: jnp.zeros(shape, payload.dtype, device=self.device)
+        return functools.partial(_gather, shape=shape, strides=strides, offset=offset)
 
     def view_write(
         self,
@@ -154,7 +179,7 @@ class JaxHooks:
     ) -> jax.Array:
         """The base with a view's elements set to ``values``: a scatter on the device."""
         shape, strides = tuple(shape), tuple(strides)
-        if int(np.prod(shape, dtype=np.int64)) == 0:
+        if math.prod(shape) == 0:
             return base
         return _scatter(base, values, shape=shape, strides=strides, offset=int(offset))
 

@@ -124,6 +124,19 @@ _stack = jax.jit(lambda *arrays, axis: jnp.stack(arrays, axis=axis), static_argn
 _reshape = jax.jit(jnp.reshape, static_argnames=("shape",))
 _take = jax.jit(jnp.take, static_argnames=("axis",))
 _vector_norm = jax.jit(jnp.linalg.vector_norm, static_argnames=("axis", "keepdims", "ord"))
+_solve = jax.jit(jnp.linalg.solve)
+_cholesky = jax.jit(jnp.linalg.cholesky, static_argnames=("upper",))
+_astype = jax.jit(lambda a, dtype: a.astype(dtype), static_argnames=("dtype",))
+# Creation, compiled per shape and dtype (as JAX's eager creation compiles per shape too); the
+# fill value is an argument, so a new value compiles nothing.
+_zeros = jax.jit(jnp.zeros, static_argnames=("shape", "dtype"))
+_ones = jax.jit(jnp.ones, static_argnames=("shape", "dtype"))
+_full = jax.jit(
+    lambda fill_value, shape, dtype: jnp.full(shape, fill_value, dtype=dtype),
+    static_argnames=("shape", "dtype"),
+)
+_arange = jax.jit(jnp.arange, static_argnames=("start", "stop", "step", "dtype"))
+_eye = jax.jit(jnp.eye, static_argnames=("N", "M", "k", "dtype"))
 
 
 def _with_extension(kinds: str) -> str:
@@ -166,6 +179,15 @@ class _Kernels:
         self.held = {np.dtype(d) for d in backend.dtypes if d in np.sctypeDict or d in _EXTENSION}
         self.narrow = backend.narrow
         self.table: dict[str, Kernel] = {}
+        # A compiled creation function (no array argument) makes its array on JAX's default
+        # device: where that is this backend's, no `device_put` follows (a device_put of an
+        # array already in place still costs an eager call).
+        made = jax.jit(lambda: jnp.zeros(()))()
+        self.creates_here = made.devices() == {device}
+
+    def placed(self, array: Any) -> Any:
+        """``array``, made by a compiled creation function, on this backend's device."""
+        return array if self.creates_here else jax.device_put(array, self.device)
 
     # -- payloads ------------------------------------------------------------------------------
 
@@ -457,11 +479,11 @@ def _linear_algebra(k: _Kernels) -> None:
             return None
         if b.shape[0] != a.shape[0]:
             return None
-        return jnp.linalg.solve(a, b)
+        return _solve(a, b)
 
     def cholesky(x: Any, *, upper: bool = False) -> Any:
         a = square(x)
-        return None if a is None else jnp.linalg.cholesky(a, upper=upper)
+        return None if a is None else _cholesky(a, upper=upper)
 
     def one(fn: Callable[[Any], Any]) -> Kernel:
         def compute(x: Any) -> Any:
@@ -472,11 +494,11 @@ def _linear_algebra(k: _Kernels) -> None:
 
     k.add("linalg_solve", solve)
     k.add("linalg_cholesky", cholesky)
-    k.add("linalg_inv", one(jnp.linalg.inv))
-    k.add("linalg_det", one(jnp.linalg.det))
-    k.add("linalg_slogdet", one(lambda a: tuple(jnp.linalg.slogdet(a))))
-    k.add("linalg_eigh", one(lambda a: tuple(jnp.linalg.eigh(a))))
-    k.add("linalg_eigvalsh", one(jnp.linalg.eigvalsh))
+    k.add("linalg_inv", one(_jit(jnp.linalg.inv)))
+    k.add("linalg_det", one(_jit(jnp.linalg.det)))
+    k.add("linalg_slogdet", one(_jit(lambda a: tuple(jnp.linalg.slogdet(a)))))
+    k.add("linalg_eigh", one(_jit(lambda a: tuple(jnp.linalg.eigh(a)))))
+    k.add("linalg_eigvalsh", one(_jit(jnp.linalg.eigvalsh)))
 
     def vector_norm(x: Any, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
         a = pay(x)
@@ -522,7 +544,7 @@ def _manipulation(k: _Kernels) -> None:
             return None
         if d == a.dtype and not copy:
             return a
-        return a.astype(d)
+        return _astype(a, dtype=d)
 
     k.add("concat", concat)
     k.add("stack", stack)
@@ -532,20 +554,20 @@ def _manipulation(k: _Kernels) -> None:
 
 
 def _creation(kern: _Kernels) -> None:
-    pay, here = kern.payload, kern.device
+    pay, here, placed = kern.payload, kern.device, kern.placed
 
     def filled(name: str, fn: Callable[..., Any]) -> Kernel:
         def compute(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
             d = kern.dtype_here(dtype, name)
             if d is False or not kern.on_device(device):
                 return None
-            return fn(tuple(shape), dtype=d, device=here)
+            return placed(fn(shape=tuple(shape), dtype=d))
 
         return compute
 
-    kern.add("zeros", filled("zeros", jnp.zeros))
-    kern.add("ones", filled("ones", jnp.ones))
-    kern.add("empty", filled("empty", jnp.zeros))
+    kern.add("zeros", filled("zeros", _zeros))
+    kern.add("ones", filled("ones", _ones))
+    kern.add("empty", filled("empty", _zeros))
 
     def scalar_fill(value: Any, d: Any) -> bool:
         t = type(value)
@@ -560,7 +582,7 @@ def _creation(kern: _Kernels) -> None:
         d = kern.dtype_here(dtype, "full")
         if d is False or not kern.on_device(device) or not scalar_fill(fill_value, d):
             return None
-        return jnp.full(tuple(shape), fill_value, dtype=d, device=here)
+        return placed(_full(fill_value, shape=tuple(shape), dtype=d))
 
     kern.add("full", full)
 
@@ -576,7 +598,7 @@ def _creation(kern: _Kernels) -> None:
             or (d is not None and d.kind != "i")
         ):
             return None
-        return jax.device_put(jnp.arange(start, stop, step, dtype=d), here)
+        return placed(_arange(start, stop, step, dtype=d))
 
     def eye(
         n_rows: int, n_cols: Any = None, *, k: int = 0, dtype: Any = None, device: Any = None
@@ -584,7 +606,7 @@ def _creation(kern: _Kernels) -> None:
         d = kern.dtype_here(dtype, "eye")
         if d is False or not kern.on_device(device):
             return None
-        return jax.device_put(jnp.eye(n_rows, n_cols, k=k, dtype=d), here)
+        return placed(_eye(n_rows, n_cols, k=k, dtype=d))
 
     kern.add("arange", arange)
     kern.add("eye", eye)
@@ -594,13 +616,13 @@ def _creation(kern: _Kernels) -> None:
             a, d = pay(x), kern.dtype_here(dtype, name)
             if a is None or d is False or not kern.on_device(device):
                 return None
-            return fn(a.shape, dtype=a.dtype if d is None else d, device=here)
+            return placed(fn(shape=a.shape, dtype=a.dtype if d is None else d))
 
         return compute
 
-    kern.add("zeros_like", like("zeros_like", jnp.zeros))
-    kern.add("ones_like", like("ones_like", jnp.ones))
-    kern.add("empty_like", like("empty_like", jnp.zeros))
+    kern.add("zeros_like", like("zeros_like", _zeros))
+    kern.add("ones_like", like("ones_like", _ones))
+    kern.add("empty_like", like("empty_like", _zeros))
 
     def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
         # A jax.Array is wrapped as it is (immutable: sharing it is a copy's semantics), put on

@@ -1,0 +1,220 @@
+//! The functions of `boxfall.array_api`'s namespaces, as objects that hand a call to its
+//! operator with no Python frame of their own in the common case (an array argument, scalars
+//! that bind as they are), and to the Python function that handles every other case.
+//!
+//! On a device whose own call is long (a TPU's host, ~120 us to launch one JAX program), the
+//! Python frame of a namespace function ran with the processor's caches cold after each launch
+//! and cost several microseconds: `python benches/jax_device.py --costs` shows the share.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
+
+use super::convert::is_exact_ndarray;
+use super::tensor::as_tensor;
+
+/// A `bf.Tensor` or a NumPy `ndarray`, by exact type (a subclass takes the Python function).
+fn is_array(obj: &Bound<'_, PyAny>) -> bool {
+    as_tensor(obj).is_some() || is_exact_ndarray(obj)
+}
+
+/// A Python `bool`, `float`, or `int` within int64, by exact type: what a `Scalar` argument
+/// binds as it is (a wider int, a complex or a NumPy scalar takes the Python function).
+fn is_plain_scalar(obj: &Bound<'_, PyAny>) -> bool {
+    if obj.is_exact_instance_of::<PyFloat>() || obj.is_exact_instance_of::<PyBool>() {
+        return true;
+    }
+    obj.is_exact_instance_of::<PyInt>() && obj.extract::<i64>().is_ok()
+}
+
+/// What a namespace function says of itself (`__name__`, `__doc__`, `__wrapped__`: the Python
+/// function, whose signature `inspect.signature` reads through it).
+struct Described {
+    name: Py<PyString>,
+    general: Py<PyAny>,
+}
+
+impl Described {
+    fn new(general: &Bound<'_, PyAny>) -> PyResult<Described> {
+        Ok(Described {
+            name: general
+                .getattr("__name__")?
+                .cast_into::<PyString>()?
+                .unbind(),
+            general: general.clone().unbind(),
+        })
+    }
+}
+
+/// A binary function of the standard (`add`, `equal`, ...): two arrays go to the operator
+/// `both`, an array and a plain scalar to `right` (`Tensor_Scalar`), a plain scalar and an
+/// array to `left` (`Scalar_Tensor`); any other call (keywords, NumPy scalars, complex or wide
+/// ints, other types) to `general`, the Python function that handles (or refuses) it.
+#[pyclass(frozen, module = "boxfall._boxfall", name = "BinaryFunction")]
+pub struct BinaryFunction {
+    both: Py<PyAny>,
+    right: Py<PyAny>,
+    left: Py<PyAny>,
+    about: Described,
+}
+
+#[pymethods]
+impl BinaryFunction {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = args.py();
+        if kwargs.is_none() && args.len() == 2 {
+            let (x1, x2) = (args.get_borrowed_item(0)?, args.get_borrowed_item(1)?);
+            let target = match (is_array(&x1), is_array(&x2)) {
+                (true, true) => Some(&self.both),
+                (true, false) if is_plain_scalar(&x2) => Some(&self.right),
+                (false, true) if is_plain_scalar(&x1) => Some(&self.left),
+                _ => None,
+            };
+            if let Some(op) = target {
+                return op.bind(py).call(args, None);
+            }
+        }
+        self.about.general.bind(py).call(args, kwargs)
+    }
+
+    /// The function's name in the namespace.
+    #[getter]
+    fn __name__(&self, py: Python<'_>) -> Py<PyString> {
+        self.about.name.clone_ref(py)
+    }
+
+    /// The function's name in the namespace.
+    #[getter]
+    fn __qualname__(&self, py: Python<'_>) -> Py<PyString> {
+        self.about.name.clone_ref(py)
+    }
+
+    /// The Python function's documentation.
+    #[getter]
+    fn __doc__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.about.general.bind(py).getattr("__doc__")?.unbind())
+    }
+
+    /// The Python function that serves every call the operators do not take directly.
+    #[getter]
+    fn __wrapped__(&self, py: Python<'_>) -> Py<PyAny> {
+        self.about.general.clone_ref(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("<function boxfall.array_api.{}>", self.about.name.bind(py))
+    }
+}
+
+/// `binary_function(both, right, left, general)`: a [`BinaryFunction`].
+#[pyfunction]
+pub fn binary_function(
+    both: Py<PyAny>,
+    right: Py<PyAny>,
+    left: Py<PyAny>,
+    general: &Bound<'_, PyAny>,
+) -> PyResult<BinaryFunction> {
+    Ok(BinaryFunction {
+        both,
+        right,
+        left,
+        about: Described::new(general)?,
+    })
+}
+
+/// Any other function of the standard that is one operator: a call whose first argument is
+/// not a NumPy scalar and that asks for no `dtype` (by position `dtype_at`, or by keyword)
+/// goes to the operator `op` as it is; any other to `general`, the Python function that turns
+/// NumPy scalars into arrays and a requested dtype into what the device holds.
+#[pyclass(frozen, module = "boxfall._boxfall", name = "OperatorFunction")]
+pub struct OperatorFunction {
+    op: Py<PyAny>,
+    dtype_at: Option<usize>,
+    about: Described,
+}
+
+impl OperatorFunction {
+    fn direct(&self, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> bool {
+        let first_is_array = args
+            .get_borrowed_item(0)
+            .is_ok_and(|first| is_array(&first));
+        if !first_is_array {
+            return false;
+        }
+        let Some(at) = self.dtype_at else {
+            return true;
+        };
+        if args.len() > at {
+            return false;
+        }
+        kwargs.is_none_or(|kw| {
+            kw.get_item(pyo3::intern!(args.py(), "dtype"))
+                .ok()
+                .flatten()
+                .is_none_or(|d| d.is_none())
+        })
+    }
+}
+
+#[pymethods]
+impl OperatorFunction {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = args.py();
+        if self.direct(args, kwargs) {
+            return self.op.bind(py).call(args, kwargs);
+        }
+        self.about.general.bind(py).call(args, kwargs)
+    }
+
+    /// The function's name in the namespace.
+    #[getter]
+    fn __name__(&self, py: Python<'_>) -> Py<PyString> {
+        self.about.name.clone_ref(py)
+    }
+
+    /// The function's name in the namespace.
+    #[getter]
+    fn __qualname__(&self, py: Python<'_>) -> Py<PyString> {
+        self.about.name.clone_ref(py)
+    }
+
+    /// The Python function's documentation.
+    #[getter]
+    fn __doc__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.about.general.bind(py).getattr("__doc__")?.unbind())
+    }
+
+    /// The Python function that serves every call the operator does not take directly.
+    #[getter]
+    fn __wrapped__(&self, py: Python<'_>) -> Py<PyAny> {
+        self.about.general.clone_ref(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("<function boxfall.array_api.{}>", self.about.name.bind(py))
+    }
+}
+
+/// `operator_function(op, general, dtype_at)`: an [`OperatorFunction`].
+#[pyfunction]
+#[pyo3(signature = (op, general, dtype_at=None))]
+pub fn operator_function(
+    op: Py<PyAny>,
+    general: &Bound<'_, PyAny>,
+    dtype_at: Option<usize>,
+) -> PyResult<OperatorFunction> {
+    Ok(OperatorFunction {
+        op,
+        dtype_at,
+        about: Described::new(general)?,
+    })
+}
