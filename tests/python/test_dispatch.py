@@ -233,10 +233,21 @@ def test_empty_returns_give_none(ns, lib):
     assert seen[0] is x
 
 
-def test_call_without_tensors_dispatches_on_cpu(ns, lib):
+def test_call_without_tensors_dispatches_on_cpu(ns, lib, bare_accel):
+    # Kernels on other keys too, so that "the first key with a kernel" (in any order of the
+    # keys) would pick another one than CPU for one of the two operators.
+    ran = []
     lib.define("make(int n) -> Tensor")
-    lib.impl("make", lambda n: np.arange(float(n)), "CPU")
+    for key in ("CPU", "Native", bare_accel.name):
+        lib.impl("make", lambda n, key=key: ran.append(key) or np.arange(float(n)), key)
     np.testing.assert_array_equal(getattr(bf.ops, ns).make(3), np.arange(3.0))
+    assert ran == ["CPU"]
+    lib.define("elsewhere(int n) -> Tensor")
+    for key in ("Native", bare_accel.name):
+        lib.impl("elsewhere", lambda n, key=key: ran.append(key) or np.arange(float(n)), key)
+    with pytest.raises(bf.NoKernelError, match="from the 'CPU' backend"):
+        getattr(bf.ops, ns).elsewhere(3)
+    assert ran == ["CPU"]
 
 
 def test_device_argument_decides_the_key(ns, lib, bare_accel):
