@@ -35,7 +35,7 @@ from . import _linear_algebra_functions as _la
 from . import _manipulation_functions as _manipulation
 from . import _statistical_functions as _stats
 from . import _utility_functions as _utility
-from ._creation_functions import to_device as to_device
+from ._creation_functions import to_device as to_device  # bf.Tensor.to_device calls it here
 from ._helpers import ARRAY_TYPES, SCALAR_TYPES
 
 
