@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 
 import boxfall as bf
+from boxfall.demo_device import BACKEND as BACKEND
+from boxfall.demo_device import DeviceBuffer as DeviceBuffer
+from boxfall.demo_device import accel_backend as accel_backend
+from boxfall.demo_device import device_data
 
 NS = "demo"
 """The namespace the demo defines its operators in."""
-
-BACKEND = "Accel"
-"""The name of the demo's Python device backend."""
 
 SEQ = 8
 """Tokens per sequence of the demo's input (its shape is ``(batch, SEQ, hidden)``)."""
@@ -44,77 +45,6 @@ TOLERANCE = 1e-9
 
 NATIVE_OPS = ("matmul", "add.Tensor", "relu")
 """The operators that ``Accel`` implements itself; every other one reaches the CPU fallback."""
-
-# The registered Accel backend: a backend cannot be registered twice in one process.
-_backend: Any = None
-
-
-# --------------------------------------------------------------------------------------------
-# The simulated device
-
-
-class DeviceBuffer:
-    """Memory on the simulated device: a private NumPy array that nobody else holds."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        """Copy ``array`` onto the device."""
-        self._data = np.array(array, copy=True)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The shape of the buffer's contents."""
-        return self._data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The element type of the buffer's contents."""
-        return self._data.dtype
-
-    def read(self) -> np.ndarray:
-        """A host copy of the contents (device-to-host transfer)."""
-        return self._data.copy()
-
-    def write(self, array: np.ndarray) -> None:
-        """Overwrite the contents with ``array`` (host-to-device transfer into this buffer)."""
-        array = np.asarray(array)
-        if array.shape == self._data.shape:
-            self._data[...] = array
-        else:
-            self._data = np.array(array, copy=True)
-
-    def view(self) -> np.ndarray:
-        """The contents themselves, for the device's own kernels; callers must not keep them."""
-        return self._data
-
-    def __repr__(self) -> str:
-        """Shape and dtype, never the contents."""
-        return f"DeviceBuffer(shape={self.shape}, dtype={self.dtype})"
-
-
-def _to_cpu(buffer: DeviceBuffer) -> np.ndarray:
-    """Backend hook: device payload -> a new host array."""
-    return buffer.read()
-
-
-def _from_cpu(array: np.ndarray) -> DeviceBuffer:
-    """Backend hook: host array -> a new device payload."""
-    return DeviceBuffer(array)
-
-
-def _copy_from_cpu(buffer: DeviceBuffer, array: np.ndarray) -> None:
-    """Backend hook: write a host array into an existing payload (dst first, like ``copy_``)."""
-    buffer.write(array)
-
-
-def accel_backend() -> Any:
-    """The ``Accel`` backend, registered on first use (once per process)."""
-    global _backend
-    if _backend is None:
-        _backend = bf.register_backend(
-            BACKEND, to_cpu=_to_cpu, from_cpu=_from_cpu, copy_from_cpu=_copy_from_cpu
-        )
-    return _backend
-
 
 # --------------------------------------------------------------------------------------------
 # CPU kernels: NumPy in, NumPy out
@@ -307,25 +237,20 @@ def define_operators(lib: bf.Library) -> None:
 # Accel's own kernels: bf.Tensor in, bf.Tensor out, working on the payloads
 
 
-def _device_data(t: Any) -> Any:
-    """The device-side array of an Accel tensor; host values pass as they are."""
-    return t.payload.view() if isinstance(t, bf.Tensor) else t
-
-
 def register_accel_kernels(lib: bf.Library, backend: Any) -> None:
     """Give ``Accel`` native kernels for the operators of :data:`NATIVE_OPS`."""
 
     def matmul(self, other):
         """``matmul`` computed on the device."""
-        return backend.tensor(np.matmul(_device_data(self), _device_data(other)))
+        return backend.tensor(np.matmul(device_data(self), device_data(other)))
 
     def add(self, other, *, alpha=1):
         """``add.Tensor`` computed on the device."""
-        return backend.tensor(_device_data(self) + alpha * _device_data(other))
+        return backend.tensor(device_data(self) + alpha * device_data(other))
 
     def relu(self):
         """``relu`` computed on the device."""
-        return backend.tensor(np.maximum(_device_data(self), 0.0))
+        return backend.tensor(np.maximum(device_data(self), 0.0))
 
     kernels: dict[str, Callable[..., Any]] = {"matmul": matmul, "add.Tensor": add, "relu": relu}
     for name in NATIVE_OPS:

@@ -2,11 +2,12 @@
 of the array API standard, run on the ``Accel`` device through ``boxfall.array_api``.
 
 ``python -m boxfall demo --workload array-api`` registers the demo's Python backend ``Accel``
-(see :mod:`boxfall.demo`), gives it native kernels for three operators of ``boxfall.array_api``
-(:data:`NATIVE_OPS`: ``add``, ``multiply`` and ``sum``) and ``bf.cpu_fallback`` for every other
-one, runs :func:`workload` on ``xp.namespace("Accel:0")``, runs the same function on NumPy
-itself (the ``numpy`` module as the namespace), prints which operators fell back (calls, time,
-bytes; ``bf.metrics``) and the largest difference between the two runs.
+(see :mod:`boxfall.demo_device`), gives it native kernels for three operators of
+``boxfall.array_api`` (:data:`NATIVE_OPS`: ``add``, ``multiply`` and ``sum``) and
+``bf.cpu_fallback`` for every other one, runs :func:`workload` on ``xp.namespace("Accel:0")``,
+runs the same function on NumPy itself (the ``numpy`` module as the namespace), prints which
+operators fell back (calls, time, bytes; ``bf.metrics``) and the largest difference between
+the two runs.
 
 Exit code: 0 when every result agrees to 1e-9 (and the cluster labels exactly), 1 otherwise.
 """
@@ -22,7 +23,7 @@ import numpy as np
 
 import boxfall as bf
 import boxfall.array_api as bxp
-from boxfall import demo
+from boxfall.demo_device import BACKEND, accel_backend, device_data
 
 TOLERANCE = 1e-9
 """The largest absolute difference from NumPy that the float64 run accepts."""
@@ -94,7 +95,7 @@ def make_data(seed: int, points: int, dim: int) -> dict[str, np.ndarray]:
 
 def register_accel_kernels(lib: bf.Library, backend: Any) -> None:
     """Give ``Accel`` native kernels for :data:`NATIVE_OPS` (the Tensor-Tensor overloads)."""
-    data = demo._device_data
+    data = device_data
 
     def add(x1, x2):
         """``array_api::add`` computed on the device."""
@@ -112,7 +113,7 @@ def register_accel_kernels(lib: bf.Library, backend: Any) -> None:
         )
 
     for name, kernel in (("add", add), ("multiply", multiply), ("sum", sum_)):
-        lib.impl(name, kernel, demo.BACKEND)
+        lib.impl(name, kernel, BACKEND)
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,20 +137,20 @@ def run(args: argparse.Namespace) -> int:
     if args.backend != "accel":
         print("boxfall demo: --workload array-api runs on --backend accel only", file=sys.stderr)
         return 2
-    backend = demo.accel_backend()
-    device = f"{demo.BACKEND}:0"
+    backend = accel_backend()
+    device = f"{BACKEND}:0"
     data = make_data(args.seed, 40 * args.batch, max(2, args.hidden // 8))
     with bf.Library("array_api", "IMPL") as lib, bf.Library("_", "IMPL") as fb:
         register_accel_kernels(lib, backend)
-        fb.fallback(bf.cpu_fallback, demo.BACKEND)
+        fb.fallback(bf.cpu_fallback, BACKEND)
         ax = bxp.namespace(device)
         n, d = data["points"].shape
         print(
             f"boxfall demo: array-api workload (k-means k={CLUSTERS}, {args.steps} iterations, "
-            f"then a ridge fit), {n} points of {d} dims, float64, on {demo.BACKEND}"
+            f"then a ridge fit), {n} points of {d} dims, float64, on {BACKEND}"
         )
         print(
-            f"{demo.BACKEND} runs natively: {', '.join(f'array_api::{o}' for o in NATIVE_OPS)}; "
+            f"{BACKEND} runs natively: {', '.join(f'array_api::{o}' for o in NATIVE_OPS)}; "
             "every other operator of boxfall.array_api reaches the CPU fallback"
         )
         bf.metrics.reset()
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         results = workload(ax, on_device, args.steps)
         elapsed = time.perf_counter() - start
         expected = workload(np, data, args.steps)
-        print(f"wall time: {elapsed * 1e3:.1f} ms on {demo.BACKEND}")
+        print(f"wall time: {elapsed * 1e3:.1f} ms on {BACKEND}")
         print(bf.metrics.report())
         elsewhere = [k for k, v in results.items() if getattr(v, "device", None) != device]
         worst = 0.0

@@ -246,9 +246,34 @@ def scratch_accel():
 
 @pytest.fixture(scope="module")
 def accel():
-    """The array API tests' Python backend (DeviceBuffer payloads, three copy hooks) with the
-    CPU fallback for every operator: one key slot for every module that uses it."""
-    backend = make_backend("ArrayApiAccel")
+    """A Python backend (DeviceBuffer payloads, three copy hooks) with the CPU fallback for
+    every operator, for the module: one key slot for every module that uses it."""
+    backend = make_backend("FbAccel")
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)
         yield backend
+
+
+@pytest.fixture(scope="module")
+def bare_accel():
+    """A Python backend (DeviceBuffer payloads, three copy hooks) with no fallback, for the
+    module: an operator without a kernel of its own there cannot run on it."""
+    return make_backend("Accel")
+
+
+@pytest.fixture(params=["cpu", "Native", "accel"])
+def any_xp(request, accel):
+    """``boxfall.array_api``'s namespace on each kind of device: ``xp`` itself (the CPU, NumPy
+    arrays), Native's, and that of ``accel`` (the Python backend, its CPU fallback)."""
+    import boxfall.array_api as xp
+
+    return xp.namespace(accel.device if request.param == "accel" else request.param)
+
+
+@pytest.fixture(params=["Native", "accel"])
+def device_xp(request, accel):
+    """As ``any_xp``, on the devices only (Native's and ``accel``'s namespaces), where every
+    array is a ``bf.Tensor``."""
+    import boxfall.array_api as xp
+
+    return xp.namespace(accel.device if request.param == "accel" else request.param)

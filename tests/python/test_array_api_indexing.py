@@ -7,6 +7,9 @@ can take the operators natively."""
 
 from __future__ import annotations
 
+import functools
+
+import array_checks
 import boxfall as bf
 import boxfall.array_api as xp
 import numpy as np
@@ -16,18 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-
-@pytest.fixture(params=["Native", "accel"])
-def ns(request, accel):
-    """The namespace of Native, and of the Python backend."""
-    return xp.namespace("Native" if request.param == "Native" else accel.device)
-
-
 A = np.arange(24.0).reshape(2, 3, 4)
 MASK = A % 3 == 0
 
 # (id, key): each a kind of index the standard defines, NumPy arrays standing for arrays on the
-# device (on_device() puts them there); the CPU side indexes NumPy's A with the same key.
+# device (key_on_device() puts them there); the CPU side indexes NumPy's A with the same key.
 KEYS = [
     ("int", 1),
     ("negative int", -1),
@@ -58,31 +54,26 @@ KEYS = [
 ]
 
 
-def on_device(ns, key, numpy_arrays=False):
-    """``key`` with each NumPy array on ``ns``'s device (unless ``numpy_arrays``)."""
+def key_on_device(device_xp, key, numpy_arrays=False):
+    """``key`` with each NumPy array on ``device_xp``'s device (unless ``numpy_arrays``)."""
 
     def move(k):
-        return ns.asarray(k) if isinstance(k, np.ndarray) and not numpy_arrays else k
+        return device_xp.asarray(k) if isinstance(k, np.ndarray) and not numpy_arrays else k
 
     return tuple(move(k) for k in key) if isinstance(key, tuple) else move(key)
 
 
-def check(ns, got, want):
-    assert isinstance(got, bf.Tensor)
-    assert got.device == ns.__array_namespace_info__().default_device()
-    want = np.asarray(want)
-    assert got.dtype == want.dtype
-    assert got.shape == want.shape
-    np.testing.assert_array_equal(np.asarray(got), want)
+# An index picks or writes values: NumPy's, element for element, of NumPy's shape.
+check = functools.partial(array_checks.check, exact=True)
 
 
 @pytest.mark.parametrize("key", [k for _, k in KEYS], ids=[i for i, _ in KEYS])
 @pytest.mark.parametrize("arrays", ["device", "numpy"])
-def test_getitem_matches_numpy(ns, key, arrays):
-    x = ns.asarray(A)
+def test_getitem_matches_numpy(device_xp, key, arrays):
+    x = device_xp.asarray(A)
     bf.metrics.reset()
-    got = x[on_device(ns, key, numpy_arrays=arrays == "numpy")]
-    check(ns, got, A[key])
+    got = x[key_on_device(device_xp, key, numpy_arrays=arrays == "numpy")]
+    check(device_xp, got, A[key])
     # A basic index makes a view, as NumPy's does, with no operator; any other is one call of
     # the operator, through the fallback.
     view = isinstance(A[key], np.ndarray) and A[key].base is A.base
@@ -90,36 +81,36 @@ def test_getitem_matches_numpy(ns, key, arrays):
 
 
 @pytest.mark.parametrize("key", [(), Ellipsis, None, np.array(True)], ids=repr)
-def test_a_0d_array_indexes_to_an_array(ns, key):
-    x = ns.asarray(np.array(7.0))
-    check(ns, x[on_device(ns, key)], np.asarray(np.array(7.0)[key]))
+def test_a_0d_array_indexes_to_an_array(device_xp, key):
+    x = device_xp.asarray(np.array(7.0))
+    check(device_xp, x[key_on_device(device_xp, key)], np.asarray(np.array(7.0)[key]))
 
 
-def test_a_single_element_is_a_0d_array(ns):
-    got = ns.asarray(A)[1, 2, 3]
+def test_a_single_element_is_a_0d_array(device_xp):
+    got = device_xp.asarray(A)[1, 2, 3]
     assert isinstance(got, bf.Tensor) and got.shape == ()
     assert float(got) == A[1, 2, 3]
 
 
-def test_basic_getitem_is_a_view_and_advanced_getitem_a_copy(ns):
-    x = ns.asarray(A)
+def test_basic_getitem_is_a_view_and_advanced_getitem_a_copy(device_xp):
+    x = device_xp.asarray(A)
     row = x[0]
     row[...] = -1.0
     want = A.copy()
     want[0] = -1.0
     np.testing.assert_array_equal(np.asarray(x), want)
-    picked = x[ns.asarray(np.array([1]))]
+    picked = x[device_xp.asarray(np.array([1]))]
     picked[...] = 5.0
     np.testing.assert_array_equal(np.asarray(x), want)
 
 
 @pytest.mark.parametrize("key", [k for _, k in KEYS], ids=[i for i, _ in KEYS])
-def test_setitem_of_a_scalar_matches_numpy(ns, key):
-    x = ns.asarray(A)
+def test_setitem_of_a_scalar_matches_numpy(device_xp, key):
+    x = device_xp.asarray(A)
     want = A.copy()
     want[key] = -5.0
-    x[on_device(ns, key)] = -5.0
-    check(ns, x, want)
+    x[key_on_device(device_xp, key)] = -5.0
+    check(device_xp, x, want)
 
 
 VALUES = [
@@ -135,16 +126,16 @@ VALUES = [
 
 @pytest.mark.parametrize(("key", "value"), [v[1:] for v in VALUES], ids=[v[0] for v in VALUES])
 @pytest.mark.parametrize("value_on", ["device", "numpy"])
-def test_setitem_of_an_array_matches_numpy(ns, key, value, value_on):
-    x = ns.asarray(A)
+def test_setitem_of_an_array_matches_numpy(device_xp, key, value, value_on):
+    x = device_xp.asarray(A)
     want = A.copy()
     want[key] = value
-    x[on_device(ns, key)] = ns.asarray(value) if value_on == "device" else value
-    check(ns, x, want)
+    x[key_on_device(device_xp, key)] = device_xp.asarray(value) if value_on == "device" else value
+    check(device_xp, x, want)
 
 
-def test_setitem_writes_into_the_tensor_itself(ns):
-    x = ns.asarray(A)
+def test_setitem_writes_into_the_tensor_itself(device_xp):
+    x = device_xp.asarray(A)
     same = x
     bf.metrics.reset()
     x[0, 0, 0] = 100.0
@@ -164,11 +155,11 @@ def test_setitem_writes_into_the_tensor_itself(ns):
     ],
     ids=["broadcast", "out of range", "array out of range", "float", "too many", "value"],
 )
-def test_a_failing_setitem_leaves_the_tensor_unchanged(ns, key, value, error):
-    x = ns.asarray(A)
+def test_a_failing_setitem_leaves_the_tensor_unchanged(device_xp, key, value, error):
+    x = device_xp.asarray(A)
     bf.metrics.reset()
     with pytest.raises(error) as info:
-        x[on_device(ns, key)] = value
+        x[key_on_device(device_xp, key)] = value
     np.testing.assert_array_equal(np.asarray(x), A)
     with pytest.raises(error):  # NumPy's own error for the same assignment
         A.copy()[key] = value
@@ -201,10 +192,10 @@ def test_a_failing_setitem_leaves_the_tensor_unchanged(ns, key, value, error):
         "dict",
     ],
 )
-def test_index_errors_are_numpys_with_the_operator_named(ns, key, error):
-    x = ns.asarray(A)
+def test_index_errors_are_numpys_with_the_operator_named(device_xp, key, error):
+    x = device_xp.asarray(A)
     with pytest.raises(error) as info:
-        x[on_device(ns, key)]
+        x[key_on_device(device_xp, key)]
     with pytest.raises(error) as numpys:
         A[key]
     assert str(info.value) == str(numpys.value)
@@ -212,9 +203,9 @@ def test_index_errors_are_numpys_with_the_operator_named(ns, key, error):
 
 
 @pytest.mark.parametrize("value", [None, object()], ids=["None", "object"])
-def test_a_value_of_no_number_is_numpys_type_error(ns, value):
+def test_a_value_of_no_number_is_numpys_type_error(device_xp, value):
     ints = np.arange(6).reshape(2, 3)
-    x = ns.asarray(ints)
+    x = device_xp.asarray(ints)
     with pytest.raises(TypeError) as info:
         x[0, 1] = value
     with pytest.raises(TypeError) as numpys:
@@ -224,8 +215,8 @@ def test_a_value_of_no_number_is_numpys_type_error(ns, value):
     np.testing.assert_array_equal(np.asarray(x), ints)
 
 
-def test_a_string_in_an_index_is_numpys_index_error(ns):
-    x = ns.asarray(A)
+def test_a_string_in_an_index_is_numpys_index_error(device_xp):
+    x = device_xp.asarray(A)
     with pytest.raises(IndexError, match="only integers, slices") as info:
         x["a"]
     assert any("array_api::getitem" in note for note in info.value.__notes__)
@@ -300,36 +291,38 @@ def test_basic_and_integer_array_indices_match_numpy(accel, data, shape):
         label="key",
     )
     for device in ("Native", accel.device):
-        ns = xp.namespace(device)
-        x = ns.asarray(a)
-        check(ns, x[on_device(ns, key)], np.asarray(a[key]))
+        device_xp = xp.namespace(device)
+        x = device_xp.asarray(a)
+        check(device_xp, x[key_on_device(device_xp, key)], np.asarray(a[key]))
         want = a.copy()
         want[key] = -1.0
-        x[on_device(ns, key)] = -1.0
-        check(ns, x, want)
+        x[key_on_device(device_xp, key)] = -1.0
+        check(device_xp, x, want)
 
 
-def test_the_info_claims_boolean_indexing_and_data_dependent_shapes_which_work(ns):
-    caps = ns.__array_namespace_info__().capabilities()
+def test_the_info_claims_boolean_indexing_and_data_dependent_shapes_which_work(device_xp):
+    caps = device_xp.__array_namespace_info__().capabilities()
     assert caps["boolean indexing"] is True and caps["data-dependent shapes"] is True
-    x = ns.asarray([3.0, -1.0, 2.0, -4.0])
+    x = device_xp.asarray([3.0, -1.0, 2.0, -4.0])
     np.testing.assert_array_equal(np.asarray(x[x > 0]), [3.0, 2.0])
-    np.testing.assert_array_equal(np.asarray(ns.nonzero(x < 0)[0]), [1, 3])
-    np.testing.assert_array_equal(np.asarray(ns.unique_values(ns.abs(x) > 2)), [False, True])
+    np.testing.assert_array_equal(np.asarray(device_xp.nonzero(x < 0)[0]), [1, 3])
+    np.testing.assert_array_equal(
+        np.asarray(device_xp.unique_values(device_xp.abs(x) > 2)), [False, True]
+    )
 
 
-def test_an_element_takes_any_python_int_its_dtype_holds(ns):
+def test_an_element_takes_any_python_int_its_dtype_holds(device_xp):
     """``u[0] = 2**64 - 1`` in a uint64 array (an int beyond a 64-bit signed ``Scalar``), as
     NumPy; an int the dtype cannot hold is NumPy's ``OverflowError``; a float array takes it
     as a float."""
-    u = ns.asarray(np.zeros(3, dtype=np.uint64))
+    u = device_xp.asarray(np.zeros(3, dtype=np.uint64))
     u[0] = 2**64 - 1
     assert u.numpy().tolist() == [2**64 - 1, 0, 0]
     with pytest.raises(OverflowError, match="out of bounds"):
         u[1] = 2**64
     with pytest.raises(OverflowError):
-        ns.asarray(np.zeros(2, dtype=np.int64))[0] = 2**63
+        device_xp.asarray(np.zeros(2, dtype=np.int64))[0] = 2**63
     assert u.numpy().tolist() == [2**64 - 1, 0, 0]
-    f = ns.zeros(2)
+    f = device_xp.zeros(2)
     f[0] = 2**70
     assert f.numpy()[0] == 2.0**70

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import threading
-import uuid
 import weakref
 
 import boxfall as bf
@@ -19,11 +18,6 @@ import pytest
 
 class _Held:
     """An object an exception carries, to see when the exception goes."""
-
-
-@pytest.fixture
-def ns():
-    return f"entry{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,8 @@ import numpy as np
 import pytest
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    return backend_factory("Accel")
-
-
 @pytest.fixture
-def ops(ns, lib, accel):
+def ops(ns, lib, bare_accel):
     """Five operators, each served differently on the backend (without a fallback for it)."""
     for schema in [
         "own(Tensor x) -> Tensor",
@@ -29,15 +24,15 @@ def ops(ns, lib, accel):
         "add.Scalar(Tensor x, Scalar y) -> Tensor",
     ]:
         lib.define(schema)
-    lib.impl("own", lambda x: x, accel.name)
+    lib.impl("own", lambda x: x, bare_accel.name)
     lib.impl("comp", lambda x: x, "CompositeImplicit")
-    lib.impl("thru", bf.fallthrough, accel.name)
+    lib.impl("thru", bf.fallthrough, bare_accel.name)
     lib.impl("cpu_only", lambda x: x, "CPU")
     return ns
 
 
-def test_coverage_says_what_serves_each_operator_of_a_namespace(ops, accel):
-    cov = bf.coverage(accel.name, namespace=ops)
+def test_coverage_says_what_serves_each_operator_of_a_namespace(ops, bare_accel):
+    cov = bf.coverage(bare_accel.name, namespace=ops)
     assert dict(cov) == {
         f"{ops}::add.Scalar": "missing",
         f"{ops}::add.Tensor": "missing",
@@ -48,7 +43,7 @@ def test_coverage_says_what_serves_each_operator_of_a_namespace(ops, accel):
     }
     assert list(cov) == sorted(cov)
     assert cov[f"{ops}::own"] == "kernel" and len(cov) == 6
-    assert cov.backend == accel.name and cov.namespace == ops
+    assert cov.backend == bare_accel.name and cov.namespace == ops
     assert cov.names("missing") == [f"{ops}::add.Scalar", f"{ops}::add.Tensor", f"{ops}::cpu_only"]
     assert cov.totals() == {
         "kernel": 1,
@@ -59,23 +54,23 @@ def test_coverage_says_what_serves_each_operator_of_a_namespace(ops, accel):
     }
 
 
-def test_a_backend_fallback_serves_what_has_no_kernel(ops, accel):
+def test_a_backend_fallback_serves_what_has_no_kernel(ops, bare_accel):
     with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, accel.name)
-        cov = bf.coverage(accel.name, namespace=ops)
+        fb.fallback(bf.cpu_fallback, bare_accel.name)
+        cov = bf.coverage(bare_accel.name, namespace=ops)
     assert cov[f"{ops}::cpu_only"] == "backend fallback"
     assert cov[f"{ops}::own"] == "kernel"
     assert cov.totals()["backend fallback"] == 3 and cov.totals()["missing"] == 0
     # A snapshot: the fallback has gone, the object still says what was.
-    assert bf.coverage(accel.name, namespace=ops)[f"{ops}::cpu_only"] == "missing"
+    assert bf.coverage(bare_accel.name, namespace=ops)[f"{ops}::cpu_only"] == "missing"
 
 
-def test_the_table_groups_operators_by_source_with_totals(ops, accel):
-    cov = bf.coverage(accel.name, namespace=ops)
+def test_the_table_groups_operators_by_source_with_totals(ops, bare_accel):
+    cov = bf.coverage(bare_accel.name, namespace=ops)
     text = cov.table()
     assert str(cov) == text
     lines = text.splitlines()
-    assert lines[0] == f"coverage of {accel.name} (namespace {ops}): 6 operators"
+    assert lines[0] == f"coverage of {bare_accel.name} (namespace {ops}): 6 operators"
     rows = [ln.split(maxsplit=1) for ln in lines if ln.startswith(f"{ops}::")]
     assert len(rows) == 6
     # Every operator once, what needs work first, names sorted within a source.
@@ -96,19 +91,19 @@ def test_the_table_groups_operators_by_source_with_totals(ops, accel):
     )
 
 
-def test_coverage_of_every_namespace_holds_each_namespace(ops, accel):
-    everything = bf.coverage(accel.name)
+def test_coverage_of_every_namespace_holds_each_namespace(ops, bare_accel):
+    everything = bf.coverage(bare_accel.name)
     assert everything.namespace is None
     assert "every namespace" in everything.table().splitlines()[0]
     assert {k: v for k, v in everything.items() if k.startswith(f"{ops}::")} == dict(
-        bf.coverage(accel.name, namespace=ops)
+        bf.coverage(bare_accel.name, namespace=ops)
     )
 
 
-def test_coverage_takes_any_case_a_backend_object_and_other_keys(ops, accel):
-    assert bf.coverage(accel.name.lower(), namespace=ops).backend == accel.name
-    assert dict(bf.coverage(accel.handle, namespace=ops)) == dict(
-        bf.coverage(accel.name, namespace=ops)
+def test_coverage_takes_any_case_a_backend_object_and_other_keys(ops, bare_accel):
+    assert bf.coverage(bare_accel.name.lower(), namespace=ops).backend == bare_accel.name
+    assert dict(bf.coverage(bare_accel.handle, namespace=ops)) == dict(
+        bf.coverage(bare_accel.name, namespace=ops)
     )
     on_cpu = bf.coverage("cpu", namespace=ops)
     assert on_cpu.backend == "CPU"
@@ -116,14 +111,14 @@ def test_coverage_takes_any_case_a_backend_object_and_other_keys(ops, accel):
     assert on_cpu[f"{ops}::comp"] == "composite kernel"
 
 
-def test_an_unknown_backend_or_namespace_is_a_clear_error(ops, accel):
+def test_an_unknown_backend_or_namespace_is_a_clear_error(ops, bare_accel):
     with pytest.raises(KeyError) as info:
         bf.coverage("NoSuchBackend")
     assert isinstance(info.value, bf.UnknownKeyError)
     message = str(info.value)
-    assert "NoSuchBackend" in message and "CPU" in message and accel.name in message
+    assert "NoSuchBackend" in message and "CPU" in message and bare_accel.name in message
     with pytest.raises(LookupError) as info:
-        bf.coverage(accel.name, namespace=f"{ops}_nothing")
+        bf.coverage(bare_accel.name, namespace=f"{ops}_nothing")
     assert isinstance(info.value, bf.UnknownOperatorError)
     assert f"'{ops}_nothing'" in str(info.value) and ops in str(info.value)
     with pytest.raises(TypeError):
@@ -143,17 +138,17 @@ def test_dir_lists_namespaces_operators_and_overloads(ops):
     assert getattr(bf.ops, ops).own.overloads() == ["default"]
 
 
-def test_get_backend_and_backends_return_backend_objects(accel):
-    found = bf.get_backend(accel.name)
-    assert isinstance(found, bf.Backend) and found.name == accel.name
-    assert bf.get_backend(accel.name.lower()).name == accel.name
+def test_get_backend_and_backends_return_backend_objects(bare_accel):
+    found = bf.get_backend(bare_accel.name)
+    assert isinstance(found, bf.Backend) and found.name == bare_accel.name
+    assert bf.get_backend(bare_accel.name.lower()).name == bare_accel.name
     np.testing.assert_array_equal(found.tensor(np.arange(3.0)).numpy(), np.arange(3.0))
-    assert found.tensor(np.ones(1)).device == f"{accel.name}:0"
+    assert found.tensor(np.ones(1)).device == f"{bare_accel.name}:0"
     native = bf.get_backend("native")
     assert native.name == "Native"
     assert native.tensor(np.ones(2)).device == "Native:0"
     names = [b.name for b in bf.backends()]
-    assert names[0] == "Native" and accel.name in names
+    assert names[0] == "Native" and bare_accel.name in names
     assert all(isinstance(b, bf.Backend) for b in bf.backends())
     # In the order of their keys, lowest priority first.
     keys = [k for k in bf.dispatch_keys() if k in names]
@@ -161,12 +156,12 @@ def test_get_backend_and_backends_return_backend_objects(accel):
 
 
 @pytest.mark.parametrize("name", ["CPU", "NoSuchBackend", "CompositeImplicit"])
-def test_get_backend_of_what_is_no_backend_lists_the_backends(name, accel):
+def test_get_backend_of_what_is_no_backend_lists_the_backends(name, bare_accel):
     with pytest.raises(KeyError) as info:
         bf.get_backend(name)
     assert isinstance(info.value, bf.UnknownKeyError)
     message = str(info.value)
-    assert "Native" in message and accel.name in message, message
+    assert "Native" in message and bare_accel.name in message, message
 
 
 def test_a_notebook_cell_registering_a_backend_runs_twice():

@@ -12,11 +12,6 @@ import numpy as np
 import pytest
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    return backend_factory("Accel")
-
-
 def test_the_schema_comes_from_the_hints_and_the_function_is_the_cpu_kernel(ns):
     @bf.custom_op(f"{ns}::scale", mutates_args=())
     def scale(x: np.ndarray, factor: float) -> np.ndarray:
@@ -112,7 +107,7 @@ def test_defaults_and_keyword_only_parameters_come_from_the_signature(ns):
     assert int(count) == 3
 
 
-def test_mutated_arguments_get_distinct_alias_letters_and_are_written(ns, accel):
+def test_mutated_arguments_get_distinct_alias_letters_and_are_written(ns, bare_accel):
     @bf.custom_op(f"{ns}::fill_", mutates_args=("out", "extra"))
     def fill_(out: np.ndarray, value: float, extra: np.ndarray | None = None) -> None:
         out[...] = value
@@ -128,35 +123,35 @@ def test_mutated_arguments_get_distinct_alias_letters_and_are_written(ns, accel)
     np.testing.assert_array_equal(a, [4.0, 4.0, 4.0])
     # On a device, through the CPU fallback: the writes reach the device tensors.
     with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, accel.name)
-        x, y = accel.tensor(np.zeros(2)), accel.tensor(np.zeros(2))
+        fb.fallback(bf.cpu_fallback, bare_accel.name)
+        x, y = bare_accel.tensor(np.zeros(2)), bare_accel.tensor(np.zeros(2))
         fill_(x, 5.0, y)
     np.testing.assert_array_equal(x.numpy(), [5.0, 5.0])
     np.testing.assert_array_equal(y.numpy(), [-5.0, -5.0])
 
 
-def test_register_kernel_adds_a_backends_kernel(ns, accel):
+def test_register_kernel_adds_a_backends_kernel(ns, bare_accel):
     @bf.custom_op(f"{ns}::scale", mutates_args=())
     def scale(x: np.ndarray, factor: float) -> np.ndarray:
         return x * factor
 
     calls = []
 
-    @scale.register_kernel(accel.name.lower())
+    @scale.register_kernel(bare_accel.name.lower())
     def scale_accel(x, factor):
         calls.append(factor)
-        return accel.tensor(x.payload.data * factor)
+        return bare_accel.tensor(x.payload.data * factor)
 
     assert scale_accel.__name__ == "scale_accel"  # the decorator gives the function back
-    assert scale.op.dispatch_table()[accel.name] == "kernel"
-    out = scale(accel.tensor(np.arange(3.0)), 2.0)
-    assert calls == [2.0] and out.device == f"{accel.name}:0"
+    assert scale.op.dispatch_table()[bare_accel.name] == "kernel"
+    out = scale(bare_accel.tensor(np.arange(3.0)), 2.0)
+    assert calls == [2.0] and out.device == f"{bare_accel.name}:0"
     np.testing.assert_array_equal(out.numpy(), np.arange(3.0) * 2)
     # A second kernel for the key needs allow_override, as Library.impl does.
     with pytest.raises(bf.RegistrationError):
-        scale.register_kernel(accel.name, lambda x, factor: x)
-    scale.register_kernel(accel.name, lambda x, factor: x, allow_override=True)
-    assert scale(accel.tensor(np.ones(1)), 9.0).numpy()[0] == 1.0
+        scale.register_kernel(bare_accel.name, lambda x, factor: x)
+    scale.register_kernel(bare_accel.name, lambda x, factor: x, allow_override=True)
+    assert scale(bare_accel.tensor(np.ones(1)), 9.0).numpy()[0] == 1.0
 
 
 def test_device_types_and_an_explicit_schema(ns):

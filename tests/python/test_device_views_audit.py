@@ -18,33 +18,22 @@ import boxfall.array_api as xp
 import numpy as np
 import pytest
 from conftest import DeviceBuffer, unique
-
-
-def strided(payload, shape, strides, offset):
-    flat = payload.data.reshape(-1)
-    return np.lib.stride_tricks.as_strided(
-        flat[offset:], shape=shape, strides=tuple(s * flat.itemsize for s in strides)
-    )
-
-
-def sharing(payload, shape, strides, offset):
-    view = DeviceBuffer.__new__(DeviceBuffer)
-    view.data = strided(payload, shape, strides, offset)
-    return view
-
-
-def gathering(payload, shape, strides, offset):
-    return DeviceBuffer(strided(payload, shape, strides, offset)), False
+from scratch_backend import ScratchBackend, gathered_view, shared_view
 
 
 def declining(payload, shape, strides, offset):
     return None
 
 
-HOOKS = {"none": None, "declining": declining, "sharing": sharing, "gathering": gathering}
+HOOKS = {
+    "none": None,
+    "declining": declining,
+    "sharing": shared_view,
+    "gathering": gathered_view,
+}
 
 
-class Scratch:
+class Scratch(ScratchBackend):
     """The backend "Scratch": mutable ``DeviceBuffer`` payloads, the given ``view`` hook, the
     CPU fallback, and kernels of its own that write in place (``add_.Scalar``), read
     (``negative``), and take two tensors (``both``, an operator of the test's own)."""
@@ -66,21 +55,16 @@ class Scratch:
             self.calls["copy_from_cpu"] += 1
             b.data = np.array(a, copy=True)
 
-        self.handle = bf.register_backend(
-            "Scratch",
+        super().__init__(
             to_cpu=lambda b: b.data.copy(),
             from_cpu=from_cpu,
             copy_from_cpu=copy_from_cpu,
             view=view,
             lazy=lazy,
-            replace=True,
         )
-        self.xp = xp.namespace("Scratch")
 
     def __enter__(self):
-        self.fb = bf.Library("_", "IMPL")
-        self.fb.fallback(bf.cpu_fallback, "Scratch")
-        self.lib = bf.Library("array_api", "IMPL")
+        super().__enter__()
         self.in_kernel = None  # a hook of the test, called inside add_
 
         def add_(x, y):
@@ -95,11 +79,10 @@ class Scratch:
         self.lib.impl("add_.Scalar", add_, "Scratch")
         self.lib.impl("negative", negative, "Scratch")
         ns = unique("audit")
-        self.defs = bf.Library(ns, "DEF")
-        self.defs.define("both(Tensor a, Tensor b) -> Tensor")
-        self.defs.impl("both", lambda a, b: a + b, "CPU")
-        self.kernels = bf.Library(ns, "IMPL")
-        self.kernels.impl(
+        defs = self.library(ns, "DEF")
+        defs.define("both(Tensor a, Tensor b) -> Tensor")
+        defs.impl("both", lambda a, b: a + b, "CPU")
+        self.library(ns, "IMPL").impl(
             "both",
             lambda a, b: self.handle.tensor_from_payload(
                 DeviceBuffer(a.payload.data + b.payload.data)
@@ -108,10 +91,6 @@ class Scratch:
         )
         self.both = getattr(bf.ops, ns).both
         return self
-
-    def __exit__(self, *exc):
-        for lib in (self.kernels, self.defs, self.lib, self.fb):
-            lib.close()
 
 
 @pytest.mark.parametrize(

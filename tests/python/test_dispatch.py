@@ -36,14 +36,8 @@ def split_stack(op, stack):
 
 
 @pytest.fixture(scope="module")
-def accel(backend_factory):
-    """A Python backend with no fallback: operators without its kernel cannot run on it."""
-    return backend_factory("DispAccel")
-
-
-@pytest.fixture(scope="module")
-def accel2(backend_factory, accel):
-    """A second backend, registered after ``accel`` and so ranked above it."""
+def bare_accel2(backend_factory, bare_accel):
+    """A second backend, registered after ``bare_accel`` and so ranked above it."""
     return backend_factory("DispAccelB")
 
 
@@ -239,47 +233,58 @@ def test_empty_returns_give_none(ns, lib):
     assert seen[0] is x
 
 
-def test_call_without_tensors_dispatches_on_cpu(ns, lib):
+def test_call_without_tensors_dispatches_on_cpu(ns, lib, bare_accel):
+    # Kernels on other keys too, so that "the first key with a kernel" (in any order of the
+    # keys) would pick another one than CPU for one of the two operators.
+    ran = []
     lib.define("make(int n) -> Tensor")
-    lib.impl("make", lambda n: np.arange(float(n)), "CPU")
+    for key in ("CPU", "Native", bare_accel.name):
+        lib.impl("make", lambda n, key=key: ran.append(key) or np.arange(float(n)), key)
     np.testing.assert_array_equal(getattr(bf.ops, ns).make(3), np.arange(3.0))
+    assert ran == ["CPU"]
+    lib.define("elsewhere(int n) -> Tensor")
+    for key in ("Native", bare_accel.name):
+        lib.impl("elsewhere", lambda n, key=key: ran.append(key) or np.arange(float(n)), key)
+    with pytest.raises(bf.NoKernelError, match="from the 'CPU' backend"):
+        getattr(bf.ops, ns).elsewhere(3)
+    assert ran == ["CPU"]
 
 
-def test_device_argument_decides_the_key(ns, lib, accel):
+def test_device_argument_decides_the_key(ns, lib, bare_accel):
     lib.define("full(int n, float value, *, Device? device=None) -> Tensor")
     lib.impl("full", lambda n, value, *, device=None: np.full(n, value), "CPU")
     full = getattr(bf.ops, ns).full
     np.testing.assert_array_equal(full(2, 3.0), np.full(2, 3.0))
     np.testing.assert_array_equal(full(2, 3.0, device="cpu"), np.full(2, 3.0))
-    for device in (accel.name, accel.name.lower(), f"{accel.name}:0"):
+    for device in (bare_accel.name, bare_accel.name.lower(), f"{bare_accel.name}:0"):
         with pytest.raises(bf.NoKernelError) as info:
             full(2, 3.0, device=device)
-        assert f"'{accel.name}' backend" in str(info.value)
+        assert f"'{bare_accel.name}' backend" in str(info.value)
 
 
 # ---------------------------------------------------------------------------- errors
 
 
-def test_no_kernel_error_text(ns, lib, accel):
+def test_no_kernel_error_text(ns, lib, bare_accel):
     lib.define("foo(Tensor self) -> Tensor")
     lib.impl("foo", Recorder(), "CPU")
     lib.impl("foo", Recorder(), "Native")
     with pytest.raises(bf.NoKernelError) as info:
-        getattr(bf.ops, ns).foo(accel.tensor(np.ones(2)))
+        getattr(bf.ops, ns).foo(bare_accel.tensor(np.ones(2)))
     assert str(info.value) == (
-        f"Could not run '{ns}::foo' with arguments from the '{accel.name}' backend. "
+        f"Could not run '{ns}::foo' with arguments from the '{bare_accel.name}' backend. "
         f"'{ns}::foo' is only available for these backends: [CPU, Native]."
     )
 
 
-def test_no_kernel_error_on_cpu(ns, lib, accel):
+def test_no_kernel_error_on_cpu(ns, lib, bare_accel):
     lib.define("foo.Tensor(Tensor self) -> Tensor")
-    lib.impl("foo.Tensor", Recorder(), accel.name)
+    lib.impl("foo.Tensor", Recorder(), bare_accel.name)
     with pytest.raises(bf.NoKernelError) as info:
         getattr(bf.ops, ns).foo.Tensor(np.ones(2))
     assert str(info.value) == (
         f"Could not run '{ns}::foo.Tensor' with arguments from the 'CPU' backend. "
-        f"'{ns}::foo.Tensor' is only available for these backends: [{accel.name}]."
+        f"'{ns}::foo.Tensor' is only available for these backends: [{bare_accel.name}]."
     )
 
 
@@ -417,30 +422,30 @@ def test_boxed_kernel_with_several_returns(ns, lib):
 # ---------------------------------------------------------------------------- keys
 
 
-def test_backends_registered_later_rank_higher(ns, lib, accel, accel2):
+def test_backends_registered_later_rank_higher(ns, lib, bare_accel, bare_accel2):
     lib.define("name(Tensor self, Tensor other) -> str")
-    lib.impl("name", lambda self, other: "first", accel.name)
-    lib.impl("name", lambda self, other: "second", accel2.name)
-    a, b = accel.tensor(np.ones(1)), accel2.tensor(np.ones(1))
+    lib.impl("name", lambda self, other: "first", bare_accel.name)
+    lib.impl("name", lambda self, other: "second", bare_accel2.name)
+    a, b = bare_accel.tensor(np.ones(1)), bare_accel2.tensor(np.ones(1))
     assert getattr(bf.ops, ns).name(a, b) == "second"
     assert getattr(bf.ops, ns).name(b, a) == "second"
     assert getattr(bf.ops, ns).name(a, a) == "first"
 
 
-def test_python_backend_kernel_receives_bf_tensors(ns, lib, accel):
+def test_python_backend_kernel_receives_bf_tensors(ns, lib, bare_accel):
     lib.define("neg(Tensor self) -> Tensor")
     seen = []
 
     def neg(self):
         seen.append(self)
-        return accel.tensor(-self.payload.data)
+        return bare_accel.tensor(-self.payload.data)
 
-    lib.impl("neg", neg, accel.name)
-    x = accel.tensor(np.arange(3.0))
+    lib.impl("neg", neg, bare_accel.name)
+    x = bare_accel.tensor(np.arange(3.0))
     out = getattr(bf.ops, ns).neg(x)
     assert isinstance(seen[0], bf.Tensor)
     assert seen[0].payload is x.payload
-    assert isinstance(out, bf.Tensor) and out.device == accel.device
+    assert isinstance(out, bf.Tensor) and out.device == bare_accel.device
     np.testing.assert_array_equal(out.numpy(), -np.arange(3.0))
 
 
@@ -455,13 +460,13 @@ def trace_kernel(log):
     return kernel
 
 
-def test_a_backend_kernel_reached_by_a_redispatch_is_counted_once(ns, lib, trace, accel):
+def test_a_backend_kernel_reached_by_a_redispatch_is_counted_once(ns, lib, trace, bare_accel):
     lib.define("neg(Tensor self) -> Tensor")
-    lib.impl("neg", lambda self: accel.tensor(-self.payload.data), accel.name)
+    lib.impl("neg", lambda self: bare_accel.tensor(-self.payload.data), bare_accel.name)
     log = []
     lib.impl("neg", trace_kernel(log), trace, boxed=True)
     op = getattr(bf.ops, ns).neg
-    x = accel.tensor(np.arange(3.0))
+    x = bare_accel.tensor(np.arange(3.0))
     bf.metrics.reset()
     with bf.include_keys(trace):
         # The fast path's redispatch, then the general path's (the core routes the call and
@@ -472,7 +477,7 @@ def test_a_backend_kernel_reached_by_a_redispatch_is_counted_once(ns, lib, trace
     assert log == [f"{ns}::neg"] * 3
     stats = bf.metrics.op_stats(f"{ns}::neg")
     # The backend's kernel once a call; the functionality key's kernel is not a backend's own.
-    assert stats["kernel_calls"] == stats["backends"][accel.name]["kernel_calls"] == 3
+    assert stats["kernel_calls"] == stats["backends"][bare_accel.name]["kernel_calls"] == 3
     assert stats["backends"].get(trace, {}).get("kernel_calls", 0) == 0
 
 
@@ -491,16 +496,16 @@ def test_functionality_key_runs_only_when_included(ns, lib, trace):
     assert log == [f"{ns}::foo"]
 
 
-def test_functionality_key_ranks_above_backends(ns, lib, trace, accel):
+def test_functionality_key_ranks_above_backends(ns, lib, trace, bare_accel):
     lib.define("foo(Tensor self) -> Tensor")
-    lib.impl("foo", lambda self: accel.tensor(self.payload.data + 1), accel.name)
+    lib.impl("foo", lambda self: bare_accel.tensor(self.payload.data + 1), bare_accel.name)
     log = []
     lib.impl("foo", trace_kernel(log), trace, boxed=True)
-    x = accel.tensor(np.ones(1))
+    x = bare_accel.tensor(np.ones(1))
     with bf.include_keys(trace):
         out = getattr(bf.ops, ns).foo(x)
     assert log == [f"{ns}::foo"]
-    assert out.device == accel.device
+    assert out.device == bare_accel.device
     np.testing.assert_array_equal(out.numpy(), [2.0])
 
 
@@ -517,14 +522,14 @@ def test_exclude_keys_wins_over_include_keys(ns, lib, trace):
     assert log == [f"{ns}::foo"]
 
 
-def test_exclude_a_backend_key(ns, lib, accel):
+def test_exclude_a_backend_key(ns, lib, bare_accel):
     lib.define("where(Tensor self, Tensor other) -> str")
-    lib.impl("where", lambda self, other: "accel", accel.name)
+    lib.impl("where", lambda self, other: "accel", bare_accel.name)
     lib.impl("where", lambda self, other: "cpu", "CPU")
     where = getattr(bf.ops, ns).where
-    x = accel.tensor(np.ones(1))
+    x = bare_accel.tensor(np.ones(1))
     assert where(x, np.ones(1)) == "accel"
-    with bf.exclude_keys(accel.name):
+    with bf.exclude_keys(bare_accel.name):
         assert where(x, np.ones(1)) == "cpu"
     assert where(x, np.ones(1)) == "accel"
 
@@ -604,7 +609,7 @@ def test_redispatch_skips_the_current_key(ns, lib, trace):
 # ---------------------------------------------------------------------------- tables
 
 
-def test_dispatch_table_sources(ns, lib, accel, trace):
+def test_dispatch_table_sources(ns, lib, bare_accel, trace):
     lib.define("foo(Tensor self) -> Tensor")
     lib.impl("foo", Recorder(), "CPU")
     lib.impl("foo", bf.fallthrough, trace)
@@ -612,14 +617,14 @@ def test_dispatch_table_sources(ns, lib, accel, trace):
     assert isinstance(table, dict)
     assert table["CPU"] == "kernel"
     assert table["Native"] == "backend fallback"  # cpu_fallback is registered at import
-    assert table[accel.name] == "missing"
+    assert table[bare_accel.name] == "missing"
     assert table[trace] == "fallthrough"
 
 
-def test_composite_implicit_serves_backends_without_a_kernel(ns, lib, accel):
+def test_composite_implicit_serves_backends_without_a_kernel(ns, lib, bare_accel):
     lib.define("inner(Tensor self) -> Tensor")
     lib.define("outer(Tensor self) -> Tensor")
-    lib.impl("inner", lambda self: accel.tensor(self.payload.data * 2), accel.name)
+    lib.impl("inner", lambda self: bare_accel.tensor(self.payload.data * 2), bare_accel.name)
     lib.impl("outer", lambda self: self + 100, "CPU")
     used = []
 
@@ -630,12 +635,12 @@ def test_composite_implicit_serves_backends_without_a_kernel(ns, lib, accel):
     lib.impl("outer", composite, "CompositeImplicit")
     table = getattr(bf.ops, ns).outer.default.dispatch_table()
     assert table["CPU"] == "kernel"
-    assert table[accel.name] == "composite kernel"
+    assert table[bare_accel.name] == "composite kernel"
     assert table["Native"] == "composite kernel"  # before the backend fallback
-    x = accel.tensor(np.ones(1))
+    x = bare_accel.tensor(np.ones(1))
     out = getattr(bf.ops, ns).outer(x)
     assert len(used) == 1 and used[0].payload is x.payload
-    assert out.device == accel.device
+    assert out.device == bare_accel.device
     np.testing.assert_array_equal(out.numpy(), [2.0])
     np.testing.assert_array_equal(getattr(bf.ops, ns).outer(np.ones(1)), [101.0])
 
@@ -654,15 +659,15 @@ def test_no_kernel_error_lists_composite_implicit(ns, lib, trace):
     )
 
 
-def test_composite_kernel_calls_stay_on_the_device(ns, lib, accel):
+def test_composite_kernel_calls_stay_on_the_device(ns, lib, bare_accel):
     lib.define("foo(Tensor self) -> Tensor")
     lib.impl("foo", Recorder(), "CPU")
     lib.impl("foo", lambda self: getattr(bf.ops, ns).bar(self), "CompositeImplicit")
     lib.define("bar(Tensor self) -> Tensor")
     with pytest.raises(bf.NoKernelError) as info:
-        getattr(bf.ops, ns).foo(accel.tensor(np.ones(1)))
+        getattr(bf.ops, ns).foo(bare_accel.tensor(np.ones(1)))
     # The composite ran and the call reached `bar`, which has nothing for the backend.
     assert str(info.value) == (
-        f"Could not run '{ns}::bar' with arguments from the '{accel.name}' backend. "
+        f"Could not run '{ns}::bar' with arguments from the '{bare_accel.name}' backend. "
         f"'{ns}::bar' is only available for these backends: []."
     )

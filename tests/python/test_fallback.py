@@ -48,16 +48,6 @@ def mul_out_cpu(self, other, *, out):
 
 
 @pytest.fixture(scope="module")
-def accel(backend_factory):
-    """A Python backend (``to_cpu`` copies) with bf.cpu_fallback as its fallback."""
-    backend = backend_factory("FbAccel")
-    fb = bf.Library("_", "IMPL")
-    fb.fallback(bf.cpu_fallback, backend.name)
-    yield backend
-    fb.close()
-
-
-@pytest.fixture(scope="module")
 def shared(backend_factory, accel):
     """A Python backend whose ``to_cpu`` returns the payload's own memory (shares_memory)."""
     backend = backend_factory("FbShared", shares_memory=True)

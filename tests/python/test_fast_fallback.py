@@ -45,17 +45,6 @@ def same_on_both_paths(name, fn):
     return fast
 
 
-@pytest.fixture
-def ns(unique_name):
-    return unique_name("fastfb").lower()
-
-
-@pytest.fixture
-def lib(ns):
-    with bf.Library(ns, "DEF") as lib:
-        yield lib
-
-
 def op_of(ns, name):
     return getattr(getattr(bf.ops, ns), name).default
 

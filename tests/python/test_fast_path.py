@@ -23,11 +23,6 @@ def trace(unique_name):
     return name
 
 
-@pytest.fixture(scope="module")
-def accel(backend_factory):
-    return backend_factory("FastAccel")
-
-
 def op_of(ns, name, overload="default"):
     return getattr(getattr(getattr(bf.ops, ns), name), overload)
 
@@ -197,22 +192,22 @@ def test_in_place_returns_the_same_object(ns, lib, paths):
 # ---------------------------------------------------------------------------- device tensors
 
 
-def test_device_tensors_reach_a_python_kernel_as_the_general_path_gives_them(ns, lib, accel):
+def test_device_tensors_reach_a_python_kernel_as_the_general_path_gives_them(ns, lib, bare_accel):
     lib.define("pair(Tensor x, Tensor y) -> (Tensor, Tensor, Tensor)")
     seen = []
 
     def kernel(x, y):
         seen.append((x, y))
-        return x, y, accel.tensor(np.zeros(1))
+        return x, y, bare_accel.tensor(np.zeros(1))
 
-    lib.impl("pair", kernel, accel.name)
-    t = accel.tensor(np.ones(1))
-    u = accel.tensor(np.ones(1))
+    lib.impl("pair", kernel, bare_accel.name)
+    t = bare_accel.tensor(np.ones(1))
+    u = bare_accel.tensor(np.ones(1))
     op = op_of(ns, "pair")
     for result in both(lambda: op(t, t)) + both(lambda: op(t, u)):
-        assert result[0] is t and result[2].device == accel.device
+        assert result[0] is t and result[2].device == bare_accel.device
     for pair in seen:
-        assert all(isinstance(v, bf.Tensor) and v.device == accel.device for v in pair)
+        assert all(isinstance(v, bf.Tensor) and v.device == bare_accel.device for v in pair)
     # One tensor passed twice reaches the kernel as one object, on both paths.
     assert seen[0][0] is seen[0][1] and seen[1][0] is seen[1][1]
     assert seen[2][0] is not seen[2][1]
@@ -456,10 +451,10 @@ def test_the_documented_hop_reaches_a_kernel_registered_between_two_hops(ns, lib
             assert op(a) == 1
 
 
-def test_a_missing_kernel_is_the_same_error(ns, lib, accel):
+def test_a_missing_kernel_is_the_same_error(ns, lib, bare_accel):
     lib.define("m(Tensor x) -> Tensor")
     lib.impl("m", lambda x: x, "CPU")
-    t = accel.tensor(np.ones(1))
+    t = bare_accel.tensor(np.ones(1))
     fast, general = both(lambda: error_of(lambda: op_of(ns, "m")(t)))
     assert fast == general and fast[0] is bf.NoKernelError
 

@@ -1,26 +1,40 @@
-"""The parts stand on floors (ARCHITECTURE.md), each naming only those below it, so no file of
-``src/`` names, through others, itself: no file-level import cycle, in the core (``src/``
-outside ``src/python/``) or in the bindings, with no exception.
+"""The parts stand on floors (ARCHITECTURE.md), each naming only those below it, so no file
+names, through others, itself: no file-level import cycle in ``src/``, in the core (``src/``
+outside ``src/python/``) or in the bindings, nor in the Python package ``python/boxfall``, with
+no exception.
 
-The check reads the Rust sources as text, with no build and no import of boxfall: it follows
-the ``mod`` declarations from ``src/lib.rs`` to map module paths onto files, then walks every
-path a file names (``use`` trees, and ``crate::``/``super::``/``self::`` paths or paths through
-a name a ``use`` brought in, in code), resolving each to the file that *defines* the item,
-through re-exports (``pub use``), so that a façade such as ``lib.rs`` or a folder's ``mod.rs``
-that re-exports its children adds no edge of its own. Test code (an item under
-``#[cfg(test)]``, such as ``mod tests``) is left aside, as are comments and string literals. A
-failure lists each cycle's files, one path around it, and every edge between its files with
+Both checks read the sources as text, with no build and no import of boxfall.
+
+For Rust, the check follows the ``mod`` declarations from ``src/lib.rs`` to map module paths
+onto files, then walks every path a file names (``use`` trees, and
+``crate::``/``super::``/``self::`` paths or paths through a name a ``use`` brought in, in
+code), resolving each to the file that *defines* the item, through re-exports (``pub use``),
+so that a façade such as ``lib.rs`` or a folder's ``mod.rs`` that re-exports its children adds
+no edge of its own. Test code (an item under ``#[cfg(test)]``, such as ``mod tests``) is left
+aside, as are comments and string literals.
+
+For Python, an edge is every ``import`` and ``from ... import`` of a module of the package,
+wherever it stands: at the top, or inside a function, where a circle hides (it raises nothing
+at import, and a later reordering turns it into a half-initialised module). Imports under
+``if TYPE_CHECKING:`` never run and are left aside. A module importing a package that contains
+it (``import boxfall as bf`` inside ``boxfall/``) takes the names that package's
+``__init__.py`` hands on, its face, and draws no edge, as a Rust façade does not; otherwise
+every package that imports its own modules would be one cycle.
+
+A failure lists each cycle's files, one path around it, and every edge between its files with
 the line that makes it.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
+PACKAGE = ROOT / "python" / "boxfall"
 
 # Needs only the sources: conftest.py lets this module run without the built extension.
 NEEDS_EXTENSION = False
@@ -301,8 +315,8 @@ def cycles(edges: dict[Path, dict[Path, str]]) -> list[list[Path]]:
     return found
 
 
-def describe(comp: list[Path], edges: dict[Path, dict[Path, str]]) -> str:
-    rel = [p.relative_to(SRC).as_posix() for p in comp]
+def describe(comp: list[Path], edges: dict[Path, dict[Path, str]], base: Path = SRC) -> str:
+    rel = [p.relative_to(base).as_posix() for p in comp]
     lines = [f"cycle of {len(comp)} files: {', '.join(rel)}"]
     members = set(comp)
     # One cycle through the first file, found by a breadth-first walk inside the component.
@@ -318,11 +332,11 @@ def describe(comp: list[Path], edges: dict[Path, dict[Path, str]]) -> str:
                 paths[b] = [*paths[a], b]
                 queue.append(b)
     if loop:
-        lines.append("  e.g. " + " -> ".join(p.relative_to(SRC).as_posix() for p in loop))
+        lines.append("  e.g. " + " -> ".join(p.relative_to(base).as_posix() for p in loop))
     for a in comp:
         for b, why in sorted(edges[a].items()):
             if b in members:
-                lines.append(f"  {a.relative_to(SRC)} -> {b.relative_to(SRC)}: {why}")
+                lines.append(f"  {a.relative_to(base)} -> {b.relative_to(base)}: {why}")
     return "\n".join(lines)
 
 
@@ -375,4 +389,114 @@ def test_src_keeps_its_floors():
     named = [frozenset(p.relative_to(SRC).as_posix() for p in c) for c in found]
     assert not named, "file-level import cycles in src/:\n" + (
         "\n\n".join(describe(c, edges) for c in found)
+    )
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes under ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = getattr(test, "id", None) or getattr(test, "attr", None)
+            if name == "TYPE_CHECKING":
+                skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
+def python_edges(package: Path) -> dict[Path, dict[Path, str]]:
+    """file -> {file of the package it imports: the first line that imports it}, every import
+    of the module counted (function-level ones too), ``TYPE_CHECKING`` ones left aside."""
+    base = package.parent
+    modules: dict[str, Path] = {}
+    for file in sorted(package.rglob("*.py")):
+        parts = file.relative_to(base).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = file
+    out: dict[Path, dict[Path, str]] = {}
+    for name, file in modules.items():
+        text = file.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        tree = ast.parse(text, str(file))
+        skip = _type_checking_only(tree)
+        # Where a relative import starts: a package's own name, a module's package.
+        here = name if file.name == "__init__.py" else name.rpartition(".")[0]
+        deps = out.setdefault(file, {})
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    up = here.split(".")
+                    start = ".".join(up[: len(up) - (node.level - 1)])
+                    full = f"{start}.{node.module}" if node.module else start
+                else:
+                    full = node.module or ""
+                # `from . import x` imports the module x when there is one.
+                targets = [
+                    f"{full}.{a.name}" if f"{full}.{a.name}" in modules else full
+                    for a in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if not target or target == name:
+                    continue
+                if modules[target].name == "__init__.py" and name.startswith(target + "."):
+                    continue  # the face of a package that contains the module
+                dep = modules[target]
+                if dep not in deps:
+                    rel = file.relative_to(base).as_posix()
+                    deps[dep] = f"{rel}:{node.lineno}: {lines[node.lineno - 1].strip()}"
+    return out
+
+
+def test_the_python_checker_sees_a_cycle_hidden_in_a_function(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "from . import a\n",
+        "a.py": "from .b import helper\n",
+        # The cycle's way back, inside a function: no error at import, still a cycle.
+        "b.py": "def helper():\n    from . import a\n    return a\n",
+        # TYPE_CHECKING imports never run; `import pkg` is the face of its own package.
+        "c.py": (
+            "from typing import TYPE_CHECKING\nimport pkg\n"
+            "if TYPE_CHECKING:\n    from .a import helper\n"
+        ),
+        "sub/__init__.py": "",
+        "sub/d.py": "from .. import c\nfrom ..a import *\nimport pkg.b\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).write_text(text, encoding="utf-8")
+    edges = python_edges(pkg)
+    names = {
+        a.relative_to(pkg).as_posix(): sorted(b.relative_to(pkg).as_posix() for b in d)
+        for a, d in edges.items()
+    }
+    assert names == {
+        "__init__.py": ["a.py"],
+        "a.py": ["b.py"],
+        "b.py": ["a.py"],
+        "c.py": [],
+        "sub/__init__.py": [],
+        "sub/d.py": ["a.py", "b.py", "c.py"],
+    }
+    found = cycles(edges)
+    assert [[p.relative_to(pkg).as_posix() for p in c] for c in found] == [["a.py", "b.py"]]
+    report = describe(found[0], edges, tmp_path)
+    assert "pkg/a.py -> pkg/b.py: pkg/a.py:1: from .b import helper" in report
+    assert "pkg/b.py -> pkg/a.py: pkg/b.py:2: from . import a" in report
+
+
+def test_python_package_keeps_its_floors():
+    edges = python_edges(PACKAGE)
+    assert len(edges) >= 30, sorted(edges)  # every module of the package was read
+    assert PACKAGE / "array_api" / "_array_methods.py" in edges
+    found = cycles(edges)
+    assert not found, "import cycles in python/boxfall (function-level imports included):\n" + (
+        "\n\n".join(describe(c, edges, PACKAGE.parent) for c in found)
     )

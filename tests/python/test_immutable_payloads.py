@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import Counter
 
 import boxfall as bf
-import boxfall.array_api as xp
 import numpy as np
 import pytest
+from scratch_backend import ScratchBackend, strided
 
 
 class Frozen:
@@ -35,14 +35,7 @@ class Frozen:
         return self.data.dtype
 
 
-def strided(data, shape, strides, offset):
-    flat = data.reshape(-1)
-    return np.lib.stride_tricks.as_strided(
-        flat[offset:], shape=shape, strides=tuple(s * flat.itemsize for s in strides)
-    )
-
-
-class Immutable:
+class Immutable(ScratchBackend):
     """The backend "Scratch" of ``Frozen`` payloads: hooks that count their calls, views
     gathered into copies (an immutable device can share nothing it could write), an optional
     scatter ``view_write``, the CPU fallback, and in-place ``add_`` kernels that return a new
@@ -75,22 +68,17 @@ class Immutable:
             strided(new, shape, strides, offset)[...] = values.data
             return Frozen(new)
 
-        self.handle = bf.register_backend(
-            "Scratch",
+        super().__init__(
             to_cpu=to_cpu,
             from_cpu=from_cpu,
             copy_from_cpu=copy_from_cpu,
             view=gather if view else None,
             view_write=scatter if view_write else None,
             lazy=lazy,
-            replace=True,
         )
-        self.xp = xp.namespace("Scratch")
 
     def __enter__(self):
-        self.fb = bf.Library("_", "IMPL")
-        self.fb.fallback(bf.cpu_fallback, "Scratch")
-        self.lib = bf.Library("array_api", "IMPL")
+        super().__enter__()
 
         def add_(x, y):
             self.calls["add_"] += 1
@@ -105,10 +93,6 @@ class Immutable:
         self.lib.impl("add_", add_, "Scratch")
         self.lib.impl("add_.Scalar", add_, "Scratch")
         return self
-
-    def __exit__(self, *exc):
-        self.lib.close()
-        self.fb.close()
 
 
 def transfers():
@@ -169,7 +153,7 @@ def test_an_inplace_kernel_may_return_a_new_payload_for_its_argument(returns):
 def test_an_inplace_kernel_returning_none_wrote_its_argument_where_it_is():
     with Immutable() as s:
         s.lib.close()
-        s.lib = bf.Library("array_api", "IMPL")
+        s.lib = s.library("array_api", "IMPL")
 
         def add_(x, y):
             x.payload.data = x.payload.data + y  # a holder written where it is

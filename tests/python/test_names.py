@@ -20,17 +20,12 @@ def add_tensor(ns, lib):
     return getattr(bf.ops, ns).add.Tensor
 
 
-@pytest.fixture
-def accel(scratch_accel):
-    return scratch_accel
-
-
 def _unknown(ns: str) -> str:
     return re.escape(f"unknown operator '{ns}::add'; did you mean: {ns}::add.Tensor?")
 
 
-def test_counter_value_of_a_name_without_its_overload_is_unknown(ns, add_tensor, accel):
-    x = accel.tensor(np.ones(2))
+def test_counter_value_of_a_name_without_its_overload_is_unknown(ns, add_tensor, scratch_accel):
+    x = scratch_accel.tensor(np.ones(2))
     add_tensor(x, x)
     assert bf.metrics.counter_value(f"{ns}::add.Tensor") == 1
     with pytest.raises(bf.UnknownOperatorError, match=_unknown(ns)):
@@ -57,17 +52,17 @@ def test_a_defined_operator_that_never_fell_back_has_zeros(ns, add_tensor):
     assert set(stats.values()) == {0}
 
 
-def test_the_default_overload_is_named_without_a_dot(ns, lib, accel):
+def test_the_default_overload_is_named_without_a_dot(ns, lib, scratch_accel):
     lib.define("neg(Tensor x) -> Tensor")
     lib.impl("neg", lambda x: -x, "CPU")
-    getattr(bf.ops, ns).neg(accel.tensor(np.ones(1)))
+    getattr(bf.ops, ns).neg(scratch_accel.tensor(np.ones(1)))
     assert bf.metrics.counter_value(f"{ns}::neg") == 1
     with pytest.raises(bf.UnknownOperatorError, match=f"did you mean: {ns}::neg"):
         bf.metrics.counter_value(f"{ns}::neg.default")
 
 
-def test_an_op_overload_is_taken_where_a_name_is(ns, add_tensor, accel):
-    x = accel.tensor(np.ones(2))
+def test_an_op_overload_is_taken_where_a_name_is(ns, add_tensor, scratch_accel):
+    x = scratch_accel.tensor(np.ones(2))
     add_tensor(x, x)
     assert bf.metrics.counter_value(add_tensor) == 1
     assert bf.metrics.op_stats(add_tensor)["fallbacks"] == 1
@@ -76,11 +71,11 @@ def test_an_op_overload_is_taken_where_a_name_is(ns, add_tensor, accel):
     bf.set_fallback_policy(None, add_tensor)
 
 
-def test_an_operator_counted_then_closed_is_still_known(ns, accel):
+def test_an_operator_counted_then_closed_is_still_known(ns, scratch_accel):
     with bf.Library(ns, "DEF") as lib:
         lib.define("gone(Tensor x) -> Tensor")
         lib.impl("gone", lambda x: x, "CPU")
-        getattr(bf.ops, ns).gone(accel.tensor(np.ones(1)))
+        getattr(bf.ops, ns).gone(scratch_accel.tensor(np.ones(1)))
     name = f"{ns}::gone"
     assert bf.metrics.counters()[name] == 1
     assert bf.metrics.counter_value(name) == 1

@@ -55,18 +55,9 @@ class OwnFallback:
 
 
 @pytest.fixture(scope="module")
-def plain(backend_factory):
-    """A backend with ``bf.cpu_fallback`` registered as its fallback."""
-    backend = backend_factory("FbAccel")  # a name of test_fallback.py: no new key slot
-    with bf.Library("_", "IMPL") as fb:
-        fb.fallback(bf.cpu_fallback, backend.name)
-        yield backend
-
-
-@pytest.fixture(scope="module")
 def own(backend_factory):
     """A backend whose fallback is its own (``OwnFallback``), and that fallback."""
-    backend = backend_factory("DispAccel")  # a name of test_dispatch.py: no new key slot
+    backend = backend_factory("Accel")  # the name of bare_accel (conftest.py): no new key slot
     fallback = OwnFallback()
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(fallback, backend.name)
@@ -116,12 +107,12 @@ def test_cpu_fallback_objects_are_callable_boxed_kernels():
 
 
 def test_a_python_fallback_calling_cpu_fallback_gives_what_the_plain_registration_gives(
-    unique_name, plain, own
+    unique_name, accel, own
 ):
     backend, fallback = own
     with bf.Library(unique_name("p"), "DEF") as lp, bf.Library(unique_name("o"), "DEF") as lo:
         p, o = arith(lp), arith(lo)
-        by_plain = run_all(p, plain)
+        by_plain = run_all(p, accel)
         by_own = run_all(o, backend)
         assert by_own == by_plain
         assert by_own[1] == (True, [1.0, 2.0, 3.0])
@@ -153,7 +144,7 @@ def test_a_failing_cpu_kernel_behind_a_python_fallback_changes_nothing_and_count
     assert (stats["fallbacks"], stats["failures"]) == (1, 1)
 
 
-def test_cpu_fallback_called_with_a_wrong_stack_raises_a_type_error_naming_the_schema(lib, plain):
+def test_cpu_fallback_called_with_a_wrong_stack_raises_a_type_error_naming_the_schema(lib, accel):
     o = arith(lib)
     op = o.add.Tensor
     keys_seen = []
@@ -162,8 +153,8 @@ def test_cpu_fallback_called_with_a_wrong_stack_raises_a_type_error_naming_the_s
         keys_seen.append(keys)
         stack[:] = [stack[0]]
 
-    lib.impl("add.Tensor", grab, plain.name, boxed=True)
-    x = plain.tensor(np.ones(1))
+    lib.impl("add.Tensor", grab, accel.name, boxed=True)
+    x = accel.tensor(np.ones(1))
     o.add(x, x)
     with pytest.raises(TypeError, match=r"add\.Tensor.*all 3 arguments"):
         bf.cpu_fallback(op, keys_seen[0], [x, x])
@@ -171,7 +162,7 @@ def test_cpu_fallback_called_with_a_wrong_stack_raises_a_type_error_naming_the_s
         bf.cpu_fallback(op, keys_seen[0], [x, x, "two"])
 
 
-def test_call_fallback_takes_keyword_only_arguments_of_any_name(lib, plain):
+def test_call_fallback_takes_keyword_only_arguments_of_any_name(lib, accel):
     lib.define("scaled(Tensor self, *, Tensor op, Scalar fallback=1, Scalar alpha=1) -> Tensor")
     lib.impl(
         "scaled",
@@ -179,9 +170,9 @@ def test_call_fallback_takes_keyword_only_arguments_of_any_name(lib, plain):
         "CPU",
     )
     scaled = getattr(bf.ops, lib_ns(lib)).scaled.default
-    x = plain.tensor(np.ones(2))
+    x = accel.tensor(np.ones(2))
     out = bf.call_fallback(bf.cpu_fallback, scaled, x, op=x, fallback=3, alpha=2)
-    assert out.device == plain.device
+    assert out.device == accel.device
     np.testing.assert_array_equal(out.numpy(), np.full(2, 5.0))
     np.testing.assert_array_equal(scaled(x, op=x, fallback=3, alpha=2).numpy(), np.full(2, 5.0))
     assert bf.metrics.counter_value(scaled.name) == 2
@@ -217,10 +208,10 @@ PATHS = {
 
 
 @pytest.fixture(params=list(PATHS))
-def path(request, lib, plain, own):
+def path(request, lib, accel, own):
     """``(ops, backend, reach)``: add.Tensor, reached on a backend in one of the four ways."""
     where, reach = PATHS[request.param]
-    backend = {"plain": plain, "own": own[0]}[where]
+    backend = {"plain": accel, "own": own[0]}[where]
     o = arith(lib)
     if reach is reach_by_own_kernel:
         lib.impl("add.Tensor", bf.cpu_fallback, backend.name, boxed=True)

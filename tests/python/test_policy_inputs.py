@@ -23,11 +23,6 @@ def f(ns, lib):
     bf.set_fallback_policy(None, op.name)
 
 
-@pytest.fixture
-def accel(scratch_accel):
-    return scratch_accel
-
-
 @pytest.mark.parametrize("text", ["Warn", "WARN", "warn"])
 def test_policy_names_are_taken_in_any_case(text):
     bf.set_fallback_policy(text)
@@ -49,11 +44,11 @@ def test_a_bad_per_op_policy_changes_nothing(f):
     assert bf.get_fallback_policy(f.name) is None
 
 
-def test_ops_may_be_one_name(f, accel):
+def test_ops_may_be_one_name(f, scratch_accel):
     bf.set_fallback_policy("error", f.name)  # a string, not a list
     assert bf.get_fallback_policy(f.name) == "error"
     with pytest.raises(bf.FallbackError):
-        f(accel.tensor(np.ones(1)))
+        f(scratch_accel.tensor(np.ones(1)))
 
 
 def test_ops_may_be_any_iterable_of_names_and_overloads(f):
@@ -75,8 +70,8 @@ def test_an_operator_without_its_own_policy_reads_none(f):
     assert bf.get_fallback_policy(f.name) is None
 
 
-def test_none_clears_an_operators_own_policy(f, accel):
-    x = accel.tensor(np.ones(1))
+def test_none_clears_an_operators_own_policy(f, scratch_accel):
+    x = scratch_accel.tensor(np.ones(1))
     bf.set_fallback_policy("error")
     bf.set_fallback_policy("allow", [f.name])
     f(x)  # its own "allow" wins

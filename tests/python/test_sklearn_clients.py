@@ -27,7 +27,7 @@ from sklearn_cases import ARRAY_FUNCTIONS, ESTIMATORS, SCORES, Case  # noqa: E40
 
 
 @pytest.fixture(scope="module")
-def accel(backend_factory):
+def kernel_accel(backend_factory):
     """A Python backend with native ``array_api::add``/``multiply`` and the CPU fallback."""
     backend = backend_factory("SklearnAccel")
 
@@ -45,9 +45,9 @@ def accel(backend_factory):
 
 
 @pytest.fixture(params=["Native", "accel"])
-def ns(request, accel):
-    """The namespace of Native, and of the Python backend."""
-    return xp.namespace("Native" if request.param == "Native" else accel.device)
+def client_xp(request, kernel_accel):
+    """The namespace of Native, and of ``kernel_accel``."""
+    return xp.namespace("Native" if request.param == "Native" else kernel_accel.device)
 
 
 @pytest.fixture(autouse=True)
@@ -59,9 +59,9 @@ def _data() -> dict[str, Any]:
     return sklearn_data()
 
 
-def _run(ns, case: Case) -> tuple[Any, Any]:
-    """``case`` on ``ns``'s arrays with array API dispatch, and on NumPy's without."""
-    on_device = {k: ns.asarray(v) for k, v in _data().items()}
+def _run(client_xp, case: Case) -> tuple[Any, Any]:
+    """``case`` on ``client_xp``'s arrays with array API dispatch, and on NumPy's without."""
+    on_device = {k: client_xp.asarray(v) for k, v in _data().items()}
     bf.metrics.reset()
     with sklearn.config_context(array_api_dispatch=True):
         got = case(on_device)
@@ -71,16 +71,16 @@ def _run(ns, case: Case) -> tuple[Any, Any]:
 
 
 @pytest.mark.parametrize("case", [*ESTIMATORS, *ARRAY_FUNCTIONS])
-def test_array_result_matches_numpy_on_the_device(ns, case):
-    got, want = _run(ns, case)
+def test_array_result_matches_numpy_on_the_device(client_xp, case):
+    got, want = _run(client_xp, case)
     assert isinstance(got, bf.Tensor)
-    assert got.device == ns.__array_namespace_info__().default_device()
+    assert got.device == client_xp.__array_namespace_info__().default_device()
     assert np.dtype(got.dtype) == np.asarray(want).dtype
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("case", SCORES)
-def test_score_matches_numpy(ns, case):
-    got, want = _run(ns, case)
+def test_score_matches_numpy(client_xp, case):
+    got, want = _run(client_xp, case)
     assert isinstance(got, float)
     assert got == pytest.approx(float(want), rel=1e-12, abs=1e-15)

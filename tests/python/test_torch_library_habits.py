@@ -10,11 +10,6 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def accel(backend_factory):
-    return backend_factory("Accel")
-
-
-@pytest.fixture(scope="module")
 def trace(unique_name):
     name = unique_name("HabitTrace")
     bf.register_functionality_key(name)
@@ -28,31 +23,31 @@ def relu(ns, lib):
     return getattr(bf.ops, ns).relu.default
 
 
-def test_library_impl_takes_an_op_overload(ns, lib, relu, accel):
+def test_library_impl_takes_an_op_overload(ns, lib, relu, bare_accel):
     seen = []
-    lib.impl(relu, lambda x: seen.append("accel") or x, accel.name)
-    assert relu.dispatch_table()[accel.name] == "kernel"
-    relu(accel.tensor(np.ones(1)))
+    lib.impl(relu, lambda x: seen.append("accel") or x, bare_accel.name)
+    assert relu.dispatch_table()[bare_accel.name] == "kernel"
+    relu(bare_accel.tensor(np.ones(1)))
     assert seen == ["accel"]
     with pytest.raises(TypeError, match="bf.OpOverload"):
         lib.impl(42, lambda x: x, "CPU")  # type: ignore[arg-type]
 
 
-def test_the_impl_decorator_takes_an_op_overload(relu, accel):
-    @bf.impl(relu, accel.name)
+def test_the_impl_decorator_takes_an_op_overload(relu, bare_accel):
+    @bf.impl(relu, bare_accel.name)
     def relu_accel(x):
         return x
 
-    assert relu.dispatch_table()[accel.name] == "kernel"
+    assert relu.dispatch_table()[bare_accel.name] == "kernel"
 
 
-def test_metrics_policy_and_coverage_take_an_op_overload(ns, relu, accel):
+def test_metrics_policy_and_coverage_take_an_op_overload(ns, relu, bare_accel):
     bf.set_fallback_policy("warn", ops=relu)
     try:
         assert bf.get_fallback_policy(relu) == "warn"
     finally:
         bf.set_fallback_policy(None, ops=relu)
-    assert bf.coverage(accel.name, namespace=ns)[relu.name] == "missing"
+    assert bf.coverage(bare_accel.name, namespace=ns)[relu.name] == "missing"
 
 
 def test_composite_implicit_autograd_is_an_alias_of_composite_implicit(ns, lib):
@@ -63,16 +58,16 @@ def test_composite_implicit_autograd_is_an_alias_of_composite_implicit(ns, lib):
 
 
 @pytest.mark.parametrize("spelling", ["lower", "upper"])
-def test_key_names_are_taken_in_any_case(ns, lib, accel, trace, spelling):
+def test_key_names_are_taken_in_any_case(ns, lib, bare_accel, trace, spelling):
     def spell(name: str) -> str:
         return name.lower() if spelling == "lower" else name.upper()
 
     lib.define("f(Tensor x) -> Tensor")
     lib.impl("f", lambda x: x + 1, spell("CPU"))
-    lib.impl("f", lambda x: x, spell(accel.name))
+    lib.impl("f", lambda x: x, spell(bare_accel.name))
     op = getattr(bf.ops, ns).f.default
     table = op.dispatch_table()
-    assert table["CPU"] == "kernel" and table[accel.name] == "kernel"
+    assert table["CPU"] == "kernel" and table[bare_accel.name] == "kernel"
     hops = []
 
     def hop(op, keys, stack):
@@ -86,11 +81,11 @@ def test_key_names_are_taken_in_any_case(ns, lib, accel, trace, spelling):
             with bf.exclude_keys(spell(trace)):
                 op(np.zeros(1))
     assert hops == [trace]
-    assert bf.get_backend(spell(accel.name)).name == accel.name
+    assert bf.get_backend(spell(bare_accel.name)).name == bare_accel.name
     assert bf.get_backend(spell("native")).name == "Native"
 
 
-def test_an_unknown_key_name_lists_the_known_keys(lib, accel):
+def test_an_unknown_key_name_lists_the_known_keys(lib, bare_accel):
     lib.define("g(Tensor x) -> Tensor")
     for call in (
         lambda: lib.impl("g", lambda x: x, "Acel"),
@@ -100,12 +95,12 @@ def test_an_unknown_key_name_lists_the_known_keys(lib, accel):
         with pytest.raises(bf.UnknownKeyError) as info:
             call()
         message = str(info.value)
-        assert "'Acel'" in message and "CPU" in message and accel.name in message, message
+        assert "'Acel'" in message and "CPU" in message and bare_accel.name in message, message
     # Any case, but no guessing: a near name is no name; get_backend lists the backends.
     with pytest.raises(bf.UnknownKeyError) as info:
         bf.get_backend("acel")
     assert "'acel'" in str(info.value) and "backends: [Native, " in str(info.value)
-    assert accel.name in str(info.value)
+    assert bare_accel.name in str(info.value)
 
 
 def test_an_impl_library_of_another_namespace_is_refused(ns, lib, relu, unique_name):
@@ -122,17 +117,17 @@ def test_an_impl_library_of_another_namespace_is_refused(ns, lib, relu, unique_n
     np.testing.assert_array_equal(relu(np.array([-1.0, 2.0])), [0.0, 2.0])
 
 
-def test_the_impl_decorator_registers_in_the_operators_own_namespace(ns, lib, relu, accel):
+def test_the_impl_decorator_registers_in_the_operators_own_namespace(ns, lib, relu, bare_accel):
     lib.define("sub(Tensor x) -> Tensor")
 
     @bf.impl(f"{ns}::sub", "CPU")
     def sub_cpu(x):
         return x - 1
 
-    @bf.impl(f"{ns}::relu", accel.name.lower())
+    @bf.impl(f"{ns}::relu", bare_accel.name.lower())
     def relu_accel(x):
         return x
 
     np.testing.assert_array_equal(getattr(bf.ops, ns).sub(np.ones(1)), [0.0])
-    assert relu.dispatch_table()[accel.name] == "kernel"
+    assert relu.dispatch_table()[bare_accel.name] == "kernel"
     assert bf._impl_libraries[ns].ns == ns

@@ -15,30 +15,13 @@ from __future__ import annotations
 from collections import Counter
 
 import boxfall as bf
-import boxfall.array_api as xp
 import numpy as np
 import pytest
 from conftest import DeviceBuffer, unique
+from scratch_backend import ScratchBackend, gathered_view, shared_view
 
 
-def strided_view(payload, shape, strides, offset):
-    """The hook of a device whose memory is NumPy's: a view sharing the payload's memory."""
-    flat = payload.data.reshape(-1)
-    item = flat.itemsize
-    view = DeviceBuffer.__new__(DeviceBuffer)
-    view.data = np.lib.stride_tricks.as_strided(
-        flat[offset:], shape=shape, strides=tuple(s * item for s in strides)
-    )
-    return view
-
-
-def gathered_view(payload, shape, strides, offset):
-    """The hook of a device whose kernels index buffers from their start: a view gathered
-    into a new buffer, a copy, and said to be one."""
-    return DeviceBuffer(strided_view(payload, shape, strides, offset).data), False
-
-
-class Scratch:
+class Scratch(ScratchBackend):
     """The backend "Scratch" with counting hooks, ``view`` as given, the CPU fallback, and a
     kernel of its own for ``negative`` (recording the payloads it reads) and for an in-place
     ``scale_`` of an operator of the test's own."""
@@ -66,24 +49,19 @@ class Scratch:
             self.calls["view"] += 1
             return view(payload, shape, strides, offset)
 
-        self.handle = bf.register_backend(
-            "Scratch",
+        super().__init__(
             to_cpu=to_cpu,
             from_cpu=from_cpu,
             copy_from_cpu=copy_from_cpu,
             view=counted_view if view is not None else None,
-            replace=True,
         )
-        self.xp = xp.namespace("Scratch")
 
     def __enter__(self):
+        super().__enter__()
         ns = unique("viewhook")
-        self.defs = bf.Library(ns, "DEF")
-        self.defs.define("scale_(Tensor(a!) x, float f) -> ()")
-        self.defs.impl("scale_", lambda x, f: np.multiply(x, f, out=x), "CPU")
-        self.fb = bf.Library("_", "IMPL")
-        self.fb.fallback(bf.cpu_fallback, "Scratch")
-        self.lib = bf.Library("array_api", "IMPL")
+        defs = self.library(ns, "DEF")
+        defs.define("scale_(Tensor(a!) x, float f) -> ()")
+        defs.impl("scale_", lambda x, f: np.multiply(x, f, out=x), "CPU")
 
         def negative(x):
             self.seen.append(x.payload)
@@ -93,14 +71,9 @@ class Scratch:
             x.payload.data *= f
 
         self.lib.impl("negative", negative, "Scratch")
-        self.kernels = bf.Library(ns, "IMPL")
-        self.kernels.impl("scale_", scale_, "Scratch")
+        self.library(ns, "IMPL").impl("scale_", scale_, "Scratch")
         self.scale_ = getattr(bf.ops, ns).scale_
         return self
-
-    def __exit__(self, *exc):
-        for lib in (self.kernels, self.lib, self.fb, self.defs):
-            lib.close()
 
 
 def materialized():
@@ -112,7 +85,7 @@ def to_host():
 
 
 def test_a_view_of_a_device_base_is_made_from_its_payload_and_shares_it():
-    with Scratch(strided_view) as s:
+    with Scratch(shared_view) as s:
         x = s.handle.tensor(np.arange(6.0).reshape(2, 3))
         base = x.payload
         bf.metrics.reset()
@@ -126,7 +99,7 @@ def test_a_view_of_a_device_base_is_made_from_its_payload_and_shares_it():
 
 
 def test_a_host_only_base_gets_its_payload_once_for_all_its_views():
-    with Scratch(strided_view) as s:
+    with Scratch(shared_view) as s:
         x = s.handle.tensor(np.arange(6.0).reshape(2, 3))
         y = s.xp.add(x, 1.0)  # the CPU fallback's result: on the host only
         assert y.residency == "host"
@@ -165,7 +138,7 @@ def test_without_a_hook_a_view_moves_its_values():
 
 @pytest.mark.parametrize(
     "hook",
-    [strided_view, lambda *a: (strided_view(*a), True)],
+    [shared_view, lambda *a: (shared_view(*a), True)],
     ids=["payload", "said-shared"],
 )
 def test_a_kernel_that_writes_a_device_view_writes_its_base(hook):
@@ -245,7 +218,7 @@ def test_a_copied_view_that_cannot_be_written_back_leaves_its_base_as_it_was():
 
 
 def test_a_view_hook_tuple_must_say_whether_it_shares():
-    with Scratch(lambda *a: (strided_view(*a), 0)) as s:
+    with Scratch(lambda *a: (shared_view(*a), 0)) as s:
         x = s.handle.tensor(np.arange(6.0).reshape(2, 3))
         with pytest.raises(bf.KernelError, match=r"\(payload, shares_memory\)") as e:
             -x.T  # noqa: B018

@@ -27,10 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from . import _creation_functions as _creation
+from . import _data_type_functions as _data_types
 from . import _elementwise_functions as _ew
-from . import _indexing
+from . import _indexing, _views
 from . import _linear_algebra_functions as _la
-from ._helpers import ARRAY_TYPES, SCALAR_TYPES, canonical_device, same_device
+from . import _manipulation_functions as _manipulation
+from . import _statistical_functions as _stats
+from . import _utility_functions as _utility
+from ._creation_functions import to_device as to_device  # bf.Tensor.to_device calls it here
+from ._helpers import ARRAY_TYPES, SCALAR_TYPES
 
 
 def _operand(other: Any) -> bool:
@@ -168,7 +174,7 @@ def __iter__(self: Any) -> Any:
     if self.residency is None or self.ndim > 1:
         return (self[i] for i in range(n))
     host = __array__(self)
-    make = _creation().OPS["asarray"]
+    make = _creation.OPS["asarray"]
     return (make(host[i], device=self.device, copy=True) for i in range(n))
 
 
@@ -188,9 +194,7 @@ def __format__(self: Any, spec: str) -> str:
 
 def _unpickle(host: np.ndarray, device: str) -> Any:
     """A pickled tensor made again: ``host``'s values on ``device``."""
-    from ._creation_functions import OPS
-
-    return OPS["asarray"](host, device=device, copy=True)
+    return _creation.OPS["asarray"](host, device=device, copy=True)
 
 
 def __reduce__(self: Any) -> Any:
@@ -227,32 +231,10 @@ def __index__(self: Any) -> int:
     return _scalar(self, int, "an index")
 
 
-def to_device(self: Any, device: Any, /, *, stream: Any = None) -> Any:
-    """The array on ``device``: itself if it is there already, else a copy."""
-    if stream is not None:
-        raise ValueError("boxfall's devices have no streams")
-    here = getattr(self, "device", "cpu")
-    if same_device(device, here):
-        return self
-    host = __array__(self) if not isinstance(self, np.ndarray) else self
-    device = canonical_device(device)
-    if device == "cpu":
-        return host
-    return _creation().OPS["asarray"](host, device=device, copy=True)
-
-
-def _creation() -> Any:
-    from . import _creation_functions
-
-    return _creation_functions
-
-
 def T(self: Any) -> Any:  # noqa: N802  (the standard's name)
     if self.ndim != 2:
         raise ValueError(f"x.T is for 2-d arrays (use x.mT or permute_dims), not {self.ndim}-d")
-    from ._manipulation_functions import permute_dims
-
-    return permute_dims(self, [1, 0])
+    return _manipulation.permute_dims(self, [1, 0])
 
 
 def mT(self: Any) -> Any:  # noqa: N802
@@ -335,54 +317,40 @@ def __dlpack__(
 def astype(self: Any, dtype: Any, /, *, copy: bool = True) -> Any:
     """NumPy's ``x.astype(dtype)``: ``astype(x, dtype, copy=copy)`` of the standard, ``dtype``
     as NumPy reads it (``float`` is float64, ``"f4"`` float32)."""
-    from ._data_type_functions import astype as to
-
-    return to(self, np.dtype(dtype), copy=copy)
+    return _data_types.astype(self, np.dtype(dtype), copy=copy)
 
 
 def _sum(self: Any, axis: Any = None, dtype: Any = None, *, keepdims: bool = False) -> Any:
     """NumPy's ``x.sum(axis=None, dtype=None, keepdims=False)``: the standard's ``sum``."""
-    from ._statistical_functions import sum as total
-
-    return total(
+    return _stats.sum(
         self, axis=axis, dtype=None if dtype is None else np.dtype(dtype), keepdims=keepdims
     )
 
 
 def _max(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
     """NumPy's ``x.max(axis=None, keepdims=False)``: the standard's ``max``."""
-    from ._statistical_functions import max as largest
-
-    return largest(self, axis=axis, keepdims=keepdims)
+    return _stats.max(self, axis=axis, keepdims=keepdims)
 
 
 def _min(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
     """NumPy's ``x.min(axis=None, keepdims=False)``: the standard's ``min``."""
-    from ._statistical_functions import min as smallest
-
-    return smallest(self, axis=axis, keepdims=keepdims)
+    return _stats.min(self, axis=axis, keepdims=keepdims)
 
 
 def _all(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
     """NumPy's ``x.all(axis=None, keepdims=False)``: the standard's ``all``."""
-    from ._utility_functions import all as every
-
-    return every(self, axis=axis, keepdims=keepdims)
+    return _utility.all(self, axis=axis, keepdims=keepdims)
 
 
 def _any(self: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
     """NumPy's ``x.any(axis=None, keepdims=False)``: the standard's ``any``."""
-    from ._utility_functions import any as some
-
-    return some(self, axis=axis, keepdims=keepdims)
+    return _utility.any(self, axis=axis, keepdims=keepdims)
 
 
 def ravel(self: Any) -> Any:
     """NumPy's ``x.ravel()``: the elements in one dimension (C order), a view of ``x`` where
     the data allow it, as in NumPy (``reshape(x, (-1,))``)."""
-    from ._manipulation_functions import reshape as to
-
-    return to(self, (-1,))
+    return _manipulation.reshape(self, (-1,))
 
 
 def _real(self: Any) -> Any:
@@ -393,7 +361,7 @@ def _real(self: Any) -> Any:
 def _imag(self: Any) -> Any:
     """NumPy's ``x.imag``: the standard's ``imag`` (of a real array, zeros of its dtype)."""
     if np.dtype(self.dtype).kind != "c":
-        return _creation().zeros_like(self)
+        return _creation.zeros_like(self)
     return _ew.OPS["imag"](self)
 
 
@@ -407,9 +375,7 @@ def _shape_of(shape: tuple[Any, ...]) -> Any:
 def reshape(self: Any, *shape: Any, copy: bool | None = None) -> Any:
     """NumPy's ``x.reshape(shape)`` (or ``x.reshape(*shape)``): the standard's ``reshape``, a
     view of ``x`` where the data allow it, as in NumPy."""
-    from ._manipulation_functions import reshape as to
-
-    return to(self, _shape_of(shape), copy=copy)
+    return _manipulation.reshape(self, _shape_of(shape), copy=copy)
 
 
 def view(self: Any, dtype: Any = None, /) -> Any:
@@ -423,7 +389,7 @@ def view(self: Any, dtype: Any = None, /) -> Any:
     read-only, so that a write meant for ``x`` raises instead of being lost."""
     if dtype is None or np.dtype(dtype) == self.dtype:
         return self[...]
-    from . import _numpy_interop, _views
+    from . import _numpy_interop
 
     values = _numpy_interop._run("ndarray_view", np.ndarray.view, (self, np.dtype(dtype)), {}, ())
     # Read-only as broadcast_to's views are: a write through it raises NumPy's ValueError.

@@ -259,6 +259,29 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
     return OPS["asarray"](obj, dtype=dtype_name(dtype), device=_device(device), copy=copy)
 
 
+def scalar_array(value: Any, like: Any) -> Any:
+    """``value`` as a 0-d array of ``like``'s dtype on ``like``'s device (the standard's rule
+    for a Python scalar beside an array)."""
+    return asarray(value, dtype=like.dtype, device=device_of(like))
+
+
+def to_device(x: Any, device: Any, /, *, stream: Any = None) -> Any:
+    """The array on ``device``: itself if it is there already, else a copy (``x.to_device``,
+    ``astype(x, dtype, device=device)``). A copy goes through the host: ``asarray`` of the
+    host copy with ``device=``, so it runs the device's own ``asarray`` kernel, or the CPU
+    kernel through its fallback."""
+    if stream is not None:
+        raise ValueError("boxfall's devices have no streams")
+    here = getattr(x, "device", "cpu")
+    if same_device(device, here):
+        return x
+    host = x if isinstance(x, np.ndarray) else np.array(x.numpy(), copy=True)
+    device = canonical_device(device)
+    if device == "cpu":
+        return host
+    return OPS["asarray"](host, device=device, copy=True)
+
+
 def zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::zeros``."""
     dtype = _default(dtype, device, "real floating")

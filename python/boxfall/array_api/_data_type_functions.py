@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes
+from ._creation_functions import to_device
 from ._helpers import ARRAY_TYPES, device_of, same_device
-from ._registry import Op, dtype_name, register
+from ._registry import Op, dtype_name, register, requested
 
 
 def _astype(x: Any, dtype: str, /, *, copy: bool = True, device: Any = None) -> Any:
@@ -34,10 +35,8 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> A
     a ``bf.DTypeError`` before ``x``'s values move (narrowed instead on a backend registered
     with ``narrow=True``)."""
     if device is not None and not same_device(device, device_of(x)):
-        from ._array_methods import to_device
-
         x = to_device(x, device)
-    return OPS["astype"](x, dtype_name(_dtypes.requested(x, dtype, "astype")), copy=copy)
+    return OPS["astype"](x, dtype_name(requested(x, dtype, "astype")), copy=copy)
 
 
 def _dtype(x: Any) -> np.dtype:

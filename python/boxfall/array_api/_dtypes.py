@@ -3,11 +3,9 @@ and the default dtypes."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from .._boxfall import Tensor, backends_version, get_backend
+from .._boxfall import backends_version, get_backend
 
 bool = np.dtype("bool")  # noqa: A001  (the standard's name)
 int8 = np.dtype("int8")
@@ -74,23 +72,6 @@ def held_by(device: object) -> tuple[np.dtype, ...]:
     found = ALL if set(names) == _ALL_NAMES else tuple(map(_dtype_named, names))
     _held[name] = found
     return found
-
-
-def requested(x: object, dtype: Any, op: str) -> Any:
-    """The dtype a function of ``x`` (``astype``, ``sum``, ...) asks its operator ``op`` for
-    when the caller asked for ``dtype``: ``dtype`` itself on the CPU and on a device holding
-    it; on a device without it, the 32-bit dtype of its kind where the backend narrows
-    (``register_backend(narrow=True)``: warned once per operator, counted), else a
-    ``bf.DTypeError`` raised here, before anything moves (``bf.Backend.dtype_for``)."""
-    if dtype is None or not isinstance(x, Tensor):
-        return dtype
-    device = x.device
-    held = held_by(device)
-    if held is ALL or np.dtype(dtype) in held:
-        return dtype
-    from ._registry import operator
-
-    return get_backend(device.split(":", 1)[0]).dtype_for(dtype, op=operator(op))
 
 
 def defaults_of(device: object) -> dict[str, np.dtype]:

@@ -24,7 +24,8 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from .. import _boxfall
-from ._helpers import ARRAY_TYPES, SCALAR_TYPES, device_of, scalar_array
+from ._creation_functions import asarray, full_like, scalar_array
+from ._helpers import ARRAY_TYPES, SCALAR_TYPES, device_of
 from ._registry import Op, register
 
 
@@ -241,8 +242,6 @@ def wide_int(name: str, array: Any, value: int, reflected: bool = False) -> tupl
     (``2**63`` for uint64) as a 0-d array of that dtype; ``("result", r)``, a comparison with an
     int outside the array's dtype, whose result is the same for every element. Otherwise the
     int fits no dtype of the operation: an ``OverflowError``, as in NumPy."""
-    from ._creation_functions import full_like
-
     dtype = np.dtype(array.dtype)
     if dtype.kind in "fc":
         return ("scalar", float(value))
@@ -269,8 +268,6 @@ def _is_wide(value: Any) -> TypeGuard[int]:
 def complex_array(value: complex, like: Any) -> Any:
     """A complex Python scalar beside an array: a 0-d array of NumPy 2's result dtype
     (``complex128`` beside bool, integer and float64 arrays, ``complex64`` beside float32)."""
-    from ._creation_functions import asarray
-
     dtype = np.result_type(np.dtype(like.dtype), value)
     return asarray(value, dtype=dtype, device=device_of(like))
 

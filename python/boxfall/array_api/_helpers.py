@@ -1,4 +1,5 @@
-"""What several chapters share: which objects are arrays, and Python scalars as arrays."""
+"""What the chapters share, beneath them all (it imports none of them): which objects are arrays
+and scalars, and which device an array is on."""
 
 from __future__ import annotations
 
@@ -29,11 +30,3 @@ def same_device(a: Any, b: Any) -> bool:
 def device_of(x: Any) -> str:
     """The device of an array: ``"cpu"`` for a NumPy array, ``"<Backend>:<index>"`` else."""
     return x.device if isinstance(x, Tensor) else "cpu"
-
-
-def scalar_array(value: Any, like: Any) -> Any:
-    """``value`` as a 0-d array of ``like``'s dtype on ``like``'s device (the standard's rule
-    for a Python scalar beside an array)."""
-    from ._creation_functions import asarray
-
-    return asarray(value, dtype=like.dtype, device=device_of(like))

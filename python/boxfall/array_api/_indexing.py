@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from . import _views
-from ._helpers import ARRAY_TYPES, SCALAR_TYPES, scalar_array
+from ._creation_functions import scalar_array
+from ._helpers import ARRAY_TYPES, SCALAR_TYPES
 from ._registry import NAMESPACE, Op, register
 
 SLOT = "array"

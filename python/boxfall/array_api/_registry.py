@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import _boxfall
-from .._boxfall import Library, OpOverload
+from .._boxfall import Library, OpOverload, Tensor, get_backend
 from . import _dtypes
 
 NAMESPACE = "array_api"
@@ -103,7 +103,7 @@ def dtype_name(dtype: Any) -> str | None:
 def public_function(op: OpOverload, kernel: Callable[..., Any], name: str) -> Callable[..., Any]:
     """The namespace's function for ``op``: the kernel's signature, dtype objects as names.
     A ``dtype`` asked for with an array on a device that lacks it is refused (or narrowed)
-    before the call, as ``_dtypes.requested`` says."""
+    before the call, as :func:`requested` says."""
     sig = inspect.signature(kernel)
     params = list(sig.parameters)
     dtype_at = params.index("dtype") if "dtype" in params else None
@@ -121,11 +121,11 @@ def public_function(op: OpOverload, kernel: Callable[..., Any], name: str) -> Ca
                 # NumPy's 0-d results (`a == b` of 0-d arrays) are NumPy scalars: arrays here.
                 args = (np.asarray(args[0]), *args[1:])
             if len(args) > dtype_at:
-                asked = _dtypes.requested(args[0], args[dtype_at], name)
+                asked = requested(args[0], args[dtype_at], name)
                 args = (*args[:dtype_at], dtype_name(asked), *args[dtype_at + 1 :])
             elif kwargs.get("dtype") is not None:
                 x = args[0] if args else None
-                kwargs["dtype"] = dtype_name(_dtypes.requested(x, kwargs["dtype"], name))
+                kwargs["dtype"] = dtype_name(requested(x, kwargs["dtype"], name))
             return op(*args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
@@ -155,3 +155,18 @@ def register(rows: Iterable[Op]) -> tuple[dict[str, OpOverload], dict[str, Calla
 def operator(name: str) -> OpOverload:
     """The operator ``array_api::<name>`` (with an overload: ``add.Tensor_Scalar``)."""
     return _boxfall.find_op(f"{NAMESPACE}::{name}")
+
+
+def requested(x: object, dtype: Any, op: str) -> Any:
+    """The dtype a function of ``x`` (``astype``, ``sum``, ...) asks its operator ``op`` for
+    when the caller asked for ``dtype``: ``dtype`` itself on the CPU and on a device holding
+    it; on a device without it, the 32-bit dtype of its kind where the backend narrows
+    (``register_backend(narrow=True)``: warned once per operator, counted), else a
+    ``bf.DTypeError`` raised here, before anything moves (``bf.Backend.dtype_for``)."""
+    if dtype is None or not isinstance(x, Tensor):
+        return dtype
+    device = x.device
+    held = _dtypes.held_by(device)
+    if held is _dtypes.ALL or np.dtype(dtype) in held:
+        return dtype
+    return get_backend(device.split(":", 1)[0]).dtype_for(dtype, op=operator(op))
