@@ -277,7 +277,8 @@ def python_names(text: str) -> set[str]:
 def unresolved(repo: Repository, token: str) -> str | None:
     """Why a ticked token names nothing that exists, or None (it exists, or is no name)."""
     t = token.strip()
-    if t.startswith(("'", '"', "-")) or " " in t or t.startswith("../") or not re.search(r"\w", t):
+    beside = Path(t).parts[:1] == ("..",)  # a path beside the checkout, not in it
+    if t.startswith(("'", '"', "-")) or " " in t or beside or not re.search(r"\w", t):
         return None  # a string value, an option, an expression; a path beside the checkout
     if PATHLIKE.match(t) and ("/" in t or t.endswith(FILE_SUFFIXES)) and not t.startswith("."):
         return None if repo.path_exists(t) else "no such file or folder"
