@@ -330,6 +330,13 @@ def test_every_name_the_documents_give_exists():
     assert not stale, "names in the documents that the repository lacks:\n" + "\n".join(stale)
 
 
+def test_architecture_cites_nothing_outside_the_repository():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    cited = [t for _, t in ticked(text)] + re.findall(r"\]\(([^)]+)\)", text)
+    outside = [t for t in cited if any(".." in Path(w).parts for w in t.split())]
+    assert not outside, f"ARCHITECTURE.md cites what lies beside the checkout: {outside}"
+
+
 def test_the_name_check_fails_on_a_renamed_function(tmp_path):
     (tmp_path / "src" / "fallback").mkdir(parents=True)
     (tmp_path / "docs").mkdir()
