@@ -69,10 +69,12 @@ pub struct CpuFallback {
 }
 
 impl CpuFallback {
-    /// The boxed kernel. It is a kernel as any other, with two properties any kernel may
+    /// The boxed kernel. It is a kernel as any other, with three properties any kernel may
     /// have: dispatched, it reads the call's table (the schema, the CPU kernel) rather than
-    /// loading it again; and it has a typed wrapper, which runs a typed call of a functional
-    /// operator whose CPU kernel has the call's signature without boxing (`typed`).
+    /// loading it again; it has a typed wrapper, which runs a typed call of a functional
+    /// operator whose CPU kernel has the call's signature without boxing (`typed`); and it is
+    /// marked as the CPU fallback, so that the dispatcher, when it publishes a table, routes an
+    /// entry it serves as `Route::CpuFallback` with the CPU kernel recorded.
     ///
     /// ```
     /// use boxfall::CpuFallback;

@@ -290,7 +290,8 @@ def test_view_operator_is_refused(ns, lib, accel):
     with pytest.raises(bf.FallbackError) as info:
         getattr(bf.ops, ns).alias(accel.tensor(np.ones(1)))
     assert f"{ns}::alias" in str(info.value)
-    # Refused: a fallback that failed, as every refusal is (README, "Metrics").
+    # Refused: a fallback that failed, as every refusal is (docs/backend-authors.md, "What the
+    # report says").
     stats = bf.metrics.op_stats(f"{ns}::alias")
     assert (stats["fallbacks"], stats["failures"]) == (1, 1)
 

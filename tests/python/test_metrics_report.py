@@ -1,5 +1,6 @@
 """bf.metrics per (operator, backend): op_stats, report, to_dict, to_csv, plot, and what counts
-as a failure (README, "Metrics"). Timings are only checked against their invariants."""
+as a failure (docs/backend-authors.md, "What the report says"). Timings are only checked
+against their invariants."""
 
 from __future__ import annotations
 
