@@ -265,8 +265,15 @@ class _Kernels:
 
         self.lean(name, kernel)
 
+    def kinds_held(self, kinds: str) -> frozenset[np.dtype[Any]]:
+        """The dtypes of ``kinds`` that the device declares: a set lookup answers a hot
+        path's usual case, where ``a.dtype.kind in kinds`` is two attribute reads and a
+        string search (kept for the rest)."""
+        return frozenset(d for d in self.held if d.kind in kinds)
+
     def binary(self, name: str, fn: Callable[[Any, Any], Any], kinds: str) -> None:
         kinds = _with_extension(kinds)
+        held = self.kinds_held(kinds)
         packet = getattr(bf.ops.array_api, name)
         ops = (packet.default, packet.Tensor_Scalar, packet.Scalar_Tensor)
         wrap, fallback, cpu, prefix, tensor = self.lean_parts()
@@ -276,13 +283,14 @@ class _Kernels:
             # Both tensors of this backend, one dtype that JAX computes as NumPy does; anything
             # else (NumPy's promotion, a CPU array, a broadcast JAX refuses) is NumPy's to do.
             if type(x1) is tensor and type(x2) is tensor:
-                if x1.device.startswith(prefix) and x2.device.startswith(prefix):
-                    a, b = x1.payload, x2.payload
+                a, b = x1.payload, x2.payload
+                if type(a) is _ARRAY_TYPE and type(b) is _ARRAY_TYPE:
+                    d = a.dtype
                     if (
-                        type(a) is _ARRAY_TYPE
-                        and type(b) is _ARRAY_TYPE
-                        and a.dtype == b.dtype
-                        and a.dtype.kind in kinds
+                        (d is b.dtype or d == b.dtype)
+                        and (d in held or d.kind in kinds)
+                        and x1.device.startswith(prefix)
+                        and x2.device.startswith(prefix)
                     ):
                         try:
                             return wrap(jitted(a, b))
