@@ -791,7 +791,7 @@ impl PyBackend {
         py: Python<'py>,
         array: &Bound<'py, PyAny>,
         index: u16,
-        op: Option<PyRef<'_, super::ops::PyOpOverload>>,
+        op: Option<PyRef<'_, super::overload::PyOpOverload>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let device = Device::new(self.key, index);
         let mut arr = py.import("numpy")?.getattr("asarray")?.call1((array,))?;
@@ -838,7 +838,7 @@ impl PyBackend {
         &self,
         py: Python<'_>,
         dtype: &Bound<'_, PyAny>,
-        op: Option<PyRef<'_, super::ops::PyOpOverload>>,
+        op: Option<PyRef<'_, super::overload::PyOpOverload>>,
     ) -> PyResult<String> {
         let name = py
             .import("numpy")?
@@ -1039,7 +1039,7 @@ pub fn backends_version() -> u64 {
 /// fallback, and anything that names no backend registered from Python.
 #[pyfunction]
 pub fn host_data_target(
-    op: PyRef<'_, super::ops::PyOpOverload>,
+    op: PyRef<'_, super::overload::PyOpOverload>,
     device: &str,
 ) -> Option<(PyBackend, u16)> {
     let (name, index) = match device.split_once(':') {
