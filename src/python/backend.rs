@@ -8,9 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::errors::{new_err, to_pyerr, warn_as, IntoPy};
-use super::tensor::{
-    cpu_tensor_to_numpy, data_object, hook_error, object_tensor, read_only_view, wrap,
-};
+use super::ffi::{owns_data, read_only_view};
+use super::tensor::{cpu_tensor_to_numpy, data_object, hook_error, object_tensor, wrap};
 use crate::backend::{
     register_backend as register_core, replace_backend as replace_core, Backend, ResultOf,
 };
@@ -330,15 +329,6 @@ impl PyBackendHooks {
             self.cpu_result(py, arr, usage)
         })
     }
-}
-
-/// Whether `arr` owns its memory (NumPy's `OWNDATA` flag).
-fn owns_data(arr: &Bound<'_, numpy::PyUntypedArray>) -> bool {
-    use numpy::PyUntypedArrayMethods;
-    // SAFETY: `arr` is a live array object and the GIL is held (it is bound); its flags field
-    // is read as NumPy's `PyArray_FLAGS` reads it.
-    let flags = unsafe { (*arr.as_array_ptr()).fields.flags };
-    flags & numpy::npyffi::flags::NPY_ARRAY_OWNDATA != 0
 }
 
 /// What a CPU tensor from `to_cpu` is for.

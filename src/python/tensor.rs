@@ -9,7 +9,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use super::errors::{from_pyerr, IntoPy};
-use super::ffi::KnownType;
+use super::ffi::{array_over, contiguous_parts, new_copy, read_only_parts, KnownType};
 use super::gil_cell::GilCell;
 use crate::backend::backend;
 use crate::error::{Error, Result};
@@ -235,29 +235,12 @@ fn plain_to_host<R>(
     arr: &Bound<'_, PyUntypedArray>,
     finish: impl FnOnce(HostArray) -> R,
 ) -> Option<Result<R>> {
-    use numpy::npyffi::flags::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
     let descr = arr.dtype();
     if descr.is_native_byteorder() == Some(false) {
         return None;
     }
     let dtype = host_dtype(descr.kind(), descr.itemsize())?;
-    // SAFETY: `arr` is a live array object and the GIL is held, so no other thread changes
-    // it; `dimensions` points at `nd` values owned by the array (none when `nd` is 0), as
-    // NumPy's `PyArray_DIMS` reads them, each at least 0 (so the same bits as a `usize`).
-    let (flags, data, shape) = unsafe {
-        let f = &(*arr.as_array_ptr()).fields;
-        let nd = usize::try_from(f.nd).ok()?;
-        let shape: &[usize] = if nd == 0 {
-            &[]
-        } else {
-            std::slice::from_raw_parts(f.dimensions.cast::<usize>(), nd)
-        };
-        (f.flags, f.data, shape)
-    };
-    let needed = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED;
-    if flags & needed != needed {
-        return None;
-    }
+    let (data, shape) = contiguous_parts(arr)?;
     let n = crate::native::alloc::element_count(shape, dtype.size())?;
     macro_rules! copy_as {
         ($t:ty) => {{
@@ -420,18 +403,7 @@ pub fn host_to_numpy<'py>(
     if !writable {
         return Ok(lent);
     }
-    let lent = lent.cast_into::<PyUntypedArray>()?;
-    // SAFETY: `lent` is a live array object (the GIL is held); `PyArray_NewCopy` returns a new
-    // reference to a new, writable, C-ordered array, or NULL with a Python error set (its
-    // `MemoryError`), which `from_owned_ptr_or_err` takes over.
-    unsafe {
-        let copy = numpy::PY_ARRAY_API.PyArray_NewCopy(
-            py,
-            lent.as_array_ptr(),
-            numpy::npyffi::NPY_ORDER::NPY_CORDER,
-        );
-        Bound::from_owned_ptr_or_err(py, copy)
-    }
+    new_copy(&lent.cast_into::<PyUntypedArray>()?)
 }
 
 /// A read-only NumPy array over `a`'s memory, whose base object `owner` keeps that memory
@@ -441,10 +413,9 @@ fn borrow_read_only<'py, T: numpy::Element>(
     a: &ndarray::ArrayD<T>,
     owner: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    use numpy::npyffi::npy_intp;
     let itemsize = std::mem::size_of::<T>() as isize;
-    let mut dims: Vec<npy_intp> = a.shape().iter().map(|&d| d as npy_intp).collect();
-    let mut strides: Vec<npy_intp> = a.strides().iter().map(|&s| s * itemsize).collect();
+    let mut dims: Vec<isize> = a.shape().iter().map(|&d| d as isize).collect();
+    let mut strides: Vec<isize> = a.strides().iter().map(|&s| s * itemsize).collect();
     let data = a.as_ptr().cast_mut().cast();
     // SAFETY: the data pointer and strides are those of `a`, whose memory `owner` keeps alive
     // (it holds the `Arc` of the `HostArray` that `a` is in), and the array is read-only. A
@@ -453,33 +424,7 @@ fn borrow_read_only<'py, T: numpy::Element>(
     // the values as they are now, as NumPy's own read-only views of a written array do.
     // Exercised by tests/python/test_native.py (the lent-memory tests) and
     // test_native_memory.py (33 and more dimensions).
-    unsafe { super::ffi::array_over::<T>(owner, &mut dims, &mut strides, data, false) }
-}
-
-/// A read-only view of `arr`: a new array object sharing its memory, which a kernel cannot
-/// write through (NumPy raises "assignment destination is read-only").
-pub fn read_only_view<'py>(arr: &Bound<'py, PyUntypedArray>) -> PyResult<Bound<'py, PyAny>> {
-    let py = arr.py();
-    // SAFETY: `arr` holds a live array object and the GIL is held. `PyArray_View` (NumPy's
-    // `arr.view()`) with no dtype and no type returns a new reference to a new array of
-    // `arr`'s type, or NULL with a Python error set, which `from_owned_ptr_or_err` takes over.
-    let view = unsafe {
-        let ptr = numpy::npyffi::PY_ARRAY_API.PyArray_View(
-            py,
-            arr.as_array_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(py, ptr)?
-    };
-    let view = view.cast_into::<PyUntypedArray>()?;
-    // SAFETY: `view` is the new array made above, which only this function holds; clearing its
-    // WRITEABLE flag is what `view.setflags(write=False)` does (NumPy's `PyArray_CLEARFLAGS`),
-    // and a flag may always be cleared. Exercised by tests/python/test_read_only_args.py.
-    unsafe {
-        (*view.as_array_ptr()).fields.flags &= !numpy::npyffi::flags::NPY_ARRAY_WRITEABLE;
-    }
-    Ok(view.into_any())
+    unsafe { array_over::<T>(owner, &mut dims, &mut strides, data, false) }
 }
 
 /// A read-only NumPy view kept with the tensor it sees (`Tensor::host_view`), and what it
@@ -496,7 +441,7 @@ struct LentView {
 impl LentView {
     fn new(array: &Bound<'_, PyAny>) -> Option<LentView> {
         let array = array.cast::<PyUntypedArray>().ok()?;
-        let (data, descr, dims, strides) = array_fields(array)?;
+        let (data, descr, dims, strides) = read_only_parts(array)?;
         Some(LentView {
             array: array.clone().unbind(),
             data,
@@ -509,7 +454,7 @@ impl LentView {
     /// The view, if it is still read-only and as it was made.
     fn intact<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
         let array = self.array.bind(py);
-        let (data, descr, dims, strides) = array_fields(array)?;
+        let (data, descr, dims, strides) = read_only_parts(array)?;
         let same = data == self.data
             && descr == self.descr
             && same_values(dims, &self.dims)
@@ -523,34 +468,6 @@ impl LentView {
 #[inline]
 fn same_values(a: &[isize], b: &[isize]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
-}
-
-/// A read-only array's data pointer, dtype, shape and strides, as NumPy holds them (`None` for
-/// a writable array).
-fn array_fields<'a>(
-    array: &'a Bound<'_, PyUntypedArray>,
-) -> Option<(usize, usize, &'a [isize], &'a [isize])> {
-    let raw = array.as_array_ptr();
-    // SAFETY: `raw` points at the live array object `array` holds (it is borrowed for 'a, with
-    // the GIL held, so no other thread changes it); its `dimensions` and `strides` point at
-    // `nd` values each, owned by the array, as NumPy's `PyArray_DIMS`/`PyArray_STRIDES` read them.
-    // Exercised by tests/python/test_native.py (the lent-view tests).
-    unsafe {
-        let f = &(*raw).fields;
-        if f.flags & numpy::npyffi::flags::NPY_ARRAY_WRITEABLE != 0 {
-            return None;
-        }
-        let nd = usize::try_from(f.nd).ok()?;
-        let (dims, strides) = if nd == 0 {
-            (&[][..], &[][..])
-        } else {
-            (
-                std::slice::from_raw_parts(f.dimensions, nd),
-                std::slice::from_raw_parts(f.strides, nd),
-            )
-        };
-        Some((f.data as usize, f.descr as usize, dims, strides))
-    }
 }
 
 /// A CPU tensor as the NumPy array a Python kernel receives: as `cpu_tensor_to_numpy`, except
