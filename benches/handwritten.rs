@@ -84,9 +84,16 @@ fn paired(title: &str, rounds: usize, n: u64, mut cases: Vec<Case<'_>>) {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let rounds = if quick { 11 } else { 41 };
-    let n = if quick { 200_000 } else { 1_000_000 };
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this without it, as a
+    // check that every contender runs, in a few rounds of a few operations.
+    let args: Vec<String> = std::env::args().collect();
+    let (rounds, n) = if !args.iter().any(|a| a == "--bench") {
+        (3, 1_000)
+    } else if args.iter().any(|a| a == "--quick") {
+        (11, 200_000)
+    } else {
+        (41, 1_000_000)
+    };
 
     // A tensor's life in a fallback: made, lent (a clone, dropped), written in place when it
     // is the only handle, dropped.
