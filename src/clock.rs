@@ -7,6 +7,15 @@
 //! Counters add up *ticks*; [`ticks_to_ns`] converts a sum when it is read, at a rate measured
 //! against `Instant` over the time since the first tick was taken, so the conversion grows more
 //! exact the longer the process runs and the hot path never divides.
+//!
+//! Against `quanta` (which reads the same counter where the processor says it is invariant),
+//! two reads and their difference in 41 paired rounds of 10^6 on the 2-core development
+//! machine under load: [`ticks`] 32.5 ns (interquartile range 27.2-36.6), `quanta::Clock::raw`
+//! 34.3 ns (per-round ratio to `ticks` 1.02, range 0.86-1.18), `quanta::Instant::now` 38.6 ns
+//! (1.24, 1.06-1.37), `std::time::Instant::now` 93.2 ns (2.88, 2.56-3.20). `quanta`'s raw
+//! reads are within noise of these; this module keeps Linux's own choice of clocksource as
+//! the test of the counter, and its conversion out of the hot path. Reproduce:
+//! `cargo bench --bench handwritten`.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;

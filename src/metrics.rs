@@ -15,7 +15,7 @@
 //! back at once. A snapshot sums them.
 
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
@@ -23,9 +23,17 @@ use crossbeam_utils::CachePadded;
 use crate::key::{DispatchKey, DispatchKeySet, NUM_KEYS};
 use crate::thread_slot;
 
+mod profile;
 mod report;
+mod snapshot;
+mod user;
 
+pub use profile::{profile_begin, profile_end, profiling};
 pub use report::{ReportOptions, ReportSort};
+pub use snapshot::Snapshot;
+pub use user::{
+    record_user_transfer, reset_user_transfers, user_transfers, Direction, UserTransfers,
+};
 
 /// How many figures one set of counts holds (`Figures` in this order).
 const N: usize = 8;
@@ -99,51 +107,6 @@ impl Default for KeyCounts {
             last_failure: Mutex::new(None),
         }
     }
-}
-
-/// Whether backend kernels are timed (`bf.metrics.profile()`): a count of the profiles open,
-/// so that nested ones end with the outermost.
-static PROFILING: AtomicU64 = AtomicU64::new(0);
-/// `PROFILING > 0`, read by every counted kernel call.
-static PROFILE_ON: AtomicBool = AtomicBool::new(false);
-
-/// Starts timing the backends' own kernels (`kernel_call_ns`); each call is matched by one
-/// [`profile_end`]. Counting calls is always on; timing costs two clock reads a call.
-///
-/// ```
-/// boxfall::metrics::profile_begin();
-/// assert!(boxfall::metrics::profiling());
-/// boxfall::metrics::profile_end();
-/// ```
-pub fn profile_begin() {
-    PROFILING.fetch_add(1, Relaxed);
-    PROFILE_ON.store(true, Relaxed);
-}
-
-/// Ends one [`profile_begin`]; timing stops when the last one ends.
-///
-/// ```
-/// boxfall::metrics::profile_begin();
-/// boxfall::metrics::profile_end();
-/// boxfall::metrics::profile_end(); // one too many: no effect
-/// ```
-pub fn profile_end() {
-    let before = PROFILING
-        .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)))
-        .unwrap_or(0);
-    if before <= 1 {
-        PROFILE_ON.store(false, Relaxed);
-    }
-}
-
-/// Whether the backends' own kernels are being timed.
-///
-/// ```
-/// let _ = boxfall::metrics::profiling();
-/// ```
-#[inline]
-pub fn profiling() -> bool {
-    PROFILE_ON.load(Relaxed)
 }
 
 /// The last failure of an operator's fallback: the error's kind (the name of its
@@ -782,186 +745,5 @@ impl OpMetrics {
         }
         *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.warned.store(0, Relaxed);
-    }
-}
-
-/// The transfers a user asked for, per backend, apart from the fallback's: values read to
-/// the host (`bf.Tensor.numpy()`, `__array__`, DLPack, a 0-d tensor made a Python number) and
-/// host data put on a device (`Backend.tensor`, `asarray` of host data). No kernel could
-/// avoid them, so they are not the fallback's and do not rank in the report.
-///
-/// ```
-/// use boxfall::{metrics, DispatchKey};
-/// metrics::record_user_transfer(DispatchKey::NATIVE, metrics::Direction::ToHost, 8);
-/// let t = metrics::user_transfers();
-/// let (_, native) = t.iter().find(|(k, _)| *k == DispatchKey::NATIVE).unwrap();
-/// assert!(native.to_host >= 1 && native.bytes_to_host >= 8);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UserTransfers {
-    /// Reads of a device tensor's values to the host.
-    pub to_host: u64,
-    /// Their bytes.
-    pub bytes_to_host: u64,
-    /// Host data put on the device.
-    pub to_device: u64,
-    /// Their bytes.
-    pub bytes_to_device: u64,
-    /// Host-only values (residency: a CPU fallback's result left on the host) put on the
-    /// device when it needed them (a kernel of the backend, the payload read, the user's ask).
-    pub materialized: u64,
-    /// Their bytes.
-    pub bytes_materialized: u64,
-}
-
-/// Which way a user's transfer went.
-///
-/// ```
-/// assert_ne!(boxfall::metrics::Direction::ToHost, boxfall::metrics::Direction::ToDevice);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// From the device to the host.
-    ToHost,
-    /// From the host to the device.
-    ToDevice,
-    /// A host-only tensor's values to the device, when it first needed them
-    /// (`boxfall::resident::materialize`).
-    Materialized,
-}
-
-/// Per key index: calls and bytes to the host, calls and bytes to the device. Shared atomics:
-/// a user's transfer goes through a backend's hooks, which cost far more than a locked add.
-static USER: [[AtomicU64; 6]; NUM_KEYS] = [const { [const { AtomicU64::new(0) }; 6] }; NUM_KEYS];
-
-/// Counts one transfer the user asked for, of `bytes`, on `backend`'s device.
-///
-/// ```
-/// use boxfall::{metrics, DispatchKey};
-/// metrics::record_user_transfer(DispatchKey::NATIVE, metrics::Direction::ToDevice, 16);
-/// assert!(metrics::user_transfers().iter().any(|(k, t)| *k == DispatchKey::NATIVE && t.to_device >= 1));
-/// ```
-pub fn record_user_transfer(backend: DispatchKey, direction: Direction, bytes: u64) {
-    let Some(c) = USER.get(backend.index()) else {
-        return;
-    };
-    let at = match direction {
-        Direction::ToHost => 0,
-        Direction::ToDevice => 2,
-        Direction::Materialized => 4,
-    };
-    c[at].fetch_add(1, Relaxed);
-    c[at + 1].fetch_add(bytes, Relaxed);
-}
-
-/// The user's transfers since the last reset, for each backend that had one.
-///
-/// ```
-/// assert!(boxfall::metrics::user_transfers().iter().all(|(_, t)| t.to_host + t.to_device + t.materialized > 0));
-/// ```
-pub fn user_transfers() -> Vec<(DispatchKey, UserTransfers)> {
-    USER.iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let [to_host, bytes_to_host, to_device, bytes_to_device, materialized, bytes_materialized] =
-                c.each_ref().map(|a| a.load(Relaxed));
-            let t = UserTransfers {
-                to_host,
-                bytes_to_host,
-                to_device,
-                bytes_to_device,
-                materialized,
-                bytes_materialized,
-            };
-            let key = DispatchKey::from_index(i)?;
-            (to_host + to_device + materialized > 0).then_some((key, t))
-        })
-        .collect()
-}
-
-/// Zeroes the user's transfers (with the operators' counters, `Dispatcher::reset_metrics`).
-///
-/// ```
-/// boxfall::metrics::reset_user_transfers();
-/// ```
-pub fn reset_user_transfers() {
-    for c in &USER {
-        for a in c {
-            a.store(0, Relaxed);
-        }
-    }
-}
-
-/// What every operator counted since the last reset, by name, as the registry gathered it
-/// (`Dispatcher::metrics`): the live entries' counters plus what
-/// freed entries (every registration gone) had counted. Only operators that fell back are in it.
-///
-/// ```
-/// use boxfall::{metrics::{Figures, OpStats, Snapshot}, DispatchKey};
-/// let one = OpStats::from_backends(vec![(DispatchKey::NATIVE, Figures { fallbacks: 2, ..Figures::default() })]);
-/// let s = Snapshot::from_counts([("d::f".to_string(), one.clone()), ("d::f".to_string(), one), ("d::g".to_string(), OpStats::default())]);
-/// assert_eq!(s.counters(), [("d::f".to_string(), 4)]);
-/// assert_eq!(s.get("d::f").map(|s| s.fallbacks), Some(4));
-/// ```
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Snapshot {
-    /// By fallback time, most first, then by name.
-    stats: Vec<(String, OpStats)>,
-}
-
-impl Snapshot {
-    /// Gathers counts by name: those of one name add up; operators that never fell back are
-    /// left out.
-    ///
-    /// ```
-    /// assert!(boxfall::metrics::Snapshot::from_counts([]).all_stats().is_empty());
-    /// ```
-    pub fn from_counts(counts: impl IntoIterator<Item = (String, OpStats)>) -> Snapshot {
-        let mut by_name: std::collections::HashMap<String, OpStats> =
-            std::collections::HashMap::new();
-        for (name, s) in counts {
-            if s.fallbacks > 0 || s.kernel_calls > 0 {
-                by_name.entry(name).or_default().add(&s);
-            }
-        }
-        let mut stats: Vec<(String, OpStats)> = by_name.into_iter().collect();
-        stats.sort_by(|a, b| b.1.fallback_ns.cmp(&a.1.fallback_ns).then(a.0.cmp(&b.0)));
-        Snapshot { stats }
-    }
-
-    /// Every operator counted, with its full counters, by fallback time.
-    ///
-    /// ```
-    /// let all = boxfall::Dispatcher::metrics();
-    /// assert!(all.all_stats().windows(2).all(|w| w[0].1.fallback_ns >= w[1].1.fallback_ns));
-    /// ```
-    pub fn all_stats(&self) -> &[(String, OpStats)] {
-        &self.stats
-    }
-
-    /// Every operator counted, with its count, sorted by name.
-    ///
-    /// ```
-    /// let c = boxfall::Dispatcher::metrics().counters();
-    /// assert!(c.iter().all(|(_, n)| *n > 0));
-    /// ```
-    pub fn counters(&self) -> Vec<(String, u64)> {
-        let mut v: Vec<_> = self
-            .stats
-            .iter()
-            .filter(|(_, s)| s.fallbacks > 0)
-            .map(|(name, s)| (name.clone(), s.fallbacks))
-            .collect();
-        v.sort();
-        v
-    }
-
-    /// The counters of one operator, if it was counted.
-    ///
-    /// ```
-    /// assert!(boxfall::Dispatcher::metrics().get("nobody::nothing").is_none());
-    /// ```
-    pub fn get(&self, name: &str) -> Option<&OpStats> {
-        self.stats.iter().find(|(n, _)| n == name).map(|(_, s)| s)
     }
 }

@@ -19,6 +19,14 @@ struct Inner<T> {
 }
 
 /// A shared handle of a `T` (see the module's documentation).
+///
+/// Against the crates that serve the same end, a tensor's life (made, a clone dropped,
+/// `get_mut`, dropped; 64-byte value) in 41 paired rounds of 10^6 on the 2-core development
+/// machine under load: `Shared` 21.5 ns (interquartile range 17.8-22.1), `triomphe::Arc`
+/// 21.8 ns (per-round ratio to `Shared` 1.02, range 0.93-1.25), `std::sync::Arc` 23.3 ns
+/// (1.12, 1.07-1.33). The gain over `Arc` is its weak count; `triomphe::Arc`, which has none
+/// either, is within noise of this type, so it may replace this file once the Python
+/// benchmark rows confirm it. Reproduce: `cargo bench --bench handwritten`.
 pub(crate) struct Shared<T> {
     ptr: NonNull<Inner<T>>,
     _owns: PhantomData<Inner<T>>,

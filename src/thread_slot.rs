@@ -7,6 +7,15 @@
 //! list's mutex), so it sees every value the previous owner stored. Threads beyond
 //! [`SLOTS`], and a thread whose index is already given back (another thread-local's
 //! destructor may still count), get `None` and count with atomic read-modify-writes.
+//!
+//! Against `thread_local::ThreadLocal` (one per set of counters, found with `get_or_default`),
+//! a fallback's count (this thread's set found, one counter added to with a load and a store)
+//! in 41 paired rounds of 10^6 on the 2-core development machine under load: 1.27 ns with an
+//! index from here (interquartile range 1.23-2.35), 1.30 ns with `ThreadLocal` (per-round
+//! ratio 0.99, range 0.72-1.05): within noise. What differs is memory: an index here serves
+//! every operator's counters, laid out ahead as [`SLOTS`] sets per (operator, backend), where
+//! `ThreadLocal` allocates each thread's set when it first counts. Reproduce:
+//! `cargo bench --bench handwritten`.
 
 use std::cell::Cell;
 use std::sync::Mutex;

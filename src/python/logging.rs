@@ -13,6 +13,16 @@
 //! good, with no Python call at all, until `logging` next clears the cache, which it does on
 //! every `setLevel` of any logger and on `logging.disable`. Only "no"s that the levels alone
 //! decide are kept (the `disabled` flag is read each time otherwise).
+//!
+//! What it saves: a one-element Native fallback (a NumPy ufunc as the CPU kernel) took a median
+//! 1.32 µs with this cache and 1.56 µs with a build that leaves `_cache` alone (`tracked`
+//! false, so every call asks the logger's cache through Python), a median per-round
+//! difference of 0.27 µs over 31 paired rounds, each a fresh process per build, on the 2-core
+//! development machine under load (range -0.65 to 2.1 µs; 0.17 µs in an earlier run of 11
+//! rounds). Reproduce:
+//! `python benches/logging_bridge.py DIR_A DIR_B 31` with the two builds (its docstring says
+//! how). `_cache` is CPython's private attribute: tests/python/test_logging_bridge.py checks
+//! the CPython version and that `logging` still reads and clears it as assumed here.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

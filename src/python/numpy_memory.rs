@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use numpy::npyffi::npy_intp;
 use pyo3::prelude::*;
 
 use super::errors::IntoPy;
@@ -78,9 +77,9 @@ fn over<'py, T: numpy::Element>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let item = std::mem::size_of::<T>() as isize;
     let bad = |what: &str| pyo3::exceptions::PyValueError::new_err(what.to_owned());
-    let (mut dims, mut strides, offset): (Vec<npy_intp>, Vec<npy_intp>, isize) = match place {
+    let (mut dims, mut strides, offset): (Vec<isize>, Vec<isize>, isize) = match place {
         None => (
-            a.shape().iter().map(|&d| d as npy_intp).collect(),
+            a.shape().iter().map(|&d| d as isize).collect(),
             a.strides().iter().map(|&s| s * item).collect(),
             0,
         ),
@@ -90,7 +89,7 @@ fn over<'py, T: numpy::Element>(
                 .ok_or_else(|| bad("a view reaches outside its base's memory"))?;
             let empty = shape.contains(&0);
             (
-                shape.iter().map(|&d| d as npy_intp).collect(),
+                shape.iter().map(|&d| d as isize).collect(),
                 place.strides.iter().map(|&s| s * item).collect(),
                 // An empty view reads nothing: its data pointer is the base's.
                 if empty { 0 } else { place.offset },

@@ -389,8 +389,9 @@ pub fn first_binding<'py>(
 
 // ---------------------------------------------------------------- op.redispatch
 
-/// The getter of `OpOverload.redispatch` (installed by [`install_getter`] in place of the one
-/// PyO3 would make): a look-up of an operator whose function is made is a load and an incref.
+/// The getter of `OpOverload.redispatch` (installed by [`install_redispatch_getter`] in place
+/// of the one PyO3 would make): a look-up of an operator whose function is made is a load and
+/// an incref.
 /// PyO3's getter wrapper (its trampoline, which counts the GIL in a thread-local twice, and
 /// the take-and-put-back of the cell) was about a third of the look-up.
 static GETTER: Getter = Getter::new::<PyOpOverload>(redispatch::NAME, redispatch::GET_DOC);

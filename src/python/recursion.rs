@@ -11,6 +11,8 @@
 use pyo3::exceptions::PyRecursionError;
 use pyo3::prelude::*;
 
+#[cfg(target_os = "linux")]
+use super::ffi::thread_stack_bounds;
 use super::ffi::{enter_recursive_call, leave_recursive_call};
 
 /// One level of recursion, held for the length of one call into the dispatcher (with the GIL
@@ -125,30 +127,9 @@ fn thread_stack() -> Option<(usize, usize)> {
     }
     let bounds = BOUNDS.with(|c| {
         if c.get().0 == 0 {
-            c.set(stack_bounds().unwrap_or((1, 1)));
+            c.set(thread_stack_bounds().unwrap_or((1, 1)));
         }
         c.get()
     });
     (bounds.0 != 1).then_some(bounds)
-}
-
-/// This thread's stack as (lowest address, end), from its attributes (for the main thread
-/// glibc derives them from the stack rlimit).
-#[cfg(target_os = "linux")]
-#[cold]
-fn stack_bounds() -> Option<(usize, usize)> {
-    let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
-    // SAFETY: `pthread_getattr_np` initializes `attr` for the calling thread when it returns
-    // 0; only then is it read (by `pthread_attr_getstack`) and destroyed, once.
-    unsafe {
-        if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
-            return None;
-        }
-        let mut addr: *mut libc::c_void = std::ptr::null_mut();
-        let mut size: libc::size_t = 0;
-        let ok = libc::pthread_attr_getstack(attr.as_ptr(), &mut addr, &mut size) == 0;
-        libc::pthread_attr_destroy(attr.as_mut_ptr());
-        let low = addr as usize;
-        (ok && low > 1 && size > 0).then(|| (low, low.saturating_add(size)))
-    }
 }

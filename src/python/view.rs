@@ -226,10 +226,8 @@ pub fn _make_view<'py>(
         .ok()
         .filter(|&i| i > 0)
         .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("a view's dtype has no size"))?;
-    // SAFETY: `layout` is a live array object and the GIL is held; its `data` field is the
-    // address of its first element, read as NumPy's `PyArray_DATA` reads it (the address is only
-    // compared, never dereferenced). Exercised by tests/python/test_views.py.
-    let data = unsafe { (*layout.as_array_ptr()).fields.data } as isize;
+    // The address is only compared, never dereferenced.
+    let data = super::ffi::data_address(layout) as isize;
     let place = Strided {
         offset: (data - origin) / item,
         strides: layout.strides().iter().map(|s| s / item).collect(),

@@ -20,13 +20,16 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::str::FromStr;
 
 use super::lexer::{fault, unbalanced_bracket, Cursor, PResult};
 use super::syntax::{Alias, Body, DefaultAt, Item, Node, Part, Span, Syntax, TyRef};
 use super::types::{FunctionSchema, Literal, Type};
 use crate::error::SchemaError;
+use names::{enum_default, SeenNames};
+
+mod coerce;
+mod names;
 
 /// How deep types and default lists may nest. Real schemas stay below 5; the cap keeps
 /// recursion (and the recursive drop of the result) far from the stack's end on hostile input.
@@ -35,10 +38,6 @@ const MAX_DEPTH: usize = 64;
 /// How many elements an int broadcast to a fixed-size list (`int[2] k=1`) may expand to, so
 /// that a hostile `int[999999999] k=1` cannot allocate gigabytes.
 const MAX_BROADCAST: usize = 64;
-
-/// Up to this many arguments, duplicates are found by a filter and, on its hits, by scanning
-/// the ones already parsed.
-const SCAN_LIMIT: usize = 64;
 
 impl FunctionSchema {
     /// Parses a schema as PyTorch prints it. The namespace and `->` are required.
@@ -774,196 +773,7 @@ impl<'a> Parser<'a, '_> {
     }
 }
 
-/// The enum names that native_functions.yaml writes as defaults, as the integers PyTorch's
-/// parser turns them into (`function_schema_parser.cpp`): a few names for any type, and for a
-/// `ScalarType` every dtype name of `c10::getStringToDtypeMap`.
-fn enum_default(word: &str, dtypes: bool) -> Option<i64> {
-    let any = match word {
-        "float" => Some(6),   // at::kFloat
-        "complex" => Some(9), // at::kComplexFloat
-        "long" => Some(4),    // at::kLong
-        "strided" => Some(0), // at::kStrided
-        "Mean" => Some(1),    // at::Reduction::Mean
-        "contiguous_format" => Some(0),
-        _ => None,
-    };
-    if any.is_some() || !dtypes {
-        return any;
-    }
-    // c10::ScalarType's numbering.
-    Some(match word {
-        "uint8" => 0,
-        "int8" => 1,
-        "int16" | "short" => 2,
-        "int32" | "int" => 3,
-        "int64" => 4,
-        "float16" | "half" => 5,
-        "float32" => 6,
-        "float64" | "double" => 7,
-        "complex32" | "chalf" => 8,
-        "complex64" | "cfloat" => 9,
-        "complex128" | "cdouble" => 10,
-        "bool" => 11,
-        "qint8" => 12,
-        "quint8" => 13,
-        "qint32" => 14,
-        "bfloat16" => 15,
-        "quint4x2" => 16,
-        "quint2x4" => 17,
-        "float8_e5m2" => 23,
-        "float8_e4m3fn" => 24,
-        "float8_e5m2fnuz" => 25,
-        "float8_e4m3fnuz" => 26,
-        "uint16" => 27,
-        "uint32" => 28,
-        "uint64" => 29,
-        _ => return None,
-    })
-}
-
-/// The argument names seen so far. Schemas have a handful of arguments: a 64-bit filter over
-/// each name's length and end bytes answers "not seen" for almost every new name without
-/// comparing it with any other, and only a hit is checked by scanning the ones before it. Past
-/// [`SCAN_LIMIT`] a set takes over, so that a hostile schema with thousands of arguments is not
-/// checked in quadratic time.
-#[derive(Default)]
-struct SeenNames<'a> {
-    filter: u64,
-    set: Option<HashSet<&'a [u8]>>,
-}
-
-impl<'a> SeenNames<'a> {
-    /// Whether `name` is among `previous` (the arguments before it, spans of `src`); remembers
-    /// it if not.
-    fn contains_or_add(&mut self, name: &'a [u8], previous: &[Item], src: &'a [u8]) -> bool {
-        if let Some(set) = &mut self.set {
-            return !set.insert(name);
-        }
-        let bit = 1u64 << name_hash(name);
-        let found = self.filter & bit != 0
-            && previous.iter().any(|a| {
-                // Comparing lengths first skips most string comparisons.
-                a.name.end - a.name.start == name.len() && a.name.bytes(src) == name
-            });
-        self.filter |= bit;
-        if !found && previous.len() >= SCAN_LIMIT {
-            let names = previous.iter().map(|a| a.name.bytes(src));
-            self.set = Some(names.chain([name]).collect());
-        }
-        found
-    }
-}
-
-/// Six bits of a name, from its length and its first and last bytes: enough to tell a schema's
-/// few argument names apart.
-#[inline]
-fn name_hash(name: &[u8]) -> u32 {
-    let first = u32::from(name.first().copied().unwrap_or(0));
-    let last = u32::from(name.last().copied().unwrap_or(0));
-    (first + last * 5 + (name.len() as u32) * 9) & 63
-}
-
 enum Mismatch {
     Type,
     TooLong(usize),
-}
-
-/// What [`Parser::coerce`] needs to know of a type.
-enum Shape<'t> {
-    Leaf(&'t Type),
-    Optional(TyRef),
-    List(TyRef, Option<usize>),
-    Var,
-    Other,
-}
-
-impl Parser<'_, '_> {
-    fn shape(&self, ty: TyRef) -> Shape<'static> {
-        match ty {
-            TyRef::Leaf(i) => Shape::Leaf(Type::leaf(i)),
-            TyRef::Node(n) => match self.b.parts.get(n as usize) {
-                Some(Part::Node(Node::Optional(inner))) => Shape::Optional(*inner),
-                Some(Part::Node(Node::List { elem, size })) => Shape::List(*elem, *size),
-                Some(Part::Node(Node::Var(_))) => Shape::Var,
-                _ => Shape::Other,
-            },
-        }
-    }
-
-    /// The owned type, for messages.
-    fn owned_type(&self, ty: TyRef) -> Type {
-        self.b.ty(self.c.src(), ty)
-    }
-
-    /// Whether a default of this type may be a dtype name (`ScalarType`, optional or not).
-    fn takes_dtype_names(&self, ty: TyRef) -> bool {
-        match self.shape(ty) {
-            Shape::Optional(inner) => self.takes_dtype_names(inner),
-            Shape::Leaf(t) => *t == Type::ScalarType,
-            _ => false,
-        }
-    }
-
-    fn is_leaf(&self, ty: TyRef, pred: impl Fn(&Type) -> bool) -> bool {
-        matches!(self.shape(ty), Shape::Leaf(t) if pred(t))
-    }
-
-    /// Checks a default against its argument's type and converts it to the value the type
-    /// holds, as c10 does when it reads a schema: ints widen to floats, an int fills a sized
-    /// int list.
-    fn coerce(&self, ty: TyRef, literal: Literal) -> Result<Literal, Mismatch> {
-        use Literal as L;
-        match (self.shape(ty), literal) {
-            (Shape::Optional(_) | Shape::Leaf(Type::NoneType), L::None) => Ok(L::None),
-            // c10 reads an optional's number as written: `float? x=1` holds the int 1.
-            (Shape::Optional(inner), literal @ L::Int(_))
-                if self.is_leaf(inner, |t| {
-                    matches!(t, Type::Float | Type::SymFloat | Type::Complex)
-                }) =>
-            {
-                Ok(literal)
-            }
-            (Shape::Optional(inner), literal) => self.coerce(inner, literal),
-            (Shape::Leaf(Type::Any) | Shape::Var, literal) => Ok(literal),
-            (Shape::Leaf(Type::Bool | Type::SymBool), literal @ L::Bool(_)) => Ok(literal),
-            (
-                Shape::Leaf(
-                    Type::Int
-                    | Type::SymInt
-                    | Type::ScalarType
-                    | Type::Layout
-                    | Type::MemoryFormat
-                    | Type::QScheme,
-                ),
-                literal @ L::Int(_),
-            ) => Ok(literal),
-            (Shape::Leaf(Type::Float | Type::SymFloat | Type::Complex), L::Int(i)) => {
-                Ok(L::Float(i as f64))
-            }
-            (Shape::Leaf(Type::Float | Type::SymFloat | Type::Complex), literal @ L::Float(_)) => {
-                Ok(literal)
-            }
-            (Shape::Leaf(Type::Scalar), literal @ (L::Bool(_) | L::Int(_) | L::Float(_))) => {
-                Ok(literal)
-            }
-            (Shape::Leaf(Type::Str | Type::Device | Type::Dimname), literal @ L::Str(_)) => {
-                Ok(literal)
-            }
-            (Shape::List(elem, _), L::List(items)) => items
-                .into_iter()
-                .map(|item| self.coerce(elem, item))
-                .collect::<Result<Vec<_>, _>>()
-                .map(L::List),
-            (Shape::List(elem, Some(n)), L::Int(i))
-                if self.is_leaf(elem, |t| matches!(t, Type::Int | Type::SymInt)) =>
-            {
-                if n > MAX_BROADCAST {
-                    Err(Mismatch::TooLong(n))
-                } else {
-                    Ok(L::List(vec![L::Int(i); n]))
-                }
-            }
-            _ => Err(Mismatch::Type),
-        }
-    }
 }

@@ -500,3 +500,53 @@ def test_python_package_keeps_its_floors():
     assert not found, "import cycles in python/boxfall (function-level imports included):\n" + (
         "\n\n".join(describe(c, edges, PACKAGE.parent) for c in found)
     )
+
+
+# The raw C APIs the bindings speak (CPython's through PyO3, PyO3's private trampolines,
+# NumPy's, libc's): named only under src/python/ffi/, behind safe wrappers (ARCHITECTURE.md).
+RAW_C_API = re.compile(
+    r"\bnpyffi\b|\bPY_ARRAY_API\b|\bas_array_ptr\b|\bpyo3\s*::\s*(?:ffi|impl_)\b"
+    r"|\bpyo3\s*::\s*\{[^}]*\b(?:ffi|impl_)\b|\blibc\s*::|\bextern\s+\"C\"|\blibmimalloc_sys\b"
+)
+FFI = SRC / "python" / "ffi"
+
+
+def raw_c_api_names(root: Path, ffi: Path) -> list[str]:
+    """Each line of a Rust file under ``root`` outside ``ffi`` that names a raw C API in code
+    (comments and string literals left aside), as ``path:line: text``."""
+    found = []
+    for p in sorted(root.rglob("*.rs")):
+        if p.is_relative_to(ffi):
+            continue
+        code = strip(p.read_text(encoding="utf-8"))
+        for m in RAW_C_API.finditer(code):
+            line = code.count("\n", 0, m.start()) + 1
+            text = p.read_text(encoding="utf-8").splitlines()[line - 1].strip()
+            found.append(f"{p.relative_to(root).as_posix()}:{line}: {text}")
+    return found
+
+
+def test_the_raw_c_api_check_sees_each_kind_of_name(tmp_path):
+    (tmp_path / "ffi").mkdir()
+    (tmp_path / "ffi" / "numpy.rs").write_text("use numpy::npyffi::PY_ARRAY_API;\n")
+    (tmp_path / "a.rs").write_text(
+        '// numpy::npyffi in a comment\nfn f() { let _ = "libc::free"; }\n'
+        "use pyo3::{ffi, prelude::*};\nfn g() { unsafe { libc::getpid() }; }\n"
+    )
+    (tmp_path / "b.rs").write_text(
+        "fn h(a: &A) { let _ = a.as_array_ptr(); pyo3::impl_::x(); numpy::PY_ARRAY_API; }\n"
+    )
+    assert [line.split(": ")[0] for line in raw_c_api_names(tmp_path, tmp_path / "ffi")] == [
+        "a.rs:3",
+        "a.rs:4",
+        "b.rs:1",
+        "b.rs:1",
+        "b.rs:1",
+    ]
+
+
+def test_raw_c_apis_are_named_only_under_python_ffi():
+    assert FFI.is_dir()
+    assert raw_c_api_names(FFI, FFI / "none") != [], "the check reads ffi/ itself"
+    found = raw_c_api_names(SRC / "python", FFI)
+    assert not found, "raw C APIs named outside src/python/ffi/:\n" + "\n".join(found)

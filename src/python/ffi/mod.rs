@@ -1,5 +1,6 @@
 //! The raw C APIs under the bindings, behind safe wrappers: CPython's (`pyo3::ffi`), PyO3's
-//! private trampolines (`pyo3::impl_`, in `entry.rs` only) and mimalloc's. No other file of the
+//! private trampolines (`pyo3::impl_`, in `entry.rs` only), NumPy's (`numpy::npyffi`, in
+//! `numpy_array.rs`), libc's pthread calls (`recursion.rs`) and mimalloc's. No other file of the
 //! bindings names them, so a reader of a Python class sees what it does, not how the
 //! interpreter is spoken to.
 //!
@@ -24,9 +25,14 @@ pub use entry::{
     entry, lean, Entry, FastcallMethod, KeptAttribute, Return, VectorArgs, Vectorcall,
 };
 pub use known_type::KnownType;
-pub use numpy_array::array_over;
+pub use numpy_array::{
+    array_over, contiguous_parts, data_address, new_copy, owns_data, read_only_parts,
+    read_only_view,
+};
 pub use object::{
     call_borrowed3_or_raised, gc_untrack, generic_getattr, list_get, list_set, refcnt, vectorcall,
     vectorcall_or_raised,
 };
+#[cfg(target_os = "linux")]
+pub use recursion::thread_stack_bounds;
 pub use recursion::{enter_recursive_call, leave_recursive_call};

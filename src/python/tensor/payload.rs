@@ -1,0 +1,168 @@
+//! Python objects as tensor payloads (a backend's device payload, a NumPy array on CPU), and
+//! a CPU tensor as the NumPy array Python sees.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+use super::numpy_in::numpy_to_host;
+use super::numpy_out::host_to_numpy;
+use crate::error::{Error, Result};
+use crate::python::errors::from_pyerr;
+use crate::tensor::{HostArray, Payload, Tensor, TensorData, TensorMeta};
+
+/// A Python object as a tensor payload: a backend's device payload, or a NumPy array on CPU.
+pub struct PyPayload(pub Py<PyAny>, Option<usize>);
+
+impl PyPayload {
+    /// The payload of `obj`; a plain ndarray's byte count is read now, once.
+    pub fn new(obj: &Bound<'_, PyAny>) -> PyPayload {
+        let fixed = obj
+            .cast_exact::<PyUntypedArray>()
+            .ok()
+            .map(|a| a.len() * a.dtype().itemsize());
+        PyPayload(obj.clone().unbind(), fixed)
+    }
+}
+
+impl Payload for PyPayload {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn fixed_nbytes(&self) -> Option<usize> {
+        self.1
+    }
+
+    fn nbytes(&self) -> usize {
+        if let Some(n) = self.1 {
+            return n;
+        }
+        Python::attach(|py| {
+            let o = self.0.bind(py);
+            // A plain ndarray's `nbytes` is its size times its item size.
+            if o.is_exact_instance_of::<PyUntypedArray>() {
+                if let Ok(a) = o.cast::<PyUntypedArray>() {
+                    return a.len() * a.dtype().itemsize();
+                }
+            }
+            o.getattr("nbytes")
+                .and_then(|n| n.extract::<usize>())
+                .unwrap_or(0)
+        })
+    }
+
+    fn to_host(&self) -> Result<HostArray> {
+        Python::attach(|py| numpy_to_host(self.0.bind(py)))
+    }
+
+    fn meta(&self) -> Option<TensorMeta> {
+        Python::attach(|py| {
+            let o = self.0.bind(py);
+            if let Ok(a) = o.cast::<PyUntypedArray>() {
+                return Some(TensorMeta {
+                    dtype: a.dtype().str().ok()?.to_string(),
+                    shape: a.shape().to_vec(),
+                });
+            }
+            Some(TensorMeta {
+                dtype: o.getattr("dtype").ok()?.str().ok()?.to_string(),
+                shape: o.getattr("shape").ok()?.extract().ok()?,
+            })
+        })
+    }
+
+    fn duplicate(&self) -> Option<Result<Arc<dyn Payload>>> {
+        Python::attach(|py| {
+            let a = self.0.bind(py).cast::<PyUntypedArray>().ok()?;
+            let copy = a.call_method0("copy").map_err(from_pyerr);
+            Some(copy.map(|c| Arc::new(PyPayload::new(&c)) as Arc<dyn Payload>))
+        })
+    }
+
+    fn assign(&self, src: &Tensor) -> Option<Result<()>> {
+        Python::attach(|py| {
+            let dst = self.0.bind(py).cast::<PyUntypedArray>().ok()?;
+            let write = || -> PyResult<()> {
+                let src = cpu_tensor_to_numpy(py, src, false)?;
+                py.import("numpy")?.getattr("copyto")?.call1((dst, src))?;
+                Ok(())
+            };
+            Some(write().map_err(from_pyerr))
+        })
+    }
+
+    fn describe(&self) -> String {
+        Python::attach(|py| {
+            let o = self.0.bind(py);
+            let dtype = o
+                .getattr("dtype")
+                .map(|d| d.to_string())
+                .unwrap_or_else(|_| "?".into());
+            let shape = o
+                .getattr("shape")
+                .and_then(|s| s.extract::<Vec<usize>>())
+                .map(|s| format!("{s:?}"))
+                .unwrap_or_else(|_| "[?]".into());
+            format!("{dtype}{shape}")
+        })
+    }
+}
+
+/// The Python object a tensor's payload is, if it is one.
+pub fn payload_object<'py>(py: Python<'py>, t: &Tensor) -> Option<Bound<'py, PyAny>> {
+    data_object(py, &t.data())
+}
+
+/// The Python object a tensor's data is, if it is a Python payload.
+pub fn data_object<'py>(py: Python<'py>, data: &TensorData) -> Option<Bound<'py, PyAny>> {
+    let TensorData::Foreign(p) = data else {
+        return None;
+    };
+    p.as_any()
+        .downcast_ref::<PyPayload>()
+        .map(|p| p.0.bind(py).clone())
+}
+
+/// A tensor on `device` whose payload is the Python object itself (no copy).
+pub fn object_tensor(device: crate::tensor::Device, obj: &Bound<'_, PyAny>) -> Tensor {
+    Tensor::foreign(device, Arc::new(PyPayload::new(obj)))
+}
+
+/// A NumPy array as a CPU tensor that holds the array object itself (no copy).
+pub fn numpy_tensor(obj: &Bound<'_, PyAny>) -> Tensor {
+    object_tensor(crate::tensor::Device::CPU, obj)
+}
+
+/// A CPU tensor as a NumPy array: the caller's own array, a read-only view of host memory, or
+/// (for an argument the kernel writes) a writable copy.
+pub fn cpu_tensor_to_numpy<'py>(
+    py: Python<'py>,
+    t: &Tensor,
+    writable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    match t.data() {
+        TensorData::Foreign(p) => p
+            .as_any()
+            .downcast_ref::<PyPayload>()
+            .map(|p| p.0.bind(py).clone())
+            .ok_or_else(|| {
+                crate::python::errors::new_err(
+                    py,
+                    "BoxfallError",
+                    format!(
+                        "a CPU tensor on {} holds a payload Python cannot read",
+                        t.device()
+                    ),
+                )
+            }),
+        TensorData::Host(h) => host_to_numpy(py, h, writable),
+    }
+}
+
+/// A Python error from a hook as a core error.
+pub fn hook_error(py: Python<'_>, e: PyErr, note: String) -> Error {
+    from_pyerr(crate::python::errors::with_note(py, e, note))
+}
