@@ -26,8 +26,8 @@ fn is_plain_scalar(obj: &Bound<'_, PyAny>) -> bool {
     obj.is_exact_instance_of::<PyInt>() && obj.extract::<i64>().is_ok()
 }
 
-/// What a namespace function says of itself (`__name__`, `__doc__`, `__wrapped__`: the Python
-/// function, whose signature `inspect.signature` reads through it).
+/// What a namespace function says of itself (`__name__`, `__wrapped__`: the Python function,
+/// whose signature `inspect.signature` reads through it).
 struct Described {
     name: Py<PyString>,
     general: Py<PyAny>,
@@ -49,7 +49,7 @@ impl Described {
 /// `both`, an array and a plain scalar to `right` (`Tensor_Scalar`), a plain scalar and an
 /// array to `left` (`Scalar_Tensor`); any other call (keywords, NumPy scalars, complex or wide
 /// ints, other types) to `general`, the Python function that handles (or refuses) it.
-#[pyclass(frozen, module = "boxfall._boxfall", name = "BinaryFunction")]
+#[pyclass(frozen, dict, module = "boxfall._boxfall", name = "BinaryFunction")]
 pub struct BinaryFunction {
     both: Py<PyAny>,
     right: Py<PyAny>,
@@ -93,12 +93,6 @@ impl BinaryFunction {
         self.about.name.clone_ref(py)
     }
 
-    /// The Python function's documentation.
-    #[getter]
-    fn __doc__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.about.general.bind(py).getattr("__doc__")?.unbind())
-    }
-
     /// The Python function that serves every call the operators do not take directly.
     #[getter]
     fn __wrapped__(&self, py: Python<'_>) -> Py<PyAny> {
@@ -112,25 +106,30 @@ impl BinaryFunction {
 
 /// `binary_function(both, right, left, general)`: a [`BinaryFunction`].
 #[pyfunction]
-pub fn binary_function(
+pub fn binary_function<'py>(
     both: Py<PyAny>,
     right: Py<PyAny>,
     left: Py<PyAny>,
-    general: &Bound<'_, PyAny>,
-) -> PyResult<BinaryFunction> {
-    Ok(BinaryFunction {
-        both,
-        right,
-        left,
-        about: Described::new(general)?,
-    })
+    general: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, BinaryFunction>> {
+    let made = Bound::new(
+        general.py(),
+        BinaryFunction {
+            both,
+            right,
+            left,
+            about: Described::new(general)?,
+        },
+    )?;
+    described_as(made.as_any(), general)?;
+    Ok(made)
 }
 
 /// Any other function of the standard that is one operator: a call whose first argument is
 /// not a NumPy scalar and that asks for no `dtype` (by position `dtype_at`, or by keyword)
 /// goes to the operator `op` as it is; any other to `general`, the Python function that turns
 /// NumPy scalars into arrays and a requested dtype into what the device holds.
-#[pyclass(frozen, module = "boxfall._boxfall", name = "OperatorFunction")]
+#[pyclass(frozen, dict, module = "boxfall._boxfall", name = "OperatorFunction")]
 pub struct OperatorFunction {
     op: Py<PyAny>,
     dtype_at: Option<usize>,
@@ -187,12 +186,6 @@ impl OperatorFunction {
         self.about.name.clone_ref(py)
     }
 
-    /// The Python function's documentation.
-    #[getter]
-    fn __doc__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.about.general.bind(py).getattr("__doc__")?.unbind())
-    }
-
     /// The Python function that serves every call the operator does not take directly.
     #[getter]
     fn __wrapped__(&self, py: Python<'_>) -> Py<PyAny> {
@@ -207,14 +200,28 @@ impl OperatorFunction {
 /// `operator_function(op, general, dtype_at)`: an [`OperatorFunction`].
 #[pyfunction]
 #[pyo3(signature = (op, general, dtype_at=None))]
-pub fn operator_function(
+pub fn operator_function<'py>(
     op: Py<PyAny>,
-    general: &Bound<'_, PyAny>,
+    general: &Bound<'py, PyAny>,
     dtype_at: Option<usize>,
-) -> PyResult<OperatorFunction> {
-    Ok(OperatorFunction {
-        op,
-        dtype_at,
-        about: Described::new(general)?,
-    })
+) -> PyResult<Bound<'py, OperatorFunction>> {
+    let made = Bound::new(
+        general.py(),
+        OperatorFunction {
+            op,
+            dtype_at,
+            about: Described::new(general)?,
+        },
+    )?;
+    described_as(made.as_any(), general)?;
+    Ok(made)
+}
+
+/// The function's `__doc__` and `__module__` in its own `__dict__`, which an instance's lookup
+/// finds before the class's (a getter could not: the class's docstring takes its place).
+fn described_as(made: &Bound<'_, PyAny>, general: &Bound<'_, PyAny>) -> PyResult<()> {
+    for name in ["__doc__", "__module__"] {
+        made.setattr(name, general.getattr(name)?)?;
+    }
+    Ok(())
 }

@@ -74,6 +74,7 @@ def test_a_binary_function_describes_itself_as_its_python_function(binary):
     f, _ = binary
     assert f.__name__ == "general"
     assert f.__doc__ == general.__doc__
+    assert f.__module__ == general.__module__
     assert f.__wrapped__ is general
     assert inspect.signature(f) == inspect.signature(general)
 
