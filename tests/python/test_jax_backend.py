@@ -220,3 +220,25 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_view_layouts_are_decided_once_and_kept_within_a_bound(monkeypatch):
+    """The view hook remembers how each layout is made (a lookup, not Python work, for a
+    layout a loop takes again), and starts again past its bound rather than growing; every
+    view's values are right either way."""
+    from boxfall.jax import _hooks
+
+    hooks = _hooks.JaxHooks(jax.devices())
+    monkeypatch.setattr(_hooks, "_LAYOUTS_KEPT", 4)
+    base = jnp.arange(12.0).reshape(3, 4)
+    host = np.arange(12.0).reshape(3, 4)
+    for row in range(3):
+        got, shares = hooks.view(base, (4,), (1,), row * 4)
+        assert not shares
+        np.testing.assert_array_equal(np.asarray(got), host[row])
+    got, _ = hooks.view(base, (4, 3), (1, 4), 0)  # the transpose: a permutation of axes
+    np.testing.assert_array_equal(np.asarray(got), host.T)
+    assert len(hooks._views) == 4
+    got, _ = hooks.view(base, (2,), (2,), 1)  # a fifth layout: the remembered ones go
+    np.testing.assert_array_equal(np.asarray(got), host.reshape(-1)[1:5:2])
+    assert len(hooks._views) == 1
