@@ -10,11 +10,11 @@
 //! A call is decided in three places, each written once: `dispatch_keys` computes its key set
 //! (the arguments' keys, plus this thread's included keys, minus its excluded ones);
 //! `DispatchTable::route` masks them by the operator's fallthroughs and finds the entry of
-//! the highest key; and `compute_table`, the one table rule, decided when the table was
-//! published what that entry runs and how ([`Route`]: the kernel, or the CPU fallback with the
-//! CPU kernel it runs). The entry points (`call_boxed`, `redispatch_boxed`,
-//! `call_boxed_with_keys` through `boxed_on`; the typed handles' `call`, `redispatch` and
-//! `call_in_table` through `call_on`) only bind their keys and invoke what the route found.
+//! the highest key; and `compute_table`, the one table rule, published that entry with its
+//! calls bound (`TableEntry::publish`: counting a backend's own kernel, the CPU kernel a CPU
+//! fallback runs). A boxed call runs the entry's boxed call, one indirect call; a typed call
+//! runs its typed function, else the counted one, else offers itself to the entry's typed
+//! wrapper, else boxes once. Nothing at call time asks the route or the kernel how to run.
 //! The handle and table types themselves are defined in `kernel.rs` (kernels are called with
 //! them); this file adds the routing and the registry.
 
@@ -29,14 +29,14 @@ use crossbeam_utils::CachePadded;
 use crate::error::{Error, Result};
 use crate::ivalue::{CallArgs, CallReturns, IValue, Stack};
 use crate::kernel::{
-    self as kernel_fn, CpuKernel, EntryRun, KernelFunction, OperatorEntry, TableEntry, TensorsFn,
+    self as kernel_fn, KernelFunction, OperatorEntry, TableEntry, TableFn, TensorsFn, TypedWays,
 };
 use crate::key::{local_keys, registered_keys, DispatchKey, DispatchKeySet, KeyKind, NUM_KEYS};
 use crate::metrics::{OpMetrics, OpStats, Snapshot};
 use crate::rcu::{self, leave_holding, RcuCell};
 use crate::schema::FunctionSchema;
 
-pub use crate::kernel::{DispatchTable, OperatorHandle, Route, Source};
+pub use crate::kernel::{DispatchTable, KernelCall, KernelCount, OperatorHandle, Route, Source};
 pub use crate::schema::OpSchema;
 
 /// The key set a call dispatches on, from its arguments' keys: this thread's included keys
@@ -62,7 +62,8 @@ impl DispatchTable {
     /// masked out (`None`: a call on them would be a `NoKernel` error).
     #[inline(always)]
     pub fn kernel(&self, keys: DispatchKeySet) -> Option<&KernelFunction> {
-        self.route(self.masked(keys)).map(|(_, k)| k)
+        self.route(self.masked(keys))
+            .and_then(|(e, _)| e.kernel.as_ref())
     }
 
     /// `keys` without the keys the operator's fallthroughs serve: the keys a call on `keys`
@@ -78,9 +79,9 @@ impl DispatchTable {
     /// kernel here; how the entry's call runs was decided when the table was published
     /// ([`Route`]).
     #[inline(always)]
-    pub(crate) fn route(&self, keys: DispatchKeySet) -> Option<(&TableEntry, &KernelFunction)> {
+    pub(crate) fn route(&self, keys: DispatchKeySet) -> Option<(&TableEntry, &TableFn)> {
         let entry = &self.entries[keys.highest()?.index()];
-        entry.kernel.as_ref().map(|k| (entry, k))
+        entry.boxed.as_deref().map(|b| (entry, b))
     }
 
     /// A boxed call on exactly `keys` (masked by the operator's fallthroughs) in this table, as
@@ -159,7 +160,8 @@ impl<'t> Routed<'t> {
         self.table
     }
 
-    /// How the call runs ([`Route::Missing`]: nothing serves it).
+    /// What serves the call, as the table was published ([`Route::Missing`]: nothing): for a
+    /// caller that reports it; the calls themselves run what the entry bound.
     #[inline(always)]
     pub fn route(&self) -> Route {
         self.entry.map_or(Route::Missing, |e| e.route)
@@ -175,29 +177,21 @@ impl<'t> Routed<'t> {
     /// registered the kernel gave [`KernelFunction::with_foreign`]).
     #[inline(always)]
     pub fn foreign<T: std::any::Any>(&self) -> Option<&'t T> {
-        match self.route() {
-            Route::Foreign => self.entry?.foreign.as_ref()?.get(),
-            _ => None,
-        }
+        self.entry?.foreign.as_ref()?.get()
     }
 
-    /// For [`Route::CpuFallback`] with [`CpuKernel::Foreign`], the CPU kernel's payload, if it
-    /// is a `T`: the kernel whose call the fallback's steps surround.
+    /// For [`Route::CpuFallback`] with
+    /// [`CpuKernel::Foreign`](crate::kernel::CpuKernel::Foreign), the CPU kernel's payload, if
+    /// it is a `T`: the kernel whose call the fallback's steps surround.
     #[inline(always)]
     pub fn cpu_foreign<T: std::any::Any>(&self) -> Option<&'t T> {
-        match self.route() {
-            Route::CpuFallback(CpuKernel::Foreign) => self.entry?.foreign.as_ref()?.get(),
-            _ => None,
-        }
+        self.entry?.cpu_foreign.as_ref()?.get()
     }
 
     /// For [`Route::Tensors`], the kernel's typed entry on two tensors.
     #[inline(always)]
     pub fn tensors(&self) -> Option<TensorsFn> {
-        match self.route() {
-            Route::Tensors => self.kernel()?.tensors_entry(),
-            _ => None,
-        }
+        self.entry?.tensors
     }
 
     /// Whether the kernel is a backend's own, which a caller that runs it its own way counts
@@ -217,10 +211,7 @@ impl<'t> Routed<'t> {
     /// ```
     #[inline(always)]
     pub fn counted(&self) -> KernelCount {
-        match self.entry {
-            Some(e) if e.counted => KernelCount(self.keys.highest()),
-            _ => KernelCount(None),
-        }
+        self.entry.map_or(KernelCount::NONE, |e| e.count)
     }
 
     /// Runs the call as the dispatcher's boxed call runs it (counted, and the CPU fallback
@@ -241,177 +232,6 @@ impl<'t> Routed<'t> {
     pub fn call_boxed(&self, op: &OperatorHandle, stack: &mut Stack) -> Result<()> {
         op.run(self.table, self.keys, self.keys, stack)
     }
-}
-
-/// Whether a call runs a backend's own kernel of its operator, and which backend's
-/// ([`Routed::counted`]): such calls are counted in the operator's `kernel_calls`, and timed
-/// in its `kernel_call_ns` while [`crate::metrics::profiling`].
-///
-/// ```
-/// use boxfall::dispatcher::KernelCount;
-/// use boxfall::{Library, LibraryKind};
-/// let mut lib = Library::new("doc_kernel_count", LibraryKind::Def).unwrap();
-/// let op = lib.define("f(int x) -> int").unwrap();
-/// assert_eq!(KernelCount::NONE.run(&op, || 7), 7); // not counted
-/// assert_eq!(op.metrics().snapshot().kernel_calls, 0);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelCount(Option<DispatchKey>);
-
-impl KernelCount {
-    /// A call that is not counted.
-    pub const NONE: KernelCount = KernelCount(None);
-
-    /// The backend whose own kernel runs (None: the call is not counted).
-    ///
-    /// ```
-    /// assert_eq!(boxfall::dispatcher::KernelCount::NONE.backend(), None);
-    /// ```
-    #[inline(always)]
-    pub fn backend(self) -> Option<DispatchKey> {
-        self.0
-    }
-
-    /// Runs `call`, the kernel's call, counting it (and timing it while profiling) if it is
-    /// counted.
-    ///
-    /// ```
-    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
-    /// let mut lib = Library::new("doc_kernel_count_run", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(int x) -> int").unwrap();
-    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
-    /// let count = op.route(DispatchKey::NATIVE.set(), |r| r.counted()).unwrap();
-    /// assert_eq!(count.run(&op, || 7), 7);
-    /// assert_eq!(op.metrics().snapshot().kernel_calls, 1);
-    /// ```
-    #[inline(always)]
-    pub fn run<T>(self, op: &OperatorHandle, call: impl FnOnce() -> T) -> T {
-        match self.0 {
-            None => call(),
-            Some(key) => count_call(op, key, call),
-        }
-    }
-
-    /// Starts a counted call whose end the caller marks ([`KernelCall::end`]): for a caller
-    /// that counts a call only once it knows the kernel ran it.
-    ///
-    /// ```
-    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
-    /// let mut lib = Library::new("doc_kernel_count_begin", LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(int x) -> int").unwrap();
-    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
-    /// let call = op.route(DispatchKey::NATIVE.set(), |r| r.counted()).unwrap().begin();
-    /// call.end(&op);
-    /// assert_eq!(op.metrics().snapshot().kernel_calls, 1);
-    /// ```
-    #[inline(always)]
-    pub fn begin(self) -> KernelCall {
-        match self.0 {
-            None => KernelCall {
-                key: None,
-                start: 0,
-            },
-            Some(key) => KernelCall::started(key),
-        }
-    }
-}
-
-/// A counted kernel call in flight ([`KernelCount::begin`]); [`end`](Self::end) counts it.
-/// Dropped without `end`, it is not counted.
-///
-/// ```
-/// use boxfall::dispatcher::KernelCount;
-/// use boxfall::{Library, LibraryKind};
-/// let mut lib = Library::new("doc_kernel_call", LibraryKind::Def).unwrap();
-/// let op = lib.define("f(int x) -> int").unwrap();
-/// KernelCount::NONE.begin().end(&op); // not counted
-/// assert_eq!(op.metrics().snapshot().kernel_calls, 0);
-/// ```
-#[must_use]
-#[derive(Clone, Copy, Debug)]
-pub struct KernelCall {
-    key: Option<DispatchKey>,
-    /// Clock ticks at the start while profiling, else 0.
-    start: u64,
-}
-
-impl KernelCall {
-    #[cold]
-    #[inline(never)]
-    fn started(key: DispatchKey) -> KernelCall {
-        let start = if crate::metrics::profiling() {
-            crate::clock::ticks().max(1)
-        } else {
-            0
-        };
-        KernelCall {
-            key: Some(key),
-            start,
-        }
-    }
-
-    /// Counts the call (and its time, if it was timed) in `op`'s `kernel_calls`.
-    ///
-    /// ```
-    /// let mut lib = boxfall::Library::new("doc_kernel_call_end", boxfall::LibraryKind::Def).unwrap();
-    /// let op = lib.define("f(int x) -> int").unwrap();
-    /// boxfall::dispatcher::KernelCount::NONE.begin().end(&op);
-    /// ```
-    #[inline(always)]
-    pub fn end(self, op: &OperatorHandle) {
-        if let Some(key) = self.key {
-            record_call(op, key, self.start);
-        }
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn record_call(op: &OperatorHandle, key: DispatchKey, start: u64) {
-    let ticks = if start == 0 {
-        0
-    } else {
-        crate::clock::ticks().saturating_sub(start).max(1)
-    };
-    op.metrics().record_kernel_call(key, ticks);
-}
-
-/// `call`, a call of `key`'s own kernel of `op`, counted. Out of line and cold: most calls
-/// run no backend's own kernel, and theirs pay only the test of the entry's flag.
-#[cold]
-#[inline(never)]
-fn count_call<T>(op: &OperatorHandle, key: DispatchKey, call: impl FnOnce() -> T) -> T {
-    let c = KernelCall::started(key);
-    let out = call();
-    c.end(op);
-    out
-}
-
-/// `call`, a call of the entry at the highest of `keys`, counted (`TableEntry::counted`).
-#[cold]
-#[inline(never)]
-fn count_on<T>(op: &OperatorHandle, keys: DispatchKeySet, call: impl FnOnce() -> T) -> T {
-    count_call(op, keys.highest().unwrap_or(DispatchKey::CPU), call)
-}
-
-/// `call` counted as `count_on` counts it, for the calls of a backend's own kernel that run
-/// often (a typed call of an unboxed kernel, a boxed call): unless a profile is open, the call
-/// is counted before it runs, by a function that takes no closure, so that the arguments and
-/// the result are not moved through `count_on`'s frames (about 60 instructions a call).
-#[inline(always)]
-fn count_then<T>(op: &OperatorHandle, keys: DispatchKeySet, call: impl FnOnce() -> T) -> T {
-    if crate::metrics::profiling() {
-        return count_on(op, keys, call);
-    }
-    count_untimed(op, keys);
-    call()
-}
-
-/// One untimed call of the entry at the highest of `keys` (`count_then`).
-#[inline(never)]
-fn count_untimed(op: &OperatorHandle, keys: DispatchKeySet) {
-    op.metrics()
-        .record_kernel_call(keys.highest().unwrap_or(DispatchKey::CPU), 0);
 }
 
 impl OperatorHandle {
@@ -573,8 +393,7 @@ impl OperatorHandle {
     }
 
     /// A boxed call routed in `table` (`keys` masked already; `unmasked` what the error names
-    /// when no key is left). Always inlined: out of line, its call and frame cost a boxed call
-    /// about 15 instructions.
+    /// when no key is left): the entry's boxed call, as it was bound at publication.
     #[inline(always)]
     fn run(
         &self,
@@ -584,36 +403,9 @@ impl OperatorHandle {
         stack: &mut Stack,
     ) -> Result<()> {
         match table.route(keys) {
-            // The common call, one byte tested: the kernel's boxed entry.
-            Some((e, k)) => match e.run {
-                EntryRun::Plain | EntryRun::Wrapper => k.call_boxed(self, keys, stack),
-                EntryRun::CpuFallback => {
-                    k.call_cpu_fallback(self, table, e.cpu.as_ref(), keys, stack)
-                }
-                EntryRun::Routed => self.run_routed(table, e, k, keys, stack),
-            },
+            Some((_, boxed)) => boxed(self, table, keys, stack),
             None => Err(self.nothing_serves(table, unmasked, keys)),
         }
-    }
-
-    /// `run` of an entry that is counted or reads the table. Out of line, so that `run` stays
-    /// small enough to be inlined into each boxed entry point (a call and a frame of its own,
-    /// about 15 instructions a boxed call, when the counted call was written there).
-    #[inline(never)]
-    fn run_routed(
-        &self,
-        table: &DispatchTable,
-        entry: &TableEntry,
-        kernel: &KernelFunction,
-        keys: DispatchKeySet,
-        stack: &mut Stack,
-    ) -> Result<()> {
-        if entry.counted {
-            return count_then(self, keys, || {
-                self.call_kernel(table, entry, kernel, keys, stack)
-            });
-        }
-        self.call_kernel(table, entry, kernel, keys, stack)
     }
 
     /// The error of a call that nothing serves: on the highest of `keys` if it has a key left,
@@ -629,27 +421,6 @@ impl OperatorHandle {
             .highest()
             .unwrap_or_else(|| unmasked.highest().unwrap_or(DispatchKey::CPU));
         self.no_kernel(table, key)
-    }
-
-    /// Runs `kernel`, `entry`'s in `table`, on the stack, as the entry's route says. A kernel
-    /// that reads the table gets the one this call loaded, rather than its boxed entry point,
-    /// which would enter a read section and load the table again to find the schema and the
-    /// kernel below; the CPU fallback also gets the CPU kernel the entry records.
-    #[inline(always)]
-    fn call_kernel(
-        &self,
-        table: &DispatchTable,
-        entry: &TableEntry,
-        kernel: &KernelFunction,
-        keys: DispatchKeySet,
-        stack: &mut Stack,
-    ) -> Result<()> {
-        match entry.route {
-            Route::CpuFallback(_) => {
-                kernel.call_cpu_fallback(self, table, entry.cpu.as_ref(), keys, stack)
-            }
-            _ => kernel.call_boxed_in(self, table, keys, stack),
-        }
     }
 
     /// The error of a call that nothing serves: it names the key, the keys that have a kernel
@@ -759,6 +530,25 @@ impl OperatorHandle {
         let g = rcu::read();
         self.0.table.load(&g).entries[key.index()].route
     }
+
+    /// Whether the CPU fallback, as `key`'s backend fallback, serves a call that reaches `key`
+    /// now: such a call moves its tensors to the CPU and back (what the Python bindings ask
+    /// before putting a creation operator's host data on a device).
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind, Tensor};
+    /// boxfall::native::install_fallback().unwrap();
+    /// let mut lib = Library::new("doc_served_by_cpu_fallback", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(Tensor x) -> Tensor").unwrap();
+    /// assert!(op.served_by_cpu_fallback(DispatchKey::NATIVE));
+    /// assert!(!op.served_by_cpu_fallback(DispatchKey::CPU)); // nothing serves the CPU
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (x,)| Ok(x)), false).unwrap();
+    /// assert!(!op.served_by_cpu_fallback(DispatchKey::NATIVE)); // its own kernel does
+    /// ```
+    pub fn served_by_cpu_fallback(&self, key: DispatchKey) -> bool {
+        let g = rcu::read();
+        self.0.table.load(&g).entries[key.index()].by_cpu_fallback()
+    }
 }
 
 /// The keys of a boxed call's arguments: its tensors' (list elements included), else its
@@ -835,42 +625,16 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         let table = self.op.0.table.load(&g);
         let keys = args.dispatch_keys();
         let masked = table.masked(dispatch_keys(keys));
-        // The unboxed function to run, if any: each way to it ends in the one call below,
-        // which keeps this path's code (and the registers it saves) small.
-        let f = 'unboxed: {
-            // An unboxed kernel of this signature that is not counted first: one test
-            // (`TableEntry::fast`). It never runs long (a long-running kernel keeps no typed
-            // entry), so this path pays no test for that either.
-            if let Some(f) = table.fast_unboxed::<A, R>(masked) {
-                break 'unboxed f;
-            }
-            // Then a counted one, which does not run long either. A `Plain` entry has none:
-            // its kernel is not counted, so one of this signature would have been `fast`.
-            let routed = table.route(masked);
-            if let Some((entry, k)) = routed {
-                if entry.run == EntryRun::Plain {
-                    debug_assert!(k.unboxed::<A, R>().is_none(), "a Plain entry's own is fast");
-                } else if let Some(f) = k.unboxed::<A, R>() {
-                    // A backend's own kernel is counted (as `count_then` counts it).
-                    if entry.counted {
-                        if crate::metrics::profiling() {
-                            return count_on(&self.op, masked, move || f(masked, args));
-                        }
-                        count_untimed(&self.op, masked);
-                    }
-                    break 'unboxed f;
-                }
-            }
-            if table.may_run_long(masked) {
-                let owned = leave_holding!(g, table);
-                return self.call_detached(owned, keys, masked, args);
-            }
-            return match routed {
-                Some((entry, kernel)) => self.call_not_unboxed(table, entry, kernel, masked, args),
-                None => Err(self.op.nothing_serves(table, keys, masked)),
-            };
-        };
-        f(masked, args)
+        // The entry's typed function: one test. It never runs long (a long-running kernel
+        // keeps no typed function), so this path pays no test for that either.
+        if let Some(f) = table.fast_unboxed::<A, R>(masked) {
+            return f(masked, args);
+        }
+        if table.may_run_long(masked) {
+            let owned = leave_holding!(g, table);
+            return self.call_detached(owned, keys, masked, args);
+        }
+        self.call_entry(table, keys, masked, args)
     }
 
     /// Continues below the highest key of `keys`.
@@ -922,20 +686,15 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
     /// ```
     pub fn call_fallback(&self, fallback: &KernelFunction, args: A) -> Result<R> {
         let keys = args.dispatch_keys();
-        if fallback.is_cpu_fallback() {
-            return self.op.with_table(keys, |table| {
-                // The CPU kernel as a table entry of the CPU fallback records it when the table
-                // is published: the one that serves the CPU key.
-                let cpu = table.kernel(DispatchKey::CPU.set());
-                self.call_cpu_fallback(table, cpu, fallback, keys, args)
-            });
+        // A fallback that needs no table runs as it is, with no table loaded for it.
+        if !fallback.wraps() {
+            return boxing(args, |stack| fallback.call_boxed(&self.op, keys, stack));
         }
-        if fallback.wraps() {
-            return self
-                .op
-                .with_table(keys, |table| self.call_wrapper(table, fallback, keys, args));
-        }
-        self.call_boxing(args, |stack| fallback.call_boxed(&self.op, keys, stack))
+        self.op
+            .with_table(keys, |table| match fallback.typed_wrapper() {
+                Some(w) => self.call_wrapper(table, w, &**fallback.in_table(), keys, args),
+                None => call_boxing_in(&self.op, table, keys, &**fallback.in_table(), args),
+            })
     }
 
     /// `call_on` on a table held by a count, outside any read section this call entered.
@@ -951,8 +710,8 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         self.call_on(&table, unmasked, keys, args)
     }
 
-    // Always inlined: with the detached path as a second caller, the inliner would otherwise
-    // leave it out of line, a call and its frame (about 28 instructions) on every typed call.
+    /// A typed call routed in `table` (`keys` masked already; `unmasked` what the error names
+    /// when no key is left): the entry's typed function, else `call_entry`.
     #[inline(always)]
     fn call_on(
         &self,
@@ -961,156 +720,86 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedOperatorHandle<A, R> 
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
-        let Some((entry, kernel)) = table.route(keys) else {
-            return Err(self.op.nothing_serves(table, unmasked, keys));
-        };
-        if let Some(f) = kernel.unboxed::<A, R>() {
-            if entry.counted {
-                return count_then(&self.op, keys, move || f(keys, args));
-            }
+        if let Some(f) = table.fast_unboxed::<A, R>(keys) {
             return f(keys, args);
         }
-        self.call_not_unboxed(table, entry, kernel, keys, args)
+        self.call_entry(table, unmasked, keys, args)
     }
 
-    /// The call of a kernel that has no typed entry of this signature: one that wraps another
-    /// (the CPU fallback), or a boxed kernel reached by boxing the arguments once.
+    /// A typed call of the entry at the highest of `keys` that the entry's typed function does
+    /// not serve: a backend's own typed function, counted; else the entry's typed wrapper,
+    /// which may decline; else the entry's boxed call, the arguments boxed once.
     #[inline(always)]
-    fn call_not_unboxed(
+    fn call_entry(
         &self,
         table: &DispatchTable,
-        entry: &TableEntry,
-        kernel: &KernelFunction,
+        unmasked: DispatchKeySet,
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
-        // The common case tested first, on one byte decided at publication; every other one
-        // in one function out of line (with more, the inliner split this path's boxing into
-        // functions of their own: about 15 instructions a call).
-        if entry.run != EntryRun::Plain {
-            return self.call_routed(table, entry, kernel, keys, args);
-        }
-        self.call_boxing(args, |stack| kernel.call_boxed(&self.op, keys, stack))
-    }
-
-    /// `call_not_unboxed` of an entry that is not `EntryRun::Plain`: the CPU fallback, a
-    /// kernel with a typed wrapper, a counted one or one that reads the table.
-    #[inline(never)]
-    fn call_routed(
-        &self,
-        table: &DispatchTable,
-        entry: &TableEntry,
-        kernel: &KernelFunction,
-        keys: DispatchKeySet,
-        args: A,
-    ) -> Result<R> {
-        match entry.run {
-            EntryRun::CpuFallback => {
-                return self.call_cpu_fallback(table, entry.cpu.as_ref(), kernel, keys, args)
-            }
-            EntryRun::Wrapper => return self.call_wrapper(table, kernel, keys, args),
-            EntryRun::Plain | EntryRun::Routed => {}
-        }
-        if entry.counted {
-            return count_on(&self.op, keys, move || {
-                self.call_uncounted(table, entry, kernel, keys, args)
-            });
-        }
-        self.call_uncounted(table, entry, kernel, keys, args)
-    }
-
-    /// `call_not_unboxed` once the call is counted, if it is.
-    #[inline(always)]
-    fn call_uncounted(
-        &self,
-        table: &DispatchTable,
-        entry: &TableEntry,
-        kernel: &KernelFunction,
-        keys: DispatchKeySet,
-        args: A,
-    ) -> Result<R> {
-        // How the entry's call runs was decided when the table was published.
-        match entry.route {
-            Route::CpuFallback(_) => {
-                self.call_cpu_fallback(table, entry.cpu.as_ref(), kernel, keys, args)
-            }
-            Route::Wrapper => self.call_wrapper(table, kernel, keys, args),
-            _ => self.call_boxing(args, |stack| {
-                kernel.call_boxed_in(&self.op, table, keys, stack)
-            }),
-        }
-    }
-
-    /// A typed call that reached the CPU fallback `kernel`, which runs `cpu` (the kernel that
-    /// serves the CPU key): that kernel's compiled fallback entry if it has one of this
-    /// signature, which serves the call without boxing; else the arguments are boxed once for
-    /// the fallback's boxed entry, on this table and with that kernel. A typed call runs it
-    /// out of line (`call_routed`), so that a typed call of a kernel keeps its own code small.
-    #[inline(always)]
-    fn call_cpu_fallback(
-        &self,
-        table: &DispatchTable,
-        cpu: Option<&KernelFunction>,
-        kernel: &KernelFunction,
-        keys: DispatchKeySet,
-        args: A,
-    ) -> Result<R> {
-        let boxed = |args: A| {
-            self.call_boxing(args, |stack| {
-                kernel.call_cpu_fallback(&self.op, table, cpu, keys, stack)
-            })
+        let Some((entry, boxed)) = table.route(keys) else {
+            return Err(self.op.nothing_serves(table, unmasked, keys));
         };
-        match cpu.and_then(KernelFunction::typed_fallback::<A, R>) {
-            Some((f, fallback)) => fallback(&self.op, table, keys, f, args, &mut { boxed }),
-            None => boxed(args),
+        if let Some(f) = entry.counted_typed.get::<A, R>() {
+            return entry.count.run_then(&self.op, move || f(keys, args));
+        }
+        match entry.wrapper.as_deref() {
+            Some(w) => self.call_wrapper(table, w, boxed, keys, args),
+            None => call_boxing_in(&self.op, table, keys, boxed, args),
         }
     }
 
-    /// A typed call that reached a kernel with a typed wrapper ([`Route::Wrapper`]): the
-    /// wrapper may serve it without boxing (passing it on by `call_in_table`); if it declines,
-    /// the arguments are boxed once for the kernel's entry on this table. Out of line, as
-    /// `call_cpu_fallback`.
+    /// A typed call offered to a typed `wrapper` (passing it on by `call_in_table`, boxing by
+    /// `call_boxing_in`); if it declines, the arguments are boxed once for `boxed`. Out of
+    /// line, so that a typed call of a kernel keeps its own code small.
     #[inline(never)]
     fn call_wrapper(
         &self,
         table: &DispatchTable,
-        kernel: &KernelFunction,
+        wrapper: &dyn kernel_fn::TypedWrapper,
+        boxed: &TableFn,
         keys: DispatchKeySet,
         args: A,
     ) -> Result<R> {
-        let boxed = |args: A| {
-            self.call_boxing(args, |stack| {
-                kernel.call_boxed_in(&self.op, table, keys, stack)
-            })
+        let ways = TypedWays {
+            redispatch: call_in_table::<A, R>,
+            boxing: call_boxing_in::<A, R>,
         };
-        match kernel.typed_wrapper() {
-            Some(w) => kernel_fn::call_wrapper::<A, R>(
-                w,
-                &self.op,
-                table,
-                keys,
-                args,
-                call_in_table::<A, R>,
-                boxed,
-            ),
-            None => boxed(args),
-        }
+        kernel_fn::call_wrapper::<A, R>(wrapper, &self.op, table, keys, args, ways, |args| {
+            call_boxing_in(&self.op, table, keys, boxed, args)
+        })
     }
+}
 
-    /// Boxes the arguments once, runs `call` on the stack, and unboxes its returns. The stack
-    /// comes from this thread's spare, so a typed call of a boxed kernel allocates only the
-    /// first time (a nested call finds the spare taken and allocates its own). The spare is
-    /// boxed so that taking and returning it moves one word: moving the three words of a Vec
-    /// that were just written one by one stalls the wide loads of the move, a few ns a call.
-    #[inline(always)]
-    fn call_boxing(&self, args: A, call: impl FnOnce(&mut Stack) -> Result<()>) -> Result<R> {
-        let mut spare = SpareStack::take();
-        let stack = spare.stack();
-        args.push_onto(stack);
-        // The tail expression, so the result is built in the caller's slot; the spare goes
-        // back when `spare` drops, after.
-        call(stack).and_then(|()| R::pop_from(stack))
-    }
+/// A typed call of a boxed call on a table: the arguments boxed once, `boxed` run on them,
+/// its returns unboxed.
+#[inline(always)]
+fn call_boxing_in<A: CallArgs, R: CallReturns>(
+    op: &OperatorHandle,
+    table: &DispatchTable,
+    keys: DispatchKeySet,
+    boxed: &TableFn,
+    args: A,
+) -> Result<R> {
+    boxing(args, |stack| boxed(op, table, keys, stack))
+}
+
+/// Boxes the arguments once, runs `call` on the stack, and unboxes its returns. The stack
+/// comes from this thread's spare, so a typed call of a boxed kernel allocates only the
+/// first time (a nested call finds the spare taken and allocates its own). The spare is
+/// boxed so that taking and returning it moves one word: moving the three words of a Vec
+/// that were just written one by one stalls the wide loads of the move, a few ns a call.
+#[inline(always)]
+fn boxing<A: CallArgs, R: CallReturns>(
+    args: A,
+    call: impl FnOnce(&mut Stack) -> Result<()>,
+) -> Result<R> {
+    let mut spare = SpareStack::take();
+    let stack = spare.stack();
+    args.push_onto(stack);
+    // The tail expression, so the result is built in the caller's slot; the spare goes
+    // back when `spare` drops, after.
+    call(stack).and_then(|()| R::pop_from(stack))
 }
 
 /// A typed call on exactly `keys` (masked by the operator's fallthroughs) in a table the caller
@@ -1327,9 +1016,9 @@ impl Registry {
 
 /// c10's order for every key: the operator's own kernel; for a backend key, the operator's
 /// CompositeImplicit kernel; the key's backend fallback; missing. Fallthroughs leave the mask.
-/// Then how each entry's call runs ([`Route`]): a CPU fallback entry names the kernel that
-/// serves the CPU key, which it runs. This is the one table rule (c10's
-/// `computeDispatchTableEntryWithDebug`): a call reads what it decided, never the kernel's kind.
+/// Then each entry is published ([`TableEntry::publish`]): its [`Route`] decided and its calls
+/// bound, a CPU fallback entry's to the kernel that serves the CPU key. This is the one table
+/// rule (c10's `computeDispatchTableEntryWithDebug`): a call runs what it bound.
 fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>]) -> DispatchTable {
     let mut table = DispatchTable::empty();
     table.schema = state.def.as_ref().map(|d| d.value.clone());
@@ -1358,51 +1047,21 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
         if source == Source::Fallthrough {
             table.mask &= !(1u64 << i);
         }
-        // A backend's own kernel: one registered for a backend key other than the CPU (not a
-        // composite kernel, a backend fallback or a fallthrough; not the CPU fallback
-        // registered as a kernel, which counts as a fallback).
-        let counted = source == Source::Kernel
-            && key.is_backend()
-            && key != DispatchKey::CPU
-            && kernel.as_ref().is_some_and(|k| !k.is_cpu_fallback());
         table.entries[i] = TableEntry {
             kernel,
             source,
-            counted,
             ..TableEntry::missing()
         };
     }
-    // How each entry runs, once the mask is known: the CPU kernel a CPU fallback runs is the
+    // Each entry published once the mask is known: the CPU kernel a CPU fallback runs is the
     // one a call on the CPU key reaches.
-    let cpu = table.kernel(DispatchKey::CPU.set()).cloned();
-    let cpu_kernel = match &cpu {
-        None => CpuKernel::Missing,
-        Some(k) if k.has_compiled_fallback() => CpuKernel::Compiled,
-        Some(k) if k.is_foreign() => CpuKernel::Foreign,
-        Some(_) => CpuKernel::Boxed,
-    };
-    for e in table.entries.iter_mut() {
-        e.route = match (&e.kernel, e.source) {
-            (_, Source::Fallthrough) => Route::Fallthrough,
-            (None, _) => Route::Missing,
-            (Some(k), _) if k.is_cpu_fallback() => {
-                e.cpu = cpu.clone();
-                Route::CpuFallback(cpu_kernel)
-            }
-            (Some(k), _) if k.typed_wrapper().is_some() => Route::Wrapper,
-            (Some(k), _) if k.is_foreign() => Route::Foreign,
-            (Some(k), _) if k.tensors_entry().is_some() => Route::Tensors,
-            (Some(_), _) => Route::Kernel,
-        };
-        // The payload a foreign route gives back, read out of its kernel once, here.
-        e.foreign = match e.route {
-            Route::Foreign => e.kernel.as_ref().and_then(kernel_fn::ForeignRef::of),
-            Route::CpuFallback(CpuKernel::Foreign) => {
-                e.cpu.as_ref().and_then(kernel_fn::ForeignRef::of)
-            }
-            _ => None,
-        };
-        e.decide_run();
+    let cpu = table
+        .masked(DispatchKey::CPU.set())
+        .highest()
+        .and_then(|k| table.entries[k.index()].kernel.clone());
+    for (i, e) in table.entries.iter_mut().enumerate() {
+        let key = DispatchKey::from_index(i).unwrap_or(DispatchKey::CPU);
+        *e = TableEntry::publish(key, e.kernel.take(), e.source, cpu.as_ref());
     }
     // A kernel that reads the table may run any kernel below its key (the CPU fallback runs
     // the CPU kernel): it counts as long if one of those does. Slot 0 (CompositeImplicit) is
@@ -1964,10 +1623,10 @@ pub(crate) fn policy_of(op: &OperatorHandle) -> u8 {
 mod tests {
     use super::*;
 
-    /// What publication decides a call tests first (`TableEntry::fast`, `TableEntry::run`):
-    /// a typed call runs an unboxed kernel straight away only if it is not counted, and a
-    /// boxed call runs a kernel's boxed entry straight away only if nothing else is owed
-    /// (no count, no table read, not the CPU fallback).
+    /// What publication binds (`TableEntry::publish`): a typed call runs an unboxed kernel
+    /// straight away only if it is not counted (a counted one is the entry's counted typed
+    /// function), the CPU fallback's typed call is its wrapper, and an entry with no kernel
+    /// has no call.
     #[test]
     fn publication_decides_what_a_call_tests_first() {
         crate::native::install_fallback().expect("the Native fallback");
@@ -1996,21 +1655,24 @@ mod tests {
                 !other_signature,
                 "{op:?} {key}: a typed call of another signature"
             );
-            (fast, table.entries[key.index()].run)
+            let e = &table.entries[key.index()];
+            let counted = e.counted_typed.get::<(i64,), i64>().is_some();
+            (fast, counted, e.wrapper.is_some(), e.boxed.is_some())
         };
-        assert_eq!(decided(&f, DispatchKey::CPU), (true, EntryRun::Plain));
-        assert_eq!(
-            decided(&f, DispatchKey::NATIVE),
-            (false, EntryRun::CpuFallback)
-        );
-        // Native's own kernel is counted: neither call runs it straight away.
-        assert_eq!(decided(&g, DispatchKey::NATIVE), (false, EntryRun::Routed));
-        assert_eq!(decided(&g, DispatchKey::CPU), (false, EntryRun::Plain));
-        assert_eq!(decided(&h, DispatchKey::CPU), (false, EntryRun::Routed));
+        // A CPU kernel of the signature: the typed function, nothing else.
+        assert_eq!(decided(&f, DispatchKey::CPU), (true, false, false, true));
+        // The CPU fallback: its steps compiled with the CPU kernel's signature, as a wrapper.
+        assert_eq!(decided(&f, DispatchKey::NATIVE), (false, false, true, true));
+        // Native's own kernel is counted: its typed function is the counted one.
+        assert_eq!(decided(&g, DispatchKey::NATIVE), (false, true, false, true));
+        assert_eq!(decided(&g, DispatchKey::CPU), (false, false, false, true)); // boxed
+                                                                                // A boxed kernel that reads the table: its boxed call only.
+        assert_eq!(decided(&h, DispatchKey::CPU), (false, false, false, true));
+        // No kernel: no call at all.
         assert_eq!(
             decided(&h, DispatchKey::COMPOSITE_IMPLICIT),
-            (false, EntryRun::Routed)
-        ); // none
+            (false, false, false, false)
+        );
     }
 
     /// Runs `call` on another thread while its long-running kernel waits, and meanwhile makes

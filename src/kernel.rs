@@ -17,10 +17,12 @@
 //! table); a handle holds its operator's table, and a table holds kernels. Those types refer to
 //! each other, so they are defined in this one file, which names nothing above it: the
 //! dispatcher (`dispatcher.rs`) adds the routing and the registry to them, the CPU fallback
-//! (`fallback/`) its steps. What serves each key, and how (the [`Route`] of each table entry,
-//! the CPU kernel a CPU fallback entry runs), is decided by the dispatcher when it publishes a
-//! table, not learned by a call from the kernel. A kernel value may call the dispatcher through
-//! the handle it gets, as any kernel does (the fallthrough kernel redispatches).
+//! (`fallback/`) its steps. What serves each key, and how, is decided once, when the
+//! dispatcher publishes a table: `TableEntry::publish` binds each entry's calls (a boxed call,
+//! the typed function, a counted backend's own typed function, a typed wrapper) and records its
+//! [`Route`] as information, so that a call runs what was bound and learns nothing from the
+//! kernel. A kernel value may call the dispatcher through the handle it gets, as any kernel
+//! does (the fallthrough kernel redispatches).
 //!
 //! A kernel made from a typed function carries, beside its own entry points, the CPU fallback's
 //! steps compiled with its signature (a typed entry and a stack entry). They are made where both
@@ -86,18 +88,10 @@ pub type TensorsFn = fn(&OperatorHandle, &Tensor, &Tensor) -> Result<Option<Tens
 pub type TableFn =
     dyn Fn(&OperatorHandle, &DispatchTable, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync;
 
-/// The CPU fallback's boxed entry as the dispatcher runs a [`Route::CpuFallback`] entry: on the
-/// call's table, with the CPU kernel `compute_table` recorded in the entry (None: none serves
-/// the CPU key), so that the fallback looks nothing up in the table itself.
-pub(crate) type CpuFallbackFn = dyn Fn(
-        &OperatorHandle,
-        &DispatchTable,
-        Option<&KernelFunction>,
-        DispatchKeySet,
-        &mut Stack,
-    ) -> Result<()>
-    + Send
-    + Sync;
+/// How a CPU fallback kernel binds the CPU kernel it runs (None: none serves the CPU key) into
+/// the boxed call of a [`Route::CpuFallback`] entry, once, when the table is published: the
+/// bound call looks nothing up in the table.
+pub(crate) type CpuFallbackBinder = dyn Fn(Option<KernelFunction>) -> Arc<TableFn> + Send + Sync;
 
 /// A typed kernel's function run on a stack's values with their tensors mapped
 /// (`KernelFunction::call_mapped`).
@@ -159,13 +153,17 @@ pub struct KernelFunction {
     /// The CPU fallback's steps compiled with the typed function's signature, for a typed call
     /// (a `TypedFallbackFn` of the signature `unboxed` records, as an address).
     typed_fallback: Option<usize>,
-    /// The entry that reads the call's table (`from_boxed_in_table`).
-    in_table: Option<Arc<TableFn>>,
+    /// The boxed entry on a table the caller loaded: the one that reads the call's table
+    /// (`from_boxed_in_table`), else the boxed entry's function behind a table it ignores, so
+    /// that a table entry runs either with one indirect call.
+    in_table: Arc<TableFn>,
+    /// Whether `in_table` reads the table (`from_boxed_in_table`).
+    reads_table: bool,
     /// The typed entry of a kernel that wraps another (`with_typed_wrapper`).
     wrapper: Option<Arc<dyn TypedWrapper>>,
-    /// This is a CPU fallback kernel, and its entry for a routed call: the table entries it
-    /// serves run it with the CPU kernel recorded at publication (`Route::CpuFallback`).
-    cpu_fallback: Option<Arc<CpuFallbackFn>>,
+    /// This is a CPU fallback kernel, and how the table entries it serves bind the CPU kernel
+    /// into their call at publication (`Route::CpuFallback`).
+    cpu_fallback: Option<Arc<CpuFallbackBinder>>,
     pub(crate) kind: KernelKind,
     /// What the code that made the kernel attached to it (`from_boxed_with_tag`).
     tag: Option<Arc<dyn Any + Send + Sync>>,
@@ -192,7 +190,7 @@ struct NoSignature;
 
 impl UnboxedPtr {
     /// A pointer no typed call takes: what a table entry keeps where its typed calls may not
-    /// run an unboxed function straight away (`TableEntry::fast`).
+    /// run an unboxed function straight away (`TableEntry::typed`).
     fn none() -> UnboxedPtr {
         UnboxedPtr {
             signature: TypeId::of::<NoSignature>(),
@@ -202,7 +200,7 @@ impl UnboxedPtr {
 
     /// The function, if it has exactly this signature.
     #[inline(always)]
-    fn get<A: 'static, R: 'static>(self) -> Option<UnboxedFn<A, R>> {
+    pub(crate) fn get<A: 'static, R: 'static>(self) -> Option<UnboxedFn<A, R>> {
         if self.signature != TypeId::of::<UnboxedFn<A, R>>() {
             return None;
         }
@@ -224,13 +222,15 @@ impl KernelFunction {
     pub fn from_boxed(
         f: impl Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync + 'static,
     ) -> KernelFunction {
+        let (boxed, in_table) = entry_points(f);
         KernelFunction {
-            boxed: Arc::new(f),
+            boxed,
+            in_table,
+            reads_table: false,
             unboxed: None,
             mapped: None,
             fallback_entry: None,
             typed_fallback: None,
-            in_table: None,
             wrapper: None,
             cpu_fallback: None,
             kind: KernelKind::Regular,
@@ -253,8 +253,8 @@ impl KernelFunction {
         A: CallArgs + 'static,
         R: CallReturns + 'static,
     {
-        KernelFunction {
-            boxed: Arc::new(move |_op: &OperatorHandle, keys, stack: &mut Stack| {
+        let (boxed, in_table) =
+            entry_points(move |_op: &OperatorHandle, keys, stack: &mut Stack| {
                 if stack.len() != A::LEN {
                     return Err(crate::Error::Kernel {
                         context: "unboxing".into(),
@@ -268,7 +268,11 @@ impl KernelFunction {
                 let args = A::pop_from(stack)?;
                 f(keys, args)?.push_onto(stack);
                 Ok(())
-            }),
+            });
+        KernelFunction {
+            boxed,
+            in_table,
+            reads_table: false,
             unboxed: Some(UnboxedPtr {
                 signature: TypeId::of::<UnboxedFn<A, R>>(),
                 address: f as usize,
@@ -276,7 +280,6 @@ impl KernelFunction {
             mapped: mapped_entry(f),
             fallback_entry: fallback.stack,
             typed_fallback: fallback.typed,
-            in_table: None,
             wrapper: None,
             cpu_fallback: None,
             kind: KernelKind::Regular,
@@ -395,15 +398,17 @@ impl KernelFunction {
     /// assert_eq!(stack[0].to_int(), Some(2)); // Native passed the call on to CPU
     /// ```
     pub fn fallthrough() -> KernelFunction {
+        let (boxed, in_table) = entry_points(|op: &OperatorHandle, keys, stack: &mut Stack| {
+            op.redispatch_boxed(keys, stack)
+        });
         KernelFunction {
-            boxed: Arc::new(|op: &OperatorHandle, keys, stack: &mut Stack| {
-                op.redispatch_boxed(keys, stack)
-            }),
+            boxed,
+            in_table,
+            reads_table: false,
             unboxed: None,
             mapped: None,
             fallback_entry: None,
             typed_fallback: None,
-            in_table: None,
             wrapper: None,
             cpu_fallback: None,
             kind: KernelKind::Fallthrough,
@@ -443,13 +448,14 @@ impl KernelFunction {
             + Sync
             + 'static,
     ) -> KernelFunction {
-        let f: Arc<TableFn> = Arc::new(f);
+        let f = Arc::new(f);
         let g = f.clone();
         let mut k =
             KernelFunction::from_boxed(move |op: &OperatorHandle, keys, stack: &mut Stack| {
                 op.with_table(keys, |table| g(op, table, keys, stack))
             });
-        k.in_table = Some(f);
+        k.in_table = f;
+        k.reads_table = true;
         k
     }
 
@@ -473,12 +479,11 @@ impl KernelFunction {
     }
 
     /// The same kernel, marked as a CPU fallback: a table entry it serves gets the route
-    /// [`Route::CpuFallback`] when the table is published, and a typed call reaching it runs the
-    /// CPU kernel's compiled fallback entry ([`typed_fallback`](Self::typed_fallback)) rather
-    /// than its typed wrapper, whose tensors are mapped by virtual calls in frames of their own
-    /// (about 220 instructions a call more, `benches/fallback.rs`).
-    pub(crate) fn marked_cpu_fallback(mut self, routed: Arc<CpuFallbackFn>) -> KernelFunction {
-        self.cpu_fallback = Some(routed);
+    /// [`Route::CpuFallback`] when the table is published, with its boxed call made by `bind`
+    /// around the CPU kernel of that table, and its typed call the CPU kernel's compiled
+    /// fallback entry ([`typed_fallback`](Self::typed_fallback)) on the same kernel.
+    pub(crate) fn marked_cpu_fallback(mut self, bind: Arc<CpuFallbackBinder>) -> KernelFunction {
+        self.cpu_fallback = Some(bind);
         self
     }
 
@@ -492,6 +497,13 @@ impl KernelFunction {
     #[inline(always)]
     pub fn is_cpu_fallback(&self) -> bool {
         self.cpu_fallback.is_some()
+    }
+
+    /// The boxed entry on a table the caller loaded, as [`call_boxed_in`](Self::call_boxed_in)
+    /// runs it.
+    #[inline(always)]
+    pub(crate) fn in_table(&self) -> &Arc<TableFn> {
+        &self.in_table
     }
 
     /// The CPU fallback's typed entry compiled with this kernel's signature, if the kernel was
@@ -623,7 +635,7 @@ impl KernelFunction {
     /// ```
     #[inline(always)]
     pub fn reads_table(&self) -> bool {
-        self.in_table.is_some()
+        self.reads_table
     }
 
     /// Whether a call handed to the kernel directly (`TypedOperatorHandle::call_fallback`)
@@ -631,7 +643,7 @@ impl KernelFunction {
     /// the entry's route instead.
     #[inline(always)]
     pub(crate) fn wraps(&self) -> bool {
-        self.in_table.is_some() || self.wrapper.is_some()
+        self.reads_table || self.wrapper.is_some()
     }
 
     /// The typed entry of a kernel that wraps another ([`with_typed_wrapper`](Self::with_typed_wrapper)).
@@ -713,29 +725,189 @@ impl KernelFunction {
         keys: DispatchKeySet,
         stack: &mut Stack,
     ) -> Result<()> {
-        match &self.in_table {
-            Some(f) => f(op, table, keys, stack),
-            None => self.call_boxed(op, keys, stack),
+        (self.in_table)(op, table, keys, stack)
+    }
+}
+
+/// A boxed function's two entry points: as itself, and behind a table it ignores (what a table
+/// entry calls). The second calls `f` by its own type, so that each is one indirect call.
+fn entry_points<F>(f: F) -> (Arc<BoxedFn>, Arc<TableFn>)
+where
+    F: Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
+    let g = f.clone();
+    let in_table =
+        move |op: &OperatorHandle, _: &DispatchTable, keys, stack: &mut Stack| g(op, keys, stack);
+    (f, Arc::new(in_table))
+}
+
+/// Whether a call runs a backend's own kernel of its operator, and which backend's
+/// ([`Routed::counted`](crate::dispatcher::Routed::counted)): such calls are counted in the operator's `kernel_calls`, and timed
+/// in its `kernel_call_ns` while [`crate::metrics::profiling`].
+///
+/// ```
+/// use boxfall::dispatcher::KernelCount;
+/// use boxfall::{Library, LibraryKind};
+/// let mut lib = Library::new("doc_kernel_count", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(int x) -> int").unwrap();
+/// assert_eq!(KernelCount::NONE.run(&op, || 7), 7); // not counted
+/// assert_eq!(op.metrics().snapshot().kernel_calls, 0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelCount(pub(crate) Option<DispatchKey>);
+
+impl KernelCount {
+    /// A call that is not counted.
+    pub const NONE: KernelCount = KernelCount(None);
+
+    /// The backend whose own kernel runs (None: the call is not counted).
+    ///
+    /// ```
+    /// assert_eq!(boxfall::dispatcher::KernelCount::NONE.backend(), None);
+    /// ```
+    #[inline(always)]
+    pub fn backend(self) -> Option<DispatchKey> {
+        self.0
+    }
+
+    /// Runs `call`, the kernel's call, counting it (and timing it while profiling) if it is
+    /// counted.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_kernel_count_run", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
+    /// let count = op.route(DispatchKey::NATIVE.set(), |r| r.counted()).unwrap();
+    /// assert_eq!(count.run(&op, || 7), 7);
+    /// assert_eq!(op.metrics().snapshot().kernel_calls, 1);
+    /// ```
+    #[inline(always)]
+    pub fn run<T>(self, op: &OperatorHandle, call: impl FnOnce() -> T) -> T {
+        match self.0 {
+            None => call(),
+            Some(key) => count_call(op, key, call),
         }
     }
 
-    /// Runs a CPU fallback kernel for a [`Route::CpuFallback`] entry: with `cpu`, the CPU
-    /// kernel the entry records, rather than one the fallback would look up in `table`. Any
-    /// other kernel runs as [`call_boxed_in`](Self::call_boxed_in) runs it.
+    /// Starts a counted call whose end the caller marks ([`KernelCall::end`]): for a caller
+    /// that counts a call only once it knows the kernel ran it.
+    ///
+    /// ```
+    /// use boxfall::{DispatchKey, KernelFunction, Library, LibraryKind};
+    /// let mut lib = Library::new("doc_kernel_count_begin", LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// lib.impl_kernel("f", DispatchKey::NATIVE, KernelFunction::from_unboxed::<(i64,), i64>(|_, (x,)| Ok(x)), false).unwrap();
+    /// let call = op.route(DispatchKey::NATIVE.set(), |r| r.counted()).unwrap().begin();
+    /// call.end(&op);
+    /// assert_eq!(op.metrics().snapshot().kernel_calls, 1);
+    /// ```
     #[inline(always)]
-    pub(crate) fn call_cpu_fallback(
-        &self,
-        op: &OperatorHandle,
-        table: &DispatchTable,
-        cpu: Option<&KernelFunction>,
-        keys: DispatchKeySet,
-        stack: &mut Stack,
-    ) -> Result<()> {
-        match &self.cpu_fallback {
-            Some(f) => f(op, table, cpu, keys, stack),
-            None => self.call_boxed_in(op, table, keys, stack),
+    pub fn begin(self) -> KernelCall {
+        match self.0 {
+            None => KernelCall {
+                key: None,
+                start: 0,
+            },
+            Some(key) => KernelCall::started(key),
         }
     }
+}
+
+/// A counted kernel call in flight ([`KernelCount::begin`]); [`end`](Self::end) counts it.
+/// Dropped without `end`, it is not counted.
+///
+/// ```
+/// use boxfall::dispatcher::KernelCount;
+/// use boxfall::{Library, LibraryKind};
+/// let mut lib = Library::new("doc_kernel_call", LibraryKind::Def).unwrap();
+/// let op = lib.define("f(int x) -> int").unwrap();
+/// KernelCount::NONE.begin().end(&op); // not counted
+/// assert_eq!(op.metrics().snapshot().kernel_calls, 0);
+/// ```
+#[must_use]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelCall {
+    key: Option<DispatchKey>,
+    /// Clock ticks at the start while profiling, else 0.
+    start: u64,
+}
+
+impl KernelCall {
+    #[cold]
+    #[inline(never)]
+    fn started(key: DispatchKey) -> KernelCall {
+        let start = if crate::metrics::profiling() {
+            crate::clock::ticks().max(1)
+        } else {
+            0
+        };
+        KernelCall {
+            key: Some(key),
+            start,
+        }
+    }
+
+    /// Counts the call (and its time, if it was timed) in `op`'s `kernel_calls`.
+    ///
+    /// ```
+    /// let mut lib = boxfall::Library::new("doc_kernel_call_end", boxfall::LibraryKind::Def).unwrap();
+    /// let op = lib.define("f(int x) -> int").unwrap();
+    /// boxfall::dispatcher::KernelCount::NONE.begin().end(&op);
+    /// ```
+    #[inline(always)]
+    pub fn end(self, op: &OperatorHandle) {
+        if let Some(key) = self.key {
+            record_call(op, key, self.start);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn record_call(op: &OperatorHandle, key: DispatchKey, start: u64) {
+    let ticks = if start == 0 {
+        0
+    } else {
+        crate::clock::ticks().saturating_sub(start).max(1)
+    };
+    op.metrics().record_kernel_call(key, ticks);
+}
+
+/// `call`, a call of `key`'s own kernel of `op`, counted. Out of line and cold: most calls
+/// run no backend's own kernel, and theirs pay only the test of the entry's flag.
+#[cold]
+#[inline(never)]
+fn count_call<T>(op: &OperatorHandle, key: DispatchKey, call: impl FnOnce() -> T) -> T {
+    let c = KernelCall::started(key);
+    let out = call();
+    c.end(op);
+    out
+}
+
+impl KernelCount {
+    /// `call` counted as [`run`](Self::run) counts it, for the dispatcher's calls of a
+    /// backend's own kernel: unless a profile is open, counted before it runs by a function
+    /// that takes no closure, so that the arguments and the result are not moved through
+    /// `count_call`'s frames.
+    #[inline(always)]
+    pub(crate) fn run_then<T>(self, op: &OperatorHandle, call: impl FnOnce() -> T) -> T {
+        match self.0 {
+            Some(key) if crate::metrics::profiling() => count_call(op, key, call),
+            Some(key) => {
+                count_untimed(op, key);
+                call()
+            }
+            None => call(),
+        }
+    }
+}
+
+/// One untimed call of `key`'s own kernel of `op` (`KernelCount::run_then`).
+#[inline(never)]
+fn count_untimed(op: &OperatorHandle, key: DispatchKey) {
+    op.metrics().record_kernel_call(key, 0);
 }
 
 /// The tensor maps a wrapping kernel puts around a wrapped kernel's typed function
@@ -886,6 +1058,21 @@ impl TypedCall<'_> {
     ) -> Result<()> {
         self.body.redispatch(op, table, keys)
     }
+
+    /// The CPU fallback's steps compiled with `cpu`'s signature, if it has this call's (None,
+    /// having run nothing, where it has not); the calls those steps do not serve are boxed
+    /// once for `boxed`, the CPU fallback's boxed call.
+    #[inline(always)]
+    pub(crate) fn run_cpu_fallback(
+        &mut self,
+        cpu: &KernelFunction,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+        boxed: &TableFn,
+    ) -> Option<Result<()>> {
+        self.body.run_cpu_fallback(cpu, op, table, keys, boxed)
+    }
 }
 
 /// The typed side of a `TypedCall`, generic over the signature.
@@ -902,6 +1089,14 @@ trait TypedBody {
         table: &DispatchTable,
         keys: DispatchKeySet,
     ) -> Result<()>;
+    fn run_cpu_fallback(
+        &mut self,
+        cpu: &KernelFunction,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+        boxed: &TableFn,
+    ) -> Option<Result<()>>;
 }
 
 /// How a typed call continues on given keys in a table the caller loaded: the dispatcher's
@@ -910,11 +1105,23 @@ trait TypedBody {
 pub(crate) type TypedRedispatch<A, R> =
     fn(&OperatorHandle, &DispatchTable, DispatchKeySet, A) -> Result<R>;
 
+/// How a typed call boxes its arguments once for a boxed call on a table and unboxes the
+/// returns: the dispatcher's (`dispatcher::call_boxing_in`), handed over as `TypedRedispatch`.
+pub(crate) type TypedBoxing<A, R> =
+    fn(&OperatorHandle, &DispatchTable, DispatchKeySet, &TableFn, A) -> Result<R>;
+
+/// The two ways a typed call continues that the dispatcher owns ([`TypedRedispatch`],
+/// [`TypedBoxing`]).
+pub(crate) struct TypedWays<A, R> {
+    pub(crate) redispatch: TypedRedispatch<A, R>,
+    pub(crate) boxing: TypedBoxing<A, R>,
+}
+
 /// A typed call's arguments until a kernel takes them, then its returns.
 struct Slots<A, R> {
     args: Option<A>,
     returns: Option<R>,
-    redispatch: TypedRedispatch<A, R>,
+    ways: TypedWays<A, R>,
 }
 
 impl<A, R> Slots<A, R> {
@@ -949,8 +1156,26 @@ impl<A: CallArgs + 'static, R: CallReturns + 'static> TypedBody for Slots<A, R> 
         keys: DispatchKeySet,
     ) -> Result<()> {
         let args = self.args.take().ok_or_else(Slots::<A, R>::used_up)?;
-        self.returns = Some((self.redispatch)(op, table, keys, args)?);
+        self.returns = Some((self.ways.redispatch)(op, table, keys, args)?);
         Ok(())
+    }
+
+    #[inline(always)]
+    fn run_cpu_fallback(
+        &mut self,
+        cpu: &KernelFunction,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+        boxed: &TableFn,
+    ) -> Option<Result<()>> {
+        let (f, steps) = cpu.typed_fallback::<A, R>()?;
+        let Some(args) = self.args.take() else {
+            return Some(Err(Slots::<A, R>::used_up()));
+        };
+        let boxing = self.ways.boxing;
+        let mut declined = |args: A| boxing(op, table, keys, boxed, args);
+        Some(steps(op, table, keys, f, args, &mut declined).map(|r| self.returns = Some(r)))
     }
 }
 
@@ -1006,13 +1231,13 @@ pub(crate) fn call_wrapper<A: CallArgs + 'static, R: CallReturns + 'static>(
     table: &DispatchTable,
     keys: DispatchKeySet,
     args: A,
-    redispatch: TypedRedispatch<A, R>,
+    ways: TypedWays<A, R>,
     declined: impl FnOnce(A) -> Result<R>,
 ) -> Result<R> {
     let mut slots = Slots::<A, R> {
         args: Some(args),
         returns: None,
-        redispatch,
+        ways,
     };
     let mut call = TypedCall {
         signature: TypeId::of::<UnboxedFn<A, R>>(),
@@ -1151,86 +1376,161 @@ pub enum CpuKernel {
     Missing,
 }
 
-/// One key's entry of a dispatch table: the kernel that serves it, where it comes from, and how
-/// its call runs, all decided at publication.
+/// One key's entry of a dispatch table, published once ([`TableEntry::publish`], c10's
+/// `computeDispatchTableEntryWithDebug` with its `KernelFunction` filled in): the kernel that
+/// serves it, where it comes from, its [`Route`] (information, for coverage and for the
+/// bindings' own ways to run it) and its calls, bound to what they run, so that a call runs
+/// them without asking what the kernel or the route is.
 #[derive(Clone)]
 pub(crate) struct TableEntry {
     pub(crate) kernel: Option<KernelFunction>,
     pub(crate) source: Source,
     pub(crate) route: Route,
-    /// For a CPU fallback entry, the kernel that serves the CPU key (the one the fallback
-    /// runs).
-    pub(crate) cpu: Option<KernelFunction>,
-    /// The entry is a backend's own kernel (registered for a backend key other than the CPU):
-    /// every call that runs it counts it in the operator's `kernel_calls`.
-    pub(crate) counted: bool,
-    /// For a [`Route::Foreign`] entry, its kernel's payload; for a
-    /// `Route::CpuFallback(CpuKernel::Foreign)` one, the CPU kernel's.
+    /// Whose own kernel this is, if a backend's (its calls count in `kernel_calls`).
+    pub(crate) count: KernelCount,
+    /// For a [`Route::Foreign`] entry, its kernel's payload.
     pub(crate) foreign: Option<ForeignRef>,
-    /// The kernel's typed function if a typed call of its signature runs it and nothing else
-    /// (not counted), else [`UnboxedPtr::none`]: the typed call's first and only test on its
-    /// common path, one compare of the signature, where the kernel's own `Option` would add
-    /// the tests of the kernel, of the option and of `counted` (6 instructions a call).
-    pub(crate) fast: UnboxedPtr,
-    /// How a call that does not run `fast` runs the entry (the route, reduced to what a call
-    /// tests first).
-    pub(crate) run: EntryRun,
-}
-
-/// How a call of a table entry that is not an unboxed one runs ([`TableEntry::run`]), decided
-/// at publication from its route, its kernel and `counted`, so that the common call tests one
-/// byte before it runs the kernel's boxed entry, and the rest goes by the route.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EntryRun {
-    /// The kernel's boxed entry, and nothing else: not counted, not the CPU fallback, not a
-    /// kernel that reads the table or has a typed wrapper. A typed call boxes its arguments
-    /// for it.
-    Plain,
-    /// As `Plain` for a boxed call; a typed call offers itself to the typed wrapper first
-    /// ([`Route::Wrapper`]).
-    Wrapper,
-    /// The CPU fallback ([`Route::CpuFallback`]), with the CPU kernel in `cpu`.
-    CpuFallback,
-    /// By the route: counted, or a kernel that reads the table; or no kernel.
-    Routed,
+    /// For a `Route::CpuFallback(CpuKernel::Foreign)` entry, the CPU kernel's payload.
+    pub(crate) cpu_foreign: Option<ForeignRef>,
+    /// For a [`Route::Tensors`] entry, the kernel's typed entry on two tensors.
+    pub(crate) tensors: Option<TensorsFn>,
+    /// The boxed call, with the counting of a backend's own kernel and the CPU kernel a CPU
+    /// fallback runs bound in (None: no kernel).
+    pub(crate) boxed: Option<Arc<TableFn>>,
+    /// The kernel's typed function where a typed call of its signature runs it and nothing
+    /// else (not counted), else [`UnboxedPtr::none`]: the typed call's one test on its
+    /// common path.
+    pub(crate) typed: UnboxedPtr,
+    /// A backend's own kernel's typed function (counted by `count`), else `UnboxedPtr::none`.
+    pub(crate) counted_typed: UnboxedPtr,
+    /// What a typed call that neither typed function serves offers itself to before it boxes
+    /// its arguments once for `boxed`: the kernel's typed wrapper, or for the CPU fallback its
+    /// steps compiled with the CPU kernel's signature (`BoundCpuFallback`).
+    pub(crate) wrapper: Option<Arc<dyn TypedWrapper>>,
 }
 
 impl TableEntry {
-    /// The entry's `fast` and `run`, from its kernel, route and `counted` (set first).
-    pub(crate) fn decide_run(&mut self) {
-        let Some(k) = self.kernel.as_ref() else {
-            self.fast = UnboxedPtr::none();
-            self.run = EntryRun::Routed;
-            return;
-        };
-        let usual = matches!(
-            self.route,
-            Route::Kernel | Route::Foreign | Route::Tensors | Route::Wrapper
-        );
-        self.fast = match (usual, self.counted, k.unboxed) {
-            (true, false, Some(p)) => p,
-            _ => UnboxedPtr::none(),
-        };
-        self.run = match self.route {
-            Route::CpuFallback(_) if !self.counted => EntryRun::CpuFallback,
-            _ if !usual || self.counted || k.reads_table() => EntryRun::Routed,
-            Route::Wrapper => EntryRun::Wrapper,
-            _ => EntryRun::Plain,
-        };
-    }
-
     /// The entry with no kernel.
     pub(crate) fn missing() -> TableEntry {
         TableEntry {
             kernel: None,
             source: Source::Missing,
             route: Route::Missing,
-            cpu: None,
-            counted: false,
+            count: KernelCount::NONE,
             foreign: None,
-            fast: UnboxedPtr::none(),
-            run: EntryRun::Routed,
+            cpu_foreign: None,
+            tensors: None,
+            boxed: None,
+            typed: UnboxedPtr::none(),
+            counted_typed: UnboxedPtr::none(),
+            wrapper: None,
         }
+    }
+
+    /// The entry of `key` served by `kernel` (from `source`), published: its route decided
+    /// and its calls bound. `cpu` is the kernel a call on the CPU key reaches in the same
+    /// table: the one a CPU fallback entry runs.
+    pub(crate) fn publish(
+        key: DispatchKey,
+        kernel: Option<KernelFunction>,
+        source: Source,
+        cpu: Option<&KernelFunction>,
+    ) -> TableEntry {
+        let Some(k) = kernel else {
+            return TableEntry::missing();
+        };
+        let route = match source {
+            Source::Fallthrough => Route::Fallthrough,
+            _ if k.is_cpu_fallback() => Route::CpuFallback(match cpu {
+                None => CpuKernel::Missing,
+                Some(c) if c.has_compiled_fallback() => CpuKernel::Compiled,
+                Some(c) if c.is_foreign() => CpuKernel::Foreign,
+                Some(_) => CpuKernel::Boxed,
+            }),
+            _ if k.wrapper.is_some() => Route::Wrapper,
+            _ if k.is_foreign() => Route::Foreign,
+            _ if k.tensors.is_some() => Route::Tensors,
+            _ => Route::Kernel,
+        };
+        // A backend's own kernel: one registered for a backend key other than the CPU (not a
+        // composite kernel, a backend fallback or a fallthrough; not the CPU fallback
+        // registered as a kernel, which counts as a fallback).
+        let own = source == Source::Kernel
+            && key.is_backend()
+            && key != DispatchKey::CPU
+            && !k.is_cpu_fallback();
+        let count = KernelCount(own.then_some(key));
+        let (boxed, wrapper) = match &k.cpu_fallback {
+            Some(bind) => {
+                let boxed = bind(cpu.cloned());
+                let compiled = cpu.filter(|c| c.typed_fallback.is_some());
+                let wrapper = compiled.map(|c| {
+                    Arc::new(BoundCpuFallback {
+                        cpu: c.clone(),
+                        boxed: boxed.clone(),
+                    }) as Arc<dyn TypedWrapper>
+                });
+                (boxed, wrapper)
+            }
+            None => (k.in_table.clone(), k.wrapper.clone()),
+        };
+        let boxed = match count.backend() {
+            None => boxed,
+            Some(_) => Arc::new(
+                move |op: &OperatorHandle, table: &DispatchTable, keys, stack: &mut Stack| {
+                    count.run_then(op, || boxed(op, table, keys, stack))
+                },
+            ),
+        };
+        let unboxed = k.unboxed.unwrap_or_else(UnboxedPtr::none);
+        let (typed, counted_typed) = match count.backend() {
+            None => (unboxed, UnboxedPtr::none()),
+            Some(_) => (UnboxedPtr::none(), unboxed),
+        };
+        TableEntry {
+            foreign: matches!(route, Route::Foreign)
+                .then(|| ForeignRef::of(&k))
+                .flatten(),
+            cpu_foreign: matches!(route, Route::CpuFallback(CpuKernel::Foreign))
+                .then(|| cpu.and_then(ForeignRef::of))
+                .flatten(),
+            tensors: k.tensors.filter(|_| route == Route::Tensors),
+            kernel: Some(k),
+            source,
+            route,
+            count,
+            boxed: Some(boxed),
+            typed,
+            counted_typed,
+            wrapper,
+        }
+    }
+
+    /// Whether the key's backend fallback is the CPU fallback, which serves the entry
+    /// ([`OperatorHandle::served_by_cpu_fallback`]).
+    pub(crate) fn by_cpu_fallback(&self) -> bool {
+        self.source == Source::BackendFallback && matches!(self.route, Route::CpuFallback(_))
+    }
+}
+
+/// The typed call of a CPU fallback entry whose CPU kernel is typed: the fallback's steps
+/// compiled with that kernel's signature, on the kernel bound at publication; a call of
+/// another signature is declined, and boxed once for `boxed`, the entry's boxed call.
+struct BoundCpuFallback {
+    cpu: KernelFunction,
+    boxed: Arc<TableFn>,
+}
+
+impl TypedWrapper for BoundCpuFallback {
+    #[inline]
+    fn call_typed(
+        &self,
+        op: &OperatorHandle,
+        table: &DispatchTable,
+        keys: DispatchKeySet,
+        call: &mut TypedCall<'_>,
+    ) -> Option<Result<()>> {
+        call.run_cpu_fallback(&self.cpu, op, table, keys, &*self.boxed)
     }
 }
 
@@ -1323,14 +1623,14 @@ impl DispatchTable {
 
     /// The typed function of the entry at the highest of `keys` (masked by the operator's
     /// fallthroughs) if a typed call of this signature runs it and nothing else
-    /// ([`TableEntry::fast`]). Such a kernel never runs long (a long-running kernel keeps no
+    /// ([`TableEntry::typed`]). Such a kernel never runs long (a long-running kernel keeps no
     /// typed entry), so the call needs no test for that either.
     #[inline(always)]
     pub(crate) fn fast_unboxed<A: 'static, R: 'static>(
         &self,
         keys: DispatchKeySet,
     ) -> Option<UnboxedFn<A, R>> {
-        self.entries[keys.highest()?.index()].fast.get::<A, R>()
+        self.entries[keys.highest()?.index()].typed.get::<A, R>()
     }
 
     pub(crate) fn empty() -> DispatchTable {
@@ -1558,7 +1858,7 @@ impl fmt::Debug for KernelFunction {
         let kind = match self.kind {
             KernelKind::Regular if self.unboxed.is_some() => "unboxed",
             KernelKind::Regular if self.wrapper.is_some() => "boxed, typed wrapper",
-            KernelKind::Regular if self.in_table.is_some() => "boxed, in table",
+            KernelKind::Regular if self.reads_table => "boxed, in table",
             KernelKind::Regular => "boxed",
             KernelKind::Fallthrough => "fallthrough",
         };

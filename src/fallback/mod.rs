@@ -84,16 +84,17 @@ impl CpuFallback {
         let mode = FallbackMode::new(self);
         // Called directly (or by a kernel that reads the table), it finds the CPU kernel in the
         // table; routed, the dispatcher hands it the one its entry records.
-        KernelFunction::from_boxed_in_table(move |op, table, keys, stack| {
+        let k = KernelFunction::from_boxed_in_table(move |op, table, keys, stack| {
             run_cpu_fallback_on(mode, op, table, cpu_kernel(table), keys, stack)
-        })
-        .with_typed_wrapper(TypedCpuFallback)
-        .marked_cpu_fallback(std::sync::Arc::new(
-            move |op: &_, table: &_, cpu: Option<&_>, keys, stack: &mut _| {
-                run_cpu_fallback_on(mode, op, table, cpu, keys, stack)
-            },
-        ))
-        .with_tag(self.clone())
+        });
+        let boxed = k.in_table().clone();
+        k.with_typed_wrapper(TypedCpuFallback { boxed })
+            .marked_cpu_fallback(std::sync::Arc::new(move |cpu: Option<KernelFunction>| {
+                std::sync::Arc::new(move |op: &_, table: &_, keys, stack: &mut _| {
+                    run_cpu_fallback_on(mode, op, table, cpu.as_ref(), keys, stack)
+                })
+            }))
+            .with_tag(self.clone())
     }
 
     /// The configuration of a CPU fallback kernel; `None` for any other kernel.

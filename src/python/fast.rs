@@ -5,10 +5,12 @@
 //! and converted. The schema facts it needs are computed once per schema ([`Plan`]).
 //!
 //! It decides nothing the core decides: the key set comes from `dispatch_keys`, and what serves
-//! the call from the router (`OperatorHandle::route`, `resolve`), whose `Routed` says how the
-//! entry runs (`Route::Foreign`: a Python function, given back as its `PyKernel`;
-//! `CpuFallback(CpuKernel::Foreign)`: the CPU fallback around a Python CPU kernel;
-//! `Route::Tensors`: a Native kernel of two tensors; anything else on a boxed stack).
+//! the call from the router (`OperatorHandle::route`, `resolve`), whose `Routed` gives what the
+//! entry published for a caller that runs it its own way: a Python function's `PyKernel`
+//! (`Routed::foreign`), the Python CPU kernel of the CPU fallback around it
+//! (`Routed::cpu_foreign`), a Native kernel's entry on two tensors (`Routed::tensors`), whether
+//! the call is counted (`Routed::counted`); anything else runs as the entry's boxed call
+//! (`Routed::call_boxed`).
 //!
 //! The commonest call, every argument given by position and bound to itself (NumPy arrays and
 //! exact scalars) with one return, takes a leaner way still ([`run_lean`]): the kernel gets the
@@ -41,7 +43,7 @@ use super::py_kernel::PyKernel;
 use super::tensor::{as_tensor, cpu_tensor_to_numpy, kernel_array, lent_array, wrap, PyTensor};
 use crate::dispatcher::{dispatch_keys, KernelCount, OpSchema, OperatorHandle, Routed};
 use crate::ivalue::Stack;
-use crate::kernel::{CpuKernel, Route, TensorsFn};
+use crate::kernel::TensorsFn;
 use crate::key::{DispatchKey, DispatchKeySet};
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -640,17 +642,17 @@ impl<'py> Found<'py> {
                 return None;
             }
             let masked = r.keys();
-            Some(match r.route() {
-                Route::Missing => return None,
-                Route::Foreign => match r.foreign::<PyKernel>() {
-                    Some(k) => Found::Python(k.func(py)?, k.boxed, k.array, masked, r.counted()),
-                    None => Found::Other(None, masked),
-                },
-                Route::CpuFallback(CpuKernel::Foreign) => {
-                    Found::Other(FallbackKernel::of(py, &r), masked)
-                }
-                _ => Found::Other(None, masked),
-            })
+            if let Some(k) = r.foreign::<PyKernel>() {
+                return Some(Found::Python(
+                    k.func(py)?,
+                    k.boxed,
+                    k.array,
+                    masked,
+                    r.counted(),
+                ));
+            }
+            r.kernel()?;
+            Some(Found::Other(FallbackKernel::of(py, &r), masked))
         })
         .flatten()
     }
