@@ -89,7 +89,7 @@ impl OperatorHandle {
     /// The router, for callers that run a kernel their own way (the Python bindings): routes a
     /// call on `keys` in one load of the operator's table, as every call is routed
     /// (`DispatchTable::route` on `keys` masked by the operator's fallthroughs), and gives `f`
-    /// what serves it ([`Routed`]: the entry's [`Route`] and what that route needs). `keys` are
+    /// what serves it ([`Routed`]: the entry's [`Route`](crate::kernel::Route) and what that route needs). `keys` are
     /// a call's keys as [`dispatch_keys`] gives them, or for a redispatch the keys below the
     /// current one. None if the operator is not defined.
     ///
