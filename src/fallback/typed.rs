@@ -91,11 +91,11 @@ impl KernelFunction {
 }
 
 /// The typed fallback of a typed call, compiled with its signature (the CPU kernel's typed
-/// entry, [`KernelFunction::typed_fallback`]): what `TypedCpuFallback` does through `TypedCall`
-/// (the same plan, policy, steps, errors and counters), with the tensors mapped in this one
-/// frame rather than through three virtual calls (about 220 instructions a call, measured by
-/// callgrind on `benches/fallback.rs`). `f` is the CPU kernel's function; `declined` serves
-/// the calls the typed steps do not (the boxed fallback).
+/// entry, [`KernelFunction::typed_fallback`]), which every typed call of the CPU fallback runs
+/// (a dispatched one through its entry's wrapper, one handed to the fallback through
+/// `TypedCpuFallback`), with the tensors mapped in this one frame rather than through the
+/// virtual calls of `TensorMaps`. `f` is the CPU kernel's function; `declined` serves the
+/// calls the typed steps do not (the boxed fallback).
 fn typed_entry<A: CallArgs + 'static, R: CallReturns + 'static>(
     op: &OperatorHandle,
     table: &DispatchTable,
