@@ -86,12 +86,12 @@ impl OperatorHandle {
         self.boxed_on(stack, |_, _| Ok((rest, rest)))
     }
 
-    /// The router, for callers that run a kernel their own way (the Python bindings): routes a
-    /// call on `keys` in one load of the operator's table, as every call is routed
-    /// (`DispatchTable::route` on `keys` masked by the operator's fallthroughs), and gives `f`
-    /// what serves it ([`Routed`]: the entry's [`Route`](crate::kernel::Route) and what that route needs). `keys` are
-    /// a call's keys as [`dispatch_keys`] gives them, or for a redispatch the keys below the
-    /// current one. None if the operator is not defined.
+    /// The router, for callers that run a kernel their own way (the Python bindings): routes a call
+    /// on `keys` in one load of the operator's table, as every call is routed
+    /// (`DispatchTable::route` on `keys` masked by the operator's fallthroughs), and gives `f` what
+    /// serves it ([`Routed`]: the entry's [`Route`](crate::kernel::Route) and what that route
+    /// needs). `keys` are a call's keys as [`dispatch_keys`] gives them, or for a redispatch the
+    /// keys below the current one. None if the operator is not defined.
     ///
     /// `f` runs inside the dispatcher's read section whatever serves the call: it is for a
     /// caller that looks (takes what it needs out of the route and runs nothing long in `f`,

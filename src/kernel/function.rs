@@ -133,10 +133,11 @@ impl KernelFunction {
 
     /// The same kernel as a *foreign* one: a function of another language, which the code that
     /// registered it (the Python bindings) calls its own way, with `payload`, where it can; the
-    /// dispatcher calls its boxed entry. A table entry it serves routes [`Route::Foreign`](crate::kernel::Route::Foreign) (a CPU
-    /// fallback whose CPU kernel it is, [`CpuKernel::Foreign`](crate::kernel::CpuKernel::Foreign)), and the router gives the payload
-    /// back ([`Routed::foreign`](crate::dispatcher::Routed::foreign)), so that no caller asks
-    /// the kernel what it is.
+    /// dispatcher calls its boxed entry. A table entry it serves routes
+    /// [`Route::Foreign`](crate::kernel::Route::Foreign) (a CPU fallback whose CPU kernel it is,
+    /// [`CpuKernel::Foreign`](crate::kernel::CpuKernel::Foreign)), and the router gives the payload
+    /// back ([`Routed::foreign`](crate::dispatcher::Routed::foreign)), so that no caller asks the
+    /// kernel what it is.
     ///
     /// ```
     /// use boxfall::{kernel::Route, DispatchKey, KernelFunction, Library, LibraryKind};

@@ -166,7 +166,8 @@ impl OperatorHandle {
     }
 
     /// What a backend moving a result of the operator is told of it
-    /// ([`Backend::from_cpu_result`](crate::backend::Backend::from_cpu_result); see [`crate::backend::ResultOf`] for an example).
+    /// ([`Backend::from_cpu_result`](crate::backend::Backend::from_cpu_result); see
+    /// [`crate::backend::ResultOf`] for an example).
     #[inline(always)]
     pub fn result_of(&self) -> crate::backend::ResultOf<'_> {
         crate::backend::ResultOf {

@@ -9,9 +9,10 @@ use crate::tensor::Tensor;
 use super::unboxed::UnboxedFn;
 
 /// The tensor maps a wrapping kernel puts around a wrapped kernel's typed function
-/// ([`TypedCall::run`](crate::kernel::TypedCall::run), [`KernelFunction::call_mapped`](crate::KernelFunction::call_mapped)): the argument tensors go through `args`
-/// before the function runs, each returned tensor through `ret` after. The CPU fallback's move
-/// tensors to the CPU and back; a logging key's may only look.
+/// ([`TypedCall::run`](crate::kernel::TypedCall::run),
+/// [`KernelFunction::call_mapped`](crate::KernelFunction::call_mapped)): the argument tensors go
+/// through `args` before the function runs, each returned tensor through `ret` after. The CPU
+/// fallback's move tensors to the CPU and back; a logging key's may only look.
 ///
 /// ```
 /// use boxfall::kernel::{TensorBatch, TensorMaps};

@@ -56,15 +56,18 @@ pub enum Route {
     Kernel,
     /// The CPU fallback, which runs the operator's CPU kernel as the table serves the CPU key.
     CpuFallback(CpuKernel),
-    /// A kernel with a typed wrapper ([`KernelFunction::with_typed_wrapper`](crate::KernelFunction::with_typed_wrapper)) other than the
-    /// CPU fallback: a typed call offers itself to the wrapper before it boxes its arguments;
-    /// the dispatcher runs a boxed call by the kernel's boxed entry, as a `Kernel` one.
+    /// A kernel with a typed wrapper
+    /// ([`KernelFunction::with_typed_wrapper`](crate::KernelFunction::with_typed_wrapper)) other
+    /// than the CPU fallback: a typed call offers itself to the wrapper before it boxes its
+    /// arguments; the dispatcher runs a boxed call by the kernel's boxed entry, as a `Kernel` one.
     Wrapper,
-    /// A foreign kernel ([`KernelFunction::with_foreign`](crate::KernelFunction::with_foreign)): the dispatcher runs its boxed entry;
-    /// the bindings that made it call it their own way, with its payload.
+    /// A foreign kernel ([`KernelFunction::with_foreign`](crate::KernelFunction::with_foreign)):
+    /// the dispatcher runs its boxed entry; the bindings that made it call it their own way, with
+    /// its payload.
     Foreign,
-    /// A kernel with a typed entry on two tensors ([`KernelFunction::with_tensors_entry`](crate::KernelFunction::with_tensors_entry)):
-    /// the dispatcher runs its boxed entry; a caller holding two tensors may run that entry.
+    /// A kernel with a typed entry on two tensors
+    /// ([`KernelFunction::with_tensors_entry`](crate::KernelFunction::with_tensors_entry)): the
+    /// dispatcher runs its boxed entry; a caller holding two tensors may run that entry.
     Tensors,
     /// A fallthrough: the key is out of the operator's mask; no call reaches it.
     Fallthrough,
@@ -85,8 +88,9 @@ pub enum CpuKernel {
     Compiled,
     /// Its boxed entry point, on the stack of moved tensors.
     Boxed,
-    /// A foreign kernel ([`KernelFunction::with_foreign`](crate::KernelFunction::with_foreign)): as `Boxed` for the dispatcher; the
-    /// bindings that made it may run the fallback's steps around it their own way.
+    /// A foreign kernel ([`KernelFunction::with_foreign`](crate::KernelFunction::with_foreign)): as
+    /// `Boxed` for the dispatcher; the bindings that made it may run the fallback's steps around it
+    /// their own way.
     Foreign,
     /// No CPU kernel serves the operator: the fallback's call is a `NoKernel` error.
     Missing,

@@ -148,8 +148,9 @@ pub struct KernelFunction {
 }
 
 /// Whether a call runs a backend's own kernel of its operator, and which backend's
-/// ([`Routed::counted`](crate::dispatcher::Routed::counted)): such calls are counted in the operator's `kernel_calls`, and timed
-/// in its `kernel_call_ns` while [`crate::metrics::profiling`].
+/// ([`Routed::counted`](crate::dispatcher::Routed::counted)): such calls are counted in the
+/// operator's `kernel_calls`, and timed in its `kernel_call_ns` while
+/// [`crate::metrics::profiling`].
 ///
 /// ```
 /// use boxfall::dispatcher::KernelCount;
