@@ -57,7 +57,7 @@ impl KernelFunction {
         R: CallReturns + 'static,
     {
         let (boxed, in_table) =
-            entry_points(move |_op: &OperatorHandle, keys, stack: &mut Stack| {
+            copied_entry_points(move |_op: &OperatorHandle, keys, stack: &mut Stack| {
                 if stack.len() != A::LEN {
                     return Err(crate::Error::Kernel {
                         context: "unboxing".into(),
@@ -202,9 +202,10 @@ impl KernelFunction {
     /// assert_eq!(stack[0].to_int(), Some(2)); // Native passed the call on to CPU
     /// ```
     pub fn fallthrough() -> KernelFunction {
-        let (boxed, in_table) = entry_points(|op: &OperatorHandle, keys, stack: &mut Stack| {
-            op.redispatch_boxed(keys, stack)
-        });
+        let (boxed, in_table) =
+            copied_entry_points(|op: &OperatorHandle, keys, stack: &mut Stack| {
+                op.redispatch_boxed(keys, stack)
+            });
         KernelFunction {
             boxed,
             in_table,
@@ -534,7 +535,8 @@ impl KernelFunction {
 }
 
 /// A boxed function's two entry points: as itself, and behind a table it ignores (what a table
-/// entry calls). The second calls `f` by its own type, so that each is one indirect call.
+/// entry calls). The second calls `f` by its own type, so that each is one indirect call; `f`
+/// is shared between them, and the second reaches its captures through that share.
 fn entry_points<F>(f: F) -> (Arc<BoxedFn>, Arc<TableFn>)
 where
     F: Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync + 'static,
@@ -544,6 +546,19 @@ where
     let in_table =
         move |op: &OperatorHandle, _: &DispatchTable, keys, stack: &mut Stack| g(op, keys, stack);
     (f, Arc::new(in_table))
+}
+
+/// [`entry_points`] of a function that can be copied (a typed kernel's adapter captures only
+/// the function pointer): each entry point holds its own copy, so that a table entry's call
+/// reads the captures in its own allocation rather than through a second pointer, on the
+/// path of every boxed call of a typed kernel (`benches/dispatch.rs`: `boxed`, `hop`).
+fn copied_entry_points<F>(f: F) -> (Arc<BoxedFn>, Arc<TableFn>)
+where
+    F: Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Copy + Send + Sync + 'static,
+{
+    let in_table =
+        move |op: &OperatorHandle, _: &DispatchTable, keys, stack: &mut Stack| f(op, keys, stack);
+    (Arc::new(f), Arc::new(in_table))
 }
 
 /// The `call_mapped` entry of a kernel made from `f`, for signatures whose values map their
