@@ -16,9 +16,9 @@
 //! Both entries are compiled with the CPU kernel's signature when the kernel is made, so
 //! [`KernelFunction::from_unboxed`] is defined here, where the signature and the fallback's
 //! steps meet, and the kernel carries them (`kernel.rs` names nothing of this module). The
-//! dispatcher runs them for the table entries it published as [`Route::CpuFallback`]
-//! (`crate::kernel::Route`): a typed call through one function pointer of its own signature,
-//! a boxed one through the stack entry.
+//! dispatcher binds them, with the CPU kernel, into the table entries it publishes as
+//! [`Route::CpuFallback`] (`crate::kernel::Route`): a typed call reaches the typed entry
+//! through the entry's typed wrapper, a boxed one the stack entry through the boxed fallback.
 
 use crate::backend::{registered, Backend, Registered};
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::{CallArgs, CallReturns, Stack, TensorMap};
 use crate::kernel::{
-    CompiledFallback, KernelFunction, StackEntry, TensorBatch, TensorMaps, TypedCall,
+    CompiledFallback, KernelFunction, StackEntry, TableFn, TensorBatch, TensorMaps, TypedCall,
     TypedFallbackFn, TypedWrapper, UnboxedFn,
 };
 use crate::key::{DispatchKey, DispatchKeySet};
@@ -41,11 +41,13 @@ use super::steps::{kernel_error, record, step_error, StepMarks};
 use super::target::TargetDevice;
 
 /// The CPU fallback kernel's typed entry (`KernelFunction::with_typed_wrapper`), as any wrapper
-/// may call it: it serves a typed call when the typed fallback can (`plan`) and the CPU kernel
-/// has the call's signature, and declines any other, which the boxed fallback then serves. A
-/// dispatched typed call does not come through here but through the CPU kernel's compiled
-/// entry (`typed_entry`), the same fallback compiled with the call's signature.
-pub(crate) struct TypedCpuFallback;
+/// may call it: the CPU kernel that serves the CPU key in the call's table, with the fallback's
+/// steps compiled with its signature, if it has the call's (else it declines); the calls those
+/// steps do not serve are boxed once for `boxed`, the fallback's boxed entry on the table. A
+/// dispatched typed call binds the same steps to its entry's CPU kernel at publication.
+pub(crate) struct TypedCpuFallback {
+    pub(crate) boxed: Arc<TableFn>,
+}
 
 impl TypedWrapper for TypedCpuFallback {
     #[inline]
@@ -56,14 +58,8 @@ impl TypedWrapper for TypedCpuFallback {
         keys: DispatchKeySet,
         call: &mut TypedCall<'_>,
     ) -> Option<Result<()>> {
-        if !call.maps_tensors() {
-            return None;
-        }
-        let (key, hooks, cpu) = plan(op, table, keys)?;
-        if !call.fits(cpu) {
-            return None;
-        }
-        Some(call_typed(op, key, hooks, cpu, call))
+        let cpu = table.kernel(DispatchKey::CPU.set())?;
+        call.run_cpu_fallback(cpu, op, table, keys, &*self.boxed)
     }
 }
 
@@ -95,11 +91,11 @@ impl KernelFunction {
 }
 
 /// The typed fallback of a typed call, compiled with its signature (the CPU kernel's typed
-/// entry, [`KernelFunction::typed_fallback`]): what `TypedCpuFallback` does through `TypedCall`
-/// (the same plan, policy, steps, errors and counters), with the tensors mapped in this one
-/// frame rather than through three virtual calls (about 220 instructions a call, measured by
-/// callgrind on `benches/fallback.rs`). `f` is the CPU kernel's function; `declined` serves
-/// the calls the typed steps do not (the boxed fallback).
+/// entry, [`KernelFunction::typed_fallback`]), which every typed call of the CPU fallback runs
+/// (a dispatched one through its entry's wrapper, one handed to the fallback through
+/// `TypedCpuFallback`), with the tensors mapped in this one frame rather than through the
+/// virtual calls of `TensorMaps`. `f` is the CPU kernel's function; `declined` serves the
+/// calls the typed steps do not (the boxed fallback).
 fn typed_entry<A: CallArgs + 'static, R: CallReturns + 'static>(
     op: &OperatorHandle,
     table: &DispatchTable,
@@ -150,23 +146,6 @@ fn counted_steps<T>(
     moves.counted(start, result)
 }
 
-/// What the typed fallback of a call on `keys` needs from its table: the key it was
-/// dispatched on, that backend's hooks and the CPU kernel; `None` where the boxed fallback
-/// serves the call (`typed_hooks`) or there is no CPU kernel.
-#[inline(always)]
-fn plan<'t>(
-    op: &OperatorHandle,
-    table: &'t DispatchTable,
-    keys: DispatchKeySet,
-) -> Option<(DispatchKey, &'static dyn Backend, &'t KernelFunction)> {
-    // The key the call was dispatched on.
-    let key = keys.highest().unwrap_or(DispatchKey::CPU);
-    let info = &table.schema(op).ok()?.info;
-    let hooks = typed_hooks(info, key)?;
-    let cpu = table.kernel(DispatchKey::CPU.set())?;
-    Some((key, hooks, cpu))
-}
-
 /// The backend's hooks if the typed fallback can serve this operator on `key`, else `None`
 /// (the boxed fallback then does).
 #[inline(always)]
@@ -181,21 +160,6 @@ pub(crate) fn typed_hooks(info: &SchemaInfo, key: DispatchKey) -> Option<&'stati
 pub(crate) fn serves(info: &SchemaInfo, backend: &Registered) -> bool {
     let blocked = info.is_mutable || info.has_view_returns || info.device_arg.is_some();
     !blocked && !backend.batches && !log::log_enabled!(target: "boxfall", log::Level::Debug)
-}
-
-/// Runs the fallback of a typed call: `cpu` is the operator's CPU kernel (it fits the call),
-/// `hooks` what `plan` gave. The fallback policy applies, as to every CPU fallback.
-#[inline(always)]
-fn call_typed(
-    op: &OperatorHandle,
-    key: DispatchKey,
-    hooks: &dyn Backend,
-    cpu: &KernelFunction,
-    call: &mut TypedCall<'_>,
-) -> Result<()> {
-    policed_steps(op, key, hooks, |moves| {
-        call.run(cpu, DispatchKey::CPU.set(), moves)
-    })
 }
 
 /// The stack entry of a CPU kernel made from `cpu` (`KernelFunction::from_unboxed` keeps it),

@@ -25,14 +25,7 @@ pub fn host_data_target(
     if !is_python_backend(key) {
         return None;
     }
-    // What serves the key is the route the table recorded, not the kernel's tag.
-    let (_, source) = op.handle.kernel_for(key);
-    let by_cpu_fallback = source == crate::dispatcher::Source::BackendFallback
-        && matches!(
-            op.handle.route_for(key),
-            crate::kernel::Route::CpuFallback(_)
-        );
-    by_cpu_fallback.then(|| {
+    op.handle.served_by_cpu_fallback(key).then(|| {
         (
             PyBackend {
                 key,
