@@ -525,21 +525,25 @@ def array_kernel(kernel: Callable[..., Any], as_arrays: Callable[[Any], Any]) ->
     """The CPU kernel ``boxfall.array_api`` registers for ``kernel``: its result as
     ``as_arrays(result)`` gives it (NumPy arrays as they are)."""
 
+@final
 class BinaryFunction:
     """A binary function of ``boxfall.array_api`` (``add``, ``equal``, ...): two arrays, or
     an array and a plain Python scalar, go to the operator's overload directly; any other
     call to the Python function it wraps (``__wrapped__``)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __get__(self, instance: object, owner: type | None = None, /) -> Any: ...
     @property
     def __wrapped__(self) -> Callable[..., Any]: ...
 
+@final
 class OperatorFunction:
     """A function of ``boxfall.array_api`` that is one operator: a call with an array first
     and no dtype asked goes to the operator directly; any other to the Python function it
     wraps (``__wrapped__``)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __get__(self, instance: object, owner: type | None = None, /) -> Any: ...
     @property
     def __wrapped__(self) -> Callable[..., Any]: ...
 

@@ -102,6 +102,16 @@ impl BinaryFunction {
     fn __repr__(&self, py: Python<'_>) -> String {
         format!("<function boxfall.array_api.{}>", self.about.name.bind(py))
     }
+
+    /// As a Python function does: bound to the instance it is read from as a class attribute
+    /// (a method), itself when read from the class.
+    fn __get__<'py>(
+        slf: &Bound<'py, Self>,
+        instance: Option<&Bound<'py, PyAny>>,
+        _owner: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        bound_to(slf.as_any(), instance)
+    }
 }
 
 /// `binary_function(both, right, left, general)`: a [`BinaryFunction`].
@@ -195,6 +205,16 @@ impl OperatorFunction {
     fn __repr__(&self, py: Python<'_>) -> String {
         format!("<function boxfall.array_api.{}>", self.about.name.bind(py))
     }
+
+    /// As a Python function does: bound to the instance it is read from as a class attribute
+    /// (a method), itself when read from the class.
+    fn __get__<'py>(
+        slf: &Bound<'py, Self>,
+        instance: Option<&Bound<'py, PyAny>>,
+        _owner: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        bound_to(slf.as_any(), instance)
+    }
 }
 
 /// `operator_function(op, general, dtype_at)`: an [`OperatorFunction`].
@@ -215,6 +235,21 @@ pub fn operator_function<'py>(
     )?;
     described_as(made.as_any(), general)?;
     Ok(made)
+}
+
+/// `function` bound to `instance` (`types.MethodType`), or itself where there is none.
+fn bound_to<'py>(
+    function: &Bound<'py, PyAny>,
+    instance: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match instance {
+        Some(obj) if !obj.is_none() => function
+            .py()
+            .import(pyo3::intern!(function.py(), "types"))?
+            .getattr(pyo3::intern!(function.py(), "MethodType"))?
+            .call1((function, obj)),
+        _ => Ok(function.clone()),
+    }
 }
 
 /// The function's `__doc__` and `__module__` in its own `__dict__`, which an instance's lookup

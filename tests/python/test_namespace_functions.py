@@ -119,3 +119,14 @@ def test_a_namespace_function_falls_back_once_a_call(accel):
         before = bf.metrics.counter_value(op)
         fn(a, a) if fn is dev.add else fn(a)
         assert bf.metrics.counter_value(op) == before + 1
+
+
+def test_a_namespace_function_binds_as_a_method_as_a_python_function_does():
+    class Holder(np.ndarray):
+        plus = xp.add
+        total = xp.sum
+
+    h = np.ones(3).view(Holder)
+    assert Holder.plus is xp.add
+    assert np.asarray(h.plus(np.ones(3))).tolist() == [2.0, 2.0, 2.0]
+    assert float(h.total()) == 3.0
