@@ -302,7 +302,7 @@ struct SpareStack(Option<Box<Stack>>);
 
 impl SpareStack {
     // Always inlined, as `call_boxing`: left to the inliner, it and its neighbours were split
-    // into functions of their own once the typed call grew (about 20 instructions a call).
+    // into functions of their own once the typed call grew, a frame each on every call.
     #[inline(always)]
     fn take() -> SpareStack {
         SpareStack(SPARE_STACK.try_with(Cell::take).ok().flatten())

@@ -6,7 +6,7 @@
 //! decide the operator by their type alone (another `bf.Tensor`, a NumPy array, a plain
 //! `bool`, `int` or `float`) call the operator's `OpOverload` directly, as those functions
 //! would; every other operand (a NumPy scalar, a complex, a subclass of `int` or `float`, an
-//! object that is no operand) takes the Python methods, which handle it as before (a 0-d
+//! object that is no operand) takes the Python methods, which handle it their way (a 0-d
 //! array, NotImplemented, ...). The results, errors and counters are the operator's, as they
 //! were.
 

@@ -1,6 +1,6 @@
 //! A cell that only code holding the GIL touches, for caches kept in frozen `#[pyclass]`
-//! objects (which must be `Sync`). A lock there would cost two locked instructions a call; the
-//! GIL already serialises the threads (this module's `#[pymodule]` keeps the GIL on even in a
+//! objects (which must be `Sync`). A lock there would be taken and released on every call;
+//! the GIL already serialises the threads (this module's `#[pymodule]` keeps the GIL on even in a
 //! free-threaded interpreter).
 
 use std::cell::UnsafeCell;

@@ -20,8 +20,8 @@ pub struct PyKernel {
     /// A cell, not a lock: every access but the drop takes a `Python` token, and this module
     /// runs with the GIL (its `#[pymodule]` does not declare `gil_used = false`, so even a
     /// free-threaded interpreter keeps the GIL on for it), so no two threads reach the slot at
-    /// once. An uncontended mutex here cost two locked instructions on every call of a Python
-    /// kernel, about a tenth of the fast path.
+    /// once. A mutex here would take and release a lock on every call of a Python kernel,
+    /// for a guarantee the GIL already gives.
     func: UnsafeCell<Option<Py<PyAny>>>,
     /// Boxed: `fn(op, keys, stack)`; else called with the arguments.
     pub boxed: bool,

@@ -209,7 +209,7 @@ pub(super) fn no_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> bool {
 /// one bound to itself (`kernel_arg` gives the caller's object back: a NumPy `ndarray`, an
 /// exact `int` that fits, `float` or `bool`, or None where the argument is optional), so that
 /// the kernel gets the caller's own argument array; and one return. Nothing else is looked at:
-/// a call that is not lean takes `bind_call` and `run`, as before.
+/// a call that is not lean takes `bind_call` and `run`.
 #[inline(always)]
 pub(super) fn lean_args(body: &Body, args: &[Bound<'_, PyAny>]) -> bool {
     if args.len() != body.args.len() || body.kwonly || body.rets.len() != 1 {

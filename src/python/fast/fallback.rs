@@ -192,7 +192,7 @@ pub(super) fn kernel_in_fallback<'py>(
     maps.kernel_done();
     // The return as the kernel wrapper converts it: an argument's array is that argument's
     // tensor; a new NumPy array, for Native, goes into host memory at once (the one copy
-    // `from_cpu` would make of it; if it cannot, `from_cpu` says why, as before).
+    // `from_cpu` would make of it; if it cannot, `from_cpu` says why).
     let passed = tensors
         .iter()
         .zip(objs.iter())

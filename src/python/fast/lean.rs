@@ -39,11 +39,11 @@ pub(super) fn run_lean<'py>(
     };
     let schema = &plan.schema;
     // Begun and ended around the call rather than given it as a closure, which the compiler
-    // would leave out of line (a frame, about 44 instructions on every lean call).
+    // would leave out of line: a frame of its own on every lean call.
     let counted = count.begin();
     // Each step answers an `Option` (one register) and puts its error in `err`: as
     // `PyResult`s (the size of a `PyErr`), the answers were moved through memory at every
-    // step, about a tenth of the lean path's own instructions on a hop.
+    // step.
     let r = if boxed {
         match call_boxed(py, &func, slf, op, masked, args, err) {
             Some(list) => {
@@ -74,7 +74,7 @@ pub(super) fn run_lean<'py>(
 /// the masked keys, and whether the call is counted (a backend's own kernel); None where no
 /// Python function serves it. Out of line: inlined into the
 /// vectorcall entry with the rest of the lean path, the thread-local accesses of the read
-/// section and of the key set were left out of line there (about 130 instructions a call more).
+/// section and of the key set were left out of line there, each a call of its own.
 #[inline(never)]
 pub(super) fn lean_kernel<'py>(
     py: Python<'py>,
@@ -129,7 +129,7 @@ pub(super) fn device_keys(body: &Body, args: &[Bound<'_, PyAny>]) -> Option<Disp
 /// kernel, from the lean entry (so only for a backend whose hooks are Rust, as `run` does
 /// there): `run_fallback` on the caller's argument array, which is what `bind_call` would have
 /// bound, with no bound-argument set built. None, with nothing run, where anything else serves
-/// the call: the general way then binds it as before.
+/// the call: the general way then binds it.
 #[inline(never)]
 pub(super) fn run_device_lean<'py>(
     slf: &Bound<'py, PyOpOverload>,

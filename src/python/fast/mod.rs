@@ -19,8 +19,8 @@
 //! The fast path never raises an error of its own before the kernel runs: whatever it does not
 //! handle (an argument type it has no plan for, an argument that fails the check, a written
 //! `bf.Tensor`, a kernel that is not a Python function, an operator redefined since the plan
-//! was made) returns `None`, and the caller takes the general path, which raises the same errors
-//! as before. Once the kernel has run, its result is converted exactly as the general path
+//! was made) returns `None`, and the caller takes the general path, which raises the errors
+//! the fast path would have. Once the kernel has run, its result is converted exactly as the general path
 //! converts it (the same functions give the same errors).
 //!
 //! One file a step: `entry.rs` the entries; `lean.rs` the lean path; `route.rs` what serves

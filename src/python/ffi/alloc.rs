@@ -4,9 +4,8 @@
 //! The `mimalloc` crate's allocator calls `mi_malloc_aligned` for every layout. Its fast path
 //! takes a block only from a page's free list; when that list is empty (the blocks freed since
 //! are on the page's local list, which a call that frees what the last one allocated always
-//! leaves), it takes the generic aligned path, which over-allocates: about 150 instructions a
-//! `Tensor`, a sixth of a one-element fallback's own work. `mi_malloc` collects the local list
-//! instead. Every mimalloc block is aligned to 16 bytes (`MI_MAX_ALIGN_SIZE`), or to its size
+//! leaves), it takes the generic aligned path, which over-allocates and is slow for every
+//! `Tensor` a one-element fallback makes. `mi_malloc` collects the local list instead. Every mimalloc block is aligned to 16 bytes (`MI_MAX_ALIGN_SIZE`), or to its size
 //! below that (a power of two from 8), so a layout whose alignment is at most 16 and at most
 //! its size gets its alignment from `mi_malloc`; any other layout still goes to the aligned
 //! entry points.

@@ -9,8 +9,7 @@ use crate::tensor::Tensor;
 
 /// A boxfall tensor on a device: `.device`, `.dtype`, `.shape`, `.payload`, `.numpy()`.
 // No `freelist`: PyO3's free list takes a mutex on every allocation and every free, which
-// cost more than Python's own small-object allocator does (about 190 instructions and four
-// atomic operations a one-element fallback's result).
+// costs more than Python's own small-object allocator does for every result a call makes.
 #[pyclass(name = "Tensor", module = "boxfall", frozen)]
 pub struct PyTensor {
     pub inner: Tensor,
@@ -76,7 +75,7 @@ pub fn lent_array<'py>(owner: &Bound<'py, PyAny>, loan: &Tensor) -> PyResult<Bou
         return Ok(array);
     }
     let array = kernel_array(py, loan, false);
-    // The stale view goes in any case (as before, when it was taken out to be checked).
+    // The stale view goes in any case, whether or not a new one is made.
     let view = array.as_ref().ok().and_then(LentView::new);
     let old = owner
         .lent
