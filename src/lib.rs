@@ -44,6 +44,7 @@ pub mod clock;
 pub mod dispatcher;
 pub mod error;
 pub mod fallback;
+pub mod graph;
 mod host_memory;
 pub mod ivalue;
 pub mod kernel;
