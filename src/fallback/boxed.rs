@@ -8,7 +8,7 @@ use crate::clock;
 use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
-use crate::kernel::KernelFunction;
+use crate::kernel::{KernelFunction, StackEntry};
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
@@ -38,16 +38,37 @@ pub(super) struct FallbackCall<'a> {
 /// it before giving up (each round, some thread's write went through).
 const STALE_ROUNDS: usize = 10_000;
 
+/// The CPU kernel a boxed CPU fallback runs (None: none serves the CPU key), with its stack
+/// entry (the typed fallback of a boxed call, for a kernel made from a typed function): bound
+/// once, when a table entry is published, for a routed call; found in the table for a call
+/// made directly.
+#[derive(Clone, Copy)]
+pub(super) struct BoundCpu<'a> {
+    pub(super) kernel: Option<&'a KernelFunction>,
+    pub(super) entry: Option<&'a StackEntry>,
+}
+
+impl<'a> BoundCpu<'a> {
+    /// `kernel`, with its stack entry.
+    #[inline(always)]
+    pub(super) fn of(kernel: Option<&'a KernelFunction>) -> BoundCpu<'a> {
+        BoundCpu {
+            kernel,
+            entry: kernel.and_then(KernelFunction::fallback_entry),
+        }
+    }
+}
+
 /// The CPU fallback on the table the caller loaded (the dispatcher's, in a dispatched call),
 /// whose schema is read from it without a second load, running `cpu`, the kernel that serves
-/// the CPU key: the one a routed call's entry records, or `cpu_kernel` of the table for a call
-/// made directly. Every boxed CPU fallback call runs here.
+/// the CPU key: the one a routed call's entry bound at publication, or `cpu_kernel` of the
+/// table for a call made directly. Every boxed CPU fallback call runs here.
 #[inline(never)]
 pub(crate) fn run_cpu_fallback_on(
     mode: FallbackMode,
     op: &OperatorHandle,
     table: &DispatchTable,
-    cpu: Option<&KernelFunction>,
+    cpu: BoundCpu<'_>,
     keys: DispatchKeySet,
     stack: &mut Stack,
 ) -> Result<()> {
@@ -60,35 +81,26 @@ pub(crate) fn run_cpu_fallback_on(
     let backend = registered(key).ok_or_else(|| not_a_backend(op, key))?;
     let start = clock::ticks();
     // A functional operator whose CPU kernel is typed runs the typed fallback from the stack.
-    if let Some(entry) = typed_stack_entry(info, backend, cpu, stack) {
+    if let Some(entry) = cpu.entry.filter(|_| typed_serves(info, backend, stack)) {
         return entry(op, key, backend.hooks, start, stack);
     }
     let mut call = FallbackCall {
         info,
         batches: backend.batches,
         table,
-        cpu,
+        cpu: cpu.kernel,
         moves: Moves::new(op, key, backend.hooks),
     };
     let result = call.run(stack);
     call.moves.counted(start, result)
 }
 
-/// The CPU kernel's stack entry, where the typed fallback can serve this boxed call through it
-/// (`typed::stack_entry`): what `typed::serves` asks, a stack that fits the schema (a call that
-/// does not goes the boxed way, which says so), and a CPU kernel that the operator's
-/// fallthroughs let through and that was made from a typed function.
+/// Whether the typed fallback can serve this boxed call through the CPU kernel's stack entry
+/// (`typed::stack_entry`): what `typed::serves` asks, and a stack that fits the schema (a call
+/// that does not goes the boxed way, which says so).
 #[inline(always)]
-fn typed_stack_entry<'t>(
-    info: &SchemaInfo,
-    backend: &Registered,
-    cpu: Option<&'t KernelFunction>,
-    stack: &Stack,
-) -> Option<&'t crate::kernel::StackEntry> {
-    if !typed::serves(info, backend) || stack.len() != info.args.len() {
-        return None;
-    }
-    cpu?.fallback_entry()
+fn typed_serves(info: &SchemaInfo, backend: &Registered, stack: &Stack) -> bool {
+    typed::serves(info, backend) && stack.len() == info.args.len()
 }
 
 /// A view operator: refused, or copied with a warning (which the user may make an error); a
