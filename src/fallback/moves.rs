@@ -8,8 +8,6 @@
 //! written so far when one fails). The engine counts the bytes each way and marks the steps'
 //! ends for the operator's counters, so that every form counts a call the same way.
 
-use std::borrow::Cow;
-
 use crate::backend::Backend;
 use crate::clock;
 use crate::dispatcher::OperatorHandle;
@@ -187,7 +185,11 @@ impl Moves<'_> {
         // Read before the data, so that a write after it is seen at the write-back.
         let version =
             (write && self.key == DispatchKey::NATIVE && t.is_host()).then(|| t.data_version());
-        let cpu = self.cpu_of(t, write)?.into_owned();
+        let lent = if write { None } else { self.lent(t) };
+        let cpu = match lent {
+            Some(cpu) => cpu.clone(),
+            None => self.made(t, write)?,
+        };
         if write {
             keep_written(log, arg, slot, &cpu, version);
         }
@@ -195,20 +197,26 @@ impl Moves<'_> {
         Ok(())
     }
 
-    /// The CPU tensor of one of the backend's tensors: lent where the backend keeps it for a
-    /// read (`lent_to_cpu`: nothing copied), a resident tensor's host copy, else the backend's
-    /// `to_cpu` (a copy the kernel may write where `write`).
+    /// The CPU tensor of one of the backend's tensors that the kernel only reads, borrowed from
+    /// it where the backend keeps one (`lent_to_cpu`: nothing is copied); `None` where it
+    /// keeps none, or the tensor holds no host memory (`made` then makes it).
     #[inline(always)]
-    fn cpu_of<'t>(&mut self, t: &'t Tensor, write: bool) -> Result<Cow<'t, Tensor>> {
+    fn lent<'t>(&mut self, t: &'t Tensor) -> Option<&'t Tensor> {
+        if !t.is_host() {
+            return None;
+        }
+        let cpu = self.hooks.lent_to_cpu(t)?;
+        self.to_cpu += cpu.nbytes() as u64;
+        Some(cpu)
+    }
+
+    /// The CPU tensor of one of the backend's tensors, made: a resident tensor's host copy,
+    /// else the backend's `to_cpu` (a copy the kernel may write where `write`).
+    #[inline(always)]
+    fn made(&mut self, t: &Tensor, write: bool) -> Result<Tensor> {
         // A tensor without host memory may have its values on the host already (residency).
         if !t.is_host() {
-            return self.resident(t, write).map(Cow::Owned);
-        }
-        if !write {
-            if let Some(cpu) = self.hooks.lent_to_cpu(t) {
-                self.to_cpu += cpu.nbytes() as u64;
-                return Ok(Cow::Borrowed(cpu));
-            }
+            return self.resident(t, write);
         }
         let cpu = if write {
             self.hooks.to_cpu(t, true)
@@ -218,7 +226,7 @@ impl Moves<'_> {
         .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
         self.to_cpu += cpu.nbytes() as u64;
         self.copied = true;
-        Ok(Cow::Owned(cpu))
+        Ok(cpu)
     }
 
     /// Step 1 for a tensor that holds no host memory: its host copy where current (no bytes
@@ -274,9 +282,9 @@ impl Moves<'_> {
             if t.key() != self.key {
                 continue;
             }
-            match self.cpu_of(t, false)? {
-                Cow::Borrowed(cpu) => *g = Some(cpu),
-                Cow::Owned(cpu) => *m = Some(cpu),
+            match self.lent(t) {
+                Some(cpu) => *g = Some(cpu),
+                None => *m = Some(self.made(t, false)?),
             }
         }
         self.args_done()
