@@ -1,99 +1,74 @@
-//! The boxed walk: the CPU fallback of a call on a stack, driven by the operator's schema,
-//! with the write-back of mutated arguments and its rollback.
+//! The boxed walk: the CPU fallback of a call on a stack, driven by the operator's schema. It
+//! keeps aside the arguments an operator writes and redoes a call whose Native output another
+//! thread wrote meanwhile; its moves, and the write-back with its rollback, are the step
+//! engine's (`moves.rs`), which every form of the fallback shares.
 
-use crate::backend::{registered, Backend, Registered};
+use crate::backend::{registered, Registered};
 use crate::clock;
 use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
-use crate::kernel::KernelFunction;
+use crate::kernel::{KernelFunction, StackEntry};
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::schema::SchemaInfo;
 use crate::tensor::{Device, Tensor};
 
 use super::mode::{FallbackMode, ViewPolicy};
+use super::moves::{Moves, WriteBack, Written};
 use super::policy::WarningKind;
 use super::policy::{check_policy, warn};
-use super::slots::{element, place};
-use super::steps::{count_refusal, kernel_error, record, StepMarks};
+use super::slots::place;
+use super::steps::{count_refusal, kernel_error};
 use super::typed;
-use super::write_back;
 
-/// A moved tensor the kernel writes: the CPU copy, and where its device tensor sits among the
-/// arguments (`slot` is the list index).
-pub(super) struct Written {
-    pub(super) arg: usize,
-    pub(super) slot: Option<usize>,
-    pub(super) cpu: Tensor,
-    /// The values before the kernel ran, where they could be kept without asking the
-    /// backend (`write_back::early_backup`).
-    pub(super) backup: Option<Tensor>,
-    /// For a Native tensor, its data's version when it was read (`Tensor::data_version`):
-    /// the write-back happens only if no other write came between (`write_back::Stale`).
-    pub(super) version: Option<u64>,
-}
-
-/// One fallback call: what each step needs, and what it has moved so far.
+/// One boxed fallback call: what its walk needs besides its moves.
 pub(super) struct FallbackCall<'a> {
-    pub(super) op: &'a OperatorHandle,
     pub(super) info: &'a SchemaInfo,
-    pub(super) key: DispatchKey,
-    pub(super) hooks: &'a dyn Backend,
     /// The backend moves a call's tensors in one `to_cpu_many`.
     pub(super) batches: bool,
     /// The operator's table as the call loaded it: the schema is borrowed from it.
     pub(super) table: &'a DispatchTable,
     /// The kernel that serves the CPU key (None: none does, and step 2 is a `NoKernel` error).
     pub(super) cpu: Option<&'a KernelFunction>,
-    pub(super) bytes_to_cpu: u64,
-    pub(super) bytes_from_cpu: u64,
-    /// When steps 1 and 2 ended (clock ticks; `u64::MAX` until then).
-    pub(super) marks: StepMarks,
-}
-
-/// How a round of writing arguments back ended.
-enum WriteBack {
-    /// Every argument was written.
-    Done,
-    /// A Native argument was written by another thread meanwhile: nothing was written.
-    Stale,
+    /// The call's steps: its tensors' moves, bytes and time marks.
+    pub(super) moves: Moves<'a>,
 }
 
 /// How many rounds a call that writes a Native tensor makes while other threads keep writing
 /// it before giving up (each round, some thread's write went through).
 const STALE_ROUNDS: usize = 10_000;
 
-/// Where step 1 keeps the moved tensors the kernel writes: a list for an operator that writes
-/// some argument; nothing at all for a functional one, whose fallback then carries no list.
-pub(super) trait WriteLog {
-    /// Whether the operator writes some argument.
-    const WRITES: bool;
-    fn keep(&mut self, w: Written);
+/// The CPU kernel a boxed CPU fallback runs (None: none serves the CPU key), with its stack
+/// entry (the typed fallback of a boxed call, for a kernel made from a typed function): bound
+/// once, when a table entry is published, for a routed call; found in the table for a call
+/// made directly.
+#[derive(Clone, Copy)]
+pub(super) struct BoundCpu<'a> {
+    pub(super) kernel: Option<&'a KernelFunction>,
+    pub(super) entry: Option<&'a StackEntry>,
 }
 
-impl WriteLog for Vec<Written> {
-    const WRITES: bool = true;
-    fn keep(&mut self, w: Written) {
-        self.push(w);
-    }
-}
-
-impl WriteLog for () {
-    const WRITES: bool = false;
+impl<'a> BoundCpu<'a> {
+    /// `kernel`, with its stack entry.
     #[inline(always)]
-    fn keep(&mut self, _: Written) {}
+    pub(super) fn of(kernel: Option<&'a KernelFunction>) -> BoundCpu<'a> {
+        BoundCpu {
+            kernel,
+            entry: kernel.and_then(KernelFunction::fallback_entry),
+        }
+    }
 }
 
 /// The CPU fallback on the table the caller loaded (the dispatcher's, in a dispatched call),
 /// whose schema is read from it without a second load, running `cpu`, the kernel that serves
-/// the CPU key: the one a routed call's entry records, or `cpu_kernel` of the table for a call
-/// made directly. Every boxed CPU fallback call runs here.
+/// the CPU key: the one a routed call's entry bound at publication, or `cpu_kernel` of the
+/// table for a call made directly. Every boxed CPU fallback call runs here.
 #[inline(never)]
 pub(crate) fn run_cpu_fallback_on(
     mode: FallbackMode,
     op: &OperatorHandle,
     table: &DispatchTable,
-    cpu: Option<&KernelFunction>,
+    cpu: BoundCpu<'_>,
     keys: DispatchKeySet,
     stack: &mut Stack,
 ) -> Result<()> {
@@ -106,50 +81,26 @@ pub(crate) fn run_cpu_fallback_on(
     let backend = registered(key).ok_or_else(|| not_a_backend(op, key))?;
     let start = clock::ticks();
     // A functional operator whose CPU kernel is typed runs the typed fallback from the stack.
-    if let Some(entry) = typed_stack_entry(info, backend, cpu, stack) {
+    if let Some(entry) = cpu.entry.filter(|_| typed_serves(info, backend, stack)) {
         return entry(op, key, backend.hooks, start, stack);
     }
     let mut call = FallbackCall {
-        op,
         info,
-        key,
-        hooks: backend.hooks,
         batches: backend.batches,
         table,
-        cpu,
-        bytes_to_cpu: 0,
-        bytes_from_cpu: 0,
-        marks: StepMarks::default(),
+        cpu: cpu.kernel,
+        moves: Moves::new(op, key, backend.hooks),
     };
-    // The error case apart, so that a call that went well returns without copying a `Result`.
-    match call.run(stack) {
-        Ok(()) => {
-            call.record(start, true);
-            Ok(())
-        }
-        Err(e) => {
-            call.record(start, false);
-            op.metrics().record_failure(key, &e);
-            Err(e)
-        }
-    }
+    let result = call.run(stack);
+    call.moves.counted(start, result)
 }
 
-/// The CPU kernel's stack entry, where the typed fallback can serve this boxed call through it
-/// (`typed::stack_entry`): what `typed::serves` asks, a stack that fits the schema (a call that
-/// does not goes the boxed way, which says so), and a CPU kernel that the operator's
-/// fallthroughs let through and that was made from a typed function.
+/// Whether the typed fallback can serve this boxed call through the CPU kernel's stack entry
+/// (`typed::stack_entry`): what `typed::serves` asks, and a stack that fits the schema (a call
+/// that does not goes the boxed way, which says so).
 #[inline(always)]
-fn typed_stack_entry<'t>(
-    info: &SchemaInfo,
-    backend: &Registered,
-    cpu: Option<&'t KernelFunction>,
-    stack: &Stack,
-) -> Option<&'t crate::kernel::StackEntry> {
-    if !typed::serves(info, backend) || stack.len() != info.args.len() {
-        return None;
-    }
-    cpu?.fallback_entry()
+fn typed_serves(info: &SchemaInfo, backend: &Registered, stack: &Stack) -> bool {
+    typed::serves(info, backend) && stack.len() == info.args.len()
 }
 
 /// A view operator: refused, or copied with a warning (which the user may make an error); a
@@ -190,19 +141,6 @@ fn not_a_backend(op: &OperatorHandle, key: DispatchKey) -> Error {
 }
 
 impl FallbackCall<'_> {
-    /// Counts the call in the operator's counters.
-    #[inline(always)]
-    fn record(&self, start: u64, ok: bool) {
-        record(
-            self.op,
-            self.key,
-            start,
-            self.marks,
-            [self.bytes_to_cpu, self.bytes_from_cpu],
-            ok,
-        );
-    }
-
     /// Moves the tensors (1), runs the CPU kernel (2), moves the results (3), writes back (4).
     ///
     /// The CPU tensors take the device tensors' places in the caller's stack, so a call builds
@@ -212,29 +150,30 @@ impl FallbackCall<'_> {
     /// of the backend has changed: the kernel sees them only as loans and copies, and nothing
     /// is written back unless every step before succeeded.
     fn run(&mut self, stack: &mut Stack) -> Result<()> {
-        let info = self.info;
+        let (info, op) = (self.info, self.moves.op);
         if stack.len() != info.args.len() {
             return Err(Error::Fallback(format!(
                 "CPU fallback of '{}': the stack holds {} values for {} arguments",
-                self.op.name(),
+                op.name(),
                 stack.len(),
                 info.args.len()
             )));
         }
         if log::log_enabled!(target: "boxfall", log::Level::Debug) {
-            log_call(self.op, self.key, info, stack);
+            log_call(op, self.moves.key, info, stack);
         }
         if info.is_mutable {
-            let hooks = self.hooks;
+            let hooks = self.moves.hooks;
             return hooks.exclusive(&mut || self.run_with_writes(stack));
         }
         // A functional operator: nothing to keep aside or write back.
-        let target = self.move_to_cpu(stack, &mut ())?;
-        self.marks.moved = clock::ticks();
+        self.moves
+            .stack_to_cpu(info, self.batches, stack, &mut ())?;
+        self.moves.mark_moved();
         self.run_cpu_kernel(stack)?;
-        self.marks.ran = clock::ticks();
+        self.moves.kernel_done();
         for v in stack.iter_mut() {
-            self.return_to_device(v, target)?;
+            self.moves.value_to_device(v)?;
         }
         Ok(())
     }
@@ -263,8 +202,8 @@ impl FallbackCall<'_> {
         }
         Err(Error::Fallback(format!(
             "CPU fallback of '{}' for '{}': another thread wrote its output in each of {STALE_ROUNDS} rounds; nothing was written",
-            self.op.name(),
-            self.key
+            self.moves.op.name(),
+            self.moves.key
         )))
     }
 
@@ -282,11 +221,12 @@ impl FallbackCall<'_> {
             .collect();
         // The moved tensors the kernel writes, and the copies of written CPU tensors.
         let mut written: Vec<Written> = Vec::new();
-        let target = self.move_to_cpu(stack, &mut written)?;
+        self.moves
+            .stack_to_cpu(info, self.batches, stack, &mut written)?;
         copy_cpu_writes(&kept, stack, &mut written)?;
-        self.marks.moved = clock::ticks();
+        self.moves.mark_moved();
         self.run_cpu_kernel(stack)?;
-        self.marks.ran = clock::ticks();
+        self.moves.kernel_done();
 
         // 3. Move every result to the device before writing any argument. A return that
         // aliases a written argument is that argument, as the caller passed it.
@@ -297,58 +237,30 @@ impl FallbackCall<'_> {
                 .and_then(|i| kept.iter().find(|(k, _)| *k == i))
             {
                 Some((i, arg)) => replaced.push((*i, std::mem::replace(v, arg.clone()))),
-                None => self.return_to_device(v, target)?,
+                None => self.moves.value_to_device(v)?,
             }
         }
 
         // 4. Write the mutated arguments back (from the returned value where the kernel gave
         // a new one for an aliased return), all or none.
-        let writes: Vec<write_back::Write<'_>> = written
-            .iter()
-            .filter_map(|w| {
-                let src = replaced
-                    .iter()
-                    .find(|(i, _)| *i == w.arg)
-                    .and_then(|(_, v)| element(v, w.slot))
-                    .unwrap_or(&w.cpu);
-                let dst = kept
-                    .iter()
-                    .find(|(i, _)| *i == w.arg)
-                    .and_then(|(_, v)| element(v, w.slot))?;
-                // A CPU tensor the kernel wrote as it is (it could not be copied).
-                (!dst.same(src)).then_some(write_back::Write {
-                    arg: w.arg,
-                    dst,
-                    src,
-                    backup: w.backup.as_ref(),
-                    version: w.version,
-                })
-            })
-            .collect();
-        let args = &self.table.schema(self.op)?.schema.arguments;
-        match write_back::write_all(self.op, self.key, self.hooks, args, &writes)? {
-            Ok(bytes) => {
-                self.bytes_from_cpu += bytes;
-                Ok(WriteBack::Done)
-            }
-            Err(write_back::Stale) => Ok(WriteBack::Stale),
-        }
+        let args = &self.table.schema(self.moves.op)?.schema.arguments;
+        self.moves.write_back(args, &kept, &written, &replaced)
     }
 
     /// Step 2: runs the CPU kernel on the CPU stack, which it leaves holding the returns.
     #[inline(always)]
     fn run_cpu_kernel(&self, stack: &mut Stack) -> Result<()> {
-        let cpu = DispatchKey::CPU.set();
+        let (op, cpu) = (self.moves.op, DispatchKey::CPU.set());
         match self.cpu {
-            Some(k) => k.call_boxed_in(self.op, self.table, cpu, stack),
+            Some(k) => k.call_boxed_in(op, self.table, cpu, stack),
             // Nothing serves the CPU key: the table's call says so as any call would.
-            None => self.table.call(self.op, cpu, stack),
+            None => self.table.call(op, cpu, stack),
         }
-        .map_err(|e| kernel_error(self.op, self.key, e))?;
+        .map_err(|e| kernel_error(op, self.moves.key, e))?;
         if stack.len() != self.info.returns.len() {
             return Err(Error::Fallback(format!(
                 "CPU kernel of '{}' left {} values for {} returns",
-                self.op.name(),
+                op.name(),
                 stack.len(),
                 self.info.returns.len()
             )));

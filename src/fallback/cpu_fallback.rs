@@ -7,7 +7,7 @@ use crate::ivalue::Stack;
 use crate::kernel::KernelFunction;
 use crate::key::{DispatchKey, DispatchKeySet};
 
-use super::boxed::run_cpu_fallback_on;
+use super::boxed::{run_cpu_fallback_on, BoundCpu};
 use super::mode::{FallbackMode, ViewPolicy};
 use super::typed::TypedCpuFallback;
 
@@ -48,8 +48,14 @@ impl CpuFallback {
         let boxed = k.in_table().clone();
         k.with_typed_wrapper(TypedCpuFallback { boxed })
             .marked_cpu_fallback(std::sync::Arc::new(move |cpu: Option<KernelFunction>| {
+                // The CPU kernel's stack entry, taken once here rather than asked at each call.
+                let entry = cpu.as_ref().and_then(|c| c.fallback_entry.clone());
                 std::sync::Arc::new(move |op: &_, table: &_, keys, stack: &mut _| {
-                    run_cpu_fallback_on(mode, op, table, cpu.as_ref(), keys, stack)
+                    let cpu = BoundCpu {
+                        kernel: cpu.as_ref(),
+                        entry: entry.as_deref(),
+                    };
+                    run_cpu_fallback_on(mode, op, table, cpu, keys, stack)
                 })
             }))
             .with_tag(self.clone())
@@ -145,9 +151,9 @@ pub fn call_fallback(
     fallback.call_boxed(op, keys, stack)
 }
 
-/// The kernel that serves the CPU key in `table`: what the CPU fallback runs when it is called
-/// directly, as `compute_table` recorded it for a routed call.
+/// The kernel that serves the CPU key in `table`, with its stack entry: what the CPU fallback
+/// runs when it is called directly, as a routed call's entry bound it at publication.
 #[inline(always)]
-fn cpu_kernel(table: &DispatchTable) -> Option<&KernelFunction> {
-    table.kernel(DispatchKey::CPU.set())
+fn cpu_kernel(table: &DispatchTable) -> BoundCpu<'_> {
+    BoundCpu::of(table.kernel(DispatchKey::CPU.set()))
 }

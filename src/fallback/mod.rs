@@ -9,10 +9,11 @@
 
 //!
 //! One file a concern: `cpu_fallback.rs` the kernel and its public entries; `mode.rs` its
-//! configuration; `boxed.rs` the boxed walk over a stack and `moves.rs` its moves; `typed.rs`
-//! the typed fallback (compiled with a CPU kernel's signature, and the bindings' maps);
-//! `slots.rs` where a tensor sits among the arguments; `write_back.rs`, `policy.rs`,
-//! `steps.rs` and `target.rs` the steps they share.
+//! configuration; `moves.rs` the one step engine every form moves tensors with (step 1 to the
+//! CPU, step 3 to the device, step 4 the write-back, all or none, in `write_back.rs`);
+//! `boxed.rs` the boxed walk over a stack; `typed.rs` the typed fallback (compiled with a CPU
+//! kernel's signature, and the bindings' maps); `slots.rs` where a tensor sits among the
+//! arguments; `policy.rs`, `steps.rs` and `target.rs` what the forms share besides.
 
 mod boxed;
 mod cpu_fallback;
@@ -27,6 +28,8 @@ mod write_back;
 
 pub use cpu_fallback::{call_fallback, cpu_fallback, CpuFallback};
 pub use mode::ViewPolicy;
+#[cfg(feature = "python")]
+pub(crate) use moves::Moves;
 pub use policy::{
     fallback_policy, set_fallback_policy, set_operator_policy, set_warning_handler, FallbackPolicy,
     WarningHandler, WarningKind,
@@ -34,7 +37,5 @@ pub use policy::{
 pub use policy::{fallback_policy_from_env, operator_policy};
 #[cfg(feature = "python")]
 pub(crate) use typed::run_with_maps;
-#[cfg(feature = "python")]
-pub(crate) use typed::Moves;
 #[cfg(feature = "python")]
 pub(crate) use write_back::check_write;

@@ -32,13 +32,12 @@ use crate::kernel::{
     TypedFallbackFn, TypedWrapper, UnboxedFn,
 };
 use crate::key::{DispatchKey, DispatchKeySet};
-use crate::resident;
 use crate::schema::SchemaInfo;
-use crate::tensor::{Device, Tensor};
+use crate::tensor::Tensor;
 
+use super::moves::Moves;
 use super::policy::check_policy;
-use super::steps::{kernel_error, record, step_error, StepMarks};
-use super::target::TargetDevice;
+use super::steps::kernel_error;
 
 /// The CPU fallback kernel's typed entry (`KernelFunction::with_typed_wrapper`), as any wrapper
 /// may call it: the CPU kernel that serves the CPU key in the call's table, with the fallback's
@@ -226,149 +225,7 @@ pub(crate) fn run_with_maps<T>(
     Some(policed_steps(op, key, backend.hooks, f))
 }
 
-/// One typed fallback call: moves its tensors, and counts their bytes.
-pub(crate) struct Moves<'a> {
-    op: &'a OperatorHandle,
-    key: DispatchKey,
-    hooks: &'a dyn Backend,
-    target: TargetDevice,
-    /// The results' device, once the arguments are moved.
-    device: Device,
-    to_cpu: u64,
-    from_cpu: u64,
-    marks: StepMarks,
-    /// Whether step 1 copied a tensor (rather than lending every one): only then is it timed.
-    copied: bool,
-}
-
-impl<'a> Moves<'a> {
-    #[inline(always)]
-    fn new(op: &'a OperatorHandle, key: DispatchKey, hooks: &'a dyn Backend) -> Moves<'a> {
-        Moves {
-            op,
-            key,
-            hooks,
-            target: TargetDevice::default(),
-            device: Device::CPU,
-            to_cpu: 0,
-            from_cpu: 0,
-            marks: StepMarks::default(),
-            copied: false,
-        }
-    }
-
-    /// `result`, the call counted in the operator's counters (`start`: when the fallback
-    /// began). The two cases apart, so that a call that went well returns without copying a
-    /// `Result` (an error-sized value) from a local into the caller's slot.
-    #[inline(always)]
-    fn counted<T>(&self, start: u64, result: Result<T>) -> Result<T> {
-        match result {
-            Ok(v) => {
-                self.record(start, true);
-                Ok(v)
-            }
-            Err(e) => {
-                self.record(start, false);
-                self.op.metrics().record_failure(self.key, &e);
-                Err(e)
-            }
-        }
-    }
-
-    /// Counts the call in the operator's counters.
-    #[inline(always)]
-    fn record(&self, start: u64, ok: bool) {
-        record(
-            self.op,
-            self.key,
-            start,
-            self.marks,
-            [self.to_cpu, self.from_cpu],
-            ok,
-        );
-    }
-}
-
 impl Moves<'_> {
-    /// Step 1 for one tensor: the backend's go to the CPU, each checked to be on the call's
-    /// one device.
-    #[inline(always)]
-    fn arg(&mut self, t: &mut Tensor) -> Result<()> {
-        self.target.see(self.op, t)?;
-        if t.key() != self.key {
-            return Ok(());
-        }
-        // A tensor without host memory may have its values on the host already (residency).
-        if !t.is_host() {
-            *t = self.resident_arg(t)?;
-            return Ok(());
-        }
-        // Lent where the backend keeps the CPU tensor (Native): nothing is copied.
-        if let Some(cpu) = self.hooks.lent_to_cpu(t) {
-            self.to_cpu += cpu.nbytes() as u64;
-            *t = cpu.clone();
-            return Ok(());
-        }
-        let cpu = self
-            .hooks
-            .to_cpu_read_only(t)
-            .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
-        self.to_cpu += cpu.nbytes() as u64;
-        self.copied = true;
-        *t = cpu;
-        Ok(())
-    }
-
-    /// Step 1 for a tensor that holds no host memory: its host copy where current (no bytes
-    /// cross), else the backend's `to_cpu` (`resident::read`).
-    #[inline(never)]
-    fn resident_arg(&mut self, t: &Tensor) -> Result<Tensor> {
-        self.copied = true;
-        let (cpu, crossed) = resident::read(self.hooks, t)
-            .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
-        if crossed {
-            self.to_cpu += cpu.nbytes() as u64;
-        }
-        Ok(cpu)
-    }
-
-    /// Step 3 for one tensor: a CPU tensor goes to the device, any other stays. The first
-    /// return that the backend moves marks the end of step 2; one it takes as it is
-    /// (`adopt_from_cpu`: Native's host memory) copies nothing and is not timed, as a lent
-    /// argument is not (a kernel whose returns are all taken so, or hold no tensor, ends
-    /// step 2 with the call).
-    #[inline(always)]
-    fn ret_one(&mut self, t: Tensor) -> Result<Tensor> {
-        if t.key() != DispatchKey::CPU {
-            return Ok(t);
-        }
-        let bytes = t.nbytes() as u64;
-        self.from_cpu += bytes;
-        let t = match self.hooks.adopt_from_cpu(t, self.device) {
-            Ok(on_device) => return Ok(on_device),
-            Err(t) => t,
-        };
-        self.mark_ran();
-        let on_device = self
-            .hooks
-            .from_cpu_result(t, self.device, self.op.result_of())
-            .map_err(|e| step_error(self.op, self.key, "from_cpu", e))?;
-        // A lazy backend's result stays on the host side: nothing crossed (yet).
-        if on_device.is_host_only() {
-            self.from_cpu -= bytes;
-            on_device.note_made_by(self.op.origin());
-        }
-        Ok(on_device)
-    }
-
-    /// The end of step 2, at the first return that is moved.
-    #[inline(always)]
-    fn mark_ran(&mut self) {
-        if self.marks.ran == u64::MAX {
-            self.marks.ran = clock::ticks();
-        }
-    }
-
     /// The three steps around the CPU kernel's typed function `f`, compiled with its signature.
     /// What `kernel::run_mapped` does for any maps, without its batches of argument tensors
     /// (which spare `dyn` maps a virtual call a tensor): `run_mapped` with these maps, even
@@ -382,73 +239,6 @@ impl Moves<'_> {
             Err(e) => return Err(kernel_error(self.op, self.key, e)),
         };
         returns.map_tensors(&mut ToDevice(self))
-    }
-
-    /// The end of step 1: the results' device, and the step's time mark where it copied a
-    /// tensor. A step that copied nothing (every tensor lent, or none the backend's) gets no
-    /// mark: a clock read costs more than its bookkeeping, so it counts as taking no time
-    /// (`StepMarks::UNTIMED`).
-    #[inline(always)]
-    fn args_done(&mut self) -> Result<()> {
-        self.device = std::mem::take(&mut self.target).finish(self.op, self.key, None)?;
-        self.marks.moved = if self.copied {
-            clock::ticks()
-        } else {
-            StepMarks::UNTIMED
-        };
-        Ok(())
-    }
-
-    /// The end of step 2, marked where the CPU kernel returned, before its result is converted
-    /// (for a caller that converts the result into the device's memory itself: that copy is
-    /// step 3's work).
-    #[cfg(feature = "python")]
-    #[inline(always)]
-    pub(crate) fn kernel_done(&mut self) {
-        self.marks.ran = clock::ticks();
-    }
-
-    /// Step 1 for all of a call's argument tensors (`args` with `last`), borrowed from the
-    /// caller rather than handed over. Where `tensors[i]` is the backend's, its CPU tensor
-    /// takes its place: borrowed from it where the backend keeps one (`lent_to_cpu`), else
-    /// made into `moved[i]` (and `tensors[i]` left for the caller to replace by it). No tensor
-    /// handle is cloned for a backend that keeps its CPU tensors (for `run_with_maps`'
-    /// caller, which holds the arguments in its own objects for the call).
-    #[cfg(feature = "python")]
-    #[inline(always)]
-    pub(crate) fn args_lent(
-        &mut self,
-        tensors: &mut [Option<&Tensor>],
-        moved: &mut [Option<Tensor>],
-    ) -> Result<()> {
-        for (g, m) in tensors.iter_mut().zip(moved.iter_mut()) {
-            let Some(t) = *g else {
-                continue;
-            };
-            self.target.see(self.op, t)?;
-            if t.key() != self.key {
-                continue;
-            }
-            match self.hooks.lent_to_cpu(t) {
-                Some(cpu) => {
-                    self.to_cpu += cpu.nbytes() as u64;
-                    *g = Some(cpu);
-                }
-                None if !t.is_host() => {
-                    *m = Some(self.resident_arg(t)?);
-                }
-                None => {
-                    let cpu = self
-                        .hooks
-                        .to_cpu_read_only(t)
-                        .map_err(|e| step_error(self.op, self.key, "to_cpu", e))?;
-                    self.to_cpu += cpu.nbytes() as u64;
-                    self.copied = true;
-                    *m = Some(cpu);
-                }
-            }
-        }
-        self.args_done()
     }
 }
 

@@ -26,6 +26,12 @@ impl KernelFunction {
         f: impl Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync + 'static,
     ) -> KernelFunction {
         let (boxed, in_table) = entry_points(f);
+        KernelFunction::with_entry_points(boxed, in_table)
+    }
+
+    /// The kernel of these boxed entry points and nothing else: what every constructor starts
+    /// from, setting what its kernel has besides.
+    fn with_entry_points(boxed: Arc<BoxedFn>, in_table: Arc<TableFn>) -> KernelFunction {
         KernelFunction {
             boxed,
             in_table,
@@ -73,9 +79,6 @@ impl KernelFunction {
                 Ok(())
             });
         KernelFunction {
-            boxed,
-            in_table,
-            reads_table: false,
             unboxed: Some(UnboxedPtr {
                 signature: TypeId::of::<UnboxedFn<A, R>>(),
                 address: f as usize,
@@ -83,13 +86,7 @@ impl KernelFunction {
             mapped: mapped_entry(f),
             fallback_entry: fallback.stack,
             typed_fallback: fallback.typed,
-            wrapper: None,
-            cpu_fallback: None,
-            kind: KernelKind::Regular,
-            tag: None,
-            foreign: None,
-            tensors: None,
-            long_running: false,
+            ..KernelFunction::with_entry_points(boxed, in_table)
         }
     }
 
@@ -207,20 +204,8 @@ impl KernelFunction {
                 op.redispatch_boxed(keys, stack)
             });
         KernelFunction {
-            boxed,
-            in_table,
-            reads_table: false,
-            unboxed: None,
-            mapped: None,
-            fallback_entry: None,
-            typed_fallback: None,
-            wrapper: None,
-            cpu_fallback: None,
             kind: KernelKind::Fallthrough,
-            tag: None,
-            foreign: None,
-            tensors: None,
-            long_running: false,
+            ..KernelFunction::with_entry_points(boxed, in_table)
         }
     }
 
