@@ -32,7 +32,9 @@ fn fill_dtype(fill: &IValue, dtype: Option<DType>, shape: &[usize]) -> Option<DT
         IValue::Double(_) => DType::F64,
         IValue::Tensor(t) => {
             let m = args::meta_of(t)?;
-            if !broadcasts_to(&m.shape, shape) {
+            // NumPy's assignment broadcasts, dropping leading dimensions of size 1 too.
+            let first = m.shape.iter().position(|&n| n != 1).unwrap_or(m.shape.len());
+            if !broadcasts_to(m.shape.get(first..)?, shape) {
                 return None;
             }
             m.dtype
@@ -78,7 +80,7 @@ fn exact_float(v: &IValue) -> Option<f64> {
 
 /// `arange(start, stop, step, *, dtype, device)`: `ceil((stop - start) / step)` elements (none
 /// below zero), computed in float64 as NumPy does; int64 for ints, float64 with a float,
-/// unless `dtype` says (an integer `dtype` only with int bounds).
+/// unless `dtype` says (a real one: bool and complex aranges have no rule).
 pub(super) fn arange(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let (first, stop, step) = (stack.first()?, stack.get(1)?, stack.get(2)?);
     let (start, stop) = match stop {
@@ -96,8 +98,7 @@ pub(super) fn arange(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
         None if floats => DType::F64,
         None => DType::I64,
         Some(d) => match d.kind() {
-            Kind::Float => d,
-            Kind::Signed | Kind::Unsigned if !floats => d,
+            Kind::Float | Kind::Signed | Kind::Unsigned => d,
             _ => return None,
         },
     };

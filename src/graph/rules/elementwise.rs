@@ -6,7 +6,7 @@
 //! (`tests/python/test_graph_rules.py` checks every dtype against them).
 
 use super::args::{self, broadcast, broadcasts_to, Weak};
-use super::promote::{float_of, float_width, inexact, promote, real, same_kind, weak};
+use super::promote::{float_of, float_width, inexact, promote, real, same_kind, weak, weak_kind};
 use crate::ivalue::IValue;
 use crate::tensor::{DType, Kind, TensorMeta};
 
@@ -101,7 +101,7 @@ pub(super) fn binary_dtype(class: Binary, a: Operand, b: Operand) -> Option<DTyp
         let w = match (a, b) {
             (Operand::Array(x), Operand::Array(y)) => float_width(x)?.max(float_width(y)?),
             (Operand::Array(x), Operand::Scalar(s)) | (Operand::Scalar(s), Operand::Array(x)) => {
-                float_width(weak(x, s)?)?
+                float_width(weak_kind(x, s))?
             }
             _ => return None,
         };
@@ -109,6 +109,12 @@ pub(super) fn binary_dtype(class: Binary, a: Operand, b: Operand) -> Option<DTyp
     }
     let common = match (a, b) {
         (Operand::Array(x), Operand::Array(y)) => promote(x, y),
+        // True division's loops are floating point: the int meets no integer dtype there.
+        (Operand::Array(x), Operand::Scalar(s)) | (Operand::Scalar(s), Operand::Array(x))
+            if class == Binary::Divide =>
+        {
+            weak_kind(x, s)
+        }
         (Operand::Array(x), Operand::Scalar(s)) | (Operand::Scalar(s), Operand::Array(x)) => {
             weak(x, s)?
         }
@@ -210,15 +216,33 @@ pub(super) fn clip(overload: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> 
             }
         }
         "Scalar" => {
-            for i in [1, 2] {
-                if let Some(s) = args::opt_scalar(stack, i)? {
-                    weak(x.dtype, s)?;
+            // NumPy's clip takes a Python int bound outside an integer array's range where it
+            // bounds nothing (a minimum below it, a maximum above it), not the other way.
+            let (lo, hi) = int_range(x.dtype);
+            if let Some(Weak::Int(i)) = args::opt_scalar(stack, 1)? {
+                if i128::from(i) > hi {
+                    return None;
+                }
+            }
+            if let Some(Weak::Int(i)) = args::opt_scalar(stack, 2)? {
+                if i128::from(i) < lo {
+                    return None;
                 }
             }
         }
         _ => return None,
     }
     Some(vec![args::out(x.dtype, shape)])
+}
+
+/// The values an integer dtype holds (any for the others).
+fn int_range(d: DType) -> (i128, i128) {
+    let bits = 8 * d.size() as u32;
+    match d.kind() {
+        Kind::Signed => (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1),
+        Kind::Unsigned => (0, (1i128 << bits) - 1),
+        _ => (i128::MIN, i128::MAX),
+    }
 }
 
 /// `where(condition, x1, x2)` and its scalar overloads: the promoted dtype of `x1` and `x2`
@@ -282,6 +306,7 @@ mod tests {
         assert_eq!(binary_dtype(Binary::Float, a(I8), a(U8)), None);
         assert_eq!(binary_dtype(Binary::Float, a(C64), a(F32)), None);
         assert_eq!(binary_dtype(Binary::Float, a(I8), s(Weak::Float(0.5))), Some(F64));
+        assert_eq!(binary_dtype(Binary::Float, a(I16), s(Weak::Int(1 << 40))), Some(F32));
     }
 
     #[test]

@@ -189,7 +189,7 @@ pub(super) fn decomposition(kind: Linalg, stack: &[IValue]) -> Option<Vec<Tensor
             vec![args::out(d, with(&[m, q])), args::out(d, with(&[q, n]))]
         }
         Linalg::Pinv => {
-            args::opt_scalar(stack, 1)?;
+            default_rtol(x.dtype, args::opt_scalar(stack, 1)?)?;
             vec![args::out(d, with(&[n, m]))]
         }
         Linalg::Rank => {
@@ -197,10 +197,16 @@ pub(super) fn decomposition(kind: Linalg, stack: &[IValue]) -> Option<Vec<Tensor
             if k == 0 {
                 return None;
             }
-            args::opt_scalar(stack, 1)?;
+            default_rtol(x.dtype, args::opt_scalar(stack, 1)?)?;
             vec![args::out(DType::I64, batch.to_vec())]
         }
     })
+}
+
+/// Whether `rtol` is usable: the default (None) is the machine epsilon of `d`, which only a
+/// floating dtype has (NumPy's `finfo` of an integer is a ValueError).
+fn default_rtol(d: DType, rtol: Option<Weak>) -> Option<()> {
+    (rtol.is_some() || matches!(d.kind(), Kind::Float | Kind::Complex)).then_some(())
 }
 
 /// `linalg_solve(x1, x2)`: `x2` a vector (1-d) or a stack of matrices whose batch broadcasts
@@ -208,7 +214,8 @@ pub(super) fn decomposition(kind: Linalg, stack: &[IValue]) -> Option<Vec<Tensor
 pub(super) fn solve(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let (a, b) = (args::tensor(stack, 0)?, args::tensor(stack, 1)?);
     let (batch, m) = square(&a)?;
-    let dtype = linalg(promote(a.dtype, b.dtype));
+    // NumPy's common type of the two: each in its computing dtype, then promoted.
+    let dtype = promote(linalg(a.dtype), linalg(b.dtype));
     let shape = match b.shape.as_slice() {
         [l] => (*l == m).then(|| [batch, &[m]].concat())?,
         [bb @ .., l, k] => {
@@ -295,16 +302,14 @@ pub(super) fn cross(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
 }
 
 /// `linalg_matrix_norm(x, *, keepdims, ord)` (`ord` a string, or a number for `.Scalar`):
-/// one real value per matrix (kept as a 1x1 matrix with `keepdims`). Empty matrices have a
-/// rule for the Frobenius norm only (the others take a maximum or singular values of nothing).
+/// one real value per matrix (kept as a 1x1 matrix with `keepdims`).
 pub(super) fn matrix_norm(overload: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
     let (batch, m, n) = matrices(&x)?;
     let keepdims = args::boolean(stack, 1)?;
-    let frobenius = match overload {
+    let ord = match overload {
         "" => match args::string(stack, 2)? {
-            "fro" => true,
-            "nuc" => false,
+            "fro" | "nuc" => None,
             _ => return None,
         },
         "Scalar" => {
@@ -316,11 +321,19 @@ pub(super) fn matrix_norm(overload: &str, stack: &[IValue]) -> Option<Vec<Tensor
             if ![1.0, -1.0, 2.0, -2.0, f64::INFINITY, f64::NEG_INFINITY].contains(&ord) {
                 return None;
             }
-            false
+            Some(ord)
         }
         _ => return None,
     };
-    if !frobenius && (m == 0 || n == 0) {
+    // The negative orders take a minimum: of nothing for an empty matrix (-1 over its
+    // columns' sums, -inf over its rows', -2 over its singular values).
+    let no_minimum = match ord {
+        Some(o) if o == -1.0 => n == 0,
+        Some(o) if o == f64::NEG_INFINITY => m == 0,
+        Some(o) if o == -2.0 => m == 0 || n == 0,
+        _ => false,
+    };
+    if no_minimum {
         return None;
     }
     let mut shape = batch.to_vec();
@@ -344,6 +357,15 @@ pub(super) fn vector_norm(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let empty = x.shape.iter().zip(&mask).any(|(&n, &r)| r && n == 0);
     if ord.is_infinite() && empty {
         return None;
+    }
+    // The kernel flattens the axes of any number but one into the last dimension (reshape
+    // with -1), which an empty array whose other dimensions hold nothing cannot infer.
+    if let Some(axes) = args::opt_ints(stack, 1)? {
+        let mut kept = x.shape.iter().zip(&mask).filter(|(_, &r)| !r).peekable();
+        let kept_empty = kept.peek().is_some() && kept.any(|(&n, _)| n == 0);
+        if axes.len() != 1 && kept_empty {
+            return None;
+        }
     }
     let shape = reduced(&x.shape, &mask, keepdims);
     Some(vec![args::out(real(linalg(x.dtype)), shape)])

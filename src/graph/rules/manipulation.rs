@@ -229,6 +229,8 @@ pub(super) fn repeat(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let r = usize::try_from(args::int(stack, 1)?).ok()?;
     let shape = match args::opt_int(stack, 2)? {
         None => vec![size(&x.shape)?.checked_mul(r)?],
+        // NumPy repeats a 0-d array along axis 0 (or -1) as a 1-d one.
+        Some(0 | -1) if x.ndim() == 0 => vec![r],
         Some(a) => {
             let mut s = x.shape.clone();
             let n = s.get_mut(args::axis(a, x.ndim())?)?;
@@ -239,8 +241,7 @@ pub(super) fn repeat(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     Some(vec![args::out(x.dtype, shape)])
 }
 
-/// `flip(x, *, axis)` and `fft_fftshift`/`fft_ifftshift(x, *, axes)`: `x`'s meta, where the
-/// axes are valid and distinct.
+/// `flip(x, *, axis)`: `x`'s meta, where the axes are valid and distinct.
 pub(super) fn same_with_axes(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
     if let Some(axes) = args::opt_ints(stack, 1)? {
@@ -255,6 +256,10 @@ pub(super) fn roll(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
     let shift = args::ints(stack, 1)?;
     if let Some(axes) = args::opt_ints(stack, 2)? {
+        // NumPy's roll of a 0-d array along given axes fails (it rolls only the flattened one).
+        if x.ndim() == 0 {
+            return None;
+        }
         for &a in axes {
             args::axis(a, x.ndim())?;
         }
@@ -266,11 +271,25 @@ pub(super) fn roll(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     Some(vec![x.out()])
 }
 
-/// `tril`, `triu(x, *, k)`: `x`'s meta, for a stack of matrices.
+/// `tril`, `triu(x, *, k)`: `x`'s meta for a stack of matrices; NumPy makes a 1-d `x` of
+/// length n the n x n matrix of its rows.
 pub(super) fn triangle(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
     args::int(stack, 1)?;
-    (x.ndim() >= 2).then(|| vec![x.out()])
+    match x.shape.as_slice() {
+        [] => None,
+        [n] => Some(vec![args::out(x.dtype, vec![*n, *n])]),
+        _ => Some(vec![x.out()]),
+    }
+}
+
+/// `fft_fftshift`, `fft_ifftshift(x, *, axes)`: `x`'s meta, where the axes are valid and
+/// distinct (a 0-d `x` has none to roll: NumPy's roll fails).
+pub(super) fn fftshift(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
+    if args::tensor(stack, 0)?.ndim() == 0 {
+        return None;
+    }
+    same_with_axes(stack)
 }
 
 /// `meshgrid(arrays, *, indexing)`: each array's dtype, in the grid of their sizes (the first

@@ -69,12 +69,23 @@ pub(super) fn promote(a: DType, b: DType) -> DType {
 /// (`int8 + 1.5` is float64, `bool + 1` int64); `None` for an int the array's integer dtype
 /// cannot hold (NumPy's `OverflowError`).
 pub(super) fn weak(a: DType, s: Weak) -> Option<DType> {
+    let d = weak_kind(a, s);
+    match s {
+        Weak::Int(i) if matches!(d.kind(), Kind::Signed | Kind::Unsigned) => {
+            holds(d, i).then_some(d)
+        }
+        _ => Some(d),
+    }
+}
+
+/// `weak` without the range check: what a ufunc whose loops are all floating point promotes
+/// to (NumPy converts the int to the loop's float, never to the array's integer dtype, so
+/// `atan2(int16_array, 2**40)` is float32).
+pub(super) fn weak_kind(a: DType, s: Weak) -> DType {
     match (a.kind(), s) {
-        (_, Weak::Bool(_)) => Some(a),
-        (Kind::Bool, Weak::Int(_)) => Some(DType::I64),
-        (Kind::Signed | Kind::Unsigned, Weak::Int(i)) => holds(a, i).then_some(a),
-        (Kind::Bool | Kind::Signed | Kind::Unsigned, Weak::Float(_)) => Some(DType::F64),
-        (Kind::Float | Kind::Complex, _) => Some(a),
+        (Kind::Bool, Weak::Int(_)) => DType::I64,
+        (Kind::Bool | Kind::Signed | Kind::Unsigned, Weak::Float(_)) => DType::F64,
+        _ => a,
     }
 }
 
@@ -198,6 +209,7 @@ mod tests {
         assert_eq!(weak(F32, Weak::Float(1e300)), Some(F32));
         assert_eq!(weak(U16, Weak::Bool(true)), Some(U16));
         assert_eq!(weak(C64, Weak::Int(3)), Some(C64));
+        assert_eq!(weak_kind(I16, Weak::Int(1 << 40)), I16);
     }
 
     #[test]

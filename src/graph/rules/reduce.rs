@@ -90,17 +90,18 @@ pub(super) fn arg_extreme(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
 /// one longer along `axis` with the initial value; the accumulation dtype as `sum`'s.
 pub(super) fn cumulative(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
+    // NumPy scans a 0-d array as a 1-d one of one element.
+    let mut shape = if x.ndim() == 0 { vec![1] } else { x.shape };
     let axis = match args::opt_int(stack, 1)? {
         // Optional only for a 1-d array (the kernel's ValueError otherwise).
-        None if x.ndim() == 1 => 0,
+        None if shape.len() == 1 => 0,
         None => return None,
-        Some(a) => args::axis(a, x.ndim())?,
+        Some(a) => args::axis(a, shape.len())?,
     };
     let dtype = match args::opt_dtype(stack, 2)? {
         Some(asked) => asked,
         None => accumulation(x.dtype),
     };
-    let mut shape = x.shape;
     if args::boolean(stack, 3)? {
         let n = shape.get_mut(axis)?;
         *n = n.checked_add(1)?;
@@ -113,8 +114,12 @@ pub(super) fn cumulative(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
 /// (none left below zero); the joined dtype, `not_equal`'s bool for bools.
 pub(super) fn diff(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
-    let axis = args::axis(args::int(stack, 1)?, x.ndim())?;
     let n = usize::try_from(args::int(stack, 2)?).ok()?;
+    if n == 0 {
+        // NumPy returns `x` itself before it reads the axis or the arrays to join.
+        return Some(vec![x.out()]);
+    }
+    let axis = args::axis(args::int(stack, 1)?, x.ndim())?;
     let mut dtype = x.dtype;
     let mut shape = x.shape.clone();
     for i in [3, 4] {
@@ -124,9 +129,6 @@ pub(super) fn diff(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
             *along = along.checked_add(len)?;
             dtype = promote(dtype, extra.dtype);
         }
-    }
-    if n == 0 {
-        return Some(vec![args::out(dtype, shape)]);
     }
     let along = shape.get_mut(axis)?;
     *along = along.saturating_sub(n);

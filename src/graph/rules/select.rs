@@ -9,7 +9,13 @@ use crate::tensor::{DType, Kind, TensorMeta};
 /// `sort(x, *, axis, ...)` (`x`'s meta) and `argsort` (int64 indices), along a valid axis.
 pub(super) fn sort(indices: bool, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
-    args::axis(args::int(stack, 1)?, x.ndim())?;
+    let axis = args::int(stack, 1)?;
+    let descending = args::boolean(stack, 2)?;
+    if indices && !descending && x.ndim() == 0 && (axis == 0 || axis == -1) {
+        // NumPy's argsort of a 0-d array is that of a 1-d one of one element.
+        return Some(vec![args::out(DType::I64, vec![1])]);
+    }
+    args::axis(axis, x.ndim())?;
     let dtype = if indices { DType::I64 } else { x.dtype };
     Some(vec![args::out(dtype, x.shape)])
 }
@@ -40,11 +46,16 @@ pub(super) fn searchsorted(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
 /// `take(x, indices, *, axis)`: `indices`' shape in place of dimension `axis` (a 1-d `x`
 /// without one). A non-empty take from an empty dimension has no element to take.
 pub(super) fn take(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
-    let (x, idx) = (args::tensor(stack, 0)?, args::tensor(stack, 1)?);
+    let (mut x, idx) = (args::tensor(stack, 0)?, args::tensor(stack, 1)?);
     if !integral(idx.dtype) && idx.dtype != DType::Bool {
         return None;
     }
-    let axis = match args::opt_int(stack, 2)? {
+    let axis_given = args::opt_int(stack, 2)?;
+    if x.ndim() == 0 && matches!(axis_given, Some(0 | -1)) {
+        // NumPy takes from a 0-d array along axis 0 (or -1) as from a 1-d one.
+        x.shape = vec![1];
+    }
+    let axis = match axis_given {
         None if x.ndim() == 1 => 0,
         None => return None,
         Some(a) => args::axis(a, x.ndim())?,
@@ -117,7 +128,14 @@ mod tests {
             one(searchsorted(&[f(&[5]), f(&[2, 2]), side, IValue::None])),
             "int64[2, 2]"
         );
-        assert_eq!(one(sort(true, &[f(&[3, 2]), IValue::Int(0)])), "int64[3, 2]");
-        assert_eq!(one(sort(false, &[f(&[]), IValue::Int(-1)])), "none");
+        let (no, yes) = (IValue::Bool(false), IValue::Bool(true));
+        let sorted = |x: IValue, indices: bool, desc: &IValue| {
+            one(sort(indices, &[x, IValue::Int(0), desc.clone(), yes.clone()]))
+        };
+        assert_eq!(sorted(f(&[3, 2]), true, &no), "int64[3, 2]");
+        assert_eq!(sorted(f(&[]), false, &no), "none");
+        // NumPy argsorts a 0-d array as a 1-d one, but cannot flip it to sort descending.
+        assert_eq!(sorted(f(&[]), true, &no), "int64[1]");
+        assert_eq!(sorted(f(&[]), true, &yes), "none");
     }
 }
