@@ -116,11 +116,7 @@ pub(super) fn linspace(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     args::scalar(stack, 0)?;
     args::scalar(stack, 1)?;
     let num = usize::try_from(args::int(stack, 2)?).ok()?;
-    let dtype = match args::opt_dtype(stack, 3)? {
-        None => DType::F64,
-        Some(d) if d.kind() == Kind::Bool => return None,
-        Some(d) => d,
-    };
+    let dtype = args::opt_dtype(stack, 3)?.unwrap_or(DType::F64);
     Some(vec![args::out(dtype, vec![num])])
 }
 

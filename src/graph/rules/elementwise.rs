@@ -246,7 +246,8 @@ fn int_range(d: DType) -> (i128, i128) {
 }
 
 /// `where(condition, x1, x2)` and its scalar overloads: the promoted dtype of `x1` and `x2`
-/// (a scalar weakly), the shape the three broadcast to.
+/// (a scalar weakly, and cast unchecked: NumPy's `where(c, int8_array, 128)` is int8), the
+/// shape the three broadcast to.
 pub(super) fn where_(overload: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let c = args::tensor(stack, 0)?;
     let (dtype, shape) = match overload {
@@ -256,11 +257,11 @@ pub(super) fn where_(overload: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>
         }
         "Tensor_Scalar" => {
             let a = args::tensor(stack, 1)?;
-            (weak(a.dtype, args::scalar(stack, 2)?)?, a.shape)
+            (weak_kind(a.dtype, args::scalar(stack, 2)?), a.shape)
         }
         "Scalar_Tensor" => {
             let b = args::tensor(stack, 2)?;
-            (weak(b.dtype, args::scalar(stack, 1)?)?, b.shape)
+            (weak_kind(b.dtype, args::scalar(stack, 1)?), b.shape)
         }
         _ => return None,
     };

@@ -344,10 +344,20 @@ pub(super) fn matrix_norm(overload: &str, stack: &[IValue]) -> Option<Vec<Tensor
 }
 
 /// `linalg_vector_norm(x, *, axis, keepdims, ord)`: the real value over `axis` (every
-/// dimension for None). The infinite orders take a maximum or minimum: none of nothing.
+/// dimension for None). The order -inf takes a minimum: none of nothing.
 pub(super) fn vector_norm(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
-    let mask = reduction_mask(args::opt_ints(stack, 1)?, x.ndim())?;
+    let axes = args::opt_ints(stack, 1)?;
+    let mask = match axes {
+        Some([]) => vec![false; x.ndim()],
+        // The kernel takes several axes modulo the dimensions (Python's `%`), unchecked.
+        Some(a) if a.len() != 1 => {
+            let n = i64::try_from(x.ndim()).ok().filter(|&n| n > 0)?;
+            let wrapped: Vec<i64> = a.iter().map(|&i| i.rem_euclid(n)).collect();
+            args::axes_mask(&wrapped, x.ndim())?
+        }
+        a => reduction_mask(a, x.ndim())?,
+    };
     let keepdims = args::boolean(stack, 2)?;
     let ord = match args::scalar(stack, 3)? {
         Weak::Int(i) => i as f64,
@@ -355,12 +365,12 @@ pub(super) fn vector_norm(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
         Weak::Bool(_) => return None,
     };
     let empty = x.shape.iter().zip(&mask).any(|(&n, &r)| r && n == 0);
-    if ord.is_infinite() && empty {
+    if ord == f64::NEG_INFINITY && empty {
         return None;
     }
     // The kernel flattens the axes of any number but one into the last dimension (reshape
     // with -1), which an empty array whose other dimensions hold nothing cannot infer.
-    if let Some(axes) = args::opt_ints(stack, 1)? {
+    if let Some(axes) = axes {
         let mut kept = x.shape.iter().zip(&mask).filter(|(_, &r)| !r).peekable();
         let kept_empty = kept.peek().is_some() && kept.any(|(&n, _)| n == 0);
         if axes.len() != 1 && kept_empty {

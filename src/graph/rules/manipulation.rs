@@ -283,13 +283,17 @@ pub(super) fn triangle(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     }
 }
 
-/// `fft_fftshift`, `fft_ifftshift(x, *, axes)`: `x`'s meta, where the axes are valid and
-/// distinct (a 0-d `x` has none to roll: NumPy's roll fails).
+/// `fft_fftshift`, `fft_ifftshift(x, *, axes)`: `x`'s meta, where the axes are valid (they
+/// may repeat: NumPy rolls as often); a 0-d `x` has none to roll (NumPy's roll fails).
 pub(super) fn fftshift(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
-    if args::tensor(stack, 0)?.ndim() == 0 {
+    let x = args::tensor(stack, 0)?;
+    if x.ndim() == 0 {
         return None;
     }
-    same_with_axes(stack)
+    for &a in args::opt_ints(stack, 1)?.unwrap_or(&[]) {
+        args::axis(a, x.ndim())?;
+    }
+    Some(vec![x.out()])
 }
 
 /// `meshgrid(arrays, *, indexing)`: each array's dtype, in the grid of their sizes (the first

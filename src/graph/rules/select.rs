@@ -83,13 +83,14 @@ pub(super) fn take_along_axis(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let mut shape = Vec::with_capacity(x.ndim());
     for (i, (&a, &b)) in x.shape.iter().zip(&idx.shape).enumerate() {
         if i == axis {
-            if a == 0 && args::size(&idx.shape)? != 0 {
-                return None;
-            }
             shape.push(b);
         } else {
             shape.extend(broadcast(&[a], &[b])?);
         }
+    }
+    // Any index into an empty dimension is out of bounds: an error where one is taken.
+    if *x.shape.get(axis)? == 0 && args::size(&shape)? != 0 {
+        return None;
     }
     Some(vec![args::out(x.dtype, shape)])
 }
