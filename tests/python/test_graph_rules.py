@@ -322,6 +322,28 @@ def test_sorting_searching_and_take(data: st.DataObject, shape: tuple[int, ...],
     check("take_along_axis", x, along, axis=axis)
 
 
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), shape=shapes, dtype=dtypes)
+def test_fft(data: st.DataObject, shape: tuple[int, ...], dtype: str) -> None:
+    x = ones(shape, dtype)
+    n = len(shape)
+    norm = data.draw(st.sampled_from(["backward", "ortho", "forward", "bad"]))
+    points = st.one_of(st.none(), st.integers(0, 5))
+    for name in ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"]:
+        check(f"fft_{name}", x, n=data.draw(points), axis=data.draw(st.integers(-n - 1, n)),
+              norm=norm)
+    k = data.draw(st.integers(0, n))
+    axes = data.draw(st.one_of(st.none(), st.lists(st.integers(-n - 1, n), min_size=k,
+                                                    max_size=k)))
+    s = data.draw(st.one_of(st.none(), st.lists(st.integers(0, 5), min_size=k, max_size=k)))
+    for name in ["fftn", "ifftn", "rfftn", "irfftn"]:
+        check(f"fft_{name}", x, s=s, axes=axes, norm=norm)
+    asked = data.draw(st.sampled_from([None, "float32", "int64"]))
+    for name in ["fftfreq", "rfftfreq"]:
+        check(f"fft_{name}", data.draw(st.integers(-1, 6)),
+              d=data.draw(st.sampled_from([1.0, 0.5, 0.0])), dtype=asked)
+
+
 def test_data_dependent_operators_have_no_rule() -> None:
     x = np.arange(4.0)
     assert rule("nonzero", x) is None

@@ -6,12 +6,13 @@
 //! the results (type promotion included: `tests/python/test_graph_rules.py` compares every
 //! rule with the eager result). One file a family: `elementwise.rs` (unary, binary, in-place,
 //! `clip`, `where`), `reduce.rs` (reductions and scans), `manipulation.rs`, `linalg.rs`,
-//! `creation.rs` (and `astype`), `select.rs` (sorting, searching, `take`); `args.rs` reads
+//! `creation.rs` (and `astype`), `select.rs` (sorting, searching, `take`), `fft.rs`; `args.rs` reads
 //! the stack and does the shape arithmetic they share, `promote.rs` the dtype arithmetic.
 
 mod args;
 mod creation;
 mod elementwise;
+mod fft;
 mod linalg;
 mod manipulation;
 mod promote;
@@ -21,6 +22,7 @@ mod select;
 use crate::ivalue::IValue;
 use crate::tensor::TensorMeta;
 use elementwise::{Binary as B, Unary as U};
+use fft::Transform as T;
 use linalg::Linalg as L;
 use reduce::Reduction as R;
 
@@ -143,7 +145,16 @@ pub fn output_metas(name: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
         "tile" => manipulation::tile(stack),
         "repeat" if overload.is_empty() => manipulation::repeat(stack),
         "flip" => manipulation::same_with_axes(stack),
+        // The fft extension.
         "fft_fftshift" | "fft_ifftshift" => manipulation::fftshift(stack),
+        "fft_fft" | "fft_ifft" => fft::one(T::Complex, stack),
+        "fft_rfft" | "fft_ihfft" => fft::one(T::RealToComplex, stack),
+        "fft_irfft" | "fft_hfft" => fft::one(T::ComplexToReal, stack),
+        "fft_fftn" | "fft_ifftn" => fft::many(T::Complex, stack),
+        "fft_rfftn" => fft::many(T::RealToComplex, stack),
+        "fft_irfftn" => fft::many(T::ComplexToReal, stack),
+        "fft_fftfreq" => fft::freq(false, stack),
+        "fft_rfftfreq" => fft::freq(true, stack),
         "roll" => manipulation::roll(stack),
         "tril" | "triu" => manipulation::triangle(stack),
         "meshgrid" => manipulation::meshgrid(stack),
