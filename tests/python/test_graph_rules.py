@@ -258,6 +258,12 @@ def test_linear_algebra(data: st.DataObject, dtype: str) -> None:
         check("linalg_svd", x, full_matrices=data.draw(st.booleans()))
         check("linalg_qr", x, mode=data.draw(st.sampled_from(["reduced", "complete"])))
         check("linalg_matrix_rank", x)
+        rtol = data.draw(st.sampled_from([None, 0.5]))
+        check("linalg_matrix_rank", x, rtol=rtol)
+        check("linalg_pinv", x, rtol=rtol)
+        rtols = np.full(data.draw(st.sampled_from([batch, (), (1,), (3,)])), 0.5)
+        check("linalg_matrix_rank.Tensor", x, rtol=rtols)
+        check("linalg_pinv.Tensor", x, rtol=rtols)
         check("linalg_matrix_power", x, data.draw(st.integers(-2, 3)))
         check("linalg_diagonal", x, offset=data.draw(st.integers(-4, 4)))
         check("linalg_trace", x, offset=data.draw(st.integers(-2, 2)),
@@ -342,6 +348,21 @@ def test_fft(data: st.DataObject, shape: tuple[int, ...], dtype: str) -> None:
     for name in ["fftfreq", "rfftfreq"]:
         check(f"fft_{name}", data.draw(st.integers(-1, 6)),
               d=data.draw(st.sampled_from([1.0, 0.5, 0.0])), dtype=asked)
+
+
+def test_rules_read_device_tensors() -> None:
+    """A ``bf.Tensor`` of the Native backend (host memory) gives its dtype and shape as a NumPy
+    array does."""
+    import boxfall as bf
+
+    a = bf.native.tensor(np.ones((2, 1), "float32"))
+    b = bf.native.tensor(np.ones((3,), "int16"))
+    m = bf.native.tensor(np.ones((1, 4), "float64"))
+    assert check("add", a, b) == [("float32", (2, 3))]
+    assert check("multiply.Tensor_Scalar", b, 2) == [("int16", (3,))]
+    assert check("matmul", a, m) == [("float64", (2, 4))]
+    assert check("sum", b, axis=[0], keepdims=True) == [("int64", (1,))]
+    assert check("less", a, np.ones((3,), "float32")) == [("bool", (2, 3))]
 
 
 def test_data_dependent_operators_have_no_rule() -> None:
