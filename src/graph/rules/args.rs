@@ -281,7 +281,10 @@ mod tests {
         assert_eq!(axes_mask(&[0, -1], 3), Some(vec![true, false, true]));
         assert_eq!(axes_mask(&[1, -2], 3), None);
         assert_eq!(reduced(&[2, 3, 4], &[true, false, true], false), vec![3]);
-        assert_eq!(reduced(&[2, 3, 4], &[true, false, true], true), vec![1, 3, 1]);
+        assert_eq!(
+            reduced(&[2, 3, 4], &[true, false, true], true),
+            vec![1, 3, 1]
+        );
         assert_eq!(sizes(&[2, -1]), None);
     }
 }

@@ -369,12 +369,11 @@ pub(super) fn matrix_norm(overload: &str, stack: &[IValue]) -> Option<Vec<Tensor
     };
     // The negative orders take a minimum: of nothing for an empty matrix (-1 over its
     // columns' sums, -inf over its rows', -2 over its singular values).
-    let no_minimum = match ord {
-        Some(o) if o == -1.0 => n == 0,
-        Some(o) if o == f64::NEG_INFINITY => m == 0,
-        Some(o) if o == -2.0 => m == 0 || n == 0,
-        _ => false,
-    };
+    let no_minimum = ord.is_some_and(|o| {
+        (o == -1.0 && n == 0)
+            || (o == f64::NEG_INFINITY && m == 0)
+            || (o == -2.0 && (m == 0 || n == 0))
+    });
     if no_minimum {
         return None;
     }
@@ -429,7 +428,9 @@ mod tests {
     use crate::tensor::Tensor;
 
     fn t(shape: &[usize]) -> IValue {
-        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(shape.to_vec())))
+        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(
+            shape.to_vec(),
+        )))
     }
 
     fn shapes(v: Option<Vec<TensorMeta>>) -> Option<Vec<Vec<usize>>> {
