@@ -149,7 +149,7 @@ def axes(draw: st.DrawFn, ndim: int) -> Any:
     return tuple(draw(st.lists(axis, max_size=3)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(shape=shapes, dtype=dtypes, data=st.data(), keepdims=st.booleans())
 def test_reductions(
     shape: tuple[int, ...], dtype: str, data: st.DataObject, keepdims: bool
@@ -179,7 +179,7 @@ def test_reductions(
 # --- manipulation -----------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(shape=shapes, dtype=dtypes, data=st.data())
 def test_manipulation(shape: tuple[int, ...], dtype: str, data: st.DataObject) -> None:
     x = ones(shape, dtype)
@@ -240,7 +240,7 @@ def eyes(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return x
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data(), dtype=dtypes)
 def test_linear_algebra(data: st.DataObject, dtype: str) -> None:
     dims = st.lists(st.integers(0, 3), max_size=4).map(tuple)
@@ -317,7 +317,7 @@ def test_linear_algebra(data: st.DataObject, dtype: str) -> None:
 # --- creation, sorting, indexing --------------------------------------------------------
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), shape=shapes, dtype=dtypes)
 def test_creation(data: st.DataObject, shape: tuple[int, ...], dtype: str) -> None:
     asked = data.draw(st.sampled_from([None, dtype]))
@@ -367,7 +367,7 @@ def test_creation(data: st.DataObject, shape: tuple[int, ...], dtype: str) -> No
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), shape=shapes, dtype=dtypes)
 def test_sorting_searching_and_take(
     data: st.DataObject, shape: tuple[int, ...], dtype: str
@@ -388,7 +388,7 @@ def test_sorting_searching_and_take(
     check("take_along_axis", x, along, axis=axis)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(data=st.data(), shape=shapes, dtype=dtypes)
 def test_fft(data: st.DataObject, shape: tuple[int, ...], dtype: str) -> None:
     x = ones(shape, dtype)
