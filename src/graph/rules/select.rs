@@ -44,7 +44,7 @@ pub(super) fn searchsorted(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
 }
 
 /// `take(x, indices, *, axis)`: `indices`' shape in place of dimension `axis` (a 1-d `x`
-/// without one). A non-empty take from an empty dimension has no element to take.
+/// without one). An index into an empty dimension is out of bounds.
 pub(super) fn take(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let (mut x, idx) = (args::tensor(stack, 0)?, args::tensor(stack, 1)?);
     if !integral(idx.dtype) && idx.dtype != DType::Bool {
@@ -60,10 +60,14 @@ pub(super) fn take(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
         None => return None,
         Some(a) => args::axis(a, x.ndim())?,
     };
-    if *x.shape.get(axis)? == 0 && args::size(&idx.shape)? != 0 {
+    let before = x.shape.get(..axis)?;
+    let shape = [before, &idx.shape, x.shape.get(axis + 1..)?].concat();
+    // Any index into an empty dimension is out of bounds: NumPy checks every index once for
+    // each element of the dimensions before `axis` (whatever the dimensions after hold).
+    let checked = args::size(before)?.checked_mul(args::size(&idx.shape)?)?;
+    if *x.shape.get(axis)? == 0 && checked != 0 {
         return None;
     }
-    let shape = [x.shape.get(..axis)?, &idx.shape, x.shape.get(axis + 1..)?].concat();
     Some(vec![args::out(x.dtype, shape)])
 }
 
