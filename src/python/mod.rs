@@ -14,6 +14,7 @@ mod errors;
 mod fast;
 mod ffi;
 mod gil_cell;
+mod graph_rules;
 mod kept;
 mod kernel;
 mod keyset;
@@ -410,5 +411,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
     m.add_function(wrap_pyfunction!(ops::vectorcall_installed, m)?)?;
     m.add_function(wrap_pyfunction!(ops::tries_lean_entry, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
     Ok(())
 }
