@@ -43,6 +43,7 @@ impl PyTensor {
         if self.inner.is_host() {
             return Ok(None);
         }
+        crate::graph::compute(&self.inner, "payload").py(py)?;
         // Made again where another thread's write left it on the host meanwhile: a kernel
         // reading its argument's payload never finds none.
         let data = crate::resident::device_data(&self.inner).py(py)?;
@@ -68,6 +69,7 @@ impl PyTensor {
     fn materialize(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
         // A tensor whose host memory NumPy holds stays on the host (its payload is made for
         // each kernel).
+        crate::graph::compute(&slf.get().inner, "materialize").py(slf.py())?;
         if slf.get().inner.host_exported().is_none() {
             crate::resident::materialize(&slf.get().inner).py(slf.py())?;
         }
@@ -79,6 +81,10 @@ impl PyTensor {
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         if let Some(view) = crate::python::view_desc::view_ops(&self.inner) {
             return Ok(view.dtype(py));
+        }
+        // A pending tensor knows its dtype without being computed.
+        if let Some(m) = crate::graph::pending_meta(&self.inner) {
+            return numpy_dtype(py, &m.dtype);
         }
         match self.inner.data() {
             TensorData::Host(h) => numpy_dtype(py, h.dtype().name()),
@@ -93,6 +99,9 @@ impl PyTensor {
         // A view knows its shape without making its values.
         if let Some(view) = crate::python::view_desc::view_ops(&self.inner) {
             return PyTuple::new(py, view.shape());
+        }
+        if let Some(m) = crate::graph::pending_meta(&self.inner) {
+            return PyTuple::new(py, m.shape);
         }
         match self.inner.data() {
             TensorData::Host(h) => PyTuple::new(py, h.shape()),
@@ -123,6 +132,7 @@ impl PyTensor {
         if self.inner.key() == DispatchKey::CPU {
             return cpu_tensor_to_numpy(py, &self.inner, false);
         }
+        crate::graph::compute(&self.inner, "numpy").py(py)?;
         let hooks = backend(self.inner.key()).ok_or_else(|| {
             crate::python::errors::new_err(
                 py,

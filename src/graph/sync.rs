@@ -1,0 +1,235 @@
+//! A sync: a recording's graph built (inputs, nodes, outputs: the pending tensors another
+//! handle still holds), compiled or found in the backend's cache by its structure, run, and
+//! its outputs committed only once the whole program succeeded.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::key::LocalKeysGuard;
+use crate::tensor::{Payload, Tensor, TensorData};
+
+use super::metrics;
+use super::pending::{as_pending, is_pending, pending_of};
+use super::program::Graph;
+use super::keys::graph_keys;
+use super::state::{graph_backend, lock, recordings, Recording, State};
+
+/// Computes every pending tensor of this thread (each graph backend's graph), counted as a
+/// sync under `reason` (`bf.sync()` gives `"sync"`).
+///
+/// ```
+/// boxfall::graph::sync("sync").unwrap(); // nothing pending: nothing to do
+/// ```
+pub fn sync(reason: &'static str) -> Result<()> {
+    for rec in recordings() {
+        sync_recording(&rec, reason)?;
+    }
+    Ok(())
+}
+
+/// This thread's pending graphs as they would be compiled now (`bf.graph.dump()`).
+///
+/// ```
+/// assert!(boxfall::graph::pending_graphs().is_empty());
+/// ```
+pub fn pending_graphs() -> Vec<Graph> {
+    recordings()
+        .iter()
+        .filter_map(|rec| {
+            let r = lock(rec);
+            if r.state.nodes.is_empty() {
+                return None;
+            }
+            let outputs = outputs_of(&r.state);
+            Some(build(&r, &r.state, outputs))
+        })
+        .collect()
+}
+
+/// Which pending tensors are outputs: those another handle still holds.
+fn outputs_of(state: &State) -> Vec<usize> {
+    (0..state.pending.len())
+        .filter(|&i| !state.pending[i].0.is_only_handle())
+        .collect()
+}
+
+/// The graph of `state`, whose outputs are the pending tensors `outputs` (indices into
+/// `state.pending`).
+fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> Graph {
+    Graph {
+        backend: r.backend,
+        device: state
+            .device
+            .unwrap_or(crate::tensor::Device::new(r.backend, 0)),
+        inputs: state.inputs.iter().map(|i| i.meta.clone()).collect(),
+        nodes: state.nodes.clone(),
+        outputs: outputs
+            .iter()
+            .map(|&i| (state.pending[i].1, state.pending[i].2))
+            .collect(),
+    }
+}
+
+/// Computes a recording's pending tensors (see the module's documentation).
+pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) -> Result<()> {
+    let (state, graph, outputs) = {
+        let mut r = lock(rec);
+        if r.busy {
+            return Err(Error::Fallback(format!(
+                "a pending tensor of backend '{}' was read while its graph is being computed \
+                 (by the backend's compiler or program?)",
+                r.backend
+            )));
+        }
+        if r.state.nodes.is_empty() {
+            return Ok(());
+        }
+        let outputs = outputs_of(&r.state);
+        let graph = build(&r, &r.state, outputs.clone());
+        r.busy = true;
+        (std::mem::take(&mut r.state), graph, outputs)
+    };
+    metrics::sync(reason);
+    // The compiler and the program run eagerly: what they call on the backend's tensors is
+    // not recorded into the graph being computed.
+    let run = {
+        let _eager = LocalKeysGuard::exclude(graph_keys());
+        if outputs.is_empty() {
+            Ok(Vec::new())
+        } else {
+            run_graph(graph, &state)
+        }
+    };
+    let mut r = lock(rec);
+    r.busy = false;
+    match run {
+        Ok(datas) => {
+            for (&i, data) in outputs.iter().zip(datas) {
+                let t: &Tensor = &state.pending[i].0;
+                if let Some(p) = pending_of(&t.data()) {
+                    let _ = as_pending(&p).result.set(data.clone());
+                }
+                t.set_data(data);
+            }
+            r.generation += 1;
+            Ok(())
+        }
+        Err(e) => {
+            // Nothing committed: every pending tensor stays pending, in the graph it was in.
+            r.state = state;
+            metrics::failure();
+            Err(e)
+        }
+    }
+}
+
+/// The outputs' data of `graph`: its program from the backend's cache, else compiled, run on
+/// the inputs' data. Errors name the backend.
+fn run_graph(graph: Graph, state: &State) -> Result<Vec<TensorData>> {
+    let backend = graph.backend;
+    let gb = graph_backend(backend).ok_or_else(|| {
+        Error::Fallback(format!("'{backend}' is not a graph backend"))
+    })?;
+    let key = graph.key();
+    let nodes = graph.nodes.len();
+    let n_out = graph.outputs.len();
+    let cached = gb
+        .cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    let program = match cached {
+        Some(p) => {
+            metrics::cache_hit();
+            p
+        }
+        None => {
+            let start = Instant::now();
+            let graph = Arc::new(graph);
+            let p = gb.compiler.compile(&graph).map_err(|e| {
+                Error::Fallback(format!(
+                    "the compiler of graph backend '{backend}' failed on a graph of {nodes} nodes: {e}"
+                ))
+            })?;
+            metrics::compiled(start.elapsed().as_nanos() as u64);
+            gb.cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, p.clone());
+            p
+        }
+    };
+    let inputs: Vec<TensorData> = state.inputs.iter().map(|i| i.data.clone()).collect();
+    let start = Instant::now();
+    let outs = program.run(&inputs).map_err(|e| {
+        Error::Fallback(format!(
+            "the compiled graph of backend '{backend}' ({nodes} nodes) failed; no tensor was changed: {e}"
+        ))
+    })?;
+    metrics::executed(start.elapsed().as_nanos() as u64, nodes as u64);
+    if outs.len() != n_out {
+        return Err(Error::Fallback(format!(
+            "the compiled graph of backend '{backend}' gave {} results for {n_out} outputs; no tensor was changed",
+            outs.len()
+        )));
+    }
+    Ok(outs)
+}
+
+/// Computes `t` if it is pending: syncs the graph its node is in (counted under `reason`,
+/// a sync point: `"numpy"`, `"payload"`, `"graph break"`, ...). Nothing for any other tensor.
+///
+/// ```
+/// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// boxfall::graph::compute(&t, "numpy").unwrap(); // not pending: nothing to do
+/// ```
+pub fn compute(t: &Tensor, reason: &'static str) -> Result<()> {
+    let Some(p) = pending_of(&t.data()) else {
+        return Ok(());
+    };
+    let data = resolve(&p, reason)?;
+    // Another handle's copy of the old data resolved to the committed result: the tensor
+    // takes it now (the sync already did if it held the tensor).
+    if is_pending(t) {
+        t.set_data(data);
+    }
+    Ok(())
+}
+
+/// The computed data of `data` if it is a pending payload (its graph synced first if needed,
+/// counted under `reason`); `None` for any other data.
+///
+/// ```
+/// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// assert!(boxfall::graph::computed(&t.data(), "payload").unwrap().is_none());
+/// ```
+pub fn computed(data: &TensorData, reason: &'static str) -> Result<Option<TensorData>> {
+    match pending_of(data) {
+        Some(p) => resolve(&p, reason).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The computed data of the pending payload `p`, syncing its graph first if needed.
+pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<TensorData> {
+    let pending = as_pending(p);
+    if let Some(d) = pending.result.get() {
+        return Ok(d.clone());
+    }
+    let recording = pending.recording.upgrade().ok_or_else(|| {
+        Error::Fallback(format!(
+            "a pending tensor ({}) cannot be computed: the thread that recorded its graph ended",
+            pending.meta
+        ))
+    })?;
+    sync_recording(&recording, reason)?;
+    pending.result.get().cloned().ok_or_else(|| {
+        Error::Fallback(format!(
+            "a pending tensor ({}) was not computed: its graph ran without it (no tensor held it \
+             when the graph was synced)",
+            pending.meta
+        ))
+    })
+}
