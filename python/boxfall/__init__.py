@@ -30,6 +30,7 @@ from ._boxfall import (
     DispatchKeySet,
     Fallthrough,
     FunctionSchema,
+    Graph,
     Library,
     OpOverload,
     Tensor,
@@ -41,6 +42,7 @@ from ._boxfall import (
     parse_schema,
     register_backend,
     register_functionality_key,
+    sync,
 )
 from ._coverage import Coverage, coverage
 from ._errors import (
@@ -163,6 +165,20 @@ def exclude_keys(*names: str) -> Iterator[None]:
         _boxfall.set_local_keys(inc, exc)
 
 
+@contextlib.contextmanager
+def eager() -> Iterator[None]:
+    """Runs the block eagerly on graph backends (graph mode's ``Graph`` key excluded on this
+    thread): operators run at once, as without ``compile=``; tensors pending before the block
+    are computed when the block reads them (nestable)."""
+    bits = _boxfall.graph_key_bits()
+    inc, exc = _boxfall.local_keys()
+    _boxfall.set_local_keys(inc & ~bits, exc | bits)
+    try:
+        yield
+    finally:
+        _boxfall.set_local_keys(inc, exc)
+
+
 def dispatch_keys() -> list[str]:
     """Every registered dispatch key, lowest priority first."""
     return _boxfall.key_names()
@@ -200,7 +216,7 @@ def impl(
     return register
 
 
-from . import metrics, native, testing  # noqa: E402  (they use the names above)
+from . import graph, metrics, native, testing  # noqa: E402  (they use the names above)
 from ._custom_op import CustomOpDef, custom_op  # noqa: E402
 
 get_fallback_policy()  # reads BOXFALL_FALLBACK now, at import
@@ -224,6 +240,7 @@ __all__ = [
     "NarrowingWarning",
     "Fallthrough",
     "FunctionSchema",
+    "Graph",
     "KernelError",
     "Library",
     "NoKernelError",
@@ -243,10 +260,12 @@ __all__ = [
     "cpu_fallback",
     "custom_op",
     "dispatch_keys",
+    "eager",
     "exclude_keys",
     "fallthrough",
     "get_backend",
     "get_fallback_policy",
+    "graph",
     "impl",
     "include_keys",
     "metrics",
@@ -256,5 +275,6 @@ __all__ = [
     "register_backend",
     "register_functionality_key",
     "set_fallback_policy",
+    "sync",
     "testing",
 ]

@@ -236,10 +236,22 @@ _reset_listeners: list[Callable[[], None]] = []
 
 
 def reset() -> None:
-    """Zeroes every counter and forgets which operators warned."""
+    """Zeroes every counter (graph mode's too) and forgets which operators warned."""
     for listener in tuple(_reset_listeners):
         listener()
     _boxfall.reset_metrics()
+    _boxfall.reset_graph_metrics()
+
+
+def graphs() -> dict[str, Any]:
+    """Graph mode's figures since the last :func:`reset`: ``compiled`` (graphs compiled),
+    ``cache_hits`` (syncs whose graph was compiled already), ``compile_s`` and ``execute_s``
+    (seconds in the compilers and the compiled programs), ``graphs_run``, ``nodes``,
+    ``nodes_per_graph`` and ``max_nodes`` (of the graphs run), ``failures`` (syncs whose
+    program failed: nothing committed), ``syncs`` (by reason: ``"numpy"``, ``"payload"``,
+    ``"materialize"``, ``"graph break"``, ``"sync"``) and ``breaks`` (graph breaks per
+    operator)."""
+    return dict(_boxfall.graph_metrics())
 
 
 __all__ = [
@@ -248,6 +260,7 @@ __all__ = [
     "counter_names",
     "counter_value",
     "counters",
+    "graphs",
     "op_stats",
     "profile",
     "plot",

@@ -1,0 +1,215 @@
+"""Graph mode's mechanism (DESIGN section 13) on a test backend whose compiler replays each
+graph with NumPy (the backend's CPU fallback) and counts its compilations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import boxfall as bf
+import boxfall.array_api as xp
+
+
+class Box:
+    """The test backend's payload: a NumPy array in a box."""
+
+    def __init__(self, a: Any) -> None:
+        self.a = np.asarray(a)
+
+    @property
+    def dtype(self) -> Any:
+        return self.a.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.a.shape
+
+
+class Compiler:
+    """Replays each graph (``graph.replay``), counting compiles; ``fail`` makes the compiled
+    functions raise."""
+
+    def __init__(self) -> None:
+        self.graphs: list[bf.Graph] = []
+        self.fail = False
+
+    def __call__(self, graph: bf.Graph) -> Any:
+        self.graphs.append(graph)
+
+        def run(payloads: list[Any]) -> list[Any]:
+            if self.fail:
+                raise RuntimeError("the test program failed")
+            return graph.replay(payloads)
+
+        return run
+
+
+COMPILER = Compiler()
+GRAPH = bf.register_backend(
+    "GraphTest",
+    to_cpu=lambda p: p.a,
+    from_cpu=lambda a: Box(a.copy()),
+    copy_from_cpu=lambda p, a: Box(a.copy()),
+    compile=COMPILER,
+)
+_LIB = bf.Library("_", "IMPL")
+_LIB.fallback(bf.cpu_fallback, "GraphTest")
+_LIB._for_process_life()
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Any:
+    bf.sync()
+    COMPILER.graphs.clear()
+    COMPILER.fail = False
+    bf.metrics.reset()
+    yield
+    COMPILER.fail = False
+    bf.sync()
+
+
+def tensors(n: int = 4, dtype: Any = np.float64) -> tuple[bf.Tensor, bf.Tensor]:
+    a = np.arange(n, dtype=dtype)
+    return GRAPH.tensor(a), GRAPH.tensor(a * 2 + 1)
+
+
+def program(x: bf.Tensor, y: bf.Tensor) -> bf.Tensor:
+    z = xp.add(x, y)
+    w = xp.multiply(z, y)
+    return xp.subtract(w, x)
+
+
+def test_operators_record_pending_tensors_whose_values_equal_eager_ones() -> None:
+    x, y = tensors()
+    out = program(x, y)
+    assert bf.graph.is_pending(out)
+    assert COMPILER.graphs == []  # nothing ran yet
+    with bf.eager():
+        expected = program(x, y)
+    assert not bf.graph.is_pending(expected)
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    assert not bf.graph.is_pending(out)
+    assert len(COMPILER.graphs) == 1
+    assert bf.metrics.graphs()["syncs"] == {"numpy": 1}
+
+
+def test_pending_meta_is_known_without_computing() -> None:
+    x, y = tensors(5, np.float32)
+    out = program(x, y)
+    assert out.shape == (5,)
+    assert out.dtype == np.float32
+    assert out.device == x.device
+    assert bf.graph.is_pending(out)
+    assert COMPILER.graphs == []
+
+
+def test_a_second_identical_run_compiles_nothing() -> None:
+    # Compiled programs are cached for the process: each test's graphs take shapes of their own.
+    x, y = tensors(7)
+    first = program(x, y).numpy()
+    x2, y2 = tensors(7)
+    second = program(x2, y2).numpy()
+    np.testing.assert_array_equal(first, second)
+    figures = bf.metrics.graphs()
+    assert len(COMPILER.graphs) == 1
+    assert (figures["compiled"], figures["cache_hits"], figures["graphs_run"]) == (1, 1, 2)
+    assert figures["nodes_per_graph"] == 3
+
+
+def test_a_changed_shape_recompiles() -> None:
+    program(*tensors(8)).numpy()
+    program(*tensors(9)).numpy()
+    assert len(COMPILER.graphs) == 2
+    assert bf.metrics.graphs()["compiled"] == 2
+
+
+def test_an_operator_without_a_shape_rule_is_a_counted_graph_break() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    s = xp.sum(z)  # no shape rule in this first set: a graph break
+    assert not bf.graph.is_pending(s)
+    assert not bf.graph.is_pending(z)  # its input was computed at the break
+    assert float(s) == float(np.sum(np.arange(4) * 3 + 1))
+    figures = bf.metrics.graphs()
+    assert figures["breaks"] == {"array_api::sum": 1}
+    assert figures["syncs"] == {"graph break": 1}
+
+
+def test_eager_runs_operators_at_once() -> None:
+    x, y = tensors()
+    with bf.eager():
+        z = xp.add(x, y)
+    assert not bf.graph.is_pending(z)
+    np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
+    assert COMPILER.graphs == []
+
+
+def test_a_pending_tensor_read_in_eager_is_computed() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    with bf.eager():
+        w = xp.multiply(z, z)
+    assert not bf.graph.is_pending(w)
+    np.testing.assert_array_equal(w.numpy(), (np.arange(4) * 3 + 1) ** 2)
+
+
+def test_a_failing_program_leaves_every_tensor_as_it_was() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    w = xp.multiply(z, y)
+    COMPILER.fail = True
+    with pytest.raises(bf.BoxfallError, match="GraphTest") as info:
+        w.numpy()
+    assert "the test program failed" in str(info.value)
+    assert bf.graph.is_pending(z) and bf.graph.is_pending(w)
+    assert bf.metrics.graphs()["failures"] == 1
+    COMPILER.fail = False
+    np.testing.assert_array_equal(w.numpy(), (np.arange(4) * 3 + 1) * (np.arange(4) * 2 + 1))
+    np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
+
+
+def test_intermediates_no_tensor_holds_are_not_outputs() -> None:
+    x, y = tensors(10)
+    out = program(x, y)  # its two intermediates are dropped
+    out.numpy()
+    (graph,) = COMPILER.graphs
+    assert len(graph.nodes) == 3
+    assert graph.outputs == [(2, 0)]
+
+
+def test_the_graph_describes_its_nodes() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    w = xp.multiply(z, x)
+    dump = bf.graph.dump()
+    assert "array_api::add(i0, i1)" in dump and "float64[4]" in dump
+    w.numpy()
+    (graph,) = COMPILER.graphs
+    assert graph.backend == "GraphTest"
+    assert graph.inputs == [("float64", (4,)), ("float64", (4,))]
+    (op, args, outs), (op2, args2, _) = graph.nodes
+    assert (op.name, op2.name) == ("array_api::add", "array_api::multiply")
+    assert args == (("input", 0), ("input", 1))
+    assert outs == [("float64", (4,))]
+    assert args2 == (("node", 0, 0), ("input", 0))
+    assert bf.graph.dump() == "no pending graph"
+
+
+def test_sync_computes_every_pending_tensor() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    bf.sync()
+    assert not bf.graph.is_pending(z)
+    assert bf.metrics.graphs()["syncs"] == {"sync": 1}
+    assert isinstance(z.payload, Box)
+
+
+def test_payload_computes_a_pending_tensor() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    p = z.payload
+    assert isinstance(p, Box)
+    np.testing.assert_array_equal(p.a, np.arange(4) * 3 + 1)
+    assert bf.metrics.graphs()["syncs"] == {"payload": 1}
