@@ -200,7 +200,11 @@ impl Graph {
                 outs.join(", ")
             );
         }
-        let outs: Vec<String> = self.outputs.iter().map(|(n, o)| format!("n{n}.{o}")).collect();
+        let outs: Vec<String> = self
+            .outputs
+            .iter()
+            .map(|(n, o)| format!("n{n}.{o}"))
+            .collect();
         let _ = write!(s, "  outputs: {}", outs.join(", "));
         s
     }
@@ -225,7 +229,9 @@ pub(crate) fn constant_text(v: &IValue) -> String {
         }
         // Tensors are never constants (the recorder breaks the graph on a list of them);
         // an object is compared by identity.
-        IValue::Tensor(_) | IValue::TensorList(_) | IValue::OptionalTensorList(_) => "tensor".into(),
+        IValue::Tensor(_) | IValue::TensorList(_) | IValue::OptionalTensorList(_) => {
+            "tensor".into()
+        }
         IValue::Object(o) => format!("object@{:p}", Arc::as_ptr(o)),
     }
 }

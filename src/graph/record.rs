@@ -41,7 +41,10 @@ use super::sync::compute;
 /// register_graph_backend(key, Arc::new(Never)).unwrap();
 /// assert!(boxfall::dispatcher::dispatch_keys(key.set()).contains(boxfall::DispatchKey::from_name("Graph").unwrap()));
 /// ```
-pub fn register_graph_backend(backend: DispatchKey, compiler: Arc<dyn GraphCompiler>) -> Result<()> {
+pub fn register_graph_backend(
+    backend: DispatchKey,
+    compiler: Arc<dyn GraphCompiler>,
+) -> Result<()> {
     if !backend.is_backend() || backend == DispatchKey::CPU {
         return Err(Error::Registration(format!(
             "'{backend}' cannot be a graph backend: only a registered device backend can"
@@ -239,7 +242,13 @@ fn first_device(stack: &Stack) -> Option<Device> {
 }
 
 /// The index of the graph's input holding `t`'s data at `version`, added if new.
-fn input_index(state: &mut State, t: Tensor, data: TensorData, version: u64, meta: TensorMeta) -> usize {
+fn input_index(
+    state: &mut State,
+    t: Tensor,
+    data: TensorData,
+    version: u64,
+    meta: TensorMeta,
+) -> usize {
     if let Some(i) = state
         .inputs
         .iter()

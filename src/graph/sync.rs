@@ -9,10 +9,10 @@ use crate::error::{Error, Result};
 use crate::key::LocalKeysGuard;
 use crate::tensor::{Payload, Tensor, TensorData};
 
+use super::keys::graph_keys;
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of};
 use super::program::Graph;
-use super::keys::graph_keys;
 use super::state::{graph_backend, lock, recordings, Recording, State};
 
 /// Computes every pending tensor of this thread (each graph backend's graph), counted as a
@@ -128,9 +128,8 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
 /// the inputs' data. Errors name the backend.
 fn run_graph(graph: Graph, state: &State) -> Result<Vec<TensorData>> {
     let backend = graph.backend;
-    let gb = graph_backend(backend).ok_or_else(|| {
-        Error::Fallback(format!("'{backend}' is not a graph backend"))
-    })?;
+    let gb = graph_backend(backend)
+        .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
     let key = graph.key();
     let nodes = graph.nodes.len();
     let n_out = graph.outputs.len();

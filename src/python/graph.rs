@@ -55,7 +55,12 @@ impl PyGraph {
                 args.push(match a {
                     Arg::Input(i) => ("input", *i).into_pyobject(py)?.into_any(),
                     Arg::Node(j, k) => ("node", *j, *k).into_pyobject(py)?.into_any(),
-                    Arg::Const(v) => ("const", to_py(py, v, &Passed::default(), TensorStyle::Caller)?).into_pyobject(py)?.into_any(),
+                    Arg::Const(v) => (
+                        "const",
+                        to_py(py, v, &Passed::default(), TensorStyle::Caller)?,
+                    )
+                        .into_pyobject(py)?
+                        .into_any(),
                 });
             }
             let outs: Vec<(String, Bound<'py, PyTuple>)> = n
@@ -82,7 +87,11 @@ impl PyGraph {
 
     /// Runs the nodes eagerly on the backend (its own kernels, or the CPU fallback), on
     /// tensors wrapping `payloads` (one per input), and gives the outputs' payloads.
-    fn replay<'py>(&self, py: Python<'py>, payloads: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+    fn replay<'py>(
+        &self,
+        py: Python<'py>,
+        payloads: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let inputs: Vec<crate::tensor::Tensor> = payloads
             .try_iter()?
             .map(|p| Ok(object_tensor(self.graph.device, &p?)))
