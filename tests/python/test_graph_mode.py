@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import pytest
-
 import boxfall as bf
 import boxfall.array_api as xp
+import numpy as np
+import pytest
 
 
 class Box:
