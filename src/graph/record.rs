@@ -22,7 +22,7 @@ use super::pending::{as_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
 use super::rules::output_metas;
 use super::state::{lock, recording, GraphBackend, Input, State, BACKENDS, GRAPH_BACKENDS};
-use super::sync::compute;
+use super::sync::{compute, sync_recording};
 
 /// Makes `backend` a graph backend (DESIGN section 13): its tensors carry the `Graph` key, so
 /// operators on them are recorded, and `compiler` compiles each graph at its sync. The key and
@@ -98,9 +98,13 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
     };
     match plan(op, backend, stack)? {
         Plan::Record(metas) => record_node(op, backend, stack, metas),
-        Plan::Break => graph_break(op, keys, stack),
+        Plan::Break => graph_break(op, backend, keys, stack),
     }
 }
+
+/// The most nodes a graph records before it is computed (cut): bounds what a program that
+/// never reads a value keeps pending, and what one compile takes.
+const MAX_NODES: usize = 4096;
 
 /// Whether the call can be recorded, and its outputs if so.
 fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan> {
@@ -148,6 +152,10 @@ fn record_node(
     metas: Vec<TensorMeta>,
 ) -> Result<()> {
     let rec = recording(backend);
+    // A graph is cut past a size: its program is computed now, and the call starts the next.
+    if lock(&rec).state.nodes.len() >= MAX_NODES {
+        sync_recording(&rec, "size limit")?;
+    }
     // First every tensor is made ready without the recording's lock: a pending tensor of
     // another graph (another thread's) is computed, a concrete one's device data read (a
     // result kept on the host gets its payload).
@@ -267,9 +275,19 @@ fn input_index(
 
 /// A counted graph break: the call's pending tensors are computed (a sync), and the call runs
 /// below the `Graph` key, with the key excluded on the thread meanwhile so that what the
-/// backend's kernel calls runs eagerly too.
-fn graph_break(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+/// backend's kernel calls runs eagerly too. An operator that writes an argument first computes
+/// the whole pending graph of the backend: the tensor it writes may be an input of the graph,
+/// whose payload a backend may write where it is.
+fn graph_break(
+    op: &OperatorHandle,
+    backend: DispatchKey,
+    keys: DispatchKeySet,
+    stack: &mut Stack,
+) -> Result<()> {
     metrics::graph_break(op.name());
+    if op.schema()?.info.is_mutable {
+        sync_recording(&recording(backend), "graph break")?;
+    }
     for v in stack.iter() {
         for t in v.tensors() {
             compute(t, "graph break")?;

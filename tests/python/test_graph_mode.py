@@ -212,3 +212,22 @@ def test_payload_computes_a_pending_tensor() -> None:
     assert isinstance(p, Box)
     np.testing.assert_array_equal(p.a, np.arange(4) * 3 + 1)
     assert bf.metrics.graphs()["syncs"] == {"payload": 1}
+
+
+def test_scalars_and_numpy_arrays_read_pending_tensors() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    np.testing.assert_array_equal(np.asarray(z), np.arange(4) * 3 + 1)
+    s = xp.add(GRAPH.tensor(np.float64(2.5)), GRAPH.tensor(np.float64(1.0)))
+    assert bf.graph.is_pending(s)
+    assert s.shape == () and s.ndim == 0
+    assert float(s) == 3.5
+    assert bf.metrics.graphs()["syncs"] == {"numpy": 2}
+
+
+def test_a_write_of_an_input_after_recording_is_not_seen_by_the_graph() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)  # reads x as it is now
+    x += y  # an in-place operator: a graph break, run eagerly after the graph is computed
+    np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
+    np.testing.assert_array_equal(x.numpy(), np.arange(4) * 3 + 1)

@@ -82,12 +82,12 @@ impl PyTensor {
         if let Some(view) = crate::python::view_desc::view_ops(&self.inner) {
             return Ok(view.dtype(py));
         }
-        // A pending tensor knows its dtype without being computed.
-        if let Some(m) = crate::graph::pending_meta(&self.inner) {
-            return numpy_dtype(py, &m.dtype);
-        }
         match self.inner.data() {
             TensorData::Host(h) => numpy_dtype(py, h.dtype().name()),
+            // A pending tensor (graph mode) knows its dtype without being computed.
+            TensorData::Foreign(p) if p.as_any().is::<crate::graph::Pending>() => {
+                numpy_dtype(py, &p.meta().map(|m| m.dtype).unwrap_or_default())
+            }
             TensorData::Foreign(_) => self.attr(py, "dtype"),
         }
     }
@@ -100,11 +100,11 @@ impl PyTensor {
         if let Some(view) = crate::python::view_desc::view_ops(&self.inner) {
             return PyTuple::new(py, view.shape());
         }
-        if let Some(m) = crate::graph::pending_meta(&self.inner) {
-            return PyTuple::new(py, m.shape);
-        }
         match self.inner.data() {
             TensorData::Host(h) => PyTuple::new(py, h.shape()),
+            TensorData::Foreign(p) if p.as_any().is::<crate::graph::Pending>() => {
+                PyTuple::new(py, p.meta().map(|m| m.shape).unwrap_or_default())
+            }
             TensorData::Foreign(_) => {
                 let dims: Vec<usize> = self.attr(py, "shape")?.extract()?;
                 PyTuple::new(py, dims)
@@ -408,6 +408,7 @@ impl PyTensor {
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
+        crate::graph::compute(&slf.get().inner, "numpy").py(py)?;
         let copies = copy.map(|c| c.is_truthy()).transpose()?.unwrap_or(false);
         let same_dtype = match dtype {
             None => true,
