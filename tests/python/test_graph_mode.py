@@ -9,6 +9,8 @@ import boxfall as bf
 import boxfall.array_api as xp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 class Box:
@@ -233,3 +235,48 @@ def test_a_write_of_an_input_after_recording_is_not_seen_by_the_graph() -> None:
     x += y  # an in-place operator: a graph break, run eagerly after the graph is computed
     np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
     np.testing.assert_array_equal(x.numpy(), np.arange(4) * 3 + 1)
+
+
+SHAPES = [(1,), (3,), (2, 3)]
+STEP = st.tuples(
+    st.sampled_from(["add", "subtract", "multiply", "sum", "iadd", "read", "drop"]),
+    st.integers(0, 1_000),
+    st.integers(0, 1_000),
+)
+
+
+def run_steps(start: list[np.ndarray], steps: list[tuple[str, int, int]]) -> list[np.ndarray]:
+    """Runs the steps on the test backend (in graph mode unless the caller is in bf.eager())
+    and gives every live tensor's values at the end, in order."""
+    live: list[Any] = [GRAPH.tensor(a) for a in start]
+    for name, i, j in steps:
+        a, b = live[i % len(live)], live[j % len(live)]
+        if name in ("add", "subtract", "multiply"):
+            live.append(getattr(xp, name)(a, b))
+        elif name == "sum":
+            live.append(xp.sum(a))  # no shape rule: a graph break
+        elif name == "iadd" and np.broadcast_shapes(a.shape, b.shape) == a.shape:
+            a += b  # writes an argument: a graph break
+        elif name == "read":
+            a.numpy()
+        elif name == "drop" and len(live) > 1:
+            live.pop(i % len(live))
+    return [t.numpy() for t in live]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shapes=st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
+    steps=st.lists(STEP, max_size=12),
+)
+def test_random_programs_give_the_eager_values(
+    shapes: list[tuple[int, ...]], steps: list[tuple[str, int, int]]
+) -> None:
+    rng = np.random.default_rng(0)
+    start = [rng.standard_normal(s) for s in shapes]
+    with bf.eager():
+        expected = run_steps(start, steps)
+    got = run_steps(start, steps)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
