@@ -280,3 +280,15 @@ def test_random_programs_give_the_eager_values(
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_array_equal(g, e)
+
+
+def test_the_report_gives_graph_modes_figures() -> None:
+    x, y = tensors()
+    xp.sum(xp.add(x, y))
+    text = bf.metrics.report()
+    # The add's graph may be compiled already (the cache is the process's): a hit then.
+    g = bf.metrics.graphs()
+    assert g["compiled"] + g["cache_hits"] == 1
+    assert f"graph mode: {g['compiled']} graphs compiled" in text
+    assert "graph breaks: array_api::sum 1" in text
+    assert "syncs: graph break 1" in text
