@@ -216,7 +216,7 @@ def report(backend: object = None, sort: str = "time", top: int | None = None) -
 
     Where graph mode ran (a backend registered with ``compile=``), its figures follow
     (:func:`graphs`): graphs compiled and found cached, time compiling and running, nodes per
-    graph, syncs by reason, graph breaks per operator.
+    graph, syncs by reason, graph breaks per operator, the last recompile's reason.
     """
     table = _boxfall.report(_backend_name(backend), _sort(sort), _top(top))
     g = graphs()
@@ -231,6 +231,8 @@ def report(backend: object = None, sort: str = "time", top: int | None = None) -
         "  graph breaks: "
         + (", ".join(f"{k} {v}" for k, v in sorted(g["breaks"].items())) or "none"),
     ]
+    if g["recompiles"]:
+        lines.append(f"  last recompile: {g['recompiles'][-1]}")
     return table + "\n" + "\n".join(lines)
 
 
@@ -266,8 +268,9 @@ def graphs() -> dict[str, Any]:
     (seconds in the compilers and the compiled programs), ``graphs_run``, ``nodes``,
     ``nodes_per_graph`` and ``max_nodes`` (of the graphs run), ``failures`` (syncs whose
     program failed: nothing committed), ``syncs`` (by reason: ``"numpy"``, ``"payload"``,
-    ``"materialize"``, ``"graph break"``, ``"sync"``) and ``breaks`` (graph breaks per
-    operator)."""
+    ``"materialize"``, ``"graph break"``, ``"sync"``, ``"size limit"``), ``breaks`` (graph
+    breaks per operator) and ``recompiles`` (why each graph after a backend's first compiled:
+    its first difference from the nearest compiled graph, the last 64, oldest first)."""
     return dict(_boxfall.graph_metrics())
 
 

@@ -189,6 +189,14 @@ fn run_graph(graph: Graph, state: &State, used_inputs: &[usize]) -> Result<Vec<T
             p
         }
         None => {
+            let reason = {
+                let cache = gb.cache.lock().unwrap_or_else(|e| e.into_inner());
+                recompile_reason(&key, cache.keys().map(String::as_str))
+            };
+            if let Some(reason) = reason {
+                log::debug!("graph backend '{backend}' compiles again: {reason}");
+                metrics::recompiled(format!("{backend}: {reason}"));
+            }
             let start = Instant::now();
             let graph = Arc::new(graph);
             let p = gb.compiler.compile(&graph).map_err(|e| {
@@ -278,4 +286,58 @@ pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<Tens
             pending.meta
         ))
     })
+}
+
+/// Why a graph of key `key` compiles although graphs of keys `cached` were compiled: the first
+/// line where it differs from the nearest of them (the one sharing the most lines before the
+/// first difference), in words; `None` for a backend's first graph. A key is the inputs, one
+/// node a line, then the outputs (`Graph::key`).
+pub(crate) fn recompile_reason<'a>(
+    key: &str,
+    cached: impl Iterator<Item = &'a str>,
+) -> Option<String> {
+    let new: Vec<&str> = key.lines().collect();
+    let mut best: Option<(usize, Vec<&str>)> = None;
+    for k in cached {
+        let old: Vec<&str> = k.lines().collect();
+        let same = new.iter().zip(&old).take_while(|(a, b)| a == b).count();
+        if best.as_ref().is_none_or(|(n, _)| same > *n) {
+            best = Some((same, old));
+        }
+    }
+    let (at, old) = best?;
+    let was = old.get(at).copied().unwrap_or("(nothing)");
+    let now = new.get(at).copied().unwrap_or("(nothing)");
+    let what = match at {
+        0 => "the inputs' dtypes and shapes".to_string(),
+        n if n + 1 >= new.len() || now.starts_with("->") => "the outputs".to_string(),
+        n => format!("node {}", n - 1),
+    };
+    Some(format!(
+        "{what}: '{now}' where the nearest compiled graph has '{was}'"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recompile_reason;
+
+    #[test]
+    fn the_reason_names_the_first_difference_from_the_nearest_graph() {
+        let cached = [
+            "1|f64[2];\na(i0,)\nb(n0.0,)\n->n1.0,",
+            "1|f64[3];\na(i0,)\n->n0.0,",
+        ];
+        let key = "1|f64[2];\na(i0,)\nc(n0.0,)\n->n1.0,";
+        let why = recompile_reason(key, cached.iter().copied()).expect("a reason");
+        assert_eq!(
+            why,
+            "node 1: 'c(n0.0,)' where the nearest compiled graph has 'b(n0.0,)'"
+        );
+        let why = recompile_reason("1|f64[4];\na(i0,)\n->n0.0,", cached.iter().copied());
+        assert!(why
+            .expect("a reason")
+            .starts_with("the inputs' dtypes and shapes: '1|f64[4];'"));
+        assert!(recompile_reason(key, std::iter::empty()).is_none());
+    }
 }

@@ -123,7 +123,11 @@ def test_a_changed_shape_recompiles() -> None:
     program(*tensors(8)).numpy()
     program(*tensors(9)).numpy()
     assert len(COMPILER.graphs) == 2
-    assert bf.metrics.graphs()["compiled"] == 2
+    figures = bf.metrics.graphs()
+    assert figures["compiled"] == 2
+    # Each compile says why: the nearest compiled graph had other input shapes.
+    assert "GraphTest: the inputs' dtypes and shapes: " in figures["recompiles"][-1]
+    assert "float64[9]" in figures["recompiles"][-1]
 
 
 def test_an_operator_without_a_shape_rule_is_a_counted_graph_break() -> None:
