@@ -397,6 +397,36 @@ class CpuFallback:
         """Runs the CPU fallback as a boxed kernel: ``stack`` holds the arguments and gets the
         returns (left as it was if the fallback fails). For a backend's own fallback."""
 
+@final
+class PayloadKernel:
+    """A kernel of a Python backend that gets its tensors' payloads and returns the result's
+    payload (or a tuple of them): boxfall takes the payloads out and wraps the result in Rust,
+    so ``fn`` may be a compiled function itself (``jax.jit(jnp.add)``), with no Python frame
+    around it. Register it with ``Library.impl`` for the backend's key, for an operator that
+    writes none of its arguments.
+
+    It serves a call whose arguments are all tensors of the backend, given by position (at
+    most four), of one dtype among ``dtypes``; every other call, and a ``TypeError`` or
+    ``ValueError`` that ``fn`` raises, goes to ``otherwise``, a usual kernel of the backend
+    (which may hand the call to the CPU fallback)."""
+
+    def __new__(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        dtypes: Iterable[str | np.dtype[Any] | type],
+        otherwise: Callable[..., Any],
+    ) -> PayloadKernel: ...
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The function that gets payloads."""
+    @property
+    def otherwise(self) -> Callable[..., Any]:
+        """The kernel that serves every other call."""
+    @property
+    def dtypes(self) -> list[np.dtype[Any]]:
+        """The dtypes served."""
+
 _BoxedKernel = Callable[[OpOverload, DispatchKeySet, list[Any]], None]
 
 @final
@@ -430,7 +460,7 @@ class Library:
     def impl(
         self,
         name: str | OpOverload,
-        fn: Callable[..., Any] | Fallthrough | CpuFallback,
+        fn: Callable[..., Any] | Fallthrough | CpuFallback | PayloadKernel,
         dispatch_key: _KeyName = "CPU",
         *,
         boxed: bool = False,

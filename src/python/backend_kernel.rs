@@ -17,6 +17,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use super::backend::{backend_lock, is_python_backend, Serial};
 use super::errors::{new_err, IntoPy};
+use super::payload_kernel::PayloadKernel;
 use super::tensor::{as_tensor, object_tensor};
 use crate::dispatcher::{OpSchema, OperatorHandle};
 use crate::key::DispatchKey;
@@ -37,6 +38,8 @@ pub struct BackendKernel {
     op: Option<OperatorHandle>,
     /// `fn(op, keys, stack)`: the tensors are the stack's items.
     boxed: bool,
+    /// A `bf.PayloadKernel`, tried first (`func` is its `otherwise`).
+    payload: Option<Py<PayloadKernel>>,
 }
 
 #[pymethods]
@@ -61,6 +64,11 @@ impl BackendKernel {
         let Some(key) = resident else {
             return func.bind(py).call(args, kwargs);
         };
+        if kwargs.is_none() {
+            if let Some(out) = self.on_payloads(py, key, args.as_slice()) {
+                return out;
+            }
+        }
         let schema = self.op.as_ref().and_then(|op| op.schema().ok());
         let held = self.arguments(schema.as_deref(), args, kwargs);
         // A view NumPy makes read-only (`broadcast_to`'s) is refused as a written argument, as
@@ -114,16 +122,48 @@ impl BackendKernel {
         if let Some(l) = &self.lock {
             visit.call(l)?;
         }
+        if let Some(p) = &self.payload {
+            visit.call(p)?;
+        }
         Ok(())
     }
 
     fn __clear__(&mut self) {
         self.func = None;
         self.lock = None;
+        self.payload = None;
     }
 }
 
 impl BackendKernel {
+    /// A `bf.PayloadKernel`'s call on `args` (given by position), under the backend's lock
+    /// where it has one (the caller holds it when `key` is given); None, with nothing run,
+    /// where the kernel is none or its `otherwise` is to serve the call.
+    fn on_payloads<'py>(
+        &self,
+        py: Python<'py>,
+        key: DispatchKey,
+        args: &[Bound<'py, PyAny>],
+    ) -> Option<PyResult<Bound<'py, PyAny>>> {
+        self.payload.as_ref()?.get().call(py, key, args)
+    }
+
+    /// A `bf.PayloadKernel`'s call on the caller's own argument array, from the fast path's
+    /// lean call, so that no argument tuple is made: as `__call__` runs it, lock included.
+    pub(super) fn call_payloads<'py>(
+        &self,
+        py: Python<'py>,
+        args: &[Bound<'py, PyAny>],
+    ) -> Option<PyResult<Bound<'py, PyAny>>> {
+        let p = self.payload.as_ref()?;
+        let key = self.resident?;
+        let _serial = match Serial::enter(py, self.lock.as_ref()) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        p.get().call(py, key, args)
+    }
+
     /// The objects that may hold the call's tensors, each with whether the schema marks it as
     /// written (false for all where the operator has no schema). A boxed call's are the
     /// stack's items as the kernel gets them (the kernel replaces them with its returns).
@@ -389,6 +429,23 @@ pub(crate) fn backend_kernel<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let lock = backend_lock(py, key);
     let resident = (key.is_backend() && key != DispatchKey::CPU && op.is_some()).then_some(key);
+    let payload = func.cast::<PayloadKernel>().ok();
+    if let Some(p) = payload {
+        check_payload_kernel(py, key, op.as_ref(), boxed)?;
+        let otherwise = p.get().otherwise.bind(py).clone();
+        return Ok(Bound::new(
+            py,
+            BackendKernel {
+                func: Some(otherwise.unbind()),
+                lock,
+                resident,
+                op,
+                boxed,
+                payload: Some(p.clone().unbind()),
+            },
+        )?
+        .into_any());
+    }
     if lock.is_none() && resident.is_none() {
         return Ok(func.clone());
     }
@@ -400,7 +457,49 @@ pub(crate) fn backend_kernel<'py>(
             resident,
             op,
             boxed,
+            payload: None,
         },
     )?
     .into_any())
+}
+
+/// A `bf.PayloadKernel` is registered for a Python backend's key, unboxed, for a defined
+/// operator that writes none of its arguments (its function returns new payloads only).
+fn check_payload_kernel(
+    py: Python<'_>,
+    key: DispatchKey,
+    op: Option<&OperatorHandle>,
+    boxed: bool,
+) -> PyResult<()> {
+    let what = |op: Option<&OperatorHandle>| match op {
+        Some(op) => format!("the '{key}' kernel of '{}'", op.name()),
+        None => format!("a '{key}' kernel"),
+    };
+    let refuse = |message: String| Err(new_err(py, "RegistrationError", message));
+    if !is_python_backend(key) {
+        return refuse(format!(
+            "{}: a bf.PayloadKernel serves a backend registered from Python (its tensors hold payloads), and '{key}' is not one; nothing was registered",
+            what(op)
+        ));
+    }
+    if boxed {
+        return refuse(format!(
+            "{}: a bf.PayloadKernel is not boxed (it gets payloads, not a stack); nothing was registered",
+            what(op)
+        ));
+    }
+    let Some(schema) = op.and_then(|op| op.schema().ok()) else {
+        return refuse(format!(
+            "{}: a bf.PayloadKernel's operator must be defined first (its schema says which arguments are written); nothing was registered",
+            what(op)
+        ));
+    };
+    if let Some(a) = schema.schema.arguments.iter().find(|a| a.is_write()) {
+        return refuse(format!(
+            "{}: the operator writes its argument '{}', and a bf.PayloadKernel returns new payloads only (register a usual kernel, which may return the argument's new payload); nothing was registered",
+            what(op),
+            a.name
+        ));
+    }
+    Ok(())
 }

@@ -26,6 +26,7 @@ mod numpy_memory;
 mod ops;
 mod overload;
 mod packet;
+mod payload_kernel;
 mod plan;
 mod py_kernel;
 mod recursion;
@@ -351,6 +352,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<library::PyLibrary>()?;
     m.add_class::<library::PyFallthrough>()?;
     m.add_class::<library::PyCpuFallback>()?;
+    m.add_class::<payload_kernel::PayloadKernel>()?;
     m.add_class::<ops::PyOpOverload>()?;
     m.add_class::<namespace::PyOpNamespace>()?;
     m.add_class::<packet::PyOpOverloadPacket>()?;

@@ -178,7 +178,7 @@ class _Kernels:
         self.on_tpu = device.platform == "tpu"
         self.held = {np.dtype(d) for d in backend.dtypes if d in np.sctypeDict or d in _EXTENSION}
         self.narrow = backend.narrow
-        self.table: dict[str, Kernel] = {}
+        self.table: dict[str, Kernel | bf.PayloadKernel] = {}
         # A compiled creation function (no array argument) makes its array on JAX's default
         # device: where that is this backend's, no `device_put` follows (a device_put of an
         # array already in place still costs an eager call).
@@ -245,6 +245,16 @@ class _Kernels:
         kernel.__name__ = kernel.__qualname__ = f"jax_{key.replace('.', '_')}"
         self.table[key] = kernel
 
+    def on_payloads(self, key: str, jitted: Callable[..., Any], kinds: str, kernel: Kernel) -> None:
+        """Registers ``jitted`` as a ``bf.PayloadKernel``: boxfall hands it the payloads of a
+        call whose tensors are all of one dtype of ``kinds`` and wraps its result, with no
+        Python frame between dispatch and JAX (on a TPU's host each frame after a launch runs
+        with cold caches); ``kernel``, a lean kernel, serves every other call."""
+        self.lean(key, kernel)
+        self.table[key] = bf.PayloadKernel(
+            jitted, dtypes=sorted(self.kinds_held(kinds), key=str), otherwise=kernel
+        )
+
     def lean_parts(self) -> tuple[Any, Any, Any, str, Any]:
         """What a lean kernel binds as locals (its hot path looks up no global): the wrap of
         a result, ``bf.call_fallback``, ``bf.cpu_fallback``, the device prefix, ``bf.Tensor``."""
@@ -263,7 +273,7 @@ class _Kernels:
                     return wrap(jitted(a))
             return fallback(cpu, op, x)
 
-        self.lean(name, kernel)
+        self.on_payloads(name, jitted, kinds, kernel)
 
     def kinds_held(self, kinds: str) -> frozenset[np.dtype[Any]]:
         """The dtypes of ``kinds`` that the device declares: a set lookup answers a hot
@@ -312,7 +322,7 @@ class _Kernels:
                     return wrap(jitted(x1, b))
             return fallback(cpu, ops[2], x1, x2)
 
-        self.lean(name, tensors)
+        self.on_payloads(name, jitted, kinds, tensors)
         self.lean(f"{name}.Tensor_Scalar", tensor_scalar)
         self.lean(f"{name}.Scalar_Tensor", scalar_tensor)
 

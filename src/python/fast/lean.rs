@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use crate::dispatcher::{dispatch_keys, KernelCount, OperatorHandle};
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::python::array_kernel::ArrayKernel;
+use crate::python::backend_kernel::BackendKernel;
 use crate::python::ffi::vectorcall_or_raised;
 use crate::python::overload::PyOpOverload;
 use crate::python::plan::{Body, Kind, Plan};
@@ -56,7 +57,10 @@ pub(super) fn run_lean<'py>(
     } else {
         let out = match array.then(|| func.cast::<ArrayKernel>().ok()).flatten() {
             Some(w) => array_call(py, w.get(), args),
-            None => vectorcall_or_raised(&func, args).ok_or(None),
+            None => match payload_call(py, &func, args) {
+                Some(out) => out.map_err(Some),
+                None => vectorcall_or_raised(&func, args).ok_or(None),
+            },
         };
         match out {
             Ok(out) => lean_return(out, &body.rets[0], op, schema, masked, args, err),
@@ -68,6 +72,18 @@ pub(super) fn run_lean<'py>(
         Some(r) => Lean::Done(r),
         None => Lean::Raised,
     }
+}
+
+/// A `bf.PayloadKernel`'s call on the caller's argument array, where `func` is a backend's
+/// kernel made from one; None where it is not, or where its `otherwise` is to serve the call.
+#[inline(always)]
+fn payload_call<'py>(
+    py: Python<'py>,
+    func: &Bound<'py, PyAny>,
+    args: &[Bound<'py, PyAny>],
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    let k = func.cast_exact::<BackendKernel>().ok()?;
+    k.try_borrow().ok()?.call_payloads(py, args)
 }
 
 /// The Python function that serves a lean call on `keys`, whether it is boxed and takes arrays,

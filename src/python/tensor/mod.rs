@@ -17,4 +17,6 @@ pub use class::{lent_array, wrap, PyTensor};
 pub use lent::kernel_array;
 pub use methods::numpy_dtype;
 pub use numpy_in::{numpy_to_host, plain_numpy_to_cpu};
-pub use payload::{cpu_tensor_to_numpy, data_object, hook_error, numpy_tensor, object_tensor};
+pub use payload::{
+    cpu_tensor_to_numpy, data_object, hook_error, numpy_tensor, object_tensor, payload_object,
+};
