@@ -8,6 +8,7 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use crate::error::{Error, Result};
@@ -454,6 +455,61 @@ pub fn register_backend_key(name: &str) -> Result<DispatchKey> {
 /// ```
 pub fn register_functionality_key(name: &str) -> Result<DispatchKey> {
     register_key(name, KeyKind::Functionality)
+}
+
+/// Backend keys whose tensors carry a functionality key (the bits below the first
+/// functionality key) and that functionality key (its bit): one word, so that a call's key set
+/// takes it with one relaxed load (`with_carried`). Graph mode's backends carry the `Graph` key
+/// (DESIGN section 13): c10's tensors hold a key set with their functionality keys; boxfall's
+/// tensors hold their device's key only, and the keys it carries are added here.
+static CARRIED: AtomicU64 = AtomicU64::new(0);
+
+/// The bits of the backend keys (and of the alias key, which no tensor has).
+const BACKEND_BITS: u64 = (1u64 << FIRST_FUNCTIONALITY) - 1;
+
+/// Makes the tensors of `backend` carry `functionality`: every call with one of them among its
+/// arguments dispatches on `functionality` too ([`with_carried`]). One functionality key is
+/// carried (graph mode's); asking for another is an error.
+///
+/// ```
+/// use boxfall::key::{carry_key, register_backend_key, register_functionality_key, with_carried};
+/// let b = register_backend_key("DocCarrier").unwrap();
+/// let f = register_functionality_key("DocCarried").unwrap();
+/// carry_key(b, f).unwrap();
+/// assert!(with_carried(b.set()).contains(f));
+/// assert!(!with_carried(boxfall::DispatchKey::CPU.set()).contains(f));
+/// ```
+pub fn carry_key(backend: DispatchKey, functionality: DispatchKey) -> Result<()> {
+    if !backend.is_backend() || functionality.kind() != KeyKind::Functionality {
+        return Err(Error::Registration(format!(
+            "'{backend}' cannot carry '{functionality}': a backend key carries a functionality key"
+        )));
+    }
+    let now = CARRIED.load(Ordering::Relaxed) & !BACKEND_BITS;
+    if now != 0 && now != functionality.set().0 {
+        return Err(Error::Registration(format!(
+            "'{backend}' cannot carry '{functionality}': tensors carry one functionality key, and it is {}",
+            DispatchKeySet(now)
+        )));
+    }
+    CARRIED.fetch_or(backend.set().0 | functionality.set().0, Ordering::Relaxed);
+    Ok(())
+}
+
+/// `keys` with the functionality key their backend keys carry ([`carry_key`]) added.
+///
+/// ```
+/// let cpu = boxfall::DispatchKey::CPU.set();
+/// assert_eq!(boxfall::key::with_carried(cpu), cpu); // the CPU carries nothing
+/// ```
+#[inline(always)]
+pub fn with_carried(keys: DispatchKeySet) -> DispatchKeySet {
+    let carried = CARRIED.load(Ordering::Relaxed);
+    if keys.0 & carried & BACKEND_BITS != 0 {
+        DispatchKeySet(keys.0 | (carried & !BACKEND_BITS))
+    } else {
+        keys
+    }
 }
 
 /// Every key registered now, lowest priority first.

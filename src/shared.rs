@@ -81,6 +81,13 @@ impl<T> Shared<T> {
         a.ptr == b.ptr
     }
 
+    /// Whether this handle is the value's only one.
+    #[inline]
+    pub(crate) fn is_unique(&self) -> bool {
+        // Acquire, as `get_mut`: a handle dropped on another thread is seen as dropped.
+        self.inner().count.load(Ordering::Acquire) == 1
+    }
+
     /// The value, if this handle is its only one (no other handle can be made meanwhile: only a
     /// handle clones).
     #[inline]

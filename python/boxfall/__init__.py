@@ -30,6 +30,7 @@ from ._boxfall import (
     DispatchKeySet,
     Fallthrough,
     FunctionSchema,
+    Graph,
     Library,
     OpOverload,
     PayloadKernel,
@@ -42,6 +43,7 @@ from ._boxfall import (
     parse_schema,
     register_backend,
     register_functionality_key,
+    sync,
 )
 from ._coverage import Coverage, coverage
 from ._errors import (
@@ -164,6 +166,20 @@ def exclude_keys(*names: str) -> Iterator[None]:
         _boxfall.set_local_keys(inc, exc)
 
 
+@contextlib.contextmanager
+def eager() -> Iterator[None]:
+    """Runs the block eagerly on graph backends (graph mode's ``Graph`` key excluded on this
+    thread): operators run at once, as without ``compile=``; tensors pending before the block
+    are computed when the block reads them (nestable)."""
+    bits = _boxfall.graph_key_bits()
+    inc, exc = _boxfall.local_keys()
+    _boxfall.set_local_keys(inc & ~bits, exc | bits)
+    try:
+        yield
+    finally:
+        _boxfall.set_local_keys(inc, exc)
+
+
 def dispatch_keys() -> list[str]:
     """Every registered dispatch key, lowest priority first."""
     return _boxfall.key_names()
@@ -201,7 +217,7 @@ def impl(
     return register
 
 
-from . import metrics, native, testing  # noqa: E402  (they use the names above)
+from . import graph, metrics, native, testing  # noqa: E402  (they use the names above)
 from ._custom_op import CustomOpDef, custom_op  # noqa: E402
 
 get_fallback_policy()  # reads BOXFALL_FALLBACK now, at import
@@ -226,6 +242,7 @@ __all__ = [
     "NarrowingWarning",
     "Fallthrough",
     "FunctionSchema",
+    "Graph",
     "KernelError",
     "Library",
     "NoKernelError",
@@ -245,10 +262,12 @@ __all__ = [
     "cpu_fallback",
     "custom_op",
     "dispatch_keys",
+    "eager",
     "exclude_keys",
     "fallthrough",
     "get_backend",
     "get_fallback_policy",
+    "graph",
     "impl",
     "include_keys",
     "metrics",
@@ -258,5 +277,6 @@ __all__ = [
     "register_backend",
     "register_functionality_key",
     "set_fallback_policy",
+    "sync",
     "testing",
 ]

@@ -490,6 +490,32 @@ class Library:
     def __exit__(self, *_exc: object) -> bool: ...
 
 @final
+class Graph:
+    """A recorded graph, as a backend's compiler gets it (``bf.register_backend(...,
+    compile=)``): its inputs, nodes and outputs, and ``replay``."""
+
+    @property
+    def backend(self) -> str:
+        """The backend's name."""
+    @property
+    def inputs(self) -> list[tuple[str, tuple[int, ...]]]:
+        """The inputs' ``(dtype, shape)``, in the order their payloads are given."""
+    @property
+    def nodes(self) -> list[tuple[OpOverload, tuple[Any, ...], list[tuple[str, tuple[int, ...]]]]]:
+        """The nodes, in order: ``(op, args, outputs)``, ``op`` a ``bf.OpOverload``, each argument
+        ``("input", i)``, ``("node", n, k)`` (result ``k`` of node ``n``) or ``("const", value)``,
+        and the outputs' ``(dtype, shape)``."""
+    @property
+    def outputs(self) -> list[tuple[int, int]]:
+        """The results given back, in order: ``(node, k)``."""
+    @property
+    def key(self) -> str:
+        """The graph's structure as a string (what the cache of compiled graphs is keyed by)."""
+    def replay(self, payloads: Iterable[Any]) -> list[Any]:
+        """Runs the nodes eagerly on the backend (its own kernels, or the CPU fallback), on
+        tensors wrapping ``payloads`` (one per input), and gives the outputs' payloads."""
+
+@final
 class Backend:
     """A registered backend: makes tensors on its devices."""
 
@@ -636,6 +662,7 @@ def register_backend(
     view: Callable[[Any, tuple[int, ...], tuple[int, ...], int], Any] | None = None,
     view_write: Callable[[Any, Any, tuple[int, ...], tuple[int, ...], int], Any] | None = None,
     narrow: bool = False,
+    compile: Callable[[Graph], Callable[[list[Any]], Sequence[Any]]] | None = None,
 ) -> Backend:
     """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 
@@ -709,6 +736,13 @@ def register_backend(
     returns that argument (written where it is), None (the same), or a new payload or a new
     ``bf.Tensor`` of the backend for it (a device whose memory is immutable): boxfall puts it
     in the argument's place as a write of it, and the caller gets the argument.
+
+    ``compile(graph) -> function`` (optional) makes the backend a graph backend (graph mode,
+    DESIGN section 13): an operator on its tensors is recorded and returns pending tensors
+    (dtype, shape and device known, values not yet), computed together at a sync point
+    (``t.numpy()``, ``float(t)``, ``t.payload``, a graph break, ``bf.sync()``): the pending
+    graph, a :class:`Graph`, is given to ``compile``, whose function of the input payloads (a
+    list) gives the output payloads; compiled functions are cached by the graph's structure.
     """
 
 def backends_version() -> int:
@@ -806,3 +840,21 @@ def set_fast_path(on: bool) -> bool:
 def vectorcall_installed() -> bool:
     """Whether calls of ``OpOverload`` objects from Python come by vectorcall (switched on by
     the first call of any operator)."""
+
+def sync() -> None:
+    """Computes every pending tensor of this thread (``bf.sync()``)."""
+
+def graph_key_bits() -> int:
+    """The bits of the ``Graph`` key (0 before any graph backend): what ``bf.eager()`` excludes."""
+
+def graph_dump() -> str:
+    """This thread's pending graphs in words (``bf.graph.dump()``)."""
+
+def graph_metrics() -> dict[str, Any]:
+    """Graph mode's figures (``bf.metrics.graphs()``)."""
+
+def reset_graph_metrics() -> None:
+    """Sets graph mode's figures back to zero."""
+
+def is_pending(t: Tensor) -> bool:
+    """Whether a tensor is pending (its values not computed yet)."""

@@ -9,12 +9,13 @@ use crate::kernel::{
     DispatchTable, KernelCount, KernelFunction, OperatorHandle, Route, TableEntry, TableFn,
     TensorsFn,
 };
-use crate::key::{local_keys, DispatchKeySet};
+use crate::key::{local_keys, with_carried, DispatchKeySet};
 use crate::schema::OpSchema;
 
-/// The key set a call dispatches on, from its arguments' keys: this thread's included keys
-/// added, its excluded keys removed (c10's `DispatchKeyExtractor`). Every entry point that
-/// starts a call computes its keys here, the Python bindings' included; the operator's mask
+/// The key set a call dispatches on, from its arguments' keys: the functionality key their
+/// backends carry (graph mode's, `key::with_carried`) and this thread's included keys added,
+/// its excluded keys removed (c10's `DispatchKeyExtractor`). Every entry point that starts a
+/// call computes its keys here, the Python bindings' included; the operator's mask
 /// is applied by the route (`DispatchTable::route`).
 ///
 /// ```
@@ -27,7 +28,7 @@ use crate::schema::OpSchema;
 #[inline(always)]
 pub fn dispatch_keys(argument_keys: DispatchKeySet) -> DispatchKeySet {
     let (included, excluded) = local_keys();
-    DispatchKeySet((argument_keys.0 | included.0) & !excluded.0)
+    DispatchKeySet((with_carried(argument_keys).0 | included.0) & !excluded.0)
 }
 
 impl DispatchTable {

@@ -1,7 +1,31 @@
 //! Graph mode (DESIGN section 13): operators on a backend that compiles are recorded, not run,
 //! and their results are pending until a sync point computes them in one compiled program.
 //!
-//! This module grows in steps; today it holds the shape rules (`rules`), which say what an
-//! operator's outputs will be (dtype and shape) without running it.
+//! A graph backend's tensors carry the `Graph` functionality key (`key::carry_key`), whose
+//! boxed fallback is the recorder (`record.rs`): a call records a node, with its outputs'
+//! dtypes and shapes from the shape rules (`rules`), and returns pending tensors
+//! (`pending.rs`); a call it cannot record is a counted graph break, which computes its
+//! inputs and runs below the key as in eager mode. A sync (`sync.rs`) builds the graph
+//! (`program.rs`), compiles it or finds it in the backend's cache by its structure, runs it
+//! and commits its outputs once the whole program succeeded. `metrics.rs` counts.
+//!
+//! One file a concern, from the bottom: `rules/`, `metrics.rs` and `keys.rs` (the `Graph`
+//! key) name none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
+//! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `record.rs`
+//! (the recorder, and `register_graph_backend`, which installs it).
 
+mod keys;
+mod metrics;
+mod pending;
+mod program;
+mod record;
 pub mod rules;
+mod state;
+mod sync;
+
+pub use keys::graph_keys;
+pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS};
+pub use pending::{is_pending, pending_meta, Pending};
+pub use program::{Arg, CompiledGraph, Graph, GraphCompiler, Node};
+pub use record::register_graph_backend;
+pub use sync::{compute, computed, pending_graphs, sync};

@@ -15,6 +15,7 @@ mod fast;
 mod ffi;
 mod gil_cell;
 mod graph_rules;
+mod graph;
 mod kept;
 mod kernel;
 mod keyset;
@@ -359,6 +360,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::install_redispatch_getter(py)?;
     m.add_class::<keyset::PyKeySet>()?;
     m.add_class::<backend::PyBackend>()?;
+    m.add_class::<graph::PyGraph>()?;
     m.add("fallthrough", library::PyFallthrough)?;
     m.add(
         "cpu_fallback",
@@ -412,5 +414,11 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::vectorcall_installed, m)?)?;
     m.add_function(wrap_pyfunction!(ops::tries_lean_entry, m)?)?;
     m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::sync, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::graph_key_bits, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::graph_dump, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::graph_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::reset_graph_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::is_pending, m)?)?;
     Ok(())
 }

@@ -125,6 +125,22 @@ impl Tensor {
         Shared::ptr_eq(&self.0, &other.0)
     }
 
+    /// Whether this handle is the tensor's only one: graph mode keeps a handle of each pending
+    /// tensor, and one that nothing else holds is no output of its graph.
+    ///
+    /// ```
+    /// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(t.is_only_handle());
+    /// let u = t.clone();
+    /// assert!(!t.is_only_handle());
+    /// drop(u);
+    /// assert!(t.is_only_handle());
+    /// ```
+    #[inline]
+    pub fn is_only_handle(&self) -> bool {
+        self.0.is_unique()
+    }
+
     /// What the tensor holds now (a cheap clone of an `Arc`).
     ///
     /// ```

@@ -43,8 +43,13 @@ use crate::python::errors::IntoPy;
 /// count in `bf.metrics.op_stats(op)["narrowed"]`; without it such a request is a `DTypeError`.
 /// Either way, the results whose dtype the array API standard lets the library choose
 /// (indices, counts: operators tagged `default_dtypes`) come in the device's default dtype.
+///
+/// `compile(graph)` (optional) makes the backend a graph backend (graph mode, DESIGN section
+/// 13): operators on its tensors are recorded and return pending tensors, and at a sync the
+/// pending graph (a `bf.Graph`) is given to `compile`, which returns a function of the input
+/// payloads (a list) giving the output payloads (cached by the graph's structure).
 #[pyfunction]
-#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None, narrow=false))]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None, narrow=false, compile=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn register_backend(
     py: Python<'_>,
@@ -61,6 +66,7 @@ pub fn register_backend(
     view: Option<Py<PyAny>>,
     view_write: Option<Py<PyAny>>,
     narrow: bool,
+    compile: Option<Py<PyAny>>,
 ) -> PyResult<PyBackend> {
     // Checked before anything is registered, so a refused backend leaves its name free.
     let given = [
@@ -70,6 +76,7 @@ pub fn register_backend(
         ("to_cpu_many", to_cpu_many.as_ref()),
         ("view", view.as_ref()),
         ("view_write", view_write.as_ref()),
+        ("compile", compile.as_ref()),
     ];
     for (hook, f) in given {
         if let Some(f) = f.map(|f| f.bind(py)).filter(|f| !f.is_callable()) {
@@ -113,6 +120,10 @@ pub fn register_backend(
         narrow,
         lock,
     });
+    if let Some(compile) = compile {
+        let compiler = crate::python::graph::PyCompiler { compile };
+        crate::graph::register_graph_backend(key, Arc::new(compiler)).py(py)?;
+    }
     PYTHON_KEYS.fetch_or(1 << key.index(), Ordering::Relaxed);
     REGISTRATIONS.fetch_add(1, Ordering::Release);
     Ok(PyBackend {

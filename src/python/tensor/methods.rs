@@ -43,6 +43,7 @@ impl PyTensor {
         if self.inner.is_host() {
             return Ok(None);
         }
+        crate::graph::compute(&self.inner, "payload").py(py)?;
         // Made again where another thread's write left it on the host meanwhile: a kernel
         // reading its argument's payload never finds none.
         let data = crate::resident::device_data(&self.inner).py(py)?;
@@ -68,6 +69,7 @@ impl PyTensor {
     fn materialize(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
         // A tensor whose host memory NumPy holds stays on the host (its payload is made for
         // each kernel).
+        crate::graph::compute(&slf.get().inner, "materialize").py(slf.py())?;
         if slf.get().inner.host_exported().is_none() {
             crate::resident::materialize(&slf.get().inner).py(slf.py())?;
         }
@@ -82,6 +84,10 @@ impl PyTensor {
         }
         match self.inner.data() {
             TensorData::Host(h) => numpy_dtype(py, h.dtype().name()),
+            // A pending tensor (graph mode) knows its dtype without being computed.
+            TensorData::Foreign(p) if p.as_any().is::<crate::graph::Pending>() => {
+                numpy_dtype(py, &p.meta().map(|m| m.dtype).unwrap_or_default())
+            }
             TensorData::Foreign(_) => self.attr(py, "dtype"),
         }
     }
@@ -96,6 +102,9 @@ impl PyTensor {
         }
         match self.inner.data() {
             TensorData::Host(h) => PyTuple::new(py, h.shape()),
+            TensorData::Foreign(p) if p.as_any().is::<crate::graph::Pending>() => {
+                PyTuple::new(py, p.meta().map(|m| m.shape).unwrap_or_default())
+            }
             TensorData::Foreign(_) => {
                 let dims: Vec<usize> = self.attr(py, "shape")?.extract()?;
                 PyTuple::new(py, dims)
@@ -123,6 +132,7 @@ impl PyTensor {
         if self.inner.key() == DispatchKey::CPU {
             return cpu_tensor_to_numpy(py, &self.inner, false);
         }
+        crate::graph::compute(&self.inner, "numpy").py(py)?;
         let hooks = backend(self.inner.key()).ok_or_else(|| {
             crate::python::errors::new_err(
                 py,
@@ -398,6 +408,7 @@ impl PyTensor {
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
+        crate::graph::compute(&slf.get().inner, "numpy").py(py)?;
         let copies = copy.map(|c| c.is_truthy()).transpose()?.unwrap_or(false);
         let same_dtype = match dtype {
             None => true,

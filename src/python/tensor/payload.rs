@@ -121,9 +121,13 @@ pub fn data_object<'py>(py: Python<'py>, data: &TensorData) -> Option<Bound<'py,
     let TensorData::Foreign(p) = data else {
         return None;
     };
-    p.as_any()
-        .downcast_ref::<PyPayload>()
-        .map(|p| p.0.bind(py).clone())
+    if let Some(p) = p.as_any().downcast_ref::<PyPayload>() {
+        return Some(p.0.bind(py).clone());
+    }
+    // A pending tensor (graph mode) reached past the recorder (in `bf.eager()`, by a hook):
+    // computed now. A failure reads as no payload here; the sync's error was the graph's.
+    let computed = crate::graph::computed(data, "payload").ok()??;
+    data_object(py, &computed)
 }
 
 /// A tensor on `device` whose payload is the Python object itself (no copy).

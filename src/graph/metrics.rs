@@ -1,0 +1,125 @@
+//! Graph mode's figures (`bf.metrics.graphs()`): graphs compiled, cache hits, compile and
+//! execute time, nodes per graph, syncs by reason, graph breaks per operator. Counted under
+//! one lock by the recorder and at syncs only: an eager call never reaches them.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Graph mode's figures since the last reset.
+///
+/// ```
+/// let f = boxfall::graph::graph_metrics();
+/// assert!(f.graphs_run >= f.compiled.min(f.graphs_run));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GraphFigures {
+    /// Graphs compiled (cache misses).
+    pub compiled: u64,
+    /// Syncs whose graph was found compiled in the backend's cache.
+    pub cache_hits: u64,
+    /// Time in the backends' compilers, in nanoseconds.
+    pub compile_ns: u64,
+    /// Time running compiled graphs, in nanoseconds.
+    pub execute_ns: u64,
+    /// Compiled graphs run.
+    pub graphs_run: u64,
+    /// Nodes of the graphs run, all together (over `graphs_run`: nodes per graph).
+    pub nodes: u64,
+    /// The most nodes in one graph run.
+    pub max_nodes: u64,
+    /// Syncs that failed (nothing committed).
+    pub failures: u64,
+    /// Syncs by reason (`"numpy"`, `"payload"`, `"graph break"`, `"sync"`, ...).
+    pub syncs: BTreeMap<String, u64>,
+    /// Graph breaks per operator.
+    pub breaks: BTreeMap<String, u64>,
+    /// Why each graph after a backend's first was compiled (the first difference from the
+    /// nearest compiled graph), the last [`KEPT_REASONS`] of them, oldest first.
+    pub recompiles: Vec<String>,
+}
+
+/// How many recompile reasons the figures keep.
+///
+/// ```
+/// assert!(boxfall::graph::graph_metrics().recompiles.len() <= boxfall::graph::KEPT_REASONS);
+/// ```
+pub const KEPT_REASONS: usize = 64;
+
+static FIGURES: Mutex<GraphFigures> = Mutex::new(GraphFigures {
+    compiled: 0,
+    cache_hits: 0,
+    compile_ns: 0,
+    execute_ns: 0,
+    graphs_run: 0,
+    nodes: 0,
+    max_nodes: 0,
+    failures: 0,
+    syncs: BTreeMap::new(),
+    breaks: BTreeMap::new(),
+    recompiles: Vec::new(),
+});
+
+fn with(f: impl FnOnce(&mut GraphFigures)) {
+    f(&mut FIGURES.lock().unwrap_or_else(|e| e.into_inner()));
+}
+
+/// Graph mode's figures now.
+///
+/// ```
+/// boxfall::graph::reset_graph_metrics();
+/// assert_eq!(boxfall::graph::graph_metrics().compiled, 0);
+/// ```
+pub fn graph_metrics() -> GraphFigures {
+    FIGURES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Sets graph mode's figures back to zero.
+///
+/// ```
+/// boxfall::graph::reset_graph_metrics();
+/// assert!(boxfall::graph::graph_metrics().breaks.is_empty());
+/// ```
+pub fn reset_graph_metrics() {
+    with(|f| *f = GraphFigures::default());
+}
+
+pub(crate) fn graph_break(op: &str) {
+    with(|f| *f.breaks.entry(op.to_string()).or_default() += 1);
+}
+
+pub(crate) fn sync(reason: &'static str) {
+    with(|f| *f.syncs.entry(reason.to_string()).or_default() += 1);
+}
+
+pub(crate) fn cache_hit() {
+    with(|f| f.cache_hits += 1);
+}
+
+pub(crate) fn compiled(ns: u64) {
+    with(|f| {
+        f.compiled += 1;
+        f.compile_ns += ns;
+    });
+}
+
+pub(crate) fn executed(ns: u64, nodes: u64) {
+    with(|f| {
+        f.graphs_run += 1;
+        f.execute_ns += ns;
+        f.nodes += nodes;
+        f.max_nodes = f.max_nodes.max(nodes);
+    });
+}
+
+pub(crate) fn failure() {
+    with(|f| f.failures += 1);
+}
+
+pub(crate) fn recompiled(reason: String) {
+    with(|f| {
+        if f.recompiles.len() >= KEPT_REASONS {
+            f.recompiles.remove(0);
+        }
+        f.recompiles.push(reason);
+    });
+}

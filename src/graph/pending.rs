@@ -1,0 +1,78 @@
+//! Pending tensors: a tensor of a graph backend whose values a recorded node will compute. Its
+//! data is a [`Pending`] payload, which knows its dtype and shape (from the shape rules) and
+//! the node; a sync puts the computed payload in the tensor's place (and in `Pending::result`,
+//! for a copy of the old data held elsewhere).
+
+use std::any::Any;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use crate::tensor::{Payload, Tensor, TensorData, TensorMeta};
+
+use super::state::Recording;
+
+/// The payload of a pending tensor.
+///
+/// ```
+/// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// assert!(boxfall::graph::pending_meta(&t).is_none()); // host memory is never pending
+/// ```
+pub struct Pending {
+    pub(crate) meta: TensorMeta,
+    pub(crate) recording: Weak<Mutex<Recording>>,
+    /// The recording's generation the node belongs to (a sync starts the next one).
+    pub(crate) generation: u64,
+    pub(crate) node: usize,
+    pub(crate) out: usize,
+    /// The computed data, once a sync committed it.
+    pub(crate) result: OnceLock<TensorData>,
+}
+
+impl Payload for Pending {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn meta(&self) -> Option<TensorMeta> {
+        Some(self.meta.clone())
+    }
+
+    fn describe(&self) -> String {
+        format!("{} (pending)", self.meta)
+    }
+}
+
+/// The pending payload `data` is, if it is one.
+pub(crate) fn pending_of(data: &TensorData) -> Option<Arc<dyn Payload>> {
+    match data {
+        TensorData::Foreign(p) if p.as_any().is::<Pending>() => Some(p.clone()),
+        _ => None,
+    }
+}
+
+/// `p` as a `Pending` (a payload `pending_of` gave).
+pub(crate) fn as_pending(p: &Arc<dyn Payload>) -> &Pending {
+    // `pending_of` checked the type; a payload of another type is never passed here.
+    p.as_any()
+        .downcast_ref::<Pending>()
+        .unwrap_or_else(|| unreachable!("pending_of checked the payload's type"))
+}
+
+/// The dtype and shape of a pending tensor; `None` for any other tensor.
+///
+/// ```
+/// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// assert!(boxfall::graph::pending_meta(&t).is_none());
+/// ```
+pub fn pending_meta(t: &Tensor) -> Option<TensorMeta> {
+    pending_of(&t.data()).map(|p| as_pending(&p).meta.clone())
+}
+
+/// Whether `t` is pending (its values not computed yet).
+///
+/// ```
+/// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// assert!(!boxfall::graph::is_pending(&t));
+/// ```
+pub fn is_pending(t: &Tensor) -> bool {
+    pending_of(&t.data()).is_some()
+}

@@ -1,0 +1,304 @@
+//! The recorder: the `Graph` key's boxed fallback. A call that reaches it (a tensor of a graph
+//! backend among its arguments, which carries the key) records a node and returns pending
+//! tensors, or, where it cannot be recorded, is a counted graph break: its pending inputs are
+//! computed and the call passes on below the `Graph` key, as in eager mode.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::dispatcher::{Dispatcher, OperatorHandle};
+use crate::error::{Error, Result};
+use crate::ivalue::{IValue, Stack};
+use crate::kernel::KernelFunction;
+use crate::key::LocalKeysGuard;
+use crate::key::{carry_key, register_functionality_key, DispatchKey, DispatchKeySet};
+use crate::schema::ArgKind;
+use crate::tensor::{Device, Tensor, TensorData, TensorMeta};
+
+use super::keys::{graph_keys, GRAPH_KEY};
+use super::metrics;
+use super::pending::{as_pending, pending_of, Pending};
+use super::program::{Arg, GraphCompiler, Node};
+use super::rules::output_metas;
+use super::state::{lock, recording, GraphBackend, Input, State, BACKENDS, GRAPH_BACKENDS};
+use super::sync::{compute, sync_recording};
+
+/// Makes `backend` a graph backend (DESIGN section 13): its tensors carry the `Graph` key, so
+/// operators on them are recorded, and `compiler` compiles each graph at its sync. The key and
+/// its recording fallback are registered with the first graph backend.
+///
+/// ```
+/// # use std::sync::Arc;
+/// use boxfall::graph::{register_graph_backend, CompiledGraph, Graph, GraphCompiler};
+/// struct Never;
+/// impl GraphCompiler for Never {
+///     fn compile(&self, _: &Arc<Graph>) -> boxfall::Result<Arc<dyn CompiledGraph>> {
+///         Err(boxfall::Error::Fallback("no".into()))
+///     }
+/// }
+/// let key = boxfall::key::register_backend_key("DocGraphBackend").unwrap();
+/// register_graph_backend(key, Arc::new(Never)).unwrap();
+/// assert!(boxfall::dispatcher::dispatch_keys(key.set()).contains(boxfall::DispatchKey::from_name("Graph").unwrap()));
+/// ```
+pub fn register_graph_backend(
+    backend: DispatchKey,
+    compiler: Arc<dyn GraphCompiler>,
+) -> Result<()> {
+    if !backend.is_backend() || backend == DispatchKey::CPU {
+        return Err(Error::Registration(format!(
+            "'{backend}' cannot be a graph backend: only a registered device backend can"
+        )));
+    }
+    let graph = graph_key()?;
+    {
+        let mut all = BACKENDS.write().unwrap_or_else(|e| e.into_inner());
+        if all.len() <= backend.index() {
+            all.resize(backend.index() + 1, None);
+        }
+        all[backend.index()] = Some(Arc::new(GraphBackend {
+            compiler,
+            cache: Mutex::new(HashMap::new()),
+        }));
+    }
+    GRAPH_BACKENDS.fetch_or(backend.set().0, Ordering::Relaxed);
+    carry_key(backend, graph)
+}
+
+/// The `Graph` key, registered (with its fallback, the recorder) on first use.
+fn graph_key() -> Result<DispatchKey> {
+    static REGISTERING: Mutex<()> = Mutex::new(());
+    if let Some(k) = GRAPH_KEY.get() {
+        return Ok(*k);
+    }
+    let _once = REGISTERING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = GRAPH_KEY.get() {
+        return Ok(*k);
+    }
+    let key = register_functionality_key("Graph")?;
+    // Long-running: a sync at a graph break runs the backend's compiler and program.
+    let kernel = KernelFunction::from_boxed(record).long_running();
+    // The registration lives as long as the process: graph backends are never unregistered.
+    let _kept = Dispatcher::register_fallback(key, kernel, "boxfall graph mode")?;
+    let _ = GRAPH_KEY.set(key);
+    Ok(key)
+}
+
+/// Why a call cannot be recorded (it breaks the graph).
+enum Plan {
+    Record(Vec<TensorMeta>),
+    Break,
+}
+
+/// The `Graph` key's fallback.
+fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+    let carried = GRAPH_BACKENDS.load(Ordering::Relaxed);
+    let Some(backend) = DispatchKeySet(keys.0 & carried).highest() else {
+        return pass_on(op, keys, stack);
+    };
+    match plan(op, backend, stack)? {
+        Plan::Record(metas) => record_node(op, backend, stack, metas),
+        Plan::Break => graph_break(op, backend, keys, stack),
+    }
+}
+
+/// The most nodes a graph records before it is computed (cut): bounds what a program that
+/// never reads a value keeps pending, and what one compile takes.
+const MAX_NODES: usize = 4096;
+
+/// Whether the call can be recorded, and its outputs if so.
+fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan> {
+    let schema = op.schema()?;
+    let info = &schema.info;
+    // In-place operators and views are recorded functionally in a later step; for now they
+    // run eagerly.
+    if info.is_mutable || info.has_view_returns {
+        return Ok(Plan::Break);
+    }
+    if info.returns.iter().any(|r| r.kind != ArgKind::Tensor) {
+        return Ok(Plan::Break);
+    }
+    for &i in &info.tensor_args {
+        match stack.get(i) {
+            Some(IValue::Tensor(t)) if t.key() == backend && !t.is_view() => {}
+            Some(IValue::None) => {}
+            // A CPU tensor, another device's, a view, a list of tensors.
+            _ => return Ok(Plan::Break),
+        }
+    }
+    // Constants must hold no tensor and be comparable.
+    if stack.iter().any(|v| matches!(v, IValue::Object(_))) {
+        return Ok(Plan::Break);
+    }
+    match output_metas(op.name(), stack) {
+        Some(metas) if metas.len() == info.returns.len() => Ok(Plan::Record(metas)),
+        _ => Ok(Plan::Break),
+    }
+}
+
+/// A tensor argument made ready before the recording is locked.
+enum Ready {
+    /// A result of the recording's node: (generation, node, result).
+    Pending(u64, usize, usize),
+    /// A concrete tensor, its data, version and meta.
+    Concrete(Tensor, TensorData, u64, TensorMeta),
+}
+
+/// Records the call as a node; its results, pending, replace the arguments on the stack.
+fn record_node(
+    op: &OperatorHandle,
+    backend: DispatchKey,
+    stack: &mut Stack,
+    metas: Vec<TensorMeta>,
+) -> Result<()> {
+    let rec = recording(backend);
+    // A graph is cut past a size: its program is computed now, and the call starts the next.
+    if lock(&rec).state.nodes.len() >= MAX_NODES {
+        sync_recording(&rec, "size limit")?;
+    }
+    // First every tensor is made ready without the recording's lock: a pending tensor of
+    // another graph (another thread's) is computed, a concrete one's device data read (a
+    // result kept on the host gets its payload).
+    let mut ready: Vec<Option<Ready>> = Vec::with_capacity(stack.len());
+    for v in stack.iter() {
+        let IValue::Tensor(t) = v else {
+            ready.push(None);
+            continue;
+        };
+        let data = t.data();
+        if let Some(p) = pending_of(&data) {
+            let pend = as_pending(&p);
+            let ours = pend.result.get().is_none()
+                && pend
+                    .recording
+                    .upgrade()
+                    .is_some_and(|r| Arc::ptr_eq(&r, &rec));
+            if ours {
+                ready.push(Some(Ready::Pending(pend.generation, pend.node, pend.out)));
+                continue;
+            }
+            compute(t, "graph break")?;
+        }
+        let version = t.data_version();
+        let data = crate::resident::device_data(t)?;
+        let meta = t.meta().ok_or_else(|| {
+            Error::Fallback(format!(
+                "'{}' on backend '{backend}': a tensor argument gives no dtype and shape, so the call cannot be recorded",
+                op.name()
+            ))
+        })?;
+        ready.push(Some(Ready::Concrete(t.clone(), data, version, meta)));
+    }
+    let mut guard = lock(&rec);
+    let r = &mut *guard;
+    if r.busy {
+        return Err(Error::Fallback(format!(
+            "'{}' on backend '{backend}' was called while this thread's graph is being computed",
+            op.name()
+        )));
+    }
+    let generation = r.generation;
+    let device = match (r.state.device, first_device(stack)) {
+        (Some(d), _) | (None, Some(d)) => d,
+        (None, None) => Device::new(backend, 0),
+    };
+    let mut args = Vec::with_capacity(stack.len());
+    for (v, ready) in stack.drain(..).zip(ready) {
+        args.push(match ready {
+            None => Arg::Const(v),
+            Some(Ready::Pending(g, n, o)) if g == generation => Arg::Node(n, o),
+            Some(Ready::Pending(..)) => {
+                return Err(Error::Fallback(format!(
+                    "'{}' on backend '{backend}': a pending argument's graph was synced meanwhile",
+                    op.name()
+                )))
+            }
+            Some(Ready::Concrete(t, data, version, meta)) => {
+                Arg::Input(input_index(&mut r.state, t, data, version, meta))
+            }
+        });
+    }
+    let node = r.state.nodes.len();
+    r.state.device = Some(device);
+    for (out, meta) in metas.iter().enumerate() {
+        let p = Arc::new(Pending {
+            meta: meta.clone(),
+            recording: Arc::downgrade(&rec),
+            generation,
+            node,
+            out,
+            result: OnceLock::new(),
+        });
+        let t = Tensor::foreign(device, p);
+        r.state.pending.push((t.clone(), node, out));
+        stack.push(IValue::Tensor(t));
+    }
+    r.state.nodes.push(Node {
+        op: op.clone(),
+        args,
+        outputs: metas,
+    });
+    Ok(())
+}
+
+/// The device of the first tensor on the stack.
+fn first_device(stack: &Stack) -> Option<Device> {
+    stack.iter().find_map(|v| match v {
+        IValue::Tensor(t) => Some(t.device()),
+        _ => None,
+    })
+}
+
+/// The index of the graph's input holding `t`'s data at `version`, added if new.
+fn input_index(
+    state: &mut State,
+    t: Tensor,
+    data: TensorData,
+    version: u64,
+    meta: TensorMeta,
+) -> usize {
+    if let Some(i) = state
+        .inputs
+        .iter()
+        .position(|i| i.tensor.same(&t) && i.version == version)
+    {
+        return i;
+    }
+    state.inputs.push(Input {
+        tensor: t,
+        version,
+        data,
+        meta,
+    });
+    state.inputs.len() - 1
+}
+
+/// A counted graph break: the call's pending tensors are computed (a sync), and the call runs
+/// below the `Graph` key, with the key excluded on the thread meanwhile so that what the
+/// backend's kernel calls runs eagerly too. An operator that writes an argument first computes
+/// the whole pending graph of the backend: the tensor it writes may be an input of the graph,
+/// whose payload a backend may write where it is.
+fn graph_break(
+    op: &OperatorHandle,
+    backend: DispatchKey,
+    keys: DispatchKeySet,
+    stack: &mut Stack,
+) -> Result<()> {
+    metrics::graph_break(op.name());
+    if op.schema()?.info.is_mutable {
+        sync_recording(&recording(backend), "graph break")?;
+    }
+    for v in stack.iter() {
+        for t in v.tensors() {
+            compute(t, "graph break")?;
+        }
+    }
+    pass_on(op, keys, stack)
+}
+
+/// The call below the `Graph` key, as in eager mode.
+fn pass_on(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+    let _eager = LocalKeysGuard::exclude(graph_keys());
+    let below = DispatchKeySet(keys.0 & !graph_keys().0);
+    op.call_boxed_with_keys(below, stack)
+}

@@ -1,0 +1,343 @@
+//! A sync: a recording's graph built (inputs, nodes, outputs: the pending tensors another
+//! handle still holds), compiled or found in the backend's cache by its structure, run, and
+//! its outputs committed only once the whole program succeeded.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::key::LocalKeysGuard;
+use crate::tensor::{Payload, Tensor, TensorData};
+
+use super::keys::graph_keys;
+use super::metrics;
+use super::pending::{as_pending, is_pending, pending_of};
+use super::program::{Arg, Graph};
+use super::state::{graph_backend, lock, recordings, Recording, State};
+
+/// Computes every pending tensor of this thread (each graph backend's graph), counted as a
+/// sync under `reason` (`bf.sync()` gives `"sync"`).
+///
+/// ```
+/// boxfall::graph::sync("sync").unwrap(); // nothing pending: nothing to do
+/// ```
+pub fn sync(reason: &'static str) -> Result<()> {
+    for rec in recordings() {
+        sync_recording(&rec, reason)?;
+    }
+    Ok(())
+}
+
+/// This thread's pending graphs as they would be compiled now (`bf.graph.dump()`).
+///
+/// ```
+/// assert!(boxfall::graph::pending_graphs().is_empty());
+/// ```
+pub fn pending_graphs() -> Vec<Graph> {
+    recordings()
+        .iter()
+        .filter_map(|rec| {
+            let r = lock(rec);
+            if r.state.nodes.is_empty() {
+                return None;
+            }
+            let outputs = outputs_of(&r.state);
+            Some(build(&r, &r.state, outputs).0)
+        })
+        .collect()
+}
+
+/// Which pending tensors are outputs: those another handle still holds.
+fn outputs_of(state: &State) -> Vec<usize> {
+    (0..state.pending.len())
+        .filter(|&i| !state.pending[i].0.is_only_handle())
+        .collect()
+}
+
+/// The graph of `state`, whose outputs are the pending tensors `outputs` (indices into
+/// `state.pending`), with the nodes no output needs left out (their results no tensor holds,
+/// so nothing can read them), and the inputs only those nodes read: so two programs that
+/// differ only in dead work share one compiled graph. Also gives which of `state.inputs` the
+/// graph's inputs are, in order.
+fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Vec<usize>) {
+    let nodes = &state.nodes;
+    let mut live = vec![false; nodes.len()];
+    for &i in &outputs {
+        live[state.pending[i].1] = true;
+    }
+    // Nodes name only earlier ones: one backward pass marks everything an output needs.
+    for n in (0..nodes.len()).rev() {
+        if live[n] {
+            for a in &nodes[n].args {
+                if let Arg::Node(m, _) = a {
+                    live[*m] = true;
+                }
+            }
+        }
+    }
+    let mut node_at = vec![usize::MAX; nodes.len()];
+    let mut input_at = vec![usize::MAX; state.inputs.len()];
+    let mut used_inputs = Vec::new();
+    let mut kept = Vec::new();
+    for (n, node) in nodes.iter().enumerate().filter(|(n, _)| live[*n]) {
+        let mut node = node.clone();
+        for a in &mut node.args {
+            match a {
+                Arg::Node(m, _) => *m = node_at[*m],
+                Arg::Input(i) => {
+                    if input_at[*i] == usize::MAX {
+                        input_at[*i] = used_inputs.len();
+                        used_inputs.push(*i);
+                    }
+                    *i = input_at[*i];
+                }
+                Arg::Const(_) => {}
+            }
+        }
+        node_at[n] = kept.len();
+        kept.push(node);
+    }
+    let graph = Graph {
+        backend: r.backend,
+        device: state
+            .device
+            .unwrap_or(crate::tensor::Device::new(r.backend, 0)),
+        inputs: used_inputs
+            .iter()
+            .map(|&i| state.inputs[i].meta.clone())
+            .collect(),
+        nodes: kept,
+        outputs: outputs
+            .iter()
+            .map(|&i| (node_at[state.pending[i].1], state.pending[i].2))
+            .collect(),
+    };
+    (graph, used_inputs)
+}
+
+/// Computes a recording's pending tensors (see the module's documentation).
+pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) -> Result<()> {
+    let (state, graph, used_inputs, outputs) = {
+        let mut r = lock(rec);
+        if r.busy {
+            return Err(Error::Fallback(format!(
+                "a pending tensor of backend '{}' was read while its graph is being computed \
+                 (by the backend's compiler or program?)",
+                r.backend
+            )));
+        }
+        if r.state.nodes.is_empty() {
+            return Ok(());
+        }
+        let outputs = outputs_of(&r.state);
+        let (graph, used_inputs) = build(&r, &r.state, outputs.clone());
+        r.busy = true;
+        (std::mem::take(&mut r.state), graph, used_inputs, outputs)
+    };
+    metrics::sync(reason);
+    // The compiler and the program run eagerly: what they call on the backend's tensors is
+    // not recorded into the graph being computed.
+    let run = {
+        let _eager = LocalKeysGuard::exclude(graph_keys());
+        if outputs.is_empty() {
+            Ok(Vec::new())
+        } else {
+            run_graph(graph, &state, &used_inputs)
+        }
+    };
+    let mut r = lock(rec);
+    r.busy = false;
+    match run {
+        Ok(datas) => {
+            for (&i, data) in outputs.iter().zip(datas) {
+                let t: &Tensor = &state.pending[i].0;
+                if let Some(p) = pending_of(&t.data()) {
+                    let _ = as_pending(&p).result.set(data.clone());
+                }
+                t.set_data(data);
+            }
+            r.generation += 1;
+            Ok(())
+        }
+        Err(e) => {
+            // Nothing committed: every pending tensor stays pending, in the graph it was in.
+            r.state = state;
+            metrics::failure();
+            Err(e)
+        }
+    }
+}
+
+/// The outputs' data of `graph`: its program from the backend's cache, else compiled, run on
+/// the inputs' data. Errors name the backend.
+fn run_graph(graph: Graph, state: &State, used_inputs: &[usize]) -> Result<Vec<TensorData>> {
+    let backend = graph.backend;
+    let gb = graph_backend(backend)
+        .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
+    let key = graph.key();
+    let nodes = graph.nodes.len();
+    let n_out = graph.outputs.len();
+    let cached = gb
+        .cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    let program = match cached {
+        Some(p) => {
+            metrics::cache_hit();
+            p
+        }
+        None => {
+            let reason = {
+                let cache = gb.cache.lock().unwrap_or_else(|e| e.into_inner());
+                recompile_reason(&key, cache.keys().map(String::as_str))
+            };
+            if let Some(reason) = reason {
+                log::debug!("graph backend '{backend}' compiles again: {reason}");
+                metrics::recompiled(format!("{backend}: {reason}"));
+            }
+            let start = Instant::now();
+            let graph = Arc::new(graph);
+            let p = gb.compiler.compile(&graph).map_err(|e| {
+                Error::Fallback(format!(
+                    "the compiler of graph backend '{backend}' failed on a graph of {nodes} nodes: {e}"
+                ))
+            })?;
+            metrics::compiled(start.elapsed().as_nanos() as u64);
+            gb.cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, p.clone());
+            p
+        }
+    };
+    let inputs: Vec<TensorData> = used_inputs
+        .iter()
+        .map(|&i| state.inputs[i].data.clone())
+        .collect();
+    let start = Instant::now();
+    let outs = program.run(&inputs).map_err(|e| {
+        Error::Fallback(format!(
+            "the compiled graph of backend '{backend}' ({nodes} nodes) failed; no tensor was changed: {e}"
+        ))
+    })?;
+    metrics::executed(start.elapsed().as_nanos() as u64, nodes as u64);
+    if outs.len() != n_out {
+        return Err(Error::Fallback(format!(
+            "the compiled graph of backend '{backend}' gave {} results for {n_out} outputs; no tensor was changed",
+            outs.len()
+        )));
+    }
+    Ok(outs)
+}
+
+/// Computes `t` if it is pending: syncs the graph its node is in (counted under `reason`,
+/// a sync point: `"numpy"`, `"payload"`, `"graph break"`, ...). Nothing for any other tensor.
+///
+/// ```
+/// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// boxfall::graph::compute(&t, "numpy").unwrap(); // not pending: nothing to do
+/// ```
+pub fn compute(t: &Tensor, reason: &'static str) -> Result<()> {
+    let Some(p) = pending_of(&t.data()) else {
+        return Ok(());
+    };
+    let data = resolve(&p, reason)?;
+    // Another handle's copy of the old data resolved to the committed result: the tensor
+    // takes it now (the sync already did if it held the tensor).
+    if is_pending(t) {
+        t.set_data(data);
+    }
+    Ok(())
+}
+
+/// The computed data of `data` if it is a pending payload (its graph synced first if needed,
+/// counted under `reason`); `None` for any other data.
+///
+/// ```
+/// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
+/// assert!(boxfall::graph::computed(&t.data(), "payload").unwrap().is_none());
+/// ```
+pub fn computed(data: &TensorData, reason: &'static str) -> Result<Option<TensorData>> {
+    match pending_of(data) {
+        Some(p) => resolve(&p, reason).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The computed data of the pending payload `p`, syncing its graph first if needed.
+pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<TensorData> {
+    let pending = as_pending(p);
+    if let Some(d) = pending.result.get() {
+        return Ok(d.clone());
+    }
+    let recording = pending.recording.upgrade().ok_or_else(|| {
+        Error::Fallback(format!(
+            "a pending tensor ({}) cannot be computed: the thread that recorded its graph ended",
+            pending.meta
+        ))
+    })?;
+    sync_recording(&recording, reason)?;
+    pending.result.get().cloned().ok_or_else(|| {
+        Error::Fallback(format!(
+            "a pending tensor ({}) was not computed: its graph ran without it (no tensor held it \
+             when the graph was synced)",
+            pending.meta
+        ))
+    })
+}
+
+/// Why a graph of key `key` compiles although graphs of keys `cached` were compiled: the first
+/// line where it differs from the nearest of them (the one sharing the most lines before the
+/// first difference), in words; `None` for a backend's first graph. A key is the inputs, one
+/// node a line, then the outputs (`Graph::key`).
+pub(crate) fn recompile_reason<'a>(
+    key: &str,
+    cached: impl Iterator<Item = &'a str>,
+) -> Option<String> {
+    let new: Vec<&str> = key.lines().collect();
+    let mut best: Option<(usize, Vec<&str>)> = None;
+    for k in cached {
+        let old: Vec<&str> = k.lines().collect();
+        let same = new.iter().zip(&old).take_while(|(a, b)| a == b).count();
+        if best.as_ref().is_none_or(|(n, _)| same > *n) {
+            best = Some((same, old));
+        }
+    }
+    let (at, old) = best?;
+    let was = old.get(at).copied().unwrap_or("(nothing)");
+    let now = new.get(at).copied().unwrap_or("(nothing)");
+    let what = match at {
+        0 => "the inputs' dtypes and shapes".to_string(),
+        n if n + 1 >= new.len() || now.starts_with("->") => "the outputs".to_string(),
+        n => format!("node {}", n - 1),
+    };
+    Some(format!(
+        "{what}: '{now}' where the nearest compiled graph has '{was}'"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recompile_reason;
+
+    #[test]
+    fn the_reason_names_the_first_difference_from_the_nearest_graph() {
+        let cached = [
+            "1|f64[2];\na(i0,)\nb(n0.0,)\n->n1.0,",
+            "1|f64[3];\na(i0,)\n->n0.0,",
+        ];
+        let key = "1|f64[2];\na(i0,)\nc(n0.0,)\n->n1.0,";
+        let why = recompile_reason(key, cached.iter().copied()).expect("a reason");
+        assert_eq!(
+            why,
+            "node 1: 'c(n0.0,)' where the nearest compiled graph has 'b(n0.0,)'"
+        );
+        let why = recompile_reason("1|f64[4];\na(i0,)\n->n0.0,", cached.iter().copied());
+        assert!(why
+            .expect("a reason")
+            .starts_with("the inputs' dtypes and shapes: '1|f64[4];'"));
+        assert!(recompile_reason(key, std::iter::empty()).is_none());
+    }
+}

@@ -1,0 +1,242 @@
+//! Graph mode's Python face: `bf.Graph` (what a backend's `compile=` gets), the compiler and
+//! compiled program that call Python, and the module functions behind `bf.sync()`,
+//! `bf.eager()`, `bf.graph.dump()` and `bf.metrics.graphs()`.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
+
+use crate::error::{Error, Result};
+use crate::graph::{Arg, CompiledGraph, Graph, GraphCompiler};
+use crate::python::convert::{to_py, Passed, TensorStyle};
+use crate::python::errors::{from_pyerr, IntoPy};
+use crate::python::overload::PyOpOverload;
+use crate::python::tensor::{data_object, object_tensor, PyTensor};
+use crate::tensor::TensorData;
+
+/// A recorded graph, as a backend's compiler gets it (`bf.register_backend(...,
+/// compile=)`): its inputs, nodes and outputs, and `replay`.
+#[pyclass(name = "Graph", module = "boxfall", frozen)]
+pub struct PyGraph {
+    graph: Arc<Graph>,
+}
+
+#[pymethods]
+impl PyGraph {
+    /// The backend's name.
+    #[getter]
+    fn backend(&self) -> String {
+        self.graph.backend.name()
+    }
+
+    /// The inputs' `(dtype, shape)`, in the order their payloads are given.
+    #[getter]
+    fn inputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items: Vec<(String, Bound<'py, PyTuple>)> = self
+            .graph
+            .inputs
+            .iter()
+            .map(|m| Ok((m.dtype.clone(), PyTuple::new(py, &m.shape)?)))
+            .collect::<PyResult<_>>()?;
+        PyList::new(py, items)
+    }
+
+    /// The nodes, in order: `(op, args, outputs)`, `op` a `bf.OpOverload`, each argument
+    /// `("input", i)`, `("node", n, k)` (result `k` of node `n`) or `("const", value)`, and
+    /// the outputs' `(dtype, shape)`.
+    #[getter]
+    fn nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut items = Vec::with_capacity(self.graph.nodes.len());
+        for n in &self.graph.nodes {
+            let op = PyOpOverload::new_bound(py, n.op.clone())?;
+            let mut args = Vec::with_capacity(n.args.len());
+            for a in &n.args {
+                args.push(match a {
+                    Arg::Input(i) => ("input", *i).into_pyobject(py)?.into_any(),
+                    Arg::Node(j, k) => ("node", *j, *k).into_pyobject(py)?.into_any(),
+                    Arg::Const(v) => (
+                        "const",
+                        to_py(py, v, &Passed::default(), TensorStyle::Caller)?,
+                    )
+                        .into_pyobject(py)?
+                        .into_any(),
+                });
+            }
+            let outs: Vec<(String, Bound<'py, PyTuple>)> = n
+                .outputs
+                .iter()
+                .map(|m| Ok((m.dtype.clone(), PyTuple::new(py, &m.shape)?)))
+                .collect::<PyResult<_>>()?;
+            items.push((op, PyTuple::new(py, args)?, outs).into_pyobject(py)?);
+        }
+        PyList::new(py, items)
+    }
+
+    /// The results given back, in order: `(node, k)`.
+    #[getter]
+    fn outputs(&self) -> Vec<(usize, usize)> {
+        self.graph.outputs.clone()
+    }
+
+    /// The graph's structure as a string (what the cache of compiled graphs is keyed by).
+    #[getter]
+    fn key(&self) -> String {
+        self.graph.key()
+    }
+
+    /// Runs the nodes eagerly on the backend (its own kernels, or the CPU fallback), on
+    /// tensors wrapping `payloads` (one per input), and gives the outputs' payloads.
+    fn replay<'py>(
+        &self,
+        py: Python<'py>,
+        payloads: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let inputs: Vec<crate::tensor::Tensor> = payloads
+            .try_iter()?
+            .map(|p| Ok(object_tensor(self.graph.device, &p?)))
+            .collect::<PyResult<_>>()?;
+        let outs = self.graph.replay(&inputs).py(py)?;
+        let mut objs = Vec::with_capacity(outs.len());
+        for t in &outs {
+            let data = crate::resident::device_data(t).py(py)?;
+            objs.push(payload_of(py, &data)?);
+        }
+        PyList::new(py, objs)
+    }
+
+    /// The graph in words, one node a line.
+    fn __repr__(&self) -> String {
+        self.graph.describe()
+    }
+}
+
+/// The Python object a graph's input or output data is: the payload, or a NumPy array for
+/// host memory.
+fn payload_of<'py>(py: Python<'py>, data: &TensorData) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(o) = data_object(py, data) {
+        return Ok(o);
+    }
+    let t = crate::tensor::Tensor::new(crate::tensor::Device::CPU, data.clone());
+    crate::python::tensor::cpu_tensor_to_numpy(py, &t, false)
+}
+
+/// A backend's `compile=` function as a graph compiler.
+pub struct PyCompiler {
+    pub compile: Py<PyAny>,
+}
+
+impl GraphCompiler for PyCompiler {
+    fn compile(&self, graph: &Arc<Graph>) -> Result<Arc<dyn CompiledGraph>> {
+        Python::attach(|py| {
+            let g = Bound::new(
+                py,
+                PyGraph {
+                    graph: graph.clone(),
+                },
+            )
+            .map_err(from_pyerr)?;
+            let f = self.compile.bind(py).call1((g,)).map_err(from_pyerr)?;
+            if !f.is_callable() {
+                return Err(Error::Fallback(format!(
+                    "the compile function of backend '{}' returned a {}, not a function of the input payloads",
+                    graph.backend,
+                    f.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                )));
+            }
+            Ok(Arc::new(PyCompiled {
+                f: f.unbind(),
+                device: graph.device,
+            }) as Arc<dyn CompiledGraph>)
+        })
+    }
+}
+
+/// A compiled graph: the Python function `compile` returned.
+struct PyCompiled {
+    f: Py<PyAny>,
+    device: crate::tensor::Device,
+}
+
+impl CompiledGraph for PyCompiled {
+    fn run(&self, inputs: &[TensorData]) -> Result<Vec<TensorData>> {
+        Python::attach(|py| {
+            let args = inputs
+                .iter()
+                .map(|d| payload_of(py, d))
+                .collect::<PyResult<Vec<_>>>()
+                .map_err(from_pyerr)?;
+            let args = PyList::new(py, args).map_err(from_pyerr)?;
+            let outs = self.f.bind(py).call1((args,)).map_err(from_pyerr)?;
+            let outs = outs.try_iter().map_err(from_pyerr)?;
+            outs.map(|o| {
+                let o = o.map_err(from_pyerr)?;
+                Ok(object_tensor(self.device, &o).data())
+            })
+            .collect()
+        })
+    }
+}
+
+/// Computes every pending tensor of this thread (`bf.sync()`).
+#[pyfunction]
+pub fn sync(py: Python<'_>) -> PyResult<()> {
+    crate::graph::sync("sync").py(py)
+}
+
+/// The bits of the `Graph` key (0 before any graph backend): what `bf.eager()` excludes.
+#[pyfunction]
+pub fn graph_key_bits() -> u64 {
+    crate::graph::graph_keys().0
+}
+
+/// This thread's pending graphs in words (`bf.graph.dump()`).
+#[pyfunction]
+pub fn graph_dump() -> String {
+    let graphs = crate::graph::pending_graphs();
+    if graphs.is_empty() {
+        return "no pending graph".into();
+    }
+    graphs
+        .iter()
+        .map(Graph::describe)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Graph mode's figures (`bf.metrics.graphs()`).
+#[pyfunction]
+pub fn graph_metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let f = crate::graph::graph_metrics();
+    let d = PyDict::new(py);
+    d.set_item("compiled", f.compiled)?;
+    d.set_item("cache_hits", f.cache_hits)?;
+    d.set_item("compile_s", f.compile_ns as f64 * 1e-9)?;
+    d.set_item("execute_s", f.execute_ns as f64 * 1e-9)?;
+    d.set_item("graphs_run", f.graphs_run)?;
+    d.set_item("nodes", f.nodes)?;
+    d.set_item("max_nodes", f.max_nodes)?;
+    let per = if f.graphs_run == 0 {
+        0.0
+    } else {
+        f.nodes as f64 / f.graphs_run as f64
+    };
+    d.set_item("nodes_per_graph", per)?;
+    d.set_item("failures", f.failures)?;
+    d.set_item("syncs", f.syncs.into_py_dict(py)?)?;
+    d.set_item("breaks", f.breaks.into_py_dict(py)?)?;
+    d.set_item("recompiles", f.recompiles)?;
+    Ok(d)
+}
+
+/// Sets graph mode's figures back to zero.
+#[pyfunction]
+pub fn reset_graph_metrics() {
+    crate::graph::reset_graph_metrics();
+}
+
+/// Whether a tensor is pending (its values not computed yet).
+#[pyfunction]
+pub fn is_pending(t: PyRef<'_, PyTensor>) -> bool {
+    crate::graph::is_pending(&t.inner)
+}

@@ -1,0 +1,288 @@
+//! Graph mode's core without Python: a backend of host memory made a graph backend with a
+//! compiler that replays each graph and counts its compiles. Each test has a backend, an
+//! operator namespace and a compiler of its own, since tests run on threads side by side and
+//! graph mode's figures are the process's.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use boxfall::backend::register_backend;
+use boxfall::graph::{
+    self, pending_graphs, register_graph_backend, Arg, CompiledGraph, Graph, GraphCompiler,
+};
+use boxfall::native::NativeBackend;
+use boxfall::tensor::{HostArray, TensorData};
+use boxfall::{
+    cpu_fallback, Device, DispatchKey, Error, IValue, KernelFunction, Library, LibraryKind,
+    OperatorHandle, Result, Tensor,
+};
+
+/// Replays each graph; counts compiles; fails its programs while `fail` is set.
+#[derive(Default)]
+struct Counting {
+    compiles: AtomicUsize,
+    fail: Arc<AtomicBool>,
+}
+
+struct Replayed {
+    graph: Arc<Graph>,
+    fail: Arc<AtomicBool>,
+}
+
+impl CompiledGraph for Replayed {
+    fn run(&self, inputs: &[TensorData]) -> Result<Vec<TensorData>> {
+        if self.fail.load(Ordering::Relaxed) {
+            return Err(Error::Fallback("the test program failed".into()));
+        }
+        let ts: Vec<Tensor> = inputs
+            .iter()
+            .map(|d| Tensor::new(self.graph.device, d.clone()))
+            .collect();
+        Ok(self.graph.replay(&ts)?.iter().map(|t| t.data()).collect())
+    }
+}
+
+impl GraphCompiler for Counting {
+    fn compile(&self, graph: &Arc<Graph>) -> Result<Arc<dyn CompiledGraph>> {
+        self.compiles.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(Replayed {
+            graph: graph.clone(),
+            fail: self.fail.clone(),
+        }))
+    }
+}
+
+/// A graph backend named `name`, its CPU fallback, and `ns::add` (with a shape rule: the
+/// rules know `array_api::add`, so the operator is defined in that namespace's manner under
+/// a name the rules see) and `ns::neg` (without one).
+struct Setup {
+    key: DispatchKey,
+    compiler: Arc<Counting>,
+    add: OperatorHandle,
+    neg: OperatorHandle,
+    _libs: Vec<Library>,
+}
+
+fn f64_kernel(f: fn(&[f64], &[f64]) -> Vec<f64>, arity: usize) -> KernelFunction {
+    KernelFunction::from_boxed(move |_, _, stack| {
+        let read = |v: &IValue| -> Result<Vec<f64>> {
+            let IValue::Tensor(t) = v else {
+                return Err(Error::Fallback("not a tensor".into()));
+            };
+            Ok(t.to_host()?
+                .as_f64()
+                .ok_or_else(|| Error::Fallback("not float64".into()))?
+                .iter()
+                .copied()
+                .collect())
+        };
+        let a = read(&stack[0])?;
+        let b = if arity == 2 { read(&stack[1])? } else { vec![] };
+        let out = ndarray::Array1::from(f(&a, &b)).into_dyn();
+        stack.clear();
+        stack.push(IValue::Tensor(Tensor::from_array(out)));
+        Ok(())
+    })
+}
+
+fn setup(name: &str) -> Setup {
+    let key = register_backend(name, Arc::new(NativeBackend)).expect("backend");
+    let compiler = Arc::new(Counting::default());
+    register_graph_backend(key, compiler.clone()).expect("graph backend");
+    let mut fb = Library::new("_", LibraryKind::Impl).expect("library");
+    fb.fallback(key, cpu_fallback()).expect("fallback");
+    // The stub rules know `array_api::add`: the test defines it once per process, in a
+    // fragment, and each test its own `neg`.
+    static ADD: std::sync::OnceLock<OperatorHandle> = std::sync::OnceLock::new();
+    let add = ADD
+        .get_or_init(|| {
+            let mut lib = Library::new("array_api", LibraryKind::Fragment).expect("fragment");
+            let op = lib
+                .define("add(Tensor x1, Tensor x2) -> Tensor")
+                .expect("define");
+            lib.impl_kernel(
+                "add",
+                DispatchKey::CPU,
+                f64_kernel(|a, b| a.iter().zip(b).map(|(x, y)| x + y).collect(), 2),
+                false,
+            )
+            .expect("kernel");
+            std::mem::forget(lib);
+            op
+        })
+        .clone();
+    let ns = name.to_lowercase();
+    let mut lib = Library::new(&ns, LibraryKind::Def).expect("library");
+    let neg = lib.define("neg(Tensor x) -> Tensor").expect("define");
+    lib.impl_kernel(
+        "neg",
+        DispatchKey::CPU,
+        f64_kernel(|a, _| a.iter().map(|x| -x).collect(), 1),
+        false,
+    )
+    .expect("kernel");
+    Setup {
+        key,
+        compiler,
+        add,
+        neg,
+        _libs: vec![fb, lib],
+    }
+}
+
+impl Setup {
+    fn tensor(&self, values: &[f64]) -> Tensor {
+        let a = ndarray::Array1::from(values.to_vec()).into_dyn();
+        Tensor::host(Device::new(self.key, 0), HostArray::from(a))
+    }
+
+    fn call(&self, op: &OperatorHandle, args: &[&Tensor]) -> Tensor {
+        let mut stack: Vec<IValue> = args.iter().map(|t| IValue::Tensor((*t).clone())).collect();
+        op.call_boxed(&mut stack).expect("call");
+        match stack.pop() {
+            Some(IValue::Tensor(t)) => t,
+            _ => panic!("no tensor returned"),
+        }
+    }
+
+    fn compiles(&self) -> usize {
+        self.compiler.compiles.load(Ordering::Relaxed)
+    }
+}
+
+fn values(t: &Tensor) -> Vec<f64> {
+    graph::compute(t, "numpy").expect("computed");
+    t.to_host()
+        .expect("host")
+        .as_f64()
+        .expect("float64")
+        .iter()
+        .copied()
+        .collect()
+}
+
+#[test]
+fn a_call_records_a_node_and_gives_a_pending_tensor_computed_at_a_read() {
+    let s = setup("GraphRecords");
+    let x = s.tensor(&[1.0, 2.0]);
+    let y = s.tensor(&[10.0, 20.0]);
+    let z = s.call(&s.add, &[&x, &y]);
+    let w = s.call(&s.add, &[&z, &x]);
+    assert!(graph::is_pending(&z) && graph::is_pending(&w));
+    assert_eq!(
+        graph::pending_meta(&w).expect("meta").to_string(),
+        "float64[2]"
+    );
+    assert_eq!(s.compiles(), 0);
+    let g = pending_graphs()
+        .into_iter()
+        .find(|g| g.backend == s.key)
+        .expect("a pending graph");
+    assert_eq!(g.nodes.len(), 2);
+    assert_eq!(g.inputs.len(), 2);
+    assert!(matches!(
+        g.nodes[1].args[..],
+        [Arg::Node(0, 0), Arg::Input(0)]
+    ));
+    assert_eq!(values(&w), vec![12.0, 24.0]);
+    assert!(!graph::is_pending(&z)); // held: an output of the same program
+    assert_eq!(values(&z), vec![11.0, 22.0]);
+    assert_eq!(s.compiles(), 1);
+}
+
+#[test]
+fn an_identical_graph_is_a_cache_hit_and_a_new_shape_compiles() {
+    let s = setup("GraphCaches");
+    let run = |n: usize| {
+        let x = s.tensor(&vec![1.0; n]);
+        let z = s.call(&s.add, &[&x, &x]);
+        values(&z)
+    };
+    assert_eq!(run(3), vec![2.0; 3]);
+    assert_eq!(run(3), vec![2.0; 3]);
+    assert_eq!(s.compiles(), 1);
+    assert_eq!(run(5), vec![2.0; 5]);
+    assert_eq!(s.compiles(), 2);
+}
+
+#[test]
+fn the_structural_key_tells_shapes_and_outputs_apart() {
+    let s = setup("GraphKeys");
+    let key_of = |n: usize, keep: bool| {
+        let x = s.tensor(&vec![1.0; n]);
+        let z = s.call(&s.add, &[&x, &x]);
+        let w = s.call(&s.add, &[&z, &z]);
+        // Only a held pending tensor is an output.
+        let kept = keep.then_some(z);
+        let g = pending_graphs()
+            .into_iter()
+            .find(|g| g.backend == s.key)
+            .expect("a pending graph");
+        assert_eq!(g.outputs.len(), 1 + usize::from(keep));
+        drop((w, kept));
+        graph::sync("sync").expect("sync");
+        g.key()
+    };
+    assert_eq!(key_of(2, false), key_of(2, false));
+    assert_ne!(key_of(2, false), key_of(3, false));
+    assert_ne!(key_of(2, false), key_of(2, true));
+}
+
+#[test]
+fn an_operator_without_a_shape_rule_breaks_the_graph() {
+    let s = setup("GraphBreaks");
+    let x = s.tensor(&[1.0, 2.0]);
+    let z = s.call(&s.add, &[&x, &x]);
+    let n = s.call(&s.neg, &[&z]);
+    assert!(!graph::is_pending(&n) && !graph::is_pending(&z));
+    assert_eq!(values(&n), vec![-2.0, -4.0]);
+    let breaks = graph::graph_metrics().breaks;
+    assert_eq!(breaks.get("graphbreaks::neg"), Some(&1));
+}
+
+#[test]
+fn a_failing_program_commits_nothing() {
+    let s = setup("GraphFails");
+    let x = s.tensor(&[1.0]);
+    let z = s.call(&s.add, &[&x, &x]);
+    s.compiler.fail.store(true, Ordering::Relaxed);
+    let e = graph::compute(&z, "numpy").expect_err("the program fails");
+    assert!(e.to_string().contains("GraphFails"), "{e}");
+    assert!(graph::is_pending(&z));
+    s.compiler.fail.store(false, Ordering::Relaxed);
+    assert_eq!(values(&z), vec![2.0]);
+}
+
+#[test]
+fn an_excluded_graph_key_runs_calls_eagerly() {
+    let s = setup("GraphEager");
+    let x = s.tensor(&[3.0]);
+    let z = {
+        let _eager = boxfall::key::LocalKeysGuard::exclude(graph::graph_keys());
+        s.call(&s.add, &[&x, &x])
+    };
+    assert!(!graph::is_pending(&z));
+    assert_eq!(values(&z), vec![6.0]);
+    assert_eq!(s.compiles(), 0);
+}
+
+#[test]
+fn nodes_no_output_needs_are_left_out_of_the_graph() {
+    let s = setup("GraphPrunes");
+    let x = s.tensor(&[1.0, 2.0]);
+    let y = s.tensor(&[5.0, 6.0]);
+    let dead = s.call(&s.add, &[&y, &y]);
+    let w = s.call(&s.add, &[&x, &x]);
+    drop(dead);
+    let g = pending_graphs()
+        .into_iter()
+        .find(|g| g.backend == s.key)
+        .expect("a pending graph");
+    assert_eq!((g.nodes.len(), g.inputs.len()), (1, 1));
+    assert!(matches!(
+        g.nodes[0].args[..],
+        [Arg::Input(0), Arg::Input(0)]
+    ));
+    assert_eq!(g.outputs, vec![(0, 0)]);
+    assert_eq!(values(&w), vec![2.0, 4.0]);
+}

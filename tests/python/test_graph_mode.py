@@ -1,0 +1,298 @@
+"""Graph mode's mechanism (DESIGN section 13) on a test backend whose compiler replays each
+graph with NumPy (the backend's CPU fallback) and counts its compilations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boxfall as bf
+import boxfall.array_api as xp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+class Box:
+    """The test backend's payload: a NumPy array in a box."""
+
+    def __init__(self, a: Any) -> None:
+        self.a = np.asarray(a)
+
+    @property
+    def dtype(self) -> Any:
+        return self.a.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.a.shape
+
+
+class Compiler:
+    """Replays each graph (``graph.replay``), counting compiles; ``fail`` makes the compiled
+    functions raise."""
+
+    def __init__(self) -> None:
+        self.graphs: list[bf.Graph] = []
+        self.fail = False
+
+    def __call__(self, graph: bf.Graph) -> Any:
+        self.graphs.append(graph)
+
+        def run(payloads: list[Any]) -> list[Any]:
+            if self.fail:
+                raise RuntimeError("the test program failed")
+            return graph.replay(payloads)
+
+        return run
+
+
+COMPILER = Compiler()
+GRAPH = bf.register_backend(
+    "GraphTest",
+    to_cpu=lambda p: p.a,
+    from_cpu=lambda a: Box(a.copy()),
+    copy_from_cpu=lambda p, a: Box(a.copy()),
+    compile=COMPILER,
+)
+_LIB = bf.Library("_", "IMPL")
+_LIB.fallback(bf.cpu_fallback, "GraphTest")
+_LIB._for_process_life()
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Any:
+    bf.sync()
+    COMPILER.graphs.clear()
+    COMPILER.fail = False
+    bf.metrics.reset()
+    yield
+    COMPILER.fail = False
+    bf.sync()
+
+
+def tensors(n: int = 4, dtype: Any = np.float64) -> tuple[bf.Tensor, bf.Tensor]:
+    a = np.arange(n, dtype=dtype)
+    return GRAPH.tensor(a), GRAPH.tensor(a * 2 + 1)
+
+
+def program(x: bf.Tensor, y: bf.Tensor) -> bf.Tensor:
+    z = xp.add(x, y)
+    w = xp.multiply(z, y)
+    return xp.subtract(w, x)
+
+
+def test_operators_record_pending_tensors_whose_values_equal_eager_ones() -> None:
+    x, y = tensors()
+    out = program(x, y)
+    assert bf.graph.is_pending(out)
+    assert COMPILER.graphs == []  # nothing ran yet
+    with bf.eager():
+        expected = program(x, y)
+    assert not bf.graph.is_pending(expected)
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    assert not bf.graph.is_pending(out)
+    assert len(COMPILER.graphs) == 1
+    assert bf.metrics.graphs()["syncs"] == {"numpy": 1}
+
+
+def test_pending_meta_is_known_without_computing() -> None:
+    x, y = tensors(5, np.float32)
+    out = program(x, y)
+    assert out.shape == (5,)
+    assert out.dtype == np.float32
+    assert out.device == x.device
+    assert bf.graph.is_pending(out)
+    assert COMPILER.graphs == []
+
+
+def test_a_second_identical_run_compiles_nothing() -> None:
+    # Compiled programs are cached for the process: each test's graphs take shapes of their own.
+    x, y = tensors(7)
+    first = program(x, y).numpy()
+    x2, y2 = tensors(7)
+    second = program(x2, y2).numpy()
+    np.testing.assert_array_equal(first, second)
+    figures = bf.metrics.graphs()
+    assert len(COMPILER.graphs) == 1
+    assert (figures["compiled"], figures["cache_hits"], figures["graphs_run"]) == (1, 1, 2)
+    assert figures["nodes_per_graph"] == 3
+
+
+def test_a_changed_shape_recompiles() -> None:
+    program(*tensors(8)).numpy()
+    program(*tensors(9)).numpy()
+    assert len(COMPILER.graphs) == 2
+    figures = bf.metrics.graphs()
+    assert figures["compiled"] == 2
+    # Each compile says why: the nearest compiled graph had other input shapes.
+    assert "GraphTest: the inputs' dtypes and shapes: " in figures["recompiles"][-1]
+    assert "float64[9]" in figures["recompiles"][-1]
+
+
+def test_an_operator_without_a_shape_rule_is_a_counted_graph_break() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    s = xp.sum(z)  # no shape rule in this first set: a graph break
+    assert not bf.graph.is_pending(s)
+    assert not bf.graph.is_pending(z)  # its input was computed at the break
+    assert float(s) == float(np.sum(np.arange(4) * 3 + 1))
+    figures = bf.metrics.graphs()
+    assert figures["breaks"] == {"array_api::sum": 1}
+    assert figures["syncs"] == {"graph break": 1}
+
+
+def test_eager_runs_operators_at_once() -> None:
+    x, y = tensors()
+    with bf.eager():
+        z = xp.add(x, y)
+    assert not bf.graph.is_pending(z)
+    np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
+    assert COMPILER.graphs == []
+
+
+def test_a_pending_tensor_read_in_eager_is_computed() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    with bf.eager():
+        w = xp.multiply(z, z)
+    assert not bf.graph.is_pending(w)
+    np.testing.assert_array_equal(w.numpy(), (np.arange(4) * 3 + 1) ** 2)
+
+
+def test_a_failing_program_leaves_every_tensor_as_it_was() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    w = xp.multiply(z, y)
+    COMPILER.fail = True
+    with pytest.raises(bf.BoxfallError, match="GraphTest") as info:
+        w.numpy()
+    assert "the test program failed" in str(info.value)
+    assert bf.graph.is_pending(z) and bf.graph.is_pending(w)
+    assert bf.metrics.graphs()["failures"] == 1
+    COMPILER.fail = False
+    np.testing.assert_array_equal(w.numpy(), (np.arange(4) * 3 + 1) * (np.arange(4) * 2 + 1))
+    np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
+
+
+def test_intermediates_no_tensor_holds_are_not_outputs() -> None:
+    x, y = tensors(10)
+    dead = xp.add(y, y)
+    out = program(x, y)  # its two intermediates are dropped
+    del dead  # and nothing needs this node's result: it is left out
+    out.numpy()
+    (graph,) = COMPILER.graphs
+    assert len(graph.nodes) == 3
+    assert graph.outputs == [(2, 0)]
+
+
+def test_the_graph_describes_its_nodes() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    w = xp.multiply(z, x)
+    dump = bf.graph.dump()
+    assert "array_api::add(i0, i1)" in dump and "float64[4]" in dump
+    w.numpy()
+    (graph,) = COMPILER.graphs
+    assert graph.backend == "GraphTest"
+    assert graph.inputs == [("float64", (4,)), ("float64", (4,))]
+    (op, args, outs), (op2, args2, _) = graph.nodes
+    assert (op.name, op2.name) == ("array_api::add", "array_api::multiply")
+    assert args == (("input", 0), ("input", 1))
+    assert outs == [("float64", (4,))]
+    assert args2 == (("node", 0, 0), ("input", 0))
+    assert bf.graph.dump() == "no pending graph"
+
+
+def test_sync_computes_every_pending_tensor() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    bf.sync()
+    assert not bf.graph.is_pending(z)
+    assert bf.metrics.graphs()["syncs"] == {"sync": 1}
+    assert isinstance(z.payload, Box)
+
+
+def test_payload_computes_a_pending_tensor() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    p = z.payload
+    assert isinstance(p, Box)
+    np.testing.assert_array_equal(p.a, np.arange(4) * 3 + 1)
+    assert bf.metrics.graphs()["syncs"] == {"payload": 1}
+
+
+def test_scalars_and_numpy_arrays_read_pending_tensors() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    np.testing.assert_array_equal(np.asarray(z), np.arange(4) * 3 + 1)
+    s = xp.add(GRAPH.tensor(np.float64(2.5)), GRAPH.tensor(np.float64(1.0)))
+    assert bf.graph.is_pending(s)
+    assert s.shape == () and s.ndim == 0
+    assert float(s) == 3.5
+    assert bf.metrics.graphs()["syncs"] == {"numpy": 2}
+
+
+def test_a_write_of_an_input_after_recording_is_not_seen_by_the_graph() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)  # reads x as it is now
+    x += y  # an in-place operator: a graph break, run eagerly after the graph is computed
+    np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
+    np.testing.assert_array_equal(x.numpy(), np.arange(4) * 3 + 1)
+
+
+SHAPES = [(1,), (3,), (2, 3)]
+STEP = st.tuples(
+    st.sampled_from(["add", "subtract", "multiply", "sum", "iadd", "read", "drop"]),
+    st.integers(0, 1_000),
+    st.integers(0, 1_000),
+)
+
+
+def run_steps(start: list[np.ndarray], steps: list[tuple[str, int, int]]) -> list[np.ndarray]:
+    """Runs the steps on the test backend (in graph mode unless the caller is in bf.eager())
+    and gives every live tensor's values at the end, in order."""
+    live: list[Any] = [GRAPH.tensor(a) for a in start]
+    for name, i, j in steps:
+        a, b = live[i % len(live)], live[j % len(live)]
+        if name in ("add", "subtract", "multiply"):
+            live.append(getattr(xp, name)(a, b))
+        elif name == "sum":
+            live.append(xp.sum(a))  # no shape rule: a graph break
+        elif name == "iadd" and np.broadcast_shapes(a.shape, b.shape) == a.shape:
+            a += b  # writes an argument: a graph break
+        elif name == "read":
+            a.numpy()
+        elif name == "drop" and len(live) > 1:
+            live.pop(i % len(live))
+    return [t.numpy() for t in live]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shapes=st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
+    steps=st.lists(STEP, max_size=12),
+)
+def test_random_programs_give_the_eager_values(
+    shapes: list[tuple[int, ...]], steps: list[tuple[str, int, int]]
+) -> None:
+    rng = np.random.default_rng(0)
+    start = [rng.standard_normal(s) for s in shapes]
+    with bf.eager():
+        expected = run_steps(start, steps)
+    got = run_steps(start, steps)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_the_report_gives_graph_modes_figures() -> None:
+    x, y = tensors()
+    xp.sum(xp.add(x, y))
+    text = bf.metrics.report()
+    # The add's graph may be compiled already (the cache is the process's): a hit then.
+    g = bf.metrics.graphs()
+    assert g["compiled"] + g["cache_hits"] == 1
+    assert f"graph mode: {g['compiled']} graphs compiled" in text
+    assert "graph breaks: array_api::sum 1" in text
+    assert "syncs: graph break 1" in text
