@@ -547,6 +547,10 @@ def definitions_version() -> int:
 def find_op(name: str) -> OpOverload:
     """The defined operator ``name``."""
 
+def _output_metas(op: str, *args: Any, **kwargs: Any) -> list[tuple[str, tuple[int, ...]]] | None:
+    """The dtypes and shapes the shape rule of operator ``op`` gives for these arguments (bound
+    as a call binds them; nothing runs), or None where it has no rule."""
+
 def array_kernel(kernel: Callable[..., Any], as_arrays: Callable[[Any], Any]) -> Callable[..., Any]:
     """The CPU kernel ``boxfall.array_api`` registers for ``kernel``: its result as
     ``as_arrays(result)`` gives it (NumPy arrays as they are)."""

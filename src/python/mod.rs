@@ -15,6 +15,7 @@ mod fast;
 mod ffi;
 mod gil_cell;
 mod graph;
+mod graph_rules;
 mod kept;
 mod kernel;
 mod keyset;
@@ -416,5 +417,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph::graph_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(graph::reset_graph_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(graph::is_pending, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
     Ok(())
 }
