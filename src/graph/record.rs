@@ -126,6 +126,14 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
             _ => return Ok(Plan::Break),
         }
     }
+    // A tensor in an argument the schema does not type as one (`Any`: `asarray`'s object)
+    // is an input too, and must be of the backend as well.
+    if stack
+        .iter()
+        .any(|v| v.tensors().any(|t| t.key() != backend || t.is_view()))
+    {
+        return Ok(Plan::Break);
+    }
     // Constants must hold no tensor and be comparable.
     if stack.iter().any(|v| matches!(v, IValue::Object(_))) {
         return Ok(Plan::Break);
