@@ -233,7 +233,7 @@ def bench_graph(rounds: int, sizes: tuple[int, ...]) -> None:
             bf.sync()
             return jax.block_until_ready([t.payload for t in out])
 
-        def compiled(jx: Any = jx, jy: Any = jy) -> Any:
+        def compiled(jx: Any = jx, jy: Any = jy, jitted: Any = jitted) -> Any:
             return jax.block_until_ready(jitted(jx, jy))
 
         def op_by_op(jx: Any = jx, jy: Any = jy, p: Any = p) -> Any:
