@@ -265,3 +265,24 @@ fn an_excluded_graph_key_runs_calls_eagerly() {
     assert_eq!(values(&z), vec![6.0]);
     assert_eq!(s.compiles(), 0);
 }
+
+#[test]
+fn nodes_no_output_needs_are_left_out_of_the_graph() {
+    let s = setup("GraphPrunes");
+    let x = s.tensor(&[1.0, 2.0]);
+    let y = s.tensor(&[5.0, 6.0]);
+    let dead = s.call(&s.add, &[&y, &y]);
+    let w = s.call(&s.add, &[&x, &x]);
+    drop(dead);
+    let g = pending_graphs()
+        .into_iter()
+        .find(|g| g.backend == s.key)
+        .expect("a pending graph");
+    assert_eq!((g.nodes.len(), g.inputs.len()), (1, 1));
+    assert!(matches!(
+        g.nodes[0].args[..],
+        [Arg::Input(0), Arg::Input(0)]
+    ));
+    assert_eq!(g.outputs, vec![(0, 0)]);
+    assert_eq!(values(&w), vec![2.0, 4.0]);
+}

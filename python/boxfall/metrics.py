@@ -213,8 +213,27 @@ def report(backend: object = None, sort: str = "time", top: int | None = None) -
     (most first), ``"count"``, ``"bytes"`` or ``"name"``; ``top``: only the first rows, so many
     (the total still counts every row). Times are in us, ms or s, sizes in B, KB, MB or GB
     (1 KB = 1024 B), whichever fits each number.
+
+    Where graph mode ran (a backend registered with ``compile=``), its figures follow
+    (:func:`graphs`): graphs compiled and found cached, time compiling and running, nodes per
+    graph, syncs by reason, graph breaks per operator, the last recompile's reason.
     """
-    return _boxfall.report(_backend_name(backend), _sort(sort), _top(top))
+    table = _boxfall.report(_backend_name(backend), _sort(sort), _top(top))
+    g = graphs()
+    if not (g["compiled"] or g["cache_hits"] or g["breaks"] or g["syncs"]):
+        return table
+    lines = [
+        f"graph mode: {g['compiled']} graphs compiled ({g['compile_s'] * 1e3:.1f} ms), "
+        f"{g['cache_hits']} cache hits, {g['graphs_run']} run ({g['execute_s'] * 1e3:.1f} ms), "
+        f"{g['nodes_per_graph']:.1f} nodes per graph (most {g['max_nodes']}), "
+        f"{g['failures']} failed",
+        "  syncs: " + (", ".join(f"{k} {v}" for k, v in sorted(g["syncs"].items())) or "none"),
+        "  graph breaks: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(g["breaks"].items())) or "none"),
+    ]
+    if g["recompiles"]:
+        lines.append(f"  last recompile: {g['recompiles'][-1]}")
+    return table + "\n" + "\n".join(lines)
 
 
 def plot(path: str | os.PathLike[str] | None = None, backend: object = None, top: int = 20) -> Any:
@@ -249,8 +268,9 @@ def graphs() -> dict[str, Any]:
     (seconds in the compilers and the compiled programs), ``graphs_run``, ``nodes``,
     ``nodes_per_graph`` and ``max_nodes`` (of the graphs run), ``failures`` (syncs whose
     program failed: nothing committed), ``syncs`` (by reason: ``"numpy"``, ``"payload"``,
-    ``"materialize"``, ``"graph break"``, ``"sync"``) and ``breaks`` (graph breaks per
-    operator)."""
+    ``"materialize"``, ``"graph break"``, ``"sync"``, ``"size limit"``), ``breaks`` (graph
+    breaks per operator) and ``recompiles`` (why each graph after a backend's first compiled:
+    its first difference from the nearest compiled graph, the last 64, oldest first)."""
     return dict(_boxfall.graph_metrics())
 
 

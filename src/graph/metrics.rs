@@ -33,7 +33,17 @@ pub struct GraphFigures {
     pub syncs: BTreeMap<String, u64>,
     /// Graph breaks per operator.
     pub breaks: BTreeMap<String, u64>,
+    /// Why each graph after a backend's first was compiled (the first difference from the
+    /// nearest compiled graph), the last [`KEPT_REASONS`] of them, oldest first.
+    pub recompiles: Vec<String>,
 }
+
+/// How many recompile reasons the figures keep.
+///
+/// ```
+/// assert!(boxfall::graph::graph_metrics().recompiles.len() <= boxfall::graph::KEPT_REASONS);
+/// ```
+pub const KEPT_REASONS: usize = 64;
 
 static FIGURES: Mutex<GraphFigures> = Mutex::new(GraphFigures {
     compiled: 0,
@@ -46,6 +56,7 @@ static FIGURES: Mutex<GraphFigures> = Mutex::new(GraphFigures {
     failures: 0,
     syncs: BTreeMap::new(),
     breaks: BTreeMap::new(),
+    recompiles: Vec::new(),
 });
 
 fn with(f: impl FnOnce(&mut GraphFigures)) {
@@ -102,4 +113,13 @@ pub(crate) fn executed(ns: u64, nodes: u64) {
 
 pub(crate) fn failure() {
     with(|f| f.failures += 1);
+}
+
+pub(crate) fn recompiled(reason: String) {
+    with(|f| {
+        if f.recompiles.len() >= KEPT_REASONS {
+            f.recompiles.remove(0);
+        }
+        f.recompiles.push(reason);
+    });
 }

@@ -24,7 +24,7 @@ mod state;
 mod sync;
 
 pub use keys::graph_keys;
-pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures};
+pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS};
 pub use pending::{is_pending, pending_meta, Pending};
 pub use program::{Arg, CompiledGraph, Graph, GraphCompiler, Node};
 pub use record::register_graph_backend;

@@ -12,7 +12,7 @@ use crate::tensor::{Payload, Tensor, TensorData};
 use super::keys::graph_keys;
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of};
-use super::program::Graph;
+use super::program::{Arg, Graph};
 use super::state::{graph_backend, lock, recordings, Recording, State};
 
 /// Computes every pending tensor of this thread (each graph backend's graph), counted as a
@@ -42,7 +42,7 @@ pub fn pending_graphs() -> Vec<Graph> {
                 return None;
             }
             let outputs = outputs_of(&r.state);
-            Some(build(&r, &r.state, outputs))
+            Some(build(&r, &r.state, outputs).0)
         })
         .collect()
 }
@@ -55,25 +55,69 @@ fn outputs_of(state: &State) -> Vec<usize> {
 }
 
 /// The graph of `state`, whose outputs are the pending tensors `outputs` (indices into
-/// `state.pending`).
-fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> Graph {
-    Graph {
+/// `state.pending`), with the nodes no output needs left out (their results no tensor holds,
+/// so nothing can read them), and the inputs only those nodes read: so two programs that
+/// differ only in dead work share one compiled graph. Also gives which of `state.inputs` the
+/// graph's inputs are, in order.
+fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Vec<usize>) {
+    let nodes = &state.nodes;
+    let mut live = vec![false; nodes.len()];
+    for &i in &outputs {
+        live[state.pending[i].1] = true;
+    }
+    // Nodes name only earlier ones: one backward pass marks everything an output needs.
+    for n in (0..nodes.len()).rev() {
+        if live[n] {
+            for a in &nodes[n].args {
+                if let Arg::Node(m, _) = a {
+                    live[*m] = true;
+                }
+            }
+        }
+    }
+    let mut node_at = vec![usize::MAX; nodes.len()];
+    let mut input_at = vec![usize::MAX; state.inputs.len()];
+    let mut used_inputs = Vec::new();
+    let mut kept = Vec::new();
+    for (n, node) in nodes.iter().enumerate().filter(|(n, _)| live[*n]) {
+        let mut node = node.clone();
+        for a in &mut node.args {
+            match a {
+                Arg::Node(m, _) => *m = node_at[*m],
+                Arg::Input(i) => {
+                    if input_at[*i] == usize::MAX {
+                        input_at[*i] = used_inputs.len();
+                        used_inputs.push(*i);
+                    }
+                    *i = input_at[*i];
+                }
+                Arg::Const(_) => {}
+            }
+        }
+        node_at[n] = kept.len();
+        kept.push(node);
+    }
+    let graph = Graph {
         backend: r.backend,
         device: state
             .device
             .unwrap_or(crate::tensor::Device::new(r.backend, 0)),
-        inputs: state.inputs.iter().map(|i| i.meta.clone()).collect(),
-        nodes: state.nodes.clone(),
+        inputs: used_inputs
+            .iter()
+            .map(|&i| state.inputs[i].meta.clone())
+            .collect(),
+        nodes: kept,
         outputs: outputs
             .iter()
-            .map(|&i| (state.pending[i].1, state.pending[i].2))
+            .map(|&i| (node_at[state.pending[i].1], state.pending[i].2))
             .collect(),
-    }
+    };
+    (graph, used_inputs)
 }
 
 /// Computes a recording's pending tensors (see the module's documentation).
 pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) -> Result<()> {
-    let (state, graph, outputs) = {
+    let (state, graph, used_inputs, outputs) = {
         let mut r = lock(rec);
         if r.busy {
             return Err(Error::Fallback(format!(
@@ -86,9 +130,9 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
             return Ok(());
         }
         let outputs = outputs_of(&r.state);
-        let graph = build(&r, &r.state, outputs.clone());
+        let (graph, used_inputs) = build(&r, &r.state, outputs.clone());
         r.busy = true;
-        (std::mem::take(&mut r.state), graph, outputs)
+        (std::mem::take(&mut r.state), graph, used_inputs, outputs)
     };
     metrics::sync(reason);
     // The compiler and the program run eagerly: what they call on the backend's tensors is
@@ -98,7 +142,7 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
         if outputs.is_empty() {
             Ok(Vec::new())
         } else {
-            run_graph(graph, &state)
+            run_graph(graph, &state, &used_inputs)
         }
     };
     let mut r = lock(rec);
@@ -126,7 +170,7 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
 
 /// The outputs' data of `graph`: its program from the backend's cache, else compiled, run on
 /// the inputs' data. Errors name the backend.
-fn run_graph(graph: Graph, state: &State) -> Result<Vec<TensorData>> {
+fn run_graph(graph: Graph, state: &State, used_inputs: &[usize]) -> Result<Vec<TensorData>> {
     let backend = graph.backend;
     let gb = graph_backend(backend)
         .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
@@ -145,6 +189,14 @@ fn run_graph(graph: Graph, state: &State) -> Result<Vec<TensorData>> {
             p
         }
         None => {
+            let reason = {
+                let cache = gb.cache.lock().unwrap_or_else(|e| e.into_inner());
+                recompile_reason(&key, cache.keys().map(String::as_str))
+            };
+            if let Some(reason) = reason {
+                log::debug!("graph backend '{backend}' compiles again: {reason}");
+                metrics::recompiled(format!("{backend}: {reason}"));
+            }
             let start = Instant::now();
             let graph = Arc::new(graph);
             let p = gb.compiler.compile(&graph).map_err(|e| {
@@ -160,7 +212,10 @@ fn run_graph(graph: Graph, state: &State) -> Result<Vec<TensorData>> {
             p
         }
     };
-    let inputs: Vec<TensorData> = state.inputs.iter().map(|i| i.data.clone()).collect();
+    let inputs: Vec<TensorData> = used_inputs
+        .iter()
+        .map(|&i| state.inputs[i].data.clone())
+        .collect();
     let start = Instant::now();
     let outs = program.run(&inputs).map_err(|e| {
         Error::Fallback(format!(
@@ -231,4 +286,58 @@ pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<Tens
             pending.meta
         ))
     })
+}
+
+/// Why a graph of key `key` compiles although graphs of keys `cached` were compiled: the first
+/// line where it differs from the nearest of them (the one sharing the most lines before the
+/// first difference), in words; `None` for a backend's first graph. A key is the inputs, one
+/// node a line, then the outputs (`Graph::key`).
+pub(crate) fn recompile_reason<'a>(
+    key: &str,
+    cached: impl Iterator<Item = &'a str>,
+) -> Option<String> {
+    let new: Vec<&str> = key.lines().collect();
+    let mut best: Option<(usize, Vec<&str>)> = None;
+    for k in cached {
+        let old: Vec<&str> = k.lines().collect();
+        let same = new.iter().zip(&old).take_while(|(a, b)| a == b).count();
+        if best.as_ref().is_none_or(|(n, _)| same > *n) {
+            best = Some((same, old));
+        }
+    }
+    let (at, old) = best?;
+    let was = old.get(at).copied().unwrap_or("(nothing)");
+    let now = new.get(at).copied().unwrap_or("(nothing)");
+    let what = match at {
+        0 => "the inputs' dtypes and shapes".to_string(),
+        n if n + 1 >= new.len() || now.starts_with("->") => "the outputs".to_string(),
+        n => format!("node {}", n - 1),
+    };
+    Some(format!(
+        "{what}: '{now}' where the nearest compiled graph has '{was}'"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recompile_reason;
+
+    #[test]
+    fn the_reason_names_the_first_difference_from_the_nearest_graph() {
+        let cached = [
+            "1|f64[2];\na(i0,)\nb(n0.0,)\n->n1.0,",
+            "1|f64[3];\na(i0,)\n->n0.0,",
+        ];
+        let key = "1|f64[2];\na(i0,)\nc(n0.0,)\n->n1.0,";
+        let why = recompile_reason(key, cached.iter().copied()).expect("a reason");
+        assert_eq!(
+            why,
+            "node 1: 'c(n0.0,)' where the nearest compiled graph has 'b(n0.0,)'"
+        );
+        let why = recompile_reason("1|f64[4];\na(i0,)\n->n0.0,", cached.iter().copied());
+        assert!(why
+            .expect("a reason")
+            .starts_with("the inputs' dtypes and shapes: '1|f64[4];'"));
+        assert!(recompile_reason(key, std::iter::empty()).is_none());
+    }
 }

@@ -225,6 +225,7 @@ pub fn graph_metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("failures", f.failures)?;
     d.set_item("syncs", f.syncs.into_py_dict(py)?)?;
     d.set_item("breaks", f.breaks.into_py_dict(py)?)?;
+    d.set_item("recompiles", f.recompiles)?;
     Ok(d)
 }
 

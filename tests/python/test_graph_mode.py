@@ -9,6 +9,8 @@ import boxfall as bf
 import boxfall.array_api as xp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 class Box:
@@ -121,7 +123,11 @@ def test_a_changed_shape_recompiles() -> None:
     program(*tensors(8)).numpy()
     program(*tensors(9)).numpy()
     assert len(COMPILER.graphs) == 2
-    assert bf.metrics.graphs()["compiled"] == 2
+    figures = bf.metrics.graphs()
+    assert figures["compiled"] == 2
+    # Each compile says why: the nearest compiled graph had other input shapes.
+    assert "GraphTest: the inputs' dtypes and shapes: " in figures["recompiles"][-1]
+    assert "float64[9]" in figures["recompiles"][-1]
 
 
 def test_an_operator_without_a_shape_rule_is_a_counted_graph_break() -> None:
@@ -171,7 +177,9 @@ def test_a_failing_program_leaves_every_tensor_as_it_was() -> None:
 
 def test_intermediates_no_tensor_holds_are_not_outputs() -> None:
     x, y = tensors(10)
+    dead = xp.add(y, y)
     out = program(x, y)  # its two intermediates are dropped
+    del dead  # and nothing needs this node's result: it is left out
     out.numpy()
     (graph,) = COMPILER.graphs
     assert len(graph.nodes) == 3
@@ -231,3 +239,60 @@ def test_a_write_of_an_input_after_recording_is_not_seen_by_the_graph() -> None:
     x += y  # an in-place operator: a graph break, run eagerly after the graph is computed
     np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
     np.testing.assert_array_equal(x.numpy(), np.arange(4) * 3 + 1)
+
+
+SHAPES = [(1,), (3,), (2, 3)]
+STEP = st.tuples(
+    st.sampled_from(["add", "subtract", "multiply", "sum", "iadd", "read", "drop"]),
+    st.integers(0, 1_000),
+    st.integers(0, 1_000),
+)
+
+
+def run_steps(start: list[np.ndarray], steps: list[tuple[str, int, int]]) -> list[np.ndarray]:
+    """Runs the steps on the test backend (in graph mode unless the caller is in bf.eager())
+    and gives every live tensor's values at the end, in order."""
+    live: list[Any] = [GRAPH.tensor(a) for a in start]
+    for name, i, j in steps:
+        a, b = live[i % len(live)], live[j % len(live)]
+        if name in ("add", "subtract", "multiply"):
+            live.append(getattr(xp, name)(a, b))
+        elif name == "sum":
+            live.append(xp.sum(a))  # no shape rule: a graph break
+        elif name == "iadd" and np.broadcast_shapes(a.shape, b.shape) == a.shape:
+            a += b  # writes an argument: a graph break
+        elif name == "read":
+            a.numpy()
+        elif name == "drop" and len(live) > 1:
+            live.pop(i % len(live))
+    return [t.numpy() for t in live]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shapes=st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
+    steps=st.lists(STEP, max_size=12),
+)
+def test_random_programs_give_the_eager_values(
+    shapes: list[tuple[int, ...]], steps: list[tuple[str, int, int]]
+) -> None:
+    rng = np.random.default_rng(0)
+    start = [rng.standard_normal(s) for s in shapes]
+    with bf.eager():
+        expected = run_steps(start, steps)
+    got = run_steps(start, steps)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_the_report_gives_graph_modes_figures() -> None:
+    x, y = tensors()
+    xp.sum(xp.add(x, y))
+    text = bf.metrics.report()
+    # The add's graph may be compiled already (the cache is the process's): a hit then.
+    g = bf.metrics.graphs()
+    assert g["compiled"] + g["cache_hits"] == 1
+    assert f"graph mode: {g['compiled']} graphs compiled" in text
+    assert "graph breaks: array_api::sum 1" in text
+    assert "syncs: graph break 1" in text
