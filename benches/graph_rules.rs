@@ -10,12 +10,18 @@ use boxfall::{IValue, Tensor};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn t(shape: &[usize]) -> IValue {
-    IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(shape.to_vec())))
+    IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(
+        shape.to_vec(),
+    )))
 }
 
 fn bench_rules(c: &mut Criterion) {
     let cases: Vec<(&str, &str, Vec<IValue>)> = vec![
-        ("add_broadcast", "array_api::add", vec![t(&[64, 1]), t(&[32])]),
+        (
+            "add_broadcast",
+            "array_api::add",
+            vec![t(&[64, 1]), t(&[32])],
+        ),
         (
             "multiply_scalar",
             "array_api::multiply.Tensor_Scalar",
@@ -31,7 +37,11 @@ fn bench_rules(c: &mut Criterion) {
                 IValue::Bool(false),
             ],
         ),
-        ("matmul", "array_api::matmul", vec![t(&[64, 32]), t(&[32, 8])]),
+        (
+            "matmul",
+            "array_api::matmul",
+            vec![t(&[64, 32]), t(&[32, 8])],
+        ),
         (
             "reshape",
             "array_api::reshape",

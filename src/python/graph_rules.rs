@@ -8,6 +8,9 @@ use pyo3::types::{PyDict, PyTuple};
 use super::convert::{bind, Passed};
 use super::errors::IntoPy;
 
+/// Output metas as Python sees them: `(dtype name, shape tuple)` pairs.
+type Metas<'py> = Vec<(String, Bound<'py, PyTuple>)>;
+
 /// The dtypes and shapes the rule of operator `op` (`"array_api::add.Tensor_Scalar"`) gives
 /// for these arguments, as `(dtype name, shape tuple)` pairs; None where it has no rule. Arguments
 /// the schema does not bind raise TypeError.
@@ -18,7 +21,7 @@ pub fn _output_metas<'py>(
     op: &str,
     args: &Bound<'_, PyTuple>,
     kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Option<Vec<(String, Bound<'py, PyTuple>)>>> {
+) -> PyResult<Option<Metas<'py>>> {
     let handle = crate::Dispatcher::find(op).py(py)?;
     let schema = handle.schema().py(py)?;
     let mut passed = Passed::default();

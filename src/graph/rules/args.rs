@@ -4,7 +4,7 @@
 //! schema would not bind gives no meta rather than a wrong one.
 
 use crate::ivalue::IValue;
-use crate::tensor::{DType, TensorMeta};
+use crate::tensor::{DType, TensorData, TensorMeta};
 
 /// A tensor argument's element type and shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,13 +36,22 @@ pub(super) fn out(dtype: DType, shape: Vec<usize>) -> TensorMeta {
 }
 
 /// The meta of a tensor, if its dtype is one host memory holds (a backend's own dtype, such as
-/// bfloat16, has no rule).
+/// bfloat16, has no rule). Host memory is read as it is: `Tensor::meta` would name its dtype
+/// in a new string, only for the rule to look the name up again.
 pub(super) fn meta_of(t: &crate::tensor::Tensor) -> Option<Meta> {
-    let m = t.meta()?;
-    Some(Meta {
-        dtype: DType::from_name(&m.dtype)?,
-        shape: m.shape,
-    })
+    match t.data() {
+        TensorData::Host(a) => Some(Meta {
+            dtype: a.dtype(),
+            shape: a.shape().to_vec(),
+        }),
+        TensorData::Foreign(p) => {
+            let m = p.meta()?;
+            Some(Meta {
+                dtype: DType::from_name(&m.dtype)?,
+                shape: m.shape,
+            })
+        }
+    }
 }
 
 /// The tensor at `i`.
@@ -281,7 +290,10 @@ mod tests {
         assert_eq!(axes_mask(&[0, -1], 3), Some(vec![true, false, true]));
         assert_eq!(axes_mask(&[1, -2], 3), None);
         assert_eq!(reduced(&[2, 3, 4], &[true, false, true], false), vec![3]);
-        assert_eq!(reduced(&[2, 3, 4], &[true, false, true], true), vec![1, 3, 1]);
+        assert_eq!(
+            reduced(&[2, 3, 4], &[true, false, true], true),
+            vec![1, 3, 1]
+        );
         assert_eq!(sizes(&[2, -1]), None);
     }
 }

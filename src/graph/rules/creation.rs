@@ -33,7 +33,11 @@ fn fill_dtype(fill: &IValue, dtype: Option<DType>, shape: &[usize]) -> Option<DT
         IValue::Tensor(t) => {
             let m = args::meta_of(t)?;
             // NumPy's assignment broadcasts, dropping leading dimensions of size 1 too.
-            let first = m.shape.iter().position(|&n| n != 1).unwrap_or(m.shape.len());
+            let first = m
+                .shape
+                .iter()
+                .position(|&n| n != 1)
+                .unwrap_or(m.shape.len());
             if !broadcasts_to(m.shape.get(first..)?, shape) {
                 return None;
             }
@@ -190,7 +194,13 @@ mod tests {
         assert_eq!(f(IValue::Int(3), IValue::None), "int64[2]");
         assert_eq!(f(IValue::Double(3.0), IValue::None), "float64[2]");
         assert_eq!(f(IValue::Int(300), IValue::Str("int8".into())), "none");
-        assert_eq!(f(IValue::Int(300), IValue::Str("float32".into())), "float32[2]");
-        assert_eq!(one(filled(&[IValue::IntList(vec![-1]), IValue::None])), "none");
+        assert_eq!(
+            f(IValue::Int(300), IValue::Str("float32".into())),
+            "float32[2]"
+        );
+        assert_eq!(
+            one(filled(&[IValue::IntList(vec![-1]), IValue::None])),
+            "none"
+        );
     }
 }

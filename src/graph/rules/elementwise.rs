@@ -142,7 +142,11 @@ pub(super) fn binary_dtype(class: Binary, a: Operand, b: Operand) -> Option<DTyp
                     return None;
                 }
             }
-            Some(if kind == Kind::Bool { DType::I8 } else { common })
+            Some(if kind == Kind::Bool {
+                DType::I8
+            } else {
+                common
+            })
         }
         Binary::Bitwise => (integral || kind == Kind::Bool).then_some(common),
         Binary::Shift => match kind {
@@ -292,22 +296,40 @@ mod tests {
         assert_eq!(binary_dtype(Binary::Same, a(I8), a(U8)), Some(I16));
         assert_eq!(binary_dtype(Binary::Same, a(I8), s(Weak::Int(1))), Some(I8));
         assert_eq!(binary_dtype(Binary::Same, a(I8), s(Weak::Int(300))), None);
-        assert_eq!(binary_dtype(Binary::Same, a(I8), s(Weak::Float(1.5))), Some(F64));
-        assert_eq!(binary_dtype(Binary::Same, a(F32), s(Weak::Int(3))), Some(F32));
-        assert_eq!(binary_dtype(Binary::Same, a(Bool), s(Weak::Int(3))), Some(I64));
+        assert_eq!(
+            binary_dtype(Binary::Same, a(I8), s(Weak::Float(1.5))),
+            Some(F64)
+        );
+        assert_eq!(
+            binary_dtype(Binary::Same, a(F32), s(Weak::Int(3))),
+            Some(F32)
+        );
+        assert_eq!(
+            binary_dtype(Binary::Same, a(Bool), s(Weak::Int(3))),
+            Some(I64)
+        );
         assert_eq!(binary_dtype(Binary::Subtract, a(Bool), a(Bool)), None);
         assert_eq!(binary_dtype(Binary::Divide, a(I32), a(I8)), Some(F64));
         assert_eq!(binary_dtype(Binary::Floor, a(Bool), a(Bool)), Some(I8));
         assert_eq!(binary_dtype(Binary::Pow, a(I8), s(Weak::Int(-1))), None);
         assert_eq!(binary_dtype(Binary::Pow, s(Weak::Int(-1)), a(I8)), Some(I8));
         assert_eq!(binary_dtype(Binary::Bitwise, a(F32), a(I8)), None);
-        assert_eq!(binary_dtype(Binary::Predicate, a(U8), s(Weak::Int(-1))), Some(Bool));
+        assert_eq!(
+            binary_dtype(Binary::Predicate, a(U8), s(Weak::Int(-1))),
+            Some(Bool)
+        );
         // Two arrays meet at the float loop each casts to: int8 and uint8 at float16.
         assert_eq!(binary_dtype(Binary::Float, a(I8), a(U16)), Some(F32));
         assert_eq!(binary_dtype(Binary::Float, a(I8), a(U8)), None);
         assert_eq!(binary_dtype(Binary::Float, a(C64), a(F32)), None);
-        assert_eq!(binary_dtype(Binary::Float, a(I8), s(Weak::Float(0.5))), Some(F64));
-        assert_eq!(binary_dtype(Binary::Float, a(I16), s(Weak::Int(1 << 40))), Some(F32));
+        assert_eq!(
+            binary_dtype(Binary::Float, a(I8), s(Weak::Float(0.5))),
+            Some(F64)
+        );
+        assert_eq!(
+            binary_dtype(Binary::Float, a(I16), s(Weak::Int(1 << 40))),
+            Some(F32)
+        );
     }
 
     #[test]

@@ -78,7 +78,9 @@ pub(super) fn one(t: Transform, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
 /// input's): an axis named twice ends at the length of its last transform.
 pub(super) fn many(t: Transform, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     let x = args::tensor(stack, 0)?;
-    let s = args::opt_ints(stack, 1)?.map(sizes).map_or(Some(None), |s| s.map(Some))?;
+    let s = args::opt_ints(stack, 1)?
+        .map(sizes)
+        .map_or(Some(None), |s| s.map(Some))?;
     let ndim = x.ndim();
     let axes: Vec<usize> = match (args::opt_ints(stack, 2)?, &s) {
         (Some(a), _) => a
@@ -169,19 +171,33 @@ mod tests {
 
     #[test]
     fn transforms_change_the_length_and_the_dtype() {
-        let x = IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(vec![3, 8])));
+        let x = IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(vec![
+            3, 8,
+        ])));
         let norm = IValue::Str("backward".into());
         let call = |t: Transform, n: IValue| {
             one_meta(one(t, &[x.clone(), n, IValue::Int(-1), norm.clone()]))
         };
         assert_eq!(call(Transform::Complex, IValue::None), "complex64[3, 8]");
-        assert_eq!(call(Transform::RealToComplex, IValue::None), "complex64[3, 5]");
-        assert_eq!(call(Transform::ComplexToReal, IValue::None), "float32[3, 14]");
-        assert_eq!(call(Transform::ComplexToReal, IValue::Int(5)), "float32[3, 5]");
+        assert_eq!(
+            call(Transform::RealToComplex, IValue::None),
+            "complex64[3, 5]"
+        );
+        assert_eq!(
+            call(Transform::ComplexToReal, IValue::None),
+            "float32[3, 14]"
+        );
+        assert_eq!(
+            call(Transform::ComplexToReal, IValue::Int(5)),
+            "float32[3, 5]"
+        );
         assert_eq!(call(Transform::Complex, IValue::Int(0)), "none");
         let axes = IValue::IntList(vec![0, 1]);
         let s = IValue::IntList(vec![4, 6]);
-        let r = many(Transform::RealToComplex, &[x.clone(), s, axes, norm.clone()]);
+        let r = many(
+            Transform::RealToComplex,
+            &[x.clone(), s, axes, norm.clone()],
+        );
         assert_eq!(one_meta(r), "complex64[4, 4]");
         let f = freq(true, &[IValue::Int(9), IValue::Double(1.0), IValue::None]);
         assert_eq!(one_meta(f), "float64[5]");

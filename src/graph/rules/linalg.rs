@@ -190,7 +190,7 @@ pub(super) fn decomposition(kind: Linalg, stack: &[IValue]) -> Option<Vec<Tensor
         }
         Linalg::Pinv => {
             default_rtol(x.dtype, args::opt_scalar(stack, 1)?)?;
-            vec![args::out(d, with(&[n, m]))]
+            vec![args::out(pinv_dtype(&x), with(&[n, m]))]
         }
         Linalg::Rank => {
             // The largest singular value of an empty matrix is NumPy's ValueError.
@@ -201,6 +201,48 @@ pub(super) fn decomposition(kind: Linalg, stack: &[IValue]) -> Option<Vec<Tensor
             vec![args::out(DType::I64, batch.to_vec())]
         }
     })
+}
+
+/// Whether the matrices are empty (a dimension of 0 in the last two; an empty batch of
+/// non-empty matrices is not, for NumPy).
+fn empty_matrices(x: &Meta) -> bool {
+    matrices(x).is_some_and(|(_, m, n)| m == 0 || n == 0)
+}
+
+/// `pinv`'s dtype: NumPy answers empty matrices with an empty array of the input's dtype,
+/// before computing anything.
+fn pinv_dtype(x: &Meta) -> DType {
+    if empty_matrices(x) {
+        x.dtype
+    } else {
+        linalg(x.dtype)
+    }
+}
+
+/// `linalg_pinv.Tensor(x, *, rtol)`: as `pinv`, where `rtol` broadcasts to the batch (NumPy
+/// divides in place in the singular values' array) or the matrices are empty.
+pub(super) fn pinv_tensor(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
+    let x = args::tensor(stack, 0)?;
+    let rtol = args::tensor(stack, 1)?;
+    let (batch, m, n) = matrices(&x)?;
+    // An empty stack is answered before `rtol` is read.
+    if !empty_matrices(&x) && !args::broadcasts_to(&rtol.shape, batch) {
+        return None;
+    }
+    let shape = [batch, &[n, m]].concat();
+    Some(vec![args::out(pinv_dtype(&x), shape)])
+}
+
+/// `linalg_matrix_rank.Tensor(x, *, rtol)`: int64 ranks in the shape the batch and `rtol`
+/// broadcast to.
+pub(super) fn rank_tensor(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
+    let x = args::tensor(stack, 0)?;
+    let rtol = args::tensor(stack, 1)?;
+    let (batch, m, n) = matrices(&x)?;
+    if m.min(n) == 0 {
+        return None;
+    }
+    Some(vec![args::out(DType::I64, broadcast(batch, &rtol.shape)?)])
 }
 
 /// Whether `rtol` is usable: the default (None) is the machine epsilon of `d`, which only a
@@ -327,12 +369,11 @@ pub(super) fn matrix_norm(overload: &str, stack: &[IValue]) -> Option<Vec<Tensor
     };
     // The negative orders take a minimum: of nothing for an empty matrix (-1 over its
     // columns' sums, -inf over its rows', -2 over its singular values).
-    let no_minimum = match ord {
-        Some(o) if o == -1.0 => n == 0,
-        Some(o) if o == f64::NEG_INFINITY => m == 0,
-        Some(o) if o == -2.0 => m == 0 || n == 0,
-        _ => false,
-    };
+    let no_minimum = ord.is_some_and(|o| {
+        (o == -1.0 && n == 0)
+            || (o == f64::NEG_INFINITY && m == 0)
+            || (o == -2.0 && (m == 0 || n == 0))
+    });
     if no_minimum {
         return None;
     }
@@ -387,7 +428,9 @@ mod tests {
     use crate::tensor::Tensor;
 
     fn t(shape: &[usize]) -> IValue {
-        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(shape.to_vec())))
+        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(
+            shape.to_vec(),
+        )))
     }
 
     fn shapes(v: Option<Vec<TensorMeta>>) -> Option<Vec<Vec<usize>>> {

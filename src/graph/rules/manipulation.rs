@@ -322,7 +322,9 @@ mod tests {
     use crate::tensor::Tensor;
 
     fn t(shape: &[usize]) -> IValue {
-        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(shape.to_vec())))
+        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(
+            shape.to_vec(),
+        )))
     }
 
     fn shape(v: Option<Vec<TensorMeta>>) -> Option<Vec<usize>> {
@@ -362,7 +364,11 @@ mod tests {
 
     #[test]
     fn axes_move_and_vanish() {
-        let m = moveaxis(&[t(&[2, 3, 4]), IValue::IntList(vec![0]), IValue::IntList(vec![-1])]);
+        let m = moveaxis(&[
+            t(&[2, 3, 4]),
+            IValue::IntList(vec![0]),
+            IValue::IntList(vec![-1]),
+        ]);
         assert_eq!(shape(m), Some(vec![3, 4, 2]));
         let p = permute_dims(&[t(&[2, 3, 4]), IValue::IntList(vec![2, 0, 1])]);
         assert_eq!(shape(p), Some(vec![4, 2, 3]));

@@ -159,7 +159,9 @@ mod tests {
     use crate::tensor::Tensor;
 
     fn t(shape: &[usize]) -> IValue {
-        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<i8>::zeros(shape.to_vec())))
+        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<i8>::zeros(
+            shape.to_vec(),
+        )))
     }
 
     fn one(v: Option<Vec<TensorMeta>>) -> String {
@@ -182,7 +184,10 @@ mod tests {
         assert_eq!(sum(IValue::IntList(vec![]), &no), "int64[2, 3, 4]");
         assert_eq!(sum(IValue::IntList(vec![3]), &no), "none");
         assert_eq!(sum(IValue::IntList(vec![0, 0]), &no), "none");
-        let mean = one(reduction(Reduction::Mean, &[x.clone(), IValue::None, no.clone()]));
+        let mean = one(reduction(
+            Reduction::Mean,
+            &[x.clone(), IValue::None, no.clone()],
+        ));
         assert_eq!(mean, "float64[]");
         let var = reduction(
             Reduction::Spread,
@@ -197,7 +202,12 @@ mod tests {
         let with = |d: &str| {
             one(reduction(
                 Reduction::Accumulate,
-                &[x.clone(), IValue::None, IValue::Str(d.into()), IValue::Bool(false)],
+                &[
+                    x.clone(),
+                    IValue::None,
+                    IValue::Str(d.into()),
+                    IValue::Bool(false),
+                ],
             ))
         };
         assert_eq!(with("int16"), "int16[]");
@@ -229,9 +239,21 @@ mod tests {
         assert_eq!(one(cum), "int64[5]");
         let cum = cumulative(&[t(&[2, 4]), IValue::None, IValue::None, IValue::Bool(false)]);
         assert_eq!(one(cum), "none");
-        let d = diff(&[t(&[2, 5]), IValue::Int(-1), IValue::Int(2), IValue::None, IValue::None]);
+        let d = diff(&[
+            t(&[2, 5]),
+            IValue::Int(-1),
+            IValue::Int(2),
+            IValue::None,
+            IValue::None,
+        ]);
         assert_eq!(one(d), "int8[2, 3]");
-        let d = diff(&[t(&[2, 1]), IValue::Int(1), IValue::Int(3), t(&[]), IValue::None]);
+        let d = diff(&[
+            t(&[2, 1]),
+            IValue::Int(1),
+            IValue::Int(3),
+            t(&[]),
+            IValue::None,
+        ]);
         assert_eq!(one(d), "int8[2, 0]");
     }
 }

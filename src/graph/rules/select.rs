@@ -63,12 +63,7 @@ pub(super) fn take(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     if *x.shape.get(axis)? == 0 && args::size(&idx.shape)? != 0 {
         return None;
     }
-    let shape = [
-        x.shape.get(..axis)?,
-        &idx.shape,
-        x.shape.get(axis + 1..)?,
-    ]
-    .concat();
+    let shape = [x.shape.get(..axis)?, &idx.shape, x.shape.get(axis + 1..)?].concat();
     Some(vec![args::out(x.dtype, shape)])
 }
 
@@ -101,11 +96,15 @@ mod tests {
     use crate::tensor::Tensor;
 
     fn f(shape: &[usize]) -> IValue {
-        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(shape.to_vec())))
+        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<f32>::zeros(
+            shape.to_vec(),
+        )))
     }
 
     fn i(shape: &[usize]) -> IValue {
-        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<i64>::zeros(shape.to_vec())))
+        IValue::Tensor(Tensor::from_array(ndarray::ArrayD::<i64>::zeros(
+            shape.to_vec(),
+        )))
     }
 
     fn one(v: Option<Vec<TensorMeta>>) -> String {
@@ -131,7 +130,10 @@ mod tests {
         );
         let (no, yes) = (IValue::Bool(false), IValue::Bool(true));
         let sorted = |x: IValue, indices: bool, desc: &IValue| {
-            one(sort(indices, &[x, IValue::Int(0), desc.clone(), yes.clone()]))
+            one(sort(
+                indices,
+                &[x, IValue::Int(0), desc.clone(), yes.clone()],
+            ))
         };
         assert_eq!(sorted(f(&[3, 2]), true, &no), "int64[3, 2]");
         assert_eq!(sorted(f(&[]), false, &no), "none");
