@@ -78,3 +78,14 @@ def test_the_workload_in_graph_mode_gives_the_eager_values(gx):
     got = workload.kmeans_ridge(gx, gx.asarray(x), gx.asarray(y), p)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+def test_a_pending_tensor_has_the_dtype_its_value_will_have(gx):
+    # Without JAX's 64-bit types the device narrows NumPy's int64 indices to int32: the
+    # recorder says so before anything runs.
+    b = gx.multiply(gx.asarray(np.ones((3, 4), dtype=np.float32)), 2.0)
+    m = gx.argmin(b, axis=1)
+    assert bf.graph.is_pending(m)
+    said = m.dtype
+    assert said == ("int64" if bj.X64 else "int32")
+    assert m.numpy().dtype == np.dtype(said) and m.dtype == said
