@@ -219,6 +219,54 @@ def bench_workload(rounds: int, sizes: tuple[int, ...]) -> None:
         )
 
 
+def bench_graph(rounds: int, sizes: tuple[int, ...]) -> None:
+    """The workload in graph mode (``bj.namespace(graph=True)``: one compiled program a call)
+    against the same function under ``jax.jit`` and op by op on ``jax.numpy``, side by side in
+    paired rounds, each call waiting for its results; then graph mode's figures of one call."""
+    gx = bj.namespace(graph=True)
+    compiler = bj.graph_compiler()
+    print("k-means + ridge (float32) in graph mode, against jax.jit and jax.numpy (ms a call):")
+    for n in sizes:
+        p = workload.Problem(n=n)
+        x, y = (a.astype(np.float32) for a in workload.make_data(p))
+        gxx, gxy = gx.asarray(x), gx.asarray(y)
+        jx, jy = jnp.asarray(x), jnp.asarray(y)
+        jitted = jax.jit(lambda a, b, p=p: workload.kmeans_ridge(_jnp_namespace(), a, b, p))
+
+        def graph(gxx: Any = gxx, gxy: Any = gxy, p: Any = p) -> Any:
+            out = workload.kmeans_ridge(gx, gxx, gxy, p)
+            bf.sync()
+            return jax.block_until_ready([t.payload for t in out])
+
+        def compiled(jx: Any = jx, jy: Any = jy, jitted: Any = jitted) -> Any:
+            return jax.block_until_ready(jitted(jx, jy))
+
+        def op_by_op(jx: Any = jx, jy: Any = jy, p: Any = p) -> Any:
+            return jax.block_until_ready(workload.kmeans_ridge(_jnp_namespace(), jx, jy, p))
+
+        want = [np.asarray(r) for r in compiled()]
+        for got, w in zip(graph(), want, strict=True):
+            np.testing.assert_allclose(np.asarray(got), w, rtol=2e-3, atol=2e-3)
+        compiles = compiler.compiles
+        bf.metrics.reset()
+        graph()
+        figures = bf.metrics.graphs()
+        g, j = _paired(graph, compiled, 1, rounds)
+        _, e = _paired(graph, op_by_op, 1, rounds)
+        ratio = [a / b for a, b in zip(g, j, strict=True)]
+        print(
+            f"  n={n:>7,}: graph mode {statistics.median(g) / 1e3:.2f} ms, jax.jit "
+            f"{statistics.median(j) / 1e3:.2f} ms, jax.numpy op by op "
+            f"{statistics.median(e) / 1e3:.2f} ms; graph mode over jax.jit {_spread(ratio)}"
+        )
+        print(
+            f"  {'':9} one call: {figures['graphs_run']} graph(s) of {figures['max_nodes']} "
+            f"nodes at most, compiled {figures['compiled']}, cache hits {figures['cache_hits']}, "
+            f"syncs {dict(figures['syncs'])}, breaks {dict(figures['breaks']) or 'none'}; "
+            f"compiles after the first call: {compiler.compiles - compiles}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -226,12 +274,16 @@ def main() -> None:
     parser.add_argument(
         "--costs", action="store_true", help="only where the microseconds go (stages, operators)"
     )
+    parser.add_argument("--graph", action="store_true", help="only the workload in graph mode")
     args = parser.parse_args()
     dev = jax.devices()[0]
     print(f"JAX {jax.__version__} on {dev.platform} ({dev.device_kind}), x64={bj.X64}")
     if args.costs:
         bench_stages(args.rounds)
         bench_ops(args.rounds)
+        return
+    if args.graph:
+        bench_graph(args.rounds, (2_000,) if args.quick else (4_000, 250_000))
         return
     if args.quick:
         bench_add(3, (1, 100_000))

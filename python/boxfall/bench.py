@@ -397,6 +397,58 @@ def bench_workload(repeat: int) -> list[str]:
     return rows
 
 
+class _Box:
+    """The graph-mode bench's payload: a NumPy array in a box."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.a.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.a.shape
+
+
+def bench_graph(number: int, repeat: int) -> list[str]:
+    """Graph mode's recording (DESIGN section 13): ``xp.add`` on a graph backend records a node
+    and returns a pending tensor, against the same call run eagerly on the same backend (its
+    kernel a Python function of NumPy payloads). The results are dropped, so each graph cut at
+    its size limit computes nothing."""
+    hooks = {
+        "to_cpu": lambda p: p.a,
+        "from_cpu": lambda a: _Box(a.copy()),
+        "copy_from_cpu": lambda p, a: _Box(a.copy()),
+    }
+    graph = bf.register_backend("BenchGraph", replace=True, compile=lambda g: g.replay, **hooks)
+    from . import array_api as xp
+
+    with bf.Library("array_api", "IMPL") as lib, bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, "BenchGraph")
+        wrap = graph.tensor_from_payload
+        lib.impl("add", lambda a, b: wrap(_Box(a.payload.a + b.payload.a)), "BenchGraph")
+        x = graph.tensor(np.ones(1))
+        ns = xp.namespace("BenchGraph:0")
+        bf.sync()
+
+        def eager() -> None:
+            with bf.eager():
+                ns.add(x, x)
+
+        recorded = paired(lambda: ns.add(x, x), lambda: None, number, repeat)
+        bf.sync()
+        with bf.eager():
+            eagerly = paired(lambda: ns.add(x, x), lambda: None, number, repeat)
+        rows = [
+            _row("xp.add recorded (graph mode), 1 elem", recorded, "nothing"),
+            _row("xp.add eager, same backend, Python kernel", eagerly, "nothing"),
+        ]
+    bf.sync()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print the table."""
     parser = argparse.ArgumentParser(
@@ -442,6 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in bench_registration(args.repeat):
             print(line)
         for line in bench_native_kernels(args.repeat):
+            print(line)
+        for line in bench_graph(args.number, args.repeat):
             print(line)
         for line in bench_workload(args.repeat):
             print(line)

@@ -261,6 +261,15 @@ pub(crate) fn constant_text(v: &IValue) -> String {
 pub trait GraphCompiler: Send + Sync + 'static {
     /// A program computing `graph`'s outputs from its inputs' data.
     fn compile(&self, graph: &Arc<Graph>) -> Result<Arc<dyn CompiledGraph>>;
+
+    /// The dtype a result of `dtype` (as the shape rules name it, NumPy's) has on the
+    /// backend's device, where it differs: a device without 64-bit dtypes narrows them to the
+    /// 32-bit ones of their kinds (JAX without x64), so a pending tensor says the dtype its
+    /// computed value will have. None (the default) keeps it.
+    fn device_dtype(&self, dtype: &str) -> Option<&'static str> {
+        let _ = dtype;
+        None
+    }
 }
 
 /// A compiled graph: a function of the inputs' data giving the outputs' data.

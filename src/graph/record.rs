@@ -21,7 +21,9 @@ use super::metrics;
 use super::pending::{as_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
 use super::rules::output_metas;
-use super::state::{lock, recording, GraphBackend, Input, State, BACKENDS, GRAPH_BACKENDS};
+use super::state::{
+    graph_backend, lock, recording, GraphBackend, Input, State, BACKENDS, GRAPH_BACKENDS,
+};
 use super::sync::{compute, sync_recording};
 
 /// Makes `backend` a graph backend (DESIGN section 13): its tensors carry the `Graph` key, so
@@ -126,12 +128,29 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
             _ => return Ok(Plan::Break),
         }
     }
+    // A tensor in an argument the schema does not type as one (`Any`: `asarray`'s object)
+    // is an input too, and must be of the backend as well.
+    if stack
+        .iter()
+        .any(|v| v.tensors().any(|t| t.key() != backend || t.is_view()))
+    {
+        return Ok(Plan::Break);
+    }
     // Constants must hold no tensor and be comparable.
     if stack.iter().any(|v| matches!(v, IValue::Object(_))) {
         return Ok(Plan::Break);
     }
     match output_metas(op.name(), stack) {
-        Some(metas) if metas.len() == info.returns.len() => Ok(Plan::Record(metas)),
+        Some(mut metas) if metas.len() == info.returns.len() => {
+            if let Some(graph) = graph_backend(backend) {
+                for m in &mut metas {
+                    if let Some(to) = graph.compiler.device_dtype(&m.dtype) {
+                        m.dtype = to.to_string();
+                    }
+                }
+            }
+            Ok(Plan::Record(metas))
+        }
         _ => Ok(Plan::Break),
     }
 }

@@ -124,9 +124,18 @@ fn payload_of<'py>(py: Python<'py>, data: &TensorData) -> PyResult<Bound<'py, Py
 /// A backend's `compile=` function as a graph compiler.
 pub struct PyCompiler {
     pub compile: Py<PyAny>,
+    /// The dtypes the device narrows, and to what (`register_backend(narrow=True)`).
+    pub narrowed: Vec<(&'static str, &'static str)>,
 }
 
 impl GraphCompiler for PyCompiler {
+    fn device_dtype(&self, dtype: &str) -> Option<&'static str> {
+        self.narrowed
+            .iter()
+            .find(|(from, _)| *from == dtype)
+            .map(|(_, to)| *to)
+    }
+
     fn compile(&self, graph: &Arc<Graph>) -> Result<Arc<dyn CompiledGraph>> {
         Python::attach(|py| {
             let g = Bound::new(

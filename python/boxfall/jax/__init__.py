@@ -57,7 +57,7 @@ from typing import Any
 import boxfall as bf
 import boxfall.array_api as bxp
 
-from . import _hooks, _kernels
+from . import _graph, _hooks, _kernels
 
 SUPPORTED_JAX = ">=0.4.35,<0.11"
 """The JAX versions this module is tested with (0.10.2 included); the ``[jax]`` extra pins the
@@ -65,6 +65,10 @@ same range."""
 
 BACKEND_NAME = "JAX"
 """The name of the eager backend (its devices read ``"JAX:0"``, ``"JAX:1"``, ...)."""
+
+GRAPH_BACKEND_NAME = "JAXGraph"
+"""The name of graph mode's backend (``namespace(graph=True)``), registered when first asked
+for: a backend of its own, so that eager and pending tensors never mix unseen."""
 
 X64: bool = bool(jax.config.read("jax_enable_x64"))
 """Whether JAX's 64-bit types were on when this module was imported."""
@@ -133,21 +137,70 @@ def _device_index(device: Any) -> int:
     return index
 
 
-def namespace(device: Any = None) -> types.ModuleType:
+_graph_mode: dict[str, Any] = {}
+
+
+def graph_compiler() -> _graph.JaxCompiler:
+    """Graph mode's backend, registered now if it is not yet, and its compiler (which counts
+    its compiles and, per operator, the host callbacks its programs ran)."""
+    if not _graph_mode:
+        compiler = _graph.JaxCompiler(GRAPH_BACKEND_NAME, X64)
+        graph_backend = bf.register_backend(
+            GRAPH_BACKEND_NAME,
+            to_cpu=device_hooks.to_cpu,
+            to_cpu_many=device_hooks.to_cpu_many,
+            from_cpu=device_hooks.from_cpu,
+            copy_from_cpu=device_hooks.copy_from_cpu,
+            view=device_hooks.view,
+            compile=compiler,
+            **_hooks.optional_registration(device_hooks, X64),
+        )
+        fallback = bf.Library("_", "IMPL")
+        fallback.fallback(bf.cpu_fallback, GRAPH_BACKEND_NAME)
+        kernels, names = _kernels.register(
+            graph_backend, device_hooks.device, in_place=_hooks.takes("view_write")
+        )
+        compiler.serve(names)
+        fallback._for_process_life()
+        kernels._for_process_life()
+        _graph_mode.update(backend=graph_backend, compiler=compiler, libraries=(fallback, kernels))
+    return _graph_mode["compiler"]
+
+
+def namespace(device: Any = None, *, graph: bool = False) -> types.ModuleType:
     """The array API namespace on a JAX device: ``device`` a ``jax.Device`` or its index in
     ``jax.devices()`` (default: 0). Its creation functions make ``bf.Tensor``s of the
-    ``"JAX"`` backend there."""
-    return bxp.namespace(f"{BACKEND_NAME}:{_device_index(device)}")
+    ``"JAX"`` backend there.
+
+    With ``graph=True``, graph mode (DESIGN section 13): the tensors are of the
+    ``"JAXGraph"`` backend, whose operators are recorded and computed together, at the first
+    read of a value (``t.numpy()``, ``float(t)``, ``bf.sync()``), by one ``jax.jit``-compiled
+    program; an operator with no JAX kernel runs its CPU kernel inside the program (a host
+    callback). ``bf.metrics.graphs()`` counts compiles, cache hits, syncs and breaks."""
+    index = _device_index(device)
+    if graph:
+        graph_compiler()
+        return bxp.namespace(f"{GRAPH_BACKEND_NAME}:{index}")
+    return bxp.namespace(f"{BACKEND_NAME}:{index}")
 
 
 def _jax_array(self: bf.Tensor) -> Any:
     """``jnp.asarray(t)``: a tensor of this backend gives its ``jax.Array`` (no copy); another
     tensor its host values."""
-    if self.device.startswith(BACKEND_NAME + ":"):
+    if self.device.startswith((BACKEND_NAME + ":", GRAPH_BACKEND_NAME + ":")):
         return self.payload
     return jnp.asarray(self.numpy())
 
 
 bf.Tensor.__jax_array__ = _jax_array  # type: ignore[attr-defined]
 
-__all__ = ["BACKEND_NAME", "NATIVE_KERNELS", "SUPPORTED_JAX", "X64", "backend", "namespace"]
+__all__ = [
+    "BACKEND_NAME",
+    "GRAPH_BACKEND_NAME",
+    "NATIVE_KERNELS",
+    "SUPPORTED_JAX",
+    "X64",
+    "backend",
+    "graph_compiler",
+    "namespace",
+]

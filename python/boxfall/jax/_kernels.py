@@ -23,6 +23,10 @@ import boxfall as bf
 Kernel = Callable[..., Any]
 
 _ARRAY_TYPE = type(jnp.zeros(()))
+# A graph's program (graph mode, ``bj.namespace(graph=True)``) runs the kernels under
+# ``jax.jit`` on traced arrays: each check below takes one after the concrete type's, so that an
+# eager call pays nothing for it.
+_TRACER = jax.core.Tracer
 
 _NARROWED = ("int64", "uint64", "float64", "complex128")
 
@@ -195,7 +199,7 @@ class _Kernels:
         """The ``jax.Array`` of a tensor of this backend; None for anything else."""
         if type(t) is bf.Tensor and t.device.startswith(self.prefix):
             p = t.payload
-            if type(p) is _ARRAY_TYPE:
+            if type(p) is _ARRAY_TYPE or isinstance(p, _TRACER):
                 return p
         return None
 
@@ -269,7 +273,7 @@ class _Kernels:
         def kernel(x: Any) -> Any:
             if type(x) is tensor and x.device.startswith(prefix):
                 a = x.payload
-                if type(a) is _ARRAY_TYPE and a.dtype.kind in kinds:
+                if (type(a) is _ARRAY_TYPE or isinstance(a, _TRACER)) and a.dtype.kind in kinds:
                     return wrap(jitted(a))
             return fallback(cpu, op, x)
 
@@ -294,7 +298,9 @@ class _Kernels:
             # else (NumPy's promotion, a CPU array, a broadcast JAX refuses) is NumPy's to do.
             if type(x1) is tensor and type(x2) is tensor:
                 a, b = x1.payload, x2.payload
-                if type(a) is _ARRAY_TYPE and type(b) is _ARRAY_TYPE:
+                if (type(a) is _ARRAY_TYPE or isinstance(a, _TRACER)) and (
+                    type(b) is _ARRAY_TYPE or isinstance(b, _TRACER)
+                ):
                     d = a.dtype
                     if (
                         (d is b.dtype or d == b.dtype)
@@ -311,14 +317,18 @@ class _Kernels:
         def tensor_scalar(x1: Any, x2: Any) -> Any:
             if type(x1) is tensor and x1.device.startswith(prefix):
                 a = x1.payload
-                if type(a) is _ARRAY_TYPE and _scalar_fits(a.dtype, x2, kinds):
+                if (type(a) is _ARRAY_TYPE or isinstance(a, _TRACER)) and _scalar_fits(
+                    a.dtype, x2, kinds
+                ):
                     return wrap(jitted(a, x2))
             return fallback(cpu, ops[1], x1, x2)
 
         def scalar_tensor(x1: Any, x2: Any) -> Any:
             if type(x2) is tensor and x2.device.startswith(prefix):
                 b = x2.payload
-                if type(b) is _ARRAY_TYPE and _scalar_fits(b.dtype, x1, kinds):
+                if (type(b) is _ARRAY_TYPE or isinstance(b, _TRACER)) and _scalar_fits(
+                    b.dtype, x1, kinds
+                ):
                     return wrap(jitted(x1, b))
             return fallback(cpu, ops[2], x1, x2)
 

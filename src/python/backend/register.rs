@@ -114,6 +114,14 @@ pub fn register_backend(
     } else {
         register_core(name, Arc::new(hooks)).py(py)?
     };
+    let narrowed = if narrow {
+        ["int64", "uint64", "float64", "complex128"]
+            .into_iter()
+            .filter_map(|wide| held.narrowed(wide).map(|to| (wide, to)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     python_backends()[key.index()] = Some(Registration {
         from_cpu,
         held,
@@ -121,7 +129,7 @@ pub fn register_backend(
         lock,
     });
     if let Some(compile) = compile {
-        let compiler = crate::python::graph::PyCompiler { compile };
+        let compiler = crate::python::graph::PyCompiler { compile, narrowed };
         crate::graph::register_graph_backend(key, Arc::new(compiler)).py(py)?;
     }
     PYTHON_KEYS.fetch_or(1 << key.index(), Ordering::Relaxed);

@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::numpy_in::numpy_to_host;
@@ -63,13 +63,13 @@ impl Payload for PyPayload {
             let o = self.0.bind(py);
             if let Ok(a) = o.cast::<PyUntypedArray>() {
                 return Some(TensorMeta {
-                    dtype: a.dtype().str().ok()?.to_string(),
+                    dtype: dtype_name(a.dtype().as_any())?,
                     shape: a.shape().to_vec(),
                 });
             }
             Some(TensorMeta {
-                dtype: o.getattr("dtype").ok()?.str().ok()?.to_string(),
-                shape: o.getattr("shape").ok()?.extract().ok()?,
+                dtype: dtype_name(&o.getattr(pyo3::intern!(py, "dtype")).ok()?)?,
+                shape: o.getattr(pyo3::intern!(py, "shape")).ok()?.extract().ok()?,
             })
         })
     }
@@ -109,6 +109,38 @@ impl Payload for PyPayload {
             format!("{dtype}{shape}")
         })
     }
+}
+
+/// The name of a dtype object (`"float32"`): a NumPy dtype of the standard's read from its
+/// kind and item size, without `str(dtype)`, which NumPy computes in Python (several
+/// microseconds a call, and graph mode reads every argument's dtype when it records); any
+/// other (an extension dtype such as bfloat16, a non-native byte order) by `str`.
+fn dtype_name(d: &Bound<'_, PyAny>) -> Option<String> {
+    if let Ok(descr) = d.cast::<PyArrayDescr>() {
+        if descr.is_native_byteorder() != Some(false) {
+            let name = match (descr.kind(), descr.itemsize()) {
+                (b'b', 1) => Some("bool"),
+                (b'i', 1) => Some("int8"),
+                (b'i', 2) => Some("int16"),
+                (b'i', 4) => Some("int32"),
+                (b'i', 8) => Some("int64"),
+                (b'u', 1) => Some("uint8"),
+                (b'u', 2) => Some("uint16"),
+                (b'u', 4) => Some("uint32"),
+                (b'u', 8) => Some("uint64"),
+                (b'f', 2) => Some("float16"),
+                (b'f', 4) => Some("float32"),
+                (b'f', 8) => Some("float64"),
+                (b'c', 8) => Some("complex64"),
+                (b'c', 16) => Some("complex128"),
+                _ => None,
+            };
+            if let Some(name) = name {
+                return Some(name.to_string());
+            }
+        }
+    }
+    d.str().ok().map(|s| s.to_string())
 }
 
 /// The Python object a tensor's payload is, if it is one.

@@ -1,0 +1,120 @@
+"""Graph mode on JAX (DESIGN section 13): a recorded graph becomes one ``jax.jit``-compiled
+program. Each node runs the graph backend's own kernel on traced arrays (the kernels are the
+eager backend's, registered again for the graph backend); a node that no JAX kernel serves runs
+its CPU kernel inside the program as a host callback (``jax.pure_callback``), with the output
+shapes and dtypes that the shape rules recorded.
+
+The replay is Python, but it runs only while JAX traces the program: a compiled graph's later
+calls run the compiled program alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+import boxfall as bf
+
+from . import _hooks
+
+Step = Callable[[Sequence[Any], list[list[Any]]], list[Any]]
+
+
+class JaxCompiler:
+    """``compile=`` of a JAX graph backend: ``compiler(graph)`` is the graph's program, a
+    function of the inputs' payloads (a list of ``jax.Array``s) giving the outputs'."""
+
+    def __init__(self, backend_name: str, x64: bool) -> None:
+        self.backend_name = backend_name
+        self.x64 = x64
+        self.native: set[str] = set()
+        self.compiles = 0
+        self.host_callbacks: Counter[str] = Counter()
+        """Per operator, how many times a program ran its CPU kernel as a host callback."""
+
+    def serve(self, names: Sequence[str]) -> None:
+        """The operators the backend's JAX kernels serve, as ``register`` names them
+        (``"add"``, ``"add.Tensor_Scalar"``): a program runs them on the device."""
+        self.native = {"array_api::" + n for n in names}
+
+    def _narrowed(self, dtype: str) -> np.dtype[Any]:
+        d = np.dtype(dtype)
+        if self.x64 or d.name not in _hooks.WIDE:
+            return d
+        return np.dtype({"i": "int32", "u": "uint32", "f": "float32", "c": "complex64"}[d.kind])
+
+    def __call__(self, graph: bf.Graph) -> Callable[[list[Any]], list[Any]]:
+        self.compiles += 1
+        wrap = bf.get_backend(self.backend_name).tensor_from_payload
+        steps = [self._step(op, args, outs, wrap) for op, args, outs in graph.nodes]
+        outputs = graph.outputs
+
+        def program(payloads: list[Any]) -> list[Any]:
+            values: list[list[Any]] = []
+            with bf.eager():
+                for step in steps:
+                    values.append(step(payloads, values))
+            return [values[n][k] for n, k in outputs]
+
+        return jax.jit(program)
+
+    def _step(
+        self, op: bf.OpOverload, args: tuple[Any, ...], outs: list[Any], wrap: Any
+    ) -> Step:
+        kwarg_only = [a.kwarg_only for a in op.schema.arguments]
+        names = [a.name for a in op.schema.arguments]
+
+        def resolve(payloads: Sequence[Any], values: list[list[Any]], tensor: Any) -> list[Any]:
+            got = []
+            for a in args:
+                if a[0] == "input":
+                    got.append(tensor(payloads[a[1]]))
+                elif a[0] == "node":
+                    got.append(tensor(values[a[1]][a[2]]))
+                else:
+                    got.append(a[1])
+            return got
+
+        def call(values: list[Any]) -> Any:
+            pos = [v for v, kw in zip(values, kwarg_only, strict=True) if not kw]
+            kws = {n: v for v, n, kw in zip(values, names, kwarg_only, strict=True) if kw}
+            return op(*pos, **kws)
+
+        shapes = tuple(jax.ShapeDtypeStruct(tuple(s), self._narrowed(d)) for d, s in outs)
+        name = op.name
+
+        positions = [i for i, a in enumerate(args) if a[0] in ("input", "node")]
+
+        def on_host(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
+            resolved = resolve(payloads, values, lambda p: p)
+
+            def cpu(*arrays: Any) -> tuple[Any, ...]:
+                self.host_callbacks[name] += 1
+                got = [a[1] if a[0] == "const" else None for a in args]
+                for i, arr in zip(positions, arrays, strict=True):
+                    got[i] = np.asarray(arr)
+                out = call(got)
+                out = out if isinstance(out, tuple) else (out,)
+                return tuple(
+                    np.asarray(o, dtype=s.dtype) for o, s in zip(out, shapes, strict=True)
+                )
+
+            return list(jax.pure_callback(cpu, shapes, *(resolved[i] for i in positions)))
+
+        if name not in self.native:
+            return on_host
+
+        def on_device(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
+            try:
+                out = call(resolve(payloads, values, wrap))
+            except Exception:  # noqa: BLE001 - a case the kernel hands to the CPU
+                return on_host(payloads, values)
+            out = out if isinstance(out, tuple) else (out,)
+            return [t.payload for t in out]
+
+        return on_device
+

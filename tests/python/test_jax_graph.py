@@ -1,0 +1,91 @@
+"""Graph mode on JAX (``bj.namespace(graph=True)``): a graph's program is one ``jax.jit``
+program, its values those of eager mode, a second run compiles nothing, and an operator with
+no JAX kernel runs its CPU kernel inside the program (a host callback), not as a graph break.
+On JAX's CPU here; ``benches/jax_device.py`` runs the same on a TPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+import boxfall as bf  # noqa: E402
+import boxfall.jax as bj  # noqa: E402
+from boxfall import workload  # noqa: E402
+
+
+@pytest.fixture
+def gx():
+    bf.sync()
+    bf.metrics.reset()
+    yield bj.namespace(graph=True)
+    bf.sync()
+
+
+def program(xp, x, y):
+    z = xp.add(xp.multiply(x, y), 1.5)
+    return xp.sum(xp.subtract(z, x), axis=0), xp.matmul(z, xp.asarray(np.eye(3, dtype=np.float32)))
+
+
+def data():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((5, 3)).astype(
+        np.float32
+    )
+
+
+def test_a_program_gives_the_eager_values_and_is_compiled_once(gx):
+    compiler = bj.graph_compiler()
+    a, b = data()
+    ex = bj.namespace()
+    want = [t.numpy() for t in program(ex, ex.asarray(a), ex.asarray(b))]
+    before = compiler.compiles
+    for run in range(2):
+        got = program(gx, gx.asarray(a), gx.asarray(b))
+        assert all(bf.graph.is_pending(t) for t in got)
+        bf.sync()
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-5)
+            assert g.device == f"{bj.GRAPH_BACKEND_NAME}:0"
+            assert isinstance(g.payload, jax.Array)
+        if run == 0:
+            compiled = compiler.compiles
+            assert compiled > before
+    assert compiler.compiles == compiled  # the second run: the cached program
+    figures = bf.metrics.graphs()
+    assert figures["cache_hits"] >= 1
+
+
+def test_an_operator_without_a_jax_kernel_runs_on_the_host_inside_the_program(gx):
+    compiler = bj.graph_compiler()
+    name = "array_api::nextafter"
+    assert name not in compiler.native
+    a, b = data()
+    x, y = gx.asarray(a), gx.asarray(b)
+    got = gx.multiply(gx.nextafter(gx.add(x, y), y), 2.0)
+    before = compiler.host_callbacks[name]
+    np.testing.assert_array_equal(got.numpy(), np.nextafter(a + b, b) * np.float32(2.0))
+    assert compiler.host_callbacks[name] == before + 1
+    assert name not in bf.metrics.graphs()["breaks"]
+
+
+def test_the_workload_in_graph_mode_gives_the_eager_values(gx):
+    p = workload.Problem(n=400, d=4, k=3, iterations=3)
+    x, y = (a.astype(np.float32) for a in workload.make_data(p))
+    ex = bj.namespace()
+    want = workload.kmeans_ridge(ex, ex.asarray(x), ex.asarray(y), p)
+    got = workload.kmeans_ridge(gx, gx.asarray(x), gx.asarray(y), p)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+def test_a_pending_tensor_has_the_dtype_its_value_will_have(gx):
+    # Without JAX's 64-bit types the device narrows NumPy's int64 indices to int32: the
+    # recorder says so before anything runs.
+    b = gx.multiply(gx.asarray(np.ones((3, 4), dtype=np.float32)), 2.0)
+    m = gx.argmin(b, axis=1)
+    assert bf.graph.is_pending(m)
+    said = m.dtype
+    assert said == ("int64" if bj.X64 else "int32")
+    assert m.numpy().dtype == np.dtype(said) and m.dtype == said
