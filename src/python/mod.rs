@@ -14,8 +14,8 @@ mod errors;
 mod fast;
 mod ffi;
 mod gil_cell;
-mod graph;
 mod graph_rules;
+mod graph;
 mod kept;
 mod kernel;
 mod keyset;
@@ -27,6 +27,7 @@ mod numpy_memory;
 mod ops;
 mod overload;
 mod packet;
+mod payload_kernel;
 mod plan;
 mod py_kernel;
 mod recursion;
@@ -352,6 +353,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<library::PyLibrary>()?;
     m.add_class::<library::PyFallthrough>()?;
     m.add_class::<library::PyCpuFallback>()?;
+    m.add_class::<payload_kernel::PayloadKernel>()?;
     m.add_class::<ops::PyOpOverload>()?;
     m.add_class::<namespace::PyOpNamespace>()?;
     m.add_class::<packet::PyOpOverloadPacket>()?;
@@ -411,12 +413,12 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fast::set_fast_path, m)?)?;
     m.add_function(wrap_pyfunction!(ops::vectorcall_installed, m)?)?;
     m.add_function(wrap_pyfunction!(ops::tries_lean_entry, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
     m.add_function(wrap_pyfunction!(graph::sync, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_key_bits, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_dump, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(graph::reset_graph_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(graph::is_pending, m)?)?;
-    m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
     Ok(())
 }
