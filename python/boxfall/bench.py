@@ -417,12 +417,14 @@ def bench_graph(number: int, repeat: int) -> list[str]:
     and returns a pending tensor, against the same call run eagerly on the same backend (its
     kernel a Python function of NumPy payloads). The results are dropped, so each graph cut at
     its size limit computes nothing."""
-    hooks = {
-        "to_cpu": lambda p: p.a,
-        "from_cpu": lambda a: _Box(a.copy()),
-        "copy_from_cpu": lambda p, a: _Box(a.copy()),
-    }
-    graph = bf.register_backend("BenchGraph", replace=True, compile=lambda g: g.replay, **hooks)
+    graph = bf.register_backend(
+        "BenchGraph",
+        replace=True,
+        to_cpu=lambda p: p.a,
+        from_cpu=lambda a: _Box(a.copy()),
+        copy_from_cpu=lambda p, a: _Box(a.copy()),
+        compile=lambda g: g.replay,
+    )
     from . import array_api as xp
 
     with bf.Library("array_api", "IMPL") as lib, bf.Library("_", "IMPL") as fb:
@@ -432,11 +434,6 @@ def bench_graph(number: int, repeat: int) -> list[str]:
         x = graph.tensor(np.ones(1))
         ns = xp.namespace("BenchGraph:0")
         bf.sync()
-
-        def eager() -> None:
-            with bf.eager():
-                ns.add(x, x)
-
         recorded = paired(lambda: ns.add(x, x), lambda: None, number, repeat)
         bf.sync()
         with bf.eager():

@@ -62,9 +62,7 @@ class JaxCompiler:
 
         return jax.jit(program)
 
-    def _step(
-        self, op: bf.OpOverload, args: tuple[Any, ...], outs: list[Any], wrap: Any
-    ) -> Step:
+    def _step(self, op: bf.OpOverload, args: tuple[Any, ...], outs: list[Any], wrap: Any) -> Step:
         kwarg_only = [a.kwarg_only for a in op.schema.arguments]
         names = [a.name for a in op.schema.arguments]
 
@@ -99,9 +97,7 @@ class JaxCompiler:
                     got[i] = np.asarray(arr)
                 out = call(got)
                 out = out if isinstance(out, tuple) else (out,)
-                return tuple(
-                    np.asarray(o, dtype=s.dtype) for o, s in zip(out, shapes, strict=True)
-                )
+                return tuple(np.asarray(o, dtype=s.dtype) for o, s in zip(out, shapes, strict=True))
 
             return list(jax.pure_callback(cpu, shapes, *(resolved[i] for i in positions)))
 
@@ -117,4 +113,3 @@ class JaxCompiler:
             return [t.payload for t in out]
 
         return on_device
-
