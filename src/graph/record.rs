@@ -18,7 +18,7 @@ use crate::tensor::{Device, Tensor, TensorData, TensorMeta};
 
 use super::keys::{graph_keys, GRAPH_KEY};
 use super::metrics;
-use super::pending::{as_pending, pending_of, Pending};
+use super::pending::{as_pending, is_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
 use super::rules::output_metas;
 use super::state::{
@@ -90,6 +90,9 @@ fn graph_key() -> Result<DispatchKey> {
 enum Plan {
     Record(Vec<TensorMeta>),
     Break,
+    /// Run below the `Graph` key with nothing computed or counted (a view of computed
+    /// tensors).
+    Eager,
 }
 
 /// The `Graph` key's fallback.
@@ -101,6 +104,7 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
     match plan(op, backend, stack)? {
         Plan::Record(metas) => record_node(op, backend, stack, metas),
         Plan::Break => graph_break(op, backend, keys, stack),
+        Plan::Eager => pass_on(op, keys, stack),
     }
 }
 
@@ -113,7 +117,14 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     let schema = op.schema()?;
     let info = &schema.info;
     // In-place operators and views are recorded functionally in a later step; for now they
-    // run eagerly.
+    // run eagerly. A view of tensors that are all computed cuts no graph (it is made now, a
+    // real view, as in eager mode): no break is counted for it.
+    if info.has_view_returns
+        && !info.is_mutable
+        && !stack.iter().any(|v| v.tensors().any(is_pending))
+    {
+        return Ok(Plan::Eager);
+    }
     if info.is_mutable || info.has_view_returns {
         return Ok(Plan::Break);
     }
@@ -122,9 +133,12 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     }
     for &i in &info.tensor_args {
         match stack.get(i) {
-            Some(IValue::Tensor(t)) if t.key() == backend && !t.is_view() => {}
+            // A view is an input like any computed tensor: views are made only of computed
+            // tensors (a view of a pending one breaks the graph), and its device data is the
+            // view's values.
+            Some(IValue::Tensor(t)) if t.key() == backend => {}
             Some(IValue::None) => {}
-            // A CPU tensor, another device's, a view, a list of tensors.
+            // A CPU tensor, another device's, a list of tensors.
             _ => return Ok(Plan::Break),
         }
     }
@@ -132,7 +146,7 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     // is an input too, and must be of the backend as well.
     if stack
         .iter()
-        .any(|v| v.tensors().any(|t| t.key() != backend || t.is_view()))
+        .any(|v| v.tensors().any(|t| t.key() != backend))
     {
         return Ok(Plan::Break);
     }

@@ -296,3 +296,22 @@ def test_the_report_gives_graph_modes_figures() -> None:
     assert f"graph mode: {g['compiled']} graphs compiled" in text
     assert "graph breaks: array_api::unique_values 1" in text
     assert "syncs: graph break 1" in text
+
+
+def test_a_view_of_computed_tensors_is_made_at_once_and_read_as_an_input() -> None:
+    x, y = tensors(6)
+    v, w = x[1:4], y[:3]  # views of computed tensors: real views, no graph cut
+    z = xp.add(v, w)
+    assert bf.graph.is_pending(z)
+    np.testing.assert_array_equal(z.numpy(), np.arange(6.0)[1:4] + (np.arange(6.0) * 2 + 1)[:3])
+    figures = bf.metrics.graphs()
+    assert figures["breaks"] == {} and figures["syncs"] == {"numpy": 1}
+
+
+def test_a_write_to_a_views_base_after_recording_is_not_seen_by_the_graph() -> None:
+    x, _ = tensors(4)
+    v = x[1:3]
+    z = xp.multiply(v, 2.0)
+    x[1] = 100.0  # a write: the pending graph is computed first, with the values it read
+    np.testing.assert_array_equal(z.numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(v.numpy(), [100.0, 2.0])  # the view is still one
