@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .._boxfall import Tensor, _make_view, _view_info
+from .._boxfall import Tensor, _make_view, _view_info, is_pending
 
 _STEPS: dict[str, Any] = {
     "getitem": lambda a, key: a[key],
@@ -148,9 +148,14 @@ def is_view(x: Any) -> bool:
 
 def view(x: Any, name: str, arg: Any) -> Any:
     """The view of ``x`` (a ``bf.Tensor``) through the step ``name(arg)``; None where ``x`` is
-    no ``bf.Tensor``, or the step makes no view (NumPy would give a scalar or a copy) or fails
-    (the operator then runs, and raises its own error)."""
+    no ``bf.Tensor`` or a pending one (graph mode), or the step makes no view (NumPy would
+    give a scalar or a copy) or fails (the operator then runs, and raises its own error)."""
     if not isinstance(x, Tensor):
+        return None
+    if is_pending(x):
+        # Graph mode: a view would read the pending values now (a sync). The operator is
+        # recorded instead, a copy, as JAX gives and as the array API standard allows (whether
+        # a function returns a view or a copy is the library's choice).
         return None
     info = _view_info(x)
     if info is None:

@@ -127,6 +127,12 @@ _concat = jax.jit(
 _stack = jax.jit(lambda *arrays, axis: jnp.stack(arrays, axis=axis), static_argnames=("axis",))
 _reshape = jax.jit(jnp.reshape, static_argnames=("shape",))
 _take = jax.jit(jnp.take, static_argnames=("axis",))
+# The view functions' operators: eager mode makes views of tensors (the view hook), and reaches
+# these only where no view is made; a graph's program (graph mode) runs them on the device.
+_matrix_transpose = jax.jit(jnp.matrix_transpose)
+_expand_dims = jax.jit(jnp.expand_dims, static_argnames=("axis",))
+_permute_dims = jax.jit(jnp.permute_dims, static_argnames=("axes",))
+_squeeze = jax.jit(jnp.squeeze, static_argnames=("axis",))
 _vector_norm = jax.jit(jnp.linalg.vector_norm, static_argnames=("axis", "keepdims", "ord"))
 _solve = jax.jit(jnp.linalg.solve)
 _cholesky = jax.jit(jnp.linalg.cholesky, static_argnames=("upper",))
@@ -574,6 +580,31 @@ def _manipulation(k: _Kernels) -> None:
             return a
         return _astype(a, dtype=d)
 
+    def matrix_transpose(x: Any) -> Any:
+        a = pay(x)
+        return None if a is None or a.ndim < 2 else _matrix_transpose(a)
+
+    def expand_dims(x: Any, axis: int = 0) -> Any:
+        a = pay(x)
+        return None if a is None or not -a.ndim - 1 <= axis <= a.ndim else _expand_dims(a, axis)
+
+    def permute_dims(x: Any, axes: Any) -> Any:
+        a = pay(x)
+        if a is None or sorted(int(i) % max(a.ndim, 1) for i in axes) != list(range(a.ndim)):
+            return None
+        return _permute_dims(a, tuple(int(i) for i in axes))
+
+    def squeeze(x: Any, axis: Any) -> Any:
+        a = pay(x)
+        axes = tuple(int(i) for i in axis)
+        if a is None or any(not -a.ndim <= i < a.ndim or a.shape[i] != 1 for i in axes):
+            return None
+        return _squeeze(a, axes)
+
+    k.add("matrix_transpose", matrix_transpose)
+    k.add("expand_dims", expand_dims)
+    k.add("permute_dims", permute_dims)
+    k.add("squeeze", squeeze)
     k.add("concat", concat)
     k.add("stack", stack)
     k.add("reshape", reshape)
