@@ -315,3 +315,16 @@ def test_a_write_to_a_views_base_after_recording_is_not_seen_by_the_graph() -> N
     x[1] = 100.0  # a write: the pending graph is computed first, with the values it read
     np.testing.assert_array_equal(z.numpy(), [2.0, 4.0])
     np.testing.assert_array_equal(v.numpy(), [100.0, 2.0])  # the view is still one
+
+
+def test_a_view_function_of_a_pending_tensor_records_its_operator() -> None:
+    # A view would read the pending values now; the operator is recorded instead (a copy,
+    # which the array API standard allows), so the graph goes on.
+    x, y = tensors(6)
+    z = xp.reshape(xp.add(x, y), (2, 3))
+    t = xp.expand_dims(xp.matrix_transpose(z), axis=0)
+    assert bf.graph.is_pending(t)
+    want = (np.arange(6.0) * 3 + 1).reshape(2, 3).T[None]
+    np.testing.assert_array_equal(t.numpy(), want)
+    figures = bf.metrics.graphs()
+    assert figures["syncs"] == {"numpy": 1} and figures["breaks"] == {}
