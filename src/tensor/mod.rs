@@ -21,6 +21,7 @@ mod dtype;
 mod handle;
 mod host;
 mod host_data;
+pub(crate) mod promote;
 mod residency;
 mod types;
 mod views;

@@ -148,16 +148,7 @@ pub(super) fn opt_dtype(stack: &[IValue], i: usize) -> Option<Option<DType>> {
     }
 }
 
-/// A Python scalar argument (`Scalar`) as NumPy takes it: weakly typed (NEP 50).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Weak {
-    /// A Python bool.
-    Bool(bool),
-    /// A Python int (of 64 bits: the binding refuses larger ones).
-    Int(i64),
-    /// A Python float.
-    Float(f64),
-}
+pub(super) use crate::tensor::promote::Weak;
 
 /// The scalar at `i`.
 pub(super) fn scalar(stack: &[IValue], i: usize) -> Option<Weak> {

@@ -4,65 +4,13 @@
 //! output and a reduction's `dtype=` accept), and the floating-point loop a NumPy ufunc picks
 //! for integers (`sin(int16)` is float32).
 //!
-//! The Native backend has its own copy of the first rules (`native/promote.rs`); the graph
-//! floor stands below it, and the two are checked against the same NumPy kernels by the
-//! Python tests of each.
+//! The standard's table, weak scalars' kind, integer ranges and accumulation dtypes are the
+//! ones Native's kernels use too (`tensor/promote.rs`); what is here is what only shape rules
+//! need.
 
-use super::args::Weak;
+use crate::tensor::promote::Weak;
+pub(super) use crate::tensor::promote::{accumulation, holds, promote};
 use crate::tensor::{DType, Kind};
-
-/// The dtype two arrays promote to (`np.result_type` of two dtypes).
-pub(super) fn promote(a: DType, b: DType) -> DType {
-    use DType::{C128, C64, F32, F64, I16, I32, I64};
-    use Kind::{Bool, Complex, Float, Signed, Unsigned};
-    if a == b {
-        return a;
-    }
-    let rank = |k: Kind| match k {
-        Bool => 0,
-        Signed | Unsigned => 1,
-        Float => 2,
-        Complex => 3,
-    };
-    // Order the pair so that `a` is of the lower kind.
-    let (a, b) = if rank(a.kind()) <= rank(b.kind()) {
-        (a, b)
-    } else {
-        (b, a)
-    };
-    let bigger = |x: DType, y: DType| if x.size() >= y.size() { x } else { y };
-    match (a.kind(), b.kind()) {
-        (Bool, _) => b,
-        (Signed, Signed) | (Unsigned, Unsigned) | (Float, Float) | (Complex, Complex) => {
-            bigger(a, b)
-        }
-        (Signed, Unsigned) | (Unsigned, Signed) => {
-            let (s, u) = if a.kind() == Signed { (a, b) } else { (b, a) };
-            match (s.size(), u.size()) {
-                (ss, us) if us < ss => s,
-                (_, 1) => I16,
-                (_, 2) => I32,
-                (_, 4) => I64,
-                _ => F64,
-            }
-        }
-        // An integer of up to 16 bits fits float32's mantissa; wider ones go to float64.
-        (Signed | Unsigned, Float) => match (a.size(), b) {
-            (1 | 2, F32) => F32,
-            _ => F64,
-        },
-        (Signed | Unsigned, Complex) => match (a.size(), b) {
-            (1 | 2, C64) => C64,
-            _ => C128,
-        },
-        (Float, Complex) => match (a, b) {
-            (F32, C64) => C64,
-            _ => C128,
-        },
-        // `a` is of the lower kind: no other pair is left.
-        _ => b,
-    }
-}
 
 /// The dtype of an array of dtype `a` with a Python scalar (NEP 50): the array's dtype where
 /// the scalar's kind allows, the default dtype of the scalar's kind where it is wider
@@ -86,21 +34,6 @@ pub(super) fn weak_kind(a: DType, s: Weak) -> DType {
         (Kind::Bool, Weak::Int(_)) => DType::I64,
         (Kind::Bool | Kind::Signed | Kind::Unsigned, Weak::Float(_)) => DType::F64,
         _ => a,
-    }
-}
-
-/// Whether integer dtype `d` holds `i`.
-pub(super) fn holds(d: DType, i: i64) -> bool {
-    match d {
-        DType::I8 => i8::try_from(i).is_ok(),
-        DType::I16 => i16::try_from(i).is_ok(),
-        DType::I32 => i32::try_from(i).is_ok(),
-        DType::I64 => true,
-        DType::U8 => u8::try_from(i).is_ok(),
-        DType::U16 => u16::try_from(i).is_ok(),
-        DType::U32 => u32::try_from(i).is_ok(),
-        DType::U64 => i >= 0,
-        _ => false,
     }
 }
 
@@ -165,39 +98,10 @@ pub(super) fn real(d: DType) -> DType {
     }
 }
 
-/// The standard's accumulation dtype of `sum`, `prod` and `cumulative_*`: int64 for bools and
-/// signed integers, uint64 for unsigned ones, the dtype itself for floating point.
-pub(super) fn accumulation(d: DType) -> DType {
-    match d.kind() {
-        Kind::Bool | Kind::Signed => DType::I64,
-        Kind::Unsigned => DType::U64,
-        _ => d,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use DType::*;
-
-    #[test]
-    fn the_standards_table_and_numpys_rules() {
-        assert_eq!(promote(I8, I32), I32);
-        assert_eq!(promote(I8, U8), I16);
-        assert_eq!(promote(U32, I8), I64);
-        assert_eq!(promote(I64, U64), F64);
-        assert_eq!(promote(I16, F32), F32);
-        assert_eq!(promote(I32, F32), F64);
-        assert_eq!(promote(F32, C64), C64);
-        assert_eq!(promote(F64, C64), C128);
-        assert_eq!(promote(Bool, U16), U16);
-        for d in DType::ALL {
-            assert_eq!(promote(d, d), d);
-            for e in DType::ALL {
-                assert_eq!(promote(d, e), promote(e, d));
-            }
-        }
-    }
 
     #[test]
     fn python_scalars_are_weak() {
