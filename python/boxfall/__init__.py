@@ -155,9 +155,7 @@ def include_keys(*names: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def exclude_keys(*names: str) -> Iterator[None]:
-    """Removes dispatch keys from every call of this thread for the block (nestable)."""
-    bits = _key_bits(names)
+def _excluding(bits: int) -> Iterator[None]:
     inc, exc = _boxfall.local_keys()
     _boxfall.set_local_keys(inc & ~bits, exc | bits)
     try:
@@ -166,18 +164,16 @@ def exclude_keys(*names: str) -> Iterator[None]:
         _boxfall.set_local_keys(inc, exc)
 
 
-@contextlib.contextmanager
-def eager() -> Iterator[None]:
+def exclude_keys(*names: str) -> contextlib.AbstractContextManager[None]:
+    """Removes dispatch keys from every call of this thread for the block (nestable)."""
+    return _excluding(_key_bits(names))
+
+
+def eager() -> contextlib.AbstractContextManager[None]:
     """Runs the block eagerly on graph backends (graph mode's ``Graph`` key excluded on this
     thread): operators run at once, as without ``compile=``; tensors pending before the block
     are computed when the block reads them (nestable)."""
-    bits = _boxfall.graph_key_bits()
-    inc, exc = _boxfall.local_keys()
-    _boxfall.set_local_keys(inc & ~bits, exc | bits)
-    try:
-        yield
-    finally:
-        _boxfall.set_local_keys(inc, exc)
+    return _excluding(_boxfall.graph_key_bits())
 
 
 def dispatch_keys() -> list[str]:
