@@ -91,25 +91,40 @@ if not ((0, 4, 35) <= _version_tuple(jax.__version__) < (0, 11)):
 device_hooks = _hooks.JaxHooks(jax.devices())
 """The transfer and view hooks of the backend (one object: the devices it places data on)."""
 
-backend: bf.Backend = bf.register_backend(
-    BACKEND_NAME,
-    to_cpu=device_hooks.to_cpu,
-    to_cpu_many=device_hooks.to_cpu_many,
-    from_cpu=device_hooks.from_cpu,
-    copy_from_cpu=device_hooks.copy_from_cpu,
-    view=device_hooks.view,
-    **_hooks.optional_registration(device_hooks, X64),
-)
-"""The ``bf.Backend`` of eager mode."""
 
-_fallback_library = bf.Library("_", "IMPL")
-_fallback_library.fallback(bf.cpu_fallback, BACKEND_NAME)
-_kernel_library, NATIVE_KERNELS = _kernels.register(
-    backend, device_hooks.device, in_place=_hooks.takes("view_write")
-)
-# Kept for the process's life, as the backend is: they go at exit without a ResourceWarning.
-_fallback_library._for_process_life()
-_kernel_library._for_process_life()
+_libraries: list[bf.Library] = []
+"""The backends' fallback and kernel libraries, held for the process's life, as the backends
+are (a library collected would undo its registrations); they go at exit without a
+``ResourceWarning``."""
+
+
+def _register(name: str, compile: Any = None) -> tuple[bf.Backend, list[str]]:
+    """Registers a backend of JAX's devices under ``name`` (a graph backend with ``compile``),
+    with the CPU fallback and the JAX kernels; returns it and the operators its kernels serve."""
+    registered = bf.register_backend(
+        name,
+        to_cpu=device_hooks.to_cpu,
+        to_cpu_many=device_hooks.to_cpu_many,
+        from_cpu=device_hooks.from_cpu,
+        copy_from_cpu=device_hooks.copy_from_cpu,
+        view=device_hooks.view,
+        compile=compile,
+        **_hooks.optional_registration(device_hooks, X64),
+    )
+    fallback = bf.Library("_", "IMPL")
+    fallback.fallback(bf.cpu_fallback, name)
+    kernels, names = _kernels.register(
+        registered, device_hooks.device, in_place=_hooks.takes("view_write")
+    )
+    for library in (fallback, kernels):
+        library._for_process_life()
+        _libraries.append(library)
+    return registered, names
+
+
+backend, NATIVE_KERNELS = _register(BACKEND_NAME)
+"""``backend``: the ``bf.Backend`` of eager mode; ``NATIVE_KERNELS``: the operators its JAX
+kernels serve."""
 
 
 def _device_index(device: Any) -> int:
@@ -145,25 +160,9 @@ def graph_compiler() -> _graph.JaxCompiler:
     its compiles and, per operator, the host callbacks its programs ran)."""
     if not _graph_mode:
         compiler = _graph.JaxCompiler(GRAPH_BACKEND_NAME, X64)
-        graph_backend = bf.register_backend(
-            GRAPH_BACKEND_NAME,
-            to_cpu=device_hooks.to_cpu,
-            to_cpu_many=device_hooks.to_cpu_many,
-            from_cpu=device_hooks.from_cpu,
-            copy_from_cpu=device_hooks.copy_from_cpu,
-            view=device_hooks.view,
-            compile=compiler,
-            **_hooks.optional_registration(device_hooks, X64),
-        )
-        fallback = bf.Library("_", "IMPL")
-        fallback.fallback(bf.cpu_fallback, GRAPH_BACKEND_NAME)
-        kernels, names = _kernels.register(
-            graph_backend, device_hooks.device, in_place=_hooks.takes("view_write")
-        )
+        graph_backend, names = _register(GRAPH_BACKEND_NAME, compile=compiler)
         compiler.serve(names)
-        fallback._for_process_life()
-        kernels._for_process_life()
-        _graph_mode.update(backend=graph_backend, compiler=compiler, libraries=(fallback, kernels))
+        _graph_mode.update(backend=graph_backend, compiler=compiler)
     return _graph_mode["compiler"]
 
 
