@@ -267,6 +267,92 @@ def bench_graph(rounds: int, sizes: tuple[int, ...]) -> None:
         )
 
 
+def bench_graph_variants(rounds: int, n: int) -> None:
+    """Graph mode's three variants of the workload (issue #40): a convergence check that reads
+    a value every k-means step; ``maximum`` without its JAX kernel (a host callback inside the
+    program); a data-dependent operator (``unique_values``) between k-means and ridge."""
+    gx = bj.namespace(graph=True)
+    compiler = bj.graph_compiler()
+    p = workload.Problem(n=n)
+    x, y = (a.astype(np.float32) for a in workload.make_data(p))
+    gxx, gxy = gx.asarray(x), gx.asarray(y)
+    jx, jy = jnp.asarray(x), jnp.asarray(y)
+    print(f"graph mode's variants of the workload, n={n:,} (ms a call):")
+
+    want = workload.kmeans_converging(np, x, p)
+    for call in (1, 2, 3):
+        bf.metrics.reset()
+        before = compiler.compiles
+        got = workload.kmeans_converging(gx, gxx, p)
+        figures = bf.metrics.graphs()
+        assert got[2] == want[2], (got[2], want[2])
+        np.testing.assert_allclose(got[0].numpy(), want[0], rtol=2e-3, atol=2e-3)
+        print(
+            f"  converging, call {call}: {got[2]} steps (NumPy: {want[2]}), compiles "
+            f"{compiler.compiles - before}, cache hits {figures['cache_hits']}, syncs "
+            f"{dict(figures['syncs'])}"
+        )
+
+    def converging() -> Any:
+        return workload.kmeans_converging(gx, gxx, p)[2]
+
+    def converging_jnp() -> Any:
+        return workload.kmeans_converging(_jnp_namespace(), jx, p)[2]
+
+    g, e = _paired(converging, converging_jnp, 1, rounds)
+    ratio = [a / b for a, b in zip(g, e, strict=True)]
+    print(
+        f"  converging: graph mode {statistics.median(g) / 1e3:.2f} ms, jax.numpy op by op "
+        f"{statistics.median(e) / 1e3:.2f} ms, ratio {_spread(ratio)}"
+    )
+
+    no_max, nx = bj._graph_mode_without("JAXGraphNoMaximum", frozenset({"maximum"}))
+    nxx, nxy = nx.asarray(x), nx.asarray(y)
+
+    def with_kernel() -> Any:
+        out = workload.kmeans_ridge(gx, gxx, gxy, p)
+        bf.sync()
+        return jax.block_until_ready([t.payload for t in out])
+
+    def without_kernel() -> Any:
+        out = workload.kmeans_ridge(nx, nxx, nxy, p)
+        bf.sync()
+        return jax.block_until_ready([t.payload for t in out])
+
+    for got, w in zip(without_kernel(), with_kernel(), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=2e-3, atol=2e-3)
+    bf.metrics.reset()
+    no_max.host_callbacks.clear()
+    without_kernel()
+    figures = bf.metrics.graphs()
+    a, b = _paired(without_kernel, with_kernel, 1, rounds)
+    ratio = [u / v for u, v in zip(a, b, strict=True)]
+    print(
+        f"  without maximum's JAX kernel: {statistics.median(a) / 1e3:.2f} ms, with it "
+        f"{statistics.median(b) / 1e3:.2f} ms, ratio {_spread(ratio)}; one call: "
+        f"{figures['graphs_run']} graph(s), host callbacks {dict(no_max.host_callbacks)}, "
+        f"breaks {dict(figures['breaks']) or 'none'}"
+    )
+
+    def clusters_used() -> Any:
+        out = workload.kmeans_ridge_clusters_used(gx, gxx, gxy, p)
+        bf.sync()
+        return jax.block_until_ready([t.payload for t in out])
+
+    clusters_used()
+    bf.metrics.reset()
+    clusters_used()
+    figures = bf.metrics.graphs()
+    a, b = _paired(clusters_used, with_kernel, 1, rounds)
+    ratio = [u / v for u, v in zip(a, b, strict=True)]
+    print(
+        f"  with unique_values: {statistics.median(a) / 1e3:.2f} ms, without "
+        f"{statistics.median(b) / 1e3:.2f} ms, ratio {_spread(ratio)}; one call: "
+        f"{figures['graphs_run']} graph(s), breaks {dict(figures['breaks']) or 'none'}, "
+        f"compiled {figures['compiled']}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -274,7 +360,9 @@ def main() -> None:
     parser.add_argument(
         "--costs", action="store_true", help="only where the microseconds go (stages, operators)"
     )
-    parser.add_argument("--graph", action="store_true", help="only the workload in graph mode")
+    parser.add_argument(
+        "--graph", action="store_true", help="only the workload in graph mode, and its variants"
+    )
     args = parser.parse_args()
     dev = jax.devices()[0]
     print(f"JAX {jax.__version__} on {dev.platform} ({dev.device_kind}), x64={bj.X64}")
@@ -284,6 +372,7 @@ def main() -> None:
         return
     if args.graph:
         bench_graph(args.rounds, (2_000,) if args.quick else (4_000, 250_000))
+        bench_graph_variants(args.rounds, 2_000 if args.quick else 4_000)
         return
     if args.quick:
         bench_add(3, (1, 100_000))

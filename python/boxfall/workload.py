@@ -71,26 +71,75 @@ def kmeans_ridge(xp: Any, x: Any, y: Any, p: Problem) -> tuple[Any, Any, Any]:
     Returns the centers ``(k, d)``, each point's cluster ``(n, 1)`` and the coefficients
     ``(d, 1)``. No step depends on the data's values (a fixed count of iterations), so no value
     is read back before the end."""
-    d = x.shape[1]
-    centers = xp.take(x, xp.arange(p.k), axis=0)
-    # ||x||^2 - 2 x.c + ||c||^2, the squared distance of each point to each center.
-    x_sq = xp.sum(xp.multiply(x, x), axis=1, keepdims=True)
-    ids = xp.expand_dims(xp.arange(p.k), axis=0)
+    centers, x_sq, ids = _kmeans_start(xp, x, p)
     labels = None
     for _ in range(p.iterations):
-        c_sq = xp.expand_dims(xp.sum(xp.multiply(centers, centers), axis=1), axis=0)
-        cross = xp.matmul(x, xp.matrix_transpose(centers))
-        dist = xp.add(xp.subtract(x_sq, xp.multiply(cross, 2.0)), c_sq)
-        labels = xp.argmin(dist, axis=1, keepdims=True)
-        onehot = xp.astype(xp.equal(labels, ids), x.dtype)
-        counts = xp.sum(onehot, axis=0)
-        sums = xp.matmul(xp.matrix_transpose(onehot), x)
-        counts = xp.maximum(counts, xp.ones_like(counts))
-        centers = xp.divide(sums, xp.expand_dims(counts, axis=1))
+        centers, labels = _lloyd_step(xp, x, x_sq, ids, centers)
+    return centers, labels, _ridge(xp, x, y, p)
+
+
+def kmeans_converging(xp: Any, x: Any, p: Problem, tol: float = 1e-3) -> tuple[Any, Any, int]:
+    """Lloyd's algorithm until no center moves more than ``tol`` (at most
+    ``4 * p.iterations`` steps): the workload's variant that reads a value every step (a
+    convergence check), as real k-means does. It starts from ``k`` points of one blob (points
+    ``0, k, 2k, ...``), a poor start, so that it takes several steps. Returns the centers, the
+    labels and the count of steps."""
+    _, x_sq, ids = _kmeans_start(xp, x, p)
+    centers = xp.take(x, xp.arange(0, p.k * p.k, p.k), axis=0)
+    labels = None
+    steps = 0
+    while steps < 4 * p.iterations:
+        new, labels = _lloyd_step(xp, x, x_sq, ids, centers)
+        steps += 1
+        moved = float(xp.max(xp.abs(xp.subtract(new, centers))))
+        centers = new
+        if moved <= tol:
+            break
+    return centers, labels, steps
+
+
+def kmeans_ridge_clusters_used(xp: Any, x: Any, y: Any, p: Problem) -> tuple[Any, Any, Any]:
+    """The workload with one data-dependent operator between k-means and ridge: which
+    clusters hold a point (``unique_values`` of the labels, whose length depends on their
+    values). Returns the clusters used, the labels and the coefficients."""
+    centers, x_sq, ids = _kmeans_start(xp, x, p)
+    labels = None
+    for _ in range(p.iterations):
+        centers, labels = _lloyd_step(xp, x, x_sq, ids, centers)
+    used = xp.unique_values(labels)
+    return used, labels, _ridge(xp, x, y, p)
+
+
+def _kmeans_start(xp: Any, x: Any, p: Problem) -> tuple[Any, Any, Any]:
+    """The first centers (the first ``k`` points), each point's squared norm and the clusters'
+    ids, a row."""
+    centers = xp.take(x, xp.arange(p.k), axis=0)
+    x_sq = xp.sum(xp.multiply(x, x), axis=1, keepdims=True)
+    ids = xp.expand_dims(xp.arange(p.k), axis=0)
+    return centers, x_sq, ids
+
+
+def _lloyd_step(xp: Any, x: Any, x_sq: Any, ids: Any, centers: Any) -> tuple[Any, Any]:
+    """One of Lloyd's iterations: each point to its nearest center, each center to the mean of
+    its points (an empty cluster's center goes to the origin's side: its sum over one)."""
+    # ||x||^2 - 2 x.c + ||c||^2, the squared distance of each point to each center.
+    c_sq = xp.expand_dims(xp.sum(xp.multiply(centers, centers), axis=1), axis=0)
+    cross = xp.matmul(x, xp.matrix_transpose(centers))
+    dist = xp.add(xp.subtract(x_sq, xp.multiply(cross, 2.0)), c_sq)
+    labels = xp.argmin(dist, axis=1, keepdims=True)
+    onehot = xp.astype(xp.equal(labels, ids), x.dtype)
+    counts = xp.sum(onehot, axis=0)
+    sums = xp.matmul(xp.matrix_transpose(onehot), x)
+    counts = xp.maximum(counts, xp.ones_like(counts))
+    return xp.divide(sums, xp.expand_dims(counts, axis=1)), labels
+
+
+def _ridge(xp: Any, x: Any, y: Any, p: Problem) -> Any:
+    """Ridge regression's coefficients by ``linalg.solve`` of the normal equations."""
+    d = x.shape[1]
     xt = xp.matrix_transpose(x)
     gram = xp.add(xp.matmul(xt, x), xp.multiply(xp.eye(d, dtype=x.dtype), p.alpha))
-    coef = xp.linalg.solve(gram, xp.matmul(xt, y))
-    return centers, labels, coef
+    return xp.linalg.solve(gram, xp.matmul(xt, y))
 
 
 # -- the backends -----------------------------------------------------------------------------

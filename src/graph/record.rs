@@ -103,9 +103,18 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
     };
     match plan(op, backend, stack)? {
         Plan::Record(metas) => record_node(op, backend, stack, metas),
+        Plan::Break if cuts_nothing(op, stack)? => pass_on(op, keys, stack),
         Plan::Break => graph_break(op, backend, keys, stack),
         Plan::Eager => pass_on(op, keys, stack),
     }
+}
+
+/// Whether a call that cannot be recorded leaves the pending graph whole: it reads no pending
+/// tensor and writes nothing (`asarray` of host data, a creation function with a device's
+/// tensor in an argument). It runs now, as in eager mode, and its results are concrete: the
+/// graph reads them as inputs. No graph break is counted, as none happens.
+fn cuts_nothing(op: &OperatorHandle, stack: &Stack) -> Result<bool> {
+    Ok(!op.schema()?.info.is_mutable && !stack.iter().any(|v| v.tensors().any(is_pending)))
 }
 
 /// The most nodes a graph records before it is computed (cut): bounds what a program that

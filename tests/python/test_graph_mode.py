@@ -142,6 +142,18 @@ def test_an_operator_without_a_shape_rule_is_a_counted_graph_break() -> None:
     assert figures["syncs"] == {"graph break": 1}
 
 
+def test_a_call_that_reads_no_pending_tensor_runs_at_once_and_breaks_nothing() -> None:
+    x, y = tensors()
+    z = xp.add(x, y)
+    ns = xp.namespace("GraphTest:0")
+    made = ns.asarray(np.arange(4.0))  # host data: no rule, but nothing pending is read
+    assert not bf.graph.is_pending(made)
+    assert bf.graph.is_pending(z)  # the graph was not cut
+    np.testing.assert_array_equal(xp.add(z, made).numpy(), np.arange(4) * 4 + 1)
+    figures = bf.metrics.graphs()
+    assert figures["breaks"] == {} and figures["syncs"] == {"numpy": 1}
+
+
 def test_eager_runs_operators_at_once() -> None:
     x, y = tensors()
     with bf.eager():

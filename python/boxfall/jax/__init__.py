@@ -166,6 +166,16 @@ def graph_compiler() -> _graph.JaxCompiler:
     return _graph_mode["compiler"]
 
 
+def _graph_mode_without(name: str, operators: frozenset[str]) -> tuple[Any, types.ModuleType]:
+    """A second graph backend, ``name``, whose programs run ``operators`` (``"maximum"``) on
+    the host (host callbacks) although JAX kernels exist: its compiler and its namespace. For
+    measuring what a missing kernel costs a program (``benches/jax_device.py``, the tests)."""
+    compiler = _graph.JaxCompiler(name, X64)
+    _, names = _register(name, compile=compiler)
+    compiler.serve([n for n in names if n.split(".")[0] not in operators])
+    return compiler, bxp.namespace(f"{name}:0")
+
+
 def namespace(device: Any = None, *, graph: bool = False) -> types.ModuleType:
     """The array API namespace on a JAX device: ``device`` a ``jax.Device`` or its index in
     ``jax.devices()`` (default: 0). Its creation functions make ``bf.Tensor``s of the
