@@ -276,7 +276,7 @@ def bench_graph_variants(rounds: int, n: int) -> None:
     p = workload.Problem(n=n)
     x, y = (a.astype(np.float32) for a in workload.make_data(p))
     gxx, gxy = gx.asarray(x), gx.asarray(y)
-    jx, jy = jnp.asarray(x), jnp.asarray(y)
+    jx = jnp.asarray(x)
     print(f"graph mode's variants of the workload, n={n:,} (ms a call):")
 
     want = workload.kmeans_converging(np, x, p)
