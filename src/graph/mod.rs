@@ -11,7 +11,7 @@
 //!
 //! One file a concern, from the bottom: `rules/`, `metrics.rs` and `keys.rs` (the `Graph`
 //! key) name none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
-//! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `record.rs`
+//! backends, and the recordings per (backend, thread)); `pending.rs`; `sites.rs` (where graphs compile); `sync.rs`; `record.rs`
 //! (the recorder, and `register_graph_backend`, which installs it).
 
 mod keys;
@@ -20,6 +20,7 @@ mod pending;
 mod program;
 mod record;
 pub mod rules;
+mod sites;
 mod state;
 mod sync;
 
@@ -28,4 +29,5 @@ pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS
 pub use pending::{is_pending, pending_meta, Pending};
 pub use program::{Arg, CompiledGraph, Graph, GraphCompiler, Node};
 pub use record::register_graph_backend;
+pub use sites::{set_site_finder, SiteFinder, SITE_GRAPHS};
 pub use sync::{compute, computed, pending_graphs, sync};

@@ -193,10 +193,16 @@ fn run_graph(graph: Graph, state: &State, used_inputs: &[usize]) -> Result<Vec<T
                 let cache = gb.cache.lock().unwrap_or_else(|e| e.into_inner());
                 recompile_reason(&key, cache.keys().map(String::as_str))
             };
-            if let Some(reason) = reason {
-                log::debug!("graph backend '{backend}' compiles again: {reason}");
-                metrics::recompiled(format!("{backend}: {reason}"));
+            let site = super::sites::site();
+            let at = site
+                .as_deref()
+                .map(|s| format!(" at {s}"))
+                .unwrap_or_default();
+            if let Some(reason) = &reason {
+                log::debug!("graph backend '{backend}' compiles again{at}: {reason}");
+                metrics::recompiled(format!("{backend}{at}: {reason}"));
             }
+            super::sites::compiled_at(backend, site.as_deref(), reason.as_deref());
             let start = Instant::now();
             let graph = Arc::new(graph);
             let p = gb.compiler.compile(&graph).map_err(|e| {

@@ -187,6 +187,40 @@ impl CompiledGraph for PyCompiled {
     }
 }
 
+/// The site of a graph's compile: the first Python frame outside boxfall's package
+/// (`"fit.py:42"`), where the sync that compiles happened (DESIGN section 13's call site).
+/// Runs at compiles only, never per call.
+pub fn python_site() -> Option<String> {
+    Python::attach(|py| {
+        let init: String = py
+            .import("boxfall")
+            .ok()?
+            .getattr("__file__")
+            .ok()?
+            .extract()
+            .ok()?;
+        let package = std::path::Path::new(&init).parent()?;
+        let mut frame = py
+            .import("sys")
+            .ok()?
+            .call_method1("_getframe", (0,))
+            .ok()?;
+        while !frame.is_none() {
+            let file: String = frame
+                .getattr("f_code")
+                .and_then(|c| c.getattr("co_filename"))
+                .and_then(|f| f.extract())
+                .ok()?;
+            if !std::path::Path::new(&file).starts_with(package) {
+                let line: u32 = frame.getattr("f_lineno").and_then(|l| l.extract()).ok()?;
+                return Some(format!("{file}:{line}"));
+            }
+            frame = frame.getattr("f_back").ok()?;
+        }
+        None
+    })
+}
+
 /// Computes every pending tensor of this thread (`bf.sync()`).
 #[pyfunction]
 pub fn sync(py: Python<'_>) -> PyResult<()> {

@@ -3,6 +3,8 @@ graph with NumPy (the backend's CPU fallback) and counts its compilations."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 import boxfall as bf
@@ -126,8 +128,22 @@ def test_a_changed_shape_recompiles() -> None:
     figures = bf.metrics.graphs()
     assert figures["compiled"] == 2
     # Each compile says why: the nearest compiled graph had other input shapes.
-    assert "GraphTest: the inputs' dtypes and shapes: " in figures["recompiles"][-1]
+    # It names the site: the frame of this file where the sync happened.
+    assert f"GraphTest at {__file__}:" in figures["recompiles"][-1]
+    assert ": the inputs' dtypes and shapes: " in figures["recompiles"][-1]
     assert "float64[9]" in figures["recompiles"][-1]
+
+
+def test_a_site_that_compiles_many_graphs_is_warned_about_once(caplog: Any) -> None:
+    caplog.set_level(logging.WARNING, logger="boxfall")
+    for n in range(1, 12):
+        x, y = tensors(n)
+        xp.add(x, y).numpy()  # one site: a new shape, a new graph, each time
+        line = sys._getframe().f_lineno - 1
+    warnings = [r.getMessage() for r in caplog.records if "distinct graphs" in r.getMessage()]
+    assert len(warnings) == 1
+    assert f"compiled 9 distinct graphs at {__file__}:{line}" in warnings[0]
+    assert "the last one because " in warnings[0]
 
 
 def test_an_operator_without_a_shape_rule_is_a_counted_graph_break() -> None:
