@@ -501,10 +501,14 @@ class Graph:
     def inputs(self) -> list[tuple[str, tuple[int, ...]]]:
         """The inputs' ``(dtype, shape)``, in the order their payloads are given."""
     @property
+    def scalars(self) -> list[str]:
+        """The scalar inputs' types (``"bool"``, ``"int"``, ``"float"``): their values follow
+        the inputs' payloads in what the compiled function is given."""
+    @property
     def nodes(self) -> list[tuple[OpOverload, tuple[Any, ...], list[tuple[str, tuple[int, ...]]]]]:
         """The nodes, in order: ``(op, args, outputs)``, ``op`` a ``bf.OpOverload``, each argument
-        ``("input", i)``, ``("node", n, k)`` (result ``k`` of node ``n``) or ``("const", value)``,
-        and the outputs' ``(dtype, shape)``."""
+        ``("input", i)``, ``("scalar", j)`` (scalar input ``j``), ``("node", n, k)`` (result ``k``
+        of node ``n``) or ``("const", value)``, and the outputs' ``(dtype, shape)``."""
     @property
     def outputs(self) -> list[tuple[int, int]]:
         """The results given back, in order: ``(node, k)``."""
@@ -513,7 +517,8 @@ class Graph:
         """The graph's structure as a string (what the cache of compiled graphs is keyed by)."""
     def replay(self, payloads: Iterable[Any]) -> list[Any]:
         """Runs the nodes eagerly on the backend (its own kernels, or the CPU fallback), on
-        tensors wrapping ``payloads`` (one per input), and gives the outputs' payloads."""
+        tensors wrapping ``payloads`` (one per input, then the scalar inputs' values), and gives
+        the outputs' payloads."""
 
 @final
 class Backend:

@@ -25,8 +25,13 @@ pub enum Arg {
     Input(usize),
     /// Result `.1` of node `.0`.
     Node(usize, usize),
-    /// A value that holds no tensor (a Python scalar, a dtype, a list of ints...). Scalars are
-    /// constants in this first form of graph mode, so a changed scalar compiles a new graph.
+    /// The graph's scalar input of this index: an elementwise operator's Python scalar
+    /// operand (`x * 0.5`), whose value is given at each run, so a changed value compiles
+    /// nothing (DESIGN section 13); its type (bool, int, float) is in the structure, as it
+    /// decides the result's dtype.
+    Scalar(usize),
+    /// A value that holds no tensor (an axis, a dtype, a list of ints, a scalar that decides
+    /// a shape...): part of the graph's structure, so a changed one compiles a new graph.
     Const(IValue),
 }
 
@@ -62,6 +67,9 @@ pub struct Graph {
     pub device: Device,
     /// The inputs' dtypes and shapes, in the order their payloads are given.
     pub inputs: Vec<TensorMeta>,
+    /// The scalar inputs' types (`"bool"`, `"int"`, `"float"`), in the order their values are
+    /// given, after the inputs' payloads.
+    pub scalars: Vec<&'static str>,
     /// The nodes, in the order they were recorded (each names only earlier ones).
     pub nodes: Vec<Node>,
     /// The results given back, in order: (node, result).
@@ -76,7 +84,7 @@ impl Graph {
     /// ```
     /// use boxfall::graph::Graph;
     /// let g = Graph { backend: boxfall::DispatchKey::CPU, device: boxfall::Device::CPU,
-    ///                 inputs: vec![], nodes: vec![], outputs: vec![] };
+    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![] };
     /// assert_eq!(g.key(), "1|\n->");
     /// ```
     pub fn key(&self) -> String {
@@ -84,6 +92,9 @@ impl Graph {
         let _ = write!(k, "{}|", self.backend.index());
         for m in &self.inputs {
             let _ = write!(k, "{m};");
+        }
+        for t in &self.scalars {
+            let _ = write!(k, "{t};");
         }
         for n in &self.nodes {
             let _ = write!(k, "\n{}(", n.op.name());
@@ -94,6 +105,9 @@ impl Graph {
                     }
                     Arg::Node(n, o) => {
                         let _ = write!(k, "n{n}.{o},");
+                    }
+                    Arg::Scalar(j) => {
+                        let _ = write!(k, "s{j},");
                     }
                     Arg::Const(v) => {
                         let _ = write!(k, "c{},", constant_text(v));
@@ -109,24 +123,26 @@ impl Graph {
         k
     }
 
-    /// Runs the nodes eagerly on `inputs` (tensors of the graph's device, one per input),
-    /// below the `Graph` key (the backend's own kernels, or the CPU fallback), and gives the
-    /// outputs. A compiler that runs the graph as it is returns a function that calls this;
-    /// a tracing compiler (`jax.jit`) traces it.
+    /// Runs the nodes eagerly on `inputs` (tensors of the graph's device, one per input) and
+    /// `scalars` (one per scalar input), below the `Graph` key (the backend's own kernels, or
+    /// the CPU fallback), and gives the outputs. A compiler that runs the graph as it is
+    /// returns a function that calls this; a tracing compiler (`jax.jit`) traces it.
     ///
     /// ```
     /// use boxfall::graph::Graph;
     /// let g = Graph { backend: boxfall::DispatchKey::CPU, device: boxfall::Device::CPU,
-    ///                 inputs: vec![], nodes: vec![], outputs: vec![] };
-    /// assert!(g.replay(&[]).unwrap().is_empty());
+    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![] };
+    /// assert!(g.replay(&[], &[]).unwrap().is_empty());
     /// ```
-    pub fn replay(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        if inputs.len() != self.inputs.len() {
+    pub fn replay(&self, inputs: &[Tensor], scalars: &[IValue]) -> Result<Vec<Tensor>> {
+        if inputs.len() != self.inputs.len() || scalars.len() != self.scalars.len() {
             return Err(Error::Fallback(format!(
-                "a graph of backend '{}' takes {} inputs, not {}",
+                "a graph of backend '{}' takes {} inputs and {} scalars, not {} and {}",
                 self.backend,
                 self.inputs.len(),
-                inputs.len()
+                self.scalars.len(),
+                inputs.len(),
+                scalars.len()
             )));
         }
         let _eager = LocalKeysGuard::exclude(super::keys::graph_keys());
@@ -137,6 +153,7 @@ impl Graph {
                 stack.push(match a {
                     Arg::Input(i) => IValue::Tensor(inputs[*i].clone()),
                     Arg::Node(n, o) => IValue::Tensor(results[*n][*o].clone()),
+                    Arg::Scalar(j) => scalars[*j].clone(),
                     Arg::Const(v) => v.clone(),
                 });
             }
@@ -167,7 +184,7 @@ impl Graph {
     /// ```
     /// use boxfall::graph::Graph;
     /// let g = Graph { backend: boxfall::DispatchKey::CPU, device: boxfall::Device::CPU,
-    ///                 inputs: vec![], nodes: vec![], outputs: vec![] };
+    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![] };
     /// assert!(g.describe().starts_with("graph of CPU"));
     /// ```
     pub fn describe(&self) -> String {
@@ -181,6 +198,9 @@ impl Graph {
         for (i, m) in self.inputs.iter().enumerate() {
             let _ = writeln!(s, "  i{i}: {m}");
         }
+        for (j, t) in self.scalars.iter().enumerate() {
+            let _ = writeln!(s, "  s{j}: {t}");
+        }
         for (j, n) in self.nodes.iter().enumerate() {
             let args: Vec<String> = n
                 .args
@@ -188,6 +208,7 @@ impl Graph {
                 .map(|a| match a {
                     Arg::Input(i) => format!("i{i}"),
                     Arg::Node(n, o) => format!("n{n}.{o}"),
+                    Arg::Scalar(j) => format!("s{j}"),
                     Arg::Const(v) => constant_text(v),
                 })
                 .collect();
@@ -242,13 +263,14 @@ pub(crate) fn constant_text(v: &IValue) -> String {
 /// use std::sync::Arc;
 /// use boxfall::graph::{CompiledGraph, Graph, GraphCompiler};
 /// use boxfall::tensor::{Tensor, TensorData};
+/// use boxfall::IValue;
 /// /// Runs the graph as it is.
 /// struct Replay;
 /// struct Replayed(Arc<Graph>);
 /// impl CompiledGraph for Replayed {
-///     fn run(&self, inputs: &[TensorData]) -> boxfall::Result<Vec<TensorData>> {
+///     fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> boxfall::Result<Vec<TensorData>> {
 ///         let ts: Vec<Tensor> = inputs.iter().map(|d| Tensor::new(self.0.device, d.clone())).collect();
-///         Ok(self.0.replay(&ts)?.iter().map(|t| t.data()).collect())
+///         Ok(self.0.replay(&ts, scalars)?.iter().map(|t| t.data()).collect())
 ///     }
 /// }
 /// impl GraphCompiler for Replay {
@@ -279,12 +301,14 @@ pub trait GraphCompiler: Send + Sync + 'static {
 /// use boxfall::tensor::TensorData;
 /// struct Nothing;
 /// impl CompiledGraph for Nothing {
-///     fn run(&self, _: &[TensorData]) -> boxfall::Result<Vec<TensorData>> { Ok(vec![]) }
+///     fn run(&self, _: &[TensorData], _: &[boxfall::IValue]) -> boxfall::Result<Vec<TensorData>> {
+///         Ok(vec![])
+///     }
 /// }
-/// assert!(Nothing.run(&[]).unwrap().is_empty());
+/// assert!(Nothing.run(&[], &[]).unwrap().is_empty());
 /// ```
 pub trait CompiledGraph: Send + Sync + 'static {
     /// The outputs' data, in the graph's order, from the inputs' data (payloads of its
-    /// device), in the graph's order.
-    fn run(&self, inputs: &[TensorData]) -> Result<Vec<TensorData>>;
+    /// device) and the scalar inputs' values, each in the graph's order.
+    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>>;
 }

@@ -244,9 +244,16 @@ fn record_node(
         (Some(d), _) | (None, Some(d)) => d,
         (None, None) => Device::new(backend, 0),
     };
+    let scalar_operands = takes_scalar_inputs(op);
     let mut args = Vec::with_capacity(stack.len());
     for (v, ready) in stack.drain(..).zip(ready) {
         args.push(match ready {
+            None if scalar_operands
+                && matches!(v, IValue::Double(_) | IValue::Int(_) | IValue::Bool(_)) =>
+            {
+                r.state.scalars.push(v);
+                Arg::Scalar(r.state.scalars.len() - 1)
+            }
             None => Arg::Const(v),
             Some(Ready::Pending(g, n, o)) if g == generation => Arg::Node(n, o),
             Some(Ready::Pending(..)) => {
@@ -281,6 +288,16 @@ fn record_node(
         outputs: metas,
     });
     Ok(())
+}
+
+/// Whether the operator's Python scalars enter the graph as inputs, not constants: those of
+/// the elementwise operators' scalar overloads (`x * 0.5` is `multiply.Tensor_Scalar`), whose
+/// value decides no shape, and whose type alone decides the dtype. A learning rate or a
+/// step's factor then compiles once; any other scalar (`arange`'s bounds decide a shape, a
+/// norm's `ord` its algorithm) stays a constant of the graph.
+fn takes_scalar_inputs(op: &OperatorHandle) -> bool {
+    let name = op.name();
+    name.ends_with(".Tensor_Scalar") || name.ends_with(".Scalar_Tensor")
 }
 
 /// The device of the first tensor on the stack.

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::ivalue::IValue;
 use crate::key::DispatchKey;
 use crate::tensor::{Device, Tensor, TensorData, TensorMeta};
 
@@ -46,6 +47,8 @@ pub(crate) struct Recording {
 pub(crate) struct State {
     pub(crate) device: Option<Device>,
     pub(crate) inputs: Vec<Input>,
+    /// The scalar inputs' values (`Arg::Scalar`).
+    pub(crate) scalars: Vec<IValue>,
     pub(crate) nodes: Vec<Node>,
     /// A handle of every pending tensor made, with its node and result index: the ones that
     /// another handle still holds at the sync are the graph's outputs.

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::ivalue::IValue;
 use crate::key::LocalKeysGuard;
 use crate::tensor::{Payload, Tensor, TensorData};
 
@@ -58,8 +59,8 @@ fn outputs_of(state: &State) -> Vec<usize> {
 /// `state.pending`), with the nodes no output needs left out (their results no tensor holds,
 /// so nothing can read them), and the inputs only those nodes read: so two programs that
 /// differ only in dead work share one compiled graph. Also gives which of `state.inputs` the
-/// graph's inputs are, in order.
-fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Vec<usize>) {
+/// graph's inputs are, and which of `state.scalars` its scalar inputs, in order.
+fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Used) {
     let nodes = &state.nodes;
     let mut live = vec![false; nodes.len()];
     for &i in &outputs {
@@ -78,6 +79,8 @@ fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Vec<usize
     let mut node_at = vec![usize::MAX; nodes.len()];
     let mut input_at = vec![usize::MAX; state.inputs.len()];
     let mut used_inputs = Vec::new();
+    let mut scalar_at = vec![usize::MAX; state.scalars.len()];
+    let mut used_scalars = Vec::new();
     let mut kept = Vec::new();
     for (n, node) in nodes.iter().enumerate().filter(|(n, _)| live[*n]) {
         let mut node = node.clone();
@@ -90,6 +93,13 @@ fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Vec<usize
                         used_inputs.push(*i);
                     }
                     *i = input_at[*i];
+                }
+                Arg::Scalar(j) => {
+                    if scalar_at[*j] == usize::MAX {
+                        scalar_at[*j] = used_scalars.len();
+                        used_scalars.push(*j);
+                    }
+                    *j = scalar_at[*j];
                 }
                 Arg::Const(_) => {}
             }
@@ -106,18 +116,34 @@ fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Vec<usize
             .iter()
             .map(|&i| state.inputs[i].meta.clone())
             .collect(),
+        scalars: used_scalars
+            .iter()
+            .map(|&j| state.scalars[j].type_name())
+            .collect(),
         nodes: kept,
         outputs: outputs
             .iter()
             .map(|&i| (node_at[state.pending[i].1], state.pending[i].2))
             .collect(),
     };
-    (graph, used_inputs)
+    (
+        graph,
+        Used {
+            inputs: used_inputs,
+            scalars: used_scalars,
+        },
+    )
+}
+
+/// Which of a recording's inputs and scalars a built graph reads, in its order.
+struct Used {
+    inputs: Vec<usize>,
+    scalars: Vec<usize>,
 }
 
 /// Computes a recording's pending tensors (see the module's documentation).
 pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) -> Result<()> {
-    let (state, graph, used_inputs, outputs) = {
+    let (state, graph, used, outputs) = {
         let mut r = lock(rec);
         if r.busy {
             return Err(Error::Fallback(format!(
@@ -130,9 +156,9 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
             return Ok(());
         }
         let outputs = outputs_of(&r.state);
-        let (graph, used_inputs) = build(&r, &r.state, outputs.clone());
+        let (graph, used) = build(&r, &r.state, outputs.clone());
         r.busy = true;
-        (std::mem::take(&mut r.state), graph, used_inputs, outputs)
+        (std::mem::take(&mut r.state), graph, used, outputs)
     };
     metrics::sync(reason);
     // The compiler and the program run eagerly: what they call on the backend's tensors is
@@ -142,7 +168,7 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
         if outputs.is_empty() {
             Ok(Vec::new())
         } else {
-            run_graph(graph, &state, &used_inputs)
+            run_graph(graph, &state, &used)
         }
     };
     let mut r = lock(rec);
@@ -170,7 +196,7 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
 
 /// The outputs' data of `graph`: its program from the backend's cache, else compiled, run on
 /// the inputs' data. Errors name the backend.
-fn run_graph(graph: Graph, state: &State, used_inputs: &[usize]) -> Result<Vec<TensorData>> {
+fn run_graph(graph: Graph, state: &State, used: &Used) -> Result<Vec<TensorData>> {
     let backend = graph.backend;
     let gb = graph_backend(backend)
         .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
@@ -218,12 +244,18 @@ fn run_graph(graph: Graph, state: &State, used_inputs: &[usize]) -> Result<Vec<T
             p
         }
     };
-    let inputs: Vec<TensorData> = used_inputs
+    let inputs: Vec<TensorData> = used
+        .inputs
         .iter()
         .map(|&i| state.inputs[i].data.clone())
         .collect();
+    let scalars: Vec<IValue> = used
+        .scalars
+        .iter()
+        .map(|&j| state.scalars[j].clone())
+        .collect();
     let start = Instant::now();
-    let outs = program.run(&inputs).map_err(|e| {
+    let outs = program.run(&inputs, &scalars).map_err(|e| {
         Error::Fallback(format!(
             "the compiled graph of backend '{backend}' ({nodes} nodes) failed; no tensor was changed: {e}"
         ))

@@ -9,6 +9,7 @@ use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 
 use crate::error::{Error, Result};
 use crate::graph::{Arg, CompiledGraph, Graph, GraphCompiler};
+use crate::ivalue::IValue;
 use crate::python::convert::{to_py, Passed, TensorStyle};
 use crate::python::errors::{from_pyerr, IntoPy};
 use crate::python::overload::PyOpOverload;
@@ -42,9 +43,16 @@ impl PyGraph {
         PyList::new(py, items)
     }
 
+    /// The scalar inputs' types (`"bool"`, `"int"`, `"float"`): their values follow the
+    /// inputs' payloads in what the compiled function is given.
+    #[getter]
+    fn scalars(&self) -> Vec<&'static str> {
+        self.graph.scalars.clone()
+    }
+
     /// The nodes, in order: `(op, args, outputs)`, `op` a `bf.OpOverload`, each argument
-    /// `("input", i)`, `("node", n, k)` (result `k` of node `n`) or `("const", value)`, and
-    /// the outputs' `(dtype, shape)`.
+    /// `("input", i)`, `("scalar", j)` (scalar input `j`), `("node", n, k)` (result `k` of
+    /// node `n`) or `("const", value)`, and the outputs' `(dtype, shape)`.
     #[getter]
     fn nodes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut items = Vec::with_capacity(self.graph.nodes.len());
@@ -55,6 +63,7 @@ impl PyGraph {
                 args.push(match a {
                     Arg::Input(i) => ("input", *i).into_pyobject(py)?.into_any(),
                     Arg::Node(j, k) => ("node", *j, *k).into_pyobject(py)?.into_any(),
+                    Arg::Scalar(j) => ("scalar", *j).into_pyobject(py)?.into_any(),
                     Arg::Const(v) => (
                         "const",
                         to_py(py, v, &Passed::default(), TensorStyle::Caller)?,
@@ -86,17 +95,33 @@ impl PyGraph {
     }
 
     /// Runs the nodes eagerly on the backend (its own kernels, or the CPU fallback), on
-    /// tensors wrapping `payloads` (one per input), and gives the outputs' payloads.
+    /// tensors wrapping `payloads` (one per input, then the scalar inputs' values), and gives
+    /// the outputs' payloads.
     fn replay<'py>(
         &self,
         py: Python<'py>,
         payloads: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let inputs: Vec<crate::tensor::Tensor> = payloads
-            .try_iter()?
-            .map(|p| Ok(object_tensor(self.graph.device, &p?)))
-            .collect::<PyResult<_>>()?;
-        let outs = self.graph.replay(&inputs).py(py)?;
+        let given: Vec<Bound<'py, PyAny>> = payloads.try_iter()?.collect::<PyResult<_>>()?;
+        let n = self.graph.inputs.len();
+        if given.len() != n + self.graph.scalars.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "a graph of backend '{}' takes {n} payloads and {} scalars, not {} values",
+                self.graph.backend,
+                self.graph.scalars.len(),
+                given.len()
+            )));
+        }
+        let inputs: Vec<crate::tensor::Tensor> = given[..n]
+            .iter()
+            .map(|p| object_tensor(self.graph.device, p))
+            .collect();
+        let scalars = given[n..]
+            .iter()
+            .zip(&self.graph.scalars)
+            .map(|(v, kind)| scalar_value(v, kind))
+            .collect::<PyResult<Vec<_>>>()?;
+        let outs = self.graph.replay(&inputs, &scalars).py(py)?;
         let mut objs = Vec::with_capacity(outs.len());
         for t in &outs {
             let data = crate::resident::device_data(t).py(py)?;
@@ -109,6 +134,15 @@ impl PyGraph {
     fn __repr__(&self) -> String {
         self.graph.describe()
     }
+}
+
+/// A scalar input's value as the graph's type for it says (`"bool"`, `"int"`, `"float"`).
+fn scalar_value(v: &Bound<'_, PyAny>, kind: &str) -> PyResult<IValue> {
+    Ok(match kind {
+        "bool" => IValue::Bool(v.extract()?),
+        "int" => IValue::Int(v.extract()?),
+        _ => IValue::Double(v.extract()?),
+    })
 }
 
 /// The Python object a graph's input or output data is: the payload, or a NumPy array for
@@ -168,13 +202,18 @@ struct PyCompiled {
 }
 
 impl CompiledGraph for PyCompiled {
-    fn run(&self, inputs: &[TensorData]) -> Result<Vec<TensorData>> {
+    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
         Python::attach(|py| {
-            let args = inputs
+            let mut args = inputs
                 .iter()
                 .map(|d| payload_of(py, d))
                 .collect::<PyResult<Vec<_>>>()
                 .map_err(from_pyerr)?;
+            for v in scalars {
+                args.push(
+                    to_py(py, v, &Passed::default(), TensorStyle::Caller).map_err(from_pyerr)?,
+                );
+            }
             let args = PyList::new(py, args).map_err(from_pyerr)?;
             let outs = self.f.bind(py).call1((args,)).map_err(from_pyerr)?;
             let outs = outs.try_iter().map_err(from_pyerr)?;

@@ -146,6 +146,37 @@ def test_a_site_that_compiles_many_graphs_is_warned_about_once(caplog: Any) -> N
     assert "the last one because " in warnings[0]
 
 
+def test_a_changed_python_scalar_compiles_nothing() -> None:
+    x, _ = tensors()
+    for step, rate in enumerate((0.5, 0.25, 2.0)):
+        y = xp.subtract(xp.multiply(x, rate), 1)  # a learning rate's kind of scalar
+        np.testing.assert_array_equal(y.numpy(), np.arange(4.0) * rate - 1)
+        if step == 0:
+            graph = COMPILER.graphs[-1]
+            assert graph.scalars == ["float", "int"]
+            assert [a for _, args, _ in graph.nodes for a in args if a[0] == "scalar"] == [
+                ("scalar", 0),
+                ("scalar", 1),
+            ]
+    assert bf.metrics.graphs()["compiled"] == 1
+    # The scalar's type is part of the structure: it decides the result's dtype.
+    i = GRAPH.tensor(np.arange(4, dtype=np.int64))
+    np.testing.assert_array_equal(xp.multiply(i, 3).numpy(), np.arange(4) * 3)
+    half = xp.multiply(i, 0.5)
+    assert half.dtype == xp.float64
+    np.testing.assert_array_equal(half.numpy(), np.arange(4) * 0.5)
+    assert bf.metrics.graphs()["compiled"] == 3
+
+
+def test_a_scalar_that_decides_a_shape_stays_a_constant() -> None:
+    x, _ = tensors()
+    ns = xp.namespace("GraphTest:0")
+    for n in (3, 5):
+        r = xp.add(ns.arange(n, dtype=xp.float64), 1.0)
+        np.testing.assert_array_equal(r.numpy(), np.arange(n) + 1.0)
+    assert bf.metrics.graphs()["compiled"] == 2
+
+
 def test_an_operator_without_a_shape_rule_is_a_counted_graph_break() -> None:
     x, y = tensors()
     z = xp.add(x, y)

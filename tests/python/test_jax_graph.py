@@ -89,3 +89,27 @@ def test_a_pending_tensor_has_the_dtype_its_value_will_have(gx):
     said = m.dtype
     assert said == ("int64" if bj.X64 else "int32")
     assert m.numpy().dtype == np.dtype(said) and m.dtype == said
+
+
+def test_a_changed_python_scalar_compiles_nothing_and_keeps_numpys_dtypes(gx):
+    compiler = bj.graph_compiler()
+    a, _ = data()
+    x = gx.asarray(a)
+    i = gx.asarray(np.arange(6, dtype=np.int32))
+    before = compiler.compiles
+    for rate in (0.5, 0.125, 3.0):
+        y = xp_step(gx, x, i, rate)
+        np.testing.assert_allclose(y[0].numpy(), a * rate - 2, rtol=1e-6)
+        np.testing.assert_array_equal(y[1].numpy(), np.arange(6) * 7 + 1)
+        assert y[1].dtype == gx.int32
+        np.testing.assert_allclose(y[2].numpy(), np.arange(6) * rate, rtol=1e-6)
+    assert compiler.compiles - before == 1
+
+
+def xp_step(xp, x, i, rate):
+    """A float scalar on floats, an int on ints, a float on ints (NumPy: a float result)."""
+    return (
+        xp.subtract(xp.multiply(x, rate), 2),
+        xp.add(xp.multiply(i, 7), 1),
+        xp.multiply(i, rate),
+    )

@@ -19,7 +19,7 @@ import numpy as np
 
 import boxfall as bf
 
-from . import _hooks
+from . import _hooks, _kernels
 
 Step = Callable[[Sequence[Any], list[list[Any]]], list[Any]]
 
@@ -50,7 +50,9 @@ class JaxCompiler:
     def __call__(self, graph: bf.Graph) -> Callable[[list[Any]], list[Any]]:
         self.compiles += 1
         wrap = bf.get_backend(self.backend_name).tensor_from_payload
-        steps = [self._step(op, args, outs, wrap) for op, args, outs in graph.nodes]
+        # A scalar input's value follows the inputs' payloads; jax.jit traces it (a weakly
+        # typed scalar, as a Python scalar is to jax.numpy), so a new value compiles nothing.
+        steps = [self._step(op, args, outs, wrap, graph) for op, args, outs in graph.nodes]
         outputs = graph.outputs
 
         def program(payloads: list[Any]) -> list[Any]:
@@ -62,9 +64,17 @@ class JaxCompiler:
 
         return jax.jit(program)
 
-    def _step(self, op: bf.OpOverload, args: tuple[Any, ...], outs: list[Any], wrap: Any) -> Step:
+    def _step(
+        self,
+        op: bf.OpOverload,
+        args: tuple[Any, ...],
+        outs: list[Any],
+        wrap: Any,
+        graph: bf.Graph,
+    ) -> Step:
         kwarg_only = [a.kwarg_only for a in op.schema.arguments]
         names = [a.name for a in op.schema.arguments]
+        first_scalar = len(graph.inputs)
 
         def resolve(payloads: Sequence[Any], values: list[list[Any]], tensor: Any) -> list[Any]:
             got = []
@@ -73,6 +83,8 @@ class JaxCompiler:
                     got.append(tensor(payloads[a[1]]))
                 elif a[0] == "node":
                     got.append(tensor(values[a[1]][a[2]]))
+                elif a[0] == "scalar":
+                    got.append(payloads[first_scalar + a[1]])
                 else:
                     got.append(a[1])
             return got
@@ -85,7 +97,8 @@ class JaxCompiler:
         shapes = tuple(jax.ShapeDtypeStruct(tuple(s), self._narrowed(d)) for d, s in outs)
         name = op.name
 
-        positions = [i for i, a in enumerate(args) if a[0] in ("input", "node")]
+        positions = [i for i, a in enumerate(args) if a[0] in ("input", "node", "scalar")]
+        scalars = {i for i, a in enumerate(args) if a[0] == "scalar"}
 
         def on_host(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
             resolved = resolve(payloads, values, lambda p: p)
@@ -94,7 +107,8 @@ class JaxCompiler:
                 self.host_callbacks[name] += 1
                 got = [a[1] if a[0] == "const" else None for a in args]
                 for i, arr in zip(positions, arrays, strict=True):
-                    got[i] = np.asarray(arr)
+                    # a scalar input is a Python scalar again for the CPU kernel
+                    got[i] = np.asarray(arr).item() if i in scalars else np.asarray(arr)
                 out = call(got)
                 out = out if isinstance(out, tuple) else (out,)
                 return tuple(np.asarray(o, dtype=s.dtype) for o, s in zip(out, shapes, strict=True))
@@ -103,6 +117,8 @@ class JaxCompiler:
 
         if name not in self.native:
             return on_host
+        if scalars:
+            return self._scalar_step(op, args, shapes, on_host, graph)
 
         def on_device(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
             try:
@@ -111,5 +127,42 @@ class JaxCompiler:
                 return on_host(payloads, values)
             out = out if isinstance(out, tuple) else (out,)
             return [t.payload for t in out]
+
+        return on_device
+
+    def _scalar_step(
+        self, op: bf.OpOverload, args: tuple[Any, ...], shapes: Any, on_host: Step, graph: bf.Graph
+    ) -> Step:
+        """An elementwise operator's scalar overload (``multiply.Tensor_Scalar``) whose scalar
+        is a traced input: the JAX function of the tensor-tensor operator on the traced
+        values, in the dtype the shape rules recorded, where the eager kernel would compute it
+        with JAX too (``_kernels.scalar_fits`` of the tensor's dtype and the scalar's type;
+        an int's range was checked when the node was recorded); else on the host."""
+        base, _, overload = op.name.removeprefix("array_api::").partition(".")
+        if base not in _kernels.BINARY or overload not in ("Tensor_Scalar", "Scalar_Tensor"):
+            return on_host
+        fn, kinds = _kernels.BINARY[base]
+        tensor, scalar = args if overload == "Tensor_Scalar" else args[::-1]
+        if tensor[0] == "input":
+            dtype = graph.inputs[tensor[1]][0]
+        else:
+            dtype = graph.nodes[tensor[1]][2][tensor[2]][0]
+        # a representative of the scalar's type: only its type decides here
+        example = {"bool": True, "int": 0, "float": 0.0}[graph.scalars[scalar[1]]]
+        if not _kernels.scalar_fits(self._narrowed(dtype), example, kinds):
+            return on_host
+        (shape,) = shapes
+        first = len(graph.inputs)
+
+        def operand(payloads: Sequence[Any], values: list[list[Any]], a: Any) -> Any:
+            if a[0] == "input":
+                return payloads[a[1]]
+            if a[0] == "node":
+                return values[a[1]][a[2]]
+            return payloads[first + a[1]]
+
+        def on_device(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
+            out = fn(*(operand(payloads, values, a) for a in args))
+            return [out if out.dtype == shape.dtype else out.astype(shape.dtype)]
 
         return on_device

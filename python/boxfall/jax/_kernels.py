@@ -76,7 +76,7 @@ _UNARY: dict[str, tuple[Callable[[Any], Any], str]] = {
     "bitwise_invert": (jnp.invert, "iub"),
 }
 
-_BINARY: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
+BINARY: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
     "add": (jnp.add, "iufc"),
     "subtract": (jnp.subtract, "iufc"),
     "multiply": (jnp.multiply, "iufc"),
@@ -155,7 +155,7 @@ def _with_extension(kinds: str) -> str:
     return kinds + "V" if "f" in kinds else kinds
 
 
-def _scalar_fits(dtype: np.dtype, value: Any, kinds: str) -> bool:
+def scalar_fits(dtype: np.dtype, value: Any, kinds: str) -> bool:
     """Whether ``array op value`` computes in ``dtype`` with JAX as with NumPy: a float with a
     floating array, an int that the integer dtype holds (NumPy raises for others), a bool with
     a bool array."""
@@ -323,7 +323,7 @@ class _Kernels:
         def tensor_scalar(x1: Any, x2: Any) -> Any:
             if type(x1) is tensor and x1.device.startswith(prefix):
                 a = x1.payload
-                if (type(a) is _ARRAY_TYPE or isinstance(a, _TRACER)) and _scalar_fits(
+                if (type(a) is _ARRAY_TYPE or isinstance(a, _TRACER)) and scalar_fits(
                     a.dtype, x2, kinds
                 ):
                     return wrap(jitted(a, x2))
@@ -332,7 +332,7 @@ class _Kernels:
         def scalar_tensor(x1: Any, x2: Any) -> Any:
             if type(x2) is tensor and x2.device.startswith(prefix):
                 b = x2.payload
-                if (type(b) is _ARRAY_TYPE or isinstance(b, _TRACER)) and _scalar_fits(
+                if (type(b) is _ARRAY_TYPE or isinstance(b, _TRACER)) and scalar_fits(
                     b.dtype, x1, kinds
                 ):
                     return wrap(jitted(x1, b))
@@ -360,7 +360,7 @@ class _Kernels:
 
         def scalar(x1: Any, x2: Any) -> Any:
             a = pay(x1)
-            if a is None or not _scalar_fits(a.dtype, x2, kinds):
+            if a is None or not scalar_fits(a.dtype, x2, kinds):
                 return None
             return fits(a, jitted(a, x2))
 
@@ -377,10 +377,10 @@ def _jit(fn: Callable[..., Any], *static: str) -> Callable[..., Any]:
 def _elementwise(k: _Kernels) -> None:
     for name, (one, kinds) in _UNARY.items():
         k.unary(name, one, kinds)
-    for name, (two, kinds) in _BINARY.items():
+    for name, (two, kinds) in BINARY.items():
         k.binary(name, two, kinds)
     for name in _IN_PLACE:
-        two, kinds = _BINARY[name]
+        two, kinds = BINARY[name]
         k.in_place(name, two, kinds)
 
     pay = k.payload
