@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -86,6 +87,7 @@ COLUMNS = (
     ("boxfall_native", 'namespace("Native")'),
     ("boxfall_python", "Python backend"),
     ("boxfall_jax", "boxfall.jax"),
+    ("boxfall_jax_graph", "boxfall.jax graph"),
     ("array_api_strict", "array_api_strict"),
 )
 
@@ -126,9 +128,16 @@ def _jobs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
 
 
 def _run(
-    label: str, extra: list[str], results: Path, timeout: float, pytest_args: list[str]
+    label: str,
+    extra: list[str],
+    results: Path,
+    timeout: float,
+    pytest_args: list[str],
+    namespaces: list[str] | None = None,
 ) -> tuple[str, bool]:
     env = dict(os.environ)
+    if namespaces:
+        env["BOXFALL_CLIENTS_NAMESPACES"] = ",".join(namespaces)
     env["SCIPY_ARRAY_API"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH", "")]))
     env["BOXFALL_CLIENTS_RESULTS"] = str(results)
@@ -177,7 +186,7 @@ def _run(
     return f"{label}: {status}, {time.monotonic() - start:.0f}s  {tail}", ok
 
 
-def table(rows: list[dict[str, str]], labels: list[str]) -> str:
+def table(rows: list[dict[str, Any]], labels: list[str]) -> str:
     """The per-module table: passed/failed for each namespace, and the totals."""
     counts: dict[tuple[str, str], collections.Counter[str]] = collections.defaultdict(
         collections.Counter
@@ -206,7 +215,7 @@ def table(rows: list[dict[str, str]], labels: list[str]) -> str:
     # A boxfall failure where array_api_strict's own test skipped (SciPy's skip_xp_backends
     # names strict alone, e.g. for NumPy-only code paths): tests only boxfall ran.
     strict = {r["nodeid"]: r["outcome"] for r in rows if r["ns"] == "array_api_strict"}
-    for ns, _ in COLUMNS[:3]:
+    for ns, _ in COLUMNS[:-1]:
         only = sum(
             1
             for r in rows
@@ -215,12 +224,46 @@ def table(rows: list[dict[str, str]], labels: list[str]) -> str:
             and strict.get(r["nodeid"].replace(ns, "array_api_strict")) in ("skipped", "xfailed")
         )
         out.append(f"{ns}: {only} of its failures are of tests array_api_strict skipped")
+    seconds: collections.Counter[str] = collections.Counter()
+    for r in rows:
+        seconds[r["ns"]] += r.get("seconds", 0.0)
+    out.append(
+        "seconds in the tests of each namespace: "
+        + ", ".join(f"{ns} {seconds[ns]:.0f}" for ns, _ in COLUMNS)
+    )
     skipped = {ns: totals[ns]["skipped"] + totals[ns]["xfailed"] for ns, _ in COLUMNS}
     out.append(
         "cells: passed / failed (errors count as failed); skipped or xfailed: "
         + ", ".join(f"{ns} {n}" for ns, n in skipped.items())
     )
     return "\n".join(out)
+
+
+def differences(rows: list[dict[str, Any]], base: str, other: str) -> tuple[list[str], list[str]]:
+    """The tests whose outcome on ``other`` is not their outcome on ``base`` (the same test:
+    its node id with the one namespace's name for the other's), one line each, sorted: those
+    unexpected (a test that ran on only one of them is one too, as a run cut short can leave
+    it), and the known ones (passed on ``base``, an expected failure on ``other``: the plugin's
+    ``GRAPH_KNOWN``), with the reason.
+
+    ``other``'s name must not be a part of ``base``'s (``boxfall_jax_graph`` against
+    ``boxfall_jax`` reads ``other``'s ids back to ``base``'s by replacing the longer name)."""
+    if other in base:
+        raise ValueError(f"compare {base!r} with {other!r}: the second's name is in the first's")
+    on_base = {r["nodeid"]: r for r in rows if r["ns"] == base}
+    on_other = {r["nodeid"].replace(other, base): r for r in rows if r["ns"] == other}
+    unexpected, known = [], []
+    missing = {"outcome": "not run"}
+    for nodeid in sorted(set(on_base) | set(on_other)):
+        a, b = on_base.get(nodeid, missing), on_other.get(nodeid, missing)
+        if a["outcome"] == b["outcome"]:
+            continue
+        line = f"{nodeid}: {base} {a['outcome']}, {other} {b['outcome']}"
+        if a["outcome"] == "passed" and b["outcome"] == "xfailed":
+            known.append(f"{line} ({b.get('xfail', '')})")
+        else:
+            unexpected.append(line)
+    return unexpected, known
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,6 +283,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--results", type=Path, help="the JSON lines of every test (default: a temporary file)"
     )
+    p.add_argument(
+        "--namespaces",
+        nargs="+",
+        choices=[ns for ns, _ in COLUMNS],
+        help="run these namespaces only (default: every one)",
+    )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BASE", "OTHER"),
+        choices=[ns for ns, _ in COLUMNS],
+        help="fail unless every test has the same outcome on OTHER as on BASE (and list those "
+        "that do not); e.g. boxfall_jax boxfall_jax_graph: graph mode against eager mode",
+    )
     p.add_argument("pytest_args", nargs="*", help="passed to every pytest run (after --)")
     args = p.parse_args(argv)
 
@@ -252,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     broken = []
     for label, extra in jobs:
-        line, ok = _run(label, extra, results, args.timeout, args.pytest_args)
+        line, ok = _run(label, extra, results, args.timeout, args.pytest_args, args.namespaces)
         print(line, flush=True)
         if not ok:
             broken.append(label)
@@ -263,10 +320,27 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
+    failed = 0
     if broken:
         print(f"pytest did not run to the end (an internal or usage error) for: {broken}")
-        return 1
-    return 0
+        failed = 1
+    if args.compare:
+        base, other = args.compare
+        diff, known = differences(rows, base, other)
+        ran = sum(1 for r in rows if r["ns"] == other)
+        if known:
+            print(f"{len(known)} tests fail on {other} alone, known (xfail):")
+            print("\n".join("  " + line for line in known))
+        if diff:
+            print(f"{len(diff)} tests do not end on {other} as on {base}:")
+            print("\n".join("  " + line for line in diff))
+            failed = 1
+        elif ran == 0:
+            print(f"no test ran on {other}: nothing compared")
+            failed = 1
+        else:
+            print(f"the other {ran - len(known)} tests on {other} end as on {base}")
+    return failed
 
 
 if __name__ == "__main__":
