@@ -3,15 +3,22 @@ array_api_strict in one run, and prints the passed/failed counts per module and 
 
     python tests/clients/run.py                   # every module below (long: about an hour)
     python tests/clients/run.py --quick           # a few minutes: the subset .ci/run runs
+    python tests/clients/run.py --graph           # graph mode against eager mode (CI too)
     python tests/clients/run.py --scipy special fft --no-sklearn --out table.txt
 
 Each module is one pytest process (``-p boxfall_clients``, the plugin beside this file) with
 ``SCIPY_ARRAY_API=1``: SciPy's with ``-m array_api_backends``, scikit-learn's over its test
 files that loop over namespaces and ``sklearn/tests/test_common.py -k check_array_api``. Only
 the tests that run on a compared namespace are run (``--boxfall-clients-only``): boxfall's
-``Native`` namespace, its Python backend's, ``boxfall.jax``'s (where JAX is installed), and
-array_api_strict. Errors count as failures.
+``Native`` namespace, its Python backend's, ``boxfall.jax``'s eager and graph modes (where JAX
+is installed), and array_api_strict (``--namespaces`` narrows them). Errors count as failures.
 ``KNOWN_DIFFERENCES.md`` beside this file says which failures remain and why.
+
+``--compare BASE OTHER`` fails the run unless every test ends on OTHER as on BASE (the
+plugin's ``GRAPH_KNOWN`` expected failures aside, listed with their reasons). ``--graph`` is
+that for ``boxfall_jax`` and ``boxfall_jax_graph`` on ``GRAPH_SCIPY`` and ``GRAPH_SKLEARN``:
+graph mode must pass SciPy's and scikit-learn's tests as eager mode does. A module's own
+``-k`` there is overridden by a ``-k`` after ``--`` (pytest keeps the last).
 """
 
 from __future__ import annotations
@@ -82,6 +89,21 @@ are left out)."""
 
 QUICK_SCIPY = ("special", "cluster", "differentiate", "ndimage")
 QUICK_SKLEARN = ("utils/tests/test_array_api.py", "decomposition/tests/test_pca.py")
+QUICK_NAMESPACES = ("boxfall_native", "boxfall_python", "boxfall_jax", "array_api_strict")
+"""``--quick``'s namespaces: graph mode has a subset of its own (``--graph``)."""
+
+GRAPH_SCIPY: dict[str, list[str]] = {
+    "cluster": [],
+    "special": ["-k", "test_support_alternative_backends"],
+}
+GRAPH_SKLEARN: dict[str, list[str]] = {
+    "utils/tests/test_array_api.py": [],
+    "metrics/tests/test_pairwise.py": [],
+}
+GRAPH_NAMESPACES = ("boxfall_jax", "boxfall_jax_graph")
+"""``--graph``: SciPy's modules and scikit-learn's files (with pytest arguments that narrow
+them) that CI runs on boxfall.jax's eager and graph modes, to hold the second's outcomes to the
+first's (``--compare boxfall_jax boxfall_jax_graph``) in about two minutes."""
 
 COLUMNS = (
     ("boxfall_native", 'namespace("Native")'),
@@ -94,16 +116,26 @@ COLUMNS = (
 
 def _jobs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     jobs: list[tuple[str, list[str]]] = []
-    modules = QUICK_SCIPY if args.quick and args.scipy is None else (args.scipy or SCIPY_MODULES)
+    modules: dict[str, list[str]] = {m: [] for m in args.scipy or SCIPY_MODULES}
+    files: dict[str, list[str]] = {f: [] for f in SKLEARN_FILES}
+    if args.graph:
+        modules = GRAPH_SCIPY if args.scipy is None else modules
+        files = GRAPH_SKLEARN
+    elif args.quick:
+        modules = {m: [] for m in QUICK_SCIPY} if args.scipy is None else modules
+        files = {f: [] for f in QUICK_SKLEARN}
     if args.scipy != [] and not args.no_scipy:
         try:
             import scipy  # noqa: F401
         except ImportError:
             print("scipy is not installed: its modules are skipped")
         else:
-            for mod in modules:
+            for mod, narrowed in modules.items():
                 jobs.append(
-                    (f"scipy.{mod}", ["--pyargs", f"scipy.{mod}", "-m", "array_api_backends"])
+                    (
+                        f"scipy.{mod}",
+                        ["--pyargs", f"scipy.{mod}", "-m", "array_api_backends", *narrowed],
+                    )
                 )
     if not args.no_sklearn:
         try:
@@ -112,14 +144,13 @@ def _jobs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
             print("scikit-learn is not installed: its modules are skipped")
         else:
             root = Path(sklearn.__file__).parent
-            files = QUICK_SKLEARN if args.quick else SKLEARN_FILES
-            for rel in files:
+            for rel, narrowed in files.items():
                 if (root / rel).exists():
                     label = "sklearn." + rel.removesuffix(".py").replace("/tests/", ".").replace(
                         "/", "."
                     )
-                    jobs.append((label, [str(root / rel)]))
-            if not args.quick:
+                    jobs.append((label, [str(root / rel), *narrowed]))
+            if not (args.quick or args.graph):
                 common = root / "tests" / "test_common.py"
                 jobs.append(
                     ("sklearn.test_common[check_array_api]", [str(common), "-k", "check_array_api"])
@@ -272,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--quick", action="store_true", help="a subset of a few minutes")
     p.add_argument(
+        "--graph",
+        action="store_true",
+        help="graph mode against eager mode on a subset of about two minutes (boxfall.jax's "
+        "namespaces only, --compare boxfall_jax boxfall_jax_graph)",
+    )
+    p.add_argument(
         "--scipy", nargs="*", default=None, metavar="MODULE", help="SciPy modules (default: all 13)"
     )
     p.add_argument("--no-scipy", action="store_true")
@@ -299,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("pytest_args", nargs="*", help="passed to every pytest run (after --)")
     args = p.parse_args(argv)
+    if args.graph:
+        args.namespaces = args.namespaces or list(GRAPH_NAMESPACES)
+        args.compare = args.compare or list(GRAPH_NAMESPACES)
+    elif args.quick:
+        args.namespaces = args.namespaces or list(QUICK_NAMESPACES)
 
     jobs = _jobs(args)
     if not jobs:
