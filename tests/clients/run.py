@@ -27,6 +27,7 @@ import argparse
 import collections
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -98,7 +99,9 @@ GRAPH_SCIPY: dict[str, list[str]] = {
 }
 GRAPH_SKLEARN: dict[str, list[str]] = {
     "utils/tests/test_array_api.py": [],
-    "metrics/tests/test_pairwise.py": [],
+    # Not test_pairwise_parallel_array_api: two threads write slices of one array (joblib's
+    # threading backend) and lose one's writes now and then, eagerly too (KNOWN_DIFFERENCES).
+    "metrics/tests/test_pairwise.py": ["-k", "not test_pairwise_parallel_array_api"],
 }
 GRAPH_NAMESPACES = ("boxfall_jax", "boxfall_jax_graph")
 """``--graph``: SciPy's modules and scikit-learn's files (with pytest arguments that narrow
@@ -196,6 +199,9 @@ def _run(
         *pytest_args,
     ]
     start = time.monotonic()
+    # The pytest process's CPU seconds (it is the only child waited for meanwhile): a measure
+    # of the run's cost that a busy machine's wall time hides.
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run(
             cmd,
@@ -214,7 +220,9 @@ def _run(
             tail += "\n" + proc.stdout[-3000:] + proc.stderr[-3000:]
     except subprocess.TimeoutExpired:
         status, tail, ok = f"timed out after {timeout:.0f}s (counts so far)", "", True
-    return f"{label}: {status}, {time.monotonic() - start:.0f}s  {tail}", ok
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return f"{label}: {status}, {time.monotonic() - start:.0f}s (CPU {cpu:.0f}s)  {tail}", ok
 
 
 def table(rows: list[dict[str, Any]], labels: list[str]) -> str:
