@@ -106,6 +106,12 @@ GRAPH_SCIPY: dict[str, list[str]] = {
 GRAPH_SKLEARN: dict[str, list[str]] = {
     "utils/tests/test_array_api.py": [],
     "preprocessing/tests/test_data.py": [],  # the scalers
+    # The metrics of test_jax_graph_sklearn.py and their kin (56 tests a namespace); all 218
+    # take four times as long.
+    "metrics/tests/test_common.py": [
+        "-k",
+        "r2_score or mean_squared_error or accuracy_score or d2_ or mean_absolute",
+    ],
     # Not test_pairwise_parallel_array_api: two threads write slices of one array (joblib's
     # threading backend) and lose one's writes now and then, eagerly too (KNOWN_DIFFERENCES).
     "metrics/tests/test_pairwise.py": ["-k", "not test_pairwise_parallel_array_api"],
