@@ -364,9 +364,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("fallthrough", library::PyFallthrough)?;
     m.add(
         "cpu_fallback",
-        library::PyCpuFallback {
-            config: Default::default(),
-        },
+        library::PyCpuFallback::new(Default::default()),
     )?;
 
     m.add_function(wrap_pyfunction!(schema::parse_schema, m)?)?;
