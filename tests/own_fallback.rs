@@ -289,7 +289,7 @@ fn a_cpu_fallback_called_directly_runs_the_cpu_kernel_the_table_holds_now() {
                 KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (a,)| {
                     Ok(Tensor::from_array(f64_array(&a)? * -2.0))
                 }),
-                false,
+                true,
             )
             .unwrap();
         let r = neg.call_fallback(&fb, (bare.tensor(&[1.0]),)).unwrap();
