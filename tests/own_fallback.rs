@@ -258,3 +258,57 @@ fn the_readme_shows_the_example_as_it_is() {
         rest = &rest[at + part.len()..];
     }
 }
+
+/// A CPU fallback handed a call directly runs the CPU kernel its operator's table bound when it
+/// was published: a CPU kernel registered after the first call, and one taken away, are what the
+/// next calls (typed and boxed) run; each call counts once; with no CPU kernel, the error names
+/// the operator and the CPU, the backend that has nothing, and counts as a failure.
+#[test]
+fn a_cpu_fallback_called_directly_runs_the_cpu_kernel_the_table_holds_now() {
+    let bare = Dev::new("OwnFbDirectBound");
+    let (name, mut lib) = def_lib("ownfbbound");
+    let op = define_neg(&mut lib);
+    let fb = cpu_fallback();
+    let neg = op.typed::<(Tensor,), Tensor>().unwrap();
+    let boxed = |x: Tensor| -> Result<Vec<f64>> {
+        let mut stack = vec![IValue::Tensor(x)];
+        let keys = DispatchKeySet::EMPTY | bare.key;
+        boxfall::call_fallback(&fb, &op, keys, &mut stack)?;
+        Ok(values(tensor_of(&stack[0])))
+    };
+    let r = neg.call_fallback(&fb, (bare.tensor(&[1.0]),)).unwrap();
+    assert_eq!((r.device(), values(&r)), (bare.device(0), vec![-1.0]));
+    assert_eq!(boxed(bare.tensor(&[2.0])).unwrap(), vec![-2.0]);
+    {
+        // A CPU kernel of another library, registered later, serves the next calls.
+        let mut twice = impl_lib(&name);
+        twice
+            .impl_kernel(
+                "neg",
+                boxfall::DispatchKey::CPU,
+                KernelFunction::from_unboxed::<(Tensor,), Tensor>(|_, (a,)| {
+                    Ok(Tensor::from_array(f64_array(&a)? * -2.0))
+                }),
+                true,
+            )
+            .unwrap();
+        let r = neg.call_fallback(&fb, (bare.tensor(&[1.0]),)).unwrap();
+        assert_eq!(values(&r), vec![-2.0]);
+        assert_eq!(boxed(bare.tensor(&[2.0])).unwrap(), vec![-4.0]);
+    }
+    // That library closed: the operator's own CPU kernel again.
+    assert_eq!(boxed(bare.tensor(&[3.0])).unwrap(), vec![-3.0]);
+    assert_eq!(counts(&op).0, 5);
+    // No CPU kernel at all: an error that names the operator and the backend.
+    let (_, mut none) = def_lib("ownfbboundnone");
+    let bare_op = none.define("neg(Tensor self) -> Tensor").unwrap();
+    let err = bare_op
+        .typed::<(Tensor,), Tensor>()
+        .unwrap()
+        .call_fallback(&fb, (bare.tensor(&[1.0]),))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(bare_op.name()), "{err}");
+    assert!(err.contains("from the 'CPU' backend"), "{err}");
+    assert_eq!(counts(&bare_op).1, 1, "the failure is counted");
+}

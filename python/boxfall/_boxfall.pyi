@@ -591,21 +591,12 @@ def array_kernel(kernel: Callable[..., Any], as_arrays: Callable[[Any], Any]) ->
     ``as_arrays(result)`` gives it (NumPy arrays as they are)."""
 
 @final
-class BinaryFunction:
-    """A binary function of ``boxfall.array_api`` (``add``, ``equal``, ...): two arrays, or
-    an array and a plain Python scalar, go to the operator's overload directly; any other
-    call to the Python function it wraps (``__wrapped__``)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
-    def __get__(self, instance: object, owner: type | None = None, /) -> Any: ...
-    @property
-    def __wrapped__(self) -> Callable[..., Any]: ...
-
-@final
-class OperatorFunction:
-    """A function of ``boxfall.array_api`` that is one operator: a call with an array first
-    and no dtype asked goes to the operator directly; any other to the Python function it
-    wraps (``__wrapped__``)."""
+class NamespaceFunction:
+    """A function of ``boxfall.array_api``: the calls its route takes go to an operator's
+    overload directly, any other to the Python function it wraps (``__wrapped__``). The binary
+    route (``add``, ``equal``, ...) takes two arrays, or an array and a plain Python scalar; the
+    operator route (any other function that is one operator) takes a call with an array first
+    and no dtype asked."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __get__(self, instance: object, owner: type | None = None, /) -> Any: ...
@@ -617,15 +608,16 @@ def binary_function(
     right: Callable[..., Any],
     left: Callable[..., Any],
     general: Callable[..., Any],
-) -> BinaryFunction:
-    """A :class:`BinaryFunction` of the overloads ``both`` (two arrays), ``right`` (an array
-    and a scalar) and ``left`` (a scalar and an array), ``general`` serving other calls."""
+) -> NamespaceFunction:
+    """A :class:`NamespaceFunction` of the binary route: the overloads ``both`` (two arrays),
+    ``right`` (an array and a scalar) and ``left`` (a scalar and an array), ``general`` serving
+    other calls."""
 
 def operator_function(
     op: Callable[..., Any], general: Callable[..., Any], dtype_at: int | None = None
-) -> OperatorFunction:
-    """An :class:`OperatorFunction` of ``op``, ``general`` serving other calls; ``dtype_at``:
-    the position of its ``dtype`` parameter, if it has one."""
+) -> NamespaceFunction:
+    """A :class:`NamespaceFunction` of the operator route: ``op``, ``general`` serving other
+    calls; ``dtype_at``: the position of its ``dtype`` parameter, if it has one."""
 
 def _make_view(
     base: Tensor,

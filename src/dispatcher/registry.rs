@@ -213,6 +213,7 @@ fn compute_table(state: &OpState, fallbacks: &[Vec<Registered<KernelFunction>>])
         let key = DispatchKey::from_index(i).unwrap_or(DispatchKey::CPU);
         *e = TableEntry::publish(key, e.kernel.take(), e.source, cpu.as_ref());
     }
+    table.cpu = cpu;
     // A kernel that reads the table may run any kernel below its key (the CPU fallback runs
     // the CPU kernel): it counts as long if one of those does. Slot 0 (CompositeImplicit) is
     // reached only through the backend keys it serves.

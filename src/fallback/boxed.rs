@@ -40,8 +40,8 @@ const STALE_ROUNDS: usize = 10_000;
 
 /// The CPU kernel a boxed CPU fallback runs (None: none serves the CPU key), with its stack
 /// entry (the typed fallback of a boxed call, for a kernel made from a typed function): bound
-/// once, when a table entry is published, for a routed call; found in the table for a call
-/// made directly.
+/// once, when a table entry is published, for a routed call; the one the table bound when it
+/// was published, for a call made directly.
 #[derive(Clone, Copy)]
 pub(super) struct BoundCpu<'a> {
     pub(super) kernel: Option<&'a KernelFunction>,

@@ -5,7 +5,7 @@ use crate::dispatcher::{DispatchTable, OperatorHandle};
 use crate::error::Result;
 use crate::ivalue::Stack;
 use crate::kernel::KernelFunction;
-use crate::key::{DispatchKey, DispatchKeySet};
+use crate::key::DispatchKeySet;
 
 use super::boxed::{run_cpu_fallback_on, BoundCpu};
 use super::mode::{FallbackMode, ViewPolicy};
@@ -152,8 +152,9 @@ pub fn call_fallback(
 }
 
 /// The kernel that serves the CPU key in `table`, with its stack entry: what the CPU fallback
-/// runs when it is called directly, as a routed call's entry bound it at publication.
+/// runs when it is called directly, bound when the table was published, as a routed call's
+/// entry bound it.
 #[inline(always)]
 fn cpu_kernel(table: &DispatchTable) -> BoundCpu<'_> {
-    BoundCpu::of(table.kernel(DispatchKey::CPU.set()))
+    BoundCpu::of(table.cpu.as_ref())
 }

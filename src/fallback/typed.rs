@@ -40,7 +40,7 @@ use super::policy::check_policy;
 use super::steps::kernel_error;
 
 /// The CPU fallback kernel's typed entry (`KernelFunction::with_typed_wrapper`), as any wrapper
-/// may call it: the CPU kernel that serves the CPU key in the call's table, with the fallback's
+/// may call it: the CPU kernel the call's table bound when it was published, with the fallback's
 /// steps compiled with its signature, if it has the call's (else it declines); the calls those
 /// steps do not serve are boxed once for `boxed`, the fallback's boxed entry on the table. A
 /// dispatched typed call binds the same steps to its entry's CPU kernel at publication.
@@ -57,7 +57,7 @@ impl TypedWrapper for TypedCpuFallback {
         keys: DispatchKeySet,
         call: &mut TypedCall<'_>,
     ) -> Option<Result<()>> {
-        let cpu = table.kernel(DispatchKey::CPU.set())?;
+        let cpu = table.cpu.as_ref()?;
         call.run_cpu_fallback(cpu, op, table, keys, &*self.boxed)
     }
 }

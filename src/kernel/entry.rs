@@ -202,6 +202,7 @@ impl DispatchTable {
             mask: !0,
             long: 0,
             schema: None,
+            cpu: None,
         }
     }
 }

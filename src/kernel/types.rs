@@ -347,6 +347,11 @@ pub struct DispatchTable {
     /// first.
     pub(crate) long: u64,
     pub(crate) schema: Option<Arc<OpSchema>>,
+    /// The kernel a call on the CPU key reaches (none where nothing, or a fallthrough, serves
+    /// it): the CPU kernel a CPU fallback runs, bound when the table is published, so that a
+    /// CPU fallback called directly (`call_fallback`, `CpuFallback::call`) looks it up no more
+    /// than a routed entry's bound call does.
+    pub(crate) cpu: Option<KernelFunction>,
 }
 
 pub(crate) struct OperatorEntry {

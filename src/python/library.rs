@@ -38,14 +38,27 @@ impl PyFallthrough {
 /// `CpuFallback(views="copy")` copies view operators (with a warning) instead of refusing them.
 #[pyclass(name = "CpuFallback", module = "boxfall", frozen)]
 pub struct PyCpuFallback {
-    pub config: CpuFallback,
+    config: CpuFallback,
+    /// The configuration's kernel, made once: what every registration and every
+    /// `bf.call_fallback` of this object runs, so that no call makes a kernel.
+    kernel: KernelFunction,
+}
+
+impl PyCpuFallback {
+    /// The object of `config`, with its kernel.
+    pub fn new(config: CpuFallback) -> PyCpuFallback {
+        PyCpuFallback {
+            kernel: config.kernel(),
+            config,
+        }
+    }
 }
 
 #[pymethods]
 impl PyCpuFallback {
     #[new]
     #[pyo3(signature = (*, views="refuse"))]
-    fn new(py: Python<'_>, views: &str) -> PyResult<Self> {
+    fn py_new(py: Python<'_>, views: &str) -> PyResult<Self> {
         let views = match views {
             "refuse" => ViewPolicy::Refuse,
             "copy" => ViewPolicy::Copy,
@@ -57,9 +70,7 @@ impl PyCpuFallback {
                 ))
             }
         };
-        Ok(PyCpuFallback {
-            config: CpuFallback { views },
-        })
+        Ok(PyCpuFallback::new(CpuFallback { views }))
     }
 
     /// "refuse" or "copy".
@@ -136,7 +147,7 @@ pub fn kernel_from(
         return Ok((KernelFunction::fallthrough(), None));
     }
     if let Ok(c) = obj.cast::<PyCpuFallback>() {
-        return Ok((c.get().config.kernel(), None));
+        return Ok((c.get().kernel.clone(), None));
     }
     if !obj.is_callable() {
         return Err(new_err(
@@ -502,7 +513,16 @@ pub fn call_fallback<'py>(
         .map_err(|m| argument_error(&handle, &schema, m))
         .py(py)?;
     let keys = handle.call_keys(&stack).py(py)?;
-    let (kernel, _) = kernel_from(py, fallback, true)?;
-    crate::fallback::call_fallback(&kernel, &handle, keys, &mut stack).py(py)?;
+    // A `bf.CpuFallback` runs the kernel it holds; any other object is made a kernel here.
+    let held = fallback.cast::<PyCpuFallback>().ok();
+    let made;
+    let kernel = match &held {
+        Some(c) => &c.get().kernel,
+        None => {
+            made = kernel_from(py, fallback, true)?.0;
+            &made
+        }
+    };
+    crate::fallback::call_fallback(kernel, &handle, keys, &mut stack).py(py)?;
     returns_to_py(py, &stack, &passed)
 }

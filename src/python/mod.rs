@@ -364,9 +364,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("fallthrough", library::PyFallthrough)?;
     m.add(
         "cpu_fallback",
-        library::PyCpuFallback {
-            config: Default::default(),
-        },
+        library::PyCpuFallback::new(Default::default()),
     )?;
 
     m.add_function(wrap_pyfunction!(schema::parse_schema, m)?)?;
@@ -375,8 +373,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::definitions_version, m)?)?;
     m.add_function(wrap_pyfunction!(ops::find_op, m)?)?;
     m.add_function(wrap_pyfunction!(array_kernel::array_kernel, m)?)?;
-    m.add_class::<namespace_function::BinaryFunction>()?;
-    m.add_class::<namespace_function::OperatorFunction>()?;
+    m.add_class::<namespace_function::NamespaceFunction>()?;
     m.add_function(wrap_pyfunction!(namespace_function::binary_function, m)?)?;
     m.add_function(wrap_pyfunction!(namespace_function::operator_function, m)?)?;
     m.add_function(wrap_pyfunction!(view::_make_view, m)?)?;

@@ -45,20 +45,113 @@ impl Described {
     }
 }
 
-/// A binary function of the standard (`add`, `equal`, ...): two arrays go to the operator
-/// `both`, an array and a plain scalar to `right` (`Tensor_Scalar`), a plain scalar and an
-/// array to `left` (`Scalar_Tensor`); any other call (keywords, NumPy scalars, complex or wide
-/// ints, other types) to `general`, the Python function that handles (or refuses) it.
-#[pyclass(frozen, dict, module = "boxfall._boxfall", name = "BinaryFunction")]
-pub struct BinaryFunction {
-    both: Py<PyAny>,
-    right: Py<PyAny>,
-    left: Py<PyAny>,
+/// Which calls a namespace function hands to its operator directly, and to which overload.
+enum FunctionRoute {
+    /// A binary function of the standard (`add`, `equal`, ...): two arrays go to the operator
+    /// `both`, an array and a plain scalar to `right` (`Tensor_Scalar`), a plain scalar and an
+    /// array to `left` (`Scalar_Tensor`); any other call (keywords, NumPy scalars, complex or
+    /// wide ints, other types) to the Python function, which handles (or refuses) it.
+    Binary {
+        both: Py<PyAny>,
+        right: Py<PyAny>,
+        left: Py<PyAny>,
+    },
+    /// Any other function of the standard that is one operator: a call whose first argument
+    /// is not a NumPy scalar and that asks for no `dtype` (by position `dtype_at`, or by
+    /// keyword) goes to the operator `op` as it is; any other to the Python function, which
+    /// turns NumPy scalars into arrays and a requested dtype into what the device holds.
+    Operator {
+        op: Py<PyAny>,
+        dtype_at: Option<usize>,
+    },
+}
+
+impl FunctionRoute {
+    /// The overload that takes this call directly, if one does (with the keywords it gets).
+    #[inline(always)]
+    fn direct<'a, 'py>(
+        &'a self,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> Option<&'a Py<PyAny>> {
+        match self {
+            FunctionRoute::Binary { both, right, left } => {
+                if kwargs.is_some() || args.len() != 2 {
+                    return None;
+                }
+                let (x1, x2) = (
+                    args.get_borrowed_item(0).ok()?,
+                    args.get_borrowed_item(1).ok()?,
+                );
+                match (is_array(&x1), is_array(&x2)) {
+                    (true, true) => Some(both),
+                    (true, false) if is_plain_scalar(&x2) => Some(right),
+                    (false, true) if is_plain_scalar(&x1) => Some(left),
+                    _ => None,
+                }
+            }
+            FunctionRoute::Operator { op, dtype_at } => {
+                operator_takes(*dtype_at, args, kwargs).then_some(op)
+            }
+        }
+    }
+}
+
+/// Whether an operator function's operator takes the call as it is: an array first, and no
+/// dtype asked (by position `dtype_at`, or by keyword).
+fn operator_takes(
+    dtype_at: Option<usize>,
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> bool {
+    let first_is_array = args
+        .get_borrowed_item(0)
+        .is_ok_and(|first| is_array(&first));
+    if !first_is_array {
+        return false;
+    }
+    let Some(at) = dtype_at else {
+        return true;
+    };
+    if args.len() > at {
+        return false;
+    }
+    kwargs.is_none_or(|kw| {
+        kw.get_item(pyo3::intern!(args.py(), "dtype"))
+            .ok()
+            .flatten()
+            .is_none_or(|d| d.is_none())
+    })
+}
+
+/// A function of `boxfall.array_api`'s namespaces: the calls its route takes go to an
+/// operator's overload with no Python frame; every other call to the Python function it
+/// wraps, whose name, documentation and signature it shows.
+#[pyclass(frozen, dict, module = "boxfall._boxfall", name = "NamespaceFunction")]
+pub struct NamespaceFunction {
+    route: FunctionRoute,
     about: Described,
 }
 
+impl NamespaceFunction {
+    fn new<'py>(
+        route: FunctionRoute,
+        general: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, NamespaceFunction>> {
+        let made = Bound::new(
+            general.py(),
+            NamespaceFunction {
+                route,
+                about: Described::new(general)?,
+            },
+        )?;
+        described_as(made.as_any(), general)?;
+        Ok(made)
+    }
+}
+
 #[pymethods]
-impl BinaryFunction {
+impl NamespaceFunction {
     #[pyo3(signature = (*args, **kwargs))]
     fn __call__<'py>(
         &self,
@@ -66,19 +159,10 @@ impl BinaryFunction {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = args.py();
-        if kwargs.is_none() && args.len() == 2 {
-            let (x1, x2) = (args.get_borrowed_item(0)?, args.get_borrowed_item(1)?);
-            let target = match (is_array(&x1), is_array(&x2)) {
-                (true, true) => Some(&self.both),
-                (true, false) if is_plain_scalar(&x2) => Some(&self.right),
-                (false, true) if is_plain_scalar(&x1) => Some(&self.left),
-                _ => None,
-            };
-            if let Some(op) = target {
-                return op.bind(py).call(args, None);
-            }
+        match self.route.direct(args, kwargs) {
+            Some(op) => op.bind(py).call(args, kwargs),
+            None => self.about.general.bind(py).call(args, kwargs),
         }
-        self.about.general.bind(py).call(args, kwargs)
     }
 
     /// The function's name in the namespace.
@@ -114,127 +198,26 @@ impl BinaryFunction {
     }
 }
 
-/// `binary_function(both, right, left, general)`: a [`BinaryFunction`].
+/// `binary_function(both, right, left, general)`: a [`NamespaceFunction`] of the binary route.
 #[pyfunction]
 pub fn binary_function<'py>(
     both: Py<PyAny>,
     right: Py<PyAny>,
     left: Py<PyAny>,
     general: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, BinaryFunction>> {
-    let made = Bound::new(
-        general.py(),
-        BinaryFunction {
-            both,
-            right,
-            left,
-            about: Described::new(general)?,
-        },
-    )?;
-    described_as(made.as_any(), general)?;
-    Ok(made)
+) -> PyResult<Bound<'py, NamespaceFunction>> {
+    NamespaceFunction::new(FunctionRoute::Binary { both, right, left }, general)
 }
 
-/// Any other function of the standard that is one operator: a call whose first argument is
-/// not a NumPy scalar and that asks for no `dtype` (by position `dtype_at`, or by keyword)
-/// goes to the operator `op` as it is; any other to `general`, the Python function that turns
-/// NumPy scalars into arrays and a requested dtype into what the device holds.
-#[pyclass(frozen, dict, module = "boxfall._boxfall", name = "OperatorFunction")]
-pub struct OperatorFunction {
-    op: Py<PyAny>,
-    dtype_at: Option<usize>,
-    about: Described,
-}
-
-impl OperatorFunction {
-    fn direct(&self, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> bool {
-        let first_is_array = args
-            .get_borrowed_item(0)
-            .is_ok_and(|first| is_array(&first));
-        if !first_is_array {
-            return false;
-        }
-        let Some(at) = self.dtype_at else {
-            return true;
-        };
-        if args.len() > at {
-            return false;
-        }
-        kwargs.is_none_or(|kw| {
-            kw.get_item(pyo3::intern!(args.py(), "dtype"))
-                .ok()
-                .flatten()
-                .is_none_or(|d| d.is_none())
-        })
-    }
-}
-
-#[pymethods]
-impl OperatorFunction {
-    #[pyo3(signature = (*args, **kwargs))]
-    fn __call__<'py>(
-        &self,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let py = args.py();
-        if self.direct(args, kwargs) {
-            return self.op.bind(py).call(args, kwargs);
-        }
-        self.about.general.bind(py).call(args, kwargs)
-    }
-
-    /// The function's name in the namespace.
-    #[getter]
-    fn __name__(&self, py: Python<'_>) -> Py<PyString> {
-        self.about.name.clone_ref(py)
-    }
-
-    /// The function's name in the namespace.
-    #[getter]
-    fn __qualname__(&self, py: Python<'_>) -> Py<PyString> {
-        self.about.name.clone_ref(py)
-    }
-
-    /// The Python function that serves every call the operator does not take directly.
-    #[getter]
-    fn __wrapped__(&self, py: Python<'_>) -> Py<PyAny> {
-        self.about.general.clone_ref(py)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!("<function boxfall.array_api.{}>", self.about.name.bind(py))
-    }
-
-    /// As a Python function does: bound to the instance it is read from as a class attribute
-    /// (a method), itself when read from the class.
-    fn __get__<'py>(
-        slf: &Bound<'py, Self>,
-        instance: Option<&Bound<'py, PyAny>>,
-        _owner: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        bound_to(slf.as_any(), instance)
-    }
-}
-
-/// `operator_function(op, general, dtype_at)`: an [`OperatorFunction`].
+/// `operator_function(op, general, dtype_at)`: a [`NamespaceFunction`] of the operator route.
 #[pyfunction]
 #[pyo3(signature = (op, general, dtype_at=None))]
 pub fn operator_function<'py>(
     op: Py<PyAny>,
     general: &Bound<'py, PyAny>,
     dtype_at: Option<usize>,
-) -> PyResult<Bound<'py, OperatorFunction>> {
-    let made = Bound::new(
-        general.py(),
-        OperatorFunction {
-            op,
-            dtype_at,
-            about: Described::new(general)?,
-        },
-    )?;
-    described_as(made.as_any(), general)?;
-    Ok(made)
+) -> PyResult<Bound<'py, NamespaceFunction>> {
+    NamespaceFunction::new(FunctionRoute::Operator { op, dtype_at }, general)
 }
 
 /// `function` bound to `instance` (`types.MethodType`), or itself where there is none.

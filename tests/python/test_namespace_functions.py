@@ -1,7 +1,7 @@
 """The namespace's functions that hand a call to their operator from Rust
-(``BinaryFunction``, ``OperatorFunction``): the calls they take directly reach the operator
-they name, every other call reaches the Python function they wrap, and they describe
-themselves as that function does."""
+(``NamespaceFunction``, of the binary or the operator route): the calls they take directly
+reach the operator they name, every other call reaches the Python function they wrap, and they
+describe themselves as that function does."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def general(x1: object, x2: object, /) -> str:
 
 
 @pytest.fixture
-def binary() -> tuple[_boxfall.BinaryFunction, list[str]]:
+def binary() -> tuple[_boxfall.NamespaceFunction, list[str]]:
     calls: list[str] = []
     f = _boxfall.binary_function(
         Recorder("both", calls), Recorder("right", calls), Recorder("left", calls), general
@@ -99,8 +99,8 @@ def test_an_operator_function_passes_a_dtype_to_its_python_function():
 
 def test_the_namespace_functions_give_numpys_results_on_every_path():
     a = xp.asarray([1.0, 2.0])
-    assert isinstance(xp.add, _boxfall.BinaryFunction)
-    assert isinstance(xp.sum, _boxfall.OperatorFunction)
+    assert isinstance(xp.add, _boxfall.NamespaceFunction)
+    assert isinstance(xp.sum, _boxfall.NamespaceFunction)
     assert xp.add(a, 1).tolist() == [2.0, 3.0]
     assert xp.add(1, a).tolist() == [2.0, 3.0]
     assert xp.add(a, 1j).tolist() == [1 + 1j, 2 + 1j]

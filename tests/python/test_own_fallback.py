@@ -249,3 +249,28 @@ def test_the_warn_policy_warns_once_on_every_path(path):
     assert len(ours) == 1, [str(w.message) for w in caught]
     assert f"'{name}'" in str(ours[0].message) and f"'{backend.name}'" in str(ours[0].message)
     assert bf.metrics.counter_value(name) == 3
+
+
+def test_a_cpu_fallback_object_runs_the_cpu_kernel_the_operator_has_at_the_call(lib, accel):
+    """``bf.call_fallback`` runs the kernel a ``bf.CpuFallback`` made once, with the object,
+    around the CPU kernel the operator's table holds at the call: one registered after the
+    first call, and one taken away, are what the next calls run; each call counts once; with
+    no CPU kernel, the error names the operator and the CPU, the backend that has nothing."""
+    lib.define("neg(Tensor self) -> Tensor")
+    ns = lib_ns(lib)
+    neg = getattr(bf.ops, ns).neg.default
+    cpu = bf.CpuFallback(views="copy")
+    x = accel.tensor(np.array([1.0, 2.0]))
+    with pytest.raises(bf.NoKernelError) as missing:
+        bf.call_fallback(cpu, neg, x)
+    assert neg.name in str(missing.value)
+    assert "from the 'CPU' backend" in str(missing.value)
+    lib.impl("neg", np.negative, "CPU")
+    out = bf.call_fallback(cpu, neg, x)
+    assert out.device == accel.device
+    assert out.numpy().tolist() == [-1.0, -2.0]
+    with bf.Library(ns, "IMPL") as twice:
+        twice.impl("neg", lambda a: -2 * a, "CPU", allow_override=True)
+        assert bf.call_fallback(cpu, neg, x).numpy().tolist() == [-2.0, -4.0]
+    assert bf.call_fallback(cpu, neg, x).numpy().tolist() == [-1.0, -2.0]
+    assert counts(neg.name)[:2] == (4, 1)
