@@ -10,9 +10,10 @@
 use crate::dispatcher::{Dispatcher, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorMeta};
 
 use super::pending::pending_meta;
+use super::rules::output_metas;
 use super::state::{lock, recording};
 
 /// An in-place call to record as its functional counterpart.
@@ -24,6 +25,10 @@ pub(super) struct Write {
     /// Whether the in-place operator returns the written tensor (`add_`), or nothing
     /// (`setitem`).
     pub(super) returns_target: bool,
+    /// Where the functional result has another dtype than the target (`float32 += float64`,
+    /// which NumPy computes in float64 and casts back by `same_kind`): `astype` and the
+    /// target's meta, recorded after the functional node.
+    pub(super) cast: Option<(OperatorHandle, TensorMeta)>,
 }
 
 /// The functional counterpart of in-place operator `name` (`ns::op` or `ns::op.overload`): the
@@ -87,14 +92,49 @@ pub(super) fn functional(
         op: f,
         target: target.clone(),
         returns_target,
+        cast: None,
     }))
 }
 
-/// Whether the functional result (`out`, from the shape rules) can be the target's data: the
-/// same dtype and shape, as an eager write keeps them.
-pub(super) fn keeps_meta(w: &Write, out: &[crate::tensor::TensorMeta]) -> bool {
-    let meta = pending_meta(&w.target).or_else(|| w.target.meta());
-    matches!((out, meta), ([o], Some(m)) if *o == m)
+/// `w` where the functional result (`out`, from the shape rules) can become the target's
+/// data: of the target's dtype and shape, as an eager write keeps them, or of its shape in
+/// another dtype that the in-place operator `op`'s own rule says the write casts to the
+/// target's (then `w.cast` is set). `None`: the call breaks the graph.
+pub(super) fn fitted(
+    mut w: Write,
+    op: &OperatorHandle,
+    stack: &Stack,
+    out: &[TensorMeta],
+) -> Option<Write> {
+    let meta = pending_meta(&w.target).or_else(|| w.target.meta())?;
+    let [o] = out else {
+        return None;
+    };
+    if *o == meta {
+        return Some(w);
+    }
+    // The in-place operator's rule holds NumPy's casting of the result into the target.
+    let written = output_metas(op.name(), stack)?;
+    if o.shape != meta.shape || written.as_slice() != [meta.clone()] {
+        return None;
+    }
+    w.cast = Some((Dispatcher::lookup("array_api::astype")?, meta));
+    Some(w)
+}
+
+/// After the functional node was recorded (its pending result alone on `stack`), where the
+/// write casts it: `stack` becomes `astype`'s arguments (the result, the target's dtype), and
+/// the operator and its output are given to record next.
+pub(super) fn cast_call(w: &Write, stack: &mut Stack) -> Option<(OperatorHandle, TensorMeta)> {
+    let (astype, meta) = w.cast.clone()?;
+    let result = stack.pop()?;
+    stack.extend([
+        result,
+        IValue::Str(meta.dtype.as_str().into()),
+        IValue::Bool(true),
+        IValue::None,
+    ]);
+    Some((astype, meta))
 }
 
 /// After the functional node was recorded (its pending result alone on `stack`): the target

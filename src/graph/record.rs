@@ -109,6 +109,9 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
         Plan::Record(metas) => record_node(op, backend, stack, metas),
         Plan::Write(w, metas) => {
             record_node(&w.op, backend, stack, metas)?;
+            if let Some((astype, meta)) = inplace::cast_call(&w, stack) {
+                record_node(&astype, backend, stack, vec![meta])?;
+            }
             inplace::rebind(w, backend, stack)
         }
         Plan::Break => graph_break(op, backend, keys, stack),
@@ -138,7 +141,10 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
             return Ok(Plan::Break);
         };
         return Ok(match plan(&w.op, backend, stack)? {
-            Plan::Record(metas) if inplace::keeps_meta(&w, &metas) => Plan::Write(w, metas),
+            Plan::Record(metas) => match inplace::fitted(w, op, stack, &metas) {
+                Some(w) => Plan::Write(w, metas),
+                None => Plan::Break,
+            },
             _ => Plan::Break,
         });
     }

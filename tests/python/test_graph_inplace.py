@@ -106,6 +106,30 @@ def test_an_in_place_operator_on_a_pending_tensor_is_recorded() -> None:
     assert len(COMPILER.graphs) == 1
 
 
+@pytest.mark.parametrize(
+    ("target", "other"), [("float32", "float64"), ("int16", "int64"), ("complex64", "float64")]
+)
+def test_an_in_place_operator_that_casts_its_result_back_is_recorded(
+    target: str, other: str
+) -> None:
+    a, b = np.arange(-3, 3).astype(target), (np.arange(6) * 7919 + 0.25).astype(other)
+
+    def run() -> np.ndarray:
+        x = GRAPH.tensor(a)
+        x += GRAPH.tensor(b)  # computed in the wider dtype, cast back into x's (same_kind)
+        x *= 3
+        return x.numpy()
+
+    with bf.eager():
+        want = run()
+    got = run()
+    assert got.dtype == want.dtype == np.dtype(target)
+    np.testing.assert_array_equal(got, want)
+    assert breaks() == {}
+    names = [op.name for op, _, _ in COMPILER.graphs[-1].nodes]
+    assert names[:2] == ["array_api::add", "array_api::astype"]
+
+
 def test_an_in_place_operator_eager_refuses_breaks_and_raises_as_eager() -> None:
     x = GRAPH.tensor(np.arange(3, dtype=np.int64))
     with pytest.raises(Exception) as got:
