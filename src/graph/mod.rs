@@ -9,11 +9,15 @@
 //! (`program.rs`), compiles it or finds it in the backend's cache by its structure, runs it
 //! and commits its outputs once the whole program succeeded. `metrics.rs` counts.
 //!
-//! One file a concern, from the bottom: `rules/`, `metrics.rs` and `keys.rs` (the `Graph`
+//! One file a concern, from the bottom: `rules/`, `metrics.rs`, `constants.rs` (opaque
+//! constants made comparable), `sites.rs` (where graphs compile) and `keys.rs` (the `Graph`
 //! key) name none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
-//! backends, and the recordings per (backend, thread)); `pending.rs`; `sites.rs` (where graphs compile); `sync.rs`; `record.rs`
+//! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `inplace.rs`
+//! (in-place calls recorded functionally); `record.rs`
 //! (the recorder, and `register_graph_backend`, which installs it).
 
+mod constants;
+mod inplace;
 mod keys;
 mod metrics;
 mod pending;
@@ -24,6 +28,8 @@ mod sites;
 mod state;
 mod sync;
 
+pub(crate) use constants::described_stack;
+pub use constants::{describe_object, set_object_describer, ObjectDescriber};
 pub use keys::graph_keys;
 pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS};
 pub use pending::{is_pending, pending_meta, Pending};

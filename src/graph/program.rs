@@ -249,11 +249,14 @@ pub(crate) fn constant_text(v: &IValue) -> String {
             format!("[{}]", parts.join(","))
         }
         // Tensors are never constants (the recorder breaks the graph on a list of them);
-        // an object is compared by identity.
+        // an object is compared by its described value (`constants.rs`), else by identity.
         IValue::Tensor(_) | IValue::TensorList(_) | IValue::OptionalTensorList(_) => {
             "tensor".into()
         }
-        IValue::Object(o) => format!("object@{:p}", Arc::as_ptr(o)),
+        IValue::Object(o) => match super::constants::describe_object(o) {
+            Some(d) => format!("o{}", constant_text(&d)),
+            None => format!("object@{:p}", Arc::as_ptr(o)),
+        },
     }
 }
 

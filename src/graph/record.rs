@@ -16,6 +16,8 @@ use crate::key::{carry_key, register_functionality_key, DispatchKey, DispatchKey
 use crate::schema::ArgKind;
 use crate::tensor::{Device, Tensor, TensorData, TensorMeta};
 
+use super::constants::described_stack;
+use super::inplace::{self, Write};
 use super::keys::{graph_keys, GRAPH_KEY};
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of, Pending};
@@ -89,6 +91,8 @@ fn graph_key() -> Result<DispatchKey> {
 /// Why a call cannot be recorded (it breaks the graph).
 enum Plan {
     Record(Vec<TensorMeta>),
+    /// An in-place call recorded as its functional counterpart (`inplace.rs`).
+    Write(Write, Vec<TensorMeta>),
     Break,
     /// Run below the `Graph` key with nothing computed or counted (a view of computed
     /// tensors).
@@ -104,6 +108,13 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
     match plan(op, backend, stack)? {
         Plan::Record(metas) => record_node(op, backend, stack, metas),
         Plan::Break if cuts_nothing(op, stack)? => pass_on(op, keys, stack),
+        Plan::Write(w, metas) => {
+            record_node(&w.op, backend, stack, metas)?;
+            if let Some((astype, meta)) = inplace::cast_call(&w, stack) {
+                record_node(&astype, backend, stack, vec![meta])?;
+            }
+            inplace::rebind(w, backend, stack)
+        }
         Plan::Break => graph_break(op, backend, keys, stack),
         Plan::Eager => pass_on(op, keys, stack),
     }
@@ -125,14 +136,26 @@ const MAX_NODES: usize = 4096;
 fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan> {
     let schema = op.schema()?;
     let info = &schema.info;
-    // In-place operators and views are recorded functionally in a later step; for now they
-    // run eagerly. A view of tensors that are all computed cuts no graph (it is made now, a
-    // real view, as in eager mode): no break is counted for it.
+    // A view of tensors that are all computed cuts no graph (it is made now, a real view, as
+    // in eager mode): no break is counted for it. An in-place call is recorded as its
+    // functional counterpart where no view can see the write (`inplace.rs`).
     if info.has_view_returns
         && !info.is_mutable
         && !stack.iter().any(|v| v.tensors().any(is_pending))
     {
         return Ok(Plan::Eager);
+    }
+    if info.is_mutable && !info.has_view_returns {
+        let Some(w) = inplace::functional(op, backend, stack)? else {
+            return Ok(Plan::Break);
+        };
+        return Ok(match plan(&w.op, backend, stack)? {
+            Plan::Record(metas) => match inplace::fitted(w, op, stack, &metas) {
+                Some(w) => Plan::Write(w, metas),
+                None => Plan::Break,
+            },
+            _ => Plan::Break,
+        });
     }
     if info.is_mutable || info.has_view_returns {
         return Ok(Plan::Break);
@@ -147,6 +170,10 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
             // view's values.
             Some(IValue::Tensor(t)) if t.key() == backend => {}
             Some(IValue::None) => {}
+            // No tensor in the list (`getitem`'s arrays of a basic index).
+            Some(IValue::TensorList(v)) if v.is_empty() => {}
+            Some(IValue::OptionalTensorList(v)) if v.is_empty() => {}
+            Some(IValue::List(v)) if v.is_empty() => {}
             // A CPU tensor, another device's, a list of tensors.
             _ => return Ok(Plan::Break),
         }
@@ -159,11 +186,12 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     {
         return Ok(Plan::Break);
     }
-    // Constants must hold no tensor and be comparable.
-    if stack.iter().any(|v| matches!(v, IValue::Object(_))) {
+    // Constants must hold no tensor and be comparable: an object (a Python slice) is read
+    // by its description.
+    let Some(described) = described_stack(stack) else {
         return Ok(Plan::Break);
-    }
-    match output_metas(op.name(), stack) {
+    };
+    match output_metas(op.name(), &described) {
         Some(mut metas) if metas.len() == info.returns.len() => {
             if let Some(graph) = graph_backend(backend) {
                 for m in &mut metas {

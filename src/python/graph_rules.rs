@@ -27,7 +27,9 @@ pub fn _output_metas<'py>(
     let mut passed = Passed::default();
     let stack = bind(&schema, args, kwargs, &mut passed)
         .map_err(|m| pyo3::exceptions::PyTypeError::new_err(format!("{op}(): {m}")))?;
-    let metas = crate::graph::rules::output_metas(handle.name(), &stack);
+    // An object (an index's `slice`) is read by its description, as the recorder reads it.
+    let metas = crate::graph::described_stack(&stack)
+        .and_then(|s| crate::graph::rules::output_metas(handle.name(), &s));
     metas
         .map(|ms| {
             ms.into_iter()

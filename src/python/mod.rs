@@ -15,6 +15,7 @@ mod fast;
 mod ffi;
 mod gil_cell;
 mod graph;
+mod graph_constants;
 mod graph_rules;
 mod kept;
 mod kernel;
@@ -345,6 +346,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::fallback::set_warning_handler(warn_in_python);
     crate::native::set_blocking_hook(release_gil);
     crate::native::install_fallback().py(py)?;
+    graph_constants::install();
 
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<schema::PyFunctionSchema>()?;

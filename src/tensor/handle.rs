@@ -41,6 +41,7 @@ impl Tensor {
             view: None,
             exported: AtomicU8::new(0),
             kept: Mutex::new(None),
+            viewed: AtomicBool::new(false),
         }))
     }
 

@@ -104,6 +104,9 @@ pub(super) struct TensorInner {
     /// A device tensor's host copy and the `version` it holds the values of (residency, see
     /// `Tensor::host_copy`); never set for a tensor of host memory.
     pub(super) kept: Mutex<Option<(u64, Tensor)>>,
+    /// Set once a view of this tensor was made (`Tensor::view_of`), never cleared: graph mode
+    /// records a write of a tensor functionally only where no view can see the write.
+    pub(super) viewed: AtomicBool,
 }
 
 /// `TensorInner::exported`: the memory is exported, and written in place from then on.

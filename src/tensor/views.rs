@@ -40,6 +40,7 @@ impl Tensor {
                 "a view is made of its base's base (the description starts from it)".into(),
             ));
         }
+        base.0.viewed.store(true, Ordering::Relaxed);
         let flag = if base.is_host() { 0 } else { FOREIGN };
         let data = base
             .0
@@ -68,6 +69,7 @@ impl Tensor {
             })),
             exported: AtomicU8::new(0),
             kept: Mutex::new(None),
+            viewed: AtomicBool::new(false),
         })))
     }
 
@@ -107,6 +109,28 @@ impl Tensor {
     #[inline]
     pub fn is_view(&self) -> bool {
         self.0.view.is_some()
+    }
+
+    /// Whether a view of this tensor was ever made ([`Tensor::view_of`]; the views may be
+    /// gone since): a write of it may be seen through a view.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use boxfall::{tensor::{TensorData, ViewOps}, Device, Result, Tensor};
+    /// # struct Same;
+    /// # impl ViewOps for Same {
+    /// #     fn as_any(&self) -> &dyn std::any::Any { self }
+    /// #     fn materialize(&self, base: &Tensor, _: Device) -> Result<TensorData> { Ok(TensorData::Host(base.to_host()?)) }
+    /// #     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> { base.set_data(TensorData::Host(src.to_host()?)); Ok(()) }
+    /// # }
+    /// let base = boxfall::native::tensor(ndarray::arr1(&[1.0]).into_dyn());
+    /// assert!(!base.was_viewed());
+    /// let _v = Tensor::view_of(&base, Arc::new(Same), 8).unwrap();
+    /// assert!(base.was_viewed());
+    /// ```
+    #[inline]
+    pub fn was_viewed(&self) -> bool {
+        self.0.viewed.load(Ordering::Relaxed)
     }
 
     /// The base of a view.

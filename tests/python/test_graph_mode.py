@@ -295,7 +295,7 @@ def test_scalars_and_numpy_arrays_read_pending_tensors() -> None:
 def test_a_write_of_an_input_after_recording_is_not_seen_by_the_graph() -> None:
     x, y = tensors()
     z = xp.add(x, y)  # reads x as it is now
-    x += y  # an in-place operator: a graph break, run eagerly after the graph is computed
+    x += y  # an in-place operator: recorded as `add`, x's data now its pending result
     np.testing.assert_array_equal(z.numpy(), np.arange(4) * 3 + 1)
     np.testing.assert_array_equal(x.numpy(), np.arange(4) * 3 + 1)
 
@@ -319,7 +319,7 @@ def run_steps(start: list[np.ndarray], steps: list[tuple[str, int, int]]) -> lis
         elif name == "sum":
             live.append(xp.sum(a))  # a reduction (recorded: it has a shape rule)
         elif name == "iadd" and np.broadcast_shapes(a.shape, b.shape) == a.shape:
-            a += b  # writes an argument: a graph break
+            a += b  # recorded as `add` where no view sees `a`, else a graph break
         elif name == "read":
             a.numpy()
         elif name == "drop" and len(live) > 1:

@@ -429,6 +429,49 @@ def test_rules_read_device_tensors() -> None:
     assert check("less", a, np.ones((3,), "float32")) == [("bool", (2, 3))]
 
 
+BASIC_PARTS = st.one_of(
+    st.integers(-4, 4),
+    st.none(),
+    st.just(Ellipsis),
+    st.builds(
+        slice,
+        st.none() | st.integers(-5, 5),
+        st.none() | st.integers(-5, 5),
+        st.none() | st.integers(-3, 3),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shape=st.lists(st.integers(0, 4), max_size=3).map(tuple),
+    key=BASIC_PARTS | st.lists(BASIC_PARTS, max_size=4).map(tuple),
+    dtype=st.sampled_from(["int8", "float32", "complex128"]),
+    value=st.sampled_from([True, 1, 300, 1.5, "array"]),
+)
+def test_basic_indexing(shape: tuple[int, ...], key: Any, dtype: str, value: Any) -> None:
+    x = ones(shape, dtype)
+    part = check("getitem", x, key, [])
+    # The write's rule may decline a value NumPy would take (a float into an int array: NumPy
+    # refuses some by value); where it answers, it is the eager result's meta.
+    if value == "array":
+        v = ones(part[0][1][-1:] if part else (1,), "int16")
+        name, args = "setitem_functional", (x, key, [], v)
+    else:
+        name, args = "setitem_functional.Scalar", (x, key, [], value)
+    got, want = rule(name, *args), eager(name, *args)
+    if got is not None:
+        assert got == want == [(dtype, shape)], (key, value, got, want)
+    if part is None:
+        assert got is None
+
+
+def test_an_index_with_arrays_or_a_mask_has_no_rule() -> None:
+    x = np.arange(4.0)
+    assert rule("getitem", x, "array", [np.array([0, 1])]) is None
+    assert rule("getitem", x, True, []) is None
+
+
 def test_data_dependent_operators_have_no_rule() -> None:
     x = np.arange(4.0)
     assert rule("nonzero", x) is None

@@ -9,7 +9,11 @@ Two operators, functional like every other one of ``boxfall.array_api``:
 - ``array_api::setitem(Tensor(a!) x, Any key, Tensor?[] arrays, Tensor value) -> ()`` and
   ``array_api::setitem.Scalar(Tensor(a!) x, Any key, Tensor?[] arrays, Scalar value) -> ()``:
   ``value`` (broadcast, cast to ``x.dtype`` as NumPy casts) written into ``x``; through the CPU
-  fallback the write-back of the ``Tensor(a!)`` argument makes it all or nothing.
+  fallback the write-back of the ``Tensor(a!)`` argument makes it all or nothing;
+- ``array_api::setitem_functional(Tensor x, Any key, Tensor?[] arrays, Tensor value) -> Tensor``
+  and ``setitem_functional.Scalar(...)``: a copy of ``x`` with ``value`` written at ``key``.
+  Graph mode records a ``setitem`` of a tensor no view sees as this, whose result then
+  becomes the tensor's data; on JAX it is ``x.at[key].set(value)``.
 
 ``key`` is the index as Python writes it (an int, a slice, ``...``, ``None``, or a tuple of
 these) with the string :data:`SLOT` in place of each array in it; ``arrays`` holds those arrays
@@ -104,6 +108,13 @@ def _setitem(x: Any, key: Any, arrays: Any, value: Any) -> None:
     x[join_key(key, arrays)] = value
 
 
+def _setitem_functional(x: Any, key: Any, arrays: Any, value: Any) -> Any:
+    """A copy of ``x`` with ``value`` written at ``key`` (the arrays in their slots)."""
+    out = np.array(x, copy=True)
+    out[join_key(key, arrays)] = value
+    return out
+
+
 OPS, _ = register(
     [
         Op("getitem(Tensor x, Any key, Tensor?[] arrays) -> Tensor", _getitem, public=False),
@@ -115,6 +126,17 @@ OPS, _ = register(
         Op(
             "setitem.Scalar(Tensor(a!) x, Any key, Tensor?[] arrays, Scalar value) -> ()",
             _setitem,
+            public=False,
+        ),
+        Op(
+            "setitem_functional(Tensor x, Any key, Tensor?[] arrays, Tensor value) -> Tensor",
+            _setitem_functional,
+            public=False,
+        ),
+        Op(
+            "setitem_functional.Scalar(Tensor x, Any key, Tensor?[] arrays, Scalar value) "
+            "-> Tensor",
+            _setitem_functional,
             public=False,
         ),
     ]

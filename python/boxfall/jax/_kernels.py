@@ -20,6 +20,8 @@ import numpy as np
 
 import boxfall as bf
 
+from ._index_kernels import indexing
+
 Kernel = Callable[..., Any]
 
 _ARRAY_TYPE = type(jnp.zeros(()))
@@ -712,6 +714,7 @@ def register(
     _linear_algebra(kern)
     _manipulation(kern)
     _creation(kern)
+    indexing(kern)
     lib = bf.Library("array_api", "IMPL")
     names = []
     for key, kernel in kern.table.items():

@@ -6,13 +6,14 @@
 //! the results (type promotion included: `tests/python/test_graph_rules.py` compares every
 //! rule with the eager result). One file a family: `elementwise.rs` (unary, binary, in-place,
 //! `clip`, `where`), `reduce.rs` (reductions and scans), `manipulation.rs`, `linalg.rs`,
-//! `creation.rs` (and `astype`), `select.rs` (sorting, searching, `take`), `fft.rs`; `args.rs` reads
+//! `creation.rs` (and `astype`), `select.rs` (sorting, searching, `take`), `index.rs` (basic indexing), `fft.rs`; `args.rs` reads
 //! the stack and does the shape arithmetic they share, `promote.rs` the dtype arithmetic.
 
 mod args;
 mod creation;
 mod elementwise;
 mod fft;
+mod index;
 mod linalg;
 mod manipulation;
 mod promote;
@@ -176,6 +177,9 @@ pub fn output_metas(name: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
         "searchsorted" => select::searchsorted(stack),
         "take" => select::take(stack),
         "take_along_axis" => select::take_along_axis(stack),
+        // Basic indexing (a key of ints, slices, None and `...`).
+        "getitem" => index::getitem(stack),
+        "setitem_functional" => index::setitem_functional(overload, stack),
         _ => None,
     }
 }

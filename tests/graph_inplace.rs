@@ -1,0 +1,274 @@
+//! Graph mode's in-place calls without Python: `array_api::add_` (and `multiply_`) of a tensor
+//! no view sees is recorded as `add` (`multiply`), whose pending result becomes the tensor's
+//! data; a tensor a view was made of is written eagerly (a counted graph break). The backend
+//! is host memory, made a graph backend with a compiler that replays each graph.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use boxfall::backend::register_backend;
+use boxfall::graph::{
+    self, pending_graphs, register_graph_backend, CompiledGraph, Graph, GraphCompiler,
+};
+use boxfall::native::NativeBackend;
+use boxfall::tensor::{HostArray, TensorData, ViewOps};
+use boxfall::{
+    cpu_fallback, Device, DispatchKey, Error, IValue, KernelFunction, Library, LibraryKind,
+    OperatorHandle, Result, Tensor,
+};
+
+/// Replays each graph; counts compiles; fails its programs while `fail` is set.
+#[derive(Default)]
+struct Counting {
+    compiles: AtomicUsize,
+    fail: Arc<AtomicBool>,
+}
+
+struct Replayed {
+    graph: Arc<Graph>,
+    fail: Arc<AtomicBool>,
+}
+
+impl CompiledGraph for Replayed {
+    fn run(&self, inputs: &[TensorData]) -> Result<Vec<TensorData>> {
+        if self.fail.load(Ordering::Relaxed) {
+            return Err(Error::Fallback("the test program failed".into()));
+        }
+        let ts: Vec<Tensor> = inputs
+            .iter()
+            .map(|d| Tensor::new(self.graph.device, d.clone()))
+            .collect();
+        Ok(self.graph.replay(&ts)?.iter().map(|t| t.data()).collect())
+    }
+}
+
+impl GraphCompiler for Counting {
+    fn compile(&self, graph: &Arc<Graph>) -> Result<Arc<dyn CompiledGraph>> {
+        self.compiles.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(Replayed {
+            graph: graph.clone(),
+            fail: self.fail.clone(),
+        }))
+    }
+}
+
+fn read(v: &IValue) -> Result<Vec<f64>> {
+    let IValue::Tensor(t) = v else {
+        return Err(Error::Fallback("not a tensor".into()));
+    };
+    Ok(t.to_host()?
+        .as_f64()
+        .ok_or_else(|| Error::Fallback("not float64".into()))?
+        .iter()
+        .copied()
+        .collect())
+}
+
+fn host(values: Vec<f64>) -> TensorData {
+    TensorData::Host(Arc::new(HostArray::from(
+        ndarray::Array1::from(values).into_dyn(),
+    )))
+}
+
+/// `f` of two float64 tensors (the second broadcast if it has one element), as a new tensor,
+/// or (`in_place`) written into the first.
+fn kernel(f: fn(f64, f64) -> f64, in_place: bool) -> KernelFunction {
+    KernelFunction::from_boxed(move |_, _, stack| {
+        let (a, b) = (read(&stack[0])?, read(&stack[1])?);
+        let out: Vec<f64> = a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| f(*x, b[if b.len() == 1 { 0 } else { i }]))
+            .collect();
+        let result = match (in_place, &stack[0]) {
+            (true, IValue::Tensor(t)) => {
+                t.set_data(host(out));
+                t.clone()
+            }
+            _ => Tensor::new(Device::CPU, host(out)),
+        };
+        stack.clear();
+        stack.push(IValue::Tensor(result));
+        Ok(())
+    })
+}
+
+/// `array_api::add`, `add_`, `multiply` and `multiply_` (float64 only), defined once.
+fn ops() -> &'static [OperatorHandle; 4] {
+    static OPS: OnceLock<[OperatorHandle; 4]> = OnceLock::new();
+    OPS.get_or_init(|| {
+        let mut lib = Library::new("array_api", LibraryKind::Fragment).expect("fragment");
+        let mut def = |schema: &str, name: &str, f: fn(f64, f64) -> f64, in_place: bool| {
+            let op = lib.define(schema).expect("define");
+            lib.impl_kernel(name, DispatchKey::CPU, kernel(f, in_place), false)
+                .expect("kernel");
+            op
+        };
+        let made = [
+            def(
+                "add(Tensor x1, Tensor x2) -> Tensor",
+                "add",
+                |x, y| x + y,
+                false,
+            ),
+            def(
+                "add_(Tensor(a!) x1, Tensor x2) -> Tensor(a!)",
+                "add_",
+                |x, y| x + y,
+                true,
+            ),
+            def(
+                "multiply(Tensor x1, Tensor x2) -> Tensor",
+                "multiply",
+                |x, y| x * y,
+                false,
+            ),
+            def(
+                "multiply_(Tensor(a!) x1, Tensor x2) -> Tensor(a!)",
+                "multiply_",
+                |x, y| x * y,
+                true,
+            ),
+        ];
+        std::mem::forget(lib);
+        made
+    })
+}
+
+/// A graph backend named `name` with its CPU fallback and compiler.
+struct Setup {
+    key: DispatchKey,
+    compiler: Arc<Counting>,
+    _fallback: Library,
+}
+
+fn setup(name: &str) -> Setup {
+    let key = register_backend(name, Arc::new(NativeBackend)).expect("backend");
+    let compiler = Arc::new(Counting::default());
+    register_graph_backend(key, compiler.clone()).expect("graph backend");
+    let mut fb = Library::new("_", LibraryKind::Impl).expect("library");
+    fb.fallback(key, cpu_fallback()).expect("fallback");
+    Setup {
+        key,
+        compiler,
+        _fallback: fb,
+    }
+}
+
+impl Setup {
+    fn tensor(&self, values: &[f64]) -> Tensor {
+        Tensor::new(Device::new(self.key, 0), host(values.to_vec()))
+    }
+
+    fn graph(&self) -> Graph {
+        pending_graphs()
+            .into_iter()
+            .find(|g| g.backend == self.key)
+            .expect("a pending graph")
+    }
+}
+
+fn call(op: &OperatorHandle, a: &Tensor, b: &Tensor) -> Tensor {
+    let mut stack = vec![IValue::Tensor(a.clone()), IValue::Tensor(b.clone())];
+    op.call_boxed(&mut stack).expect("call");
+    match stack.pop() {
+        Some(IValue::Tensor(t)) => t,
+        _ => panic!("no tensor returned"),
+    }
+}
+
+fn values(t: &Tensor) -> Vec<f64> {
+    graph::compute(t, "numpy").expect("computed");
+    read(&IValue::Tensor(t.clone())).expect("float64")
+}
+
+#[test]
+fn an_in_place_call_records_its_functional_node_and_rebinds_the_tensor() {
+    let s = setup("InPlaceRecords");
+    let [add, add_, ..] = ops();
+    let x = s.tensor(&[1.0, 2.0]);
+    let y = s.tensor(&[10.0, 20.0]);
+    let before = x.data_version();
+    let z = call(add, &x, &x); // reads x's old values
+    let returned = call(add_, &x, &y);
+    assert!(returned.same(&x)); // `Tensor(a!)`: the written tensor itself
+    assert!(graph::is_pending(&x));
+    assert_ne!(x.data_version(), before); // moved on, as an eager write moves it
+    let g = s.graph();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(names, ["array_api::add", "array_api::add"]);
+    assert_eq!(values(&x), vec![11.0, 22.0]);
+    assert_eq!(values(&z), vec![2.0, 4.0]);
+    assert_eq!(s.compiler.compiles.load(Ordering::Relaxed), 1);
+    assert!(!graph::graph_metrics()
+        .breaks
+        .contains_key("array_api::add_"));
+}
+
+#[test]
+fn a_tensor_written_twice_is_one_output_of_its_last_value() {
+    let s = setup("InPlaceTwice");
+    let [_, add_, ..] = ops();
+    let x = s.tensor(&[1.0]);
+    let y = s.tensor(&[2.0]);
+    call(add_, &x, &y);
+    call(add_, &x, &y);
+    let g = s.graph();
+    assert_eq!(g.nodes.len(), 2);
+    assert_eq!(g.outputs, vec![(1, 0)]); // the first write's result is no output
+    assert_eq!(values(&x), vec![5.0]);
+}
+
+#[test]
+fn a_failing_program_leaves_the_written_tensor_pending_on_its_old_values() {
+    let s = setup("InPlaceFails");
+    let [_, add_, ..] = ops();
+    let x = s.tensor(&[1.0, 2.0]);
+    let one = s.tensor(&[1.0]);
+    call(add_, &x, &one);
+    s.compiler.fail.store(true, Ordering::Relaxed);
+    let e = graph::compute(&x, "numpy").expect_err("the program fails");
+    assert!(e.to_string().contains("InPlaceFails"), "{e}");
+    assert!(graph::is_pending(&x)); // nothing committed
+    s.compiler.fail.store(false, Ordering::Relaxed);
+    // The graph still reads x's old values: the write is computed once.
+    assert_eq!(values(&x), vec![2.0, 3.0]);
+}
+
+/// A view that is its whole base.
+struct Whole;
+
+impl ViewOps for Whole {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn materialize(&self, base: &Tensor, _: Device) -> Result<TensorData> {
+        Ok(TensorData::Host(base.to_host()?))
+    }
+    fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
+        base.set_data(TensorData::Host(src.to_host()?));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_write_of_a_tensor_a_view_was_made_of_is_an_eager_graph_break() {
+    let s = setup("InPlaceViewed");
+    let [.., multiply, multiply_] = ops();
+    let x = s.tensor(&[1.0, 2.0]);
+    let three = s.tensor(&[3.0]);
+    let v = Tensor::view_of(&x, Arc::new(Whole), 16).expect("view");
+    let z = call(multiply, &x, &x); // pending, reading x's old values
+    call(multiply_, &x, &three);
+    assert!(!graph::is_pending(&x)); // written eagerly
+    assert_eq!(
+        graph::graph_metrics().breaks.get("array_api::multiply_"),
+        Some(&1)
+    );
+    assert_eq!(values(&v), vec![3.0, 6.0]); // the view sees the write
+    assert_eq!(values(&z), vec![1.0, 4.0]);
+    // A write through the view is a break too, and reaches its base.
+    call(multiply_, &v, &three);
+    assert_eq!(values(&x), vec![9.0, 18.0]);
+}
