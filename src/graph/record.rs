@@ -3,7 +3,6 @@
 //! tensors, or, where it cannot be recorded, is a counted graph break: its pending inputs are
 //! computed and the call passes on below the `Graph` key, as in eager mode.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -58,10 +57,7 @@ pub fn register_graph_backend(
         if all.len() <= backend.index() {
             all.resize(backend.index() + 1, None);
         }
-        all[backend.index()] = Some(Arc::new(GraphBackend {
-            compiler,
-            cache: Mutex::new(HashMap::new()),
-        }));
+        all[backend.index()] = Some(Arc::new(GraphBackend::new(compiler)));
     }
     GRAPH_BACKENDS.fetch_or(backend.set().0, Ordering::Relaxed);
     carry_key(backend, graph)
@@ -266,7 +262,7 @@ fn record_node(
         r.state.pending.push((t.clone(), node, out));
         stack.push(IValue::Tensor(t));
     }
-    r.state.nodes.push(Node {
+    r.state.push_node(Node {
         op: op.clone(),
         args,
         outputs: metas,
@@ -297,13 +293,12 @@ fn input_index(
     {
         return i;
     }
-    state.inputs.push(Input {
+    state.add_input(Input {
         tensor: t,
         version,
         data,
         meta,
-    });
-    state.inputs.len() - 1
+    })
 }
 
 /// A counted graph break: the call's pending tensors are computed (a sync), and the call runs

@@ -11,12 +11,27 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::key::DispatchKey;
 use crate::tensor::{Device, Tensor, TensorData, TensorMeta};
 
-use super::program::{CompiledGraph, GraphCompiler, Node};
+use super::program::{CompiledGraph, Graph, GraphCompiler, Node, StructureHash};
 
-/// A graph backend: its compiler and its cache of compiled graphs (by structural key).
+/// A graph backend: its compiler and its cache of compiled graphs, by structural key (the
+/// text, which a compile's reason compares) and by structural hash (what a sync looks up).
 pub(crate) struct GraphBackend {
     pub(crate) compiler: Arc<dyn GraphCompiler>,
     pub(crate) cache: Mutex<HashMap<String, Arc<dyn CompiledGraph>>>,
+    /// The programs of graphs recorded whole (every node and input in the graph compiled), by
+    /// [`State::hash`] with their outputs: the graph each was compiled from, to confirm a hit.
+    pub(crate) hashed: Mutex<HashMap<u64, Vec<(Arc<Graph>, Arc<dyn CompiledGraph>)>>>,
+}
+
+impl GraphBackend {
+    /// A graph backend of `compiler`, nothing compiled yet.
+    pub(crate) fn new(compiler: Arc<dyn GraphCompiler>) -> GraphBackend {
+        GraphBackend {
+            compiler,
+            cache: Mutex::default(),
+            hashed: Mutex::default(),
+        }
+    }
 }
 
 /// The graph backends, by key index.
@@ -50,6 +65,23 @@ pub(crate) struct State {
     /// A handle of every pending tensor made, with its node and result index: the ones that
     /// another handle still holds at the sync are the graph's outputs.
     pub(crate) pending: Vec<(Tensor, usize, usize)>,
+    /// The structural hash of `inputs` and `nodes` (kept by `add_input` and `push_node`).
+    pub(crate) hash: StructureHash,
+}
+
+impl State {
+    /// Adds an input; its index.
+    pub(crate) fn add_input(&mut self, input: Input) -> usize {
+        self.hash.input(&input.meta);
+        self.inputs.push(input);
+        self.inputs.len() - 1
+    }
+
+    /// Adds a node.
+    pub(crate) fn push_node(&mut self, node: Node) {
+        self.hash.node(&node);
+        self.nodes.push(node);
+    }
 }
 
 /// A concrete tensor a graph reads: its data as it was when first read (a later eager write
@@ -62,15 +94,17 @@ pub(crate) struct Input {
 }
 
 thread_local! {
-    /// This thread's recordings, one per graph backend it used.
-    static RECORDINGS: RefCell<Vec<Arc<Mutex<Recording>>>> = const { RefCell::new(Vec::new()) };
+    /// This thread's recordings, one per graph backend it used, with the backend (read here
+    /// without locking each recording).
+    static RECORDINGS: RefCell<Vec<(DispatchKey, Arc<Mutex<Recording>>)>> =
+        const { RefCell::new(Vec::new()) };
 }
 
 /// This thread's recording for `backend`, made on first use.
 pub(crate) fn recording(backend: DispatchKey) -> Arc<Mutex<Recording>> {
     RECORDINGS.with(|r| {
         let mut r = r.borrow_mut();
-        if let Some(found) = r.iter().find(|rec| lock(rec).backend == backend) {
+        if let Some((_, found)) = r.iter().find(|(key, _)| *key == backend) {
             return found.clone();
         }
         let made = Arc::new(Mutex::new(Recording {
@@ -79,14 +113,14 @@ pub(crate) fn recording(backend: DispatchKey) -> Arc<Mutex<Recording>> {
             busy: false,
             state: State::default(),
         }));
-        r.push(made.clone());
+        r.push((backend, made.clone()));
         made
     })
 }
 
 /// This thread's recordings.
 pub(crate) fn recordings() -> Vec<Arc<Mutex<Recording>>> {
-    RECORDINGS.with(|r| r.borrow().clone())
+    RECORDINGS.with(|r| r.borrow().iter().map(|(_, rec)| rec.clone()).collect())
 }
 
 /// The lock of a recording (a panic while it was held leaves a state still worth reading).
