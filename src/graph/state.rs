@@ -20,8 +20,11 @@ pub(crate) struct GraphBackend {
     pub(crate) cache: Mutex<HashMap<String, Arc<dyn CompiledGraph>>>,
     /// The programs of graphs recorded whole (every node and input in the graph compiled), by
     /// [`State::hash`] with their outputs: the graph each was compiled from, to confirm a hit.
-    pub(crate) hashed: Mutex<HashMap<u64, Vec<(Arc<Graph>, Arc<dyn CompiledGraph>)>>>,
+    pub(crate) hashed: Mutex<HashMap<u64, Vec<Hashed>>>,
 }
+
+/// A program found by a structural hash, and the graph it was compiled from.
+pub(crate) type Hashed = (Arc<Graph>, Arc<dyn CompiledGraph>);
 
 impl GraphBackend {
     /// A graph backend of `compiler`, nothing compiled yet.
