@@ -49,6 +49,14 @@ pub(crate) fn graph_backend(key: DispatchKey) -> Option<Arc<GraphBackend>> {
     all.get(key.index()).cloned().flatten()
 }
 
+/// The dtype a result of `dtype` has on graph backend `key`'s device, where it differs
+/// ([`GraphCompiler::device_dtype`]), asked without holding the backend (a call records one
+/// a result).
+pub(crate) fn device_dtype(key: DispatchKey, dtype: &str) -> Option<&'static str> {
+    let all = BACKENDS.read().unwrap_or_else(|e| e.into_inner());
+    all.get(key.index())?.as_ref()?.compiler.device_dtype(dtype)
+}
+
 /// The pending state of one (graph backend, thread).
 pub(crate) struct Recording {
     pub(crate) backend: DispatchKey,
