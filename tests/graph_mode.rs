@@ -291,3 +291,49 @@ fn nodes_no_output_needs_are_left_out_of_the_graph() {
     assert_eq!(g.outputs, vec![(0, 0)]);
     assert_eq!(values(&w), vec![2.0, 4.0]);
 }
+
+#[test]
+fn a_graph_recorded_again_runs_its_cached_program_with_or_without_dead_nodes() {
+    let s = setup("GraphHashed");
+    // `dead` records a node whose result nothing holds: the graph compiled leaves it out, so
+    // it is the graph recorded without it, found by its key rather than its recorded form.
+    let run = |a: f64, dead: bool| {
+        let x = s.tensor(&[a, 2.0 * a]);
+        let z = s.call(&s.add, &[&x, &x]);
+        if dead {
+            drop(s.call(&s.add, &[&z, &z]));
+        }
+        let w = s.call(&s.add, &[&z, &x]);
+        values(&w)
+    };
+    assert_eq!(run(1.0, false), vec![3.0, 6.0]);
+    assert_eq!(s.compiles(), 1);
+    assert_eq!(run(2.0, false), vec![6.0, 12.0]);
+    assert_eq!(run(3.0, true), vec![9.0, 18.0]);
+    assert_eq!(run(4.0, false), vec![12.0, 24.0]);
+    assert_eq!(s.compiles(), 1);
+}
+
+#[test]
+fn cached_programs_are_told_apart_by_outputs_inputs_and_operators() {
+    let s = setup("GraphHashApart");
+    let x = s.tensor(&[1.0]);
+    let y = s.tensor(&[5.0]);
+    // The same two nodes with one output, then two; one input read twice, then two inputs.
+    let outputs = |keep: bool| {
+        let z = s.call(&s.add, &[&x, &x]);
+        let w = s.call(&s.add, &[&z, &x]);
+        let kept = keep.then(|| z.clone());
+        drop(z);
+        graph::sync("sync").expect("sync");
+        (values(&w), kept.map(|k| values(&k)))
+    };
+    let inputs = |other: &Tensor| values(&s.call(&s.add, &[&x, other]));
+    for _ in 0..2 {
+        assert_eq!(outputs(false), (vec![3.0], None));
+        assert_eq!(outputs(true), (vec![3.0], Some(vec![2.0])));
+        assert_eq!(inputs(&x), vec![2.0]);
+        assert_eq!(inputs(&y), vec![6.0]);
+    }
+    assert_eq!(s.compiles(), 4);
+}

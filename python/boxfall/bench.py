@@ -413,17 +413,21 @@ class _Box:
 
 
 def bench_graph(number: int, repeat: int) -> list[str]:
-    """Graph mode's recording (DESIGN section 13): ``xp.add`` on a graph backend records a node
+    """Graph mode (DESIGN section 13). Recording: ``xp.add`` on a graph backend records a node
     and returns a pending tensor, against the same call run eagerly on the same backend (its
-    kernel a Python function of NumPy payloads). The results are dropped, so each graph cut at
-    its size limit computes nothing."""
+    kernel a Python function of NumPy payloads); the results are dropped, so each graph cut at
+    its size limit computes nothing. A step: a chain of 100 recorded adds and ``bf.sync()`` of
+    its graph, found in the cache (the program a Python function that gives a ready payload, so
+    the row is graph mode's own cost), against the same 100 adds run eagerly. Each row checks
+    once, before it is timed, that its calls are recorded, not graph breaks."""
+    result = _Box(np.ones(1))
     graph = bf.register_backend(
         "BenchGraph",
         replace=True,
         to_cpu=lambda p: p.a,
         from_cpu=lambda a: _Box(a.copy()),
         copy_from_cpu=lambda p, a: _Box(a.copy()),
-        compile=lambda g: g.replay,
+        compile=lambda g: lambda payloads: [result] * len(g.outputs),
     )
     from . import array_api as xp
 
@@ -433,17 +437,46 @@ def bench_graph(number: int, repeat: int) -> list[str]:
         lib.impl("add", lambda a, b: wrap(_Box(a.payload.a + b.payload.a)), "BenchGraph")
         x = graph.tensor(np.ones(1))
         ns = xp.namespace("BenchGraph:0")
+
+        def step() -> None:
+            y = x
+            for _ in range(100):
+                y = ns.add(y, x)
+            bf.sync()
+
+        def eager_step() -> None:
+            with bf.eager():
+                y = x
+                for _ in range(100):
+                    y = ns.add(y, x)
+
+        _check_recorded(ns.add(x, x))
         bf.sync()
         recorded = paired(lambda: ns.add(x, x), lambda: None, number, repeat)
         bf.sync()
         with bf.eager():
             eagerly = paired(lambda: ns.add(x, x), lambda: None, number, repeat)
+        before = bf.metrics.graphs()["cache_hits"]
+        step()
+        step()
+        if bf.metrics.graphs()["cache_hits"] == before:
+            raise RuntimeError("bench_graph: the step's graph was not found in the cache")
+        steps = paired(step, eager_step, max(number // 100, 1), repeat)
         rows = [
             _row("xp.add recorded (graph mode), 1 elem", recorded, "nothing"),
             _row("xp.add eager, same backend, Python kernel", eagerly, "nothing"),
+            _row("100 xp.add recorded + bf.sync() (cached)", steps, "100 xp.add eager"),
         ]
     bf.sync()
     return rows
+
+
+def _check_recorded(result: bf.Tensor) -> None:
+    """Raises unless `result` is pending: a call that broke the graph ran eagerly, and its row
+    would time that instead."""
+    if not bf.graph.is_pending(result):
+        breaks = bf.metrics.graphs()["breaks"]
+        raise RuntimeError(f"bench_graph: the call was not recorded (graph breaks: {breaks})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@
 //! `Graph` key. The compiler's side: [`GraphCompiler`] and [`CompiledGraph`].
 
 use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::dispatcher::OperatorHandle;
@@ -260,6 +261,161 @@ pub(crate) fn constant_text(v: &IValue) -> String {
     }
 }
 
+/// A structural hash of a graph, folded as its inputs and nodes are recorded, so that a sync
+/// finds a cached program without writing the graph's key ([`Graph::key`]) or copying its
+/// nodes. Graphs of one key hash alike when recorded alike; a hit is confirmed by comparing the
+/// structures ([`same_node`]), so a collision costs a comparison, never a wrong program. An
+/// operator is hashed by its entry's address (stable while it is registered); the comparison
+/// goes by name, as the key does.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct StructureHash(u64);
+
+impl Hasher for StructureHash {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, w: u64) {
+        // FxHash's step: a rotate, a xor and a multiply a word (SipHash, std's, costs several
+        // times that, for a resistance to chosen collisions that a confirmed hit does not need).
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, w: usize) {
+        self.write_u64(w as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl StructureHash {
+    /// Folds in an input's dtype and shape.
+    pub(crate) fn input(&mut self, m: &TensorMeta) {
+        self.write_u64(1);
+        m.dtype.hash(self);
+        m.shape.hash(self);
+    }
+
+    /// Folds in a node: its operator and arguments.
+    pub(crate) fn node(&mut self, n: &Node) {
+        self.write_u64(2);
+        self.write_usize(Arc::as_ptr(&n.op.0) as usize);
+        for a in &n.args {
+            match a {
+                Arg::Input(i) => {
+                    self.write_u64(3);
+                    self.write_usize(*i);
+                }
+                Arg::Node(m, o) => {
+                    self.write_u64(4);
+                    self.write_usize(*m);
+                    self.write_usize(*o);
+                }
+                Arg::Scalar(j) => {
+                    self.write_u64(7);
+                    self.write_usize(*j);
+                }
+                Arg::Const(v) => {
+                    self.write_u64(5);
+                    hash_const(v, self);
+                }
+            }
+        }
+    }
+
+    /// Folds in a scalar input's type (its value is no part of the structure).
+    pub(crate) fn scalar(&mut self, v: &IValue) {
+        self.write_u64(8);
+        v.type_name().hash(self);
+    }
+
+    /// The hash of the graph so far with `outputs` as its outputs.
+    pub(crate) fn with_outputs(mut self, outputs: &[(usize, usize)]) -> u64 {
+        self.write_u64(6);
+        for &(n, o) in outputs {
+            self.write_usize(n);
+            self.write_usize(o);
+        }
+        self.0
+    }
+}
+
+/// Hashes a constant as [`same_const`] compares it (a float by its bits).
+fn hash_const(v: &IValue, h: &mut StructureHash) {
+    std::mem::discriminant(v).hash(h);
+    match v {
+        IValue::None => {}
+        IValue::Bool(b) => b.hash(h),
+        IValue::Int(i) => i.hash(h),
+        IValue::Double(d) => d.to_bits().hash(h),
+        IValue::Str(s) => s.hash(h),
+        IValue::Device(d) => d.hash(h),
+        IValue::ScalarType(t) => t.hash(h),
+        IValue::IntList(l) => l.hash(h),
+        IValue::DoubleList(l) => l.iter().for_each(|d| d.to_bits().hash(h)),
+        IValue::BoolList(l) => l.hash(h),
+        IValue::List(l) | IValue::Tuple(l) => l.iter().for_each(|v| hash_const(v, h)),
+        IValue::Tensor(_) | IValue::TensorList(_) | IValue::OptionalTensorList(_) => {}
+        // An object a binding describes (a Python `slice`) by its value, as the key says it.
+        IValue::Object(o) => match super::constants::describe_object(o) {
+            Some(d) => hash_const(&d, h),
+            None => (Arc::as_ptr(o) as *const () as usize).hash(h),
+        },
+    }
+}
+
+/// Whether two constants are the same: equal ones always have the same text in
+/// [`Graph::key`] (a float compared by its bits, a list and a tuple never alike); a tensor is
+/// never a constant, so never the same.
+pub(crate) fn same_const(a: &IValue, b: &IValue) -> bool {
+    match (a, b) {
+        (IValue::None, IValue::None) => true,
+        (IValue::Bool(x), IValue::Bool(y)) => x == y,
+        (IValue::Int(x), IValue::Int(y)) => x == y,
+        (IValue::Double(x), IValue::Double(y)) => x.to_bits() == y.to_bits(),
+        (IValue::Str(x), IValue::Str(y)) => x == y,
+        (IValue::Device(x), IValue::Device(y)) => x == y,
+        (IValue::ScalarType(x), IValue::ScalarType(y)) => x == y,
+        (IValue::IntList(x), IValue::IntList(y)) => x == y,
+        (IValue::DoubleList(x), IValue::DoubleList(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+        }
+        (IValue::BoolList(x), IValue::BoolList(y)) => x == y,
+        (IValue::List(x), IValue::List(y)) | (IValue::Tuple(x), IValue::Tuple(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_const(p, q))
+        }
+        (IValue::Object(x), IValue::Object(y)) => {
+            Arc::ptr_eq(x, y)
+                || matches!(
+                    (super::constants::describe_object(x), super::constants::describe_object(y)),
+                    (Some(p), Some(q)) if same_const(&p, &q)
+                )
+        }
+        _ => false,
+    }
+}
+
+/// Whether two nodes have one text in [`Graph::key`]: the same operator (by name) and
+/// arguments. Their results' dtypes and shapes are not compared, as the key does not say them
+/// (the shape rules give them from the rest).
+pub(crate) fn same_node(a: &Node, b: &Node) -> bool {
+    (a.op == b.op || a.op.name() == b.op.name())
+        && a.args.len() == b.args.len()
+        && a.args.iter().zip(&b.args).all(|(x, y)| match (x, y) {
+            (Arg::Input(i), Arg::Input(j)) => i == j,
+            (Arg::Node(m, o), Arg::Node(n, p)) => m == n && o == p,
+            (Arg::Scalar(i), Arg::Scalar(j)) => i == j,
+            (Arg::Const(v), Arg::Const(w)) => same_const(v, w),
+            _ => false,
+        })
+}
+
 /// A backend's compiler: makes a program of a graph (`compile=` of `bf.register_backend`).
 ///
 /// ```
@@ -314,4 +470,48 @@ pub trait CompiledGraph: Send + Sync + 'static {
     /// The outputs' data, in the graph's order, from the inputs' data (payloads of its
     /// device) and the scalar inputs' values, each in the graph's order.
     fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{constant_text, hash_const, same_const, StructureHash};
+    use crate::ivalue::IValue;
+    use std::hash::Hasher;
+
+    fn hash(v: &IValue) -> u64 {
+        let mut h = StructureHash::default();
+        hash_const(v, &mut h);
+        h.finish()
+    }
+
+    #[test]
+    fn same_constants_have_one_text_and_one_hash() {
+        let values = [
+            IValue::None,
+            IValue::Bool(true),
+            IValue::Int(1),
+            IValue::Double(1.0),
+            IValue::Double(0.0),
+            IValue::Double(-0.0),
+            IValue::Double(f64::NAN),
+            IValue::Str("a".into()),
+            IValue::IntList(vec![1, 2]),
+            IValue::DoubleList(vec![1.0, -0.0]),
+            IValue::BoolList(vec![true]),
+            IValue::List(vec![IValue::Int(1)]),
+            IValue::Tuple(vec![IValue::Int(1)]),
+        ];
+        for a in &values {
+            for b in &values {
+                if same_const(a, b) {
+                    assert_eq!(constant_text(a), constant_text(b));
+                    assert_eq!(hash(a), hash(b));
+                }
+            }
+            assert!(same_const(a, &a.clone()), "{}", constant_text(a));
+        }
+        // A float by its bits: 0.0 and -0.0 are two constants, as in the key.
+        assert!(!same_const(&IValue::Double(0.0), &IValue::Double(-0.0)));
+        assert!(!same_const(&IValue::Int(1), &IValue::Double(1.0)));
+    }
 }

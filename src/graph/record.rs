@@ -3,7 +3,6 @@
 //! tensors, or, where it cannot be recorded, is a counted graph break: its pending inputs are
 //! computed and the call passes on below the `Graph` key, as in eager mode.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -24,7 +23,7 @@ use super::pending::{as_pending, is_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
 use super::rules::output_metas;
 use super::state::{
-    graph_backend, lock, recording, GraphBackend, Input, State, BACKENDS, GRAPH_BACKENDS,
+    device_dtype, lock, recording, GraphBackend, Input, Recording, State, BACKENDS, GRAPH_BACKENDS,
 };
 use super::sync::{compute, sync_recording};
 
@@ -60,10 +59,7 @@ pub fn register_graph_backend(
         if all.len() <= backend.index() {
             all.resize(backend.index() + 1, None);
         }
-        all[backend.index()] = Some(Arc::new(GraphBackend {
-            compiler,
-            cache: Mutex::new(HashMap::new()),
-        }));
+        all[backend.index()] = Some(Arc::new(GraphBackend::new(compiler)));
     }
     GRAPH_BACKENDS.fetch_or(backend.set().0, Ordering::Relaxed);
     carry_key(backend, graph)
@@ -193,11 +189,9 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     };
     match output_metas(op.name(), &described) {
         Some(mut metas) if metas.len() == info.returns.len() => {
-            if let Some(graph) = graph_backend(backend) {
-                for m in &mut metas {
-                    if let Some(to) = graph.compiler.device_dtype(&m.dtype) {
-                        m.dtype = to.to_string();
-                    }
+            for m in &mut metas {
+                if let Some(to) = device_dtype(backend, &m.dtype) {
+                    m.dtype = to.to_string();
                 }
             }
             Ok(Plan::Record(metas))
@@ -210,8 +204,9 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
 enum Ready {
     /// A result of the recording's node: (generation, node, result).
     Pending(u64, usize, usize),
-    /// A concrete tensor, its data, version and meta.
-    Concrete(Tensor, TensorData, u64, TensorMeta),
+    /// A concrete tensor, its data, version and meta; no meta for one the graph had as an
+    /// input at that version when the call began (its meta is the input's).
+    Concrete(Tensor, TensorData, u64, Option<TensorMeta>),
 }
 
 /// Records the call as a node; its results, pending, replace the arguments on the stack.
@@ -222,44 +217,27 @@ fn record_node(
     metas: Vec<TensorMeta>,
 ) -> Result<()> {
     let rec = recording(backend);
-    // A graph is cut past a size: its program is computed now, and the call starts the next.
-    if lock(&rec).state.nodes.len() >= MAX_NODES {
-        sync_recording(&rec, "size limit")?;
-    }
-    // First every tensor is made ready without the recording's lock: a pending tensor of
-    // another graph (another thread's) is computed, a concrete one's device data read (a
-    // result kept on the host gets its payload).
-    let mut ready: Vec<Option<Ready>> = Vec::with_capacity(stack.len());
-    for v in stack.iter() {
-        let IValue::Tensor(t) = v else {
-            ready.push(None);
-            continue;
-        };
-        let data = t.data();
-        if let Some(p) = pending_of(&data) {
-            let pend = as_pending(&p);
-            let ours = pend.result.get().is_none()
-                && pend
-                    .recording
-                    .upgrade()
-                    .is_some_and(|r| Arc::ptr_eq(&r, &rec));
-            if ours {
-                ready.push(Some(Ready::Pending(pend.generation, pend.node, pend.out)));
-                continue;
-            }
-            compute(t, "graph break")?;
+    let known = {
+        let r = lock(&rec);
+        // A graph is cut past a size: its program is computed now, and the call starts the
+        // next.
+        if r.state.nodes.len() >= MAX_NODES {
+            drop(r);
+            sync_recording(&rec, "size limit")?;
+            0
+        } else {
+            known_inputs(&r.state, stack)
         }
-        let version = t.data_version();
-        let data = crate::resident::device_data(t)?;
-        let meta = t.meta().ok_or_else(|| {
-            Error::Fallback(format!(
-                "'{}' on backend '{backend}': a tensor argument gives no dtype and shape, so the call cannot be recorded",
-                op.name()
-            ))
-        })?;
-        ready.push(Some(Ready::Concrete(t.clone(), data, version, meta)));
-    }
+    };
+    let mut ready = ready_args(op, backend, &rec, stack, known)?;
     let mut guard = lock(&rec);
+    // The graph lost an input it had (another thread's read synced it meanwhile): every meta
+    // is read, without the lock (a payload's may be read in Python).
+    if !has_inputs(&guard.state, &ready) {
+        drop(guard);
+        ready = ready_args(op, backend, &rec, stack, 0)?;
+        guard = lock(&rec);
+    }
     let r = &mut *guard;
     if r.busy {
         return Err(Error::Fallback(format!(
@@ -279,8 +257,7 @@ fn record_node(
             None if scalar_operands
                 && matches!(v, IValue::Double(_) | IValue::Int(_) | IValue::Bool(_)) =>
             {
-                r.state.scalars.push(v);
-                Arg::Scalar(r.state.scalars.len() - 1)
+                Arg::Scalar(r.state.add_scalar(v))
             }
             None => Arg::Const(v),
             Some(Ready::Pending(g, n, o)) if g == generation => Arg::Node(n, o),
@@ -291,7 +268,7 @@ fn record_node(
                 )))
             }
             Some(Ready::Concrete(t, data, version, meta)) => {
-                Arg::Input(input_index(&mut r.state, t, data, version, meta))
+                Arg::Input(input_index(&mut r.state, t, data, version, meta)?)
             }
         });
     }
@@ -310,7 +287,7 @@ fn record_node(
         r.state.pending.push((t.clone(), node, out));
         stack.push(IValue::Tensor(t));
     }
-    r.state.nodes.push(Node {
+    r.state.push_node(Node {
         op: op.clone(),
         args,
         outputs: metas,
@@ -336,28 +313,108 @@ fn first_device(stack: &Stack) -> Option<Device> {
     })
 }
 
-/// The index of the graph's input holding `t`'s data at `version`, added if new.
+/// Each tensor of `stack` made ready without the recording's lock: a pending tensor of
+/// another graph (another thread's) is computed, a concrete one's device data read (a result
+/// kept on the host gets its payload), and its meta unless `known` has its bit (its index).
+fn ready_args(
+    op: &OperatorHandle,
+    backend: DispatchKey,
+    rec: &Arc<Mutex<Recording>>,
+    stack: &Stack,
+    known: u64,
+) -> Result<Vec<Option<Ready>>> {
+    let mut ready: Vec<Option<Ready>> = Vec::with_capacity(stack.len());
+    for (i, v) in stack.iter().enumerate() {
+        let IValue::Tensor(t) = v else {
+            ready.push(None);
+            continue;
+        };
+        let data = t.data();
+        if let Some(p) = pending_of(&data) {
+            let pend = as_pending(&p);
+            let ours = pend.result.get().is_none()
+                && pend
+                    .recording
+                    .upgrade()
+                    .is_some_and(|r| Arc::ptr_eq(&r, rec));
+            if ours {
+                ready.push(Some(Ready::Pending(pend.generation, pend.node, pend.out)));
+                continue;
+            }
+            compute(t, "graph break")?;
+        }
+        let version = t.data_version();
+        let data = crate::resident::device_data(t)?;
+        let meta = if i < 64 && known & (1 << i) != 0 {
+            None
+        } else {
+            Some(t.meta().ok_or_else(|| {
+                Error::Fallback(format!(
+                    "'{}' on backend '{backend}': a tensor argument gives no dtype and shape, so the call cannot be recorded",
+                    op.name()
+                ))
+            })?)
+        };
+        ready.push(Some(Ready::Concrete(t.clone(), data, version, meta)));
+    }
+    Ok(ready)
+}
+
+/// Which of the first 64 values of `stack` are tensors the graph has as inputs at their
+/// version now, a bit each: their metas need not be read again (two allocations each).
+fn known_inputs(state: &State, stack: &Stack) -> u64 {
+    let mut known = 0;
+    for (i, v) in stack.iter().enumerate().take(64) {
+        if let IValue::Tensor(t) = v {
+            let version = t.data_version();
+            if state
+                .inputs
+                .iter()
+                .any(|i| i.tensor.same(t) && i.version == version)
+            {
+                known |= 1 << i;
+            }
+        }
+    }
+    known
+}
+
+/// Whether every concrete tensor made ready without its meta is still an input of the graph.
+fn has_inputs(state: &State, ready: &[Option<Ready>]) -> bool {
+    ready.iter().all(|r| match r {
+        Some(Ready::Concrete(t, _, version, None)) => state
+            .inputs
+            .iter()
+            .any(|i| i.tensor.same(t) && i.version == *version),
+        _ => true,
+    })
+}
+
+/// The index of the graph's input holding `t`'s data at `version`, added if new (`meta` is
+/// given for a tensor that may be new: `has_inputs` checked the others).
 fn input_index(
     state: &mut State,
     t: Tensor,
     data: TensorData,
     version: u64,
-    meta: TensorMeta,
-) -> usize {
+    meta: Option<TensorMeta>,
+) -> Result<usize> {
     if let Some(i) = state
         .inputs
         .iter()
         .position(|i| i.tensor.same(&t) && i.version == version)
     {
-        return i;
+        return Ok(i);
     }
-    state.inputs.push(Input {
+    let meta = meta.ok_or_else(|| {
+        Error::Fallback("graph mode lost an input's dtype and shape while recording".into())
+    })?;
+    Ok(state.add_input(Input {
         tensor: t,
         version,
         data,
         meta,
-    });
-    state.inputs.len() - 1
+    }))
 }
 
 /// A counted graph break: the call's pending tensors are computed (a sync), and the call runs

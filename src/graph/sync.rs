@@ -7,14 +7,14 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::ivalue::IValue;
-use crate::key::LocalKeysGuard;
+use crate::key::{DispatchKey, LocalKeysGuard};
 use crate::tensor::{Payload, Tensor, TensorData};
 
 use super::keys::graph_keys;
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of};
-use super::program::{Arg, Graph};
-use super::state::{graph_backend, lock, recordings, Recording, State};
+use super::program::{same_node, Arg, CompiledGraph, Graph};
+use super::state::{graph_backend, lock, recordings, GraphBackend, Recording, State};
 
 /// Computes every pending tensor of this thread (each graph backend's graph), counted as a
 /// sync under `reason` (`bf.sync()` gives `"sync"`).
@@ -43,7 +43,7 @@ pub fn pending_graphs() -> Vec<Graph> {
                 return None;
             }
             let outputs = outputs_of(&r.state);
-            Some(build(&r, &r.state, outputs).0)
+            Some(build(r.backend, &r.state, &outputs).0)
         })
         .collect()
 }
@@ -60,10 +60,10 @@ fn outputs_of(state: &State) -> Vec<usize> {
 /// so nothing can read them), and the inputs only those nodes read: so two programs that
 /// differ only in dead work share one compiled graph. Also gives which of `state.inputs` the
 /// graph's inputs are, and which of `state.scalars` its scalar inputs, in order.
-fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Used) {
+fn build(backend: DispatchKey, state: &State, outputs: &[usize]) -> (Graph, Used) {
     let nodes = &state.nodes;
     let mut live = vec![false; nodes.len()];
-    for &i in &outputs {
+    for &i in outputs {
         live[state.pending[i].1] = true;
     }
     // Nodes name only earlier ones: one backward pass marks everything an output needs.
@@ -108,10 +108,10 @@ fn build(r: &Recording, state: &State, outputs: Vec<usize>) -> (Graph, Used) {
         kept.push(node);
     }
     let graph = Graph {
-        backend: r.backend,
+        backend,
         device: state
             .device
-            .unwrap_or(crate::tensor::Device::new(r.backend, 0)),
+            .unwrap_or(crate::tensor::Device::new(backend, 0)),
         inputs: used_inputs
             .iter()
             .map(|&i| state.inputs[i].meta.clone())
@@ -143,7 +143,7 @@ struct Used {
 
 /// Computes a recording's pending tensors (see the module's documentation).
 pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) -> Result<()> {
-    let (state, graph, used, outputs) = {
+    let (backend, state, outputs) = {
         let mut r = lock(rec);
         if r.busy {
             return Err(Error::Fallback(format!(
@@ -156,9 +156,8 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
             return Ok(());
         }
         let outputs = outputs_of(&r.state);
-        let (graph, used) = build(&r, &r.state, outputs.clone());
         r.busy = true;
-        (std::mem::take(&mut r.state), graph, used, outputs)
+        (r.backend, std::mem::take(&mut r.state), outputs)
     };
     metrics::sync(reason);
     // The compiler and the program run eagerly: what they call on the backend's tensors is
@@ -168,7 +167,7 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
         if outputs.is_empty() {
             Ok(Vec::new())
         } else {
-            run_graph(graph, &state, &used)
+            run_graph(backend, &state, &outputs)
         }
     };
     let mut r = lock(rec);
@@ -194,66 +193,70 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
     }
 }
 
-/// The outputs' data of `graph`: its program from the backend's cache, else compiled, run on
-/// the inputs' data. Errors name the backend.
-fn run_graph(graph: Graph, state: &State, used: &Used) -> Result<Vec<TensorData>> {
-    let backend = graph.backend;
+/// The outputs' data of the graph of `state` whose outputs are the pending tensors `outputs`:
+/// its program from the backend's cache (by the state's structural hash, else by the built
+/// graph's key), else compiled, run on the inputs' data. Errors name the backend.
+fn run_graph(backend: DispatchKey, state: &State, outputs: &[usize]) -> Result<Vec<TensorData>> {
     let gb = graph_backend(backend)
         .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
-    let key = graph.key();
-    let nodes = graph.nodes.len();
-    let n_out = graph.outputs.len();
-    let cached = gb
-        .cache
+    let results: Vec<(usize, usize)> = outputs
+        .iter()
+        .map(|&i| (state.pending[i].1, state.pending[i].2))
+        .collect();
+    let hash = state.hash.with_outputs(&results);
+    let found = gb
+        .hashed
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .cloned();
-    let program = match cached {
+        .get(&hash)
+        .and_then(|progs| {
+            progs
+                .iter()
+                .find(|(g, _)| recorded_as(g, state, &results))
+                .map(|(_, p)| p.clone())
+        });
+    // A hit runs the graph as recorded: every node, input and scalar of the state, in order.
+    let (program, used, nodes) = match found {
         Some(p) => {
             metrics::cache_hit();
-            p
+            (p, None, state.nodes.len())
         }
         None => {
-            let reason = {
-                let cache = gb.cache.lock().unwrap_or_else(|e| e.into_inner());
-                recompile_reason(&key, cache.keys().map(String::as_str))
-            };
-            let site = super::sites::site();
-            let at = site
-                .as_deref()
-                .map(|s| format!(" at {s}"))
-                .unwrap_or_default();
-            if let Some(reason) = &reason {
-                log::debug!("graph backend '{backend}' compiles again{at}: {reason}");
-                metrics::recompiled(format!("{backend}{at}: {reason}"));
+            let (graph, used) = build(backend, state, outputs);
+            let whole = graph.nodes.len() == state.nodes.len()
+                && used.inputs.len() == state.inputs.len()
+                && used.scalars.len() == state.scalars.len();
+            let nodes = graph.nodes.len();
+            let (graph, p) = compiled(&gb, graph)?;
+            // Only a graph recorded whole is found by the state's hash: a state with nodes or
+            // inputs left out hashes them, and its graph numbers the rest anew.
+            if whole {
+                gb.hashed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(hash)
+                    .or_default()
+                    .push((graph, p.clone()));
             }
-            super::sites::compiled_at(backend, site.as_deref(), reason.as_deref());
-            let start = Instant::now();
-            let graph = Arc::new(graph);
-            let p = gb.compiler.compile(&graph).map_err(|e| {
-                Error::Fallback(format!(
-                    "the compiler of graph backend '{backend}' failed on a graph of {nodes} nodes: {e}"
-                ))
-            })?;
-            metrics::compiled(start.elapsed().as_nanos() as u64);
-            gb.cache
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key, p.clone());
-            p
+            (p, Some(used), nodes)
         }
     };
-    let inputs: Vec<TensorData> = used
-        .inputs
-        .iter()
-        .map(|&i| state.inputs[i].data.clone())
-        .collect();
-    let scalars: Vec<IValue> = used
-        .scalars
-        .iter()
-        .map(|&j| state.scalars[j].clone())
-        .collect();
+    let (inputs, scalars): (Vec<TensorData>, Vec<IValue>) = match used {
+        None => (
+            state.inputs.iter().map(|i| i.data.clone()).collect(),
+            state.scalars.clone(),
+        ),
+        Some(used) => (
+            used.inputs
+                .iter()
+                .map(|&i| state.inputs[i].data.clone())
+                .collect(),
+            used.scalars
+                .iter()
+                .map(|&j| state.scalars[j].clone())
+                .collect(),
+        ),
+    };
     let start = Instant::now();
     let outs = program.run(&inputs, &scalars).map_err(|e| {
         Error::Fallback(format!(
@@ -261,13 +264,83 @@ fn run_graph(graph: Graph, state: &State, used: &Used) -> Result<Vec<TensorData>
         ))
     })?;
     metrics::executed(start.elapsed().as_nanos() as u64, nodes as u64);
-    if outs.len() != n_out {
+    if outs.len() != results.len() {
         return Err(Error::Fallback(format!(
-            "the compiled graph of backend '{backend}' gave {} results for {n_out} outputs; no tensor was changed",
-            outs.len()
+            "the compiled graph of backend '{backend}' gave {} results for {} outputs; no tensor was changed",
+            outs.len(),
+            results.len()
         )));
     }
     Ok(outs)
+}
+
+/// Whether `graph` is the graph `state` makes with `results` as its outputs, recorded whole:
+/// then their keys ([`Graph::key`]) are one, without writing either.
+fn recorded_as(graph: &Graph, state: &State, results: &[(usize, usize)]) -> bool {
+    graph.outputs == results
+        && graph.inputs.len() == state.inputs.len()
+        && graph.scalars.len() == state.scalars.len()
+        && graph
+            .scalars
+            .iter()
+            .zip(&state.scalars)
+            .all(|(t, v)| *t == v.type_name())
+        && graph.nodes.len() == state.nodes.len()
+        && graph
+            .inputs
+            .iter()
+            .zip(&state.inputs)
+            .all(|(m, i)| *m == i.meta)
+        && graph
+            .nodes
+            .iter()
+            .zip(&state.nodes)
+            .all(|(a, b)| same_node(a, b))
+}
+
+/// The program of `graph` from the backend's cache by its key, else compiled (the compile's
+/// reason, where it is not the backend's first, noted), with the graph as the cache keeps it.
+fn compiled(gb: &GraphBackend, graph: Graph) -> Result<(Arc<Graph>, Arc<dyn CompiledGraph>)> {
+    let backend = graph.backend;
+    let key = graph.key();
+    let cached = gb
+        .cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    if let Some(p) = cached {
+        metrics::cache_hit();
+        return Ok((Arc::new(graph), p));
+    }
+    let reason = {
+        let cache = gb.cache.lock().unwrap_or_else(|e| e.into_inner());
+        recompile_reason(&key, cache.keys().map(String::as_str))
+    };
+    let site = super::sites::site();
+    let at = site
+        .as_deref()
+        .map(|s| format!(" at {s}"))
+        .unwrap_or_default();
+    if let Some(reason) = &reason {
+        log::debug!("graph backend '{backend}' compiles again{at}: {reason}");
+        metrics::recompiled(format!("{backend}{at}: {reason}"));
+    }
+    super::sites::compiled_at(backend, site.as_deref(), reason.as_deref());
+    let nodes = graph.nodes.len();
+    let start = Instant::now();
+    let graph = Arc::new(graph);
+    let p = gb.compiler.compile(&graph).map_err(|e| {
+        Error::Fallback(format!(
+            "the compiler of graph backend '{backend}' failed on a graph of {nodes} nodes: {e}"
+        ))
+    })?;
+    metrics::compiled(start.elapsed().as_nanos() as u64);
+    gb.cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, p.clone());
+    Ok((graph, p))
 }
 
 /// Computes `t` if it is pending: syncs the graph its node is in (counted under `reason`,

@@ -2,7 +2,7 @@
 //! a CPU tensor as the NumPy array Python sees.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -14,7 +14,15 @@ use crate::python::errors::from_pyerr;
 use crate::tensor::{HostArray, Payload, Tensor, TensorData, TensorMeta};
 
 /// A Python object as a tensor payload: a backend's device payload, or a NumPy array on CPU.
-pub struct PyPayload(pub Py<PyAny>, Option<usize>);
+///
+/// The dtype and shape of a payload that is no NumPy array are read from Python once, on first
+/// use, and kept: a backend's payload is a value whose dtype and shape do not change over its
+/// life (a JAX array is immutable; a kernel that writes an argument in place keeps both, and
+/// one that changes them returns a new payload, which a tensor takes with `set_data`). Graph
+/// mode reads them for every argument of every operator it records, and two Python attribute
+/// reads there cost more than the rest of the recording. A NumPy array's are read from its C
+/// struct each time (cheap, and `a.shape = ...` reshapes an array in place).
+pub struct PyPayload(pub Py<PyAny>, Option<usize>, OnceLock<TensorMeta>);
 
 impl PyPayload {
     /// The payload of `obj`; a plain ndarray's byte count is read now, once.
@@ -23,7 +31,7 @@ impl PyPayload {
             .cast_exact::<PyUntypedArray>()
             .ok()
             .map(|a| a.len() * a.dtype().itemsize());
-        PyPayload(obj.clone().unbind(), fixed)
+        PyPayload(obj.clone().unbind(), fixed, OnceLock::new())
     }
 }
 
@@ -59,6 +67,10 @@ impl Payload for PyPayload {
     }
 
     fn meta(&self) -> Option<TensorMeta> {
+        // Kept only for a payload that is no NumPy array (see the type's documentation).
+        if let Some(m) = self.2.get() {
+            return Some(m.clone());
+        }
         Python::attach(|py| {
             let o = self.0.bind(py);
             if let Ok(a) = o.cast::<PyUntypedArray>() {
@@ -67,10 +79,11 @@ impl Payload for PyPayload {
                     shape: a.shape().to_vec(),
                 });
             }
-            Some(TensorMeta {
+            let meta = TensorMeta {
                 dtype: dtype_name(&o.getattr(pyo3::intern!(py, "dtype")).ok()?)?,
                 shape: o.getattr(pyo3::intern!(py, "shape")).ok()?.extract().ok()?,
-            })
+            };
+            Some(self.2.get_or_init(|| meta).clone())
         })
     }
 
