@@ -28,7 +28,11 @@ struct Trivial;
 struct FirstInput(usize);
 
 impl CompiledGraph for FirstInput {
-    fn run(&self, inputs: &[TensorData]) -> boxfall::Result<Vec<TensorData>> {
+    fn run(
+        &self,
+        inputs: &[TensorData],
+        _: &[boxfall::IValue],
+    ) -> boxfall::Result<Vec<TensorData>> {
         let first = inputs
             .first()
             .ok_or_else(|| boxfall::Error::Fallback("a graph without inputs".into()))?;

@@ -31,7 +31,7 @@ struct Replayed {
 }
 
 impl CompiledGraph for Replayed {
-    fn run(&self, inputs: &[TensorData]) -> Result<Vec<TensorData>> {
+    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
         if self.fail.load(Ordering::Relaxed) {
             return Err(Error::Fallback("the test program failed".into()));
         }
@@ -39,7 +39,12 @@ impl CompiledGraph for Replayed {
             .iter()
             .map(|d| Tensor::new(self.graph.device, d.clone()))
             .collect();
-        Ok(self.graph.replay(&ts)?.iter().map(|t| t.data()).collect())
+        Ok(self
+            .graph
+            .replay(&ts, scalars)?
+            .iter()
+            .map(|t| t.data())
+            .collect())
     }
 }
 
