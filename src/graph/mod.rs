@@ -28,6 +28,7 @@ mod sites;
 mod state;
 mod sync;
 
+#[cfg(feature = "python")]
 pub(crate) use constants::described_stack;
 pub use constants::{describe_object, set_object_describer, ObjectDescriber};
 pub use keys::graph_keys;
