@@ -12,36 +12,20 @@ import boxfall as bf
 import boxfall.array_api as xp
 import numpy as np
 import pytest
+from graph_backend import Box, register
 
 LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-class Tracked:
+class Tracked(Box):
     """A payload that registers itself in ``LIVE`` (which holds it weakly)."""
 
     def __init__(self, a: Any) -> None:
-        self.a = np.asarray(a)
+        super().__init__(a)
         LIVE.add(self)
 
-    @property
-    def dtype(self) -> Any:
-        return self.a.dtype
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.a.shape
-
-
-GRAPH = bf.register_backend(
-    "GraphMemoryTest",
-    to_cpu=lambda p: p.a,
-    from_cpu=lambda a: Tracked(a.copy()),
-    copy_from_cpu=lambda p, a: Tracked(a.copy()),
-    compile=lambda graph: graph.replay,
-)
-_LIB = bf.Library("_", "IMPL")
-_LIB.fallback(bf.cpu_fallback, "GraphMemoryTest")
-_LIB._for_process_life()
+GRAPH = register("GraphMemoryTest", lambda graph: graph.replay, payload=Tracked)
 
 
 @pytest.fixture(autouse=True)

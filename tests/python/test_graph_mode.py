@@ -11,55 +11,12 @@ import boxfall as bf
 import boxfall.array_api as xp
 import numpy as np
 import pytest
+from graph_backend import Box, Compiler, register
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-
-class Box:
-    """The test backend's payload: a NumPy array in a box."""
-
-    def __init__(self, a: Any) -> None:
-        self.a = np.asarray(a)
-
-    @property
-    def dtype(self) -> Any:
-        return self.a.dtype
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.a.shape
-
-
-class Compiler:
-    """Replays each graph (``graph.replay``), counting compiles; ``fail`` makes the compiled
-    functions raise."""
-
-    def __init__(self) -> None:
-        self.graphs: list[bf.Graph] = []
-        self.fail = False
-
-    def __call__(self, graph: bf.Graph) -> Any:
-        self.graphs.append(graph)
-
-        def run(payloads: list[Any]) -> list[Any]:
-            if self.fail:
-                raise RuntimeError("the test program failed")
-            return graph.replay(payloads)
-
-        return run
-
-
 COMPILER = Compiler()
-GRAPH = bf.register_backend(
-    "GraphTest",
-    to_cpu=lambda p: p.a,
-    from_cpu=lambda a: Box(a.copy()),
-    copy_from_cpu=lambda p, a: Box(a.copy()),
-    compile=COMPILER,
-)
-_LIB = bf.Library("_", "IMPL")
-_LIB.fallback(bf.cpu_fallback, "GraphTest")
-_LIB._for_process_life()
+GRAPH = register("GraphTest", COMPILER)
 
 
 @pytest.fixture(autouse=True)
