@@ -3,8 +3,8 @@
 //! operator namespace and a compiler of its own, since tests run on threads side by side and
 //! graph mode's figures are the process's.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use boxfall::backend::register_backend;
 use boxfall::graph::{
@@ -17,20 +17,33 @@ use boxfall::{
     OperatorHandle, Result, Tensor,
 };
 
-/// Replays each graph; counts compiles; fails its programs while `fail` is set.
+/// Replays each graph; counts compiles and runs; fails its programs while `fail` is set, and
+/// sleeps `delay_ms` in each run (so that other threads find its graph being computed); gives
+/// `settings` as the backend's settings.
 #[derive(Default)]
 struct Counting {
     compiles: AtomicUsize,
     fail: Arc<AtomicBool>,
+    runs: Arc<AtomicUsize>,
+    delay_ms: Arc<AtomicU64>,
+    settings: Mutex<String>,
+    /// Whether the device lacks float64 (its results float32 instead).
+    narrows: AtomicBool,
 }
 
 struct Replayed {
     graph: Arc<Graph>,
     fail: Arc<AtomicBool>,
+    runs: Arc<AtomicUsize>,
+    delay_ms: Arc<AtomicU64>,
 }
 
 impl CompiledGraph for Replayed {
     fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_millis(
+            self.delay_ms.load(Ordering::Relaxed),
+        ));
         if self.fail.load(Ordering::Relaxed) {
             return Err(Error::Fallback("the test program failed".into()));
         }
@@ -53,7 +66,17 @@ impl GraphCompiler for Counting {
         Ok(Arc::new(Replayed {
             graph: graph.clone(),
             fail: self.fail.clone(),
+            runs: self.runs.clone(),
+            delay_ms: self.delay_ms.clone(),
         }))
+    }
+
+    fn settings(&self) -> Result<String> {
+        Ok(self.settings.lock().expect("settings").clone())
+    }
+
+    fn device_dtype(&self, dtype: &str) -> Option<&'static str> {
+        (self.narrows.load(Ordering::Relaxed) && dtype == "float64").then_some("float32")
     }
 }
 
@@ -142,16 +165,20 @@ impl Setup {
     }
 
     fn call(&self, op: &OperatorHandle, args: &[&Tensor]) -> Tensor {
-        let mut stack: Vec<IValue> = args.iter().map(|t| IValue::Tensor((*t).clone())).collect();
-        op.call_boxed(&mut stack).expect("call");
-        match stack.pop() {
-            Some(IValue::Tensor(t)) => t,
-            _ => panic!("no tensor returned"),
-        }
+        call(op, args)
     }
 
     fn compiles(&self) -> usize {
         self.compiler.compiles.load(Ordering::Relaxed)
+    }
+}
+
+fn call(op: &OperatorHandle, args: &[&Tensor]) -> Tensor {
+    let mut stack: Vec<IValue> = args.iter().map(|t| IValue::Tensor((*t).clone())).collect();
+    op.call_boxed(&mut stack).expect("call");
+    match stack.pop() {
+        Some(IValue::Tensor(t)) => t,
+        _ => panic!("no tensor returned"),
     }
 }
 
@@ -336,4 +363,132 @@ fn cached_programs_are_told_apart_by_outputs_inputs_and_operators() {
         assert_eq!(inputs(&y), vec![6.0]);
     }
     assert_eq!(s.compiles(), 4);
+}
+
+#[test]
+fn threads_reading_one_pending_tensor_get_its_value_from_one_run() {
+    let s = setup("GraphReaders");
+    let x = s.tensor(&[1.0, 2.0]);
+    let z = s.call(&s.add, &[&x, &x]);
+    let w = s.call(&s.add, &[&z, &x]);
+    // Long enough that the readers after the first find the graph being computed.
+    s.compiler.delay_ms.store(50, Ordering::Relaxed);
+    let barrier = std::sync::Barrier::new(4);
+    std::thread::scope(|sc| {
+        let readers: Vec<_> = (0..4)
+            .map(|_| {
+                sc.spawn(|| {
+                    barrier.wait();
+                    values(&w)
+                })
+            })
+            .collect();
+        for r in readers {
+            assert_eq!(r.join().expect("reader"), vec![3.0, 6.0]);
+        }
+    });
+    assert_eq!(s.compiler.runs.load(Ordering::Relaxed), 1);
+    assert_eq!(values(&z), vec![2.0, 4.0]);
+}
+
+#[test]
+fn a_thread_records_on_while_another_computes_its_graph() {
+    let s = setup("GraphRecordsOn");
+    let x = s.tensor(&[1.0, 2.0]);
+    let z = s.call(&s.add, &[&x, &x]);
+    s.compiler.delay_ms.store(50, Ordering::Relaxed);
+    std::thread::scope(|sc| {
+        let reader = sc.spawn(|| values(&z));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        // Waits for the reader's sync where it is under way, then records the next graph,
+        // with `z` computed or pending: the values are those of eager mode either way.
+        let w = s.call(&s.add, &[&z, &x]);
+        assert_eq!(reader.join().expect("reader"), vec![2.0, 4.0]);
+        assert_eq!(values(&w), vec![3.0, 6.0]);
+    });
+}
+
+#[test]
+fn a_pending_tensor_of_a_thread_that_ended_is_computed_on_another() {
+    let s = setup("GraphEnded");
+    let (add, key) = (s.add.clone(), s.key);
+    let w = std::thread::spawn(move || {
+        let x = Tensor::host(
+            Device::new(key, 0),
+            HostArray::from(ndarray::Array1::from(vec![1.0, 2.0]).into_dyn()),
+        );
+        let z = call(&add, &[&x, &x]);
+        call(&add, &[&z, &x])
+    })
+    .join()
+    .expect("recording thread");
+    assert!(graph::is_pending(&w));
+    assert_eq!(values(&w), vec![3.0, 6.0]);
+    assert_eq!(s.compiles(), 1);
+}
+
+#[test]
+fn a_change_of_the_backends_settings_compiles_again_and_says_so() {
+    let s = setup("GraphSettings");
+    let run = || {
+        let x = s.tensor(&[1.0, 2.0]);
+        values(&s.call(&s.add, &[&x, &x]))
+    };
+    *s.compiler.settings.lock().expect("settings") = "precision=default".into();
+    assert_eq!(run(), vec![2.0, 4.0]);
+    assert_eq!(run(), vec![2.0, 4.0]);
+    assert_eq!(s.compiles(), 1);
+    *s.compiler.settings.lock().expect("settings") = "precision=highest".into();
+    assert_eq!(run(), vec![2.0, 4.0]);
+    assert_eq!(s.compiles(), 2);
+    let reasons = graph::graph_metrics().recompiles;
+    assert!(
+        reasons.iter().any(|r| r.starts_with("GraphSettings")
+            && r.contains("the backend's settings: 'settings: precision=highest' where the nearest compiled graph has 'settings: precision=default'")),
+        "{reasons:?}"
+    );
+    // Back to the first settings: their program, cached, compiles nothing.
+    *s.compiler.settings.lock().expect("settings") = "precision=default".into();
+    assert_eq!(run(), vec![2.0, 4.0]);
+    assert_eq!(s.compiles(), 2);
+}
+
+#[test]
+fn a_result_narrowed_in_graph_mode_is_counted_and_warned_once() {
+    static WARNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    fn warner(message: &str) -> Result<()> {
+        WARNED.lock().expect("warned").push(message.to_string());
+        Ok(())
+    }
+    let _ = graph::set_narrowing_warner(warner);
+    let s = setup("GraphNarrows");
+    s.compiler.narrows.store(true, Ordering::Relaxed);
+    let x = s.tensor(&[1.0, 2.0]);
+    let z = s.call(&s.add, &[&x, &x]);
+    let w = s.call(&s.add, &[&z, &x]);
+    assert_eq!(graph::pending_meta(&w).expect("meta").dtype, "float32");
+    let narrowed = |op: &OperatorHandle| {
+        op.metrics()
+            .snapshot()
+            .backend(s.key)
+            .map_or(0, |f| f.narrowed)
+    };
+    assert_eq!(narrowed(&s.add), 2); // each result counted
+    let mine: Vec<String> = WARNED
+        .lock()
+        .expect("warned")
+        .iter()
+        .filter(|m| m.contains("'GraphNarrows'"))
+        .cloned()
+        .collect();
+    assert_eq!(mine.len(), 1, "{mine:?}"); // warned once per operator and backend
+    assert!(mine[0]
+        .contains("'array_api::add' on backend 'GraphNarrows' made a result of dtype float64"));
+    assert!(mine[0].contains("float32"));
+    drop((z, w));
+    // Nothing narrows where the device holds the dtype: no count, no warning.
+    s.compiler.narrows.store(false, Ordering::Relaxed);
+    let v = s.call(&s.add, &[&x, &x]);
+    assert_eq!(graph::pending_meta(&v).expect("meta").dtype, "float64");
+    assert_eq!(narrowed(&s.add), 2);
 }

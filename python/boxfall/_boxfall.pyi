@@ -514,7 +514,12 @@ class Graph:
         """The results given back, in order: ``(node, k)``."""
     @property
     def key(self) -> str:
-        """The graph's structure as a string (what the cache of compiled graphs is keyed by)."""
+        """The graph's structure as a string (what the cache of compiled graphs is keyed by),
+        the backend's settings last."""
+    @property
+    def settings(self) -> str:
+        """The backend's settings the graph is compiled under (its compiler's ``settings()``;
+        empty for none)."""
     def replay(self, payloads: Iterable[Any]) -> list[Any]:
         """Runs the nodes eagerly on the backend (its own kernels, or the CPU fallback), on
         tensors wrapping ``payloads`` (one per input, then the scalar inputs' values), and gives
@@ -740,6 +745,9 @@ def register_backend(
     (``t.numpy()``, ``float(t)``, ``t.payload``, a graph break, ``bf.sync()``): the pending
     graph, a :class:`Graph`, is given to ``compile``, whose function of the input payloads (a
     list) gives the output payloads; compiled functions are cached by the graph's structure.
+    Where ``compile`` has a ``settings()`` method, the string it returns (the backend's settings
+    that change what a compile makes: JAX's x64 and matmul precision) is read once a sync and
+    is part of the cache's key, so a change of them compiles anew, with a reason naming them.
     """
 
 def backends_version() -> int:

@@ -14,7 +14,7 @@ use crate::tensor::{Tensor, TensorMeta};
 
 use super::pending::pending_meta;
 use super::rules::output_metas;
-use super::state::{lock, recording};
+use super::state::{lock, recording, wait_settled};
 
 /// An in-place call to record as its functional counterpart.
 pub(super) struct Write {
@@ -151,6 +151,15 @@ pub(super) fn rebind(w: Write, backend: crate::key::DispatchKey, stack: &mut Sta
     let rec = recording(backend);
     {
         let mut r = lock(&rec);
+        // A sync under way on another thread took the graph out: its commit (of the target's
+        // old pending value too) comes first, then the target takes the result.
+        while r.computing.is_some() {
+            drop(r);
+            wait_settled(&rec, &|| {
+                format!("'{}' on backend '{backend}' was called", w.op.name())
+            })?;
+            r = lock(&rec);
+        }
         let pending = &mut r.state.pending;
         pending.retain(|(t, _, _)| !t.same(&w.target));
         if let Some(entry) = pending.iter_mut().find(|(t, _, _)| t.same(&result)) {

@@ -10,13 +10,15 @@
 //! and commits its outputs once the whole program succeeded. `metrics.rs` counts.
 //!
 //! One file a concern, from the bottom: `rules/`, `metrics.rs`, `constants.rs` (opaque
-//! constants made comparable), `sites.rs` (where graphs compile) and `keys.rs` (the `Graph`
-//! key) name none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
+//! constants made comparable), `sites.rs` (where graphs compile), `hooks.rs` (how a thread
+//! waits for another's sync, how narrowing is warned) and `keys.rs` (the `Graph` key) name
+//! none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
 //! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `inplace.rs`
 //! (in-place calls recorded functionally); `record.rs`
 //! (the recorder, and `register_graph_backend`, which installs it).
 
 mod constants;
+mod hooks;
 mod inplace;
 mod keys;
 mod metrics;
@@ -31,6 +33,7 @@ mod sync;
 #[cfg(feature = "python")]
 pub(crate) use constants::described_stack;
 pub use constants::{describe_object, set_object_describer, ObjectDescriber};
+pub use hooks::{set_narrowing_warner, set_wait_hook, NarrowingWarner, WaitHook};
 pub use keys::graph_keys;
 pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS};
 pub use pending::{is_pending, pending_meta, Pending};

@@ -4,11 +4,11 @@
 //! for a copy of the old data held elsewhere).
 
 use std::any::Any;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use crate::tensor::{Payload, Tensor, TensorData, TensorMeta};
 
-use super::state::Recording;
+use super::state::Shared;
 
 /// The payload of a pending tensor.
 ///
@@ -18,7 +18,7 @@ use super::state::Recording;
 /// ```
 pub struct Pending {
     pub(crate) meta: TensorMeta,
-    pub(crate) recording: Weak<Mutex<Recording>>,
+    pub(crate) recording: Weak<Shared>,
     /// The recording's generation the node belongs to (a sync starts the next one).
     pub(crate) generation: u64,
     pub(crate) node: usize,

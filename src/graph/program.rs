@@ -75,18 +75,26 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// The results given back, in order: (node, result).
     pub outputs: Vec<(usize, usize)>,
+    /// The backend's settings the graph was compiled under ([`GraphCompiler::settings`]:
+    /// JAX's x64 and matmul precision), empty where it has none: part of the key, so a graph
+    /// compiled under other settings is not reused.
+    pub settings: String,
 }
 
 impl Graph {
     /// The graph's structure as a string: operators, arguments, constants, the inputs' and
-    /// results' dtypes and shapes, and which results are outputs. Two graphs with one key
-    /// compile to one program, so it keys the cache of compiled graphs.
+    /// results' dtypes and shapes, which results are outputs, and the backend's settings (a
+    /// last line, where there are any). Two graphs with one key compile to one program, so it
+    /// keys the cache of compiled graphs.
     ///
     /// ```
     /// use boxfall::graph::Graph;
-    /// let g = Graph { backend: boxfall::DispatchKey::CPU, device: boxfall::Device::CPU,
-    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![] };
+    /// let mut g = Graph { backend: boxfall::DispatchKey::CPU, device: boxfall::Device::CPU,
+    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![],
+    ///                 settings: String::new() };
     /// assert_eq!(g.key(), "1|\n->");
+    /// g.settings = "x64=False".into();
+    /// assert_eq!(g.key(), "1|\n->\nsettings: x64=False");
     /// ```
     pub fn key(&self) -> String {
         let mut k = String::with_capacity(64 + 48 * self.nodes.len());
@@ -121,6 +129,9 @@ impl Graph {
         for (n, o) in &self.outputs {
             let _ = write!(k, "n{n}.{o},");
         }
+        if !self.settings.is_empty() {
+            let _ = write!(k, "\n{SETTINGS}{}", self.settings);
+        }
         k
     }
 
@@ -132,7 +143,8 @@ impl Graph {
     /// ```
     /// use boxfall::graph::Graph;
     /// let g = Graph { backend: boxfall::DispatchKey::CPU, device: boxfall::Device::CPU,
-    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![] };
+    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![],
+    ///                 settings: String::new() };
     /// assert!(g.replay(&[], &[]).unwrap().is_empty());
     /// ```
     pub fn replay(&self, inputs: &[Tensor], scalars: &[IValue]) -> Result<Vec<Tensor>> {
@@ -185,7 +197,8 @@ impl Graph {
     /// ```
     /// use boxfall::graph::Graph;
     /// let g = Graph { backend: boxfall::DispatchKey::CPU, device: boxfall::Device::CPU,
-    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![] };
+    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![],
+    ///                 settings: String::new() };
     /// assert!(g.describe().starts_with("graph of CPU"));
     /// ```
     pub fn describe(&self) -> String {
@@ -228,9 +241,15 @@ impl Graph {
             .map(|(n, o)| format!("n{n}.{o}"))
             .collect();
         let _ = write!(s, "  outputs: {}", outs.join(", "));
+        if !self.settings.is_empty() {
+            let _ = write!(s, "\n  {SETTINGS}{}", self.settings);
+        }
         s
     }
 }
+
+/// What starts the line of [`Graph::key`] that says the backend's settings.
+pub(crate) const SETTINGS: &str = "settings: ";
 
 /// A constant in the key's words: exact (a float by its bits), and distinct per type.
 pub(crate) fn constant_text(v: &IValue) -> String {
@@ -333,6 +352,15 @@ impl StructureHash {
     pub(crate) fn scalar(&mut self, v: &IValue) {
         self.write_u64(8);
         v.type_name().hash(self);
+    }
+
+    /// Folds in the backend's settings (nothing for none, so a backend without settings
+    /// hashes as before).
+    pub(crate) fn settings(&mut self, settings: &str) {
+        if !settings.is_empty() {
+            self.write_u64(9);
+            settings.hash(self);
+        }
     }
 
     /// The hash of the graph so far with `outputs` as its outputs.
@@ -450,6 +478,14 @@ pub trait GraphCompiler: Send + Sync + 'static {
     fn device_dtype(&self, dtype: &str) -> Option<&'static str> {
         let _ = dtype;
         None
+    }
+
+    /// The backend's settings that change what a compile makes, in words (JAX's x64 and
+    /// default matmul precision: `"x64=False matmul_precision=highest"`), read once a sync:
+    /// they are part of the graph's key ([`Graph::settings`]), so a change of them compiles
+    /// anew, and the recompile's reason names them. Empty (the default) for none.
+    fn settings(&self) -> Result<String> {
+        Ok(String::new())
     }
 }
 

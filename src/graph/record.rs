@@ -16,6 +16,7 @@ use crate::schema::ArgKind;
 use crate::tensor::{Device, Tensor, TensorData, TensorMeta};
 
 use super::constants::described_stack;
+use super::hooks::narrowed;
 use super::inplace::{self, Write};
 use super::keys::{graph_keys, GRAPH_KEY};
 use super::metrics;
@@ -23,7 +24,8 @@ use super::pending::{as_pending, is_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
 use super::rules::output_metas;
 use super::state::{
-    device_dtype, lock, recording, GraphBackend, Input, Recording, State, BACKENDS, GRAPH_BACKENDS,
+    device_dtype, lock, recording, wait_settled, GraphBackend, Input, Recording, Shared, State,
+    BACKENDS, GRAPH_BACKENDS,
 };
 use super::sync::{compute, sync_recording};
 
@@ -191,6 +193,7 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
         Some(mut metas) if metas.len() == info.returns.len() => {
             for m in &mut metas {
                 if let Some(to) = device_dtype(backend, &m.dtype) {
+                    narrowed(op, backend, &m.dtype, to)?;
                     m.dtype = to.to_string();
                 }
             }
@@ -231,20 +234,28 @@ fn record_node(
     };
     let mut ready = ready_args(op, backend, &rec, stack, known)?;
     let mut guard = lock(&rec);
-    // The graph lost an input it had (another thread's read synced it meanwhile): every meta
-    // is read, without the lock (a payload's may be read in Python).
-    if !has_inputs(&guard.state, &ready) {
+    // Another thread syncs the graph (it read a pending tensor of it), or synced it meanwhile
+    // (an input or a pending argument's node is gone): the call waits for that sync, and its
+    // arguments are made ready again, every meta read, without the lock (a payload's may be
+    // read in Python).
+    let mut retried = false;
+    loop {
+        let computing = guard.computing.is_some();
+        if !computing && (retried || fits(&guard, &ready)) {
+            break;
+        }
         drop(guard);
+        if computing {
+            wait_settled(&rec, &|| {
+                format!("'{}' on backend '{backend}' was called", op.name())
+            })?;
+        } else {
+            retried = true;
+        }
         ready = ready_args(op, backend, &rec, stack, 0)?;
         guard = lock(&rec);
     }
     let r = &mut *guard;
-    if r.busy {
-        return Err(Error::Fallback(format!(
-            "'{}' on backend '{backend}' was called while this thread's graph is being computed",
-            op.name()
-        )));
-    }
     let generation = r.generation;
     let device = match (r.state.device, first_device(stack)) {
         (Some(d), _) | (None, Some(d)) => d,
@@ -319,7 +330,7 @@ fn first_device(stack: &Stack) -> Option<Device> {
 fn ready_args(
     op: &OperatorHandle,
     backend: DispatchKey,
-    rec: &Arc<Mutex<Recording>>,
+    rec: &Arc<Shared>,
     stack: &Stack,
     known: u64,
 ) -> Result<Vec<Option<Ready>>> {
@@ -332,11 +343,9 @@ fn ready_args(
         let data = t.data();
         if let Some(p) = pending_of(&data) {
             let pend = as_pending(&p);
+            // Compared by address: `rec` is alive, so no other recording has its address.
             let ours = pend.result.get().is_none()
-                && pend
-                    .recording
-                    .upgrade()
-                    .is_some_and(|r| Arc::ptr_eq(&r, rec));
+                && std::ptr::eq(pend.recording.as_ptr(), Arc::as_ptr(rec));
             if ours {
                 ready.push(Some(Ready::Pending(pend.generation, pend.node, pend.out)));
                 continue;
@@ -379,13 +388,16 @@ fn known_inputs(state: &State, stack: &Stack) -> u64 {
     known
 }
 
-/// Whether every concrete tensor made ready without its meta is still an input of the graph.
-fn has_inputs(state: &State, ready: &[Option<Ready>]) -> bool {
-    ready.iter().all(|r| match r {
-        Some(Ready::Concrete(t, _, version, None)) => state
+/// Whether the arguments made ready still fit the recording: every concrete tensor made ready
+/// without its meta is still an input of the graph, every pending one of its generation.
+fn fits(r: &Recording, ready: &[Option<Ready>]) -> bool {
+    ready.iter().all(|a| match a {
+        Some(Ready::Concrete(t, _, version, None)) => r
+            .state
             .inputs
             .iter()
             .any(|i| i.tensor.same(t) && i.version == *version),
+        Some(Ready::Pending(g, _, _)) => *g == r.generation,
         _ => true,
     })
 }

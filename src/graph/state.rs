@@ -1,12 +1,20 @@
 //! Graph mode's state: the graph backends (compiler, cache of compiled graphs) and the
 //! pending state of each (graph backend, thread), a [`Recording`] kept by the thread
 //! (`RECORDINGS`) and named weakly by each pending payload, so that a pending tensor read on
-//! another thread syncs the graph that holds its node.
+//! another thread syncs the graph that holds its node (or waits for the sync under way).
+//!
+//! A payload names its recording weakly because the recording holds the payload's tensor
+//! (`State::pending`): a strong name both ways would be a cycle that no thread breaks. When a
+//! thread ends, its recordings that still have outputs (pending tensors held elsewhere) are
+//! kept in `ORPHANS`, so that another thread can compute them; they are let go once nothing
+//! can read them (synced, or every output dropped), checked at each thread's end and each
+//! sync while there are any.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::ThreadId;
 
 use crate::ivalue::IValue;
 use crate::key::DispatchKey;
@@ -58,13 +66,21 @@ pub(crate) fn device_dtype(key: DispatchKey, dtype: &str) -> Option<&'static str
     all.get(key.index())?.as_ref()?.compiler.device_dtype(dtype)
 }
 
+/// A recording and what a thread that finds it being computed waits on.
+pub(crate) struct Shared {
+    recording: Mutex<Recording>,
+    /// Notified when a sync of the recording ends, committed or failed.
+    settled: Condvar,
+}
+
 /// The pending state of one (graph backend, thread).
 pub(crate) struct Recording {
     pub(crate) backend: DispatchKey,
     /// Counts the syncs that committed; a pending payload of an earlier one is stale.
     pub(crate) generation: u64,
-    /// Set while a sync computes the state (taken out meanwhile).
-    pub(crate) busy: bool,
+    /// The thread whose sync computes the state (taken out meanwhile): the recording thread
+    /// or one that read a pending tensor of it. Others wait for it ([`wait_settled`]).
+    pub(crate) computing: Option<ThreadId>,
     pub(crate) state: State,
 }
 
@@ -114,37 +130,140 @@ pub(crate) struct Input {
     pub(crate) meta: TensorMeta,
 }
 
+/// A thread's recordings, one per graph backend it used, with the backend (read here without
+/// locking each recording); handed to `ORPHANS` when the thread ends.
+struct ThreadRecordings(RefCell<Vec<(DispatchKey, Arc<Shared>)>>);
+
+impl Drop for ThreadRecordings {
+    fn drop(&mut self) {
+        let ended = std::mem::take(self.0.get_mut());
+        adopt(ended.into_iter().map(|(_, rec)| rec));
+    }
+}
+
 thread_local! {
-    /// This thread's recordings, one per graph backend it used, with the backend (read here
-    /// without locking each recording).
-    static RECORDINGS: RefCell<Vec<(DispatchKey, Arc<Mutex<Recording>>)>> =
-        const { RefCell::new(Vec::new()) };
+    static RECORDINGS: ThreadRecordings = const { ThreadRecordings(RefCell::new(Vec::new())) };
 }
 
 /// This thread's recording for `backend`, made on first use.
-pub(crate) fn recording(backend: DispatchKey) -> Arc<Mutex<Recording>> {
+pub(crate) fn recording(backend: DispatchKey) -> Arc<Shared> {
     RECORDINGS.with(|r| {
-        let mut r = r.borrow_mut();
+        let mut r = r.0.borrow_mut();
         if let Some((_, found)) = r.iter().find(|(key, _)| *key == backend) {
             return found.clone();
         }
-        let made = Arc::new(Mutex::new(Recording {
-            backend,
-            generation: 0,
-            busy: false,
-            state: State::default(),
-        }));
+        let made = Arc::new(Shared {
+            recording: Mutex::new(Recording {
+                backend,
+                generation: 0,
+                computing: None,
+                state: State::default(),
+            }),
+            settled: Condvar::new(),
+        });
         r.push((backend, made.clone()));
         made
     })
 }
 
-/// This thread's recordings.
-pub(crate) fn recordings() -> Vec<Arc<Mutex<Recording>>> {
-    RECORDINGS.with(|r| r.borrow().iter().map(|(_, rec)| rec.clone()).collect())
+/// This thread's recordings (none while the thread ends).
+pub(crate) fn recordings() -> Vec<Arc<Shared>> {
+    RECORDINGS
+        .try_with(|r| r.0.borrow().iter().map(|(_, rec)| rec.clone()).collect())
+        .unwrap_or_default()
 }
 
 /// The lock of a recording (a panic while it was held leaves a state still worth reading).
-pub(crate) fn lock(r: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {
-    r.lock().unwrap_or_else(|e| e.into_inner())
+pub(crate) fn lock(r: &Shared) -> MutexGuard<'_, Recording> {
+    r.recording.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Ends a sync of `r` that `guard` locks: the recording is no longer being computed, and the
+/// threads waiting for it go on.
+pub(crate) fn settle(r: &Shared, mut guard: MutexGuard<'_, Recording>) {
+    guard.computing = None;
+    drop(guard);
+    r.settled.notify_all();
+}
+
+/// Waits until no other thread computes `r`, with the lock not held (and, through the wait
+/// hook, the GIL released: the computing thread may need it). Errs where this thread computes
+/// it: its compiler or program read a tensor of the graph they compute, a wait without end.
+/// `what` says who waits, for the error.
+pub(crate) fn wait_settled(r: &Shared, what: &dyn Fn() -> String) -> crate::Result<()> {
+    let me = std::thread::current().id();
+    {
+        let guard = lock(r);
+        match guard.computing {
+            None => return Ok(()),
+            Some(t) if t == me => {
+                return Err(crate::Error::Fallback(format!(
+                    "{} while its graph of backend '{}' is being computed by this thread (by the \
+                     backend's compiler or program?)",
+                    what(),
+                    guard.backend
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    super::hooks::blocking(&mut || {
+        let mut guard = lock(r);
+        while guard.computing.is_some() {
+            guard = r.settled.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    });
+    Ok(())
+}
+
+/// The recordings of threads that ended with outputs still held (see the module's
+/// documentation), and how many there are (read without the lock at each sync).
+static ORPHANS: Mutex<Vec<Arc<Shared>>> = Mutex::new(Vec::new());
+static ORPHAN_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps the recordings of an ended thread that something can still read.
+fn adopt(ended: impl Iterator<Item = Arc<Shared>>) {
+    let kept: Vec<Arc<Shared>> = ended.filter(|rec| readable(rec)).collect();
+    if !kept.is_empty() {
+        let mut orphans = ORPHANS.lock().unwrap_or_else(|e| e.into_inner());
+        orphans.extend(kept);
+        ORPHAN_COUNT.store(orphans.len(), Ordering::Relaxed);
+    }
+    prune_orphans();
+}
+
+/// Whether a pending tensor of `rec` can still be read: it is being computed (a failed sync
+/// puts its graph back), or a tensor of its graph is held elsewhere.
+fn readable(rec: &Shared) -> bool {
+    let r = lock(rec);
+    r.computing.is_some() || r.state.pending.iter().any(|(t, _, _)| !t.is_only_handle())
+}
+
+/// Lets go of the ended threads' recordings that nothing can read any more; nothing to do (an
+/// atomic load) while there are none.
+pub(crate) fn prune_orphans() {
+    if ORPHAN_COUNT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let mut dropped = Vec::new();
+    {
+        let mut orphans = ORPHANS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut i = 0;
+        while i < orphans.len() {
+            if readable(&orphans[i]) {
+                i += 1;
+            } else {
+                dropped.push(orphans.swap_remove(i));
+            }
+        }
+        ORPHAN_COUNT.store(orphans.len(), Ordering::Relaxed);
+    }
+    // Dropped without the lock: a payload's drop may run Python, which may sync.
+    drop(dropped);
+}
+
+/// How many ended threads' recordings are kept.
+#[cfg(test)]
+pub(crate) fn orphans() -> usize {
+    ORPHAN_COUNT.load(Ordering::Relaxed)
 }

@@ -2,7 +2,7 @@
 //! handle still holds), compiled or found in the backend's cache by its structure, run, and
 //! its outputs committed only once the whole program succeeded.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
@@ -13,8 +13,11 @@ use crate::tensor::{Payload, Tensor, TensorData};
 use super::keys::graph_keys;
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of};
-use super::program::{same_node, Arg, CompiledGraph, Graph};
-use super::state::{graph_backend, lock, recordings, GraphBackend, Recording, State};
+use super::program::{same_node, Arg, CompiledGraph, Graph, SETTINGS};
+use super::state::{
+    graph_backend, lock, prune_orphans, recordings, settle, wait_settled, GraphBackend, Shared,
+    State,
+};
 
 /// Computes every pending tensor of this thread (each graph backend's graph), counted as a
 /// sync under `reason` (`bf.sync()` gives `"sync"`).
@@ -26,6 +29,7 @@ pub fn sync(reason: &'static str) -> Result<()> {
     for rec in recordings() {
         sync_recording(&rec, reason)?;
     }
+    prune_orphans();
     Ok(())
 }
 
@@ -43,7 +47,11 @@ pub fn pending_graphs() -> Vec<Graph> {
                 return None;
             }
             let outputs = outputs_of(&r.state);
-            Some(build(r.backend, &r.state, &outputs).0)
+            let mut graph = build(r.backend, &r.state, &outputs).0;
+            if let Some(gb) = graph_backend(r.backend) {
+                graph.settings = gb.compiler.settings().unwrap_or_default();
+            }
+            Some(graph)
         })
         .collect()
 }
@@ -125,6 +133,7 @@ fn build(backend: DispatchKey, state: &State, outputs: &[usize]) -> (Graph, Used
             .iter()
             .map(|&i| (node_at[state.pending[i].1], state.pending[i].2))
             .collect(),
+        settings: String::new(),
     };
     (
         graph,
@@ -141,23 +150,33 @@ struct Used {
     scalars: Vec<usize>,
 }
 
-/// Computes a recording's pending tensors (see the module's documentation).
-pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) -> Result<()> {
-    let (backend, state, outputs) = {
+/// Computes a recording's pending tensors (see the module's documentation); a sync another
+/// thread runs of it is waited for first.
+pub(crate) fn sync_recording(rec: &Shared, reason: &'static str) -> Result<()> {
+    sync_generation(rec, reason, None)
+}
+
+/// [`sync_recording`], which with `only` (a generation) does nothing once that generation was
+/// synced: a reader of a pending tensor of it wants that graph's results, not the graph
+/// recorded since (which its thread may still be adding to).
+///
+/// Any thread may run it: the recording's state is taken out under its lock and marked as
+/// computed by this thread, so the recording thread, should it record or read meanwhile,
+/// waits for the commit (or the failure, which puts the state back) as other readers do.
+fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Result<()> {
+    let (backend, state, outputs) = loop {
         let mut r = lock(rec);
-        if r.busy {
-            return Err(Error::Fallback(format!(
-                "a pending tensor of backend '{}' was read while its graph is being computed \
-                 (by the backend's compiler or program?)",
-                r.backend
-            )));
+        if r.computing.is_some() {
+            drop(r);
+            wait_settled(rec, &|| "a pending tensor was read or synced".to_string())?;
+            continue;
         }
-        if r.state.nodes.is_empty() {
+        if only.is_some_and(|g| g != r.generation) || r.state.nodes.is_empty() {
             return Ok(());
         }
         let outputs = outputs_of(&r.state);
-        r.busy = true;
-        (r.backend, std::mem::take(&mut r.state), outputs)
+        r.computing = Some(std::thread::current().id());
+        break (r.backend, std::mem::take(&mut r.state), outputs);
     };
     metrics::sync(reason);
     // The compiler and the program run eagerly: what they call on the backend's tensors is
@@ -171,8 +190,7 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
         }
     };
     let mut r = lock(rec);
-    r.busy = false;
-    match run {
+    let done = match run {
         Ok(datas) => {
             for (&i, data) in outputs.iter().zip(datas) {
                 let t: &Tensor = &state.pending[i].0;
@@ -190,7 +208,10 @@ pub(crate) fn sync_recording(rec: &Arc<Mutex<Recording>>, reason: &'static str) 
             metrics::failure();
             Err(e)
         }
-    }
+    };
+    settle(rec, r);
+    prune_orphans();
+    done
 }
 
 /// The outputs' data of the graph of `state` whose outputs are the pending tensors `outputs`:
@@ -203,7 +224,15 @@ fn run_graph(backend: DispatchKey, state: &State, outputs: &[usize]) -> Result<V
         .iter()
         .map(|&i| (state.pending[i].1, state.pending[i].2))
         .collect();
-    let hash = state.hash.with_outputs(&results);
+    // Read once a sync: a program compiled under other settings is another program.
+    let settings = gb.compiler.settings().map_err(|e| {
+        Error::Fallback(format!(
+            "the settings of graph backend '{backend}' could not be read; no tensor was changed: {e}"
+        ))
+    })?;
+    let mut hash = state.hash;
+    hash.settings(&settings);
+    let hash = hash.with_outputs(&results);
     let found = gb
         .hashed
         .lock()
@@ -212,7 +241,7 @@ fn run_graph(backend: DispatchKey, state: &State, outputs: &[usize]) -> Result<V
         .and_then(|progs| {
             progs
                 .iter()
-                .find(|(g, _)| recorded_as(g, state, &results))
+                .find(|(g, _)| g.settings == settings && recorded_as(g, state, &results))
                 .map(|(_, p)| p.clone())
         });
     // A hit runs the graph as recorded: every node, input and scalar of the state, in order.
@@ -222,7 +251,8 @@ fn run_graph(backend: DispatchKey, state: &State, outputs: &[usize]) -> Result<V
             (p, None, state.nodes.len())
         }
         None => {
-            let (graph, used) = build(backend, state, outputs);
+            let (mut graph, used) = build(backend, state, outputs);
+            graph.settings = settings;
             let whole = graph.nodes.len() == state.nodes.len()
                 && used.inputs.len() == state.inputs.len()
                 && used.scalars.len() == state.scalars.len();
@@ -385,11 +415,12 @@ pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<Tens
     }
     let recording = pending.recording.upgrade().ok_or_else(|| {
         Error::Fallback(format!(
-            "a pending tensor ({}) cannot be computed: the thread that recorded its graph ended",
+            "a pending tensor ({}) cannot be computed: the thread that recorded its graph ended \
+             while no tensor held its results",
             pending.meta
         ))
     })?;
-    sync_recording(&recording, reason)?;
+    sync_generation(&recording, reason, Some(pending.generation))?;
     pending.result.get().cloned().ok_or_else(|| {
         Error::Fallback(format!(
             "a pending tensor ({}) was not computed: its graph ran without it (no tensor held it \
@@ -402,7 +433,7 @@ pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<Tens
 /// Why a graph of key `key` compiles although graphs of keys `cached` were compiled: the first
 /// line where it differs from the nearest of them (the one sharing the most lines before the
 /// first difference), in words; `None` for a backend's first graph. A key is the inputs, one
-/// node a line, then the outputs (`Graph::key`).
+/// node a line, the outputs, then the backend's settings if any (`Graph::key`).
 pub(crate) fn recompile_reason<'a>(
     key: &str,
     cached: impl Iterator<Item = &'a str>,
@@ -420,6 +451,9 @@ pub(crate) fn recompile_reason<'a>(
     let was = old.get(at).copied().unwrap_or("(nothing)");
     let now = new.get(at).copied().unwrap_or("(nothing)");
     let what = match at {
+        _ if now.starts_with(SETTINGS) || was.starts_with(SETTINGS) => {
+            "the backend's settings".to_string()
+        }
         0 => "the inputs' dtypes and shapes".to_string(),
         n if n + 1 >= new.len() || now.starts_with("->") => "the outputs".to_string(),
         n => format!("node {}", n - 1),
@@ -450,5 +484,15 @@ mod tests {
             .expect("a reason")
             .starts_with("the inputs' dtypes and shapes: '1|f64[4];'"));
         assert!(recompile_reason(key, std::iter::empty()).is_none());
+        // Only the settings differ: the reason names them, not the outputs.
+        let old = "1|f64[2];\na(i0,)\n->n0.0,\nsettings: x64=False matmul_precision=None";
+        let new = "1|f64[2];\na(i0,)\n->n0.0,\nsettings: x64=False matmul_precision=highest";
+        let why = recompile_reason(new, [old].into_iter()).expect("a reason");
+        assert!(
+            why.starts_with(
+                "the backend's settings: 'settings: x64=False matmul_precision=highest'"
+            ),
+            "{why}"
+        );
     }
 }

@@ -88,10 +88,18 @@ impl PyGraph {
         self.graph.outputs.clone()
     }
 
-    /// The graph's structure as a string (what the cache of compiled graphs is keyed by).
+    /// The graph's structure as a string (what the cache of compiled graphs is keyed by),
+    /// the backend's settings last.
     #[getter]
     fn key(&self) -> String {
         self.graph.key()
+    }
+
+    /// The backend's settings the graph is compiled under (its compiler's `settings()`; empty
+    /// for none).
+    #[getter]
+    fn settings(&self) -> String {
+        self.graph.settings.clone()
     }
 
     /// Runs the nodes eagerly on the backend (its own kernels, or the CPU fallback), on
@@ -160,6 +168,8 @@ pub struct PyCompiler {
     pub compile: Py<PyAny>,
     /// The dtypes the device narrows, and to what (`register_backend(narrow=True)`).
     pub narrowed: Vec<(&'static str, &'static str)>,
+    /// `compile.settings`, where it has one: the backend's settings in words.
+    pub settings: Option<Py<PyAny>>,
 }
 
 impl GraphCompiler for PyCompiler {
@@ -168,6 +178,19 @@ impl GraphCompiler for PyCompiler {
             .iter()
             .find(|(from, _)| *from == dtype)
             .map(|(_, to)| *to)
+    }
+
+    fn settings(&self) -> Result<String> {
+        let Some(settings) = &self.settings else {
+            return Ok(String::new());
+        };
+        Python::attach(|py| {
+            settings
+                .bind(py)
+                .call0()
+                .and_then(|s| s.extract::<String>())
+                .map_err(from_pyerr)
+        })
     }
 
     fn compile(&self, graph: &Arc<Graph>) -> Result<Arc<dyn CompiledGraph>> {
@@ -258,6 +281,24 @@ pub fn python_site() -> Option<String> {
         }
         None
     })
+}
+
+/// Waits for another thread's sync of a graph with the GIL released, where this thread holds
+/// it: the computing thread may need it (a compiler or program in Python). A thread that does
+/// not hold it waits as it is, taking nothing.
+pub fn wait_without_gil(wait: &mut (dyn FnMut() + Send)) {
+    // SAFETY: `PyGILState_Check` only reads the calling thread's state; the interpreter is
+    // initialized, as this module was imported.
+    if unsafe { pyo3::ffi::PyGILState_Check() } == 1 {
+        Python::attach(|py| py.detach(wait));
+    } else {
+        wait();
+    }
+}
+
+/// Warns of a result narrowed in graph mode with a `bf.NarrowingWarning`, as eager mode does.
+pub fn warn_narrowed(message: &str) -> Result<()> {
+    Python::attach(|py| crate::python::errors::warn_as(py, "NarrowingWarning", message))
 }
 
 /// Computes every pending tensor of this thread (`bf.sync()`).

@@ -415,6 +415,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
     m.add_function(wrap_pyfunction!(graph::sync, m)?)?;
     crate::graph::set_site_finder(graph::python_site);
+    crate::graph::set_wait_hook(graph::wait_without_gil);
+    crate::graph::set_narrowing_warner(graph::warn_narrowed);
     m.add_function(wrap_pyfunction!(graph::graph_key_bits, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_dump, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_metrics, m)?)?;

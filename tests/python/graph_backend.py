@@ -5,6 +5,9 @@ them under a name of each module's own."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
 from typing import Any
 
 import boxfall as bf
@@ -27,17 +30,30 @@ class Box:
 
 
 class Compiler:
-    """Replays each graph (``graph.replay``), counting compiles; ``fail`` makes the compiled
-    functions raise."""
+    """Replays each graph (``graph.replay``), counting compiles and runs (``runs``: per graph
+    key); ``fail`` makes the compiled functions raise; ``delay`` (seconds) makes each run
+    sleep first, the GIL released, so that other threads find its graph being computed;
+    ``on_compile(graph)``, if set, runs inside each compile."""
 
     def __init__(self) -> None:
         self.graphs: list[bf.Graph] = []
         self.fail = False
+        self.delay = 0.0
+        self.on_compile: Any = None
+        self.runs: Counter[str] = Counter()
+        self._lock = threading.Lock()
 
     def __call__(self, graph: bf.Graph) -> Any:
+        if self.on_compile is not None:
+            self.on_compile(graph)
         self.graphs.append(graph)
+        key = graph.key
 
         def run(payloads: list[Any]) -> list[Any]:
+            with self._lock:
+                self.runs[key] += 1
+            if self.delay:
+                time.sleep(self.delay)
             if self.fail:
                 raise RuntimeError("the test program failed")
             return graph.replay(payloads)

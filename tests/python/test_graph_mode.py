@@ -1,10 +1,17 @@
 """Graph mode's mechanism (DESIGN section 13) on a test backend whose compiler replays each
-graph with NumPy (the backend's CPU fallback) and counts its compilations."""
+graph with NumPy (the backend's CPU fallback) and counts its compilations; across threads too
+(graphs are kept per (backend, thread): a pending tensor read on any thread gets the value
+eager code would see, waiting for a sync another thread runs of its graph, and one recorded on
+a thread that ended stays computable)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
+import threading
+import time
+import weakref
 from typing import Any
 
 import boxfall as bf
@@ -23,10 +30,13 @@ GRAPH = register("GraphTest", COMPILER)
 def fresh() -> Any:
     bf.sync()
     COMPILER.graphs.clear()
+    COMPILER.runs.clear()
     COMPILER.fail = False
     bf.metrics.reset()
     yield
     COMPILER.fail = False
+    COMPILER.delay = 0.0
+    COMPILER.on_compile = None
     bf.sync()
 
 
@@ -344,3 +354,175 @@ def test_a_view_function_of_a_pending_tensor_records_its_operator() -> None:
     np.testing.assert_array_equal(t.numpy(), want)
     figures = bf.metrics.graphs()
     assert figures["syncs"] == {"numpy": 1} and figures["breaks"] == {}
+
+
+# -- threads (graphs are kept per (backend, thread); a pending tensor is read on any) ---------
+
+
+def expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``program``'s values, computed by NumPy."""
+    return (a + b) * b - a
+
+
+def run_threads(n: int, target: Any) -> list[BaseException]:
+    """Runs ``target(i)`` on ``n`` threads, lined up by a barrier; the exceptions raised."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait()
+            target(i)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_threads_reading_one_pending_tensor_wait_for_one_computation() -> None:
+    a, b = np.arange(6.0), np.arange(6.0) * 3 + 1
+    out = program(GRAPH.tensor(a), GRAPH.tensor(b))  # recorded on this thread
+    assert bf.graph.is_pending(out)
+    COMPILER.delay = 0.05  # the first reader's program runs while the others read
+    got: list[Any] = [None] * 6
+
+    def read(i: int) -> None:
+        got[i] = out.numpy()
+
+    assert run_threads(6, read) == []
+    for g in got:
+        np.testing.assert_array_equal(g, expected(a, b))
+    # One program ran: the readers that came while it ran waited for its result.
+    assert sum(COMPILER.runs.values()) == 1
+
+
+def test_a_thread_that_records_while_another_computes_its_graph_waits_and_goes_on() -> None:
+    # The recording thread's graph is computed by a reader on another thread; the recording
+    # thread's next call waits for that sync and records into the next graph.
+    a = np.arange(4.0)
+    x = GRAPH.tensor(a)
+    first = xp.add(x, x)
+    COMPILER.delay = 0.1
+    reader = threading.Thread(target=first.numpy)
+    reader.start()
+    time.sleep(0.02)  # mostly inside the reader's program; either order gives the values
+    second = xp.multiply(first, x)
+    third = xp.add(second, first)
+    reader.join()
+    np.testing.assert_array_equal(third.numpy(), (a + a) * a + (a + a))
+    np.testing.assert_array_equal(first.numpy(), a + a)
+
+
+def test_many_threads_record_their_own_graphs_and_read_each_others() -> None:
+    # Stress: each thread records its own graphs step by step and reads pending tensors that
+    # the other threads and the main thread recorded (some being computed, some recorded on
+    # further meanwhile), each with the value eager code gives.
+    n, steps = 6, 25
+    shared_in = [np.arange(5.0) + k for k in range(4)]
+    shared = [program(GRAPH.tensor(v), GRAPH.tensor(v + 1)) for v in shared_in]
+    published: list[tuple[bf.Tensor, np.ndarray] | None] = [None] * n
+    COMPILER.delay = 0.001
+
+    def work(i: int) -> None:
+        rng = np.random.default_rng(i)
+        for step in range(steps):
+            a = rng.standard_normal(5)
+            x = GRAPH.tensor(a)
+            y = xp.add(xp.multiply(x, float(step)), x)
+            published[i] = (y, a * step + a)
+            other = published[(i + step) % n]
+            if other is not None:
+                np.testing.assert_allclose(np.asarray(other[0]), other[1], rtol=1e-12)
+            k = (i + step) % len(shared)
+            np.testing.assert_array_equal(
+                shared[k].numpy(), expected(shared_in[k], shared_in[k] + 1)
+            )
+            if step % 5 == 4:
+                np.testing.assert_allclose(y.numpy(), a * step + a, rtol=1e-12)
+
+    assert run_threads(n, work) == []
+    for p in published:
+        assert p is not None
+        np.testing.assert_allclose(p[0].numpy(), p[1], rtol=1e-12)
+
+
+def test_a_pending_tensor_of_a_thread_that_ended_is_computed_on_another() -> None:
+    a, b = np.arange(3.0), np.arange(3.0) + 5
+    kept: dict[str, bf.Tensor] = {}
+
+    def record() -> None:
+        kept["out"] = program(GRAPH.tensor(a), GRAPH.tensor(b))
+
+    t = threading.Thread(target=record)
+    t.start()
+    t.join()
+    assert bf.graph.is_pending(kept["out"])
+    np.testing.assert_array_equal(kept["out"].numpy(), expected(a, b))
+
+
+def test_the_graph_of_a_thread_that_ended_is_let_go_once_its_results_are_dropped() -> None:
+    kept: dict[str, Any] = {}
+
+    def record() -> None:
+        x = GRAPH.tensor(np.arange(3.0))
+        kept["payload"] = weakref.ref(x.payload)
+        kept["out"] = xp.add(x, x)
+
+    t = threading.Thread(target=record)
+    t.start()
+    t.join()
+    gc.collect()
+    assert kept["payload"]() is not None  # the graph reads it: kept while its result is
+    del kept["out"]
+    bf.sync()  # lets go of the ended threads' graphs that nothing can read
+    gc.collect()
+    assert kept["payload"]() is None
+
+
+def test_a_compiler_that_reads_a_tensor_of_the_graph_it_compiles_fails_rather_than_waits() -> None:
+    x = GRAPH.tensor(np.arange(2.0))
+    out = xp.add(x, xp.multiply(x, x))
+
+    def read_own(graph: bf.Graph) -> None:
+        out.numpy()
+
+    COMPILER.on_compile = read_own
+    with pytest.raises(Exception, match="being computed by this thread"):
+        out.numpy()
+    COMPILER.on_compile = None
+    assert bf.graph.is_pending(out)  # nothing committed
+    np.testing.assert_array_equal(out.numpy(), np.arange(2.0) + np.arange(2.0) ** 2)
+
+
+def test_in_place_writes_recorded_while_other_threads_read_lose_nothing() -> None:
+    # The writer records `acc += x` (the functional add, the result rebound to `acc`) while
+    # readers compute its graph now and then: each read sees some whole number of additions,
+    # never fewer than before, and none is lost.
+    steps = 60
+    x = GRAPH.tensor(np.ones(4))
+    acc = GRAPH.tensor(np.zeros(4))
+    COMPILER.delay = 0.001
+    done = threading.Event()
+    seen: list[list[float]] = [[], [], []]
+
+    def work(i: int) -> None:
+        nonlocal acc
+        if i == 0:
+            for _ in range(steps):
+                acc += x
+            done.set()
+            return
+        while not done.is_set():
+            v = acc.numpy()
+            assert np.all(v == v[0]) and v[0] == int(v[0])
+            seen[i].append(float(v[0]))
+
+    assert run_threads(3, work) == []
+    np.testing.assert_array_equal(acc.numpy(), np.full(4, float(steps)))
+    for s in seen[1:]:
+        assert s == sorted(s) and all(0 <= v <= steps for v in s)

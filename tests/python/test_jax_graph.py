@@ -113,3 +113,83 @@ def xp_step(xp, x, i, rate):
         xp.add(xp.multiply(i, 7), 1),
         xp.multiply(i, rate),
     )
+
+
+def test_threads_read_pending_tensors_and_record_their_own_graphs(gx):
+    # A pending tensor read on any thread gets its value (the first reader computes its graph,
+    # the others wait for it), while each thread records and reads graphs of its own.
+    import threading
+
+    a, b = data()
+    shared = program(gx, gx.asarray(a), gx.asarray(b))
+    want = [np.asarray(t) for t in program(bj.namespace(), bj.namespace().asarray(a), b)]
+    errors = []
+    barrier = threading.Barrier(4)
+
+    def work(i):
+        try:
+            barrier.wait()
+            for step in range(5):
+                x = gx.asarray(a * (i + step))
+                mine = gx.add(gx.multiply(x, 2.0), 1.0)
+                for g, w in zip(shared, want, strict=True):
+                    np.testing.assert_allclose(g.numpy(), w, rtol=1e-5)
+                np.testing.assert_allclose(mine.numpy(), a * (i + step) * 2 + 1, rtol=1e-5)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_a_change_of_matmul_precision_compiles_again_and_names_the_setting(gx):
+    m = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    x = gx.asarray(m)
+
+    def run():
+        return gx.matmul(gx.add(x, 0.5), gx.matrix_transpose(x)).numpy()
+
+    first = run()
+    compiled = bf.metrics.graphs()["compiled"]
+    with jax.default_matmul_precision("highest"):
+        np.testing.assert_allclose(run(), first, rtol=1e-2)
+    figures = bf.metrics.graphs()
+    assert figures["compiled"] == compiled + 1
+    assert "the backend's settings" in figures["recompiles"][-1]
+    assert "matmul_precision=highest" in figures["recompiles"][-1]
+    run()  # the first settings again: their program is cached
+    assert bf.metrics.graphs()["compiled"] == compiled + 1
+
+
+@pytest.mark.skipif(bj.X64, reason="JAX narrows only without x64")
+def test_graph_mode_warns_and_counts_narrowing_as_eager_mode_does(gx):
+    import warnings
+
+    def narrowing(xp):
+        bf.metrics.reset()
+        i = xp.asarray(np.arange(3, dtype=np.int32))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = [xp.divide(i, xp.add(i, 1)), xp.multiply(i, 0.5), xp.sum(i)]
+            values = [t.numpy() for t in out]
+        warned = sorted(
+            str(w.message).split("'")[1] for w in caught if w.category is bf.NarrowingWarning
+        )
+        counted = {
+            op: bf.metrics.op_stats(op)["narrowed"]
+            for op in ("array_api::divide", "array_api::multiply.Tensor_Scalar", "array_api::sum")
+        }
+        return warned, counted, values
+
+    eager = narrowing(bj.namespace())
+    graph = narrowing(gx)
+    assert eager[0] == ["array_api::divide", "array_api::multiply.Tensor_Scalar"]
+    assert graph[0] == eager[0]
+    assert graph[1] == eager[1]
+    for g, e in zip(graph[2], eager[2], strict=True):
+        assert g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=1e-6)

@@ -59,6 +59,16 @@ class JaxCompiler:
         (``"add"``, ``"add.Tensor_Scalar"``): a program runs them on the device."""
         self.native = {"array_api::" + n for n in names}
 
+    def settings(self) -> str:
+        """JAX's settings that change what a compile makes, read at each sync (boxfall keys its
+        cache of compiled graphs by them, so a change compiles anew and the recompile's reason
+        names it): x64, and the default matmul precision, which
+        ``jax.default_matmul_precision(...)`` sets for a block of the thread as well."""
+        return (
+            f"x64={jax.config.jax_enable_x64} "
+            f"matmul_precision={jax.config.jax_default_matmul_precision}"
+        )
+
     def _narrowed(self, dtype: str) -> np.dtype[Any]:
         d = np.dtype(dtype)
         if self.x64 or d.name not in _hooks.WIDE:

@@ -47,7 +47,10 @@ use crate::python::errors::IntoPy;
 /// `compile(graph)` (optional) makes the backend a graph backend (graph mode, DESIGN section
 /// 13): operators on its tensors are recorded and return pending tensors, and at a sync the
 /// pending graph (a `bf.Graph`) is given to `compile`, which returns a function of the input
-/// payloads (a list) giving the output payloads (cached by the graph's structure).
+/// payloads (a list) giving the output payloads (cached by the graph's structure). Where
+/// `compile` has a `settings()` method, its string (the backend's settings that change what a
+/// compile makes: JAX's x64 and matmul precision) is read once a sync and is part of the
+/// cache's key, so a change of them compiles anew, with a reason that names them.
 #[pyfunction]
 #[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None, narrow=false, compile=None))]
 #[allow(clippy::too_many_arguments)]
@@ -129,7 +132,15 @@ pub fn register_backend(
         lock,
     });
     if let Some(compile) = compile {
-        let compiler = crate::python::graph::PyCompiler { compile, narrowed };
+        let settings = compile
+            .bind(py)
+            .getattr_opt(pyo3::intern!(py, "settings"))?
+            .map(Bound::unbind);
+        let compiler = crate::python::graph::PyCompiler {
+            compile,
+            narrowed,
+            settings,
+        };
         crate::graph::register_graph_backend(key, Arc::new(compiler)).py(py)?;
     }
     PYTHON_KEYS.fetch_or(1 << key.index(), Ordering::Relaxed);

@@ -1,0 +1,83 @@
+//! What the bindings install for graph mode: how a thread waits for another's sync (the
+//! Python bindings release the GIL meanwhile, which the computing thread may need), and how a
+//! narrowed result is warned about (a `bf.NarrowingWarning`).
+
+use std::sync::OnceLock;
+
+use crate::error::Result;
+use crate::kernel::{OperatorHandle, Tag};
+use crate::key::DispatchKey;
+
+/// Runs a wait for another thread (see [`set_wait_hook`]).
+pub type WaitHook = fn(&mut (dyn FnMut() + Send));
+
+/// Warns that a result was narrowed (see [`set_narrowing_warner`]); an error (a warning the
+/// user's filters made one) fails the call that narrowed.
+pub type NarrowingWarner = fn(&str) -> Result<()>;
+
+static WAIT: OnceLock<WaitHook> = OnceLock::new();
+static WARNER: OnceLock<NarrowingWarner> = OnceLock::new();
+
+/// Installs the function a thread that waits for another thread's sync of a graph runs its
+/// wait through: the Python bindings install one that releases the GIL, as the computing
+/// thread may need it (a compiler in Python). The first installed stays; returns whether this
+/// one was.
+///
+/// ```
+/// fn inline(wait: &mut (dyn FnMut() + Send)) { wait() }
+/// let _ = boxfall::graph::set_wait_hook(inline);
+/// ```
+pub fn set_wait_hook(hook: WaitHook) -> bool {
+    WAIT.set(hook).is_ok()
+}
+
+/// Installs the function that warns of a result narrowed in graph mode (a 64-bit dtype the
+/// device lacks, recorded as the 32-bit one of its kind), once per operator and backend as
+/// eager mode warns; the Python bindings install one that issues `bf.NarrowingWarning`. The
+/// first installed stays; returns whether this one was.
+///
+/// ```
+/// fn quiet(_: &str) -> boxfall::Result<()> { Ok(()) }
+/// let _ = boxfall::graph::set_narrowing_warner(quiet);
+/// ```
+pub fn set_narrowing_warner(warner: NarrowingWarner) -> bool {
+    WARNER.set(warner).is_ok()
+}
+
+/// Runs `wait` through the installed hook, else in place.
+pub(crate) fn blocking(wait: &mut (dyn FnMut() + Send)) {
+    match WAIT.get() {
+        Some(hook) => hook(wait),
+        None => wait(),
+    }
+}
+
+/// Counts a result of `op` recorded on graph backend `backend` as `to`, where its dtype is
+/// `from`, which the device lacks, and warns the first time per operator and backend: eager
+/// mode's count and warning (`op_stats(op)["narrowed"]`). An operator whose results have the
+/// library's dtypes (tagged `default_dtypes`: indices, counts) is fitted silently, as in eager
+/// mode. Called only where a result narrows: nothing is added to a call where none does.
+pub(crate) fn narrowed(
+    op: &OperatorHandle,
+    backend: DispatchKey,
+    from: &str,
+    to: &str,
+) -> Result<()> {
+    if op.has_tag(Tag::DefaultDtypes) || !op.metrics().record_narrowed(backend) {
+        return Ok(());
+    }
+    let message = format!(
+        "'{}' on backend '{backend}' made a result of dtype {from}, which the device does not \
+         hold: it is {to} (register_backend(narrow=True), JAX's rule without 64-bit types; \
+         recorded in graph mode); warned once per operator and backend, counted in \
+         bf.metrics.op_stats(op)['narrowed']",
+        op.name()
+    );
+    match WARNER.get() {
+        Some(warn) => warn(&message),
+        None => {
+            log::warn!("{message}");
+            Ok(())
+        }
+    }
+}
