@@ -261,9 +261,3 @@ pub(crate) fn prune_orphans() {
     // Dropped without the lock: a payload's drop may run Python, which may sync.
     drop(dropped);
 }
-
-/// How many ended threads' recordings are kept.
-#[cfg(test)]
-pub(crate) fn orphans() -> usize {
-    ORPHAN_COUNT.load(Ordering::Relaxed)
-}
