@@ -283,17 +283,11 @@ pub fn python_site() -> Option<String> {
     })
 }
 
-/// Waits for another thread's sync of a graph with the GIL released, where this thread holds
-/// it: the computing thread may need it (a compiler or program in Python). A thread that does
-/// not hold it waits as it is, taking nothing.
+/// Waits for another thread's sync of a graph with the GIL released: the computing thread may
+/// need it (a compiler or program in Python). The wait holds no lock of boxfall's, so a thread
+/// that did not hold the GIL may take it first, as Native's blocking hook does.
 pub fn wait_without_gil(wait: &mut (dyn FnMut() + Send)) {
-    // SAFETY: `PyGILState_Check` only reads the calling thread's state; the interpreter is
-    // initialized, as this module was imported.
-    if unsafe { pyo3::ffi::PyGILState_Check() } == 1 {
-        Python::attach(|py| py.detach(wait));
-    } else {
-        wait();
-    }
+    Python::attach(|py| py.detach(wait));
 }
 
 /// Warns of a result narrowed in graph mode with a `bf.NarrowingWarning`, as eager mode does.

@@ -64,9 +64,12 @@ class JaxCompiler:
         cache of compiled graphs by them, so a change compiles anew and the recompile's reason
         names it): x64, and the default matmul precision, which
         ``jax.default_matmul_precision(...)`` sets for a block of the thread as well."""
+        # Read as attributes, which see a context manager's value (``config.read`` refuses
+        # these flags); JAX's stubs do not declare them.
+        config: Any = jax.config
         return (
-            f"x64={jax.config.jax_enable_x64} "
-            f"matmul_precision={jax.config.jax_default_matmul_precision}"
+            f"x64={config.jax_enable_x64} "
+            f"matmul_precision={config.jax_default_matmul_precision}"
         )
 
     def _narrowed(self, dtype: str) -> np.dtype[Any]:
