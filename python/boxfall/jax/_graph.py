@@ -67,10 +67,7 @@ class JaxCompiler:
         # Read as attributes, which see a context manager's value (``config.read`` refuses
         # these flags); JAX's stubs do not declare them.
         config: Any = jax.config
-        return (
-            f"x64={config.jax_enable_x64} "
-            f"matmul_precision={config.jax_default_matmul_precision}"
-        )
+        return f"x64={config.jax_enable_x64} matmul_precision={config.jax_default_matmul_precision}"
 
     def _narrowed(self, dtype: str) -> np.dtype[Any]:
         d = np.dtype(dtype)
