@@ -11,7 +11,7 @@ use crate::ivalue::{IValue, Stack};
 use crate::kernel::{KernelFunction, StackEntry};
 use crate::key::{DispatchKey, DispatchKeySet};
 use crate::schema::SchemaInfo;
-use crate::tensor::{Device, Tensor};
+use crate::tensor::{hold_writes, Device, Tensor, WritesHeld};
 
 use super::mode::{FallbackMode, ViewPolicy};
 use super::moves::{Moves, WriteBack, Written};
@@ -130,6 +130,21 @@ fn view_verdict(views: ViewPolicy, op: &OperatorHandle, key: DispatchKey) -> Res
     }
 }
 
+/// The write locks of the device tensors the call writes (their bases'), held for the call:
+/// a Native tensor is redone instead when another thread wrote it meanwhile (`run_with_writes`).
+fn hold_written(info: &SchemaInfo, key: DispatchKey, stack: &Stack) -> Option<WritesHeld> {
+    if key == DispatchKey::NATIVE || key == DispatchKey::CPU {
+        return None;
+    }
+    let written = info
+        .args
+        .iter()
+        .zip(stack.iter())
+        .filter(|(a, _)| a.is_write)
+        .flat_map(|(_, v)| v.tensors().filter(|t| t.key() == key).cloned());
+    Some(hold_writes(written))
+}
+
 #[cold]
 fn not_a_backend(op: &OperatorHandle, key: DispatchKey) -> Error {
     let e = Error::Fallback(format!(
@@ -164,6 +179,9 @@ impl FallbackCall<'_> {
         }
         if info.is_mutable {
             let hooks = self.moves.hooks;
+            // The call reads what it writes and writes it back whole (a view: into its base):
+            // another thread's write of the same base between the two would be lost.
+            let _held = hold_written(info, self.moves.key, stack);
             return hooks.exclusive(&mut || self.run_with_writes(stack));
         }
         // A functional operator: nothing to keep aside or write back.

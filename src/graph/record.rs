@@ -13,7 +13,7 @@ use crate::kernel::KernelFunction;
 use crate::key::LocalKeysGuard;
 use crate::key::{carry_key, register_functionality_key, DispatchKey, DispatchKeySet};
 use crate::schema::ArgKind;
-use crate::tensor::{Device, Tensor, TensorData, TensorMeta};
+use crate::tensor::{hold_writes, Device, Tensor, TensorData, TensorMeta};
 
 use super::constants::described_stack;
 use super::hooks::narrowed;
@@ -107,6 +107,10 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
         Plan::Record(metas) => record_node(op, backend, stack, metas),
         Plan::Break if cuts_nothing(op, stack)? => pass_on(op, keys, stack),
         Plan::Write(w, metas) => {
+            // The write reads the target and rebinds it: another thread's write of it between
+            // the two would be lost, so its write lock is held across both, as the CPU
+            // fallback holds it.
+            let _held = hold_writes(std::iter::once(w.target.clone()));
             record_node(&w.op, backend, stack, metas)?;
             if let Some((astype, meta)) = inplace::cast_call(&w, stack) {
                 record_node(&astype, backend, stack, vec![meta])?;

@@ -283,13 +283,6 @@ pub fn python_site() -> Option<String> {
     })
 }
 
-/// Waits for another thread's sync of a graph with the GIL released: the computing thread may
-/// need it (a compiler or program in Python). The wait holds no lock of boxfall's, so a thread
-/// that did not hold the GIL may take it first, as Native's blocking hook does.
-pub fn wait_without_gil(wait: &mut (dyn FnMut() + Send)) {
-    Python::attach(|py| py.detach(wait));
-}
-
 /// Warns of a result narrowed in graph mode with a `bf.NarrowingWarning`, as eager mode does.
 pub fn warn_narrowed(message: &str) -> Result<()> {
     Python::attach(|py| crate::python::errors::warn_as(py, "NarrowingWarning", message))

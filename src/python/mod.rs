@@ -323,7 +323,9 @@ fn warn_in_python(_kind: WarningKind, message: &str) -> crate::Result<()> {
     })
 }
 
-/// Runs a large Native kernel with the GIL released, so other Python threads go on.
+/// Runs a large Native kernel, or a wait for another thread (graph mode's sync, a tensor's
+/// write lock), with the GIL released, so other Python threads go on. The work holds no lock
+/// of boxfall's when it starts, so a thread that did not hold the GIL may take it first.
 fn release_gil(work: &mut (dyn FnMut() + Send)) {
     Python::attach(|py| py.detach(work));
 }
@@ -415,7 +417,10 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
     m.add_function(wrap_pyfunction!(graph::sync, m)?)?;
     crate::graph::set_site_finder(graph::python_site);
-    crate::graph::set_wait_hook(graph::wait_without_gil);
+    // A thread waiting for another's sync of a graph, or for its write of a tensor, lets go
+    // of the GIL, which the other thread may need to finish.
+    crate::graph::set_wait_hook(release_gil);
+    crate::tensor::set_write_wait_hook(release_gil);
     crate::graph::set_narrowing_warner(graph::warn_narrowed);
     m.add_function(wrap_pyfunction!(graph::graph_key_bits, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_dump, m)?)?;

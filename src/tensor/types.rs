@@ -107,6 +107,9 @@ pub(super) struct TensorInner {
     /// Set once a view of this tensor was made (`Tensor::view_of`), never cleared: graph mode
     /// records a write of a tensor functionally only where no view can see the write.
     pub(super) viewed: AtomicBool,
+    /// The lock the CPU fallback holds while it writes this tensor or a view of it, made on
+    /// first use (`write_lock.rs`).
+    pub(super) writes: OnceLock<Box<super::write_lock::WriteLock>>,
 }
 
 /// `TensorInner::exported`: the memory is exported, and written in place from then on.

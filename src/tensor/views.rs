@@ -70,6 +70,7 @@ impl Tensor {
             exported: AtomicU8::new(0),
             kept: Mutex::new(None),
             viewed: AtomicBool::new(false),
+            writes: OnceLock::new(),
         })))
     }
 

@@ -112,9 +112,9 @@ GRAPH_SKLEARN: dict[str, list[str]] = {
         "-k",
         "r2_score or mean_squared_error or accuracy_score or d2_ or mean_absolute",
     ],
-    # Not test_pairwise_parallel_array_api: two threads write slices of one array (joblib's
-    # threading backend) and lose one's writes now and then, eagerly too (KNOWN_DIFFERENCES).
-    "metrics/tests/test_pairwise.py": ["-k", "not test_pairwise_parallel_array_api"],
+    # test_pairwise_parallel_array_api among them: two joblib threads write slices of one
+    # array (a view), each holding the base's write lock (tensor/write_lock.rs).
+    "metrics/tests/test_pairwise.py": [],
 }
 GRAPH_NAMESPACES = ("boxfall_jax", "boxfall_jax_graph")
 """``--graph``: SciPy's modules and scikit-learn's files (with pytest arguments that narrow
