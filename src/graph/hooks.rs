@@ -9,10 +9,26 @@ use crate::kernel::{OperatorHandle, Tag};
 use crate::key::DispatchKey;
 
 /// Runs a wait for another thread (see [`set_wait_hook`]).
+///
+/// ```
+/// fn inline(wait: &mut (dyn FnMut() + Send)) { wait() }
+/// let hook: boxfall::graph::WaitHook = inline;
+/// let mut waited = false;
+/// hook(&mut || waited = true);
+/// assert!(waited);
+/// ```
 pub type WaitHook = fn(&mut (dyn FnMut() + Send));
 
 /// Warns that a result was narrowed (see [`set_narrowing_warner`]); an error (a warning the
 /// user's filters made one) fails the call that narrowed.
+///
+/// ```
+/// fn strict(message: &str) -> boxfall::Result<()> {
+///     Err(boxfall::Error::Fallback(message.to_string()))
+/// }
+/// let warner: boxfall::graph::NarrowingWarner = strict;
+/// assert!(warner("float64 narrowed").is_err());
+/// ```
 pub type NarrowingWarner = fn(&str) -> Result<()>;
 
 static WAIT: OnceLock<WaitHook> = OnceLock::new();

@@ -484,6 +484,21 @@ pub trait GraphCompiler: Send + Sync + 'static {
     /// default matmul precision: `"x64=False matmul_precision=highest"`), read once a sync:
     /// they are part of the graph's key ([`Graph::settings`]), so a change of them compiles
     /// anew, and the recompile's reason names them. Empty (the default) for none.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use boxfall::graph::{CompiledGraph, Graph, GraphCompiler};
+    /// struct Precise;
+    /// impl GraphCompiler for Precise {
+    ///     fn compile(&self, _: &Arc<Graph>) -> boxfall::Result<Arc<dyn CompiledGraph>> {
+    ///         Err(boxfall::Error::Fallback("not here".into()))
+    ///     }
+    ///     fn settings(&self) -> boxfall::Result<String> {
+    ///         Ok("precision=highest".into())
+    ///     }
+    /// }
+    /// assert_eq!(Precise.settings().unwrap(), "precision=highest");
+    /// ```
     fn settings(&self) -> Result<String> {
         Ok(String::new())
     }

@@ -26,6 +26,14 @@ pub(crate) struct WriteLock {
 }
 
 /// Runs a wait for another thread's write of a tensor (see [`set_write_wait_hook`]).
+///
+/// ```
+/// fn inline(wait: &mut (dyn FnMut() + Send)) { wait() }
+/// let hook: boxfall::tensor::WriteWaitHook = inline;
+/// let mut waited = false;
+/// hook(&mut || waited = true);
+/// assert!(waited);
+/// ```
 pub type WriteWaitHook = fn(&mut (dyn FnMut() + Send));
 
 static WAIT: OnceLock<WriteWaitHook> = OnceLock::new();
