@@ -14,9 +14,9 @@
 //! One file a concern: `types.rs` the types that refer to each other, whose methods are in
 //! `handle.rs` (making, reading and writing a tensor), `views.rs` (views of a device tensor),
 //! `host_data.rs` (host data lent or copied), `residency.rs` (host copies beside a payload) and
-//! `write_lock.rs` (the lock that makes the CPU fallback's write of a tensor, or through a
-//! view of it, atomic between threads); `dtype.rs`, `host.rs` and `device.rs` name none of
-//! them.
+//! `writes.rs` (the write locks of the tensors a call writes, held together); `dtype.rs`,
+//! `host.rs`, `device.rs` and `write_lock.rs` (the lock that makes the CPU fallback's write of
+//! a tensor, or through a view of it, atomic between threads) name none of them.
 
 mod device;
 mod dtype;
@@ -28,6 +28,7 @@ mod residency;
 mod types;
 mod views;
 mod write_lock;
+mod writes;
 
 pub use device::{Device, Residency};
 pub use dtype::{DType, Kind};
@@ -35,5 +36,5 @@ pub(crate) use host::{host_map, host_match};
 pub use host::{HostArray, TensorMeta};
 pub use residency::HostOnly;
 pub use types::{DeviceView, HostView, Origin, Payload, Tensor, TensorData, ViewOps, ViewWrite};
-pub(crate) use write_lock::{hold_writes, WritesHeld};
 pub use write_lock::{set_write_wait_hook, WriteWaitHook};
+pub(crate) use writes::{hold_writes, WritesHeld};

@@ -5,18 +5,15 @@
 //! `dist_matrix[slice_, ...] = ...` from joblib's threads) would each write back the part the
 //! other wrote as it was before. The lock is the base's own (made on first use, kept with the
 //! tensor): the fallback holds the locks of the bases it writes for the whole call
-//! ([`hold_writes`]), so the second call reads what the first wrote.
+//! (`hold_writes`), so the second call reads what the first wrote.
 //!
 //! The lock is re-entrant (a kernel may write the same tensor again through boxfall), taken in
-//! one order (by address) where a call writes several, and waited for through a hook
-//! ([`set_write_wait_hook`]) that the Python bindings install to release the GIL: the holder
-//! may need it to run its kernel.
+//! one order (by address) where a call writes several (`writes.rs`, which names the tensors),
+//! and waited for through a hook ([`set_write_wait_hook`]) that the Python bindings install to
+//! release the GIL: the holder may need it to run its kernel.
 
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::ThreadId;
-
-use super::types::TensorInner;
-use super::Tensor;
 
 /// The owner of a tensor's write lock and how many times it took it.
 #[derive(Default)]
@@ -55,7 +52,8 @@ impl WriteLock {
         self.owner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn acquire(&self, me: ThreadId) {
+    /// Takes the lock for thread `me`, again if it holds it, else waiting for its holder.
+    pub(super) fn acquire(&self, me: ThreadId) {
         {
             let mut s = self.state();
             match s.0 {
@@ -83,7 +81,8 @@ impl WriteLock {
         }
     }
 
-    fn release(&self) {
+    /// Gives one taking of the lock back; the last lets a waiting thread take it.
+    pub(super) fn release(&self) {
         let mut s = self.state();
         s.1 = s.1.saturating_sub(1);
         if s.1 == 0 {
@@ -91,70 +90,5 @@ impl WriteLock {
             drop(s);
             self.free.notify_one();
         }
-    }
-}
-
-/// The write locks of some tensors, held until dropped.
-pub(crate) struct WritesHeld(Vec<Tensor>);
-
-impl Drop for WritesHeld {
-    fn drop(&mut self) {
-        for t in self.0.iter().rev() {
-            if let Some(lock) = t.0.writes.get() {
-                lock.release();
-            }
-        }
-    }
-}
-
-/// Takes the write locks of `tensors`' bases (a view's base, else the tensor itself), each
-/// once, in the order of their addresses, waiting for other threads that hold them.
-pub(crate) fn hold_writes(tensors: impl Iterator<Item = Tensor>) -> WritesHeld {
-    let mut bases: Vec<Tensor> = tensors
-        .map(|t| t.view_base().cloned().unwrap_or(t))
-        .collect();
-    bases.sort_by_key(address);
-    bases.dedup_by(|a, b| a.same(b));
-    if bases.is_empty() {
-        return WritesHeld(bases);
-    }
-    let me = std::thread::current().id();
-    for t in &bases {
-        t.0.writes.get_or_init(Box::default).acquire(me);
-    }
-    WritesHeld(bases)
-}
-
-/// Where `t`'s tensor lives: the order locks are taken in.
-fn address(t: &Tensor) -> usize {
-    std::ptr::from_ref::<TensorInner>(&t.0) as usize
-}
-
-#[cfg(test)]
-mod tests {
-    use super::hold_writes;
-    use crate::tensor::Tensor;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    #[test]
-    fn a_held_write_lock_is_reentrant_and_excludes_other_threads() {
-        let t = Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
-        let held = hold_writes([t.clone(), t.clone()].into_iter());
-        let again = hold_writes(std::iter::once(t.clone())); // this thread holds it already
-        let entered = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let other = s.spawn(|| {
-                let _lock = hold_writes(std::iter::once(t.clone()));
-                entered.store(true, Ordering::SeqCst);
-            });
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            assert!(!entered.load(Ordering::SeqCst), "the other thread waits");
-            drop(again);
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            assert!(!entered.load(Ordering::SeqCst), "held once more");
-            drop(held);
-            other.join().expect("the other thread");
-        });
-        assert!(entered.load(Ordering::SeqCst));
     }
 }
