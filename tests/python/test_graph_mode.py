@@ -333,9 +333,9 @@ def test_a_write_to_a_views_base_after_recording_is_not_seen_by_the_graph() -> N
     np.testing.assert_array_equal(v.numpy(), [100.0, 2.0])  # the view is still one
 
 
-def test_a_view_function_of_a_pending_tensor_records_its_operator() -> None:
-    # A view would read the pending values now; the operator is recorded instead (a copy,
-    # which the array API standard allows), so the graph goes on.
+def test_a_view_function_of_a_pending_tensor_makes_a_view_without_computing_it() -> None:
+    # A view of a pending tensor is a view, as in eager mode; its values are made from its
+    # base's once the base is computed, and nothing breaks the graph.
     x, y = tensors(6)
     z = xp.reshape(xp.add(x, y), (2, 3))
     t = xp.expand_dims(xp.matrix_transpose(z), axis=0)
