@@ -1,7 +1,9 @@
 //! The recorder: the `Graph` key's boxed fallback. A call that reaches it (a tensor of a graph
 //! backend among its arguments, which carries the key) records a node and returns pending
 //! tensors, or, where it cannot be recorded, is a counted graph break: its pending inputs are
-//! computed and the call passes on below the `Graph` key, as in eager mode.
+//! computed and the call passes on below the `Graph` key, as in eager mode. A view among the
+//! arguments is read from its base by a node of its own, and a write through it is recorded
+//! into its base (`views.rs`).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -265,9 +267,9 @@ const MAX_NODES: usize = 4096;
 fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan> {
     let schema = op.schema()?;
     let info = &schema.info;
-    // A view of tensors that are all computed cuts no graph (it is made now, a real view, as
-    // in eager mode): no break is counted for it. An in-place call is recorded as its
-    // functional counterpart where no view can see the write (`inplace.rs`).
+    // A view operator of tensors that are all computed cuts no graph (it is made now, a real
+    // view, as in eager mode): no break is counted for it. An in-place call is recorded as
+    // its functional counterpart (`inplace.rs`).
     if info.has_view_returns
         && !info.is_mutable
         && !stack.iter().any(|v| v.tensors().any(is_pending))
@@ -294,9 +296,8 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     }
     for &i in &info.tensor_args {
         match stack.get(i) {
-            // A view is an input like any computed tensor: views are made only of computed
-            // tensors (a view of a pending one breaks the graph), and its device data is the
-            // view's values.
+            // A view here is one whose reads are not recorded (`record_with_views` declined):
+            // an input like any computed tensor, its device data the view's values.
             Some(IValue::Tensor(t)) if t.key() == backend => {}
             Some(IValue::None) => {}
             // No tensor in the list (`getitem`'s arrays of a basic index).
