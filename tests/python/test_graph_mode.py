@@ -259,7 +259,9 @@ def test_a_write_of_an_input_after_recording_is_not_seen_by_the_graph() -> None:
 
 SHAPES = [(1,), (3,), (2, 3)]
 STEP = st.tuples(
-    st.sampled_from(["add", "subtract", "multiply", "sum", "iadd", "read", "drop"]),
+    st.sampled_from(
+        ["add", "subtract", "multiply", "sum", "iadd", "view", "transpose", "read", "drop"]
+    ),
     st.integers(0, 1_000),
     st.integers(0, 1_000),
 )
@@ -276,7 +278,12 @@ def run_steps(start: list[np.ndarray], steps: list[tuple[str, int, int]]) -> lis
         elif name == "sum":
             live.append(xp.sum(a))  # a reduction (recorded: it has a shape rule)
         elif name == "iadd" and np.broadcast_shapes(a.shape, b.shape) == a.shape:
-            a += b  # recorded as `add` where no view sees `a`, else a graph break
+            a += b  # recorded as `add`; through its base where `a` is a view
+        elif name == "view" and a.ndim >= 1:
+            live.append(a[..., ::-1])  # a view: later writes of it or its base reach both
+        elif name == "transpose" and a.ndim >= 2:
+            # a view of a view (of its shape, so that every step still broadcasts)
+            live.append(xp.matrix_transpose(xp.matrix_transpose(a)))
         elif name == "read":
             a.numpy()
         elif name == "drop" and len(live) > 1:
