@@ -31,4 +31,6 @@ pub use dtype::{DType, Kind};
 pub(crate) use host::{host_map, host_match};
 pub use host::{HostArray, TensorMeta};
 pub use residency::HostOnly;
-pub use types::{DeviceView, HostView, Origin, Payload, Tensor, TensorData, ViewOps, ViewWrite};
+pub use types::{
+    DeviceView, HostView, Origin, Payload, Tensor, TensorData, ViewLayout, ViewOps, ViewWrite,
+};

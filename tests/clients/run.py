@@ -101,8 +101,8 @@ GRAPH_SCIPY: dict[str, list[str]] = {
     "cluster": ["-k", "test_vq"],
     # Special functions on each dtype: element-wise kernels and host callbacks in programs.
     "special": ["-k", "test_support_alternative_backends"],
-    # The tests of GRAPH_KNOWN (boxfall_clients.py): held to their strict xfail, so that a fix
-    # is seen; one file, as collecting all of ndimage's tests takes a minute.
+    # Writes through views (`output=out[i, ...]`) of a pending `out`, from threads; one file,
+    # as collecting all of ndimage's tests takes a minute.
     "ndimage.tests.test_filters": ["-k", "TestThreading"],
 }
 GRAPH_SKLEARN: dict[str, list[str]] = {

@@ -21,6 +21,13 @@ one element of memory, which the steps never read (basic indexing, reshaping and
 only compute strides), so a step NumPy cannot take without a copy (``reshape`` of a transposed
 view) is found before anything is made, and the operator then runs instead.
 
+In graph mode (a pending base, or any base on a graph backend) a view is made the same way,
+without computing anything, and a recorded call that reads it reads
+``array_api::_strided_view(base, shape, strides, offset)`` of the base's data as it is then (a
+node of the graph, not the backend's ``view`` hook); a write through it records the write, then
+``array_api::_strided_view_write``, whose result becomes the base's data, so the base and its
+other views see it, as in eager mode.
+
 A backend's own kernels (``lib.impl(..., "Accel")``) see a view as a tensor of its values. A
 backend registered with a ``view=`` hook makes it on the device from the base's payload
 (``view(payload, shape, strides, offset)``, sharing the base's device memory: nothing crosses,
@@ -35,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .._boxfall import Tensor, _make_view, _view_info, is_pending
+from .._boxfall import Tensor, _make_view, _view_info
 
 _STEPS: dict[str, Any] = {
     "getitem": lambda a, key: a[key],
@@ -148,14 +155,11 @@ def is_view(x: Any) -> bool:
 
 def view(x: Any, name: str, arg: Any) -> Any:
     """The view of ``x`` (a ``bf.Tensor``) through the step ``name(arg)``; None where ``x`` is
-    no ``bf.Tensor`` or a pending one (graph mode), or the step makes no view (NumPy would
-    give a scalar or a copy) or fails (the operator then runs, and raises its own error)."""
+    no ``bf.Tensor``, or the step makes no view (NumPy would give a scalar or a copy) or fails
+    (the operator then runs, and raises its own error). A pending ``x`` (graph mode) gets a
+    view too, made without computing it: graph mode records each read of the view, and each
+    write through it, as a node on its base's data (``_strided_view``, ``_strided_view_write``)."""
     if not isinstance(x, Tensor):
-        return None
-    if is_pending(x):
-        # Graph mode: a view would read the pending values now (a sync). The operator is
-        # recorded instead, a copy, as JAX gives and as the array API standard allows (whether
-        # a function returns a view or a copy is the library's choice).
         return None
     info = _view_info(x)
     if info is None:
