@@ -148,6 +148,30 @@ def is_basic(key: Any) -> bool:
     return True
 
 
+_MADE: dict[tuple[int, str, type, Any], tuple[np.ndarray, Any]] = {}
+"""Steps already taken, by their layout (a stand-in or a view's own) and step: the same views
+of arrays of the same shape recur (a loop's ``expand_dims`` of its sums), and NumPy's step is
+most of a view's cost (``np.expand_dims`` is microseconds of Python). The entry holds its
+layout, so no other array can take the layout's ``id`` while the entry lives."""
+
+
+def _step(layout: np.ndarray, name: str, arg: Any) -> Any:
+    """``_STEPS[name](layout, arg)``, kept for a hashable ``arg`` (a key holding a slice is no
+    key before Python 3.12: taken afresh)."""
+    key = (id(layout), name, type(arg), arg)
+    try:
+        kept = _MADE.get(key)
+    except TypeError:
+        return _STEPS[name](layout, arg)
+    if kept is not None and kept[0] is layout:
+        return kept[1]
+    out = _STEPS[name](layout, arg)
+    if len(_MADE) >= 4096:  # ever new layouts (views of views of ...) start it again
+        _MADE.clear()
+    _MADE[key] = (layout, out)
+    return out
+
+
 def is_view(x: Any) -> bool:
     """Whether ``x`` is a view made here."""
     return _view_info(x) is not None
@@ -171,7 +195,7 @@ def view(x: Any, name: str, arg: Any) -> Any:
     else:
         base, chain, layout, origin, writable = info
     try:
-        out = _STEPS[name](layout, arg)
+        out = _step(layout, name, arg)
     except Exception:
         return None
     if not isinstance(out, np.ndarray):
