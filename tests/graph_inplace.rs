@@ -1,6 +1,7 @@
 //! Graph mode's in-place calls without Python: `array_api::add_` (and `multiply_`) of a tensor
 //! no view sees is recorded as `add` (`multiply`), whose pending result becomes the tensor's
-//! data; a tensor a view was made of is written eagerly (a counted graph break). The backend
+//! data, a tensor a view was made of too (its views make their values from the write), and a
+//! view whose layout is known is read and written as nodes on its base. The backend
 //! is host memory, made a graph backend with a compiler that replays each graph.
 
 use std::any::Any;
@@ -12,7 +13,7 @@ use boxfall::graph::{
     self, pending_graphs, register_graph_backend, CompiledGraph, Graph, GraphCompiler,
 };
 use boxfall::native::NativeBackend;
-use boxfall::tensor::{HostArray, TensorData, ViewOps};
+use boxfall::tensor::{HostArray, TensorData, ViewLayout, ViewOps};
 use boxfall::{
     cpu_fallback, Device, DispatchKey, Error, IValue, KernelFunction, Library, LibraryKind,
     OperatorHandle, Result, Tensor,
@@ -258,7 +259,7 @@ impl ViewOps for Whole {
 }
 
 #[test]
-fn a_write_of_a_tensor_a_view_was_made_of_is_an_eager_graph_break() {
+fn a_write_of_a_tensor_a_view_was_made_of_is_recorded_and_seen_by_the_view() {
     let s = setup("InPlaceViewed");
     let [.., multiply, multiply_] = ops();
     let x = s.tensor(&[1.0, 2.0]);
@@ -266,14 +267,131 @@ fn a_write_of_a_tensor_a_view_was_made_of_is_an_eager_graph_break() {
     let v = Tensor::view_of(&x, Arc::new(Whole), 16).expect("view");
     let z = call(multiply, &x, &x); // pending, reading x's old values
     call(multiply_, &x, &three);
-    assert!(!graph::is_pending(&x)); // written eagerly
+    assert!(graph::is_pending(&x)); // recorded: the view makes its values from x's next
+    assert!(graph::is_pending(&v)); // as its base is
+    assert_eq!(values(&v), vec![3.0, 6.0]); // the view sees the write
+    assert_eq!(values(&z), vec![1.0, 4.0]);
+    assert!(!graph::graph_metrics()
+        .breaks
+        .contains_key("array_api::multiply_"));
+    // A write through a view whose layout graph mode does not know is an eager break, and
+    // reaches its base.
+    call(multiply_, &v, &three);
+    assert_eq!(values(&x), vec![9.0, 18.0]);
     assert_eq!(
         graph::graph_metrics().breaks.get("array_api::multiply_"),
         Some(&1)
     );
-    assert_eq!(values(&v), vec![3.0, 6.0]); // the view sees the write
-    assert_eq!(values(&z), vec![1.0, 4.0]);
-    // A write through the view is a break too, and reaches its base.
-    call(multiply_, &v, &three);
-    assert_eq!(values(&x), vec![9.0, 18.0]);
+}
+
+/// `x[start:start + len]` of a float64 vector, whose layout graph mode reads.
+struct Slice {
+    start: usize,
+    len: usize,
+}
+
+impl ViewOps for Slice {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn materialize(&self, base: &Tensor, _: Device) -> Result<TensorData> {
+        let all = read(&IValue::Tensor(base.clone()))?;
+        Ok(host(all[self.start..self.start + self.len].to_vec()))
+    }
+    fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
+        let mut all = read(&IValue::Tensor(base.clone()))?;
+        let part = read(&IValue::Tensor(src.clone()))?;
+        all[self.start..self.start + self.len].copy_from_slice(&part);
+        base.set_data(host(all));
+        Ok(())
+    }
+    fn layout(&self) -> Option<ViewLayout> {
+        Some(ViewLayout {
+            shape: vec![self.len],
+            strides: vec![1],
+            offset: self.start as i64,
+            writable: true,
+        })
+    }
+}
+
+/// The element indices of a one-dimensional strided view on the stack (`shape, strides,
+/// offset` from `at`).
+fn places(stack: &[IValue], at: usize) -> Result<Vec<usize>> {
+    let (IValue::IntList(shape), IValue::IntList(strides), IValue::Int(offset)) =
+        (&stack[at], &stack[at + 1], &stack[at + 2])
+    else {
+        return Err(Error::Fallback("not a layout".into()));
+    };
+    Ok((0..shape[0])
+        .map(|i| (offset + i * strides[0]) as usize)
+        .collect())
+}
+
+/// `array_api::_strided_view` and `_strided_view_write` of float64 vectors, defined once.
+fn view_ops() {
+    static DEFINED: OnceLock<()> = OnceLock::new();
+    DEFINED.get_or_init(|| {
+        let mut lib = Library::new("array_api", LibraryKind::Fragment).expect("fragment");
+        lib.define("_strided_view(Tensor x, int[] shape, int[] strides, int offset) -> Tensor")
+            .expect("define");
+        lib.define(
+            "_strided_view_write(Tensor x, Tensor values, int[] shape, int[] strides, int offset) -> Tensor",
+        )
+        .expect("define");
+        let view = KernelFunction::from_boxed(|_, _, stack| {
+            let x = read(&stack[0])?;
+            let out = places(stack, 1)?.into_iter().map(|i| x[i]).collect();
+            stack.clear();
+            stack.push(IValue::Tensor(Tensor::new(Device::CPU, host(out))));
+            Ok(())
+        });
+        let write = KernelFunction::from_boxed(|_, _, stack| {
+            let (mut x, values) = (read(&stack[0])?, read(&stack[1])?);
+            for (i, v) in places(stack, 2)?.into_iter().zip(values) {
+                x[i] = v;
+            }
+            stack.clear();
+            stack.push(IValue::Tensor(Tensor::new(Device::CPU, host(x))));
+            Ok(())
+        });
+        lib.impl_kernel("_strided_view", DispatchKey::CPU, view, false)
+            .expect("kernel");
+        lib.impl_kernel("_strided_view_write", DispatchKey::CPU, write, false)
+            .expect("kernel");
+        std::mem::forget(lib);
+    });
+}
+
+#[test]
+fn a_write_through_a_view_of_a_pending_tensor_is_recorded_into_its_base() {
+    let s = setup("InPlaceThroughView");
+    let [add, add_, ..] = ops();
+    view_ops();
+    let x0 = s.tensor(&[1.0, 2.0, 3.0, 4.0]);
+    let x = call(add, &x0, &x0); // pending: [2, 4, 6, 8]
+    let v = Tensor::view_of(&x, Arc::new(Slice { start: 1, len: 2 }), 16).expect("view");
+    let before = call(add, &v, &v); // reads the view before the write
+    let returned = call(add_, &v, &s.tensor(&[10.0]));
+    assert!(returned.same(&v)); // the view itself, as eager mode returns it
+    assert!(graph::is_pending(&x));
+    let g = s.graph();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "array_api::add",
+            "array_api::_strided_view",
+            "array_api::add",
+            "array_api::_strided_view",
+            "array_api::add",
+            "array_api::_strided_view_write",
+        ]
+    );
+    assert_eq!(values(&x), vec![2.0, 14.0, 16.0, 8.0]);
+    assert_eq!(values(&v), vec![14.0, 16.0]);
+    assert_eq!(values(&before), vec![8.0, 12.0]);
+    assert!(!graph::graph_metrics()
+        .breaks
+        .contains_key("array_api::add_"));
 }

@@ -4,8 +4,10 @@
 //! data (a pending payload, the tensor's version moved on as by an eager write). The graph
 //! reads the tensor's old data as it read it before (an input, or an earlier node's result),
 //! so a failed sync, which leaves the graph as it was, loses neither the old values nor the
-//! write. A tensor a view may see (a view, a base whose view was made, exported memory) is not
-//! written so: eager mode writes it, a counted graph break.
+//! write. A base whose views were made is written so too: the write moves its version on, so
+//! its views read the new data next (`views.rs`). A view is written through its base
+//! (`views.rs`: the recorder writes the values it read, then them into the base); a tensor
+//! whose memory NumPy holds is not written so: eager mode writes it, a counted graph break.
 
 use crate::dispatcher::{Dispatcher, OperatorHandle};
 use crate::error::{Error, Result};
@@ -75,8 +77,9 @@ pub(super) fn functional(
     let Some(IValue::Tensor(target)) = stack.get(at) else {
         return Ok(None);
     };
-    // A write a view could see must reach it: eager mode does that.
-    if target.key() != backend || target.is_view() || target.was_viewed() || target.is_exported() {
+    // A write NumPy's arrays of exported memory see must reach that memory: eager mode does
+    // that. A view is written through its base (`record.rs`), not here.
+    if target.key() != backend || target.is_view() || target.is_exported() {
         return Ok(None);
     }
     let Some(name) = functional_name(op.name()) else {
@@ -148,6 +151,21 @@ pub(super) fn rebind(w: Write, backend: crate::key::DispatchKey, stack: &mut Sta
             w.op.name()
         )));
     };
+    take_result(backend, &w.target, result)?;
+    if w.returns_target {
+        stack.push(IValue::Tensor(w.target));
+    }
+    Ok(())
+}
+
+/// `target` (no view) takes the pending `result` of a recorded write as its data, and is the
+/// graph's handle of it (the one committed at the sync); the target's earlier pending results,
+/// which no tensor holds now, stop being outputs.
+pub(super) fn take_result(
+    backend: crate::key::DispatchKey,
+    target: &Tensor,
+    result: Tensor,
+) -> Result<()> {
     let rec = recording(backend);
     {
         let mut r = lock(&rec);
@@ -156,23 +174,20 @@ pub(super) fn rebind(w: Write, backend: crate::key::DispatchKey, stack: &mut Sta
         while r.computing.is_some() {
             drop(r);
             wait_settled(&rec, &|| {
-                format!("'{}' on backend '{backend}' was called", w.op.name())
+                format!("a write of a tensor of backend '{backend}' was recorded")
             })?;
             r = lock(&rec);
         }
         let pending = &mut r.state.pending;
-        pending.retain(|(t, _, _)| !t.same(&w.target));
+        pending.retain(|(t, _, _)| !t.same(target));
         if let Some(entry) = pending.iter_mut().find(|(t, _, _)| t.same(&result)) {
-            entry.0 = w.target.clone();
+            entry.0 = target.clone();
         }
         // Under the recording's lock: a sync (another thread reading a pending tensor of this
         // graph) commits the result either into the target or not at all.
-        w.target.set_data(result.data());
+        target.set_data(result.data());
     }
     drop(result);
-    if w.returns_target {
-        stack.push(IValue::Tensor(w.target));
-    }
     Ok(())
 }
 

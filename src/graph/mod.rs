@@ -14,7 +14,8 @@
 //! waits for another's sync, how narrowing is warned) and `keys.rs` (the `Graph` key) name
 //! none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
 //! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `inplace.rs`
-//! (in-place calls recorded functionally); `record.rs`
+//! (in-place calls recorded functionally); `views.rs` (views read and written as nodes on their
+//! base); `record.rs`
 //! (the recorder, and `register_graph_backend`, which installs it).
 
 mod constants;
@@ -29,6 +30,7 @@ pub mod rules;
 mod sites;
 mod state;
 mod sync;
+mod views;
 
 #[cfg(feature = "python")]
 pub(crate) use constants::described_stack;

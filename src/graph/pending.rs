@@ -64,15 +64,23 @@ pub(crate) fn as_pending(p: &Arc<dyn Payload>) -> &Pending {
 /// assert!(boxfall::graph::pending_meta(&t).is_none());
 /// ```
 pub fn pending_meta(t: &Tensor) -> Option<TensorMeta> {
+    // A view is never pending itself (its values are made from its base's): its data is not
+    // read, which would make its values now.
+    if t.is_view() {
+        return None;
+    }
     pending_of(&t.data()).map(|p| as_pending(&p).meta.clone())
 }
 
-/// Whether `t` is pending (its values not computed yet).
+/// Whether `t` is pending (its values not computed yet): a view is where its base is.
 ///
 /// ```
 /// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
 /// assert!(!boxfall::graph::is_pending(&t));
 /// ```
 pub fn is_pending(t: &Tensor) -> bool {
-    pending_of(&t.data()).is_some()
+    match t.view_base() {
+        Some(base) => is_pending(base),
+        None => pending_of(&t.data()).is_some(),
+    }
 }

@@ -1,7 +1,9 @@
 //! The recorder: the `Graph` key's boxed fallback. A call that reaches it (a tensor of a graph
 //! backend among its arguments, which carries the key) records a node and returns pending
 //! tensors, or, where it cannot be recorded, is a counted graph break: its pending inputs are
-//! computed and the call passes on below the `Graph` key, as in eager mode.
+//! computed and the call passes on below the `Graph` key, as in eager mode. A view among the
+//! arguments is read from its base by a node of its own, and a write through it is recorded
+//! into its base (`views.rs`).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,6 +30,7 @@ use super::state::{
     BACKENDS, GRAPH_BACKENDS,
 };
 use super::sync::{compute, sync_recording};
+use super::views;
 
 /// Makes `backend` a graph backend (DESIGN section 13): its tensors carry the `Graph` key, so
 /// operators on them are recorded, and `compiler` compiles each graph at its sync. The key and
@@ -103,23 +106,158 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
     let Some(backend) = DispatchKeySet(keys.0 & carried).highest() else {
         return pass_on(op, keys, stack);
     };
+    if stack
+        .iter()
+        .any(|v| matches!(v, IValue::Tensor(t) if t.is_view()))
+        && record_with_views(op, backend, stack)?
+    {
+        return Ok(());
+    }
     match plan(op, backend, stack)? {
         Plan::Record(metas) => record_node(op, backend, stack, metas),
         Plan::Break if cuts_nothing(op, stack)? => pass_on(op, keys, stack),
-        Plan::Write(w, metas) => {
-            // The write reads the target and rebinds it: another thread's write of it between
-            // the two would be lost, so its write lock is held across both, as the CPU
-            // fallback holds it.
-            let _held = hold_writes(std::iter::once(w.target.clone()));
-            record_node(&w.op, backend, stack, metas)?;
-            if let Some((astype, meta)) = inplace::cast_call(&w, stack) {
-                record_node(&astype, backend, stack, vec![meta])?;
-            }
-            inplace::rebind(w, backend, stack)
-        }
+        Plan::Write(w, metas) => record_write(w, backend, stack, metas),
         Plan::Break => graph_break(op, backend, keys, stack),
         Plan::Eager => pass_on(op, keys, stack),
     }
+}
+
+/// Records an in-place call as its functional counterpart (`inplace.rs`).
+fn record_write(
+    w: Write,
+    backend: DispatchKey,
+    stack: &mut Stack,
+    metas: Vec<TensorMeta>,
+) -> Result<()> {
+    // The write reads the target and rebinds it: another thread's write of it between the two
+    // would be lost, so its write lock is held across both, as the CPU fallback holds it.
+    let _held = hold_writes(std::iter::once(w.target.clone()));
+    record_node(&w.op, backend, stack, metas)?;
+    if let Some((astype, meta)) = inplace::cast_call(&w, stack) {
+        record_node(&astype, backend, stack, vec![meta])?;
+    }
+    inplace::rebind(w, backend, stack)
+}
+
+/// Records a call with views of the backend's tensors among its arguments, each read from its
+/// base's current data by a node of its own (`views.rs`), and a write of a view (`v += 1`,
+/// `v[k] = w`) as the write of those values, then written into the base, which takes the
+/// result as its data. False, with the stack as it was, where the call cannot be recorded so
+/// (a view whose layout is not known, a call that is not recorded): it goes on as any call
+/// (the nodes recorded to read the views are left out of the graph, as nothing holds them).
+fn record_with_views(op: &OperatorHandle, backend: DispatchKey, stack: &mut Stack) -> Result<bool> {
+    let schema = op.schema()?;
+    let info = &schema.info;
+    let written = info
+        .args
+        .iter()
+        .position(|a| a.is_write)
+        .filter(|_| info.is_mutable);
+    let at: Vec<usize> = (0..stack.len())
+        .filter(|&i| matches!(&stack[i], IValue::Tensor(t) if t.is_view() && t.key() == backend))
+        .collect();
+    let target = written.and_then(|w| match &stack[w] {
+        IValue::Tensor(t) if at.contains(&w) => Some(t.clone()),
+        _ => None,
+    });
+    if at.is_empty() || target.as_ref().is_some_and(|t| !views::writable(t)) {
+        return Ok(false);
+    }
+    // A write through a view reads its base and rebinds it: its base's write lock is held
+    // across both, so another thread's write of the base between the two is not lost.
+    let _held = target
+        .as_ref()
+        .map(|t| hold_writes(std::iter::once(t.clone())));
+    let original = stack.clone();
+    // One read a view, however many arguments it is (`v += v`).
+    let mut read: Vec<(Tensor, Tensor)> = Vec::with_capacity(at.len());
+    for i in at {
+        let IValue::Tensor(view) = &stack[i] else {
+            continue;
+        };
+        let values = match read.iter().find(|(v, _)| v.same(view)) {
+            Some((_, values)) => values.clone(),
+            None => {
+                let Some(values) = record_view(backend, view)? else {
+                    *stack = original;
+                    return Ok(false);
+                };
+                read.push((view.clone(), values.clone()));
+                values
+            }
+        };
+        stack[i] = IValue::Tensor(values);
+    }
+    match plan(op, backend, stack)? {
+        Plan::Record(metas) if target.is_none() => record_node(op, backend, stack, metas)?,
+        Plan::Write(w, metas) => {
+            record_write(w, backend, stack, metas)?;
+            if let Some(view) = target {
+                let values = read
+                    .iter()
+                    .find(|(v, _)| v.same(&view))
+                    .map(|(_, values)| values.clone())
+                    .ok_or_else(|| {
+                        Error::Fallback(format!(
+                            "'{}' on backend '{backend}': the written view was not read",
+                            op.name()
+                        ))
+                    })?;
+                write_view(op, backend, &view, values.clone())?;
+                // The in-place operator returns the view it wrote, not the values read.
+                for v in stack.iter_mut() {
+                    if matches!(v, IValue::Tensor(t) if t.same(&values)) {
+                        *v = IValue::Tensor(view.clone());
+                    }
+                }
+            }
+        }
+        _ => {
+            *stack = original;
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Records the read of `view` from its base's current data (`array_api::_strided_view`): the
+/// pending values. `None` where it cannot be recorded.
+fn record_view(backend: DispatchKey, view: &Tensor) -> Result<Option<Tensor>> {
+    let Some((op, mut stack)) = views::read_call(view) else {
+        return Ok(None);
+    };
+    let Some(metas) = output_metas(op.name(), &stack) else {
+        return Ok(None);
+    };
+    record_node(&op, backend, &mut stack, metas)?;
+    match stack.pop() {
+        Some(IValue::Tensor(t)) => Ok(Some(t)),
+        _ => Ok(None),
+    }
+}
+
+/// Records the write of `values` (pending: the view's new values) through `view` into its base
+/// (`array_api::_strided_view_write`), whose result becomes the base's data.
+fn write_view(
+    op: &OperatorHandle,
+    backend: DispatchKey,
+    view: &Tensor,
+    values: Tensor,
+) -> Result<()> {
+    let failed = || {
+        Error::Fallback(format!(
+            "'{}' on backend '{backend}': the write through {} cannot be recorded",
+            op.name(),
+            view.view_ops().map_or("a view".into(), |o| o.describe())
+        ))
+    };
+    let (write, mut stack, base) = views::write_call(view, values).ok_or_else(failed)?;
+    let metas = output_metas(write.name(), &stack).ok_or_else(failed)?;
+    record_node(&write, backend, &mut stack, metas)?;
+    let Some(IValue::Tensor(result)) = stack.pop() else {
+        return Err(failed());
+    };
+    inplace::take_result(backend, &base, result)
 }
 
 /// Whether a call that cannot be recorded leaves the pending graph whole: it reads no pending
@@ -138,9 +276,9 @@ const MAX_NODES: usize = 4096;
 fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan> {
     let schema = op.schema()?;
     let info = &schema.info;
-    // A view of tensors that are all computed cuts no graph (it is made now, a real view, as
-    // in eager mode): no break is counted for it. An in-place call is recorded as its
-    // functional counterpart where no view can see the write (`inplace.rs`).
+    // A view operator of tensors that are all computed cuts no graph (it is made now, a real
+    // view, as in eager mode): no break is counted for it. An in-place call is recorded as
+    // its functional counterpart (`inplace.rs`).
     if info.has_view_returns
         && !info.is_mutable
         && !stack.iter().any(|v| v.tensors().any(is_pending))
@@ -167,9 +305,8 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     }
     for &i in &info.tensor_args {
         match stack.get(i) {
-            // A view is an input like any computed tensor: views are made only of computed
-            // tensors (a view of a pending one breaks the graph), and its device data is the
-            // view's values.
+            // A view here is one whose reads are not recorded (`record_with_views` declined):
+            // an input like any computed tensor, its device data the view's values.
             Some(IValue::Tensor(t)) if t.key() == backend => {}
             Some(IValue::None) => {}
             // No tensor in the list (`getitem`'s arrays of a basic index).

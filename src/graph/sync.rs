@@ -381,6 +381,10 @@ fn compiled(gb: &GraphBackend, graph: Graph) -> Result<(Arc<Graph>, Arc<dyn Comp
 /// boxfall::graph::compute(&t, "numpy").unwrap(); // not pending: nothing to do
 /// ```
 pub fn compute(t: &Tensor, reason: &'static str) -> Result<()> {
+    // A view's values are made from its base's when read: computing the base is enough.
+    if let Some(base) = t.view_base() {
+        return compute(base, reason);
+    }
     let Some(p) = pending_of(&t.data()) else {
         return Ok(());
     };

@@ -20,7 +20,7 @@ use crate::backend::backend;
 use crate::error::{Error, Result};
 use crate::key::DispatchKey;
 use crate::strided::Strided;
-use crate::tensor::{Device, DeviceView, Tensor, TensorData, ViewOps, ViewWrite};
+use crate::tensor::{Device, DeviceView, Tensor, TensorData, ViewLayout, ViewOps, ViewWrite};
 
 /// `boxfall.array_api._views`, imported once.
 fn views(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
@@ -144,6 +144,15 @@ impl ViewOps for PyViewOps {
 
     fn describe(&self) -> String {
         format!("the view {}", self.steps())
+    }
+
+    fn layout(&self) -> Option<ViewLayout> {
+        Some(ViewLayout {
+            shape: self.shape.clone(),
+            strides: self.place.strides.iter().map(|&s| s as i64).collect(),
+            offset: self.place.offset as i64,
+            writable: self.writable,
+        })
     }
 
     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {

@@ -35,6 +35,8 @@ pub use dtype::{DType, Kind};
 pub(crate) use host::{host_map, host_match};
 pub use host::{HostArray, TensorMeta};
 pub use residency::HostOnly;
-pub use types::{DeviceView, HostView, Origin, Payload, Tensor, TensorData, ViewOps, ViewWrite};
+pub use types::{
+    DeviceView, HostView, Origin, Payload, Tensor, TensorData, ViewLayout, ViewOps, ViewWrite,
+};
 pub use write_lock::{set_write_wait_hook, WriteWaitHook};
 pub(crate) use writes::{hold_writes, WritesHeld};

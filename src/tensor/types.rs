@@ -224,6 +224,36 @@ pub trait ViewOps: Send + Sync + 'static {
     fn describe(&self) -> String {
         "a view".into()
     }
+
+    /// Where the view's elements are among its base's, as plain numbers: graph mode records a
+    /// view's read (and a write through it) as a node on its base's current data from this,
+    /// so that no backend hook runs while a graph is recorded. `None` (the default) where the
+    /// description does not say: graph mode then makes the view's values eagerly.
+    fn layout(&self) -> Option<ViewLayout> {
+        None
+    }
+}
+
+/// A view's place among its base's elements in C order ([`ViewOps::layout`]): its shape, the
+/// step between neighbours along each axis and the first element's index, in elements, and
+/// whether a write through it is allowed.
+///
+/// ```
+/// // `x[1:]` of a vector of 3 elements.
+/// let l = boxfall::tensor::ViewLayout { shape: vec![2], strides: vec![1], offset: 1, writable: true };
+/// assert_eq!(l.shape, [2]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ViewLayout {
+    /// The view's shape.
+    pub shape: Vec<usize>,
+    /// The step between neighbours along each axis, in elements (negative for a reversed axis,
+    /// 0 for a broadcast one).
+    pub strides: Vec<i64>,
+    /// The index of the view's first element among its base's.
+    pub offset: i64,
+    /// Whether the view may be written (NumPy makes `broadcast_to`'s read-only).
+    pub writable: bool,
 }
 
 /// What a backend did with a view's values written into its base on the device

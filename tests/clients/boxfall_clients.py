@@ -193,18 +193,7 @@ def namespace_of(item: Any) -> str | None:
     return None
 
 
-_COPY_OF_PENDING = (
-    "graph mode: the first basic index of a pending tensor (`out[i, ...]` of `xp.empty(...)`) "
-    "is a copy (array_api::getitem breaks the graph and runs on the computed values, while "
-    "_views.view makes no view of a pending tensor), the later ones views of the computed "
-    "base; SciPy writes the serial results through np.asarray(out[i]), so slice 0 is lost"
-)
-
-GRAPH_KNOWN: dict[str, str] = {
-    "scipy.ndimage.tests.test_filters::TestThreading::test_correlate": _COPY_OF_PENDING,
-    "scipy.ndimage.tests.test_filters::TestThreading::test_median_filter": _COPY_OF_PENDING,
-    "scipy.ndimage.tests.test_filters::TestThreading::test_minmax_filter": _COPY_OF_PENDING,
-}
+GRAPH_KNOWN: dict[str, str] = {}
 """Tests that fail on ``boxfall_jax_graph`` and pass on ``boxfall_jax``, with the cause, by
 their module's name and their name in it (a node id depends on pytest's root directory):
 marked ``xfail(strict=True)`` on the graph namespace, so that one that passes again fails the

@@ -5,6 +5,7 @@ array_api_strict in one run, and prints the passed/failed counts per module and 
     python tests/clients/run.py --quick           # a few minutes: the subset .ci/run runs
     python tests/clients/run.py --graph           # graph mode against eager mode (CI too)
     python tests/clients/run.py --scipy special fft --no-sklearn --out table.txt
+    python tests/clients/run.py --quick --jobs 2  # two pytest runs side by side (as CI)
 
 Each module is one pytest process (``-p boxfall_clients``, the plugin beside this file) with
 ``SCIPY_ARRAY_API=1``: SciPy's with ``-m array_api_backends``, scikit-learn's over its test
@@ -27,11 +28,12 @@ import argparse
 import collections
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +101,8 @@ GRAPH_SCIPY: dict[str, list[str]] = {
     "cluster": ["-k", "test_vq"],
     # Special functions on each dtype: element-wise kernels and host callbacks in programs.
     "special": ["-k", "test_support_alternative_backends"],
-    # The tests of GRAPH_KNOWN (boxfall_clients.py): held to their strict xfail, so that a fix
-    # is seen; one file, as collecting all of ndimage's tests takes a minute.
+    # Writes through views (`output=out[i, ...]`) of a pending `out`, from threads; one file,
+    # as collecting all of ndimage's tests takes a minute.
     "ndimage.tests.test_filters": ["-k", "TestThreading"],
 }
 GRAPH_SKLEARN: dict[str, list[str]] = {
@@ -212,29 +214,32 @@ def _run(
         *pytest_args,
     ]
     start = time.monotonic()
-    # The pytest process's CPU seconds (it is the only child waited for meanwhile): a measure
-    # of the run's cost that a busy machine's wall time hides.
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        proc = subprocess.run(
-            cmd,
-            env=env,
-            cwd=tempfile.gettempdir(),
-            capture_output=True,
-            text=True,
-            timeout=timeout or None,
-        )
+    # The pytest process's own CPU seconds (os.wait4 gives the child's, alone even when jobs
+    # run side by side): a measure of the run's cost that a busy machine's wall time hides.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, cwd=tempfile.gettempdir(), stdout=out, stderr=err)
+        timer = threading.Timer(timeout, proc.kill) if timeout else None
+        if timer is not None:
+            timer.start()
+        _, wait_status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(wait_status)
+        timed_out = timer is not None and not timer.is_alive() and proc.returncode < 0
+        if timer is not None:
+            timer.cancel()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if timed_out:
+        status, tail, ok = f"timed out after {timeout:.0f}s (counts so far)", "", True
+    else:
         status = f"exit {proc.returncode}"
-        tail = (proc.stdout.strip().splitlines() or [""])[-1]
+        tail = (stdout.strip().splitlines() or [""])[-1]
         # 0: all passed, 1: some failed, 5: none collected; anything else is pytest (or the
         # plugin) broken, which the table would hide.
         ok = proc.returncode in (0, 1, 5)
         if not ok:
-            tail += "\n" + proc.stdout[-3000:] + proc.stderr[-3000:]
-    except subprocess.TimeoutExpired:
-        status, tail, ok = f"timed out after {timeout:.0f}s (counts so far)", "", True
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            tail += "\n" + stdout[-3000:] + stderr[-3000:]
+    cpu = usage.ru_utime + usage.ru_stime
     return f"{label}: {status}, {time.monotonic() - start:.0f}s (CPU {cpu:.0f}s)  {tail}", ok
 
 
@@ -337,6 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--timeout", type=float, default=0, help="seconds a module may take (0: no limit)"
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="pytest runs side by side (default 1; CI runs 2: a module's run is one process, "
+        "mostly one core)",
+    )
     p.add_argument("--out", type=Path, help="also write the table to this file")
     p.add_argument(
         "--results", type=Path, help="the JSON lines of every test (default: a temporary file)"
@@ -371,11 +383,24 @@ def main(argv: list[str] | None = None) -> int:
     results.write_text("")
     start = time.monotonic()
     broken = []
-    for label, extra in jobs:
-        line, ok = _run(label, extra, results, args.timeout, args.pytest_args, args.namespaces)
-        print(line, flush=True)
-        if not ok:
-            broken.append(label)
+    # Each pytest run writes its own results file (runs side by side must not interleave
+    # their lines), gathered into ``results`` in the jobs' order.
+    parts = [results.with_name(f"{results.name}.{i}") for i in range(len(jobs))]
+
+    def run_one(i: int) -> tuple[str, bool]:
+        label, extra = jobs[i]
+        parts[i].write_text("")
+        return _run(label, extra, parts[i], args.timeout, args.pytest_args, args.namespaces)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for (label, _), (line, ok) in zip(jobs, pool.map(run_one, range(len(jobs))), strict=True):
+            print(line, flush=True)
+            if not ok:
+                broken.append(label)
+    with results.open("w") as gathered:
+        for part in parts:
+            gathered.write(part.read_text())
+            part.unlink()
     rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     text = table(rows, [label for label, _ in jobs])
     took = time.monotonic() - start

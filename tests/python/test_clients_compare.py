@@ -75,3 +75,24 @@ def test_a_known_failure_that_passes_again_is_a_difference(run):
 def test_the_other_name_may_not_be_part_of_the_base_name(run):
     with pytest.raises(ValueError, match="second's name is in the first's"):
         run.differences([], "boxfall_jax_graph", "boxfall_jax")
+
+
+def test_a_pytest_run_past_its_timeout_is_stopped_and_said_so(run, tmp_path):
+    """``--timeout``: the run is killed and its line says so (its counts so far still count:
+    not a broken run). Each run is waited for alone (``os.wait4``), as runs side by side are."""
+    slow = tmp_path / "test_slow.py"
+    slow.write_text("import time\ntime.sleep(120)\n\ndef test_never():\n    pass\n")
+    line, ok = run._run("slow", [str(slow)], tmp_path / "rows.jsonl", 5, [], None)
+    assert line.startswith("slow: timed out after 5s"), line
+    assert ok
+
+
+def test_a_pytest_run_that_breaks_is_not_ok_and_shows_its_output(run, tmp_path):
+    broken = tmp_path / "test_broken.py"
+    broken.write_text("def test_x():\n    pass\n")
+    line, ok = run._run(
+        "broken", [str(broken), "--no-such-option"], tmp_path / "r.jsonl", 60, [], None
+    )
+    assert not ok
+    assert line.startswith("broken: exit 4"), line
+    assert "no-such-option" in line

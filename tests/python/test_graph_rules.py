@@ -466,6 +466,52 @@ def test_basic_indexing(shape: tuple[int, ...], key: Any, dtype: str, value: Any
         assert got is None
 
 
+def layout(base: np.ndarray, view: np.ndarray) -> tuple[list[int], list[int], int]:
+    """A NumPy view's shape, strides and offset among its C-ordered base's elements."""
+    item = base.itemsize
+    offset = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return list(view.shape), [s // item for s in view.strides], offset // item
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shape=st.lists(st.integers(0, 4), max_size=3).map(tuple),
+    key=BASIC_PARTS | st.lists(BASIC_PARTS, max_size=4).map(tuple),
+    dtype=st.sampled_from(["bool", "int8", "float32", "complex128"]),
+)
+def test_strided_views_read_and_write_the_basic_index_they_describe(
+    shape: tuple[int, ...], key: Any, dtype: str
+) -> None:
+    x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape).astype(dtype)
+    try:
+        view = x[key]
+    except (IndexError, ValueError):  # out of range, a step of 0
+        return
+    if not isinstance(view, np.ndarray) or (view.size and not np.shares_memory(view, x)):
+        return
+    where = layout(x, view)
+    assert check("_strided_view", x, *where) == [(dtype, view.shape)]
+    np.testing.assert_array_equal(operator("_strided_view")(x, *where), view)
+    values = np.ones(view.shape, dtype=dtype)
+    assert check("_strided_view_write", x, values, *where) == [(dtype, shape)]
+    written = x.copy()
+    written[key] = values
+    np.testing.assert_array_equal(operator("_strided_view_write")(x, values, *where), written)
+    # Values of another shape or dtype than the view's are no write of it.
+    other = "int16" if dtype != "int16" else "int8"
+    assert rule("_strided_view_write", x, np.ones(view.shape, other), *where) is None
+    assert rule("_strided_view_write", x, np.ones((*view.shape, 2), dtype), *where) is None
+
+
+def test_a_strided_view_beyond_its_base_has_no_rule() -> None:
+    x = np.arange(6.0).reshape(2, 3)
+    assert rule("_strided_view", x, [2, 3], [3, 1], 1) is None  # one element past the end
+    assert rule("_strided_view", x, [3], [-1], 1) is None  # one before the start
+    assert rule("_strided_view", x, [2], [1, 1], 0) is None  # strides of another rank
+    assert rule("_strided_view", x, [0, 9], [30, 1], 99) == [("float64", (0, 9))]  # empty
+    assert rule("_strided_view", x, [3, 2], [1, 3], 0) == [("float64", (3, 2))]  # x.T
+
+
 def test_an_index_with_arrays_or_a_mask_has_no_rule() -> None:
     x = np.arange(4.0)
     assert rule("getitem", x, "array", [np.array([0, 1])]) is None

@@ -531,3 +531,44 @@ def test_scikit_learn_estimators_run_in_float32_on_a_narrowing_device(narrow, wh
     assert isinstance(got, bf.Tensor) and got.device == "No64Narrow:0"
     assert got.dtype == (np.float32 if want.dtype == np.float32 else np.int32)
     np.testing.assert_allclose(host(got), want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_backend_registered_again_with_fewer_dtypes_is_answered_afresh():
+    """What a device holds is kept per device by the namespace functions (asked at every call):
+    registering its backend again with other ``dtypes=`` must change the answers at once."""
+
+    reads = []
+
+    def to_cpu(b: HostBuffer) -> np.ndarray:
+        reads.append(b)
+        return b.data.copy()
+
+    def register(dtypes: list[str] | None) -> Any:
+        return bf.register_backend(
+            "No64Again",
+            to_cpu=to_cpu,
+            from_cpu=HostBuffer,
+            copy_from_cpu=lambda b, a: setattr(b, "data", np.array(a, copy=True)),
+            dtypes=dtypes,
+            replace=True,
+        )
+
+    register(None)
+    lib = bf.Library("_", "IMPL")
+    try:
+        lib.fallback(bf.cpu_fallback, "No64Again")
+        xp = xpa.namespace("No64Again")
+        assert xp.arange(3).dtype == np.int64
+        assert xp.ones(2, dtype=xp.float64).dtype == np.float64
+        assert xp.astype(xp.ones(2, dtype=xp.float32), xp.float64).dtype == np.float64
+        register(HELD)
+        assert xp.arange(3).dtype == np.int32
+        with pytest.raises(bf.DTypeError, match="float64"):
+            xp.ones(2, dtype=xp.float64)
+        x = xp.ones(2, dtype=xp.float32)
+        reads.clear()
+        with pytest.raises(bf.DTypeError, match="float64"):
+            xp.astype(x, xp.float64)
+        assert reads == [], "refused before the values moved"
+    finally:
+        lib.close()

@@ -365,3 +365,21 @@ def test_a_native_view_is_read_and_written_in_rust(monkeypatch):
     want = np.arange(12.0).reshape(3, 4)
     want[::-1, 1::2].T[0] = -1.0
     np.testing.assert_array_equal(values(x), want)
+
+
+def test_the_same_step_of_arrays_alike_gives_each_its_own_view(nsp):
+    """A view's step is decided once per layout and step (``_views._step``) and reused: two
+    arrays of one shape and dtype share it, and each view still sees and writes its own base;
+    an axis of another type is decided afresh (a float axis is NumPy's error, not the int's
+    view)."""
+    a = nsp.asarray(np.arange(6.0).reshape(2, 3))
+    b = nsp.asarray(np.arange(6.0, 12.0).reshape(2, 3))
+    va, vb = nsp.expand_dims(a, axis=1), nsp.expand_dims(b, axis=1)
+    assert va.shape == vb.shape == (2, 1, 3)
+    vb[1, 0, 2] = -1.0
+    np.testing.assert_array_equal(values(a), np.arange(6.0).reshape(2, 3))
+    assert values(b)[1, 2] == -1.0
+    np.testing.assert_array_equal(values(va)[:, 0], values(a))
+    np.testing.assert_array_equal(values(nsp.matrix_transpose(va[:, 0])), values(a).T)
+    with pytest.raises(Exception):  # noqa: B017 - NumPy's own error for an axis of float
+        nsp.expand_dims(a, axis=1.0)

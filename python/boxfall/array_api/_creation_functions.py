@@ -212,13 +212,16 @@ def _default(dtype: Any, device: Any, kind: str | None) -> Any:
 
 def _kind_of_scalars(*values: Any) -> str | None:
     """What a creation function makes of Python numbers: complex, real floating, integral."""
-    if any(isinstance(v, complex) for v in values):
-        return "complex floating"
-    if any(isinstance(v, float) for v in values):
-        return "real floating"
-    if any(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return "integral"
-    return None
+    # One loop, not a generator per kind: arange asks at every call.
+    found = None
+    for v in values:
+        if isinstance(v, complex):
+            return "complex floating"
+        if isinstance(v, float):
+            found = "real floating"
+        elif found is None and isinstance(v, int) and not isinstance(v, bool):
+            found = "integral"
+    return found
 
 
 def _kind_of_object(obj: Any) -> str | None:

@@ -3,6 +3,8 @@ and the default dtypes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._boxfall import backends_version, get_backend
@@ -36,6 +38,8 @@ DEFAULT = {
 
 
 _held: dict[str, tuple[np.dtype, ...]] = {}
+_holds: dict[tuple[str, Any], bool] = {}
+_defaults: dict[str, dict[str, np.dtype]] = {}
 _held_version = -1
 
 
@@ -50,35 +54,78 @@ def _dtype_named(name: str) -> np.dtype:
         return np.dtype(getattr(ml_dtypes, name))
 
 
+def _current() -> None:
+    """Forgets what the caches below know once any backend is registered again (its ``dtypes``
+    may differ now)."""
+    global _held_version
+    version = backends_version()
+    if version != _held_version:
+        _held.clear()
+        _holds.clear()
+        _defaults.clear()
+        _held_version = version
+
+
 def held_by(device: object) -> tuple[np.dtype, ...]:
     """The dtypes ``device`` holds: every dtype of the standard, unless its backend was
     registered with ``dtypes=`` naming fewer (``bf.Backend.dtypes``). Kept per backend until a
     backend is registered again (every creation function on a device asks)."""
-    global _held_version
-    if device is None or device == "cpu":
+    if device is None:
         return ALL
-    version = backends_version()
-    if version != _held_version:
-        _held.clear()
-        _held_version = version
-    name = str(device).split(":", 1)[0]
-    found = _held.get(name)
+    _current()
+    text = str(device)
+    found = _held.get(text)
     if found is not None:
         return found
+    name = text.split(":", 1)[0]
+    if name.lower() == "cpu":
+        return ALL
     try:
         names = get_backend(name).dtypes
     except LookupError:
         return ALL
     found = ALL if set(names) == _ALL_NAMES else tuple(map(_dtype_named, names))
-    _held[name] = found
+    if len(_held) < 256:  # device spellings are few; the bound keeps odd callers harmless
+        _held[text] = found
+    return found
+
+
+def holds(device: object, dtype: Any) -> bool:
+    """Whether ``device`` holds ``dtype`` (a dtype object, type or name). Kept per (device,
+    dtype): a function asked for a dtype on a device asks this at every call, and turning a
+    dtype object into a ``np.dtype`` and comparing it with each held one is microseconds of
+    Python a call."""
+    _current()
+    key = (str(device), dtype)
+    try:
+        return _holds[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable dtype-like: asked afresh
+        held = held_by(device)
+        return held is ALL or np.dtype(dtype) in held
+    held = held_by(device)
+    found = held is ALL or np.dtype(dtype) in held
+    if len(_holds) < 1024:
+        _holds[key] = found
     return found
 
 
 def defaults_of(device: object) -> dict[str, np.dtype]:
     """The default dtypes on ``device``: the standard's (``DEFAULT``, the object itself) where
     the device holds them; else float64 if held, else float32 (complex128 or
-    complex64, int64 or int32 likewise)."""
-    held = held_by(device)
+    complex64, int64 or int32 likewise). Kept per device as ``held_by`` is."""
+    _current()
+    text = str(device)
+    found = _defaults.get(text)
+    if found is None:
+        found = _defaults_from(held_by(device))
+        if len(_defaults) < 256:
+            _defaults[text] = found
+    return found
+
+
+def _defaults_from(held: tuple[np.dtype, ...]) -> dict[str, np.dtype]:
     # A device that holds the standard's defaults has the standard's rule, whatever else it
     # declares (JAX with x64 adds bfloat16): a list of np.int32 stays int32 there, as on NumPy.
     if held is ALL or all(d in held for d in DEFAULT.values()):

@@ -12,8 +12,13 @@ Two operators, functional like every other one of ``boxfall.array_api``:
   fallback the write-back of the ``Tensor(a!)`` argument makes it all or nothing;
 - ``array_api::setitem_functional(Tensor x, Any key, Tensor?[] arrays, Tensor value) -> Tensor``
   and ``setitem_functional.Scalar(...)``: a copy of ``x`` with ``value`` written at ``key``.
-  Graph mode records a ``setitem`` of a tensor no view sees as this, whose result then
-  becomes the tensor's data; on JAX it is ``x.at[key].set(value)``.
+  Graph mode records a ``setitem`` of a tensor as this, whose result then becomes the
+  tensor's data; on JAX it is ``x.at[key].set(value)``;
+- ``array_api::_strided_view(Tensor x, int[] shape, int[] strides, int offset) -> Tensor`` and
+  ``array_api::_strided_view_write(Tensor x, Tensor values, int[] shape, int[] strides, int
+  offset) -> Tensor``: graph mode's read of a view of ``x`` (its elements at ``offset`` and
+  ``strides`` among ``x``'s in C order, as a new array) and write through one (a copy of ``x``
+  with them set to ``values``), recorded where a view is read or written (``_views``).
 
 ``key`` is the index as Python writes it (an int, a slice, ``...``, ``None``, or a tuple of
 these) with the string :data:`SLOT` in place of each array in it; ``arrays`` holds those arrays
@@ -115,6 +120,28 @@ def _setitem_functional(x: Any, key: Any, arrays: Any, value: Any) -> Any:
     return out
 
 
+def _flat_index(shape: Any, strides: Any, offset: int) -> np.ndarray:
+    """The index among a base's elements (in C order) of each element of the view of this
+    layout, in the view's C order."""
+    index = np.full((), offset, dtype=np.intp)
+    for axis, (n, s) in enumerate(zip(shape, strides, strict=True)):
+        along = np.arange(n, dtype=np.intp) * s
+        index = index + along.reshape((n,) + (1,) * (len(shape) - axis - 1))
+    return np.broadcast_to(index, tuple(shape))
+
+
+def _strided_view(x: Any, shape: Any, strides: Any, offset: int) -> Any:
+    """The values of the view of ``x`` with this layout (in elements), as a new array."""
+    return np.ascontiguousarray(x).reshape(-1)[_flat_index(shape, strides, offset)]
+
+
+def _strided_view_write(x: Any, values: Any, shape: Any, strides: Any, offset: int) -> Any:
+    """A copy of ``x`` with the view of this layout set to ``values``."""
+    out = np.array(x, order="C", copy=True)
+    out.reshape(-1)[_flat_index(shape, strides, offset)] = values
+    return out
+
+
 OPS, _ = register(
     [
         Op("getitem(Tensor x, Any key, Tensor?[] arrays) -> Tensor", _getitem, public=False),
@@ -137,6 +164,17 @@ OPS, _ = register(
             "setitem_functional.Scalar(Tensor x, Any key, Tensor?[] arrays, Scalar value) "
             "-> Tensor",
             _setitem_functional,
+            public=False,
+        ),
+        Op(
+            "_strided_view(Tensor x, int[] shape, int[] strides, int offset) -> Tensor",
+            _strided_view,
+            public=False,
+        ),
+        Op(
+            "_strided_view_write(Tensor x, Tensor values, int[] shape, int[] strides, "
+            "int offset) -> Tensor",
+            _strided_view_write,
             public=False,
         ),
     ]

@@ -88,16 +88,29 @@ def _cpu_kernel(kernel: Callable[..., Any]) -> Callable[..., Any]:
     return _boxfall.array_kernel(kernel, _as_arrays)
 
 
+_NAMES: dict[Any, str] = {}
+"""``dtype_name``'s answers by the object asked: ``np.dtype(d).name`` is microseconds of Python
+(NumPy builds the name at each ask), asked at every call that names a dtype."""
+
+
 def dtype_name(dtype: Any) -> str | None:
     """A dtype object (or anything ``np.dtype`` takes) as the name the operators take."""
     if dtype is None:
         return None
-    if isinstance(dtype, str):
-        return np.dtype(dtype).name
     try:
-        return np.dtype(dtype).name
+        return _NAMES[dtype]
+    except (KeyError, TypeError):  # TypeError: an unhashable dtype-like, named afresh
+        pass
+    try:
+        name = np.dtype(dtype).name
     except TypeError:
         raise TypeError(f"{dtype!r} is no dtype of the array API standard") from None
+    try:
+        if len(_NAMES) < 1024:
+            _NAMES[dtype] = name
+    except TypeError:
+        pass
+    return name
 
 
 def public_function(op: OpOverload, kernel: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -166,7 +179,6 @@ def requested(x: object, dtype: Any, op: str) -> Any:
     if dtype is None or not isinstance(x, Tensor):
         return dtype
     device = x.device
-    held = _dtypes.held_by(device)
-    if held is _dtypes.ALL or np.dtype(dtype) in held:
+    if _dtypes.holds(device, dtype):
         return dtype
     return get_backend(device.split(":", 1)[0]).dtype_for(dtype, op=operator(op))

@@ -21,6 +21,13 @@ one element of memory, which the steps never read (basic indexing, reshaping and
 only compute strides), so a step NumPy cannot take without a copy (``reshape`` of a transposed
 view) is found before anything is made, and the operator then runs instead.
 
+In graph mode (a pending base, or any base on a graph backend) a view is made the same way,
+without computing anything, and a recorded call that reads it reads
+``array_api::_strided_view(base, shape, strides, offset)`` of the base's data as it is then (a
+node of the graph, not the backend's ``view`` hook); a write through it records the write, then
+``array_api::_strided_view_write``, whose result becomes the base's data, so the base and its
+other views see it, as in eager mode.
+
 A backend's own kernels (``lib.impl(..., "Accel")``) see a view as a tensor of its values. A
 backend registered with a ``view=`` hook makes it on the device from the base's payload
 (``view(payload, shape, strides, offset)``, sharing the base's device memory: nothing crosses,
@@ -35,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .._boxfall import Tensor, _make_view, _view_info, is_pending
+from .._boxfall import Tensor, _make_view, _view_info
 
 _STEPS: dict[str, Any] = {
     "getitem": lambda a, key: a[key],
@@ -141,6 +148,30 @@ def is_basic(key: Any) -> bool:
     return True
 
 
+_MADE: dict[tuple[int, str, type, Any], tuple[np.ndarray, Any]] = {}
+"""Steps already taken, by their layout (a stand-in or a view's own) and step: the same views
+of arrays of the same shape recur (a loop's ``expand_dims`` of its sums), and NumPy's step is
+most of a view's cost (``np.expand_dims`` is microseconds of Python). The entry holds its
+layout, so no other array can take the layout's ``id`` while the entry lives."""
+
+
+def _step(layout: np.ndarray, name: str, arg: Any) -> Any:
+    """``_STEPS[name](layout, arg)``, kept for a hashable ``arg`` (a key holding a slice is no
+    key before Python 3.12: taken afresh)."""
+    key = (id(layout), name, type(arg), arg)
+    try:
+        kept = _MADE.get(key)
+    except TypeError:
+        return _STEPS[name](layout, arg)
+    if kept is not None and kept[0] is layout:
+        return kept[1]
+    out = _STEPS[name](layout, arg)
+    if len(_MADE) >= 4096:  # ever new layouts (views of views of ...) start it again
+        _MADE.clear()
+    _MADE[key] = (layout, out)
+    return out
+
+
 def is_view(x: Any) -> bool:
     """Whether ``x`` is a view made here."""
     return _view_info(x) is not None
@@ -148,14 +179,11 @@ def is_view(x: Any) -> bool:
 
 def view(x: Any, name: str, arg: Any) -> Any:
     """The view of ``x`` (a ``bf.Tensor``) through the step ``name(arg)``; None where ``x`` is
-    no ``bf.Tensor`` or a pending one (graph mode), or the step makes no view (NumPy would
-    give a scalar or a copy) or fails (the operator then runs, and raises its own error)."""
+    no ``bf.Tensor``, or the step makes no view (NumPy would give a scalar or a copy) or fails
+    (the operator then runs, and raises its own error). A pending ``x`` (graph mode) gets a
+    view too, made without computing it: graph mode records each read of the view, and each
+    write through it, as a node on its base's data (``_strided_view``, ``_strided_view_write``)."""
     if not isinstance(x, Tensor):
-        return None
-    if is_pending(x):
-        # Graph mode: a view would read the pending values now (a sync). The operator is
-        # recorded instead, a copy, as JAX gives and as the array API standard allows (whether
-        # a function returns a view or a copy is the library's choice).
         return None
     info = _view_info(x)
     if info is None:
@@ -167,7 +195,7 @@ def view(x: Any, name: str, arg: Any) -> Any:
     else:
         base, chain, layout, origin, writable = info
     try:
-        out = _STEPS[name](layout, arg)
+        out = _step(layout, name, arg)
     except Exception:
         return None
     if not isinstance(out, np.ndarray):

@@ -99,6 +99,32 @@ def _permutation(
     return perm
 
 
+def strided_view(payload: Any, shape: Any, strides: Any, offset: int) -> Any:
+    """The values of the view of ``payload`` of this layout (in elements), on arrays and traced
+    arrays alike (graph mode's ``array_api::_strided_view``, in the compiled program): a
+    reshape or a transpose where the view is the whole base in another order, else a gather."""
+    shape, strides, offset = tuple(shape), tuple(strides), int(offset)
+    size = math.prod(shape)
+    if size == 0:
+        return jnp.zeros(shape, payload.dtype)
+    if offset == 0 and size == math.prod(payload.shape):
+        if _in_c_order(shape, strides):
+            return jnp.reshape(payload, shape)
+        perm = _permutation(tuple(payload.shape), shape, strides)
+        if perm is not None:
+            return jnp.transpose(payload, perm)
+    return _gather(payload, shape=shape, strides=strides, offset=offset)
+
+
+def strided_view_write(base: Any, values: Any, shape: Any, strides: Any, offset: int) -> Any:
+    """``base`` with the view of this layout set to ``values`` (graph mode's
+    ``array_api::_strided_view_write``): a scatter."""
+    shape, strides = tuple(shape), tuple(strides)
+    if math.prod(shape) == 0:
+        return base
+    return _scatter(base, values, shape=shape, strides=strides, offset=int(offset))
+
+
 _LAYOUTS_KEPT = 4096
 """How many view layouts a backend remembers how to make (a program that takes ever new
 layouts, ``x[i]`` for every ``i``, starts again past it rather than growing)."""

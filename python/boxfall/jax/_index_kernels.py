@@ -1,6 +1,8 @@
 """The JAX backend's kernels of basic indexing: ``array_api::getitem`` (``x[key]`` where no view
 is made: graph mode records it for a pending tensor) and ``array_api::setitem_functional``
-(graph mode's form of ``x[key] = value``: ``x.at[key].set(value)``). Each takes a key of ints,
+(graph mode's form of ``x[key] = value``: ``x.at[key].set(value)``), and graph mode's reads and
+writes of views (``array_api::_strided_view``, ``_strided_view_write``: a reshape, transpose or
+gather, and a scatter, in the compiled program). Each takes a key of ints,
 slices, ``None`` and ``...`` on traced arrays too; a key with arrays, or one NumPy refuses (an
 int out of range, which JAX would clamp), goes to the CPU fallback, which raises NumPy's
 error or computes NumPy's result."""
@@ -10,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from . import _hooks
 
 if TYPE_CHECKING:
     from ._kernels import _Kernels
@@ -58,6 +62,18 @@ def indexing(k: _Kernels) -> None:
             return None
         return a.at[key].set(np.asarray(value).astype(a.dtype))
 
+    def strided_view(x: Any, shape: Any, strides: Any, offset: int) -> Any:
+        a = pay(x)
+        return None if a is None else _hooks.strided_view(a, shape, strides, offset)
+
+    def strided_view_write(x: Any, values: Any, shape: Any, strides: Any, offset: int) -> Any:
+        a, v = pay(x), pay(values)
+        if a is None or v is None or v.dtype != a.dtype:
+            return None
+        return _hooks.strided_view_write(a, v, shape, strides, offset)
+
     k.add("getitem", getitem)
+    k.add("_strided_view", strided_view)
+    k.add("_strided_view_write", strided_view_write)
     k.add("setitem_functional", setitem_functional)
     k.add("setitem_functional.Scalar", setitem_functional_scalar)

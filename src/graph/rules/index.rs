@@ -3,6 +3,8 @@
 //! key of ints, slices, `None` and `...` (described as `constants.rs` says: a slice is
 //! `("<slice>", start, stop, step)`, `...` is `"<ellipsis>"`). A key with arrays (integer
 //! arrays, boolean masks) or a bool has no rule: a mask's result shape depends on its values.
+//! Also graph mode's reads and writes of a view (`_strided_view`, `_strided_view_write`: a
+//! shape, strides and an offset among the base's elements).
 
 use super::args::{self, broadcasts_to, Meta};
 use super::promote::{holds, same_kind};
@@ -47,6 +49,49 @@ pub(super) fn setitem_functional(overload: &str, stack: &[IValue]) -> Option<Vec
         _ => false,
     };
     fits.then(|| vec![x.out()])
+}
+
+/// `_strided_view(x, shape, strides, offset)` (graph mode's read of a view of `x`): `x`'s dtype
+/// in `shape`, where every element it names is among `x`'s.
+pub(super) fn strided_view(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
+    let x = args::tensor(stack, 0)?;
+    let shape = strided_within(&x, stack, 1)?;
+    Some(vec![args::out(x.dtype, shape)])
+}
+
+/// `_strided_view_write(x, values, shape, strides, offset)` (graph mode's write through a view
+/// of `x`): `x`'s meta, where `values` is of the view's shape and `x`'s dtype, and every
+/// element the view names is among `x`'s.
+pub(super) fn strided_view_write(stack: &[IValue]) -> Option<Vec<TensorMeta>> {
+    let x = args::tensor(stack, 0)?;
+    let values = args::tensor(stack, 1)?;
+    let shape = strided_within(&x, stack, 2)?;
+    (values.shape == shape && values.dtype == x.dtype).then(|| vec![x.out()])
+}
+
+/// The shape of the strided view at `at` (`shape, strides, offset`) of `x`, where each of its
+/// elements is among `x`'s (an empty view names none).
+fn strided_within(x: &Meta, stack: &[IValue], at: usize) -> Option<Vec<usize>> {
+    let shape = args::sizes(args::ints(stack, at)?)?;
+    let strides = args::ints(stack, at + 1)?;
+    let offset = args::int(stack, at + 2)?;
+    if strides.len() != shape.len() {
+        return None;
+    }
+    let len = i64::try_from(args::size(&x.shape)?).ok()?;
+    if shape.contains(&0) {
+        return Some(shape);
+    }
+    let (mut lo, mut hi) = (offset, offset);
+    for (&n, &s) in shape.iter().zip(strides) {
+        let reach = i64::try_from(n - 1).ok()?.checked_mul(s)?;
+        if reach < 0 {
+            lo = lo.checked_add(reach)?;
+        } else {
+            hi = hi.checked_add(reach)?;
+        }
+    }
+    (lo >= 0 && hi < len).then_some(shape)
 }
 
 /// Whether NumPy writes the Python scalar `s` into an array of `x`'s dtype whatever its value.

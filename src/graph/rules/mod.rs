@@ -180,6 +180,9 @@ pub fn output_metas(name: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
         // Basic indexing (a key of ints, slices, None and `...`).
         "getitem" => index::getitem(stack),
         "setitem_functional" => index::setitem_functional(overload, stack),
+        // Graph mode's reads and writes of views (`graph/views.rs`).
+        "_strided_view" => index::strided_view(stack),
+        "_strided_view_write" => index::strided_view_write(stack),
         _ => None,
     }
 }
