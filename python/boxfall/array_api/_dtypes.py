@@ -3,6 +3,7 @@ and the default dtypes."""
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ DEFAULT = {
 
 
 _held: dict[str, tuple[np.dtype, ...]] = {}
-_holds: dict[tuple[str, Any], bool] = {}
+_holds: dict[tuple[str, Any], builtins.bool] = {}
 _defaults: dict[str, dict[str, np.dtype]] = {}
 _held_version = -1
 
@@ -90,7 +91,7 @@ def held_by(device: object) -> tuple[np.dtype, ...]:
     return found
 
 
-def holds(device: object, dtype: Any) -> bool:
+def holds(device: object, dtype: Any) -> builtins.bool:
     """Whether ``device`` holds ``dtype`` (a dtype object, type or name). Kept per (device,
     dtype): a function asked for a dtype on a device asks this at every call, and turning a
     dtype object into a ``np.dtype`` and comparing it with each held one is microseconds of
