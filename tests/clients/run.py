@@ -104,6 +104,9 @@ GRAPH_SCIPY: dict[str, list[str]] = {
     # Writes through views (`output=out[i, ...]`) of a pending `out`, from threads; one file,
     # as collecting all of ndimage's tests takes a minute.
     "ndimage.tests.test_filters": ["-k", "TestThreading"],
+    # Every transform and dtype (fft rules, host callbacks), and TestFFTThreadSafe: threads
+    # reading one pending tensor.
+    "fft": [],
 }
 GRAPH_SKLEARN: dict[str, list[str]] = {
     "utils/tests/test_array_api.py": [],
@@ -117,11 +120,21 @@ GRAPH_SKLEARN: dict[str, list[str]] = {
     # test_pairwise_parallel_array_api among them: two joblib threads write slices of one
     # array (a view), each holding the base's write lock (tensor/write_lock.rs).
     "metrics/tests/test_pairwise.py": [],
+    # The estimators and helpers of test_jax_graph_sklearn.py's kin, their array API tests.
+    "decomposition/tests/test_pca.py": [],
+    "linear_model/tests/test_ridge.py": ["-k", "array_api"],
+    "mixture/tests/test_gaussian_mixture.py": ["-k", "array_api"],
+    "tests/test_naive_bayes.py": ["-k", "array_api"],
+    "tests/test_kernel_approximation.py": ["-k", "array_api"],
+    "preprocessing/tests/test_label.py": ["-k", "array_api"],
+    "utils/tests/test_extmath.py": ["-k", "array_api"],
+    "metrics/tests/test_classification.py": ["-k", "array_api"],
 }
 GRAPH_NAMESPACES = ("boxfall_jax", "boxfall_jax_graph")
 """``--graph``: SciPy's modules and scikit-learn's files (with pytest arguments that narrow
 them) that CI runs on boxfall.jax's eager and graph modes, to hold the second's outcomes to the
-first's (``--compare boxfall_jax boxfall_jax_graph``) in about two minutes."""
+first's (``--compare boxfall_jax boxfall_jax_graph``): about six CPU minutes, three with
+``--jobs 2``."""
 
 COLUMNS = (
     ("boxfall_native", 'namespace("Native")'),
@@ -331,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--graph",
         action="store_true",
-        help="graph mode against eager mode on a subset of about two minutes (boxfall.jax's "
+        help="graph mode against eager mode on a subset of about six CPU minutes (boxfall.jax's "
         "namespaces only, --compare boxfall_jax boxfall_jax_graph)",
     )
     p.add_argument(
