@@ -156,8 +156,11 @@ layout, so no other array can take the layout's ``id`` while the entry lives."""
 
 
 def _step(layout: np.ndarray, name: str, arg: Any) -> Any:
-    """``_STEPS[name](layout, arg)``, kept for a hashable ``arg`` (a key holding a slice is no
-    key before Python 3.12: taken afresh)."""
+    """``_STEPS[name](layout, arg)``, kept for the steps of a view function. A basic index is
+    taken afresh: NumPy's own indexing is quick, and a key holding a slice is no dict key
+    before Python 3.12 (the raised ``TypeError`` would cost more than the step)."""
+    if name == "getitem":
+        return _STEPS[name](layout, arg)
     key = (id(layout), name, type(arg), arg)
     try:
         kept = _MADE.get(key)
