@@ -60,6 +60,46 @@ class Compiler:
 
         return run
 
+    def settle(self) -> None:
+        """Back to its defaults: nothing set to fail, delay or run at a compile."""
+        self.fail = False
+        self.delay = 0.0
+        self.on_compile = None
+
+
+def fresh(compiler: Compiler) -> Any:
+    """An autouse fixture's body for a module of ``compiler``'s backend: each test starts with
+    nothing pending, no graph or run counted and the metrics reset, and leaves ``compiler`` at
+    its defaults and nothing pending (``yield from fresh(COMPILER)``)."""
+    bf.sync()
+    compiler.graphs.clear()
+    compiler.runs.clear()
+    compiler.settle()
+    bf.metrics.reset()
+    yield
+    compiler.settle()
+    bf.sync()
+
+
+def run_threads(n: int, target: Any) -> list[BaseException]:
+    """Runs ``target(i)`` on ``n`` threads, lined up by a barrier; the exceptions raised."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait()
+            target(i)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
 
 _LIBRARIES: list[bf.Library] = []
 """The backends' fallback libraries, held (a library collected undoes its registrations)."""

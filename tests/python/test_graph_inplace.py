@@ -12,7 +12,7 @@ import boxfall as bf
 import boxfall.array_api as xp
 import numpy as np
 import pytest
-from graph_backend import Compiler, register
+from graph_backend import Compiler, fresh, register
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,14 +21,8 @@ GRAPH = register("GraphWrites", COMPILER)
 
 
 @pytest.fixture(autouse=True)
-def fresh() -> Any:
-    bf.sync()
-    COMPILER.graphs.clear()
-    COMPILER.fail = False
-    bf.metrics.reset()
-    yield
-    COMPILER.fail = False
-    bf.sync()
+def _fresh() -> Any:
+    yield from fresh(COMPILER)
 
 
 def breaks() -> dict[str, int]:

@@ -18,7 +18,7 @@ import boxfall as bf
 import boxfall.array_api as xp
 import numpy as np
 import pytest
-from graph_backend import Box, Compiler, register
+from graph_backend import Box, Compiler, fresh, register, run_threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,17 +27,8 @@ GRAPH = register("GraphTest", COMPILER)
 
 
 @pytest.fixture(autouse=True)
-def fresh() -> Any:
-    bf.sync()
-    COMPILER.graphs.clear()
-    COMPILER.runs.clear()
-    COMPILER.fail = False
-    bf.metrics.reset()
-    yield
-    COMPILER.fail = False
-    COMPILER.delay = 0.0
-    COMPILER.on_compile = None
-    bf.sync()
+def _fresh() -> Any:
+    yield from fresh(COMPILER)
 
 
 def tensors(n: int = 4, dtype: Any = np.float64) -> tuple[bf.Tensor, bf.Tensor]:
@@ -369,26 +360,6 @@ def test_a_view_function_of_a_pending_tensor_makes_a_view_without_computing_it()
 def expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``program``'s values, computed by NumPy."""
     return (a + b) * b - a
-
-
-def run_threads(n: int, target: Any) -> list[BaseException]:
-    """Runs ``target(i)`` on ``n`` threads, lined up by a barrier; the exceptions raised."""
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(n)
-
-    def body(i: int) -> None:
-        try:
-            barrier.wait()
-            target(i)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
 
 
 def test_threads_reading_one_pending_tensor_wait_for_one_computation() -> None:

@@ -13,7 +13,7 @@ import boxfall as bf
 import boxfall.array_api as bxp
 import numpy as np
 import pytest
-from graph_backend import Compiler, register
+from graph_backend import Compiler, fresh, register
 
 COMPILER = Compiler()
 GRAPH = register("GraphViews", COMPILER)
@@ -28,14 +28,8 @@ def _jax_namespace() -> Any:
 
 
 @pytest.fixture(autouse=True)
-def fresh() -> Any:
-    bf.sync()
-    COMPILER.graphs.clear()
-    COMPILER.fail = False
-    bf.metrics.reset()
-    yield
-    COMPILER.fail = False
-    bf.sync()
+def _fresh() -> Any:
+    yield from fresh(COMPILER)
 
 
 @pytest.fixture(params=["numpy", "jax"])

@@ -9,14 +9,13 @@ rebinding to the result), the lock held from the read to the rebinding."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 pytest.importorskip("jax")
 
 import boxfall.jax as bj  # noqa: E402
+from graph_backend import run_threads  # noqa: E402
 
 
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
@@ -27,20 +26,9 @@ def test_threads_writing_parts_of_one_view_lose_no_write(graph):
     values = [xp.asarray(b) for b in blocks]
     for _ in range(40):
         ret = xp.empty((5, n * rows), dtype=xp.float32).T  # a view: rows of it are columns
-        barrier = threading.Barrier(n)
-        errors = []
 
-        def write(k, ret=ret, barrier=barrier, errors=errors):
-            try:
-                barrier.wait()
-                ret[k * rows : (k + 1) * rows, ...] = values[k]
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
+        def write(k, ret=ret):
+            ret[k * rows : (k + 1) * rows, ...] = values[k]
 
-        threads = [threading.Thread(target=write, args=(k,)) for k in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        assert run_threads(n, write) == []
         np.testing.assert_array_equal(np.asarray(ret), np.concatenate(blocks))
