@@ -4,72 +4,21 @@
 //! view whose layout is known is read and written as nodes on its base. The backend
 //! is host memory, made a graph backend with a compiler that replays each graph.
 
+mod common;
+
+use common::graph::{read_f64, Counting};
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use boxfall::backend::register_backend;
-use boxfall::graph::{
-    self, pending_graphs, register_graph_backend, CompiledGraph, Graph, GraphCompiler,
-};
+use boxfall::graph::{self, pending_graphs, register_graph_backend, Graph};
 use boxfall::native::NativeBackend;
 use boxfall::tensor::{HostArray, TensorData, ViewLayout, ViewOps};
 use boxfall::{
     cpu_fallback, Device, DispatchKey, Error, IValue, KernelFunction, Library, LibraryKind,
     OperatorHandle, Result, Tensor,
 };
-
-/// Replays each graph; counts compiles; fails its programs while `fail` is set.
-#[derive(Default)]
-struct Counting {
-    compiles: AtomicUsize,
-    fail: Arc<AtomicBool>,
-}
-
-struct Replayed {
-    graph: Arc<Graph>,
-    fail: Arc<AtomicBool>,
-}
-
-impl CompiledGraph for Replayed {
-    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
-        if self.fail.load(Ordering::Relaxed) {
-            return Err(Error::Fallback("the test program failed".into()));
-        }
-        let ts: Vec<Tensor> = inputs
-            .iter()
-            .map(|d| Tensor::new(self.graph.device, d.clone()))
-            .collect();
-        Ok(self
-            .graph
-            .replay(&ts, scalars)?
-            .iter()
-            .map(|t| t.data())
-            .collect())
-    }
-}
-
-impl GraphCompiler for Counting {
-    fn compile(&self, graph: &Arc<Graph>) -> Result<Arc<dyn CompiledGraph>> {
-        self.compiles.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(Replayed {
-            graph: graph.clone(),
-            fail: self.fail.clone(),
-        }))
-    }
-}
-
-fn read(v: &IValue) -> Result<Vec<f64>> {
-    let IValue::Tensor(t) = v else {
-        return Err(Error::Fallback("not a tensor".into()));
-    };
-    Ok(t.to_host()?
-        .as_f64()
-        .ok_or_else(|| Error::Fallback("not float64".into()))?
-        .iter()
-        .copied()
-        .collect())
-}
 
 fn host(values: Vec<f64>) -> TensorData {
     TensorData::Host(Arc::new(HostArray::from(
@@ -81,7 +30,7 @@ fn host(values: Vec<f64>) -> TensorData {
 /// or (`in_place`) written into the first.
 fn kernel(f: fn(f64, f64) -> f64, in_place: bool) -> KernelFunction {
     KernelFunction::from_boxed(move |_, _, stack| {
-        let (a, b) = (read(&stack[0])?, read(&stack[1])?);
+        let (a, b) = (read_f64(&stack[0])?, read_f64(&stack[1])?);
         let out: Vec<f64> = a
             .iter()
             .enumerate()
@@ -186,7 +135,7 @@ fn call(op: &OperatorHandle, a: &Tensor, b: &Tensor) -> Tensor {
 
 fn values(t: &Tensor) -> Vec<f64> {
     graph::compute(t, "numpy").expect("computed");
-    read(&IValue::Tensor(t.clone())).expect("float64")
+    read_f64(&IValue::Tensor(t.clone())).expect("float64")
 }
 
 #[test]
@@ -295,12 +244,12 @@ impl ViewOps for Slice {
         self
     }
     fn materialize(&self, base: &Tensor, _: Device) -> Result<TensorData> {
-        let all = read(&IValue::Tensor(base.clone()))?;
+        let all = read_f64(&IValue::Tensor(base.clone()))?;
         Ok(host(all[self.start..self.start + self.len].to_vec()))
     }
     fn write(&self, base: &Tensor, src: &Tensor) -> Result<()> {
-        let mut all = read(&IValue::Tensor(base.clone()))?;
-        let part = read(&IValue::Tensor(src.clone()))?;
+        let mut all = read_f64(&IValue::Tensor(base.clone()))?;
+        let part = read_f64(&IValue::Tensor(src.clone()))?;
         all[self.start..self.start + self.len].copy_from_slice(&part);
         base.set_data(host(all));
         Ok(())
@@ -340,14 +289,14 @@ fn view_ops() {
         )
         .expect("define");
         let view = KernelFunction::from_boxed(|_, _, stack| {
-            let x = read(&stack[0])?;
+            let x = read_f64(&stack[0])?;
             let out = places(stack, 1)?.into_iter().map(|i| x[i]).collect();
             stack.clear();
             stack.push(IValue::Tensor(Tensor::new(Device::CPU, host(out))));
             Ok(())
         });
         let write = KernelFunction::from_boxed(|_, _, stack| {
-            let (mut x, values) = (read(&stack[0])?, read(&stack[1])?);
+            let (mut x, values) = (read_f64(&stack[0])?, read_f64(&stack[1])?);
             for (i, v) in places(stack, 2)?.into_iter().zip(values) {
                 x[i] = v;
             }

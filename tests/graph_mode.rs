@@ -3,82 +3,20 @@
 //! operator namespace and a compiler of its own, since tests run on threads side by side and
 //! graph mode's figures are the process's.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+mod common;
+
+use common::graph::{read_f64, Counting};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use boxfall::backend::register_backend;
-use boxfall::graph::{
-    self, pending_graphs, register_graph_backend, Arg, CompiledGraph, Graph, GraphCompiler,
-};
+use boxfall::graph::{self, pending_graphs, register_graph_backend, Arg};
 use boxfall::native::NativeBackend;
-use boxfall::tensor::{HostArray, TensorData};
+use boxfall::tensor::HostArray;
 use boxfall::{
-    cpu_fallback, Device, DispatchKey, Error, IValue, KernelFunction, Library, LibraryKind,
+    cpu_fallback, Device, DispatchKey, IValue, KernelFunction, Library, LibraryKind,
     OperatorHandle, Result, Tensor,
 };
-
-/// Replays each graph; counts compiles and runs; fails its programs while `fail` is set, and
-/// sleeps `delay_ms` in each run (so that other threads find its graph being computed); gives
-/// `settings` as the backend's settings.
-#[derive(Default)]
-struct Counting {
-    compiles: AtomicUsize,
-    fail: Arc<AtomicBool>,
-    runs: Arc<AtomicUsize>,
-    delay_ms: Arc<AtomicU64>,
-    settings: Mutex<String>,
-    /// Whether the device lacks float64 (its results float32 instead).
-    narrows: AtomicBool,
-}
-
-struct Replayed {
-    graph: Arc<Graph>,
-    fail: Arc<AtomicBool>,
-    runs: Arc<AtomicUsize>,
-    delay_ms: Arc<AtomicU64>,
-}
-
-impl CompiledGraph for Replayed {
-    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
-        self.runs.fetch_add(1, Ordering::Relaxed);
-        std::thread::sleep(std::time::Duration::from_millis(
-            self.delay_ms.load(Ordering::Relaxed),
-        ));
-        if self.fail.load(Ordering::Relaxed) {
-            return Err(Error::Fallback("the test program failed".into()));
-        }
-        let ts: Vec<Tensor> = inputs
-            .iter()
-            .map(|d| Tensor::new(self.graph.device, d.clone()))
-            .collect();
-        Ok(self
-            .graph
-            .replay(&ts, scalars)?
-            .iter()
-            .map(|t| t.data())
-            .collect())
-    }
-}
-
-impl GraphCompiler for Counting {
-    fn compile(&self, graph: &Arc<Graph>) -> Result<Arc<dyn CompiledGraph>> {
-        self.compiles.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(Replayed {
-            graph: graph.clone(),
-            fail: self.fail.clone(),
-            runs: self.runs.clone(),
-            delay_ms: self.delay_ms.clone(),
-        }))
-    }
-
-    fn settings(&self) -> Result<String> {
-        Ok(self.settings.lock().expect("settings").clone())
-    }
-
-    fn device_dtype(&self, dtype: &str) -> Option<&'static str> {
-        (self.narrows.load(Ordering::Relaxed) && dtype == "float64").then_some("float32")
-    }
-}
 
 /// A graph backend named `name`, its CPU fallback, and `ns::add` (with a shape rule: the
 /// rules know `array_api::add`, so the operator is defined in that namespace's manner under
@@ -93,19 +31,12 @@ struct Setup {
 
 fn f64_kernel(f: fn(&[f64], &[f64]) -> Vec<f64>, arity: usize) -> KernelFunction {
     KernelFunction::from_boxed(move |_, _, stack| {
-        let read = |v: &IValue| -> Result<Vec<f64>> {
-            let IValue::Tensor(t) = v else {
-                return Err(Error::Fallback("not a tensor".into()));
-            };
-            Ok(t.to_host()?
-                .as_f64()
-                .ok_or_else(|| Error::Fallback("not float64".into()))?
-                .iter()
-                .copied()
-                .collect())
+        let a = read_f64(&stack[0])?;
+        let b = if arity == 2 {
+            read_f64(&stack[1])?
+        } else {
+            vec![]
         };
-        let a = read(&stack[0])?;
-        let b = if arity == 2 { read(&stack[1])? } else { vec![] };
         let out = ndarray::Array1::from(f(&a, &b)).into_dyn();
         stack.clear();
         stack.push(IValue::Tensor(Tensor::from_array(out)));

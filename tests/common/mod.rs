@@ -4,6 +4,8 @@
 //! Each test binary compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
+pub mod graph;
+
 use std::any::Any;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
