@@ -40,6 +40,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+mod blocking;
 pub mod clock;
 pub mod dispatcher;
 pub mod error;

@@ -1,23 +1,12 @@
-//! What the bindings install for graph mode: how a thread waits for another's sync (the
-//! Python bindings release the GIL meanwhile, which the computing thread may need), and how a
-//! narrowed result is warned about (a `bf.NarrowingWarning`).
+//! What the bindings install for graph mode: how a narrowed result is warned about (a
+//! `bf.NarrowingWarning`). A thread waiting for another's sync waits through the crate's
+//! blocking hook (`crate::blocking`: the Python bindings release the GIL meanwhile).
 
 use std::sync::OnceLock;
 
 use crate::error::Result;
 use crate::kernel::{OperatorHandle, Tag};
 use crate::key::DispatchKey;
-
-/// Runs a wait for another thread (see [`set_wait_hook`]).
-///
-/// ```
-/// fn inline(wait: &mut (dyn FnMut() + Send)) { wait() }
-/// let hook: boxfall::graph::WaitHook = inline;
-/// let mut waited = false;
-/// hook(&mut || waited = true);
-/// assert!(waited);
-/// ```
-pub type WaitHook = fn(&mut (dyn FnMut() + Send));
 
 /// Warns that a result was narrowed (see [`set_narrowing_warner`]); an error (a warning the
 /// user's filters made one) fails the call that narrowed.
@@ -31,21 +20,7 @@ pub type WaitHook = fn(&mut (dyn FnMut() + Send));
 /// ```
 pub type NarrowingWarner = fn(&str) -> Result<()>;
 
-static WAIT: OnceLock<WaitHook> = OnceLock::new();
 static WARNER: OnceLock<NarrowingWarner> = OnceLock::new();
-
-/// Installs the function a thread that waits for another thread's sync of a graph runs its
-/// wait through: the Python bindings install one that releases the GIL, as the computing
-/// thread may need it (a compiler in Python). The first installed stays; returns whether this
-/// one was.
-///
-/// ```
-/// fn inline(wait: &mut (dyn FnMut() + Send)) { wait() }
-/// let _ = boxfall::graph::set_wait_hook(inline);
-/// ```
-pub fn set_wait_hook(hook: WaitHook) -> bool {
-    WAIT.set(hook).is_ok()
-}
 
 /// Installs the function that warns of a result narrowed in graph mode (a 64-bit dtype the
 /// device lacks, recorded as the 32-bit one of its kind), once per operator and backend as
@@ -58,14 +33,6 @@ pub fn set_wait_hook(hook: WaitHook) -> bool {
 /// ```
 pub fn set_narrowing_warner(warner: NarrowingWarner) -> bool {
     WARNER.set(warner).is_ok()
-}
-
-/// Runs `wait` through the installed hook, else in place.
-pub(crate) fn blocking(wait: &mut (dyn FnMut() + Send)) {
-    match WAIT.get() {
-        Some(hook) => hook(wait),
-        None => wait(),
-    }
 }
 
 /// Counts a result of `op` recorded on graph backend `backend` as `to`, where its dtype is

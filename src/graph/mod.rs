@@ -35,7 +35,7 @@ mod views;
 #[cfg(feature = "python")]
 pub(crate) use constants::described_stack;
 pub use constants::{describe_object, set_object_describer, ObjectDescriber};
-pub use hooks::{set_narrowing_warner, set_wait_hook, NarrowingWarner, WaitHook};
+pub use hooks::{set_narrowing_warner, NarrowingWarner};
 pub use keys::graph_keys;
 pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS};
 pub use pending::{is_pending, pending_meta, Pending};

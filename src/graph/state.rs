@@ -207,7 +207,7 @@ pub(crate) fn wait_settled(r: &Shared, what: &dyn Fn() -> String) -> crate::Resu
             Some(_) => {}
         }
     }
-    super::hooks::blocking(&mut || {
+    crate::blocking::blocking(&mut || {
         let mut guard = lock(r);
         while guard.computing.is_some() {
             guard = r.settled.wait(guard).unwrap_or_else(|e| e.into_inner());

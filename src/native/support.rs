@@ -35,31 +35,10 @@ pub const BLOCKING_ELEMENTS: usize = 1 << 16;
 
 pub(super) type NativeKernel = fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()>;
 
-/// Runs a large computation; the Python bindings install a hook that releases the GIL.
-///
-/// ```
-/// fn inline(work: &mut (dyn FnMut() + Send)) { work() }
-/// let hook: boxfall::native::BlockingHook = inline;
-/// let mut ran = false;
-/// hook(&mut || ran = true);
-/// assert!(ran);
-/// ```
-pub type BlockingHook = fn(&mut (dyn FnMut() + Send));
-
-static BLOCKING_HOOK: OnceLock<BlockingHook> = OnceLock::new();
-
-/// Installs the blocking hook (once).
-///
-/// ```
-/// fn run(f: &mut (dyn FnMut() + Send)) { f() }
-/// let _ = boxfall::native::set_blocking_hook(run);
-/// ```
-pub fn set_blocking_hook(h: BlockingHook) -> bool {
-    BLOCKING_HOOK.set(h).is_ok()
-}
+pub use crate::blocking::{set_blocking_hook, BlockingHook};
 
 pub(super) fn run_blocking<T: Send>(elements: usize, f: impl FnOnce() -> T + Send) -> T {
-    let hook = match BLOCKING_HOOK.get() {
+    let hook = match crate::blocking::hook() {
         Some(h) if elements >= BLOCKING_ELEMENTS => h,
         _ => return f(),
     };

@@ -346,6 +346,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // checks them, so a user who turns on DEBUG for "boxfall" after import gets the records.
     logging::install(py)?;
     crate::fallback::set_warning_handler(warn_in_python);
+    // Native's large kernels, and a thread waiting for another's sync of a graph or its write
+    // of a tensor, let go of the GIL (which the other thread may need to finish).
     crate::native::set_blocking_hook(release_gil);
     crate::native::install_fallback().py(py)?;
     graph_constants::install();
@@ -417,10 +419,6 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
     m.add_function(wrap_pyfunction!(graph::sync, m)?)?;
     crate::graph::set_site_finder(graph::python_site);
-    // A thread waiting for another's sync of a graph, or for its write of a tensor, lets go
-    // of the GIL, which the other thread may need to finish.
-    crate::graph::set_wait_hook(release_gil);
-    crate::tensor::set_write_wait_hook(release_gil);
     crate::graph::set_narrowing_warner(graph::warn_narrowed);
     m.add_function(wrap_pyfunction!(graph::graph_key_bits, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_dump, m)?)?;

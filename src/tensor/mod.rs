@@ -38,5 +38,4 @@ pub use residency::HostOnly;
 pub use types::{
     DeviceView, HostView, Origin, Payload, Tensor, TensorData, ViewLayout, ViewOps, ViewWrite,
 };
-pub use write_lock::{set_write_wait_hook, WriteWaitHook};
 pub(crate) use writes::{hold_writes, WritesHeld};

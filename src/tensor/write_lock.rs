@@ -9,10 +9,10 @@
 //!
 //! The lock is re-entrant (a kernel may write the same tensor again through boxfall), taken in
 //! one order (by address) where a call writes several (`writes.rs`, which names the tensors),
-//! and waited for through a hook ([`set_write_wait_hook`]) that the Python bindings install to
-//! release the GIL: the holder may need it to run its kernel.
+//! and waited for through the crate's blocking hook (`crate::blocking`), which the Python
+//! bindings install to release the GIL: the holder may need it to run its kernel.
 
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::ThreadId;
 
 /// A tensor's write lock: its owner, how many times the owner took it, and how many threads
@@ -30,31 +30,6 @@ struct Owner {
     /// The threads waiting: a release with none wakes nobody (`notify_one` is a system call
     /// even then, which made an in-place call through the fallback 18% slower).
     waiting: usize,
-}
-
-/// Runs a wait for another thread's write of a tensor (see [`set_write_wait_hook`]).
-///
-/// ```
-/// fn inline(wait: &mut (dyn FnMut() + Send)) { wait() }
-/// let hook: boxfall::tensor::WriteWaitHook = inline;
-/// let mut waited = false;
-/// hook(&mut || waited = true);
-/// assert!(waited);
-/// ```
-pub type WriteWaitHook = fn(&mut (dyn FnMut() + Send));
-
-static WAIT: OnceLock<WriteWaitHook> = OnceLock::new();
-
-/// Installs the function a thread that waits for another thread's write of a tensor runs its
-/// wait through: the Python bindings install one that releases the GIL, which the writing
-/// thread may need. The first installed stays; returns whether this one was.
-///
-/// ```
-/// fn inline(wait: &mut (dyn FnMut() + Send)) { wait() }
-/// let _ = boxfall::tensor::set_write_wait_hook(inline);
-/// ```
-pub fn set_write_wait_hook(hook: WriteWaitHook) -> bool {
-    WAIT.set(hook).is_ok()
 }
 
 impl WriteLock {
@@ -88,10 +63,7 @@ impl WriteLock {
             s.times = 1;
             s.waiting -= 1;
         };
-        match WAIT.get() {
-            Some(hook) => hook(&mut wait),
-            None => wait(),
-        }
+        crate::blocking::blocking(&mut wait);
     }
 
     /// Gives one taking of the lock back; the last lets a waiting thread take it.
