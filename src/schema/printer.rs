@@ -165,7 +165,13 @@ fn write_double(f: &mut Formatter<'_>, d: f64) -> fmt::Result {
             return write!(f, "{sign}{i}.");
         }
     }
-    f.write_str(&format_g17(d))
+    let text = format_g17(d);
+    // An integral double of 1e10 or more that `%.17g` writes without a point or an exponent
+    // (7085987130448018) would read back as an int: it gets the point the smaller ones get.
+    if text.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        return write!(f, "{text}.");
+    }
+    f.write_str(&text)
 }
 
 /// `printf("%.17g", d)` for a finite `d`.
