@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 import timeit
 import uuid
 from collections.abc import Callable
@@ -397,6 +398,84 @@ def bench_workload(repeat: int) -> list[str]:
     return rows
 
 
+def bench_jax_workload(repeat: int, n: int = 4_000) -> list[str]:
+    """The workload (``boxfall.workload.kmeans_ridge``, float32, ``n`` points) on JAX's default
+    device four ways, timed back to back in each round (the order turning): boxfall.jax eager,
+    boxfall.jax in graph mode (one compiled program a call), ``jax.numpy`` op by op and
+    ``jax.jit`` of the same function; each call waits for its results. Rows: graph mode
+    against ``jax.jit``, eager against ``jax.numpy``, and the recording of one call (the
+    workload's calls made, not computed), per recorded node. Skipped without JAX."""
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        from . import jax as bj
+    except ImportError:
+        return ["(JAX is not installed: the workload's rows on JAX are skipped)"]
+    from . import workload
+
+    p = workload.Problem(n=n)
+    x, y = (a.astype(np.float32) for a in workload.make_data(p))
+    ex, gx = bj.namespace(), bj.namespace(graph=True)
+    exx, exy, gxx, gxy = ex.asarray(x), ex.asarray(y), gx.asarray(x), gx.asarray(y)
+    jx, jy = jnp.asarray(x), jnp.asarray(y)
+    jitted = jax.jit(lambda a, b: workload.kmeans_ridge(jnp, a, b, p))
+
+    def eager() -> Any:
+        return jax.block_until_ready([t.payload for t in workload.kmeans_ridge(ex, exx, exy, p)])
+
+    def graph() -> Any:
+        out = workload.kmeans_ridge(gx, gxx, gxy, p)
+        bf.sync()
+        return jax.block_until_ready([t.payload for t in out])
+
+    def op_by_op() -> Any:
+        return jax.block_until_ready(workload.kmeans_ridge(jnp, jx, jy, p))
+
+    def compiled() -> Any:
+        return jax.block_until_ready(jitted(jx, jy))
+
+    calls = {"eager": eager, "graph": graph, "jnp": op_by_op, "jit": compiled}
+    for fn in calls.values():  # compiles, and the caches' first entries
+        fn()
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    order = list(calls)
+    for r in range(repeat):
+        for k in order if r % 2 == 0 else order[::-1]:
+            start = time.perf_counter()
+            calls[k]()
+            times[k].append((time.perf_counter() - start) * 1e9)
+    per_node, nodes = [], 0
+    for _ in range(repeat):
+        before = bf.metrics.graphs()["nodes"]
+        start = time.perf_counter()
+        out = workload.kmeans_ridge(gx, gxx, gxy, p)
+        took = time.perf_counter() - start
+        bf.sync()
+        del out
+        nodes = bf.metrics.graphs()["nodes"] - before
+        per_node.append(took * 1e9 / max(nodes, 1))
+    q = statistics.quantiles(per_node, n=4) if len(per_node) > 1 else per_node * 3
+    device = jax.devices()[0].platform
+    return [
+        f"the workload on JAX ({device}), {n:,} x {p.d} float32, each call waiting for its "
+        "results:",
+        _row_ms(
+            "workload, boxfall.jax graph mode",
+            paired_rounds(list(zip(times["graph"], times["jit"], strict=True))),
+            "jax.jit of the function",
+        ),
+        _row_ms(
+            "workload, boxfall.jax eager",
+            paired_rounds(list(zip(times["eager"], times["jnp"], strict=True))),
+            "jax.numpy op by op",
+        ),
+        f"{'workload recorded (graph mode), per node':<48} {statistics.median(per_node):>9.0f} ns"
+        f"   ({nodes} nodes a call; rounds' quartiles {q[0]:.0f} to {q[2]:.0f} ns)",
+    ]
+
+
 class _Box:
     """The graph-mode bench's payload: a NumPy array in a box."""
 
@@ -528,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in bench_graph(args.number, args.repeat):
             print(line)
         for line in bench_workload(args.repeat):
+            print(line)
+        for line in bench_jax_workload(args.repeat):
             print(line)
     finally:
         bf.set_fallback_policy(policy)
