@@ -12,7 +12,7 @@ paired rounds (boxfall's call and the baseline back to back, medians and spread 
 3. with ``--costs`` only: where ``xp.add``'s microseconds go (JAX's compiled add, the kernel,
    the operator, the namespace's function) and what each of the workload's operators adds.
 
-    python benches/jax_device.py [--rounds 15] [--quick | --costs]
+    python benches/jax_device.py [--rounds 15] [--quick | --costs | --graph | --inplace MIB]
 
 One process at a time can hold a TPU: run nothing else on the chip meanwhile.
 """
@@ -353,6 +353,67 @@ def bench_graph_variants(rounds: int, n: int) -> None:
     )
 
 
+def bench_inplace(rounds: int, mib: int) -> None:
+    """An in-place update in graph mode (``x += y`` then ``bf.sync()``, a step) of a ``mib`` MiB
+    float32 array, against ``jax.jit`` of the add with the input donated and without: the time
+    a step (paired rounds of 5 steps each) and the device's peak memory over 5 steps above what
+    it held before them, in arrays of the size (where the device reports memory: a TPU does,
+    JAX's CPU does not). A donated input's buffer becomes the output's, so a step needs no
+    second array; without donation the old and the new array both live while it runs."""
+    gx = bj.namespace(graph=True)
+    n = mib * (1 << 20) // 4
+    dev = jax.devices()[0]
+    size = n * 4
+
+    def peak_over(step: Callable[[], None]) -> str:
+        stats = dev.memory_stats()
+        if not stats or "peak_bytes_in_use" not in stats:
+            return "memory not reported"
+        held = stats["bytes_in_use"]
+        if hasattr(dev, "reset_peak_memory_stats"):
+            dev.reset_peak_memory_stats()
+        for _ in range(5):
+            step()
+        peak = dev.memory_stats()["peak_bytes_in_use"]
+        return f"peak {max(peak - held, 0) / size:.2f} arrays above what was held"
+
+    x, y = gx.zeros(n, dtype=gx.float32), gx.ones(n, dtype=gx.float32)
+    bf.sync()
+
+    def graph() -> Any:
+        nonlocal x
+        x += y
+        bf.sync()
+        return x
+
+    jy = jnp.ones(n, dtype=jnp.float32)
+    donating = jax.jit(jnp.add, donate_argnums=0)
+    keeping = jax.jit(jnp.add)
+    state = {"d": jnp.zeros(n, dtype=jnp.float32), "k": jnp.zeros(n, dtype=jnp.float32)}
+
+    def donated() -> Any:
+        state["d"] = donating(state["d"], jy)
+        return state["d"]
+
+    def kept() -> Any:
+        state["k"] = keeping(state["k"], jy)
+        return state["k"]
+
+    print(f"x += y, {mib} MiB float32, in graph mode against jax.jit (us a step):")
+    for label, fn in (("graph mode", graph), ("jit, donated", donated), ("jit, kept", kept)):
+        _wait(fn())
+        print(f"  {label:<13} {peak_over(fn)}")
+    g, d = _paired(graph, donated, 5, rounds)
+    _, k = _paired(graph, kept, 5, rounds)
+    print(
+        f"  graph mode {statistics.median(g):.0f}, jit donated {statistics.median(d):.0f}, "
+        f"jit kept {statistics.median(k):.0f}; graph over donated "
+        f"{_spread([a / b for a, b in zip(g, d, strict=True)])}"
+    )
+    figures = bf.metrics.graphs()
+    print(f"  graph mode: compiled {figures['compiled']}, cache hits {figures['cache_hits']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -363,12 +424,22 @@ def main() -> None:
     parser.add_argument(
         "--graph", action="store_true", help="only the workload in graph mode, and its variants"
     )
+    parser.add_argument(
+        "--inplace",
+        type=int,
+        metavar="MIB",
+        help="only an in-place update of an array of MIB MiB: graph mode against jax.jit, "
+        "its input donated and not (time and peak device memory)",
+    )
     args = parser.parse_args()
     dev = jax.devices()[0]
     print(f"JAX {jax.__version__} on {dev.platform} ({dev.device_kind}), x64={bj.X64}")
     if args.costs:
         bench_stages(args.rounds)
         bench_ops(args.rounds)
+        return
+    if args.inplace:
+        bench_inplace(args.rounds, args.inplace)
         return
     if args.graph:
         bench_graph(args.rounds, (2_000,) if args.quick else (4_000, 250_000))
