@@ -11,6 +11,10 @@ paired rounds (boxfall's call and the baseline back to back, medians and spread 
 
 3. with ``--costs`` only: where ``xp.add``'s microseconds go (JAX's compiled add, the kernel,
    the operator, the namespace's function) and what each of the workload's operators adds.
+4. with ``--graph`` only: the workload in graph mode against ``jax.jit`` and ``jax.numpy`` op
+   by op, and graph mode's variants (a convergence check, a host callback, a graph break);
+   with ``--inplace MIB`` only: ``x += y`` in graph mode against ``jax.jit`` with its input
+   donated and kept (time a step, the device's peak memory).
 
     python benches/jax_device.py [--rounds 15] [--quick | --costs | --graph | --inplace MIB]
 
