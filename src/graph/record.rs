@@ -24,7 +24,7 @@ use super::keys::{graph_keys, GRAPH_KEY};
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
-use super::rules::output_metas;
+use super::rules::op_rule;
 use super::state::{
     device_dtype, lock, recording, wait_settled, GraphBackend, Input, Recording, Shared, State,
     BACKENDS, GRAPH_BACKENDS,
@@ -226,7 +226,7 @@ fn record_view(backend: DispatchKey, view: &Tensor) -> Result<Option<Tensor>> {
     let Some((op, mut stack)) = views::read_call(view) else {
         return Ok(None);
     };
-    let Some(metas) = output_metas(op.name(), &stack) else {
+    let Some(metas) = op_rule(&op).metas(&op, &stack) else {
         return Ok(None);
     };
     record_node(&op, backend, &mut stack, metas)?;
@@ -252,7 +252,7 @@ fn write_view(
         ))
     };
     let (write, mut stack, base) = views::write_call(view, values).ok_or_else(failed)?;
-    let metas = output_metas(write.name(), &stack).ok_or_else(failed)?;
+    let metas = op_rule(&write).metas(&write, &stack).ok_or_else(failed)?;
     record_node(&write, backend, &mut stack, metas)?;
     let Some(IValue::Tensor(result)) = stack.pop() else {
         return Err(failed());
@@ -330,7 +330,7 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     let Some(described) = described_stack(stack) else {
         return Ok(Plan::Break);
     };
-    match output_metas(op.name(), &described) {
+    match op_rule(op).metas(op, &described) {
         Some(mut metas) if metas.len() == info.returns.len() => {
             for m in &mut metas {
                 if let Some(to) = device_dtype(backend, &m.dtype) {
@@ -402,7 +402,7 @@ fn record_node(
         (Some(d), _) | (None, Some(d)) => d,
         (None, None) => Device::new(backend, 0),
     };
-    let scalar_operands = takes_scalar_inputs(op);
+    let scalar_operands = op_rule(op).scalar_inputs;
     let mut args = Vec::with_capacity(stack.len());
     for (v, ready) in stack.drain(..).zip(ready) {
         args.push(match ready {
@@ -445,16 +445,6 @@ fn record_node(
         outputs: metas,
     });
     Ok(())
-}
-
-/// Whether the operator's Python scalars enter the graph as inputs, not constants: those of
-/// the elementwise operators' scalar overloads (`x * 0.5` is `multiply.Tensor_Scalar`), whose
-/// value decides no shape, and whose type alone decides the dtype. A learning rate or a
-/// step's factor then compiles once; any other scalar (`arange`'s bounds decide a shape, a
-/// norm's `ord` its algorithm) stays a constant of the graph.
-fn takes_scalar_inputs(op: &OperatorHandle) -> bool {
-    let name = op.name();
-    name.ends_with(".Tensor_Scalar") || name.ends_with(".Scalar_Tensor")
 }
 
 /// The device of the first tensor on the stack.

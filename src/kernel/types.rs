@@ -361,6 +361,10 @@ pub(crate) struct OperatorEntry {
     pub(crate) policy: AtomicU8,
     /// The operator's [`Tag`]s, a bit each.
     pub(crate) tags: AtomicU8,
+    /// What graph mode decides from the operator's name (its shape rule), decided at its first
+    /// recorded call: a recorded call then matches no name. The name never changes (an entry
+    /// defined again is the same name's), so neither does this.
+    pub(crate) graph: std::sync::OnceLock<crate::graph::rules::OpRule>,
 }
 
 /// A handle to an operator: cheap to clone, valid for the life of the process.
