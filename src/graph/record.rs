@@ -89,15 +89,35 @@ fn graph_key() -> Result<DispatchKey> {
     Ok(key)
 }
 
-/// Why a call cannot be recorded (it breaks the graph).
+/// How a call is recorded, or why it cannot be (it breaks the graph).
 enum Plan {
-    Record(Vec<TensorMeta>),
+    Record(Outputs),
     /// An in-place call recorded as its functional counterpart (`inplace.rs`).
-    Write(Write, Vec<TensorMeta>),
+    Write(Write, Outputs),
     Break,
     /// Run below the `Graph` key with nothing computed or counted (a view of computed
     /// tensors).
     Eager,
+}
+
+/// A planned call's outputs, in the device's dtypes, and which of them were narrowed to those
+/// (index, the dtype the rule gave): counted and warned of ([`narrowed`]) only once the call is
+/// recorded, as a plan may end in a graph break, whose eager call counts its own.
+struct Outputs {
+    metas: Vec<TensorMeta>,
+    narrowed: Vec<(usize, String)>,
+}
+
+impl Outputs {
+    /// Counts the narrowed results of `op` (the operator recorded) and gives the metas.
+    fn counted(self, op: &OperatorHandle, backend: DispatchKey) -> Result<Vec<TensorMeta>> {
+        for (i, from) in &self.narrowed {
+            if let Some(m) = self.metas.get(*i) {
+                narrowed(op, backend, from, &m.dtype)?;
+            }
+        }
+        Ok(self.metas)
+    }
 }
 
 /// The `Graph` key's fallback.
@@ -114,21 +134,17 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
         return Ok(());
     }
     match plan(op, backend, stack)? {
-        Plan::Record(metas) => record_node(op, backend, stack, metas),
+        Plan::Record(out) => record_node(op, backend, stack, out.counted(op, backend)?),
         Plan::Break if cuts_nothing(op, stack)? => pass_on(op, keys, stack),
-        Plan::Write(w, metas) => record_write(w, backend, stack, metas),
+        Plan::Write(w, out) => record_write(w, backend, stack, out),
         Plan::Break => graph_break(op, backend, keys, stack),
         Plan::Eager => pass_on(op, keys, stack),
     }
 }
 
 /// Records an in-place call as its functional counterpart (`inplace.rs`).
-fn record_write(
-    w: Write,
-    backend: DispatchKey,
-    stack: &mut Stack,
-    metas: Vec<TensorMeta>,
-) -> Result<()> {
+fn record_write(w: Write, backend: DispatchKey, stack: &mut Stack, out: Outputs) -> Result<()> {
+    let metas = out.counted(&w.op, backend)?;
     // The write reads the target and rebinds it: another thread's write of it between the two
     // would be lost, so its write lock is held across both, as the CPU fallback holds it.
     let _held = hold_writes(std::iter::once(w.target.clone()));
@@ -189,9 +205,11 @@ fn record_with_views(op: &OperatorHandle, backend: DispatchKey, stack: &mut Stac
         stack[i] = IValue::Tensor(values);
     }
     match plan(op, backend, stack)? {
-        Plan::Record(metas) if target.is_none() => record_node(op, backend, stack, metas)?,
-        Plan::Write(w, metas) => {
-            record_write(w, backend, stack, metas)?;
+        Plan::Record(out) if target.is_none() => {
+            record_node(op, backend, stack, out.counted(op, backend)?)?
+        }
+        Plan::Write(w, out) => {
+            record_write(w, backend, stack, out)?;
             if let Some(view) = target {
                 let values = read
                     .iter()
@@ -290,8 +308,8 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
             return Ok(Plan::Break);
         };
         return Ok(match plan(&w.op, backend, stack)? {
-            Plan::Record(metas) => match inplace::fitted(w, op, stack, &metas) {
-                Some(w) => Plan::Write(w, metas),
+            Plan::Record(out) => match inplace::fitted(w, op, stack, &out.metas) {
+                Some(w) => Plan::Write(w, out),
                 None => Plan::Break,
             },
             _ => Plan::Break,
@@ -332,13 +350,16 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     };
     match op_rule(op).metas(op, &described) {
         Some(mut metas) if metas.len() == info.returns.len() => {
-            for m in &mut metas {
+            let mut narrowings = Vec::new();
+            for (i, m) in metas.iter_mut().enumerate() {
                 if let Some(to) = device_dtype(backend, &m.dtype) {
-                    narrowed(op, backend, &m.dtype, to)?;
-                    m.dtype = to.to_string();
+                    narrowings.push((i, std::mem::replace(&mut m.dtype, to.to_string())));
                 }
             }
-            Ok(Plan::Record(metas))
+            Ok(Plan::Record(Outputs {
+                metas,
+                narrowed: narrowings,
+            }))
         }
         _ => Ok(Plan::Break),
     }
