@@ -239,17 +239,26 @@ fn record_with_views(op: &OperatorHandle, backend: DispatchKey, stack: &mut Stac
 }
 
 /// Records the read of `view` from its base's current data (`array_api::_strided_view`): the
-/// pending values. `None` where it cannot be recorded.
+/// pending values. A read of the same place of the same data recorded before in the graph is
+/// the values it read (`views::recorded_read`): `x.T` read by three calls is one node. `None`
+/// where it cannot be recorded.
 fn record_view(backend: DispatchKey, view: &Tensor) -> Result<Option<Tensor>> {
-    let Some((op, mut stack)) = views::read_call(view) else {
+    let Some((op, mut stack, layout)) = views::read_call(view) else {
         return Ok(None);
     };
+    let rec = recording(backend);
+    if let Some(values) = views::recorded_read(&rec, &stack, &layout) {
+        return Ok(Some(values));
+    }
     let Some(metas) = op_rule(&op).metas(&op, &stack) else {
         return Ok(None);
     };
     record_node(&op, backend, &mut stack, metas)?;
     match stack.pop() {
-        Some(IValue::Tensor(t)) => Ok(Some(t)),
+        Some(IValue::Tensor(t)) => {
+            views::note_read(&rec, &t, layout);
+            Ok(Some(t))
+        }
         _ => Ok(None),
     }
 }
