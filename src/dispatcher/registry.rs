@@ -85,7 +85,7 @@ impl Registry {
                     metrics: CachePadded::new(OpMetrics::default()),
                     policy: AtomicU8::new(0),
                     tags: AtomicU8::new(0),
-                    graph: std::sync::OnceLock::new(),
+                    by_name: std::sync::OnceLock::new(),
                 })
             })),
             def: None,

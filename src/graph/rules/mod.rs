@@ -55,8 +55,8 @@ pub fn output_metas(name: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     rule(overload, stack)
 }
 
-/// What graph mode decides of an operator from its name alone, once (kept on its entry, see
-/// [`op_rule`]): its shape rule, and whether its Python scalars enter a graph as inputs.
+/// What graph mode decides of an operator from its name alone, once (kept on its entry's
+/// slot for a layer above, see [`op_rule`]): its shape rule, and whether its Python scalars enter a graph as inputs.
 pub(crate) struct OpRule {
     /// The rule and where its overload's name starts in the operator's name.
     rule: Option<(Rule, usize)>,
@@ -86,7 +86,15 @@ impl OpRule {
 /// The [`OpRule`] of `op`, decided from its name at the first call that asks: no name is
 /// matched, nor anything looked up, at a recorded call after that.
 pub(crate) fn op_rule(op: &OperatorHandle) -> &OpRule {
-    op.0.graph.get_or_init(|| OpRule::of(op.name()))
+    // Only this sets the slot; a slot of another type (none is made) would read as no rule.
+    static NONE: OpRule = OpRule {
+        rule: None,
+        scalar_inputs: false,
+    };
+    op.0.by_name
+        .get_or_init(|| Box::new(OpRule::of(op.name())))
+        .downcast_ref::<OpRule>()
+        .unwrap_or(&NONE)
 }
 
 /// A shape rule: the outputs of an operator from its overload's name (`""` for none) and its
