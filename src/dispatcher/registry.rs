@@ -85,6 +85,7 @@ impl Registry {
                     metrics: CachePadded::new(OpMetrics::default()),
                     policy: AtomicU8::new(0),
                     tags: AtomicU8::new(0),
+                    by_name: std::sync::OnceLock::new(),
                 })
             })),
             def: None,

@@ -15,7 +15,7 @@ use crate::ivalue::{IValue, Stack};
 use crate::tensor::{Tensor, TensorMeta};
 
 use super::pending::pending_meta;
-use super::rules::output_metas;
+use super::rules::op_rule;
 use super::state::{lock, recording, wait_settled};
 
 /// An in-place call to record as its functional counterpart.
@@ -117,7 +117,7 @@ pub(super) fn fitted(
         return Some(w);
     }
     // The in-place operator's rule holds NumPy's casting of the result into the target.
-    let written = output_metas(op.name(), stack)?;
+    let written = op_rule(op).metas(op, stack)?;
     if o.shape != meta.shape || written.as_slice() != [meta.clone()] {
         return None;
     }

@@ -24,7 +24,7 @@ use super::keys::{graph_keys, GRAPH_KEY};
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
-use super::rules::output_metas;
+use super::rules::op_rule;
 use super::state::{
     device_dtype, lock, recording, wait_settled, GraphBackend, Input, Recording, Shared, State,
     BACKENDS, GRAPH_BACKENDS,
@@ -89,15 +89,35 @@ fn graph_key() -> Result<DispatchKey> {
     Ok(key)
 }
 
-/// Why a call cannot be recorded (it breaks the graph).
+/// How a call is recorded, or why it cannot be (it breaks the graph).
 enum Plan {
-    Record(Vec<TensorMeta>),
+    Record(Outputs),
     /// An in-place call recorded as its functional counterpart (`inplace.rs`).
-    Write(Write, Vec<TensorMeta>),
+    Write(Write, Outputs),
     Break,
     /// Run below the `Graph` key with nothing computed or counted (a view of computed
     /// tensors).
     Eager,
+}
+
+/// A planned call's outputs, in the device's dtypes, and which of them were narrowed to those
+/// (index, the dtype the rule gave): counted and warned of ([`narrowed`]) only once the call is
+/// recorded, as a plan may end in a graph break, whose eager call counts its own.
+struct Outputs {
+    metas: Vec<TensorMeta>,
+    narrowed: Vec<(usize, String)>,
+}
+
+impl Outputs {
+    /// Counts the narrowed results of `op` (the operator recorded) and gives the metas.
+    fn counted(self, op: &OperatorHandle, backend: DispatchKey) -> Result<Vec<TensorMeta>> {
+        for (i, from) in &self.narrowed {
+            if let Some(m) = self.metas.get(*i) {
+                narrowed(op, backend, from, &m.dtype)?;
+            }
+        }
+        Ok(self.metas)
+    }
 }
 
 /// The `Graph` key's fallback.
@@ -114,21 +134,17 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
         return Ok(());
     }
     match plan(op, backend, stack)? {
-        Plan::Record(metas) => record_node(op, backend, stack, metas),
+        Plan::Record(out) => record_node(op, backend, stack, out.counted(op, backend)?),
         Plan::Break if cuts_nothing(op, stack)? => pass_on(op, keys, stack),
-        Plan::Write(w, metas) => record_write(w, backend, stack, metas),
+        Plan::Write(w, out) => record_write(w, backend, stack, out),
         Plan::Break => graph_break(op, backend, keys, stack),
         Plan::Eager => pass_on(op, keys, stack),
     }
 }
 
 /// Records an in-place call as its functional counterpart (`inplace.rs`).
-fn record_write(
-    w: Write,
-    backend: DispatchKey,
-    stack: &mut Stack,
-    metas: Vec<TensorMeta>,
-) -> Result<()> {
+fn record_write(w: Write, backend: DispatchKey, stack: &mut Stack, out: Outputs) -> Result<()> {
+    let metas = out.counted(&w.op, backend)?;
     // The write reads the target and rebinds it: another thread's write of it between the two
     // would be lost, so its write lock is held across both, as the CPU fallback holds it.
     let _held = hold_writes(std::iter::once(w.target.clone()));
@@ -189,9 +205,11 @@ fn record_with_views(op: &OperatorHandle, backend: DispatchKey, stack: &mut Stac
         stack[i] = IValue::Tensor(values);
     }
     match plan(op, backend, stack)? {
-        Plan::Record(metas) if target.is_none() => record_node(op, backend, stack, metas)?,
-        Plan::Write(w, metas) => {
-            record_write(w, backend, stack, metas)?;
+        Plan::Record(out) if target.is_none() => {
+            record_node(op, backend, stack, out.counted(op, backend)?)?
+        }
+        Plan::Write(w, out) => {
+            record_write(w, backend, stack, out)?;
             if let Some(view) = target {
                 let values = read
                     .iter()
@@ -221,17 +239,26 @@ fn record_with_views(op: &OperatorHandle, backend: DispatchKey, stack: &mut Stac
 }
 
 /// Records the read of `view` from its base's current data (`array_api::_strided_view`): the
-/// pending values. `None` where it cannot be recorded.
+/// pending values. A read of the same place of the same data recorded before in the graph is
+/// the values it read (`views::recorded_read`): `x.T` read by three calls is one node. `None`
+/// where it cannot be recorded.
 fn record_view(backend: DispatchKey, view: &Tensor) -> Result<Option<Tensor>> {
-    let Some((op, mut stack)) = views::read_call(view) else {
+    let Some((op, mut stack, layout)) = views::read_call(view) else {
         return Ok(None);
     };
-    let Some(metas) = output_metas(op.name(), &stack) else {
+    let rec = recording(backend);
+    if let Some(values) = views::recorded_read(&rec, &stack, &layout) {
+        return Ok(Some(values));
+    }
+    let Some(metas) = op_rule(&op).metas(&op, &stack) else {
         return Ok(None);
     };
     record_node(&op, backend, &mut stack, metas)?;
     match stack.pop() {
-        Some(IValue::Tensor(t)) => Ok(Some(t)),
+        Some(IValue::Tensor(t)) => {
+            views::note_read(&rec, &t, layout);
+            Ok(Some(t))
+        }
         _ => Ok(None),
     }
 }
@@ -252,7 +279,7 @@ fn write_view(
         ))
     };
     let (write, mut stack, base) = views::write_call(view, values).ok_or_else(failed)?;
-    let metas = output_metas(write.name(), &stack).ok_or_else(failed)?;
+    let metas = op_rule(&write).metas(&write, &stack).ok_or_else(failed)?;
     record_node(&write, backend, &mut stack, metas)?;
     let Some(IValue::Tensor(result)) = stack.pop() else {
         return Err(failed());
@@ -290,8 +317,8 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
             return Ok(Plan::Break);
         };
         return Ok(match plan(&w.op, backend, stack)? {
-            Plan::Record(metas) => match inplace::fitted(w, op, stack, &metas) {
-                Some(w) => Plan::Write(w, metas),
+            Plan::Record(out) => match inplace::fitted(w, op, stack, &out.metas) {
+                Some(w) => Plan::Write(w, out),
                 None => Plan::Break,
             },
             _ => Plan::Break,
@@ -330,15 +357,18 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     let Some(described) = described_stack(stack) else {
         return Ok(Plan::Break);
     };
-    match output_metas(op.name(), &described) {
+    match op_rule(op).metas(op, &described) {
         Some(mut metas) if metas.len() == info.returns.len() => {
-            for m in &mut metas {
+            let mut narrowings = Vec::new();
+            for (i, m) in metas.iter_mut().enumerate() {
                 if let Some(to) = device_dtype(backend, &m.dtype) {
-                    narrowed(op, backend, &m.dtype, to)?;
-                    m.dtype = to.to_string();
+                    narrowings.push((i, std::mem::replace(&mut m.dtype, to.to_string())));
                 }
             }
-            Ok(Plan::Record(metas))
+            Ok(Plan::Record(Outputs {
+                metas,
+                narrowed: narrowings,
+            }))
         }
         _ => Ok(Plan::Break),
     }
@@ -402,7 +432,7 @@ fn record_node(
         (Some(d), _) | (None, Some(d)) => d,
         (None, None) => Device::new(backend, 0),
     };
-    let scalar_operands = takes_scalar_inputs(op);
+    let scalar_operands = op_rule(op).scalar_inputs;
     let mut args = Vec::with_capacity(stack.len());
     for (v, ready) in stack.drain(..).zip(ready) {
         args.push(match ready {
@@ -445,16 +475,6 @@ fn record_node(
         outputs: metas,
     });
     Ok(())
-}
-
-/// Whether the operator's Python scalars enter the graph as inputs, not constants: those of
-/// the elementwise operators' scalar overloads (`x * 0.5` is `multiply.Tensor_Scalar`), whose
-/// value decides no shape, and whose type alone decides the dtype. A learning rate or a
-/// step's factor then compiles once; any other scalar (`arange`'s bounds decide a shape, a
-/// norm's `ord` its algorithm) stays a constant of the graph.
-fn takes_scalar_inputs(op: &OperatorHandle) -> bool {
-    let name = op.name();
-    name.ends_with(".Tensor_Scalar") || name.ends_with(".Scalar_Tensor")
 }
 
 /// The device of the first tensor on the stack.

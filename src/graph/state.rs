@@ -18,7 +18,7 @@ use std::thread::ThreadId;
 
 use crate::ivalue::IValue;
 use crate::key::DispatchKey;
-use crate::tensor::{Device, Tensor, TensorData, TensorMeta};
+use crate::tensor::{Device, Tensor, TensorData, TensorMeta, ViewLayout};
 
 use super::program::{CompiledGraph, Graph, GraphCompiler, Node, StructureHash};
 
@@ -97,6 +97,9 @@ pub(crate) struct State {
     pub(crate) pending: Vec<(Tensor, usize, usize)>,
     /// The structural hash of `inputs` and `nodes` (kept by `add_input` and `push_node`).
     pub(crate) hash: StructureHash,
+    /// The views read (`_strided_view` nodes): each node's layout, for a later read of the same
+    /// place of the same data to reuse (`views.rs`).
+    pub(crate) view_reads: Vec<(ViewLayout, usize)>,
 }
 
 impl State {

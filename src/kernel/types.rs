@@ -361,6 +361,11 @@ pub(crate) struct OperatorEntry {
     pub(crate) policy: AtomicU8,
     /// The operator's [`Tag`]s, a bit each.
     pub(crate) tags: AtomicU8,
+    /// What a layer above decides once from the operator's name and keeps here, of its own
+    /// type (graph mode's shape rule, at the operator's first recorded call): a call then
+    /// matches no name, and looks nothing up. The name never changes (an entry defined again
+    /// is the same name's), so neither does this.
+    pub(crate) by_name: std::sync::OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 /// A handle to an operator: cheap to clone, valid for the life of the process.

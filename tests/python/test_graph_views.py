@@ -198,3 +198,28 @@ def test_a_view_of_an_input_calls_no_view_hook_and_a_loop_compiles_once(
     assert compiler.compiles == before  # the same views again: the cached program
     assert Counted.calls == 0
     assert breaks() == {}
+
+
+def test_a_view_read_by_several_calls_is_one_node_until_its_base_is_written() -> None:
+    xp = NUMPY_XP
+    a = np.arange(6.0).reshape(2, 3)
+    b = a + 100  # another base whose transpose has the same layout
+    x, y = xp.asarray(a), xp.asarray(b)
+    t = xp.matrix_transpose(x)
+    outs = [xp.matmul(t, x), xp.add(t, 1.0), xp.multiply(xp.matrix_transpose(x), 2.0)]
+    outs.append(xp.add(xp.matrix_transpose(y), t))  # two bases of one layout: two reads
+    x += 1.0  # x's data is rebound: the next read of t is a new node
+    outs.append(xp.add(t, 0.0))
+    t[0] = -5.0  # a write through the view, then its read
+    outs.append(xp.multiply(t, 1.0))
+    want = [a.T @ a, a.T + 1, a.T * 2, b.T + a.T, a.T + 1]
+    after = (a + 1).T.copy()
+    after[0] = -5.0
+    want.append(after)
+    for got, w in zip(outs, want, strict=True):
+        np.testing.assert_array_equal(got.numpy(), w)
+    (graph,) = COMPILER.graphs
+    reads = [op.name for op, _, _ in graph.nodes].count("array_api::_strided_view")
+    # x.T, y.T, x.T after the write of x, and after the write through t (its base rebound).
+    assert reads == 4
+    assert breaks() == {}

@@ -196,3 +196,26 @@ def test_graph_mode_warns_and_counts_narrowing_as_eager_mode_does(gx):
     for g, e in zip(graph[2], eager[2], strict=True):
         assert g.dtype == e.dtype
         np.testing.assert_allclose(g, e, rtol=1e-6)
+
+
+@pytest.mark.skipif(bj.X64, reason="JAX narrows only without x64")
+def test_an_in_place_call_that_breaks_the_graph_counts_no_narrowing_it_did_not_record(gx):
+    """``i /= 2`` of an int32 array: its functional form (``divide``, float64 in NumPy) would
+    be narrowed, but the write cannot cast it back (NumPy refuses), so the call breaks the
+    graph and runs eagerly, which raises: as in eager mode, nothing was narrowed."""
+    import warnings
+
+    def narrowing(xp):
+        bf.metrics.reset()
+        i = xp.asarray(np.arange(3, dtype=np.int32))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(TypeError):
+                i /= 2
+        warned = [w for w in caught if w.category is bf.NarrowingWarning]
+        ops = ("array_api::divide.Tensor_Scalar", "array_api::divide_.Scalar")
+        return len(warned), {op: bf.metrics.op_stats(op)["narrowed"] for op in ops}
+
+    eager = narrowing(bj.namespace())
+    assert eager == (0, dict.fromkeys(eager[1], 0))
+    assert narrowing(gx) == eager

@@ -175,6 +175,14 @@ def _step(layout: np.ndarray, name: str, arg: Any) -> Any:
     return out
 
 
+_FIRST: dict[tuple[Any, Any, str, type, Any], tuple[np.ndarray, int]] = {}
+"""The first step of a view of a tensor that is no view, by the tensor's shape and dtype and
+the step: the step's layout on the stand-in and the stand-in's origin, found by one look-up
+where the stand-in and the step are two (a loop makes the same views of arrays of the same
+shapes at every iteration: ``matrix_transpose``, ``expand_dims``). The layout holds its
+stand-in's memory, so the origin stays its address."""
+
+
 def is_view(x: Any) -> bool:
     """Whether ``x`` is a view made here."""
     return _view_info(x) is not None
@@ -189,9 +197,22 @@ def view(x: Any, name: str, arg: Any) -> Any:
     if not isinstance(x, Tensor):
         return None
     info = _view_info(x)
+    first = None
     if info is None:
         try:
-            layout, origin = _stand_in(x.shape, x.dtype)
+            shape, dtype = x.shape, x.dtype
+        except (TypeError, ValueError):
+            return None
+        if name != "getitem":  # a key holding a slice is no dict key before Python 3.12
+            first = (shape, dtype, name, type(arg), arg)
+            try:
+                found = _FIRST.get(first)
+            except TypeError:
+                found = first = None
+            if found is not None:
+                return _make_view(x, ((name, arg),), found[0], found[1], name != "broadcast_to")
+        try:
+            layout, origin = _stand_in(shape, dtype)
         except (TypeError, ValueError):
             return None
         base, chain, writable = x, (), True
@@ -203,6 +224,10 @@ def view(x: Any, name: str, arg: Any) -> Any:
         return None
     if not isinstance(out, np.ndarray):
         return None
+    if first is not None:
+        if len(_FIRST) >= 4096:
+            _FIRST.clear()
+        _FIRST[first] = (out, origin)
     writable = writable and name != "broadcast_to"
     return _make_view(base, (*chain, (name, arg)), out, origin, writable)
 

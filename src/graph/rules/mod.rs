@@ -21,6 +21,7 @@ mod reduce;
 mod select;
 
 use crate::ivalue::IValue;
+use crate::kernel::OperatorHandle;
 use crate::tensor::TensorMeta;
 use elementwise::{Binary as B, Unary as U};
 use fft::Transform as T;
@@ -50,139 +51,199 @@ use reduce::Reduction as R;
 /// assert!(output_metas("array_api::nonzero", &[]).is_none());
 /// ```
 pub fn output_metas(name: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
+    let (rule, overload) = rule_of(name)?;
+    rule(overload, stack)
+}
+
+/// What graph mode decides of an operator from its name alone, once (kept on its entry's
+/// slot for a layer above, see [`op_rule`]): its shape rule, and whether its Python scalars enter a graph as inputs.
+pub(crate) struct OpRule {
+    /// The rule and where its overload's name starts in the operator's name.
+    rule: Option<(Rule, usize)>,
+    /// Whether the operator's Python scalars enter the graph as inputs, not constants: those
+    /// of the elementwise operators' scalar overloads (`x * 0.5` is
+    /// `multiply.Tensor_Scalar`), whose value decides no shape, and whose type alone decides
+    /// the dtype. A learning rate or a step's factor then compiles once; any other scalar
+    /// (`arange`'s bounds decide a shape, a norm's `ord` its algorithm) stays a constant.
+    pub(crate) scalar_inputs: bool,
+}
+
+impl OpRule {
+    fn of(name: &str) -> OpRule {
+        OpRule {
+            rule: rule_of(name).map(|(rule, overload)| (rule, name.len() - overload.len())),
+            scalar_inputs: name.ends_with(".Tensor_Scalar") || name.ends_with(".Scalar_Tensor"),
+        }
+    }
+
+    /// [`output_metas`] of the operator `op` (whose rule this is) called with `stack`.
+    pub(crate) fn metas(&self, op: &OperatorHandle, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
+        let (rule, at) = self.rule?;
+        rule(op.name().get(at..)?, stack)
+    }
+}
+
+/// The [`OpRule`] of `op`, decided from its name at the first call that asks: no name is
+/// matched, nor anything looked up, at a recorded call after that.
+pub(crate) fn op_rule(op: &OperatorHandle) -> &OpRule {
+    // Only this sets the slot; a slot of another type (none is made) would read as no rule.
+    static NONE: OpRule = OpRule {
+        rule: None,
+        scalar_inputs: false,
+    };
+    op.0.by_name
+        .get_or_init(|| Box::new(OpRule::of(op.name())))
+        .downcast_ref::<OpRule>()
+        .unwrap_or(&NONE)
+}
+
+/// A shape rule: the outputs of an operator from its overload's name (`""` for none) and its
+/// arguments, as [`output_metas`] gives them.
+pub(crate) type Rule = fn(&str, &[IValue]) -> Option<Vec<TensorMeta>>;
+
+/// The rule of operator `name` and its overload's name, decided from the name alone: graph
+/// mode decides it once per operator (`OpRule`), not at every recorded call.
+fn rule_of(name: &str) -> Option<(Rule, &str)> {
     let op = name.strip_prefix("array_api::")?;
     let (base, overload) = op.split_once('.').unwrap_or((op, ""));
-    match base {
+    let rule: Rule = match base {
         // Element-wise, unary.
-        "abs" => elementwise::unary(U::Abs, stack),
-        "ceil" | "floor" | "trunc" => elementwise::unary(U::Rounding, stack),
-        "round" => elementwise::unary(U::Round, stack),
-        "bitwise_invert" => elementwise::unary(U::Invert, stack),
-        "negative" | "positive" | "sign" => elementwise::unary(U::NoBool, stack),
-        "conj" | "reciprocal" | "square" => elementwise::unary(U::BoolAsInt8, stack),
-        "real" | "imag" => elementwise::unary(U::RealPart, stack),
+        "abs" => |_, s| elementwise::unary(U::Abs, s),
+        "ceil" | "floor" | "trunc" => |_, s| elementwise::unary(U::Rounding, s),
+        "round" => |_, s| elementwise::unary(U::Round, s),
+        "bitwise_invert" => |_, s| elementwise::unary(U::Invert, s),
+        "negative" | "positive" | "sign" => |_, s| elementwise::unary(U::NoBool, s),
+        "conj" | "reciprocal" | "square" => |_, s| elementwise::unary(U::BoolAsInt8, s),
+        "real" | "imag" => |_, s| elementwise::unary(U::RealPart, s),
         "acos" | "acosh" | "asin" | "asinh" | "atan" | "atanh" | "cos" | "cosh" | "exp"
         | "expm1" | "log" | "log1p" | "log2" | "log10" | "sin" | "sinh" | "sqrt" | "tan"
-        | "tanh" => elementwise::unary(U::Inexact, stack),
-        "isfinite" | "isinf" | "isnan" | "logical_not" => elementwise::unary(U::Predicate, stack),
-        "signbit" => elementwise::unary(U::Signbit, stack),
+        | "tanh" => |_, s| elementwise::unary(U::Inexact, s),
+        "isfinite" | "isinf" | "isnan" | "logical_not" => {
+            |_, s| elementwise::unary(U::Predicate, s)
+        }
+        "signbit" => |_, s| elementwise::unary(U::Signbit, s),
         // Element-wise, binary.
-        "add" | "multiply" | "maximum" | "minimum" => elementwise::binary(B::Same, overload, stack),
-        "subtract" => elementwise::binary(B::Subtract, overload, stack),
-        "divide" => elementwise::binary(B::Divide, overload, stack),
-        "floor_divide" | "remainder" => elementwise::binary(B::Floor, overload, stack),
-        "pow" => elementwise::binary(B::Pow, overload, stack),
+        "add" | "multiply" | "maximum" | "minimum" => {
+            |overload, s| elementwise::binary(B::Same, overload, s)
+        }
+        "subtract" => |overload, s| elementwise::binary(B::Subtract, overload, s),
+        "divide" => |overload, s| elementwise::binary(B::Divide, overload, s),
+        "floor_divide" | "remainder" => |overload, s| elementwise::binary(B::Floor, overload, s),
+        "pow" => |overload, s| elementwise::binary(B::Pow, overload, s),
         "bitwise_and" | "bitwise_or" | "bitwise_xor" => {
-            elementwise::binary(B::Bitwise, overload, stack)
+            |overload, s| elementwise::binary(B::Bitwise, overload, s)
         }
         "bitwise_left_shift" | "bitwise_right_shift" => {
-            elementwise::binary(B::Shift, overload, stack)
+            |overload, s| elementwise::binary(B::Shift, overload, s)
         }
         "equal" | "not_equal" | "less" | "less_equal" | "greater" | "greater_equal"
         | "logical_and" | "logical_or" | "logical_xor" => {
-            elementwise::binary(B::Predicate, overload, stack)
+            |overload, s| elementwise::binary(B::Predicate, overload, s)
         }
         "atan2" | "copysign" | "hypot" | "logaddexp" | "nextafter" => {
-            elementwise::binary(B::Float, overload, stack)
+            |overload, s| elementwise::binary(B::Float, overload, s)
         }
         // Element-wise, in place (the array object's `x += y`).
-        "add_" | "multiply_" => elementwise::in_place(B::Same, overload, stack),
-        "subtract_" => elementwise::in_place(B::Subtract, overload, stack),
-        "divide_" => elementwise::in_place(B::Divide, overload, stack),
-        "floor_divide_" | "remainder_" => elementwise::in_place(B::Floor, overload, stack),
-        "pow_" => elementwise::in_place(B::Pow, overload, stack),
+        "add_" | "multiply_" => |overload, s| elementwise::in_place(B::Same, overload, s),
+        "subtract_" => |overload, s| elementwise::in_place(B::Subtract, overload, s),
+        "divide_" => |overload, s| elementwise::in_place(B::Divide, overload, s),
+        "floor_divide_" | "remainder_" => {
+            |overload, s| elementwise::in_place(B::Floor, overload, s)
+        }
+        "pow_" => |overload, s| elementwise::in_place(B::Pow, overload, s),
         "bitwise_and_" | "bitwise_or_" | "bitwise_xor_" => {
-            elementwise::in_place(B::Bitwise, overload, stack)
+            |overload, s| elementwise::in_place(B::Bitwise, overload, s)
         }
         "bitwise_left_shift_" | "bitwise_right_shift_" => {
-            elementwise::in_place(B::Shift, overload, stack)
+            |overload, s| elementwise::in_place(B::Shift, overload, s)
         }
-        "clip" => elementwise::clip(overload, stack),
-        "where" => elementwise::where_(overload, stack),
+        "clip" => |overload, s| elementwise::clip(overload, s),
+        "where" => |overload, s| elementwise::where_(overload, s),
         // Reductions and scans.
-        "sum" | "prod" => reduce::reduction(R::Accumulate, stack),
-        "mean" => reduce::reduction(R::Mean, stack),
-        "max" | "min" => reduce::reduction(R::Extreme, stack),
-        "std" | "var" => reduce::reduction(R::Spread, stack),
-        "all" | "any" => reduce::reduction(R::Truth, stack),
-        "count_nonzero" => reduce::reduction(R::Count, stack),
-        "argmax" | "argmin" => reduce::arg_extreme(stack),
-        "cumulative_sum" | "cumulative_prod" => reduce::cumulative(stack),
-        "diff" => reduce::diff(stack),
+        "sum" | "prod" => |_, s| reduce::reduction(R::Accumulate, s),
+        "mean" => |_, s| reduce::reduction(R::Mean, s),
+        "max" | "min" => |_, s| reduce::reduction(R::Extreme, s),
+        "std" | "var" => |_, s| reduce::reduction(R::Spread, s),
+        "all" | "any" => |_, s| reduce::reduction(R::Truth, s),
+        "count_nonzero" => |_, s| reduce::reduction(R::Count, s),
+        "argmax" | "argmin" => |_, s| reduce::arg_extreme(s),
+        "cumulative_sum" | "cumulative_prod" => |_, s| reduce::cumulative(s),
+        "diff" => |_, s| reduce::diff(s),
         // Linear algebra.
-        "matmul" => linalg::matmul(stack),
-        "tensordot" => linalg::tensordot(overload, stack),
-        "vecdot" => linalg::vecdot(stack),
-        "matrix_transpose" => manipulation::matrix_transpose(stack),
-        "linalg_cholesky" | "linalg_inv" => linalg::decomposition(L::Square, stack),
-        "linalg_det" => linalg::decomposition(L::Det, stack),
-        "linalg_slogdet" => linalg::decomposition(L::Slogdet, stack),
-        "linalg_eigh" => linalg::decomposition(L::Eigh, stack),
-        "linalg_eigvalsh" => linalg::decomposition(L::Eigvalsh, stack),
-        "linalg_svd" => linalg::decomposition(L::Svd, stack),
-        "linalg_svdvals" => linalg::decomposition(L::Svdvals, stack),
-        "linalg_qr" => linalg::decomposition(L::Qr, stack),
-        "linalg_pinv" if overload.is_empty() => linalg::decomposition(L::Pinv, stack),
-        "linalg_pinv" => linalg::pinv_tensor(stack),
-        "linalg_matrix_rank" if overload.is_empty() => linalg::decomposition(L::Rank, stack),
-        "linalg_matrix_rank" => linalg::rank_tensor(stack),
-        "linalg_solve" => linalg::solve(stack),
-        "linalg_matrix_power" => linalg::matrix_power(stack),
-        "linalg_diagonal" => linalg::diagonal(stack),
-        "linalg_trace" => linalg::trace(stack),
-        "linalg_outer" => linalg::outer(stack),
-        "linalg_cross" => linalg::cross(stack),
-        "linalg_matrix_norm" => linalg::matrix_norm(overload, stack),
-        "linalg_vector_norm" => linalg::vector_norm(stack),
+        "matmul" => |_, s| linalg::matmul(s),
+        "tensordot" => |overload, s| linalg::tensordot(overload, s),
+        "vecdot" => |_, s| linalg::vecdot(s),
+        "matrix_transpose" => |_, s| manipulation::matrix_transpose(s),
+        "linalg_cholesky" | "linalg_inv" => |_, s| linalg::decomposition(L::Square, s),
+        "linalg_det" => |_, s| linalg::decomposition(L::Det, s),
+        "linalg_slogdet" => |_, s| linalg::decomposition(L::Slogdet, s),
+        "linalg_eigh" => |_, s| linalg::decomposition(L::Eigh, s),
+        "linalg_eigvalsh" => |_, s| linalg::decomposition(L::Eigvalsh, s),
+        "linalg_svd" => |_, s| linalg::decomposition(L::Svd, s),
+        "linalg_svdvals" => |_, s| linalg::decomposition(L::Svdvals, s),
+        "linalg_qr" => |_, s| linalg::decomposition(L::Qr, s),
+        "linalg_pinv" if overload.is_empty() => |_, s| linalg::decomposition(L::Pinv, s),
+        "linalg_pinv" => |_, s| linalg::pinv_tensor(s),
+        "linalg_matrix_rank" if overload.is_empty() => |_, s| linalg::decomposition(L::Rank, s),
+        "linalg_matrix_rank" => |_, s| linalg::rank_tensor(s),
+        "linalg_solve" => |_, s| linalg::solve(s),
+        "linalg_matrix_power" => |_, s| linalg::matrix_power(s),
+        "linalg_diagonal" => |_, s| linalg::diagonal(s),
+        "linalg_trace" => |_, s| linalg::trace(s),
+        "linalg_outer" => |_, s| linalg::outer(s),
+        "linalg_cross" => |_, s| linalg::cross(s),
+        "linalg_matrix_norm" => |overload, s| linalg::matrix_norm(overload, s),
+        "linalg_vector_norm" => |_, s| linalg::vector_norm(s),
         // Manipulation.
-        "broadcast_to" => manipulation::broadcast_to(stack),
-        "broadcast_arrays" => manipulation::broadcast_arrays(stack),
-        "concat" => manipulation::concat(stack),
-        "stack" => manipulation::stack(stack),
-        "unstack" => manipulation::unstack(stack),
-        "expand_dims" => manipulation::expand_dims(stack),
-        "squeeze" => manipulation::squeeze(stack),
-        "permute_dims" => manipulation::permute_dims(stack),
-        "moveaxis" => manipulation::moveaxis(stack),
-        "reshape" => manipulation::reshape(stack),
-        "tile" => manipulation::tile(stack),
-        "repeat" if overload.is_empty() => manipulation::repeat(stack),
-        "flip" => manipulation::same_with_axes(stack),
+        "broadcast_to" => |_, s| manipulation::broadcast_to(s),
+        "broadcast_arrays" => |_, s| manipulation::broadcast_arrays(s),
+        "concat" => |_, s| manipulation::concat(s),
+        "stack" => |_, s| manipulation::stack(s),
+        "unstack" => |_, s| manipulation::unstack(s),
+        "expand_dims" => |_, s| manipulation::expand_dims(s),
+        "squeeze" => |_, s| manipulation::squeeze(s),
+        "permute_dims" => |_, s| manipulation::permute_dims(s),
+        "moveaxis" => |_, s| manipulation::moveaxis(s),
+        "reshape" => |_, s| manipulation::reshape(s),
+        "tile" => |_, s| manipulation::tile(s),
+        "repeat" if overload.is_empty() => |_, s| manipulation::repeat(s),
+        "flip" => |_, s| manipulation::same_with_axes(s),
         // The fft extension.
-        "fft_fftshift" | "fft_ifftshift" => manipulation::fftshift(stack),
-        "fft_fft" | "fft_ifft" => fft::one(T::Complex, stack),
-        "fft_rfft" | "fft_ihfft" => fft::one(T::RealToComplex, stack),
-        "fft_irfft" | "fft_hfft" => fft::one(T::ComplexToReal, stack),
-        "fft_fftn" | "fft_ifftn" => fft::many(T::Complex, stack),
-        "fft_rfftn" => fft::many(T::RealToComplex, stack),
-        "fft_irfftn" => fft::many(T::ComplexToReal, stack),
-        "fft_fftfreq" => fft::freq(false, stack),
-        "fft_rfftfreq" => fft::freq(true, stack),
-        "roll" => manipulation::roll(stack),
-        "tril" | "triu" => manipulation::triangle(stack),
-        "meshgrid" => manipulation::meshgrid(stack),
+        "fft_fftshift" | "fft_ifftshift" => |_, s| manipulation::fftshift(s),
+        "fft_fft" | "fft_ifft" => |_, s| fft::one(T::Complex, s),
+        "fft_rfft" | "fft_ihfft" => |_, s| fft::one(T::RealToComplex, s),
+        "fft_irfft" | "fft_hfft" => |_, s| fft::one(T::ComplexToReal, s),
+        "fft_fftn" | "fft_ifftn" => |_, s| fft::many(T::Complex, s),
+        "fft_rfftn" => |_, s| fft::many(T::RealToComplex, s),
+        "fft_irfftn" => |_, s| fft::many(T::ComplexToReal, s),
+        "fft_fftfreq" => |_, s| fft::freq(false, s),
+        "fft_rfftfreq" => |_, s| fft::freq(true, s),
+        "roll" => |_, s| manipulation::roll(s),
+        "tril" | "triu" => |_, s| manipulation::triangle(s),
+        "meshgrid" => |_, s| manipulation::meshgrid(s),
         // Creation and conversion.
-        "zeros" | "ones" | "empty" => creation::filled(stack),
-        "full" => creation::full(stack),
-        "zeros_like" | "ones_like" | "empty_like" => creation::like(stack),
-        "full_like" => creation::full_like(stack),
-        "arange" => creation::arange(stack),
-        "linspace" => creation::linspace(stack),
-        "eye" => creation::eye(stack),
-        "asarray" => creation::asarray(stack),
-        "astype" => creation::astype(stack),
+        "zeros" | "ones" | "empty" => |_, s| creation::filled(s),
+        "full" => |_, s| creation::full(s),
+        "zeros_like" | "ones_like" | "empty_like" => |_, s| creation::like(s),
+        "full_like" => |_, s| creation::full_like(s),
+        "arange" => |_, s| creation::arange(s),
+        "linspace" => |_, s| creation::linspace(s),
+        "eye" => |_, s| creation::eye(s),
+        "asarray" => |_, s| creation::asarray(s),
+        "astype" => |_, s| creation::astype(s),
         // Sorting, searching, indexing by arrays.
-        "sort" => select::sort(false, stack),
-        "argsort" => select::sort(true, stack),
-        "searchsorted" => select::searchsorted(stack),
-        "take" => select::take(stack),
-        "take_along_axis" => select::take_along_axis(stack),
+        "sort" => |_, s| select::sort(false, s),
+        "argsort" => |_, s| select::sort(true, s),
+        "searchsorted" => |_, s| select::searchsorted(s),
+        "take" => |_, s| select::take(s),
+        "take_along_axis" => |_, s| select::take_along_axis(s),
         // Basic indexing (a key of ints, slices, None and `...`).
-        "getitem" => index::getitem(stack),
-        "setitem_functional" => index::setitem_functional(overload, stack),
+        "getitem" => |_, s| index::getitem(s),
+        "setitem_functional" => |overload, s| index::setitem_functional(overload, s),
         // Graph mode's reads and writes of views (`graph/views.rs`).
-        "_strided_view" => index::strided_view(stack),
-        "_strided_view_write" => index::strided_view_write(stack),
-        _ => None,
-    }
+        "_strided_view" => |_, s| index::strided_view(s),
+        "_strided_view_write" => |_, s| index::strided_view_write(s),
+        _ => return None,
+    };
+    Some((rule, overload))
 }

@@ -9,7 +9,7 @@ use super::payload::{cpu_tensor_to_numpy, data_object, payload_object};
 use crate::backend::backend;
 use crate::key::DispatchKey;
 use crate::python::errors::IntoPy;
-use crate::tensor::{Residency, TensorData};
+use crate::tensor::{DType, Residency, TensorData};
 
 #[pymethods]
 impl PyTensor {
@@ -660,7 +660,25 @@ fn no_modulo(modulo: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     }
 }
 
-/// `numpy.dtype(name)`.
+/// `numpy.dtype(name)`, the library's dtypes' made once: `np.dtype` is a Python call of most
+/// of a microsecond, and `x.dtype` is read at most array API calls (every view made, every
+/// `astype(y, x.dtype)`). NumPy's builtin dtypes are singletons, so the objects are the same.
 pub fn numpy_dtype<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    py.import("numpy")?.getattr("dtype")?.call1((name,))
+    static MADE: PyOnceLock<Vec<Py<PyAny>>> = PyOnceLock::new();
+    fn make<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        py.import("numpy")?.getattr("dtype")?.call1((name,))
+    }
+    let Some(i) = DType::ALL.iter().position(|d| d.name() == name) else {
+        return make(py, name);
+    };
+    let made = MADE.get_or_try_init(py, || {
+        DType::ALL
+            .iter()
+            .map(|d| make(py, d.name()).map(Bound::unbind))
+            .collect::<PyResult<Vec<_>>>()
+    })?;
+    match made.get(i) {
+        Some(d) => Ok(d.bind(py).clone()),
+        None => make(py, name),
+    }
 }
