@@ -210,35 +210,88 @@ impl GraphCompiler for PyCompiler {
                     f.get_type().name().map(|n| n.to_string()).unwrap_or_default()
                 )));
             }
+            // Read once: a function opts in to `donate=` by its attribute `donates`.
+            let donates = f
+                .getattr(pyo3::intern!(py, "donates"))
+                .and_then(|d| d.is_truthy())
+                .unwrap_or(false);
             Ok(Arc::new(PyCompiled {
                 f: f.unbind(),
                 device: graph.device,
+                donates,
             }) as Arc<dyn CompiledGraph>)
         })
     }
 }
 
 /// A compiled graph: the Python function `compile` returned.
+///
+/// A function with a true attribute `donates` is given `donate=`, a list of one bool per
+/// payload, where any payload may be consumed: true for a payload that nothing holds but the
+/// call (boxfall's core found no other holder of it, and Python none of the object, so no
+/// array the user or a cache holds is ever offered), of an output's dtype and shape. It may
+/// consume those (`jax.jit`'s `donate_argnums`), and sets to false, before it returns or
+/// raises, the entries of those it kept: where it raises, the ones left true are taken as
+/// consumed (`CompiledGraph::run_donating`).
 struct PyCompiled {
     f: Py<PyAny>,
     device: crate::tensor::Device,
+    donates: bool,
 }
 
-impl CompiledGraph for PyCompiled {
-    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
+/// The references to a payload's object while it is among the arguments made for a program's
+/// call: the payload's own (`PyPayload`) and the argument's. One more is a holder elsewhere.
+const CALL_REFERENCES: isize = 2;
+
+impl PyCompiled {
+    /// The program's arguments (the payloads, then the scalar inputs' values), called with
+    /// `donate` where given, and its results.
+    fn call(
+        &self,
+        inputs: &[TensorData],
+        scalars: &[IValue],
+        mut donate: Option<&mut [bool]>,
+    ) -> Result<Vec<TensorData>> {
         Python::attach(|py| {
             let mut args = inputs
                 .iter()
                 .map(|d| payload_of(py, d))
                 .collect::<PyResult<Vec<_>>>()
                 .map_err(from_pyerr)?;
+            if let Some(donate) = donate.as_deref_mut() {
+                // Under the GIL from here to the call: no Python code can take a new reference
+                // to an object that has none elsewhere now. Each `args[j]` is a reference.
+                for (d, o) in donate.iter_mut().zip(&args) {
+                    // SAFETY: `o` is a live object (this `Bound` holds a reference to it) and
+                    // the GIL is held, as `Py_REFCNT` asks.
+                    *d = *d && unsafe { pyo3::ffi::Py_REFCNT(o.as_ptr()) } == CALL_REFERENCES;
+                }
+            }
             for v in scalars {
                 args.push(
                     to_py(py, v, &Passed::default(), TensorStyle::Caller).map_err(from_pyerr)?,
                 );
             }
             let args = PyList::new(py, args).map_err(from_pyerr)?;
-            let outs = self.f.bind(py).call1((args,)).map_err(from_pyerr)?;
+            let outs = match donate {
+                None => self.f.bind(py).call1((args,)),
+                Some(donate) if !donate.contains(&true) => self.f.bind(py).call1((args,)),
+                Some(donate) => {
+                    let given = PyList::new(py, donate.iter()).map_err(from_pyerr)?;
+                    let kwargs = [("donate", &given)].into_py_dict(py).map_err(from_pyerr)?;
+                    let outs = self.f.bind(py).call((args,), Some(&kwargs));
+                    // What the function kept (it sets those false), whether or not it raised;
+                    // an entry that cannot be read is taken as consumed.
+                    for (j, d) in donate.iter_mut().enumerate() {
+                        *d = *d
+                            && given
+                                .get_item(j)
+                                .map_or(true, |v| v.is_truthy().unwrap_or(true));
+                    }
+                    outs
+                }
+            }
+            .map_err(from_pyerr)?;
             let outs = outs.try_iter().map_err(from_pyerr)?;
             outs.map(|o| {
                 let o = o.map_err(from_pyerr)?;
@@ -246,6 +299,25 @@ impl CompiledGraph for PyCompiled {
             })
             .collect()
         })
+    }
+}
+
+impl CompiledGraph for PyCompiled {
+    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
+        self.call(inputs, scalars, None)
+    }
+
+    fn run_donating(
+        &self,
+        inputs: &[TensorData],
+        scalars: &[IValue],
+        donate: &mut [bool],
+    ) -> Result<Vec<TensorData>> {
+        if !self.donates {
+            donate.fill(false);
+            return self.call(inputs, scalars, None);
+        }
+        self.call(inputs, scalars, Some(donate))
     }
 }
 
@@ -326,6 +398,7 @@ pub fn graph_metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("graphs_run", f.graphs_run)?;
     d.set_item("nodes", f.nodes)?;
     d.set_item("max_nodes", f.max_nodes)?;
+    d.set_item("donated", f.donated)?;
     let per = if f.graphs_run == 0 {
         0.0
     } else {

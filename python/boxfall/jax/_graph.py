@@ -6,6 +6,13 @@ shapes and dtypes that the shape rules recorded.
 
 The replay is Python, but it runs only while JAX traces the program: a compiled graph's later
 calls run the compiled program alone.
+
+In-place updates donate their input buffers: the program opts in to boxfall's ``donate=``
+(its attribute ``donates``), and consumes the payloads boxfall offers (the old data of a tensor
+written in place, which nothing else holds) with ``jax.jit``'s ``donate_argnums``, so the
+device holds one copy of an updated array, not two. A program with a host callback consumes
+none: its Python kernel may raise after the inputs were given up, and a failed sync keeps the
+graph for a retry.
 """
 
 from __future__ import annotations
@@ -42,6 +49,26 @@ def _on_device(v: Any) -> Any:
     return got
 
 
+_MASKS = 4
+"""The donation masks one program compiles for (each a trace and compile of its own); a further
+one consumes nothing. A program's mask is normally one: the same tensors written each step."""
+
+
+class _Trace:
+    """What tracing a graph's program found: ``host``, set where a node runs its CPU kernel as
+    a host callback (decided while JAX traces: a kernel may hand a case to the CPU then)."""
+
+    __slots__ = ("host",)
+
+    def __init__(self) -> None:
+        self.host = False
+
+
+class _HostCallback(Exception):
+    """Raised while a donating program is traced, where it has a host callback: before anything
+    ran, so nothing was consumed, and the program runs without donating instead."""
+
+
 class JaxCompiler:
     """``compile=`` of a JAX graph backend: ``compiler(graph)`` is the graph's program, a
     function of the inputs' payloads (a list of ``jax.Array``s) giving the outputs'."""
@@ -53,6 +80,10 @@ class JaxCompiler:
         self.compiles = 0
         self.host_callbacks: Counter[str] = Counter()
         """Per operator, how many times a program ran its CPU kernel as a host callback."""
+        self.donated = 0
+        """Input buffers the programs consumed (donated) to hold their results."""
+        self.donated_bytes = 0
+        """Their bytes."""
 
     def serve(self, names: Sequence[str]) -> None:
         """The operators the backend's JAX kernels serve, as ``register`` names them
@@ -80,7 +111,8 @@ class JaxCompiler:
         wrap = bf.get_backend(self.backend_name).tensor_from_payload
         # A scalar input's value follows the inputs' payloads; jax.jit traces it (a weakly
         # typed scalar, as a Python scalar is to jax.numpy), so a new value compiles nothing.
-        steps = [self._step(op, args, outs, wrap, graph) for op, args, outs in graph.nodes]
+        trace = _Trace()
+        steps = [self._step(op, args, outs, wrap, graph, trace) for op, args, outs in graph.nodes]
         outputs = graph.outputs
 
         def program(payloads: list[Any]) -> list[Any]:
@@ -92,12 +124,50 @@ class JaxCompiler:
 
         jitted = jax.jit(program)
         first = len(graph.inputs)
-        if not graph.scalars:
-            return jitted
+        donating: dict[tuple[bool, ...], Any] = {}
 
-        def run(values: list[Any]) -> list[Any]:
-            return jitted(values[:first] + [_on_device(v) for v in values[first:]])
+        def donating_program(mask: tuple[bool, ...]) -> Any:
+            """The program taking the payloads ``mask`` marks as its first argument, which it
+            consumes, and the others, then the scalars, as its second."""
 
+            def split(donated: list[Any], rest: list[Any]) -> list[Any]:
+                given, kept = iter(donated), iter(rest)
+                payloads = [next(given) if m else next(kept) for m in mask]
+                outs = program(payloads + list(kept))
+                if trace.host:
+                    raise _HostCallback
+                return outs
+
+            return jax.jit(split, donate_argnums=0)
+
+        def run(values: list[Any], donate: list[bool] | None = None) -> list[Any]:
+            payloads = values[:first]
+            scalars = [_on_device(v) for v in values[first:]]
+            if donate is None:
+                return jitted(payloads + scalars)
+            mask = tuple(bool(d) for d in donate)
+            if not any(mask) or trace.host or (mask not in donating and len(donating) >= _MASKS):
+                donate[:] = [False] * len(donate)  # nothing consumed
+                return jitted(payloads + scalars)
+            f = donating.get(mask)
+            if f is None:
+                f = donating[mask] = donating_program(mask)
+            donated = [p for p, m in zip(payloads, mask, strict=True) if m]
+            rest = [p for p, m in zip(payloads, mask, strict=True) if not m] + scalars
+            nbytes = sum(p.nbytes for p in donated)
+            try:
+                outs = f(donated, rest)
+            except _HostCallback:
+                donating.clear()
+                donate[:] = [False] * len(mask)
+                return jitted(payloads + scalars)
+            self.donated += len(donated)
+            self.donated_bytes += nbytes
+            return outs
+
+        # boxfall passes ``donate=`` (which payloads the program may consume) to a function
+        # that says it takes it.
+        run.donates = True  # type: ignore[attr-defined]
         return run
 
     def _step(
@@ -107,6 +177,7 @@ class JaxCompiler:
         outs: list[Any],
         wrap: Any,
         graph: bf.Graph,
+        trace: _Trace,
     ) -> Step:
         kwarg_only = [a.kwarg_only for a in op.schema.arguments]
         names = [a.name for a in op.schema.arguments]
@@ -137,6 +208,7 @@ class JaxCompiler:
         scalars = {i for i, a in enumerate(args) if a[0] == "scalar"}
 
         def on_host(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
+            trace.host = True  # the program keeps its inputs (see `_HostCallback`)
             resolved = resolve(payloads, values, lambda p: p)
 
             def cpu(*arrays: Any) -> tuple[Any, ...]:
