@@ -187,3 +187,18 @@ def test_values_read_before_a_donation_keep_theirs(gx):
     np.testing.assert_array_equal(read, np.arange(4) + 1.0)  # ...not what was read of them
     assert total == 10.0
     np.testing.assert_array_equal(x.numpy(), np.arange(4) + 4.0)
+
+
+def test_a_compiler_told_not_to_donate_keeps_every_buffer(gx):
+    compiler = bj.graph_compiler()
+    x, y = tensors(gx)
+    before = counts()
+    compiler.donate = False
+    try:
+        for _ in range(2):
+            x += y
+            bf.sync()
+    finally:
+        compiler.donate = True
+    assert counts() == before
+    np.testing.assert_array_equal(x.numpy(), np.arange(4) + 2.0)

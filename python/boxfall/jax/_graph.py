@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -69,6 +69,16 @@ class _HostCallback(Exception):
     ran, so nothing was consumed, and the program runs without donating instead."""
 
 
+class _Donating(NamedTuple):
+    """A program's donating form for one mask: its jit, the payloads it consumes (``given``)
+    and keeps (``kept``), by index, and the bytes it consumes."""
+
+    jitted: Any
+    given: list[int]
+    kept: list[int]
+    nbytes: int
+
+
 class JaxCompiler:
     """``compile=`` of a JAX graph backend: ``compiler(graph)`` is the graph's program, a
     function of the inputs' payloads (a list of ``jax.Array``s) giving the outputs'."""
@@ -80,6 +90,9 @@ class JaxCompiler:
         self.compiles = 0
         self.host_callbacks: Counter[str] = Counter()
         """Per operator, how many times a program ran its CPU kernel as a host callback."""
+        self.donate = True
+        """Whether the programs consume (donate) the input buffers boxfall offers them: False
+        keeps every one (read at each run: to compare, or to rule donation out)."""
         self.donated = 0
         """Input buffers the programs consumed (donated) to hold their results."""
         self.donated_bytes = 0
@@ -124,45 +137,55 @@ class JaxCompiler:
 
         jitted = jax.jit(program)
         first = len(graph.inputs)
-        donating: dict[tuple[bool, ...], Any] = {}
+        # Each input's bytes, for the counter (read from the graph once, not from the arrays).
+        sizes = [
+            int(np.prod(shape, dtype=np.int64)) * self._narrowed(dtype).itemsize
+            for dtype, shape in graph.inputs
+        ]
+        donating: dict[tuple[bool, ...], _Donating] = {}
 
-        def donating_program(mask: tuple[bool, ...]) -> Any:
+        def donating_program(mask: tuple[bool, ...]) -> _Donating:
             """The program taking the payloads ``mask`` marks as its first argument, which it
             consumes, and the others, then the scalars, as its second."""
+            given = [i for i, m in enumerate(mask) if m]
+            kept = [i for i, m in enumerate(mask) if not m]
 
             def split(donated: list[Any], rest: list[Any]) -> list[Any]:
-                given, kept = iter(donated), iter(rest)
-                payloads = [next(given) if m else next(kept) for m in mask]
-                outs = program(payloads + list(kept))
+                payloads: list[Any] = [None] * first
+                for i, p in zip(given, donated, strict=True):
+                    payloads[i] = p
+                for i, p in zip(kept, rest, strict=False):
+                    payloads[i] = p
+                outs = program(payloads + rest[len(kept) :])
                 if trace.host:
                     raise _HostCallback
                 return outs
 
-            return jax.jit(split, donate_argnums=0)
+            nbytes = sum(sizes[i] for i in given)
+            return _Donating(jax.jit(split, donate_argnums=0), given, kept, nbytes)
 
         def run(values: list[Any], donate: list[bool] | None = None) -> list[Any]:
-            payloads = values[:first]
             scalars = [_on_device(v) for v in values[first:]]
             if donate is None:
-                return jitted(payloads + scalars)
-            mask = tuple(bool(d) for d in donate)
-            if not any(mask) or trace.host or (mask not in donating and len(donating) >= _MASKS):
-                donate[:] = [False] * len(donate)  # nothing consumed
-                return jitted(payloads + scalars)
-            f = donating.get(mask)
-            if f is None:
-                f = donating[mask] = donating_program(mask)
-            donated = [p for p, m in zip(payloads, mask, strict=True) if m]
-            rest = [p for p, m in zip(payloads, mask, strict=True) if not m] + scalars
-            nbytes = sum(p.nbytes for p in donated)
+                return jitted(values[:first] + scalars)
+            mask = tuple(donate)
+            d = donating.get(mask)
+            if d is None:
+                if not self.donate or trace.host or len(donating) >= _MASKS or not any(mask):
+                    donate[:] = [False] * len(donate)  # nothing consumed
+                    return jitted(values[:first] + scalars)
+                d = donating[mask] = donating_program(mask)
+            elif not self.donate or trace.host:
+                donate[:] = [False] * len(donate)
+                return jitted(values[:first] + scalars)
             try:
-                outs = f(donated, rest)
+                outs = d.jitted([values[i] for i in d.given], [values[i] for i in d.kept] + scalars)
             except _HostCallback:
                 donating.clear()
                 donate[:] = [False] * len(mask)
-                return jitted(payloads + scalars)
-            self.donated += len(donated)
-            self.donated_bytes += nbytes
+                return jitted(values[:first] + scalars)
+            self.donated += len(d.given)
+            self.donated_bytes += d.nbytes
             return outs
 
         # boxfall passes ``donate=`` (which payloads the program may consume) to a function
