@@ -1,10 +1,11 @@
 """Donation in graph mode (DESIGN section 13: in-place updates donate their input buffers), on
 whatever device JAX picks: ``x += y`` on ``bj.namespace(graph=True)``, synced each step, with
-the JAX compiler consuming x's old buffer and with it keeping every buffer
-(``bj.graph_compiler().donate = False``), in paired rounds (the order alternating; medians and
-quartiles of the rounds' per-step microseconds), at a small and a large size; then each mode's
-peak memory over a loop at the large size, each in a fresh process (on JAX's CPU the process's
-peak resident memory; on an accelerator the device's ``peak_bytes_in_use``).
+the JAX compiler consuming x's old buffer (whatever its size: ``donate_min_bytes = 0``) and
+with it keeping every buffer (``bj.graph_compiler().donate = False``), in paired rounds (the
+order alternating; medians and quartiles of the rounds' per-step microseconds), at two small
+sizes and a large one; then each mode's peak memory over a loop at a larger size, each in a
+fresh process (on JAX's CPU the process's peak resident memory; on an accelerator the
+device's ``peak_bytes_in_use``).
 
     python benches/graph_donate.py [--rounds 15] [--steps 200] [--large 16777216]
                                    [--memory 67108864]
@@ -48,6 +49,7 @@ def _loop(n: int, steps: int) -> float:
 
 def bench_time(n: int, steps: int, rounds: int) -> None:
     compiler = bj.graph_compiler()
+    compiler.donate_min_bytes = 0  # every size donated: what a donation costs or saves
     on: list[float] = []
     off: list[float] = []
     for donate in (True, False):  # each mode's programs compiled before timing
@@ -58,6 +60,7 @@ def bench_time(n: int, steps: int, rounds: int) -> None:
             compiler.donate = donate
             (on if donate else off).append(_loop(n, steps))
     compiler.donate = True
+    compiler.donate_min_bytes = bj._graph.DONATE_MIN_BYTES
     ratio = [a / b for a, b in zip(on, off, strict=True)]
     print(f"x += y; bf.sync() at n={n:,} (us a step, {rounds} paired rounds of {steps} steps):")
     print(f"  donating: {_spread(on)}")
@@ -68,6 +71,7 @@ def bench_time(n: int, steps: int, rounds: int) -> None:
 def child(n: int, donate: bool) -> None:
     """One mode's peak memory over a loop, printed as JSON."""
     bj.graph_compiler().donate = donate
+    bj.graph_compiler().donate_min_bytes = 0
     gx = bj.namespace(graph=True)
     # Made on the device, so that no NumPy array of their size raises the host's peak.
     x = gx.zeros(n, dtype=gx.float32)
@@ -119,7 +123,8 @@ def main() -> None:
         child(int(args.child[0]), bool(int(args.child[1])))
         return
     print(f"JAX {jax.__version__} on {jax.devices()[0].platform}")
-    bench_time(1_000, args.steps, args.rounds)
+    for n in (1_000, 65_536):
+        bench_time(n, args.steps, args.rounds)
     bench_time(args.large, max(args.steps // 20, 5), args.rounds)
     bench_memory(args.memory)
 

@@ -210,11 +210,9 @@ impl GraphCompiler for PyCompiler {
                     f.get_type().name().map(|n| n.to_string()).unwrap_or_default()
                 )));
             }
-            // Read once: a function opts in to `donate=` by its attribute `donates`.
-            let donates = f
-                .getattr(pyo3::intern!(py, "donates"))
-                .and_then(|d| d.is_truthy())
-                .unwrap_or(false);
+            // A function opts in to `donate=` by having the attribute `donates` (its value is
+            // read at each run where a payload may be consumed).
+            let donates = f.hasattr(pyo3::intern!(py, "donates")).unwrap_or(false);
             Ok(Arc::new(PyCompiled {
                 f: f.unbind(),
                 device: graph.device,
@@ -226,13 +224,16 @@ impl GraphCompiler for PyCompiler {
 
 /// A compiled graph: the Python function `compile` returned.
 ///
-/// A function with a true attribute `donates` is given `donate=`, a list of one bool per
-/// payload, where any payload may be consumed: true for a payload that nothing holds but the
-/// call (boxfall's core found no other holder of it, and Python none of the object, so no
-/// array the user or a cache holds is ever offered), of an output's dtype and shape. It may
+/// A function whose attribute `donates` is true (any size) or an int (the least bytes of a
+/// payload it consumes) is given `donate=`, a list of one bool per payload, where any payload
+/// may be consumed: true for a payload that nothing holds but the call (boxfall's core found
+/// no other holder of it, and Python none of the object, so no array the user or a cache holds
+/// is ever offered), of an output's dtype and shape, and of the least bytes or more. It may
 /// consume those (`jax.jit`'s `donate_argnums`), and sets to false, before it returns or
 /// raises, the entries of those it kept: where it raises, the ones left true are taken as
-/// consumed (`CompiledGraph::run_donating`).
+/// consumed (`CompiledGraph::run_donating`). The attribute is read at each such run, so its
+/// owner may change it; where none is offered, the function is called without `donate=`, as
+/// one that does not donate is.
 struct PyCompiled {
     f: Py<PyAny>,
     device: crate::tensor::Device,
@@ -259,12 +260,16 @@ impl PyCompiled {
                 .collect::<PyResult<Vec<_>>>()
                 .map_err(from_pyerr)?;
             if let Some(donate) = donate.as_deref_mut() {
+                let least = least_bytes(self.f.bind(py));
                 // Under the GIL from here to the call: no Python code can take a new reference
                 // to an object that has none elsewhere now. Each `args[j]` is a reference.
-                for (d, o) in donate.iter_mut().zip(&args) {
+                for ((d, o), data) in donate.iter_mut().zip(&args).zip(inputs) {
                     // SAFETY: `o` is a live object (this `Bound` holds a reference to it) and
                     // the GIL is held, as `Py_REFCNT` asks.
-                    *d = *d && unsafe { pyo3::ffi::Py_REFCNT(o.as_ptr()) } == CALL_REFERENCES;
+                    *d = *d
+                        && least
+                            .is_some_and(|n| n == 0 || payload_bytes(data).is_none_or(|b| b >= n))
+                        && unsafe { pyo3::ffi::Py_REFCNT(o.as_ptr()) } == CALL_REFERENCES;
                 }
             }
             for v in scalars {
@@ -319,6 +324,35 @@ impl CompiledGraph for PyCompiled {
         }
         self.call(inputs, scalars, Some(donate))
     }
+}
+
+/// The least bytes of a payload a compiled function consumes, from its attribute `donates`:
+/// 0 for `True` (any size), the number for an int, `None` (it consumes none) for anything
+/// else false or unreadable.
+fn least_bytes(f: &Bound<'_, PyAny>) -> Option<usize> {
+    let d = f.getattr(pyo3::intern!(f.py(), "donates")).ok()?;
+    // A bool is an int in Python: `True` says any size, not one byte.
+    if d.is_instance_of::<pyo3::types::PyBool>() {
+        return d.is_truthy().ok()?.then_some(0);
+    }
+    d.extract::<usize>().ok()
+}
+
+/// A payload's bytes from its dtype and shape, where its dtype's size is known.
+fn payload_bytes(data: &TensorData) -> Option<usize> {
+    let TensorData::Foreign(p) = data else {
+        return None;
+    };
+    let m = p.meta()?;
+    let item = match m.dtype.as_str() {
+        "bool" | "int8" | "uint8" => 1,
+        "int16" | "uint16" | "float16" | "bfloat16" => 2,
+        "int32" | "uint32" | "float32" => 4,
+        "int64" | "uint64" | "float64" | "complex64" => 8,
+        "complex128" => 16,
+        _ => return None,
+    };
+    Some(m.shape.iter().product::<usize>() * item)
 }
 
 /// The site of a graph's compile: the first Python frame outside boxfall's package

@@ -25,6 +25,12 @@ class Donating(Compiler):
         super().__init__()
         self.given: list[list[bool] | None] = []
         self.keep = False
+        self.made: list[Any] = []
+
+    def donates(self, value: Any) -> None:
+        """Sets every function's ``donates`` (boxfall reads it at each run)."""
+        for run in self.made:
+            run.donates = value
 
     def __call__(self, graph: bf.Graph) -> Any:
         replay = super().__call__(graph)
@@ -36,12 +42,14 @@ class Donating(Compiler):
             return replay(payloads)
 
         run.donates = True  # type: ignore[attr-defined]
+        self.made.append(run)
         return run
 
     def settle(self) -> None:
         super().settle()
         self.given = []
         self.keep = False
+        self.donates(True)
 
 
 COMPILER = Donating()
@@ -127,3 +135,16 @@ def test_a_failure_of_a_function_that_kept_its_inputs_is_retried() -> None:
     assert "consumed" not in str(info.value)
     COMPILER.fail = False
     np.testing.assert_array_equal(x.numpy(), [11.0, 22.0])
+
+
+def test_donates_says_the_least_bytes_offered_or_that_none_is() -> None:
+    x, y = computed([1.0, 2.0]), computed([10.0, 20.0])
+    x += y
+    bf.sync()  # compiled: x's old payload (float64[2], 16 bytes) offered
+    for donates, offered in ((17, False), (16, True), (0, True), (False, False), (True, True)):
+        COMPILER.donates(donates)
+        COMPILER.given.clear()
+        x += y
+        bf.sync()
+        assert COMPILER.given == ([[True, False]] if offered else [None]), donates
+    np.testing.assert_array_equal(x.numpy(), [61.0, 122.0])

@@ -23,8 +23,13 @@ pytestmark = pytest.mark.filterwarnings("error")
 
 @pytest.fixture
 def gx() -> Any:
+    """Graph mode's namespace, its compiler consuming buffers of any size (the tests' are
+    small)."""
     bf.sync()
+    compiler = bj.graph_compiler()
+    compiler.donate_min_bytes = 0
     yield bj.namespace(graph=True)
+    compiler.donate_min_bytes = _graph.DONATE_MIN_BYTES
     bf.sync()
 
 
@@ -202,3 +207,18 @@ def test_a_compiler_told_not_to_donate_keeps_every_buffer(gx):
         compiler.donate = True
     assert counts() == before
     np.testing.assert_array_equal(x.numpy(), np.arange(4) + 2.0)
+
+
+def test_by_default_only_a_buffer_of_the_least_bytes_or_more_is_donated(gx):
+    compiler = bj.graph_compiler()
+    compiler.donate_min_bytes = _graph.DONATE_MIN_BYTES
+    n = _graph.DONATE_MIN_BYTES // 4  # float32: the least bytes exactly
+    for size, donated in ((4, 0), (n - 1, 0), (n, 1)):
+        x = gx.asarray(np.zeros(size, dtype=np.float32))
+        y = gx.asarray(np.ones(size, dtype=np.float32))
+        bf.sync()
+        before = counts()
+        x += y
+        bf.sync()
+        assert counts() == (before[0] + donated, before[1] + donated), size
+        assert float(gx.sum(x)) == size
