@@ -12,6 +12,7 @@ use crate::graph::{Arg, CompiledGraph, Graph, GraphCompiler};
 use crate::ivalue::IValue;
 use crate::python::convert::{to_py, Passed, TensorStyle};
 use crate::python::errors::{from_pyerr, IntoPy};
+use crate::python::ffi::refcnt;
 use crate::python::overload::PyOpOverload;
 use crate::python::tensor::{data_object, object_tensor, PyTensor};
 use crate::tensor::TensorData;
@@ -264,12 +265,10 @@ impl PyCompiled {
                 // Under the GIL from here to the call: no Python code can take a new reference
                 // to an object that has none elsewhere now. Each `args[j]` is a reference.
                 for ((d, o), data) in donate.iter_mut().zip(&args).zip(inputs) {
-                    // SAFETY: `o` is a live object (this `Bound` holds a reference to it) and
-                    // the GIL is held, as `Py_REFCNT` asks.
                     *d = *d
                         && least
                             .is_some_and(|n| n == 0 || payload_bytes(data).is_none_or(|b| b >= n))
-                        && unsafe { pyo3::ffi::Py_REFCNT(o.as_ptr()) } == CALL_REFERENCES;
+                        && refcnt(o) == CALL_REFERENCES;
                 }
             }
             for v in scalars {
