@@ -182,17 +182,17 @@ class JaxCompiler:
 
         jitted = jax.jit(program)
         first = len(graph.inputs)
-        # Each input's bytes, for the counter (read from the graph once, not from the arrays).
-        sizes = [
-            int(np.prod(shape, dtype=np.int64)) * self._narrowed(dtype).itemsize
-            for dtype, shape in graph.inputs
-        ]
         # Per (offered mask, least bytes): the donating form, or None where it consumes none.
         donating: dict[tuple[tuple[bool, ...], int], _Donating | None] = {}
 
         def donating_program(mask: tuple[bool, ...], least: int) -> _Donating | None:
             """The program taking the offered payloads of ``least`` bytes or more as its first
             argument, which it consumes, and the others, then the scalars, as its second."""
+            # Each input's bytes, from the graph (made once a mask, not read from the arrays).
+            sizes = [
+                int(np.prod(shape, dtype=np.int64)) * self._narrowed(dtype).itemsize
+                for dtype, shape in graph.inputs
+            ]
             given = [i for i, m in enumerate(mask) if m and sizes[i] >= least]
             if not given:
                 return None
