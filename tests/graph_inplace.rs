@@ -1,8 +1,10 @@
 //! Graph mode's in-place calls without Python: `array_api::add_` (and `multiply_`) of a tensor
 //! no view sees is recorded as `add` (`multiply`), whose pending result becomes the tensor's
 //! data, a tensor a view was made of too (its views make their values from the write), and a
-//! view whose layout is known is read and written as nodes on its base. The backend
-//! is host memory, made a graph backend with a compiler that replays each graph.
+//! view whose layout is known is read and written as nodes on its base; and the old payload of
+//! a tensor written in place that nothing else holds is offered to the program to consume
+//! (donation), one held elsewhere never. The backend is host memory (or a payload holding it),
+//! made a graph backend with a compiler that replays each graph.
 
 mod common;
 
@@ -11,10 +13,10 @@ use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use boxfall::backend::register_backend;
+use boxfall::backend::{register_backend, Backend};
 use boxfall::graph::{self, pending_graphs, register_graph_backend, Graph};
 use boxfall::native::NativeBackend;
-use boxfall::tensor::{HostArray, TensorData, ViewLayout, ViewOps};
+use boxfall::tensor::{HostArray, Payload, TensorData, TensorMeta, ViewLayout, ViewOps};
 use boxfall::{
     cpu_fallback, Device, DispatchKey, Error, IValue, KernelFunction, Library, LibraryKind,
     OperatorHandle, Result, Tensor,
@@ -99,7 +101,16 @@ struct Setup {
 }
 
 fn setup(name: &str) -> Setup {
-    let key = register_backend(name, Arc::new(NativeBackend)).expect("backend");
+    setup_on(name, Arc::new(NativeBackend))
+}
+
+/// A graph backend named `name` whose tensors hold `Boxed` payloads.
+fn setup_boxed(name: &str) -> Setup {
+    setup_on(name, Arc::new(BoxedBackend))
+}
+
+fn setup_on(name: &str, backend: Arc<dyn Backend>) -> Setup {
+    let key = register_backend(name, backend).expect("backend");
     let compiler = Arc::new(Counting::default());
     register_graph_backend(key, compiler.clone()).expect("graph backend");
     let mut fb = Library::new("_", LibraryKind::Impl).expect("library");
@@ -114,6 +125,18 @@ fn setup(name: &str) -> Setup {
 impl Setup {
     fn tensor(&self, values: &[f64]) -> Tensor {
         Tensor::new(Device::new(self.key, 0), host(values.to_vec()))
+    }
+
+    /// A tensor whose data is a payload (`Boxed`), which a program may be offered to consume
+    /// (a backend of `setup_boxed`).
+    fn payload(&self, values: &[f64]) -> Tensor {
+        let a = HostArray::from(ndarray::Array1::from(values.to_vec()).into_dyn());
+        Tensor::foreign(Device::new(self.key, 0), Arc::new(Boxed(a)))
+    }
+
+    /// The `donate` masks the programs were given so far.
+    fn donations(&self) -> Vec<Vec<bool>> {
+        self.compiler.donations.lock().expect("donations").clone()
     }
 
     fn graph(&self) -> Graph {
@@ -343,4 +366,121 @@ fn a_write_through_a_view_of_a_pending_tensor_is_recorded_into_its_base() {
     assert!(!graph::graph_metrics()
         .breaks
         .contains_key("array_api::add_"));
+}
+
+/// A payload holding host memory: a device buffer a program may consume.
+struct Boxed(HostArray);
+
+impl Payload for Boxed {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn to_host(&self) -> Result<HostArray> {
+        Ok(self.0.clone())
+    }
+    fn meta(&self) -> Option<TensorMeta> {
+        Some(TensorMeta {
+            dtype: "float64".into(),
+            shape: self.0.shape().to_vec(),
+        })
+    }
+}
+
+/// Moves `Boxed` payloads to and from host memory.
+struct BoxedBackend;
+
+impl Backend for BoxedBackend {
+    fn to_cpu(&self, t: &Tensor, _for_write: bool) -> Result<Tensor> {
+        Ok(Tensor::new(Device::CPU, TensorData::Host(t.to_host()?)))
+    }
+    fn from_cpu(&self, cpu: &Tensor, device: Device) -> Result<Tensor> {
+        Ok(Tensor::foreign(
+            device,
+            Arc::new(Boxed((*cpu.to_host()?).clone())),
+        ))
+    }
+    fn copy_from_cpu(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
+        dst.set_data(self.from_cpu(src, dst.device())?.data());
+        Ok(())
+    }
+}
+
+#[test]
+fn the_old_payload_of_a_tensor_written_in_place_that_nothing_holds_may_be_consumed() {
+    let s = setup_boxed("InPlaceDonates");
+    let [add, add_, ..] = ops();
+    let x = s.payload(&[1.0, 2.0]);
+    let y = s.payload(&[10.0, 20.0]);
+    call(add_, &x, &y);
+    assert_eq!(values(&x), vec![11.0, 22.0]);
+    // Input 0 is x's old payload, which only the graph holds now; input 1 is y's, held by y.
+    assert_eq!(s.donations(), vec![vec![true, false]]);
+
+    // Read, not written: x holds its payload, so nothing is offered (the plain `run`).
+    let x = s.payload(&[1.0, 2.0]);
+    let z = call(add, &x, &y);
+    assert_eq!(values(&z), vec![11.0, 22.0]);
+    // Written, but its old payload held by another handle: not offered either.
+    let held = x.payload();
+    call(add_, &x, &y);
+    assert_eq!(values(&x), vec![11.0, 22.0]);
+    // Written, but a view was made of it (a view may share its base's buffer): not offered.
+    let w = s.payload(&[1.0, 2.0]);
+    let v = Tensor::view_of(&w, Arc::new(Whole), 16).expect("view");
+    call(add_, &w, &y);
+    assert_eq!(values(&v), vec![11.0, 22.0]);
+    // Host memory is never offered.
+    let h = s.tensor(&[1.0, 2.0]);
+    call(add_, &h, &y);
+    assert_eq!(values(&h), vec![11.0, 22.0]);
+    assert_eq!(s.donations().len(), 1);
+    drop(held);
+}
+
+#[test]
+fn an_input_is_offered_only_for_an_output_of_its_dtype_and_shape() {
+    let s = setup_boxed("InPlaceDonatesShapes");
+    let [add, add_, ..] = ops();
+    let x = s.payload(&[1.0, 2.0]);
+    let one = s.payload(&[1.0]);
+    call(add_, &x, &one);
+    let first = x.clone();
+    call(add_, &x, &one); // the first result is no output now: one output, float64[2]
+    let sum = call(add, &x, &one);
+    assert_eq!(values(&sum), vec![4.0, 5.0]);
+    // x's old payload (float64[2]) fits an output; `one` (float64[1]) would fit none.
+    assert_eq!(s.donations(), vec![vec![true, false]]);
+    assert_eq!(values(&first), vec![3.0, 4.0]);
+}
+
+#[test]
+fn a_failure_after_a_donation_loses_only_what_the_consumed_payload_computes() {
+    let s = setup_boxed("InPlaceDonatesFails");
+    let [add, add_, ..] = ops();
+    let x = s.payload(&[1.0, 2.0]);
+    let y = s.payload(&[10.0, 20.0]);
+    call(add_, &x, &y);
+    let other = call(add, &y, &y); // the same graph, reading no consumed payload
+    s.compiler.fail.store(true, Ordering::Relaxed);
+    let e = graph::compute(&x, "numpy").expect_err("the program fails");
+    assert!(e.to_string().contains("consumed 1 input buffer"), "{e}");
+    assert!(graph::is_pending(&x) && graph::is_pending(&other)); // nothing committed
+    s.compiler.fail.store(false, Ordering::Relaxed);
+    let runs = s.compiler.runs.load(Ordering::Relaxed);
+    // x's old values are gone: computing x says so and runs nothing on them...
+    let e = graph::compute(&x, "numpy").expect_err("x is lost");
+    let e = e.to_string();
+    assert!(
+        e.contains("InPlaceDonatesFails") && e.contains("consumed (donated)"),
+        "{e}"
+    );
+    // ...while the rest of its graph was computed by that sync, without the consumed input.
+    assert_eq!(s.compiler.runs.load(Ordering::Relaxed), runs + 1);
+    assert!(!graph::is_pending(&other));
+    assert_eq!(values(&other), vec![20.0, 40.0]);
+    // A call reading x later fails as it reads it, and breaks no later sync.
+    let mut stack = vec![IValue::Tensor(x.clone()), IValue::Tensor(y.clone())];
+    let e = add.call_boxed(&mut stack).expect_err("x is lost");
+    assert!(e.to_string().contains("consumed (donated)"), "{e}");
+    graph::sync("sync").expect("nothing left that fails");
 }

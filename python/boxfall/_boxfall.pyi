@@ -748,6 +748,16 @@ def register_backend(
     Where ``compile`` has a ``settings()`` method, the string it returns (the backend's settings
     that change what a compile makes: JAX's x64 and matmul precision) is read once a sync and
     is part of the cache's key, so a change of them compiles anew, with a reason naming them.
+    A function whose attribute ``donates`` is true (any size) or an int (the least bytes) may
+    consume (donate) input payloads: where there is one to offer, it is called with
+    ``donate=``, a list of one bool per payload, true for the old payload of a tensor written
+    in place that nothing else holds (no tensor, view, Python reference or cache), of an
+    output's dtype and shape, of the least bytes or more (the attribute is read at each such
+    run; false offers none); it may reuse those buffers for
+    its results (``jax.jit``'s ``donate_argnums``), and sets false, before it returns or
+    raises, the entries of those it kept. Where it raises with an entry left true, that input
+    is taken as gone: the tensors computed from it cannot be computed (reading one says so),
+    and the next sync computes the rest. ``bf.metrics.graphs()["donated"]`` counts them.
     """
 
 def backends_version() -> int:

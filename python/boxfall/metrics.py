@@ -266,7 +266,9 @@ def graphs() -> dict[str, Any]:
     """Graph mode's figures since the last :func:`reset`: ``compiled`` (graphs compiled),
     ``cache_hits`` (syncs whose graph was compiled already), ``compile_s`` and ``execute_s``
     (seconds in the compilers and the compiled programs), ``graphs_run``, ``nodes``,
-    ``nodes_per_graph`` and ``max_nodes`` (of the graphs run), ``failures`` (syncs whose
+    ``nodes_per_graph`` and ``max_nodes`` (of the graphs run), ``donated`` (input buffers the
+    programs consumed for their results: the old data of tensors written in place, which
+    nothing else held), ``failures`` (syncs whose
     program failed: nothing committed), ``syncs`` (by reason: ``"numpy"``, ``"payload"``,
     ``"materialize"``, ``"graph break"``, ``"sync"``, ``"size limit"``), ``breaks`` (graph
     breaks per operator) and ``recompiles`` (why each graph after a backend's first compiled:

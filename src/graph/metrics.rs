@@ -27,6 +27,10 @@ pub struct GraphFigures {
     pub nodes: u64,
     /// The most nodes in one graph run.
     pub max_nodes: u64,
+    /// Input buffers the programs run consumed (donated) to hold their results: the old data
+    /// of tensors written in place, which nothing else held
+    /// ([`CompiledGraph::run_donating`](super::CompiledGraph::run_donating)).
+    pub donated: u64,
     /// Syncs that failed (nothing committed).
     pub failures: u64,
     /// Syncs by reason (`"numpy"`, `"payload"`, `"graph break"`, `"sync"`, ...).
@@ -53,6 +57,7 @@ static FIGURES: Mutex<GraphFigures> = Mutex::new(GraphFigures {
     graphs_run: 0,
     nodes: 0,
     max_nodes: 0,
+    donated: 0,
     failures: 0,
     syncs: BTreeMap::new(),
     breaks: BTreeMap::new(),
@@ -102,8 +107,9 @@ pub(crate) fn compiled(ns: u64) {
     });
 }
 
-pub(crate) fn executed(ns: u64, nodes: u64) {
+pub(crate) fn executed(ns: u64, nodes: u64, donated: u64) {
     with(|f| {
+        f.donated += donated;
         f.graphs_run += 1;
         f.execute_ns += ns;
         f.nodes += nodes;

@@ -15,10 +15,11 @@
 //! none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
 //! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `inplace.rs`
 //! (in-place calls recorded functionally); `views.rs` (views read and written as nodes on their
-//! base); `record.rs`
+//! base); `donate.rs` (which inputs a program may consume); `record.rs`
 //! (the recorder, and `register_graph_backend`, which installs it).
 
 mod constants;
+mod donate;
 mod hooks;
 mod inplace;
 mod keys;

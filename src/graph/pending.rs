@@ -25,6 +25,9 @@ pub struct Pending {
     pub(crate) out: usize,
     /// The computed data, once a sync committed it.
     pub(crate) result: OnceLock<TensorData>,
+    /// Why it can never be computed, once a sync found that it reads an input a failed run
+    /// consumed (`donate.rs`).
+    pub(crate) lost: OnceLock<String>,
 }
 
 impl Payload for Pending {

@@ -521,6 +521,41 @@ pub trait CompiledGraph: Send + Sync + 'static {
     /// The outputs' data, in the graph's order, from the inputs' data (payloads of its
     /// device) and the scalar inputs' values, each in the graph's order.
     fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>>;
+
+    /// [`run`](Self::run), where the program may consume (donate) the inputs whose `donate`
+    /// entry is true, as `jax.jit`'s `donate_argnums` does: reuse their buffers for its results.
+    /// Boxfall allows it only for a payload (never host memory) that nothing but the graph holds
+    /// (no tensor, no view, no other handle: no one can read it after the run), whose dtype and
+    /// shape are an output's, and at most as many inputs of one dtype and shape as there are
+    /// outputs of it. The program sets to false, before it fails or returns, each entry of an
+    /// input it did not consume: where it fails, boxfall keeps the graph for a retry (nothing is
+    /// committed), and marks the inputs still true as gone, so that a retry that reads them
+    /// fails with an error that says so instead of reading freed buffers. The default consumes
+    /// nothing: it clears `donate` and calls [`run`](Self::run).
+    ///
+    /// ```
+    /// use boxfall::graph::CompiledGraph;
+    /// use boxfall::tensor::TensorData;
+    /// struct Nothing;
+    /// impl CompiledGraph for Nothing {
+    ///     fn run(&self, _: &[TensorData], _: &[boxfall::IValue]) -> boxfall::Result<Vec<TensorData>> {
+    ///         Ok(vec![])
+    ///     }
+    /// }
+    /// let mut donate = [true];
+    /// let data = TensorData::Host(std::sync::Arc::new(ndarray::arr1(&[1.0]).into_dyn().into()));
+    /// assert!(Nothing.run_donating(&[data], &[], &mut donate).unwrap().is_empty());
+    /// assert_eq!(donate, [false]); // the default consumes nothing
+    /// ```
+    fn run_donating(
+        &self,
+        inputs: &[TensorData],
+        scalars: &[IValue],
+        donate: &mut [bool],
+    ) -> Result<Vec<TensorData>> {
+        donate.fill(false);
+        self.run(inputs, scalars)
+    }
 }
 
 #[cfg(test)]

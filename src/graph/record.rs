@@ -464,6 +464,7 @@ fn record_node(
             node,
             out,
             result: OnceLock::new(),
+            lost: OnceLock::new(),
         });
         let t = Tensor::foreign(device, p);
         r.state.pending.push((t.clone(), node, out));
@@ -505,7 +506,9 @@ fn ready_args(
         if let Some(p) = pending_of(&data) {
             let pend = as_pending(&p);
             // Compared by address: `rec` is alive, so no other recording has its address.
+            // A lost one (`donate.rs`) is no node to read: computing it says why.
             let ours = pend.result.get().is_none()
+                && pend.lost.get().is_none()
                 && std::ptr::eq(pend.recording.as_ptr(), Arc::as_ptr(rec));
             if ours {
                 ready.push(Some(Ready::Pending(pend.generation, pend.node, pend.out)));
@@ -587,6 +590,7 @@ fn input_index(
         version,
         data,
         meta,
+        consumed: false,
     }))
 }
 

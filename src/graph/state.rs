@@ -131,6 +131,10 @@ pub(crate) struct Input {
     pub(crate) version: u64,
     pub(crate) data: TensorData,
     pub(crate) meta: TensorMeta,
+    /// Set where a program allowed to consume (donate) `data` failed without saying it kept
+    /// it (`CompiledGraph::run_donating`): its buffer may be freed, so a retry of a graph that
+    /// reads it errs instead of running on it.
+    pub(crate) consumed: bool,
 }
 
 /// A thread's recordings, one per graph backend it used, with the backend (read here without

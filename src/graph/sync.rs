@@ -10,6 +10,7 @@ use crate::ivalue::IValue;
 use crate::key::{DispatchKey, LocalKeysGuard};
 use crate::tensor::{Payload, Tensor, TensorData};
 
+use super::donate;
 use super::keys::graph_keys;
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of};
@@ -164,7 +165,7 @@ pub(crate) fn sync_recording(rec: &Shared, reason: &'static str) -> Result<()> {
 /// computed by this thread, so the recording thread, should it record or read meanwhile,
 /// waits for the commit (or the failure, which puts the state back) as other readers do.
 fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Result<()> {
-    let (backend, state, outputs) = loop {
+    let (backend, mut state, outputs) = loop {
         let mut r = lock(rec);
         if r.computing.is_some() {
             drop(r);
@@ -174,7 +175,9 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
         if only.is_some_and(|g| g != r.generation) || r.state.nodes.is_empty() {
             return Ok(());
         }
-        let outputs = outputs_of(&r.state);
+        let mut outputs = outputs_of(&r.state);
+        // Those computed from an input a failed run consumed are lost, the rest computed.
+        donate::drop_lost(r.backend, &r.state, &mut outputs);
         r.computing = Some(std::thread::current().id());
         break (r.backend, std::mem::take(&mut r.state), outputs);
     };
@@ -186,7 +189,7 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
         if outputs.is_empty() {
             Ok(Vec::new())
         } else {
-            run_graph(backend, &state, &outputs)
+            run_graph(backend, &mut state, &outputs)
         }
     };
     let mut r = lock(rec);
@@ -216,8 +219,14 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
 
 /// The outputs' data of the graph of `state` whose outputs are the pending tensors `outputs`:
 /// its program from the backend's cache (by the state's structural hash, else by the built
-/// graph's key), else compiled, run on the inputs' data. Errors name the backend.
-fn run_graph(backend: DispatchKey, state: &State, outputs: &[usize]) -> Result<Vec<TensorData>> {
+/// graph's key), else compiled, run on the inputs' data, consuming those nothing else holds
+/// where it can (`donate.rs`, which marks in `state` what a failed run consumed). Errors name
+/// the backend.
+fn run_graph(
+    backend: DispatchKey,
+    state: &mut State,
+    outputs: &[usize],
+) -> Result<Vec<TensorData>> {
     let gb = graph_backend(backend)
         .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
     let results: Vec<(usize, usize)> = outputs
@@ -242,13 +251,13 @@ fn run_graph(backend: DispatchKey, state: &State, outputs: &[usize]) -> Result<V
             progs
                 .iter()
                 .find(|(g, _)| g.settings == settings && recorded_as(g, state, &results))
-                .map(|(_, p)| p.clone())
+                .map(|(g, p)| (g.clone(), p.clone()))
         });
     // A hit runs the graph as recorded: every node, input and scalar of the state, in order.
-    let (program, used, nodes) = match found {
-        Some(p) => {
+    let (program, graph, used, nodes) = match found {
+        Some((g, p)) => {
             metrics::cache_hit();
-            (p, None, state.nodes.len())
+            (p, g, None, state.nodes.len())
         }
         None => {
             let (mut graph, used) = build(backend, state, outputs);
@@ -266,41 +275,47 @@ fn run_graph(backend: DispatchKey, state: &State, outputs: &[usize]) -> Result<V
                     .unwrap_or_else(|e| e.into_inner())
                     .entry(hash)
                     .or_default()
-                    .push((graph, p.clone()));
+                    .push((graph.clone(), p.clone()));
             }
-            (p, Some(used), nodes)
+            (p, graph, Some(used), nodes)
         }
     };
-    let (inputs, scalars): (Vec<TensorData>, Vec<IValue>) = match used {
-        None => (
-            state.inputs.iter().map(|i| i.data.clone()).collect(),
-            state.scalars.clone(),
-        ),
+    // Which of `state.inputs` and `state.scalars` the program's inputs and scalars are.
+    let (at, scalars): (Vec<usize>, Vec<IValue>) = match used {
+        None => ((0..state.inputs.len()).collect(), state.scalars.clone()),
         Some(used) => (
-            used.inputs
-                .iter()
-                .map(|&i| state.inputs[i].data.clone())
-                .collect(),
+            used.inputs,
             used.scalars
                 .iter()
                 .map(|&j| state.scalars[j].clone())
                 .collect(),
         ),
     };
+    donate::check_inputs(backend, &graph, state, &at)?;
+    // Asked before the inputs' data is cloned for the program (a clone is another holder).
+    let donate = donate::donatable(&graph, state, &at);
+    let inputs: Vec<TensorData> = at.iter().map(|&i| state.inputs[i].data.clone()).collect();
     let start = Instant::now();
-    let outs = program.run(&inputs, &scalars).map_err(|e| {
-        Error::Fallback(format!(
-            "the compiled graph of backend '{backend}' ({nodes} nodes) failed; no tensor was changed: {e}"
-        ))
+    let (outs, consumed) = donate::run(&*program, inputs, &scalars, donate, state, &at, |run| {
+        let outs = run.map_err(|e| {
+            Error::Fallback(format!(
+                "the compiled graph of backend '{backend}' ({nodes} nodes) failed; no tensor was changed: {e}"
+            ))
+        })?;
+        if outs.len() != results.len() {
+            return Err(Error::Fallback(format!(
+                "the compiled graph of backend '{backend}' gave {} results for {} outputs; no tensor was changed",
+                outs.len(),
+                results.len()
+            )));
+        }
+        Ok(outs)
     })?;
-    metrics::executed(start.elapsed().as_nanos() as u64, nodes as u64);
-    if outs.len() != results.len() {
-        return Err(Error::Fallback(format!(
-            "the compiled graph of backend '{backend}' gave {} results for {} outputs; no tensor was changed",
-            outs.len(),
-            results.len()
-        )));
-    }
+    metrics::executed(
+        start.elapsed().as_nanos() as u64,
+        nodes as u64,
+        consumed as u64,
+    );
     Ok(outs)
 }
 
@@ -417,6 +432,9 @@ pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<Tens
     if let Some(d) = pending.result.get() {
         return Ok(d.clone());
     }
+    if let Some(why) = pending.lost.get() {
+        return Err(Error::Fallback(why.clone()));
+    }
     let recording = pending.recording.upgrade().ok_or_else(|| {
         Error::Fallback(format!(
             "a pending tensor ({}) cannot be computed: the thread that recorded its graph ended \
@@ -425,6 +443,9 @@ pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<Tens
         ))
     })?;
     sync_generation(&recording, reason, Some(pending.generation))?;
+    if let Some(why) = pending.lost.get() {
+        return Err(Error::Fallback(why.clone()));
+    }
     pending.result.get().cloned().ok_or_else(|| {
         Error::Fallback(format!(
             "a pending tensor ({}) was not computed: its graph ran without it (no tensor held it \

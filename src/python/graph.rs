@@ -12,6 +12,7 @@ use crate::graph::{Arg, CompiledGraph, Graph, GraphCompiler};
 use crate::ivalue::IValue;
 use crate::python::convert::{to_py, Passed, TensorStyle};
 use crate::python::errors::{from_pyerr, IntoPy};
+use crate::python::ffi::refcnt;
 use crate::python::overload::PyOpOverload;
 use crate::python::tensor::{data_object, object_tensor, PyTensor};
 use crate::tensor::TensorData;
@@ -210,35 +211,91 @@ impl GraphCompiler for PyCompiler {
                     f.get_type().name().map(|n| n.to_string()).unwrap_or_default()
                 )));
             }
+            // A function opts in to `donate=` by having the attribute `donates` (its value is
+            // read at each run where a payload may be consumed).
+            let donates = f.hasattr(pyo3::intern!(py, "donates")).unwrap_or(false);
             Ok(Arc::new(PyCompiled {
                 f: f.unbind(),
                 device: graph.device,
+                donates,
             }) as Arc<dyn CompiledGraph>)
         })
     }
 }
 
 /// A compiled graph: the Python function `compile` returned.
+///
+/// A function whose attribute `donates` is true (any size) or an int (the least bytes of a
+/// payload it consumes) is given `donate=`, a list of one bool per payload, where any payload
+/// may be consumed: true for a payload that nothing holds but the call (boxfall's core found
+/// no other holder of it, and Python none of the object, so no array the user or a cache holds
+/// is ever offered), of an output's dtype and shape, and of the least bytes or more. It may
+/// consume those (`jax.jit`'s `donate_argnums`), and sets to false, before it returns or
+/// raises, the entries of those it kept: where it raises, the ones left true are taken as
+/// consumed (`CompiledGraph::run_donating`). The attribute is read at each such run, so its
+/// owner may change it; where none is offered, the function is called without `donate=`, as
+/// one that does not donate is.
 struct PyCompiled {
     f: Py<PyAny>,
     device: crate::tensor::Device,
+    donates: bool,
 }
 
-impl CompiledGraph for PyCompiled {
-    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
+/// The references to a payload's object while it is among the arguments made for a program's
+/// call: the payload's own (`PyPayload`) and the argument's. One more is a holder elsewhere.
+const CALL_REFERENCES: isize = 2;
+
+impl PyCompiled {
+    /// The program's arguments (the payloads, then the scalar inputs' values), called with
+    /// `donate` where given, and its results.
+    fn call(
+        &self,
+        inputs: &[TensorData],
+        scalars: &[IValue],
+        mut donate: Option<&mut [bool]>,
+    ) -> Result<Vec<TensorData>> {
         Python::attach(|py| {
             let mut args = inputs
                 .iter()
                 .map(|d| payload_of(py, d))
                 .collect::<PyResult<Vec<_>>>()
                 .map_err(from_pyerr)?;
+            if let Some(donate) = donate.as_deref_mut() {
+                let least = least_bytes(self.f.bind(py));
+                // Under the GIL from here to the call: no Python code can take a new reference
+                // to an object that has none elsewhere now. Each `args[j]` is a reference.
+                for ((d, o), data) in donate.iter_mut().zip(&args).zip(inputs) {
+                    *d = *d
+                        && least
+                            .is_some_and(|n| n == 0 || payload_bytes(data).is_none_or(|b| b >= n))
+                        && refcnt(o) == CALL_REFERENCES;
+                }
+            }
             for v in scalars {
                 args.push(
                     to_py(py, v, &Passed::default(), TensorStyle::Caller).map_err(from_pyerr)?,
                 );
             }
             let args = PyList::new(py, args).map_err(from_pyerr)?;
-            let outs = self.f.bind(py).call1((args,)).map_err(from_pyerr)?;
+            let outs = match donate {
+                None => self.f.bind(py).call1((args,)),
+                Some(donate) if !donate.contains(&true) => self.f.bind(py).call1((args,)),
+                Some(donate) => {
+                    let given = PyList::new(py, donate.iter()).map_err(from_pyerr)?;
+                    let kwargs = [("donate", &given)].into_py_dict(py).map_err(from_pyerr)?;
+                    let outs = self.f.bind(py).call((args,), Some(&kwargs));
+                    // What the function kept (it sets those false), whether or not it raised;
+                    // an entry that cannot be read is taken as consumed.
+                    for (j, d) in donate.iter_mut().enumerate() {
+                        *d = *d
+                            && given
+                                .get_item(j)
+                                .map_or(true, |v| v.is_truthy().unwrap_or(true));
+                    }
+                    outs
+                }
+            }
+            .map_err(from_pyerr)?;
             let outs = outs.try_iter().map_err(from_pyerr)?;
             outs.map(|o| {
                 let o = o.map_err(from_pyerr)?;
@@ -247,6 +304,54 @@ impl CompiledGraph for PyCompiled {
             .collect()
         })
     }
+}
+
+impl CompiledGraph for PyCompiled {
+    fn run(&self, inputs: &[TensorData], scalars: &[IValue]) -> Result<Vec<TensorData>> {
+        self.call(inputs, scalars, None)
+    }
+
+    fn run_donating(
+        &self,
+        inputs: &[TensorData],
+        scalars: &[IValue],
+        donate: &mut [bool],
+    ) -> Result<Vec<TensorData>> {
+        if !self.donates {
+            donate.fill(false);
+            return self.call(inputs, scalars, None);
+        }
+        self.call(inputs, scalars, Some(donate))
+    }
+}
+
+/// The least bytes of a payload a compiled function consumes, from its attribute `donates`:
+/// 0 for `True` (any size), the number for an int, `None` (it consumes none) for anything
+/// else false or unreadable.
+fn least_bytes(f: &Bound<'_, PyAny>) -> Option<usize> {
+    let d = f.getattr(pyo3::intern!(f.py(), "donates")).ok()?;
+    // A bool is an int in Python: `True` says any size, not one byte.
+    if d.is_instance_of::<pyo3::types::PyBool>() {
+        return d.is_truthy().ok()?.then_some(0);
+    }
+    d.extract::<usize>().ok()
+}
+
+/// A payload's bytes from its dtype and shape, where its dtype's size is known.
+fn payload_bytes(data: &TensorData) -> Option<usize> {
+    let TensorData::Foreign(p) = data else {
+        return None;
+    };
+    let m = p.meta()?;
+    let item = match m.dtype.as_str() {
+        "bool" | "int8" | "uint8" => 1,
+        "int16" | "uint16" | "float16" | "bfloat16" => 2,
+        "int32" | "uint32" | "float32" => 4,
+        "int64" | "uint64" | "float64" | "complex64" => 8,
+        "complex128" => 16,
+        _ => return None,
+    };
+    Some(m.shape.iter().product::<usize>() * item)
 }
 
 /// The site of a graph's compile: the first Python frame outside boxfall's package
@@ -326,6 +431,7 @@ pub fn graph_metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("graphs_run", f.graphs_run)?;
     d.set_item("nodes", f.nodes)?;
     d.set_item("max_nodes", f.max_nodes)?;
+    d.set_item("donated", f.donated)?;
     let per = if f.graphs_run == 0 {
         0.0
     } else {

@@ -20,6 +20,9 @@ pub struct Counting {
     pub settings: Mutex<String>,
     /// Whether the device lacks float64 (its results float32 instead).
     pub narrows: AtomicBool,
+    /// The `donate` mask of each `run_donating` call, as given; the program consumes (takes
+    /// as gone) every input it is offered.
+    pub donations: Arc<Mutex<Vec<Vec<bool>>>>,
 }
 
 struct Replayed {
@@ -27,6 +30,7 @@ struct Replayed {
     fail: Arc<AtomicBool>,
     runs: Arc<AtomicUsize>,
     delay_ms: Arc<AtomicU64>,
+    donations: Arc<Mutex<Vec<Vec<bool>>>>,
 }
 
 impl CompiledGraph for Replayed {
@@ -49,6 +53,19 @@ impl CompiledGraph for Replayed {
             .map(|t| t.data())
             .collect())
     }
+
+    fn run_donating(
+        &self,
+        inputs: &[TensorData],
+        scalars: &[IValue],
+        donate: &mut [bool],
+    ) -> Result<Vec<TensorData>> {
+        self.donations
+            .lock()
+            .expect("donations")
+            .push(donate.to_vec());
+        self.run(inputs, scalars)
+    }
 }
 
 impl GraphCompiler for Counting {
@@ -59,6 +76,7 @@ impl GraphCompiler for Counting {
             fail: self.fail.clone(),
             runs: self.runs.clone(),
             delay_ms: self.delay_ms.clone(),
+            donations: self.donations.clone(),
         }))
     }
 

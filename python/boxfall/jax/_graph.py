@@ -6,13 +6,21 @@ shapes and dtypes that the shape rules recorded.
 
 The replay is Python, but it runs only while JAX traces the program: a compiled graph's later
 calls run the compiled program alone.
+
+In-place updates donate their input buffers: the program opts in to boxfall's ``donate=``
+(its attribute ``donates``), and consumes the payloads boxfall offers (the old data of a tensor
+written in place, which nothing else holds) with ``jax.jit``'s ``donate_argnums``, so the
+device holds one copy of an updated array, not two. A program with a host callback consumes
+none: its Python kernel may raise after the inputs were given up, and a failed sync keeps the
+graph for a retry.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -42,6 +50,49 @@ def _on_device(v: Any) -> Any:
     return got
 
 
+_MASKS = 4
+"""The donation masks one program compiles for (each a trace and compile of its own); a further
+one consumes nothing. A program's mask is normally one: the same tensors written each step."""
+
+DONATE_MIN_BYTES = 1 << 20
+"""The least bytes of a buffer a program consumes (``JaxCompiler.donate_min_bytes``'s default):
+donation saves device memory and an allocation, which matter for large buffers only, while on
+JAX's CPU a donating call of a small program cost more than it saved (``x += y`` synced each
+step, against keeping the buffer: about 3x the step at 4 KiB, 1.2x at 256 KiB, 0.7x at 1 MiB,
+0.2x at 64 MiB; benches/graph_donate.py)."""
+
+
+class _Trace:
+    """What tracing a graph's program found: ``host``, set where a node runs its CPU kernel as
+    a host callback (decided while JAX traces: a kernel may hand a case to the CPU then)."""
+
+    __slots__ = ("host",)
+
+    def __init__(self) -> None:
+        self.host = False
+
+
+class _HostCallback(Exception):
+    """Raised while a donating program is traced, where it has a host callback: before anything
+    ran, so nothing was consumed, and the program runs without donating instead."""
+
+
+class _Donating(NamedTuple):
+    """A program's donating form for one mask: its jit, the payloads it consumes (``given``)
+    and keeps (``kept``), by index, and the bytes it consumes."""
+
+    jitted: Any
+    given: list[int]
+    kept: list[int]
+    nbytes: int
+    consumed: list[bool]
+    """Per payload: whether it is consumed (what ``donate`` is set to)."""
+
+
+_UNSEEN: Any = object()
+"""A mask a program has not seen yet."""
+
+
 class JaxCompiler:
     """``compile=`` of a JAX graph backend: ``compiler(graph)`` is the graph's program, a
     function of the inputs' payloads (a list of ``jax.Array``s) giving the outputs'."""
@@ -53,6 +104,44 @@ class JaxCompiler:
         self.compiles = 0
         self.host_callbacks: Counter[str] = Counter()
         """Per operator, how many times a program ran its CPU kernel as a host callback."""
+        self._donate = True
+        self._least = DONATE_MIN_BYTES
+        self._programs: weakref.WeakSet[Any] = weakref.WeakSet()
+        """The programs made, whose ``donates`` (what boxfall offers them) follows these."""
+        self.donated = 0
+        """Input buffers the programs consumed (donated) to hold their results."""
+        self.donated_bytes = 0
+        """Their bytes."""
+
+    @property
+    def donate(self) -> bool:
+        """Whether the programs consume (donate) the input buffers boxfall offers them: False
+        keeps every one (to compare, or to rule donation out), and boxfall offers none."""
+        return self._donate
+
+    @donate.setter
+    def donate(self, on: bool) -> None:
+        self._donate = bool(on)
+        self._publish()
+
+    @property
+    def donate_min_bytes(self) -> int:
+        """The least bytes of a buffer the programs consume (``DONATE_MIN_BYTES`` unless set);
+        boxfall offers no smaller one."""
+        return self._least
+
+    @donate_min_bytes.setter
+    def donate_min_bytes(self, n: int) -> None:
+        self._least = int(n)
+        self._publish()
+
+    def _donates(self) -> int | bool:
+        """A program's ``donates``: the least bytes it consumes, or False for none."""
+        return self._least if self._donate else False
+
+    def _publish(self) -> None:
+        for run in list(self._programs):
+            run.donates = self._donates()
 
     def serve(self, names: Sequence[str]) -> None:
         """The operators the backend's JAX kernels serve, as ``register`` names them
@@ -80,7 +169,8 @@ class JaxCompiler:
         wrap = bf.get_backend(self.backend_name).tensor_from_payload
         # A scalar input's value follows the inputs' payloads; jax.jit traces it (a weakly
         # typed scalar, as a Python scalar is to jax.numpy), so a new value compiles nothing.
-        steps = [self._step(op, args, outs, wrap, graph) for op, args, outs in graph.nodes]
+        trace = _Trace()
+        steps = [self._step(op, args, outs, wrap, graph, trace) for op, args, outs in graph.nodes]
         outputs = graph.outputs
 
         def program(payloads: list[Any]) -> list[Any]:
@@ -92,12 +182,71 @@ class JaxCompiler:
 
         jitted = jax.jit(program)
         first = len(graph.inputs)
-        if not graph.scalars:
-            return jitted
+        # Per (offered mask, least bytes): the donating form, or None where it consumes none.
+        donating: dict[tuple[tuple[bool, ...], int], _Donating | None] = {}
 
-        def run(values: list[Any]) -> list[Any]:
-            return jitted(values[:first] + [_on_device(v) for v in values[first:]])
+        def donating_program(mask: tuple[bool, ...], least: int) -> _Donating | None:
+            """The program taking the offered payloads of ``least`` bytes or more as its first
+            argument, which it consumes, and the others, then the scalars, as its second."""
+            # Each input's bytes, from the graph (made once a mask, not read from the arrays).
+            sizes = [
+                int(np.prod(shape, dtype=np.int64)) * self._narrowed(dtype).itemsize
+                for dtype, shape in graph.inputs
+            ]
+            given = [i for i, m in enumerate(mask) if m and sizes[i] >= least]
+            if not given:
+                return None
+            kept = [i for i in range(first) if i not in given]
 
+            def split(donated: list[Any], rest: list[Any]) -> list[Any]:
+                payloads: list[Any] = [None] * first
+                for i, p in zip(given, donated, strict=True):
+                    payloads[i] = p
+                for i, p in zip(kept, rest, strict=False):
+                    payloads[i] = p
+                outs = program(payloads + rest[len(kept) :])
+                if trace.host:
+                    raise _HostCallback
+                return outs
+
+            consumed = [i in given for i in range(first)]
+            nbytes = sum(sizes[i] for i in given)
+            return _Donating(jax.jit(split, donate_argnums=0), given, kept, nbytes, consumed)
+
+        has_scalars = bool(graph.scalars)
+
+        def run(values: list[Any], donate: list[bool] | None = None) -> list[Any]:
+            if has_scalars:
+                values = values[:first] + [_on_device(v) for v in values[first:]]
+            if donate is None:
+                return jitted(values)
+            key = (tuple(donate), self.donate_min_bytes)
+            d = donating.get(key, _UNSEEN)
+            if d is _UNSEEN:
+                d = None
+                if self.donate and not trace.host and len(donating) < _MASKS:
+                    d = donating[key] = donating_program(*key)
+            if d is None or not self.donate or trace.host:
+                donate[:] = [False] * len(donate)  # nothing consumed
+                return jitted(values)
+            donate[:] = d.consumed  # an offered payload under the least bytes is kept
+            try:
+                outs = d.jitted(
+                    [values[i] for i in d.given], [values[i] for i in d.kept] + values[first:]
+                )
+            except _HostCallback:
+                donating.clear()
+                donate[:] = [False] * len(donate)
+                return jitted(values)
+            self.donated += len(d.given)
+            self.donated_bytes += d.nbytes
+            return outs
+
+        # boxfall passes ``donate=`` (which payloads the program may consume) to a function
+        # that says it takes it, offering only payloads of ``donates`` bytes or more (read at
+        # each run: the setters above change it).
+        run.donates = self._donates()  # type: ignore[attr-defined]
+        self._programs.add(run)
         return run
 
     def _step(
@@ -107,6 +256,7 @@ class JaxCompiler:
         outs: list[Any],
         wrap: Any,
         graph: bf.Graph,
+        trace: _Trace,
     ) -> Step:
         kwarg_only = [a.kwarg_only for a in op.schema.arguments]
         names = [a.name for a in op.schema.arguments]
@@ -137,6 +287,7 @@ class JaxCompiler:
         scalars = {i for i, a in enumerate(args) if a[0] == "scalar"}
 
         def on_host(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
+            trace.host = True  # the program keeps its inputs (see `_HostCallback`)
             resolved = resolve(payloads, values, lambda p: p)
 
             def cpu(*arrays: Any) -> tuple[Any, ...]:

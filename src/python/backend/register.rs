@@ -50,7 +50,9 @@ use crate::python::errors::IntoPy;
 /// payloads (a list) giving the output payloads (cached by the graph's structure). Where
 /// `compile` has a `settings()` method, its string (the backend's settings that change what a
 /// compile makes: JAX's x64 and matmul precision) is read once a sync and is part of the
-/// cache's key, so a change of them compiles anew, with a reason that names them.
+/// cache's key, so a change of them compiles anew, with a reason that names them. A function
+/// with a true attribute `donates` is given `donate=` where an input may be consumed (see
+/// `graph.rs`'s `PyCompiled`).
 #[pyfunction]
 #[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None, narrow=false, compile=None))]
 #[allow(clippy::too_many_arguments)]
