@@ -218,6 +218,7 @@ impl GraphCompiler for PyCompiler {
                 f: f.unbind(),
                 device: graph.device,
                 donates,
+                input_bytes: graph.inputs.iter().map(meta_bytes).collect(),
             }) as Arc<dyn CompiledGraph>)
         })
     }
@@ -239,6 +240,10 @@ struct PyCompiled {
     f: Py<PyAny>,
     device: crate::tensor::Device,
     donates: bool,
+    /// Each input's bytes, from the graph's dtypes and shapes (a cached program runs only
+    /// graphs of its structure), where its dtype's size is known: read at a run that may
+    /// donate without asking the payload.
+    input_bytes: Vec<Option<usize>>,
 }
 
 /// The references to a payload's object while it is among the arguments made for a program's
@@ -261,13 +266,18 @@ impl PyCompiled {
                 .collect::<PyResult<Vec<_>>>()
                 .map_err(from_pyerr)?;
             if let Some(donate) = donate.as_deref_mut() {
-                let least = least_bytes(self.f.bind(py));
+                // The attribute is read only where something may be offered (a sync without an
+                // in-place write reads nothing more than before).
+                let least = if donate.contains(&true) {
+                    least_bytes(self.f.bind(py))
+                } else {
+                    None
+                };
                 // Under the GIL from here to the call: no Python code can take a new reference
                 // to an object that has none elsewhere now. Each `args[j]` is a reference.
-                for ((d, o), data) in donate.iter_mut().zip(&args).zip(inputs) {
+                for ((d, o), bytes) in donate.iter_mut().zip(&args).zip(&self.input_bytes) {
                     *d = *d
-                        && least
-                            .is_some_and(|n| n == 0 || payload_bytes(data).is_none_or(|b| b >= n))
+                        && least.is_some_and(|n| n == 0 || bytes.is_none_or(|b| b >= n))
                         && refcnt(o) == CALL_REFERENCES;
                 }
             }
@@ -337,19 +347,12 @@ fn least_bytes(f: &Bound<'_, PyAny>) -> Option<usize> {
     d.extract::<usize>().ok()
 }
 
-/// A payload's bytes from its dtype and shape, where its dtype's size is known.
-fn payload_bytes(data: &TensorData) -> Option<usize> {
-    let TensorData::Foreign(p) = data else {
-        return None;
-    };
-    let m = p.meta()?;
+/// The bytes of a tensor of `m`'s dtype and shape, where its dtype's size is known (host
+/// memory's dtypes, and the 16-bit floats of devices; another's payload is offered at any size).
+fn meta_bytes(m: &crate::tensor::TensorMeta) -> Option<usize> {
     let item = match m.dtype.as_str() {
-        "bool" | "int8" | "uint8" => 1,
-        "int16" | "uint16" | "float16" | "bfloat16" => 2,
-        "int32" | "uint32" | "float32" => 4,
-        "int64" | "uint64" | "float64" | "complex64" => 8,
-        "complex128" => 16,
-        _ => return None,
+        "float16" | "bfloat16" => 2,
+        name => crate::tensor::DType::from_name(name)?.size(),
     };
     Some(m.shape.iter().product::<usize>() * item)
 }
