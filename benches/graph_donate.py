@@ -20,11 +20,22 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
-import boxfall as bf
-import boxfall.jax as bj
-import jax
 import numpy as np
+
+# boxfall.jax and JAX are imported by `_jax()`, not here: the peak-memory children must each
+# get the device alone, and one process at a time can hold a TPU (this one would, from then on).
+bf: Any = None
+bj: Any = None
+jax: Any = None
+
+
+def _jax() -> None:
+    global bf, bj, jax
+    import boxfall as bf
+    import boxfall.jax as bj
+    import jax
 
 
 def _spread(values: list[float]) -> str:
@@ -120,11 +131,12 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        _jax()
         child(int(args.child[0]), bool(int(args.child[1])))
         return
-    # The peaks first, each child alone on the device: one process at a time can hold a TPU,
-    # and this one holds it from its first use of JAX on.
+    # The peaks first, each child alone on the device, before this process imports JAX.
     bench_memory(args.memory)
+    _jax()
     print(f"JAX {jax.__version__} on {jax.devices()[0].platform}")
     for n in (1_000, 65_536):
         bench_time(n, args.steps, args.rounds)
