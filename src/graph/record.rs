@@ -144,7 +144,11 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
 
 /// Records an in-place call as its functional counterpart (`inplace.rs`).
 fn record_write(w: Write, backend: DispatchKey, stack: &mut Stack, out: Outputs) -> Result<()> {
-    let metas = out.counted(&w.op, backend)?;
+    // Not counted as narrowed: the write ends in the target's dtype (`fitted`), as the eager
+    // in-place call's result does, whatever dtype its functional form had on the way
+    // (float32 `f /= i` of an int32 `i` is float64 in NumPy, float32 on a device without
+    // 64-bit types, and float32 in `f` either way: eager mode counts nothing there either).
+    let metas = out.metas;
     // The write reads the target and rebinds it: another thread's write of it between the two
     // would be lost, so its write lock is held across both, as the CPU fallback holds it.
     let _held = hold_writes(std::iter::once(w.target.clone()));

@@ -219,3 +219,30 @@ def test_an_in_place_call_that_breaks_the_graph_counts_no_narrowing_it_did_not_r
     eager = narrowing(bj.namespace())
     assert eager == (0, dict.fromkeys(eager[1], 0))
     assert narrowing(gx) == eager
+
+
+@pytest.mark.skipif(bj.X64, reason="JAX narrows only without x64")
+def test_an_in_place_write_counts_no_narrowing_as_eager_mode_counts_none(gx):
+    """``f /= i`` of float32 ``f`` and int32 ``i``: its functional form (``divide``) is float64
+    in NumPy, float32 on the device, and the write ends in ``f``'s float32 in both modes:
+    neither counts nor warns of a narrowing, and the values agree."""
+    import warnings
+
+    def divided(xp):
+        bf.metrics.reset()
+        f = xp.asarray(np.array([1.0, 2.0, 3.0], dtype=np.float32))
+        i = xp.asarray(np.array([2, 4, 8], dtype=np.int32))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f /= i
+            got = np.asarray(f)
+        warned = [w for w in caught if w.category is bf.NarrowingWarning]
+        ops = ("array_api::divide", "array_api::divide_")
+        return len(warned), {op: bf.metrics.op_stats(op)["narrowed"] for op in ops}, got
+
+    eager = divided(bj.namespace())
+    graph = divided(gx)
+    assert eager[:2] == (0, {"array_api::divide": 0, "array_api::divide_": 0})
+    assert graph[:2] == eager[:2]
+    assert graph[2].dtype == eager[2].dtype == np.float32
+    np.testing.assert_array_equal(graph[2], eager[2])
