@@ -92,8 +92,9 @@ fn graph_key() -> Result<DispatchKey> {
 /// How a call is recorded, or why it cannot be (it breaks the graph).
 enum Plan {
     Record(Outputs),
-    /// An in-place call recorded as its functional counterpart (`inplace.rs`).
-    Write(Write, Outputs),
+    /// An in-place call recorded as its functional counterpart (`inplace.rs`), with its
+    /// outputs' metas: no narrowing is counted, as the write ends in the target's dtype.
+    Write(Write, Vec<TensorMeta>),
     Break,
     /// Run below the `Graph` key with nothing computed or counted (a view of computed
     /// tensors).
@@ -136,19 +137,19 @@ fn record(op: &OperatorHandle, keys: DispatchKeySet, stack: &mut Stack) -> Resul
     match plan(op, backend, stack)? {
         Plan::Record(out) => record_node(op, backend, stack, out.counted(op, backend)?),
         Plan::Break if cuts_nothing(op, stack)? => pass_on(op, keys, stack),
-        Plan::Write(w, out) => record_write(w, backend, stack, out),
+        Plan::Write(w, metas) => record_write(w, backend, stack, metas),
         Plan::Break => graph_break(op, backend, keys, stack),
         Plan::Eager => pass_on(op, keys, stack),
     }
 }
 
 /// Records an in-place call as its functional counterpart (`inplace.rs`).
-fn record_write(w: Write, backend: DispatchKey, stack: &mut Stack, out: Outputs) -> Result<()> {
-    // Not counted as narrowed: the write ends in the target's dtype (`fitted`), as the eager
-    // in-place call's result does, whatever dtype its functional form had on the way
-    // (float32 `f /= i` of an int32 `i` is float64 in NumPy, float32 on a device without
-    // 64-bit types, and float32 in `f` either way: eager mode counts nothing there either).
-    let metas = out.metas;
+fn record_write(
+    w: Write,
+    backend: DispatchKey,
+    stack: &mut Stack,
+    metas: Vec<TensorMeta>,
+) -> Result<()> {
     // The write reads the target and rebinds it: another thread's write of it between the two
     // would be lost, so its write lock is held across both, as the CPU fallback holds it.
     let _held = hold_writes(std::iter::once(w.target.clone()));
@@ -212,8 +213,8 @@ fn record_with_views(op: &OperatorHandle, backend: DispatchKey, stack: &mut Stac
         Plan::Record(out) if target.is_none() => {
             record_node(op, backend, stack, out.counted(op, backend)?)?
         }
-        Plan::Write(w, out) => {
-            record_write(w, backend, stack, out)?;
+        Plan::Write(w, metas) => {
+            record_write(w, backend, stack, metas)?;
             if let Some(view) = target {
                 let values = read
                     .iter()
@@ -322,7 +323,11 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
         };
         return Ok(match plan(&w.op, backend, stack)? {
             Plan::Record(out) => match inplace::fitted(w, op, stack, &out.metas) {
-                Some(w) => Plan::Write(w, out),
+                // Not counted as narrowed: the write ends in the target's dtype, as the
+                // eager in-place call's result does, whatever dtype its functional form had
+                // on the way (float32 `f /= i` of an int32 `i` is float64 in NumPy, float32 on
+                // a device without 64-bit types: eager mode counts nothing either).
+                Some(w) => Plan::Write(w, out.metas),
                 None => Plan::Break,
             },
             _ => Plan::Break,
