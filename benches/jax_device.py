@@ -223,13 +223,23 @@ def bench_workload(rounds: int, sizes: tuple[int, ...]) -> None:
         )
 
 
-def bench_graph(rounds: int, sizes: tuple[int, ...]) -> None:
-    """The workload in graph mode (``bj.namespace(graph=True)``: one compiled program a call)
-    against the same function under ``jax.jit`` and op by op on ``jax.numpy``, side by side in
-    paired rounds, each call waiting for its results; then graph mode's figures of one call."""
+def bench_graph(rounds: int, sizes: tuple[int, ...], limits: tuple[int, ...] = ()) -> None:
+    """The workload in graph mode (``bj.namespace(graph=True)``) against the same function
+    under ``jax.jit`` and op by op on ``jax.numpy``, side by side in paired rounds, each call
+    waiting for its results; then graph mode's figures of one call. With ``limits``, once for
+    each size limit of the graph backend (``bf.graph.set_limit``), the default's last."""
     gx = bj.namespace(graph=True)
     compiler = bj.graph_compiler()
-    print("k-means + ridge (float32) in graph mode, against jax.jit and jax.numpy (ms a call):")
+    default = bf.graph.limit(bj.GRAPH_BACKEND_NAME)
+    for limit in limits:
+        bf.graph.set_limit(bj.GRAPH_BACKEND_NAME, limit)
+        print(f"graph size limit {limit}:")
+        bench_graph(rounds, sizes)
+    bf.graph.set_limit(bj.GRAPH_BACKEND_NAME, default)
+    print(
+        "k-means + ridge (float32) in graph mode, against jax.jit and jax.numpy (ms a call), "
+        f"graphs of at most {default} nodes:"
+    )
     for n in sizes:
         p = workload.Problem(n=n)
         x, y = (a.astype(np.float32) for a in workload.make_data(p))
@@ -435,7 +445,13 @@ def main() -> None:
         help="only an in-place update of an array of MIB MiB: graph mode against jax.jit, "
         "its input donated and not (time and peak device memory)",
     )
+    parser.add_argument(
+        "--limits",
+        default="",
+        help="with --graph: the workload also under these graph size limits (comma-separated)",
+    )
     args = parser.parse_args()
+    limits = tuple(int(v) for v in args.limits.split(",") if v)
     dev = jax.devices()[0]
     print(f"JAX {jax.__version__} on {dev.platform} ({dev.device_kind}), x64={bj.X64}")
     if args.costs:
@@ -446,7 +462,9 @@ def main() -> None:
         bench_inplace(args.rounds, args.inplace)
         return
     if args.graph:
-        bench_graph(args.rounds, (2_000,) if args.quick else (4_000, 250_000))
+        bench_graph(args.rounds, (2_000,) if args.quick else (4_000, 250_000), limits)
+        if limits:
+            return
         bench_graph_variants(args.rounds, 2_000 if args.quick else 4_000)
         return
     if args.quick:

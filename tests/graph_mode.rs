@@ -423,3 +423,23 @@ fn a_result_narrowed_in_graph_mode_is_counted_and_warned_once() {
     assert_eq!(graph::pending_meta(&v).expect("meta").dtype, "float64");
     assert_eq!(narrowed(&s.add), 2);
 }
+
+#[test]
+fn a_graph_past_its_backends_size_limit_is_cut_and_gives_the_same_values() {
+    let s = setup("GraphLimited");
+    assert_eq!(graph::graph_limit(s.key), graph::DEFAULT_GRAPH_LIMIT);
+    graph::set_graph_limit(s.key, 2).expect("a limit");
+    let x = s.tensor(&[1.0, 2.0]);
+    let mut y = x.clone();
+    for _ in 0..5 {
+        y = s.call(&s.add, &[&y, &x]);
+    }
+    // Five calls in graphs of at most two nodes: the third and fifth calls cut the graph.
+    assert!(graph::is_pending(&y));
+    assert_eq!(values(&y), vec![6.0, 12.0]);
+    // The first part reads `x` alone, the second the first's result as well, the third is one
+    // node: three structures.
+    assert_eq!(s.compiles(), 3);
+    assert!(graph::set_graph_limit(s.key, 0).is_err());
+    assert_eq!(graph::graph_limit(s.key), 2);
+}

@@ -862,6 +862,13 @@ def sync() -> None:
 def graph_key_bits() -> int:
     """The bits of the ``Graph`` key (0 before any graph backend): what ``bf.eager()`` excludes."""
 
+def graph_limit(backend: str) -> int:
+    """The most nodes a graph of ``backend`` records before it is cut (``bf.graph.limit``)."""
+
+def set_graph_limit(backend: str, nodes: int) -> None:
+    """Sets the most nodes a graph of ``backend`` records before it is cut
+    (``bf.graph.set_limit``)."""
+
 def graph_dump() -> str:
     """This thread's pending graphs in words (``bf.graph.dump()``)."""
 

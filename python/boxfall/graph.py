@@ -23,4 +23,22 @@ def is_pending(tensor: _boxfall.Tensor) -> bool:
     return _boxfall.is_pending(tensor)
 
 
-__all__ = ["dump", "is_pending"]
+def limit(backend: str) -> int:
+    """The most nodes a graph of graph backend ``backend`` records before it is cut: computed
+    then, without waiting for the device, the next call starting a new graph (4096 unless
+    :func:`set_limit` changed it)."""
+    return _boxfall.graph_limit(backend)
+
+
+def set_limit(backend: str, nodes: int) -> None:
+    """Sets the most nodes a graph of graph backend ``backend`` records before it is cut.
+
+    A small limit pipelines a device that runs programs asynchronously (JAX): the program of a
+    graph's first part runs on the device while the host records the next part, where one
+    graph keeps the device idle for the whole recording. Each cut costs a program's launch and
+    the fusion its compiler would have done across it. Raises ``bf.RegistrationError`` where
+    ``backend`` is no graph backend or ``nodes`` is 0."""
+    _boxfall.set_graph_limit(backend, nodes)
+
+
+__all__ = ["dump", "is_pending", "limit", "set_limit"]

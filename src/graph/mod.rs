@@ -15,7 +15,7 @@
 //! none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
 //! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `inplace.rs`
 //! (in-place calls recorded functionally); `views.rs` (views read and written as nodes on their
-//! base); `donate.rs` (which inputs a program may consume); `record.rs`
+//! base); `donate.rs` (which inputs a program may consume); `limit.rs` (each backend's size limit); `record.rs`
 //! (the recorder, and `register_graph_backend`, which installs it).
 
 mod constants;
@@ -23,6 +23,7 @@ mod donate;
 mod hooks;
 mod inplace;
 mod keys;
+mod limit;
 mod metrics;
 mod pending;
 mod program;
@@ -38,6 +39,7 @@ pub(crate) use constants::described_stack;
 pub use constants::{describe_object, set_object_describer, ObjectDescriber};
 pub use hooks::{set_narrowing_warner, NarrowingWarner};
 pub use keys::graph_keys;
+pub use limit::{graph_limit, set_graph_limit, DEFAULT_GRAPH_LIMIT};
 pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS};
 pub use pending::{is_pending, pending_meta, Pending};
 pub use program::{Arg, CompiledGraph, Graph, GraphCompiler, Node};

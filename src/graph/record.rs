@@ -21,6 +21,7 @@ use super::constants::described_stack;
 use super::hooks::narrowed;
 use super::inplace::{self, Write};
 use super::keys::{graph_keys, GRAPH_KEY};
+use super::limit::graph_limit;
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
@@ -300,10 +301,6 @@ fn cuts_nothing(op: &OperatorHandle, stack: &Stack) -> Result<bool> {
     Ok(!op.schema()?.info.is_mutable && !stack.iter().any(|v| v.tensors().any(is_pending)))
 }
 
-/// The most nodes a graph records before it is computed (cut): bounds what a program that
-/// never reads a value keeps pending, and what one compile takes.
-const MAX_NODES: usize = 4096;
-
 /// Whether the call can be recorded, and its outputs if so.
 fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan> {
     let schema = op.schema()?;
@@ -402,9 +399,9 @@ fn record_node(
     let rec = recording(backend);
     let known = {
         let r = lock(&rec);
-        // A graph is cut past a size: its program is computed now, and the call starts the
-        // next.
-        if r.state.nodes.len() >= MAX_NODES {
+        // A graph is cut past its backend's size limit (`limit.rs`): its program is computed
+        // now, without waiting for it, and the call starts the next.
+        if r.state.nodes.len() >= graph_limit(backend) {
             drop(r);
             sync_recording(&rec, "size limit")?;
             0

@@ -81,6 +81,9 @@ pub(crate) struct Recording {
     /// The thread whose sync computes the state (taken out meanwhile): the recording thread
     /// or one that read a pending tensor of it. Others wait for it ([`wait_settled`]).
     pub(crate) computing: Option<ThreadId>,
+    /// The graphs cut at the size limit since the last sync for another reason: the part of
+    /// a long run of calls the next graph is, which its compile's site names (`limit.rs`).
+    pub(crate) cuts: usize,
     pub(crate) state: State,
 }
 
@@ -164,6 +167,7 @@ pub(crate) fn recording(backend: DispatchKey) -> Arc<Shared> {
                 backend,
                 generation: 0,
                 computing: None,
+                cuts: 0,
                 state: State::default(),
             }),
             settled: Condvar::new(),

@@ -165,7 +165,7 @@ pub(crate) fn sync_recording(rec: &Shared, reason: &'static str) -> Result<()> {
 /// computed by this thread, so the recording thread, should it record or read meanwhile,
 /// waits for the commit (or the failure, which puts the state back) as other readers do.
 fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Result<()> {
-    let (backend, mut state, outputs) = loop {
+    let (backend, mut state, outputs, part) = loop {
         let mut r = lock(rec);
         if r.computing.is_some() {
             drop(r);
@@ -179,7 +179,20 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
         // Those computed from an input a failed run consumed are lost, the rest computed.
         donate::drop_lost(r.backend, &r.state, &mut outputs);
         r.computing = Some(std::thread::current().id());
-        break (r.backend, std::mem::take(&mut r.state), outputs);
+        // A graph cut at the size limit, or the last of a run of cut ones, is a part: its
+        // compile is counted at its site as that part, since each part of one run of calls
+        // is another graph whose count says nothing of recompiles.
+        let part = if reason == "size limit" || r.cuts > 0 {
+            Some(r.cuts + 1)
+        } else {
+            None
+        };
+        r.cuts = if reason == "size limit" {
+            r.cuts + 1
+        } else {
+            0
+        };
+        break (r.backend, std::mem::take(&mut r.state), outputs, part);
     };
     metrics::sync(reason);
     // The compiler and the program run eagerly: what they call on the backend's tensors is
@@ -189,7 +202,7 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
         if outputs.is_empty() {
             Ok(Vec::new())
         } else {
-            run_graph(backend, &mut state, &outputs)
+            run_graph(backend, &mut state, &outputs, part)
         }
     };
     let mut r = lock(rec);
@@ -226,6 +239,7 @@ fn run_graph(
     backend: DispatchKey,
     state: &mut State,
     outputs: &[usize],
+    part: Option<usize>,
 ) -> Result<Vec<TensorData>> {
     let gb = graph_backend(backend)
         .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
@@ -266,7 +280,7 @@ fn run_graph(
                 && used.inputs.len() == state.inputs.len()
                 && used.scalars.len() == state.scalars.len();
             let nodes = graph.nodes.len();
-            let (graph, p) = compiled(&gb, graph)?;
+            let (graph, p) = compiled(&gb, graph, part)?;
             // Only a graph recorded whole is found by the state's hash: a state with nodes or
             // inputs left out hashes them, and its graph numbers the rest anew.
             if whole {
@@ -345,7 +359,12 @@ fn recorded_as(graph: &Graph, state: &State, results: &[(usize, usize)]) -> bool
 
 /// The program of `graph` from the backend's cache by its key, else compiled (the compile's
 /// reason, where it is not the backend's first, noted), with the graph as the cache keeps it.
-fn compiled(gb: &GraphBackend, graph: Graph) -> Result<(Arc<Graph>, Arc<dyn CompiledGraph>)> {
+/// `part`: which part of a run of calls cut at the size limit the graph is, if it is one.
+fn compiled(
+    gb: &GraphBackend,
+    graph: Graph,
+    part: Option<usize>,
+) -> Result<(Arc<Graph>, Arc<dyn CompiledGraph>)> {
     let backend = graph.backend;
     let key = graph.key();
     let cached = gb
@@ -362,7 +381,13 @@ fn compiled(gb: &GraphBackend, graph: Graph) -> Result<(Arc<Graph>, Arc<dyn Comp
         let cache = gb.cache.lock().unwrap_or_else(|e| e.into_inner());
         recompile_reason(&key, cache.keys().map(String::as_str))
     };
-    let site = super::sites::site();
+    let site = match (super::sites::site(), part) {
+        (s, Some(n)) => Some(format!(
+            "{} (part {n} of a graph cut at the size limit)",
+            s.as_deref().unwrap_or("(no Python frame)")
+        )),
+        (s, None) => s,
+    };
     let at = site
         .as_deref()
         .map(|s| format!(" at {s}"))

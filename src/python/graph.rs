@@ -10,6 +10,7 @@ use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 use crate::error::{Error, Result};
 use crate::graph::{Arg, CompiledGraph, Graph, GraphCompiler};
 use crate::ivalue::IValue;
+use crate::key::DispatchKey;
 use crate::python::convert::{to_py, Passed, TensorStyle};
 use crate::python::errors::{from_pyerr, IntoPy};
 use crate::python::ffi::refcnt;
@@ -400,6 +401,20 @@ pub fn warn_narrowed(message: &str) -> Result<()> {
 #[pyfunction]
 pub fn sync(py: Python<'_>) -> PyResult<()> {
     crate::graph::sync("sync").py(py)
+}
+
+/// The most nodes a graph of `backend` records before it is cut (`bf.graph.limit`).
+#[pyfunction]
+pub fn graph_limit(py: Python<'_>, backend: &str) -> PyResult<usize> {
+    let key = DispatchKey::from_name(backend).py(py)?;
+    Ok(crate::graph::graph_limit(key))
+}
+
+/// Sets the most nodes a graph of `backend` records before it is cut (`bf.graph.set_limit`).
+#[pyfunction]
+pub fn set_graph_limit(py: Python<'_>, backend: &str, nodes: usize) -> PyResult<()> {
+    let key = DispatchKey::from_name(backend).py(py)?;
+    crate::graph::set_graph_limit(key, nodes).py(py)
 }
 
 /// The bits of the `Graph` key (0 before any graph backend): what `bf.eager()` excludes.

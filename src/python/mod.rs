@@ -422,6 +422,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::graph::set_narrowing_warner(graph::warn_narrowed);
     m.add_function(wrap_pyfunction!(graph::graph_key_bits, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_dump, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::graph_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(graph::set_graph_limit, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(graph::reset_graph_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(graph::is_pending, m)?)?;
