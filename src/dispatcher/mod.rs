@@ -35,6 +35,6 @@ pub use crate::kernel::{DispatchTable, KernelCall, KernelCount, OperatorHandle, 
 pub use crate::schema::OpSchema;
 pub(crate) use inspect::policy_of;
 pub use registry::Dispatcher;
-pub(crate) use registry::Registration;
+pub(crate) use registry::{defined, Registration};
 pub use route::{dispatch_keys, Routed};
 pub use typed::TypedOperatorHandle;

@@ -468,6 +468,20 @@ fn edit_distance(a: &str, b: &str) -> usize {
     }
     prev[b.len()]
 }
+/// The operator `name`, if defined, looked up by name only until first found: a call that
+/// asks at every use (graph mode's recorded view reads and in-place writes) then looks nothing
+/// up. The handle stays right when the operator is defined again (its library closed and opened again): the registry gives a name defined
+/// again the entry a handle still holds, and one that is not defined now has no schema.
+pub(crate) fn defined(cell: &OnceLock<OperatorHandle>, name: &str) -> Option<OperatorHandle> {
+    match cell.get() {
+        Some(op) => op.schema().is_ok().then(|| op.clone()),
+        None => {
+            let op = Dispatcher::lookup(name)?;
+            Some(cell.get_or_init(|| op).clone())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,9 @@
 //! (`views.rs`: the recorder writes the values it read, then them into the base); a tensor
 //! whose memory NumPy holds is not written so: eager mode writes it, a counted graph break.
 
-use crate::dispatcher::{Dispatcher, OperatorHandle};
+use std::sync::OnceLock;
+
+use crate::dispatcher::{defined, OperatorHandle};
 use crate::error::{Error, Result};
 use crate::ivalue::{IValue, Stack};
 use crate::tensor::{Tensor, TensorMeta};
@@ -31,28 +33,6 @@ pub(super) struct Write {
     /// which NumPy computes in float64 and casts back by `same_kind`): `astype` and the
     /// target's meta, recorded after the functional node.
     pub(super) cast: Option<(OperatorHandle, TensorMeta)>,
-}
-
-/// The functional counterpart of in-place operator `name` (`ns::op` or `ns::op.overload`): the
-/// array object's in-place operators (`add_`, `add_.Scalar`) and `setitem`.
-fn functional_name(name: &str) -> Option<String> {
-    let (ns, rest) = name.split_once("::")?;
-    let (base, overload) = rest.split_once('.').unwrap_or((rest, ""));
-    if ns != "array_api" {
-        return None;
-    }
-    if base == "setitem" {
-        return Some(match overload {
-            "" => "array_api::setitem_functional".to_string(),
-            o => format!("array_api::setitem_functional.{o}"),
-        });
-    }
-    let functional = base.strip_suffix('_')?;
-    match overload {
-        "" => Some(format!("array_api::{functional}")),
-        "Scalar" => Some(format!("array_api::{functional}.Tensor_Scalar")),
-        _ => None,
-    }
 }
 
 /// The functional form of the in-place call `op` on `stack`, where it can be recorded so: one
@@ -82,10 +62,10 @@ pub(super) fn functional(
     if target.key() != backend || target.is_view() || target.is_exported() {
         return Ok(None);
     }
-    let Some(name) = functional_name(op.name()) else {
+    let Some((name, found)) = &op_rule(op).functional else {
         return Ok(None);
     };
-    let Some(f) = Dispatcher::lookup(&name) else {
+    let Some(f) = defined(found, name) else {
         return Ok(None);
     };
     if f.schema()?.info.args.len() != info.args.len() {
@@ -121,7 +101,8 @@ pub(super) fn fitted(
     if o.shape != meta.shape || written.as_slice() != [meta.clone()] {
         return None;
     }
-    w.cast = Some((Dispatcher::lookup("array_api::astype")?, meta));
+    static ASTYPE: OnceLock<OperatorHandle> = OnceLock::new();
+    w.cast = Some((defined(&ASTYPE, "array_api::astype")?, meta));
     Some(w)
 }
 
@@ -189,25 +170,4 @@ pub(super) fn take_result(
     }
     drop(result);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn in_place_operators_map_to_their_functional_overloads() {
-        let f = |n: &str| functional_name(n);
-        assert_eq!(f("array_api::add_").as_deref(), Some("array_api::add"));
-        assert_eq!(
-            f("array_api::add_.Scalar").as_deref(),
-            Some("array_api::add.Tensor_Scalar")
-        );
-        assert_eq!(
-            f("array_api::setitem.Scalar").as_deref(),
-            Some("array_api::setitem_functional.Scalar")
-        );
-        assert_eq!(f("array_api::add"), None);
-        assert_eq!(f("aten::add_"), None);
-    }
 }

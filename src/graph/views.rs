@@ -13,7 +13,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::dispatcher::{Dispatcher, OperatorHandle};
+use crate::dispatcher::{defined, OperatorHandle};
 use crate::ivalue::{IValue, Stack};
 use crate::tensor::{Tensor, ViewLayout};
 
@@ -28,20 +28,6 @@ const WRITE: &str = "array_api::_strided_view_write";
 
 static READ_OP: OnceLock<OperatorHandle> = OnceLock::new();
 static WRITE_OP: OnceLock<OperatorHandle> = OnceLock::new();
-
-/// The operator `name`, if defined, looked up by name only until first found: a recorded read
-/// or write of a view then looks nothing up. The handle stays right when the operator is
-/// defined again (its library closed and opened again): the registry gives a name defined
-/// again the entry a handle still holds, and one that is not defined now has no schema.
-fn defined(cell: &OnceLock<OperatorHandle>, name: &str) -> Option<OperatorHandle> {
-    match cell.get() {
-        Some(op) => op.schema().is_ok().then(|| op.clone()),
-        None => {
-            let op = Dispatcher::lookup(name)?;
-            Some(cell.get_or_init(|| op).clone())
-        }
-    }
-}
 
 /// The base and layout of `t` where graph mode records its reads: a view whose description
 /// says its layout, of a base whose memory NumPy does not hold (NumPy may write exported

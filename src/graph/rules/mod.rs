@@ -20,6 +20,8 @@ mod promote;
 mod reduce;
 mod select;
 
+use std::sync::OnceLock;
+
 use crate::ivalue::IValue;
 use crate::kernel::OperatorHandle;
 use crate::tensor::TensorMeta;
@@ -66,6 +68,10 @@ pub(crate) struct OpRule {
     /// the dtype. A learning rate or a step's factor then compiles once; any other scalar
     /// (`arange`'s bounds decide a shape, a norm's `ord` its algorithm) stays a constant.
     pub(crate) scalar_inputs: bool,
+    /// An in-place operator's functional counterpart's name (`add_` is `add`, graph mode's
+    /// `inplace.rs`), and its handle once found: a recorded in-place call then formats and
+    /// looks up nothing.
+    pub(crate) functional: Option<(Box<str>, OnceLock<OperatorHandle>)>,
 }
 
 impl OpRule {
@@ -73,6 +79,7 @@ impl OpRule {
         OpRule {
             rule: rule_of(name).map(|(rule, overload)| (rule, name.len() - overload.len())),
             scalar_inputs: name.ends_with(".Tensor_Scalar") || name.ends_with(".Scalar_Tensor"),
+            functional: functional_name(name).map(|f| (f.into(), OnceLock::new())),
         }
     }
 
@@ -90,11 +97,34 @@ pub(crate) fn op_rule(op: &OperatorHandle) -> &OpRule {
     static NONE: OpRule = OpRule {
         rule: None,
         scalar_inputs: false,
+        functional: None,
     };
     op.0.by_name
         .get_or_init(|| Box::new(OpRule::of(op.name())))
         .downcast_ref::<OpRule>()
         .unwrap_or(&NONE)
+}
+
+/// The functional counterpart of in-place operator `name` (`ns::op` or `ns::op.overload`): the
+/// array object's in-place operators (`add_`, `add_.Scalar`) and `setitem`.
+fn functional_name(name: &str) -> Option<String> {
+    let (ns, rest) = name.split_once("::")?;
+    let (base, overload) = rest.split_once('.').unwrap_or((rest, ""));
+    if ns != "array_api" {
+        return None;
+    }
+    if base == "setitem" {
+        return Some(match overload {
+            "" => "array_api::setitem_functional".to_string(),
+            o => format!("array_api::setitem_functional.{o}"),
+        });
+    }
+    let functional = base.strip_suffix('_')?;
+    match overload {
+        "" => Some(format!("array_api::{functional}")),
+        "Scalar" => Some(format!("array_api::{functional}.Tensor_Scalar")),
+        _ => None,
+    }
 }
 
 /// A shape rule: the outputs of an operator from its overload's name (`""` for none) and its
@@ -246,4 +276,25 @@ fn rule_of(name: &str) -> Option<(Rule, &str)> {
         _ => return None,
     };
     Some((rule, overload))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_place_operators_map_to_their_functional_overloads() {
+        let f = |n: &str| functional_name(n);
+        assert_eq!(f("array_api::add_").as_deref(), Some("array_api::add"));
+        assert_eq!(
+            f("array_api::add_.Scalar").as_deref(),
+            Some("array_api::add.Tensor_Scalar")
+        );
+        assert_eq!(
+            f("array_api::setitem.Scalar").as_deref(),
+            Some("array_api::setitem_functional.Scalar")
+        );
+        assert_eq!(f("array_api::add"), None);
+        assert_eq!(f("aten::add_"), None);
+    }
 }
