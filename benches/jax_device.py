@@ -12,11 +12,14 @@ paired rounds (boxfall's call and the baseline back to back, medians and spread 
 3. with ``--costs`` only: where ``xp.add``'s microseconds go (JAX's compiled add, the kernel,
    the operator, the namespace's function) and what each of the workload's operators adds.
 4. with ``--graph`` only: the workload in graph mode against ``jax.jit`` and ``jax.numpy`` op
-   by op, and graph mode's variants (a convergence check, a host callback, a graph break);
+   by op, where the time goes (recording, sync, wait; jit's launch, wait), and graph mode's
+   variants (a convergence check, a host callback, a graph break); with ``--limits 52,26``
+   also under those graph size limits (``bf.graph.set_limit``), without the variants;
    with ``--inplace MIB`` only: ``x += y`` in graph mode against ``jax.jit`` with its input
    donated and kept (time a step, the device's peak memory).
 
-    python benches/jax_device.py [--rounds 15] [--quick | --costs | --graph | --inplace MIB]
+    python benches/jax_device.py [--rounds 15] [--quick | --costs | --graph [--limits N,..] |
+                                 --inplace MIB]
 
 One process at a time can hold a TPU: run nothing else on the chip meanwhile.
 """
@@ -273,12 +276,41 @@ def bench_graph(rounds: int, sizes: tuple[int, ...], limits: tuple[int, ...] = (
             f"{statistics.median(j) / 1e3:.2f} ms, jax.numpy op by op "
             f"{statistics.median(e) / 1e3:.2f} ms; graph mode over jax.jit {_spread(ratio)}"
         )
+        print(f"  {'':9} {_split(gx, gxx, gxy, p, jitted, jx, jy, rounds)}")
         print(
             f"  {'':9} one call: {figures['graphs_run']} graph(s) of {figures['max_nodes']} "
             f"nodes at most, compiled {figures['compiled']}, cache hits {figures['cache_hits']}, "
             f"syncs {dict(figures['syncs'])}, breaks {dict(figures['breaks']) or 'none'}; "
             f"compiles after the first call: {compiler.compiles - compiles}"
         )
+
+
+def _split(
+    gx: Any, gxx: Any, gxy: Any, p: workload.Problem, jitted: Any, jx: Any, jy: Any, rounds: int
+) -> str:
+    """Where a call's time goes (medians of ``rounds``): graph mode's recording, its sync (the
+    program's launch included) and the wait for the device, against ``jax.jit``'s launch and
+    wait."""
+    parts: list[list[float]] = [[], [], [], [], []]
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        out = workload.kmeans_ridge(gx, gxx, gxy, p)
+        t1 = time.perf_counter()
+        bf.sync()
+        t2 = time.perf_counter()
+        jax.block_until_ready([t.payload for t in out])
+        t3 = time.perf_counter()
+        launched = jitted(jx, jy)
+        t4 = time.perf_counter()
+        jax.block_until_ready(launched)
+        t5 = time.perf_counter()
+        for part, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True):
+            part.append(v * 1e3)
+    m = [statistics.median(v) for v in parts]
+    return (
+        f"split (ms): graph mode records {m[0]:.2f}, syncs {m[1]:.2f}, waits {m[2]:.2f}; "
+        f"jax.jit launches {m[3]:.2f}, waits {m[4]:.2f}"
+    )
 
 
 def bench_graph_variants(rounds: int, n: int) -> None:
