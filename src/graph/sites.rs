@@ -38,15 +38,37 @@ pub fn set_site_finder(finder: SiteFinder) -> bool {
     FINDER.set(finder).is_ok()
 }
 
-/// The site of a compile happening now.
-pub(crate) fn site() -> Option<String> {
-    FINDER.get().and_then(|find| find())
+/// The site of a compile happening now, of a graph that is `part` (1, 2, ...) of a run of
+/// calls cut at the size limit (`limit.rs`) if it is one: each part is counted apart, as the
+/// parts of one run are different graphs whose count says nothing of recompiles. Parts past
+/// [`SITE_GRAPHS`] are counted together: a run of calls that reads no value is cut at a new
+/// place of its loop each time, a new graph each, which is then warned about.
+pub(crate) fn site(part: Option<usize>) -> Option<String> {
+    let site = FINDER.get().and_then(|find| find());
+    let Some(n) = part else {
+        return site;
+    };
+    let at = site.as_deref().unwrap_or("(no Python frame)");
+    Some(if n <= SITE_GRAPHS {
+        format!("{at} (part {n} of a graph cut at the size limit)")
+    } else {
+        format!(
+            "{at} (part {} or later of a graph cut at the size limit)",
+            SITE_GRAPHS + 1
+        )
+    })
 }
 
 /// Counts a compile of `backend` at `site`; past [`SITE_GRAPHS`] graphs there, warns once
 /// (a `log` warning, which the Python bindings route to `logging`), with `reason`, the last
-/// recompile's. Returns whether it warned.
-pub(crate) fn compiled_at(backend: DispatchKey, site: Option<&str>, reason: Option<&str>) -> bool {
+/// recompile's; `part` is the site's part of a run of cut calls ([`site`]), where the advice
+/// differs. Returns whether it warned.
+pub(crate) fn compiled_at(
+    backend: DispatchKey,
+    site: Option<&str>,
+    part: Option<usize>,
+    reason: Option<&str>,
+) -> bool {
     let place = site.unwrap_or("(no Python frame)").to_string();
     let mut sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
     let entry = sites
@@ -58,10 +80,16 @@ pub(crate) fn compiled_at(backend: DispatchKey, site: Option<&str>, reason: Opti
         return false;
     }
     entry.1 = true;
+    let advice = if part.is_some_and(|n| n > SITE_GRAPHS) {
+        "A run of calls that reads no value is cut at the size limit at a new place of its \
+         loop each time, a new graph each: read a value or call `bf.sync()` at each step"
+    } else {
+        "A value that changes each call (a shape, a dtype, a constant) makes a new graph: \
+         keep it fixed, or run that part in `with bf.eager():`"
+    };
     let warning = format!(
         "graph backend '{backend}' compiled {} distinct graphs at {place}; the last one because \
-         {}. A value that changes each call (a shape, a dtype, a constant) makes a new graph: \
-         keep it fixed, or run that part in `with bf.eager():`",
+         {}. {advice}",
         entry.0,
         reason.unwrap_or("of a first compile")
     );
@@ -77,13 +105,14 @@ mod tests {
     #[test]
     fn a_site_is_warned_about_once_past_the_limit() {
         let warned: Vec<bool> = (0..SITE_GRAPHS + 3)
-            .map(|_| compiled_at(DispatchKey::CPU, Some("sites-test.py:1"), Some("x")))
+            .map(|_| compiled_at(DispatchKey::CPU, Some("sites-test.py:1"), None, Some("x")))
             .collect();
         assert_eq!(warned.iter().filter(|w| **w).count(), 1);
         assert!(warned[SITE_GRAPHS]);
         assert!(!compiled_at(
             DispatchKey::CPU,
             Some("sites-test.py:2"),
+            None,
             None
         ));
     }

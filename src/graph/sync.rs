@@ -381,13 +381,7 @@ fn compiled(
         let cache = gb.cache.lock().unwrap_or_else(|e| e.into_inner());
         recompile_reason(&key, cache.keys().map(String::as_str))
     };
-    let site = match (super::sites::site(), part) {
-        (s, Some(n)) => Some(format!(
-            "{} (part {n} of a graph cut at the size limit)",
-            s.as_deref().unwrap_or("(no Python frame)")
-        )),
-        (s, None) => s,
-    };
+    let site = super::sites::site(part);
     let at = site
         .as_deref()
         .map(|s| format!(" at {s}"))
@@ -396,7 +390,7 @@ fn compiled(
         log::debug!("graph backend '{backend}' compiles again{at}: {reason}");
         metrics::recompiled(format!("{backend}{at}: {reason}"));
     }
-    super::sites::compiled_at(backend, site.as_deref(), reason.as_deref());
+    super::sites::compiled_at(backend, site.as_deref(), part, reason.as_deref());
     let nodes = graph.nodes.len();
     let start = Instant::now();
     let graph = Arc::new(graph);

@@ -97,3 +97,20 @@ def test_a_limit_is_set_only_on_a_graph_backend_and_never_to_zero() -> None:
     with pytest.raises(OverflowError):
         bf.graph.set_limit(NAME, -1)
     assert bf.graph.limit(NAME) == 4096
+
+
+def test_a_loop_that_reads_no_value_is_warned_about_once_its_cuts_keep_compiling(
+    caplog: Any,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="boxfall")
+    bf.graph.set_limit(NAME, 24)
+    x = GRAPH.tensor(np.arange(3.0))
+    for _ in range(30):
+        # A step of 23 nodes: a cut of 24 falls one node later in it each time, 23 graphs
+        # (the first 8 parts counted apart, the next 15 together).
+        x = chain(x, 23)
+    x.numpy()
+    warnings = [r.getMessage() for r in caplog.records if "distinct graphs" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "(part 9 or later of a graph cut at the size limit)" in warnings[0]
+    assert "call `bf.sync()` at each step" in warnings[0]
