@@ -468,10 +468,12 @@ fn edit_distance(a: &str, b: &str) -> usize {
     }
     prev[b.len()]
 }
+
 /// The operator `name`, if defined, looked up by name only until first found: a call that
 /// asks at every use (graph mode's recorded view reads and in-place writes) then looks nothing
-/// up. The handle stays right when the operator is defined again (its library closed and opened again): the registry gives a name defined
-/// again the entry a handle still holds, and one that is not defined now has no schema.
+/// up. The handle stays right when the operator is defined again (its library closed and
+/// opened again): the registry gives a name defined again the entry a handle still holds, and
+/// one that is not defined now has no schema.
 pub(crate) fn defined(cell: &OnceLock<OperatorHandle>, name: &str) -> Option<OperatorHandle> {
     match cell.get() {
         Some(op) => op.schema().is_ok().then(|| op.clone()),

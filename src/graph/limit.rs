@@ -5,7 +5,8 @@
 //! A small limit is a pipeline on a device that runs programs asynchronously (JAX): the first
 //! part's program runs on the device while the host records the next part, where one graph
 //! would have kept the device idle for the whole recording. Each cut costs a program's launch
-//! and whatever fusion the compiler would have done across it.
+//! and whatever fusion the compiler would have done across it; on a TPU v5e that cost more
+//! than the overlap gained (`benches/jax_device.py --graph --limits`), so the default is large.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -17,6 +18,10 @@ use super::state::graph_backend;
 /// The limit of a graph backend nobody set one for: bounds what a program that never reads a
 /// value keeps pending, and what one compile takes.
 pub const DEFAULT_GRAPH_LIMIT: usize = 4096;
+
+/// The sync reason of a cut (`bf.metrics.graphs()["syncs"]`), which also tells a cut's graph
+/// from others where its compile is counted (`sites.rs`).
+pub(crate) const SIZE_LIMIT: &str = "size limit";
 
 static LIMITS: [AtomicUsize; NUM_KEYS] =
     [const { AtomicUsize::new(DEFAULT_GRAPH_LIMIT) }; NUM_KEYS];

@@ -15,8 +15,8 @@
 //! none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
 //! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `inplace.rs`
 //! (in-place calls recorded functionally); `views.rs` (views read and written as nodes on their
-//! base); `donate.rs` (which inputs a program may consume); `limit.rs` (each backend's size limit); `record.rs`
-//! (the recorder, and `register_graph_backend`, which installs it).
+//! base); `donate.rs` (which inputs a program may consume); `limit.rs` (each backend's size
+//! limit); `record.rs` (the recorder, and `register_graph_backend`, which installs it).
 
 mod constants;
 mod donate;

@@ -21,7 +21,7 @@ use super::constants::described_stack;
 use super::hooks::narrowed;
 use super::inplace::{self, Write};
 use super::keys::{graph_keys, GRAPH_KEY};
-use super::limit::graph_limit;
+use super::limit::{graph_limit, SIZE_LIMIT};
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
@@ -403,7 +403,7 @@ fn record_node(
         // now, without waiting for it, and the call starts the next.
         if r.state.nodes.len() >= graph_limit(backend) {
             drop(r);
-            sync_recording(&rec, "size limit")?;
+            sync_recording(&rec, SIZE_LIMIT)?;
             0
         } else {
             known_inputs(&r.state, stack)

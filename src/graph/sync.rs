@@ -12,6 +12,7 @@ use crate::tensor::{Payload, Tensor, TensorData};
 
 use super::donate;
 use super::keys::graph_keys;
+use super::limit::SIZE_LIMIT;
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of};
 use super::program::{same_node, Arg, CompiledGraph, Graph, SETTINGS};
@@ -182,16 +183,9 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
         // A graph cut at the size limit, or the last of a run of cut ones, is a part: its
         // compile is counted at its site as that part, since each part of one run of calls
         // is another graph whose count says nothing of recompiles.
-        let part = if reason == "size limit" || r.cuts > 0 {
-            Some(r.cuts + 1)
-        } else {
-            None
-        };
-        r.cuts = if reason == "size limit" {
-            r.cuts + 1
-        } else {
-            0
-        };
+        let cut = reason == SIZE_LIMIT;
+        let part = (cut || r.cuts > 0).then_some(r.cuts + 1);
+        r.cuts = if cut { r.cuts + 1 } else { 0 };
         break (r.backend, std::mem::take(&mut r.state), outputs, part);
     };
     metrics::sync(reason);

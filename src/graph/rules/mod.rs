@@ -58,7 +58,8 @@ pub fn output_metas(name: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
 }
 
 /// What graph mode decides of an operator from its name alone, once (kept on its entry's
-/// slot for a layer above, see [`op_rule`]): its shape rule, and whether its Python scalars enter a graph as inputs.
+/// slot for a layer above, see [`op_rule`]): its shape rule, whether its Python scalars enter a
+/// graph as inputs, and an in-place operator's functional counterpart.
 pub(crate) struct OpRule {
     /// The rule and where its overload's name starts in the operator's name.
     rule: Option<(Rule, usize)>,
