@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::sync::{Arc, OnceLock, Weak};
 
-use crate::tensor::{Payload, Tensor, TensorData, TensorMeta};
+use crate::tensor::{DType, Payload, Tensor, TensorData, TensorMeta};
 
 use super::state::Shared;
 
@@ -18,6 +18,9 @@ use super::state::Shared;
 /// ```
 pub struct Pending {
     pub(crate) meta: TensorMeta,
+    /// `meta`'s dtype, parsed once: the shape rules read it at every call that takes the
+    /// tensor, where cloning the meta and parsing its name was a tenth of a recorded call.
+    pub(crate) dtype: Option<DType>,
     pub(crate) recording: Weak<Shared>,
     /// The recording's generation the node belongs to (a sync starts the next one).
     pub(crate) generation: u64,
@@ -37,6 +40,10 @@ impl Payload for Pending {
 
     fn meta(&self) -> Option<TensorMeta> {
         Some(self.meta.clone())
+    }
+
+    fn known_meta(&self) -> Option<(DType, &[usize])> {
+        Some((self.dtype?, &self.meta.shape))
     }
 
     fn describe(&self) -> String {

@@ -15,7 +15,7 @@ use crate::kernel::KernelFunction;
 use crate::key::LocalKeysGuard;
 use crate::key::{carry_key, register_functionality_key, DispatchKey, DispatchKeySet};
 use crate::schema::ArgKind;
-use crate::tensor::{hold_writes, Device, Tensor, TensorData, TensorMeta};
+use crate::tensor::{hold_writes, DType, Device, Tensor, TensorData, TensorMeta};
 
 use super::constants::described_stack;
 use super::hooks::narrowed;
@@ -464,6 +464,7 @@ fn record_node(
     r.state.device = Some(device);
     for (out, meta) in metas.iter().enumerate() {
         let p = Arc::new(Pending {
+            dtype: DType::from_name(&meta.dtype),
             meta: meta.clone(),
             recording: Arc::downgrade(&rec),
             generation,

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::shared::Shared;
 
 use super::device::Device;
+use super::dtype::DType;
 use super::host::{HostArray, TensorMeta};
 
 /// A backend's opaque tensor payload (or a foreign CPU array, such as a NumPy array).
@@ -49,6 +50,12 @@ pub trait Payload: Send + Sync + 'static {
     /// Dtype and shape, if the payload knows them: the fallback checks with them that an
     /// in-place kernel kept its argument's (`None`: not checked).
     fn meta(&self) -> Option<TensorMeta> {
+        None
+    }
+    /// Dtype and shape, borrowed, where the payload keeps them parsed (a pending tensor's):
+    /// a reader that needs no `TensorMeta` (graph mode's shape rules, at every recorded call)
+    /// then makes none. `None`: read [`Payload::meta`].
+    fn known_meta(&self) -> Option<(DType, &[usize])> {
         None
     }
     /// A copy that can be written without changing this payload, for a CPU payload (a NumPy

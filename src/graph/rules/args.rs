@@ -45,6 +45,12 @@ pub(super) fn meta_of(t: &crate::tensor::Tensor) -> Option<Meta> {
             shape: a.shape().to_vec(),
         }),
         TensorData::Foreign(p) => {
+            if let Some((dtype, shape)) = p.known_meta() {
+                return Some(Meta {
+                    dtype,
+                    shape: shape.to_vec(),
+                });
+            }
             let m = p.meta()?;
             Some(Meta {
                 dtype: DType::from_name(&m.dtype)?,
