@@ -37,6 +37,7 @@ mod schema;
 mod tensor;
 mod view;
 mod view_desc;
+mod view_function;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -382,6 +383,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<namespace_function::NamespaceFunction>()?;
     m.add_function(wrap_pyfunction!(namespace_function::binary_function, m)?)?;
     m.add_function(wrap_pyfunction!(namespace_function::operator_function, m)?)?;
+    m.add_class::<view_function::ViewFunction>()?;
+    m.add_function(wrap_pyfunction!(view_function::view_function, m)?)?;
     m.add_function(wrap_pyfunction!(view::_make_view, m)?)?;
     m.add_function(wrap_pyfunction!(view::_view_info, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;

@@ -221,7 +221,7 @@ pub fn operator_function<'py>(
 }
 
 /// `function` bound to `instance` (`types.MethodType`), or itself where there is none.
-fn bound_to<'py>(
+pub(super) fn bound_to<'py>(
     function: &Bound<'py, PyAny>,
     instance: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -237,7 +237,7 @@ fn bound_to<'py>(
 
 /// The function's `__doc__` and `__module__` in its own `__dict__`, which an instance's lookup
 /// finds before the class's (a getter could not: the class's docstring takes its place).
-fn described_as(made: &Bound<'_, PyAny>, general: &Bound<'_, PyAny>) -> PyResult<()> {
+pub(super) fn described_as(made: &Bound<'_, PyAny>, general: &Bound<'_, PyAny>) -> PyResult<()> {
     for name in ["__doc__", "__module__"] {
         made.setattr(name, general.getattr(name)?)?;
     }

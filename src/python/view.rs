@@ -225,9 +225,27 @@ pub fn _make_view<'py>(
     origin: isize,
     writable: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let py = base.py();
     let base = as_tensor(base)
         .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("a view's base is a bf.Tensor"))?;
+    make_view(
+        base.py(),
+        &base.get().inner,
+        chain,
+        layout,
+        origin,
+        writable,
+    )
+}
+
+/// `_make_view` of the tensor `base` (`view_function.rs` makes views with it too).
+pub(super) fn make_view<'py>(
+    py: Python<'py>,
+    base: &Tensor,
+    chain: &Bound<'py, PyTuple>,
+    layout: &Bound<'py, PyUntypedArray>,
+    origin: isize,
+    writable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let shape = layout.shape().to_vec();
     let dtype = layout.dtype();
     let nbytes = shape.iter().product::<usize>() * dtype.itemsize();
@@ -250,7 +268,7 @@ pub fn _make_view<'py>(
         place,
         writable,
     };
-    let t = Tensor::view_of(&base.get().inner, Arc::new(ops), nbytes).py(py)?;
+    let t = Tensor::view_of(base, Arc::new(ops), nbytes).py(py)?;
     wrap(py, t)
 }
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _boxfall
 from . import _views
 from ._registry import Op, register
 
@@ -59,12 +60,17 @@ OPS, _public = register(
 globals().update(_public)
 
 
-def matrix_transpose(x: Any, /) -> Any:
+def _matrix_transpose_view(x: Any, /) -> Any:
     """``x`` with its last two axes swapped (the array object's ``mT``): a view of a
     ``bf.Tensor`` (``_views``), as NumPy's ``swapaxes`` gives; else the operator
     ``array_api::matrix_transpose``."""
     v = _views.view(x, "matrix_transpose", None) if getattr(x, "ndim", 0) >= 2 else None
     return OPS["matrix_transpose"](x) if v is None else v
+
+
+_matrix_transpose_view.__name__ = _matrix_transpose_view.__qualname__ = "matrix_transpose"
+# A view whose layout is known is made in Rust (`view_function`), with no Python frame.
+matrix_transpose = _boxfall.view_function(_matrix_transpose_view)
 
 
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:

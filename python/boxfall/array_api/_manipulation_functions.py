@@ -18,6 +18,7 @@ try:
 except ImportError:  # NumPy 1.x
     from numpy.core.numeric import normalize_axis_tuple  # type: ignore[no-redef]
 
+from .. import _boxfall
 from .._boxfall import Tensor
 from . import _views
 from ._registry import Op, register
@@ -178,7 +179,8 @@ def reshape(x: Any, /, shape: Any, *, copy: bool | None = None) -> Any:
 
 
 permute_dims = _views_first("permute_dims", lambda axes: tuple(int(a) for a in axes))
-expand_dims = _views_first("expand_dims", _axis_step)
+# A view whose layout is known is made in Rust (`view_function`), with no Python frame.
+expand_dims = _boxfall.view_function(_views_first("expand_dims", _axis_step))
 squeeze = _views_first("squeeze", _axis_step)
 broadcast_to = _views_first("broadcast_to", lambda shape: tuple(int(n) for n in shape))
 _moveaxis_copy = _public["moveaxis"]
