@@ -106,6 +106,29 @@ def test_a_changed_python_scalar_compiles_nothing_and_keeps_numpys_dtypes(gx):
     assert compiler.compiles - before == 1
 
 
+def test_a_repeated_scalar_is_the_same_device_value_and_a_zero_keeps_its_sign(gx):
+    """A program's scalars as at its last run are reused (``_LastScalars``), but only for the
+    same values of the same types: -0.0 after 0.0 (equal in Python) is -0.0 on the device, 2
+    after 2.0 is an int, and a NaN is a NaN."""
+    from boxfall.jax._graph import _LastScalars
+
+    last = _LastScalars()
+    first = last.of([2.0, 3])
+    assert last.of([2.0, 3]) is first
+    assert [float(v) for v in first] == [2.0, 3.0]
+    assert last.of([2, 3])[0].dtype == jax.numpy.asarray(2).dtype
+    assert np.signbit(np.asarray(last.of([0.0])[0])) == False  # noqa: E712
+    assert np.signbit(np.asarray(last.of([-0.0])[0])) == True  # noqa: E712
+    assert np.isnan(np.asarray(last.of([float("nan")])[0]))
+    # Through a program: 1 / (x * s) sees the zero's sign of each run.
+    a = np.ones((2,), np.float32)
+    x = gx.asarray(a)
+    for s, want in ((0.0, np.inf), (-0.0, -np.inf), (-0.0, -np.inf), (0.0, np.inf)):
+        with np.errstate(divide="ignore"):
+            got = gx.divide(gx.asarray(a), gx.multiply(x, s)).numpy()
+        np.testing.assert_array_equal(got, np.full(2, want, np.float32))
+
+
 def xp_step(xp, x, i, rate):
     """A float scalar on floats, an int on ints, a float on ints (NumPy: a float result)."""
     return (
