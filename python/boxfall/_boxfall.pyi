@@ -601,7 +601,8 @@ class NamespaceFunction:
     overload directly, any other to the Python function it wraps (``__wrapped__``). The binary
     route (``add``, ``equal``, ...) takes two arrays, or an array and a plain Python scalar; the
     operator route (any other function that is one operator) takes a call with an array first
-    and no dtype asked."""
+    and no dtype asked; the view route (``expand_dims``, ``matrix_transpose``) makes a view
+    whose layout it knows (:func:`view_function`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __get__(self, instance: object, owner: type | None = None, /) -> Any: ...
@@ -624,21 +625,12 @@ def operator_function(
     """A :class:`NamespaceFunction` of the operator route: ``op``, ``general`` serving other
     calls; ``dtype_at``: the position of its ``dtype`` parameter, if it has one."""
 
-@final
-class ViewFunction:
-    """``expand_dims`` or ``matrix_transpose`` of ``boxfall.array_api``: the view of a tensor
-    whose layout it knows (it kept the layout of a view its Python function, ``__wrapped__``,
-    made of a tensor of that dtype and shape, with that axis) is made without a Python frame;
-    any other call goes to the Python function."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
-    def __get__(self, instance: object, owner: type | None = None, /) -> Any: ...
-    @property
-    def __wrapped__(self) -> Callable[..., Any]: ...
-
-def view_function(general: Callable[..., Any]) -> ViewFunction:
-    """A :class:`ViewFunction` of ``general``, the namespace's ``expand_dims`` or
-    ``matrix_transpose`` (by its ``__name__``; another name is a ``ValueError``)."""
+def view_function(general: Callable[..., Any]) -> NamespaceFunction:
+    """A :class:`NamespaceFunction` of the view route, for ``general``, the namespace's
+    ``expand_dims`` or ``matrix_transpose`` (by its ``__name__``; another name is a
+    ``ValueError``): the view of a tensor whose layout it knows (it kept the layout of a view
+    ``general`` made of a tensor of that dtype and shape, with that axis) is made without a
+    Python frame; any other call goes to ``general``."""
 
 def _make_view(
     base: Tensor,

@@ -383,8 +383,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<namespace_function::NamespaceFunction>()?;
     m.add_function(wrap_pyfunction!(namespace_function::binary_function, m)?)?;
     m.add_function(wrap_pyfunction!(namespace_function::operator_function, m)?)?;
-    m.add_class::<view_function::ViewFunction>()?;
-    m.add_function(wrap_pyfunction!(view_function::view_function, m)?)?;
+    m.add_function(wrap_pyfunction!(namespace_function::view_function, m)?)?;
     m.add_function(wrap_pyfunction!(view::_make_view, m)?)?;
     m.add_function(wrap_pyfunction!(view::_view_info, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call_first_binding, m)?)?;

@@ -11,6 +11,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use super::convert::is_exact_ndarray;
 use super::tensor::as_tensor;
+use super::view_function::ViewRoute;
 
 /// A `bf.Tensor` or a NumPy `ndarray`, by exact type (a subclass takes the Python function).
 fn is_array(obj: &Bound<'_, PyAny>) -> bool {
@@ -64,6 +65,10 @@ enum FunctionRoute {
         op: Py<PyAny>,
         dtype_at: Option<usize>,
     },
+    /// `expand_dims` or `matrix_transpose`: a view whose layout it knows is made in Rust
+    /// (`view_function.rs`); any other call goes to the Python function, whose view's layout
+    /// it then keeps.
+    View(ViewRoute),
 }
 
 impl FunctionRoute {
@@ -93,6 +98,8 @@ impl FunctionRoute {
             FunctionRoute::Operator { op, dtype_at } => {
                 operator_takes(*dtype_at, args, kwargs).then_some(op)
             }
+            // Its own call (`ViewRoute::call`): never an operator directly.
+            FunctionRoute::View(_) => None,
         }
     }
 }
@@ -159,9 +166,13 @@ impl NamespaceFunction {
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = args.py();
+        let general = self.about.general.bind(py);
+        if let FunctionRoute::View(view) = &self.route {
+            return view.call(general, args, kwargs);
+        }
         match self.route.direct(args, kwargs) {
             Some(op) => op.bind(py).call(args, kwargs),
-            None => self.about.general.bind(py).call(args, kwargs),
+            None => general.call(args, kwargs),
         }
     }
 
@@ -221,7 +232,7 @@ pub fn operator_function<'py>(
 }
 
 /// `function` bound to `instance` (`types.MethodType`), or itself where there is none.
-pub(super) fn bound_to<'py>(
+fn bound_to<'py>(
     function: &Bound<'py, PyAny>,
     instance: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -237,9 +248,17 @@ pub(super) fn bound_to<'py>(
 
 /// The function's `__doc__` and `__module__` in its own `__dict__`, which an instance's lookup
 /// finds before the class's (a getter could not: the class's docstring takes its place).
-pub(super) fn described_as(made: &Bound<'_, PyAny>, general: &Bound<'_, PyAny>) -> PyResult<()> {
+fn described_as(made: &Bound<'_, PyAny>, general: &Bound<'_, PyAny>) -> PyResult<()> {
     for name in ["__doc__", "__module__"] {
         made.setattr(name, general.getattr(name)?)?;
     }
     Ok(())
+}
+
+/// `view_function(general)`: a [`NamespaceFunction`] of the view route, for the namespace's
+/// `expand_dims` or `matrix_transpose` (by `general.__name__`).
+#[pyfunction]
+pub fn view_function<'py>(general: &Bound<'py, PyAny>) -> PyResult<Bound<'py, NamespaceFunction>> {
+    let name: String = general.getattr("__name__")?.extract()?;
+    NamespaceFunction::new(FunctionRoute::View(ViewRoute::of(&name)?), general)
 }

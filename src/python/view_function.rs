@@ -1,6 +1,7 @@
-//! `expand_dims` and `matrix_transpose` of `boxfall.array_api`'s namespaces as objects that
-//! make the view of a tensor in Rust where its layout is known, and hand every other call to
-//! the Python function (`boxfall.array_api._views`), keeping the layout of the view it made.
+//! The view route of `boxfall.array_api`'s namespace functions (`NamespaceFunction`):
+//! `expand_dims` and `matrix_transpose` make the view of a tensor in Rust where its layout is
+//! known, and hand every other call to the Python function (`boxfall.array_api._views`),
+//! keeping the layout of the view it made.
 //!
 //! A loop takes the same views of tensors of the same shapes at every step (the workload's
 //! `expand_dims` of its sums, `matrix_transpose` of its centers), and a recorded one (graph
@@ -16,10 +17,10 @@ use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyTuple};
 
-use super::namespace_function::{bound_to, described_as};
 use super::tensor::as_tensor;
 use super::view::make_view;
 use super::view_desc::view_ops;
+use crate::tensor::Tensor;
 
 /// The view step a function takes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,16 +44,65 @@ type Key = (String, Vec<usize>, i64);
 /// The most layouts kept a function (a program whose shapes never repeat starts again).
 const MOST: usize = 4096;
 
-#[pyclass(frozen, dict, module = "boxfall._boxfall", name = "ViewFunction")]
-pub struct ViewFunction {
+/// The view route: the step, and the layouts it knows.
+pub(super) struct ViewRoute {
     step: Step,
-    general: Py<PyAny>,
     known: Mutex<HashMap<Key, Known>>,
 }
 
-impl ViewFunction {
-    /// The step's argument of a call the fast path takes: `x` alone (and for `expand_dims`
-    /// an int `axis`, positional or by name; 0 if absent). None for any other call.
+impl ViewRoute {
+    /// The route of the namespace's function `name`; an error for a name with no Rust step.
+    pub(super) fn of(name: &str) -> PyResult<ViewRoute> {
+        let step = match name {
+            "expand_dims" => Step::ExpandDims,
+            "matrix_transpose" => Step::MatrixTranspose,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "view_function: no Rust view step for '{other}' (expand_dims, matrix_transpose)"
+                )))
+            }
+        };
+        Ok(ViewRoute {
+            step,
+            known: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The call: the view made here where its layout is known, else `general`'s result.
+    pub(super) fn call<'py>(
+        &self,
+        general: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = args.py();
+        let Some(arg) = self.argument(args, kwargs) else {
+            return general.call(args, kwargs);
+        };
+        let first = args.get_item(0)?;
+        let Some(x) = as_tensor(&first) else {
+            return general.call(args, kwargs);
+        };
+        let x = &x.get().inner;
+        let Some(key) = self.key(x, arg) else {
+            return general.call(args, kwargs);
+        };
+        let found = {
+            let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+            known
+                .get(&key)
+                .map(|k| (k.chain.clone_ref(py), k.layout.clone_ref(py), k.origin))
+        };
+        if let Some((chain, layout, origin)) = found {
+            return make_view(py, x, chain.bind(py), layout.bind(py), origin, true);
+        }
+        let made = general.call(args, kwargs)?;
+        self.keep(key, x, &made);
+        Ok(made)
+    }
+
+    /// The step's argument of a call the route takes: `x` alone (and for `expand_dims` an
+    /// int `axis`, positional or by name; 0 if absent). None for any other call.
     fn argument(
         &self,
         args: &Bound<'_, PyTuple>,
@@ -76,7 +126,7 @@ impl ViewFunction {
 
     /// The key of a view of `x` (a tensor that is no view) with argument `arg`, if `x`'s
     /// meta is known and the step makes a view of it here.
-    fn key(&self, x: &crate::tensor::Tensor, arg: i64) -> Option<Key> {
+    fn key(&self, x: &Tensor, arg: i64) -> Option<Key> {
         if x.is_view() {
             return None;
         }
@@ -89,7 +139,7 @@ impl ViewFunction {
 
     /// Keeps the layout of `made`, the view of `x` the Python function gave, if it is one step
     /// of `x` that NumPy left writable (another result keeps nothing).
-    fn keep(&self, key: Key, x: &crate::tensor::Tensor, made: &Bound<'_, PyAny>) {
+    fn keep(&self, key: Key, x: &Tensor, made: &Bound<'_, PyAny>) {
         let Some(v) = as_tensor(made) else {
             return;
         };
@@ -114,96 +164,4 @@ impl ViewFunction {
             },
         );
     }
-}
-
-#[pymethods]
-impl ViewFunction {
-    #[pyo3(signature = (*args, **kwargs))]
-    fn __call__<'py>(
-        &self,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let py = args.py();
-        let general = || self.general.bind(py).call(args, kwargs);
-        let Some(arg) = self.argument(args, kwargs) else {
-            return general();
-        };
-        let first = args.get_item(0)?;
-        let Some(x) = as_tensor(&first) else {
-            return general();
-        };
-        let x = &x.get().inner;
-        let Some(key) = self.key(x, arg) else {
-            return general();
-        };
-        let found = {
-            let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-            known
-                .get(&key)
-                .map(|k| (k.chain.clone_ref(py), k.layout.clone_ref(py), k.origin))
-        };
-        if let Some((chain, layout, origin)) = found {
-            return make_view(py, x, chain.bind(py), layout.bind(py), origin, true);
-        }
-        let made = general()?;
-        self.keep(key, x, &made);
-        Ok(made)
-    }
-
-    #[getter]
-    fn __wrapped__(&self, py: Python<'_>) -> Py<PyAny> {
-        self.general.clone_ref(py)
-    }
-
-    #[getter]
-    fn __name__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.general.bind(py).getattr("__name__")?.unbind())
-    }
-
-    #[getter]
-    fn __qualname__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.__name__(py)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "<function boxfall.array_api.{}>",
-            self.general.bind(py).getattr("__name__")?
-        ))
-    }
-
-    fn __get__<'py>(
-        slf: &Bound<'py, Self>,
-        instance: Option<&Bound<'py, PyAny>>,
-        _owner: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        bound_to(slf.as_any(), instance)
-    }
-}
-
-/// The namespace's function `general` (`expand_dims` or `matrix_transpose`, by its
-/// `__name__`), making the views whose layout it knows in Rust.
-#[pyfunction]
-pub fn view_function<'py>(general: &Bound<'py, PyAny>) -> PyResult<Bound<'py, ViewFunction>> {
-    let name: String = general.getattr("__name__")?.extract()?;
-    let step = match name.as_str() {
-        "expand_dims" => Step::ExpandDims,
-        "matrix_transpose" => Step::MatrixTranspose,
-        other => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "view_function: no Rust view step for '{other}' (expand_dims, matrix_transpose)"
-            )))
-        }
-    };
-    let made = Bound::new(
-        general.py(),
-        ViewFunction {
-            step,
-            general: general.clone().unbind(),
-            known: Mutex::new(HashMap::new()),
-        },
-    )?;
-    described_as(made.as_any(), general)?;
-    Ok(made)
 }

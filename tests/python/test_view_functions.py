@@ -1,7 +1,7 @@
-"""``expand_dims`` and ``matrix_transpose`` (``ViewFunction``): a view of a tensor whose layout
-the function knows (it kept the layout of a view the Python function made of a tensor of that
-dtype and shape) is made in Rust, and is the view the Python function makes; every other call
-reaches the Python function."""
+"""``expand_dims`` and ``matrix_transpose`` (``NamespaceFunction``'s view route): a view of a
+tensor whose layout the function knows (it kept the layout of a view the Python function made of
+a tensor of that dtype and shape) is made in Rust, and is the view the Python function makes;
+every other call reaches the Python function."""
 
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def _made(name: str):
     return _boxfall.view_function(general), general
 
 
-def test_the_namespaces_functions_are_view_functions():
-    assert isinstance(xp.expand_dims, _boxfall.ViewFunction)
-    assert isinstance(xp.matrix_transpose, _boxfall.ViewFunction)
+def test_the_namespaces_view_functions_are_namespace_functions():
+    assert isinstance(xp.expand_dims, _boxfall.NamespaceFunction)
+    assert isinstance(xp.matrix_transpose, _boxfall.NamespaceFunction)
 
 
 def test_a_known_layout_is_made_without_the_python_function(dev):
