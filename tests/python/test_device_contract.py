@@ -127,6 +127,28 @@ def test_creation_without_a_dtype_gives_the_devices_default(f32):
     np.testing.assert_array_equal(np.asarray(xp.linspace(0, 1, 3)), [0.0, 0.5, 1.0])
 
 
+def test_creation_defaults_follow_the_backend_registered_again():
+    # The creation functions keep the dtype and device they call an operator with, per asked
+    # dtype, device and kind: registering the backend again with other dtypes forgets that.
+    hooks = Hooks()
+    for dtypes, real, integral in (
+        (["float32", "int32", "bool"], np.float32, np.int32),
+        (None, np.float64, np.int64),
+        (["float32", "int64", "bool"], np.float32, np.int64),
+    ):
+        kwargs = {} if dtypes is None else {"dtypes": dtypes}
+        backend = hooks.register(NAME, **kwargs)
+        with bf.Library("_", "IMPL") as fb:
+            fb.fallback(bf.cpu_fallback, backend.name)
+            xp = xp_cpu.namespace(backend.name)
+            for made in (xp.eye(2), xp.zeros(2), xp.full(2, 0.5), xp.arange(0.0, 2.0)):
+                assert made.dtype == real
+            assert xp.arange(3).dtype == integral
+            assert xp.full(2, 1).dtype == integral
+            np.testing.assert_array_equal(np.asarray(xp.arange(1, 7, 2)), [1, 3, 5])
+            assert xp.eye(2, dtype=xp.float32).dtype == np.float32
+
+
 def test_a_result_the_device_cannot_hold_is_a_dtype_error_before_it_moves(f32):
     backend, hooks = f32
     xp = xp_cpu.namespace(backend.name)

@@ -100,14 +100,23 @@ def __array_namespace_info__() -> _info.Info:
 
 
 def _on_device(fn: Any, device: str) -> Any:
-    @functools.wraps(fn)
-    def create(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("device") is None:
-            # asarray and from_dlpack keep a bf.Tensor's device (the standard's rule).
-            keeps = fn in (asarray, from_dlpack)  # noqa: F405
-            if not (keeps and args and isinstance(args[0], Tensor)):
+    # asarray and from_dlpack keep a bf.Tensor's device (the standard's rule); the others are
+    # made where the namespace is. Decided here, once: the wrapper is on every creation call.
+    if fn in (asarray, from_dlpack):  # noqa: F405
+
+        @functools.wraps(fn)
+        def create(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("device") is None and not (args and isinstance(args[0], Tensor)):
                 kwargs["device"] = device
-        return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+
+    else:
+
+        @functools.wraps(fn)
+        def create(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("device") is None:
+                kwargs["device"] = device
+            return fn(*args, **kwargs)
 
     return create
 

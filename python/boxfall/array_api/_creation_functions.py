@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._boxfall import Tensor, host_data_target
+from .._boxfall import Tensor, backends_version, host_data_target
 from . import _dtypes
 from ._helpers import canonical_device, device_of, same_device
 from ._registry import Op, dtype_name, register
@@ -197,6 +197,39 @@ def _python_scalar(x: Any) -> Any:
     return x
 
 
+_PLAIN = frozenset({int, float, type(None)})
+"""The types ``_python_scalar`` returns as they are (bool is not one of them: ``arange``'s
+kind check skips it)."""
+
+_CALLED: dict[tuple[Any, Any, str | None], tuple[str | None, Any]] = {}
+_called_version = -1
+
+
+def _called_with(dtype: Any, device: Any, kind: str | None) -> tuple[str | None, Any]:
+    """The ``dtype`` name and ``device`` a creation operator is called with for a function
+    asked for ``dtype`` on ``device`` making a result of ``kind`` (``_default``, ``dtype_name``,
+    ``_device``). Kept per asked triple until a backend is registered again, as ``_dtypes``
+    keeps what devices hold: a loop's ``arange(k)`` and ``eye(d, dtype=x.dtype)`` asked these
+    three at every call, about a microsecond of Python, a third of the call in graph mode."""
+    global _called_version
+    version = backends_version()
+    if version != _called_version:
+        _CALLED.clear()
+        _called_version = version
+    key = (dtype, device, kind)
+    try:
+        return _CALLED[key]
+    except (KeyError, TypeError):  # TypeError: an unhashable dtype-like, decided afresh
+        pass
+    found = (dtype_name(_default(dtype, device, kind)), _device(device))
+    try:
+        if len(_CALLED) < 1024:  # the asked triples are few; the bound keeps odd callers harmless
+            _CALLED[key] = found
+    except TypeError:
+        pass
+    return found
+
+
 def _default(dtype: Any, device: Any, kind: str | None) -> Any:
     """The dtype to ask for: ``dtype`` if given; else, for a result of ``kind`` (``"real
     floating"``, ``"complex floating"``, ``"integral"``; None: bool or the input's own), the
@@ -287,35 +320,36 @@ def to_device(x: Any, device: Any, /, *, stream: Any = None) -> Any:
 
 def zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::zeros``."""
-    dtype = _default(dtype, device, "real floating")
-    return OPS["zeros"](shape, dtype=dtype_name(dtype), device=_device(device))
+    name, device = _called_with(dtype, device, "real floating")
+    return OPS["zeros"](shape, dtype=name, device=device)
 
 
 def ones(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::ones``."""
-    dtype = _default(dtype, device, "real floating")
-    return OPS["ones"](shape, dtype=dtype_name(dtype), device=_device(device))
+    name, device = _called_with(dtype, device, "real floating")
+    return OPS["ones"](shape, dtype=name, device=device)
 
 
 def empty(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::empty``."""
-    dtype = _default(dtype, device, "real floating")
-    return OPS["empty"](shape, dtype=dtype_name(dtype), device=_device(device))
+    name, device = _called_with(dtype, device, "real floating")
+    return OPS["empty"](shape, dtype=name, device=device)
 
 
 def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
     """The operator ``array_api::full``."""
-    dtype = _default(dtype, device, _kind_of_scalars(fill_value))
-    return OPS["full"](shape, fill_value, dtype=dtype_name(dtype), device=_device(device))
+    name, device = _called_with(dtype, device, _kind_of_scalars(fill_value))
+    return OPS["full"](shape, fill_value, dtype=name, device=device)
 
 
 def arange(
     start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
 ) -> Any:
     """The operator ``array_api::arange``; its bounds and step may be 0-d arrays."""
-    start, stop, step = _python_scalar(start), _python_scalar(stop), _python_scalar(step)
-    dtype = _default(dtype, device, _kind_of_scalars(start, stop, step))
-    return OPS["arange"](start, stop, step, dtype=dtype_name(dtype), device=_device(device))
+    if not (type(start) in _PLAIN and type(stop) in _PLAIN and type(step) in _PLAIN):
+        start, stop, step = _python_scalar(start), _python_scalar(stop), _python_scalar(step)
+    name, device = _called_with(dtype, device, _kind_of_scalars(start, stop, step))
+    return OPS["arange"](start, stop, step, dtype=name, device=device)
 
 
 def linspace(
@@ -366,10 +400,11 @@ def eye(
 ) -> Any:
     """The operator ``array_api::eye``. A diagonal ``k`` past the matrix (all zeros) is
     passed as the first one past it, so that any Python int fits the operator's ``int k``."""
-    past = max(n_rows, n_rows if n_cols is None else n_cols)
-    k = max(-past, min(k, past))
-    dtype = _default(dtype, device, "real floating")
-    return OPS["eye"](n_rows, n_cols, k=k, dtype=dtype_name(dtype), device=_device(device))
+    if k:
+        past = max(n_rows, n_rows if n_cols is None else n_cols)
+        k = max(-past, min(k, past))
+    name, device = _called_with(dtype, device, "real floating")
+    return OPS["eye"](n_rows, n_cols, k=k, dtype=name, device=device)
 
 
 def _like(name: str, x: Any, fill: tuple[Any, ...], dtype: Any, device: Any) -> Any:

@@ -24,6 +24,11 @@ def is_array(x: Any) -> bool:
 
 def same_device(a: Any, b: Any) -> bool:
     """Whether two device strings name the same device (``"Native"`` and ``"Native:0"``)."""
+    # The same text first, as str compares it: ``a == b`` with a ``bf.Tensor.device`` (a
+    # ``Device``, whose ``__eq__`` is Python) on either side is a Python call, on every
+    # ``*_like`` and ``astype`` call of a namespace.
+    if isinstance(a, str) and isinstance(b, str) and str.__eq__(a, b):
+        return True
     return a == b or canonical_device(a) == canonical_device(b)
 
 
