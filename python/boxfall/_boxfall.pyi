@@ -498,6 +498,10 @@ class Graph:
     def backend(self) -> str:
         """The backend's name."""
     @property
+    def device(self) -> str:
+        """The device of its inputs and results (``"JAXGraph:1"``): a program with no inputs is
+        placed there by its compiler."""
+    @property
     def inputs(self) -> list[tuple[str, tuple[int, ...]]]:
         """The inputs' ``(dtype, shape)``, in the order their payloads are given."""
     @property
@@ -661,7 +665,7 @@ def register_backend(
     name: str,
     *,
     to_cpu: Callable[[Any], np.ndarray],
-    from_cpu: Callable[[np.ndarray], Any],
+    from_cpu: Callable[..., Any],
     copy_from_cpu: Callable[[Any, np.ndarray], Any],
     to_cpu_many: Callable[[list[Any]], Sequence[np.ndarray]] | None = None,
     shares_memory: bool = False,
@@ -679,7 +683,9 @@ def register_backend(
     ``to_cpu(payload) -> ndarray``, ``from_cpu(ndarray) -> payload`` and
     ``copy_from_cpu(payload, ndarray)`` (writes the array's values, and shape, into the payload
     and returns None, or returns a new payload holding them, for a device whose memory is
-    immutable: it takes the tensor's place, a write of it that its views see) move tensors;
+    immutable: it takes the tensor's place, a write of it that its views see) move tensors; a
+    ``from_cpu`` that takes a ``device`` keyword is called ``from_cpu(ndarray, device=i)``, ``i``
+    the index of the tensor's device (``"Accel:1"``: 1), for a backend of several devices;
     ``to_cpu_many(payloads) -> arrays`` moves all of a call's tensors at once when given.
     ``shares_memory=True`` says ``to_cpu`` may return memory shared with the payload: the
     fallback then copies the arguments a kernel writes before it runs.

@@ -270,7 +270,8 @@ def graphs() -> dict[str, Any]:
     programs consumed for their results: the old data of tensors written in place, which
     nothing else held), ``failures`` (syncs whose
     program failed: nothing committed), ``syncs`` (by reason: ``"numpy"``, ``"payload"``,
-    ``"materialize"``, ``"graph break"``, ``"sync"``, ``"size limit"``), ``breaks`` (graph
+    ``"materialize"``, ``"graph break"``, ``"sync"``, ``"size limit"``, ``"another device"``: a
+    call on another device of the backend, whose graph runs apart), ``breaks`` (graph
     breaks per operator) and ``recompiles`` (why each graph after a backend's first compiled:
     its first difference from the nearest compiled graph, the last 64, oldest first)."""
     return dict(_boxfall.graph_metrics())

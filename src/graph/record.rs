@@ -396,14 +396,24 @@ fn record_node(
     stack: &mut Stack,
     metas: Vec<TensorMeta>,
 ) -> Result<()> {
+    let device = call_device(op, backend, stack)?;
     let rec = recording(backend);
     let known = {
         let r = lock(&rec);
         // A graph is cut past its backend's size limit (`limit.rs`): its program is computed
-        // now, without waiting for it, and the call starts the next.
-        if r.state.nodes.len() >= graph_limit(backend) {
+        // now, without waiting for it, and the call starts the next. A graph's program runs
+        // on one device: a call on another of the backend's devices computes the graph
+        // recorded so far and starts the next, on its device.
+        let cut = if r.state.nodes.len() >= graph_limit(backend) {
+            Some(SIZE_LIMIT)
+        } else if r.state.device.is_some_and(|d| d != device) {
+            Some(OTHER_DEVICE)
+        } else {
+            None
+        };
+        if let Some(reason) = cut {
             drop(r);
-            sync_recording(&rec, SIZE_LIMIT)?;
+            sync_recording(&rec, reason)?;
             0
         } else {
             known_inputs(&r.state, stack)
@@ -434,10 +444,7 @@ fn record_node(
     }
     let r = &mut *guard;
     let generation = r.generation;
-    let device = match (r.state.device, first_device(stack)) {
-        (Some(d), _) | (None, Some(d)) => d,
-        (None, None) => Device::new(backend, 0),
-    };
+
     let scalar_operands = op_rule(op).scalar_inputs;
     let mut args = Vec::with_capacity(stack.len());
     for (v, ready) in stack.drain(..).zip(ready) {
@@ -485,12 +492,33 @@ fn record_node(
     Ok(())
 }
 
-/// The device of the first tensor on the stack.
-fn first_device(stack: &Stack) -> Option<Device> {
-    stack.iter().find_map(|v| match v {
-        IValue::Tensor(t) => Some(t.device()),
-        _ => None,
-    })
+/// The sync reason of a graph cut where a call on another of the backend's devices begins.
+const OTHER_DEVICE: &str = "another device";
+
+/// The device a call's results are on: its tensors' (all on one device of `backend`, else an
+/// error naming the two), else its `Device` argument's where that is `backend`'s, else the
+/// backend's device 0.
+fn call_device(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Device> {
+    let mut found: Option<Device> = None;
+    for t in stack.iter().flat_map(|v| v.tensors()) {
+        let d = t.device();
+        match found {
+            Some(f) if f != d => {
+                return Err(Error::Fallback(format!(
+                    "'{}' got tensors on two devices, {f} and {d}; move them to one device first",
+                    op.name()
+                )))
+            }
+            _ => found = Some(d),
+        }
+    }
+    let argument = || {
+        stack.iter().find_map(|v| match v {
+            IValue::Device(d) if d.key == backend => Some(*d),
+            _ => None,
+        })
+    };
+    Ok(found.or_else(argument).unwrap_or(Device::new(backend, 0)))
 }
 
 /// Each tensor of `stack` made ready without the recording's lock: a pending tensor of

@@ -33,6 +33,13 @@ impl PyGraph {
         self.graph.backend.name()
     }
 
+    /// The device of its inputs and results (`"JAXGraph:1"`): a program with no inputs is
+    /// placed there by its compiler.
+    #[getter]
+    fn device(&self) -> String {
+        self.graph.device.to_string()
+    }
+
     /// The inputs' `(dtype, shape)`, in the order their payloads are given.
     #[getter]
     fn inputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

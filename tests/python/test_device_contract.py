@@ -127,6 +127,42 @@ def test_creation_without_a_dtype_gives_the_devices_default(f32):
     np.testing.assert_array_equal(np.asarray(xp.linspace(0, 1, 3)), [0.0, 0.5, 1.0])
 
 
+def test_a_from_cpu_taking_device_is_told_each_tensors_device_index():
+    # A backend of several devices puts each payload on its own device: a from_cpu with a
+    # `device` keyword gets the index of the tensor's device; one without gets the array alone.
+    told: list[int] = []
+
+    def from_cpu(array: np.ndarray, *, device: int) -> Buffer:
+        told.append(device)
+        return Buffer(array)
+
+    backend = bf.register_backend(
+        NAME,
+        to_cpu=lambda b: b.data.copy(),
+        from_cpu=from_cpu,
+        copy_from_cpu=lambda b, a: setattr(b, "data", np.array(a, copy=True)),
+        replace=True,
+    )
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        t = bf.get_backend(NAME).tensor(np.arange(3.0), 1)
+        assert t.device == f"{NAME}:1" and told == [1]
+        xp = xp_cpu.namespace(f"{NAME}:2")
+        made = xp.add(xp.ones(3), 1.0)  # a creation and a CPU fallback result, on device 2
+        assert isinstance(made.payload, Buffer)  # its payload made now: from_cpu told 2
+        assert made.device == f"{NAME}:2" and told[-1] == 2 and set(told[1:]) == {2}
+        np.testing.assert_array_equal(np.asarray(made), [2.0, 2.0, 2.0])
+
+    plain: list[np.ndarray] = []
+    hooks = Hooks()
+    hooks.from_cpu = lambda a: plain.append(a) or Buffer(a)  # type: ignore[method-assign]
+    backend = hooks.register(NAME)
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        t = bf.get_backend(NAME).tensor(np.arange(3.0), 1)
+        assert t.device == f"{NAME}:1" and len(plain) == 1
+
+
 def test_creation_defaults_follow_the_backend_registered_again():
     # The creation functions keep the dtype and device they call an operator with, per asked
     # dtype, device and kind: registering the backend again with other dtypes forgets that.

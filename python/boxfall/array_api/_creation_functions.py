@@ -17,6 +17,7 @@ values, which a ``Scalar`` does not hold yet.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
@@ -301,18 +302,31 @@ def scalar_array(value: Any, like: Any) -> Any:
     return asarray(value, dtype=like.dtype, device=device_of(like))
 
 
+DEVICE_MOVES: dict[str, Callable[[Tensor, str], Any]] = {}
+"""Direct moves between devices, by the backend a tensor is on: ``move(x, device)`` (``device``
+canonical, another device) returns the tensor on ``device`` made without the host, or None
+where it cannot. ``boxfall.jax`` gives its backends one (a ``jax.device_put`` between JAX
+devices, eager or graph mode's)."""
+
+
 def to_device(x: Any, device: Any, /, *, stream: Any = None) -> Any:
     """The array on ``device``: itself if it is there already, else a copy (``x.to_device``,
-    ``astype(x, dtype, device=device)``). A copy goes through the host: ``asarray`` of the
-    host copy with ``device=``, so it runs the device's own ``asarray`` kernel, or the CPU
-    kernel through its fallback."""
+    ``astype(x, dtype, device=device)``). A copy moves directly where the source backend has a
+    move to that device (``DEVICE_MOVES``), else through the host: ``asarray`` of the host copy
+    with ``device=``, so it runs the device's own ``asarray`` kernel, or the CPU kernel through
+    its fallback."""
     if stream is not None:
         raise ValueError("boxfall's devices have no streams")
     here = getattr(x, "device", "cpu")
     if same_device(device, here):
         return x
-    host = x if isinstance(x, np.ndarray) else np.array(x.numpy(), copy=True)
     device = canonical_device(device)
+    if isinstance(x, Tensor) and device != "cpu":
+        move = DEVICE_MOVES.get(here.partition(":")[0])
+        moved = None if move is None else move(x, device)
+        if moved is not None:
+            return moved
+    host = x if isinstance(x, np.ndarray) else np.array(x.numpy(), copy=True)
     if device == "cpu":
         return host
     return OPS["asarray"](host, device=device, copy=True)

@@ -27,8 +27,13 @@ It is also the worked example of a backend for a real accelerator (docs/backend-
   waits for the values it reads.
 - **Interop without a host copy.** ``xp.asarray(a_jax_array)`` wraps it; ``t.payload`` is the
   ``jax.Array``; ``jnp.asarray(t)`` returns it (``__jax_array__``); ``to_device`` between JAX
-  devices is a ``jax.device_put``. JAX 0.8 and later no longer let ``jax.numpy`` functions take
-  such an object directly (``jnp.sum(t)`` raises): write ``jnp.sum(jnp.asarray(t))``.
+  devices (``bj.namespace(1)``'s, graph mode's) is a ``jax.device_put``. JAX 0.8 and later no
+  longer let ``jax.numpy`` functions take such an object directly (``jnp.sum(t)`` raises):
+  write ``jnp.sum(jnp.asarray(t))``.
+- **Several devices.** ``bj.namespace(i)`` is JAX's device ``i`` (``"JAX:i"``): its arrays,
+  its kernels' and the CPU fallback's results stay there (``from_cpu`` is told the device), a
+  call with arrays of two devices is refused, and graph mode computes each device's graph
+  apart.
 - **Precision.** Matmul-family kernels use JAX's configured precision
   (``jax.default_matmul_precision``). A TPU's default passes float32 products through bfloat16:
   set ``'highest'`` before comparing with NumPy.
@@ -114,7 +119,10 @@ def _register(name: str, compile: Any = None) -> tuple[bf.Backend, list[str]]:
     fallback = bf.Library("_", "IMPL")
     fallback.fallback(bf.cpu_fallback, name)
     kernels, names = _kernels.register(
-        registered, device_hooks.device, in_place=_hooks.takes("view_write")
+        registered,
+        device_hooks.device,
+        in_place=_hooks.takes("view_write"),
+        devices=device_hooks.devices,
     )
     for library in (fallback, kernels):
         library._for_process_life()
@@ -143,12 +151,6 @@ def _device_index(device: Any) -> int:
         raise TypeError(f"device is a jax.Device or its index, not {type(device).__name__}")
     if not 0 <= index < len(device_hooks.devices):
         raise ValueError(f"JAX has no device of index {index} (it has {device_hooks.devices})")
-    if index != 0:
-        # `from_cpu` is not told which device a tensor is for, so every payload is made on
-        # JAX's first device; a namespace elsewhere would put its arrays there silently.
-        raise NotImplementedError(
-            f"boxfall.jax places arrays on JAX's first device only ({device_hooks.devices[0]})"
-        )
     return index
 
 
@@ -159,7 +161,7 @@ def graph_compiler() -> _graph.JaxCompiler:
     """Graph mode's backend, registered now if it is not yet, and its compiler (which counts
     its compiles and, per operator, the host callbacks its programs ran)."""
     if not _graph_mode:
-        compiler = _graph.JaxCompiler(GRAPH_BACKEND_NAME, X64)
+        compiler = _graph.JaxCompiler(GRAPH_BACKEND_NAME, X64, device_hooks.devices)
         graph_backend, names = _register(GRAPH_BACKEND_NAME, compile=compiler)
         compiler.serve(names)
         _graph_mode.update(backend=graph_backend, compiler=compiler)
@@ -170,7 +172,7 @@ def _graph_mode_without(name: str, operators: frozenset[str]) -> tuple[Any, type
     """A second graph backend, ``name``, whose programs run ``operators`` (``"maximum"``) on
     the host (host callbacks) although JAX kernels exist: its compiler and its namespace. For
     measuring what a missing kernel costs a program (``benches/jax_device.py``, the tests)."""
-    compiler = _graph.JaxCompiler(name, X64)
+    compiler = _graph.JaxCompiler(name, X64, device_hooks.devices)
     _, names = _register(name, compile=compiler)
     compiler.serve([n for n in names if n.split(".")[0] not in operators])
     return compiler, bxp.namespace(f"{name}:0")
@@ -202,6 +204,26 @@ def _jax_array(self: bf.Tensor) -> Any:
 
 
 bf.Tensor.__jax_array__ = _jax_array  # type: ignore[attr-defined]
+
+
+def _move(x: bf.Tensor, device: str) -> Any:
+    """``x``, a tensor of a JAX backend, on ``device`` (canonical) by a ``jax.device_put``,
+    without the host, where ``device`` is a device of a JAX backend (eager mode's or graph
+    mode's, any index); None for any other device, which takes the host's way. A pending
+    tensor is computed first (reading its payload is a sync)."""
+    name, _, index = device.partition(":")
+    if name not in (BACKEND_NAME, GRAPH_BACKEND_NAME) or not index.isdigit():
+        return None
+    at = int(index)
+    if at >= len(device_hooks.devices):
+        return None  # the host's way says that JAX has no such device
+    if name == GRAPH_BACKEND_NAME:
+        graph_compiler()  # registered at its first use
+    payload = jax.device_put(x.payload, device_hooks.devices[at])
+    return bf.get_backend(name).tensor_from_payload(payload, at)
+
+
+bxp._creation_functions.DEVICE_MOVES.update({BACKEND_NAME: _move, GRAPH_BACKEND_NAME: _move})
 
 __all__ = [
     "BACKEND_NAME",

@@ -122,9 +122,13 @@ class JaxCompiler:
     """``compile=`` of a JAX graph backend: ``compiler(graph)`` is the graph's program, a
     function of the inputs' payloads (a list of ``jax.Array``s) giving the outputs'."""
 
-    def __init__(self, backend_name: str, x64: bool) -> None:
+    def __init__(
+        self, backend_name: str, x64: bool, devices: Sequence[jax.Device] | None = None
+    ) -> None:
         self.backend_name = backend_name
         self.x64 = x64
+        # The backend's devices by index ("JAXGraph:1" is devices[1]).
+        self.devices = list(devices) if devices else jax.devices()
         self.native: set[str] = set()
         self.compiles = 0
         self.host_callbacks: Counter[str] = Counter()
@@ -205,8 +209,11 @@ class JaxCompiler:
                     values.append(step(payloads, values))
             return [values[n][k] for n, k in outputs]
 
-        jitted = jax.jit(program)
         first = len(graph.inputs)
+        # A program's inputs place it (JAX runs it where its committed arrays are); one with
+        # none (creation alone) is placed on the graph's device.
+        placed = {} if first else {"out_shardings": self._placement(graph)}
+        jitted = jax.jit(program, **placed)
         # Per (offered mask, least bytes): the donating form, or None where it consumes none.
         donating: dict[tuple[tuple[bool, ...], int], _Donating | None] = {}
 
@@ -274,6 +281,11 @@ class JaxCompiler:
         run.donates = self._donates()  # type: ignore[attr-defined]
         self._programs.add(run)
         return run
+
+    def _placement(self, graph: bf.Graph) -> Any:
+        """The sharding of one device that puts a program on ``graph``'s device."""
+        index = int(graph.device.rpartition(":")[2] or 0)
+        return jax.sharding.SingleDeviceSharding(self.devices[index])
 
     def _step(
         self,

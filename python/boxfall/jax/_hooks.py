@@ -131,7 +131,8 @@ layouts, ``x[i]`` for every ``i``, starts again past it rather than growing)."""
 
 
 class JaxHooks:
-    """The hooks of one JAX backend, placing new payloads on ``devices[0]``."""
+    """The hooks of one JAX backend: a tensor on device ``i`` of the backend ("JAX:1") has
+    its payload on ``devices[i]``."""
 
     def __init__(self, devices: Sequence[jax.Device]) -> None:
         self.devices = list(devices)
@@ -149,14 +150,16 @@ class JaxHooks:
         # One device_get starts every copy before waiting on any (a TPU's copies overlap).
         return [np.asarray(a) for a in jax.device_get(payloads)]
 
-    def from_cpu(self, array: np.ndarray) -> jax.Array:
+    def from_cpu(self, array: np.ndarray, *, device: int = 0) -> jax.Array:
         # may_alias=False: on JAX's CPU a device_put may otherwise keep the NumPy memory, which
         # boxfall writes later (the host copy of residency); a JAX array must not change.
-        return jax.device_put(array, self.device, may_alias=False)
+        # `device`: the index of the tensor's device, which boxfall passes (the hook takes it).
+        return jax.device_put(array, self.devices[device], may_alias=False)
 
     def copy_from_cpu(self, payload: jax.Array, array: np.ndarray) -> jax.Array:
-        # Immutable: the new values are a new array, which boxfall puts in the tensor's place.
-        return self.from_cpu(array)
+        # Immutable: the new values are a new array, which boxfall puts in the tensor's place,
+        # on the device the old one was on.
+        return jax.device_put(array, _device_of(payload, self.device), may_alias=False)
 
     def view(
         self,
@@ -192,7 +195,9 @@ class JaxHooks:
             if perm is not None:
                 return functools.partial(_transpose, axes=perm)
         if size == 0:
-            return lambda payload: jnp.zeros(shape, payload.dtype, device=self.device)
+            return lambda payload: jax.device_put(
+                jnp.zeros(shape, payload.dtype), _device_of(payload, self.device)
+            )
         return functools.partial(_gather, shape=shape, strides=strides, offset=offset)
 
     def view_write(
@@ -208,6 +213,12 @@ class JaxHooks:
         if math.prod(shape) == 0:
             return base
         return _scatter(base, values, shape=shape, strides=strides, offset=int(offset))
+
+
+def _device_of(payload: jax.Array, default: jax.Device) -> jax.Device:
+    """The device a payload is on (``default`` for one on several, which boxfall never makes)."""
+    devices = payload.devices()
+    return next(iter(devices)) if len(devices) == 1 else default
 
 
 def takes(keyword: str) -> bool:

@@ -11,7 +11,7 @@ error at trace time) goes the same way, so an error always reads as NumPy's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -182,11 +182,16 @@ def _axes(axis: Any) -> Any:
 class _Kernels:
     """The kernels of one backend, and the few facts each needs (its wrap, its device)."""
 
-    def __init__(self, backend: bf.Backend, device: jax.Device) -> None:
+    def __init__(
+        self, backend: bf.Backend, device: jax.Device, devices: Sequence[jax.Device] = ()
+    ) -> None:
         self.backend = backend
         self.prefix = backend.name + ":"
         self.device = device
-        self.wrap = backend.tensor_from_payload
+        # The backend's devices, by index ("JAX:1" is devices[1]); `device` is the first.
+        self.devices = list(devices) or [device]
+        self.wrap = self._wrap(backend.tensor_from_payload)
+        self._targets: dict[str, jax.Device | None] = {}
         self.on_tpu = device.platform == "tpu"
         self.held = {np.dtype(d) for d in backend.dtypes if d in np.sctypeDict or d in _EXTENSION}
         self.narrow = backend.narrow
@@ -197,9 +202,54 @@ class _Kernels:
         made = jax.jit(lambda: jnp.zeros(()))()
         self.creates_here = made.devices() == {device}
 
-    def placed(self, array: Any) -> Any:
-        """``array``, made by a compiled creation function, on this backend's device."""
-        return array if self.creates_here else jax.device_put(array, self.device)
+    def _wrap(self, tensor_from_payload: Callable[..., Any]) -> Callable[[Any], Any]:
+        """How a kernel's result payload becomes a tensor: of device 0 where the backend has
+        one device (the hot path's case: no lookup), else of the device the array is on (a
+        traced one, in a graph's program, is placed by the recording: 0 here)."""
+        if len(self.devices) == 1:
+            return tensor_from_payload
+        index = {d: i for i, d in enumerate(self.devices)}
+
+        def wrap(payload: Any) -> Any:
+            if isinstance(payload, _TRACER):
+                return tensor_from_payload(payload)
+            devices = payload.devices()
+            at = index.get(next(iter(devices)), 0) if len(devices) == 1 else 0
+            return tensor_from_payload(payload, at)
+
+        return wrap
+
+    def target(self, device: Any) -> jax.Device | None:
+        """The JAX device a creation operator's ``device`` argument names: this backend's
+        device of that index (its first for None or a name without one), None for another
+        backend's (or an index JAX does not have)."""
+        text = "" if device is None else str(device)
+        try:
+            return self._targets[text]
+        except KeyError:
+            pass
+        found: jax.Device | None = None
+        if not text or text in (self.prefix[:-1], "JAX"):
+            found = self.devices[0]
+        elif text.startswith(self.prefix) and text[len(self.prefix) :].isdigit():
+            at = int(text[len(self.prefix) :])
+            found = self.devices[at] if at < len(self.devices) else None
+        if len(self._targets) < 64:
+            self._targets[text] = found
+        return found
+
+    def placed(self, array: Any, target: jax.Device | None = None) -> Any:
+        """``array``, made by a compiled creation function, on ``target`` (this backend's
+        first device by default)."""
+        if target is None or target == self.device:
+            return array if self.creates_here else jax.device_put(array, self.device)
+        return jax.device_put(array, target)
+
+    def placed_like(self, array: Any, like: Any) -> Any:
+        """``array`` on the device of ``like``, a payload of this backend."""
+        if len(self.devices) == 1 or isinstance(like, _TRACER):
+            return self.placed(array)
+        return jax.device_put(array, next(iter(like.devices())))
 
     # -- payloads ------------------------------------------------------------------------------
 
@@ -615,14 +665,14 @@ def _manipulation(k: _Kernels) -> None:
 
 
 def _creation(kern: _Kernels) -> None:
-    pay, here, placed = kern.payload, kern.device, kern.placed
+    pay, placed, target = kern.payload, kern.placed, kern.target
 
     def filled(name: str, fn: Callable[..., Any]) -> Kernel:
         def compute(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
-            d = kern.dtype_here(dtype, name)
-            if d is False or not kern.on_device(device):
+            d, at = kern.dtype_here(dtype, name), target(device)
+            if d is False or at is None:
                 return None
-            return placed(fn(shape=tuple(shape), dtype=d))
+            return placed(fn(shape=tuple(shape), dtype=d), at)
 
         return compute
 
@@ -640,34 +690,29 @@ def _creation(kern: _Kernels) -> None:
         return bounds is None or bounds[0] <= value <= bounds[1]
 
     def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
-        d = kern.dtype_here(dtype, "full")
-        if d is False or not kern.on_device(device) or not scalar_fill(fill_value, d):
+        d, at = kern.dtype_here(dtype, "full"), target(device)
+        if d is False or at is None or not scalar_fill(fill_value, d):
             return None
-        return placed(_full(fill_value, shape=tuple(shape), dtype=d))
+        return placed(_full(fill_value, shape=tuple(shape), dtype=d), at)
 
     kern.add("full", full)
 
     def arange(
         start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
     ) -> Any:
-        d = kern.dtype_here(dtype, "arange")
+        d, at = kern.dtype_here(dtype, "arange"), target(device)
         ints = type(start) is int and type(step) is int and type(stop) in (int, type(None))
-        if (
-            d is False
-            or not ints
-            or not kern.on_device(device)
-            or (d is not None and d.kind != "i")
-        ):
+        if d is False or not ints or at is None or (d is not None and d.kind != "i"):
             return None
-        return placed(_arange(start, stop, step, dtype=d))
+        return placed(_arange(start, stop, step, dtype=d), at)
 
     def eye(
         n_rows: int, n_cols: Any = None, *, k: int = 0, dtype: Any = None, device: Any = None
     ) -> Any:
-        d = kern.dtype_here(dtype, "eye")
-        if d is False or not kern.on_device(device):
+        d, at = kern.dtype_here(dtype, "eye"), target(device)
+        if d is False or at is None:
             return None
-        return placed(_eye(n_rows, n_cols, k=k, dtype=d))
+        return placed(_eye(n_rows, n_cols, k=k, dtype=d), at)
 
     kern.add("arange", arange)
     kern.add("eye", eye)
@@ -677,7 +722,7 @@ def _creation(kern: _Kernels) -> None:
             a, d = pay(x), kern.dtype_here(dtype, name)
             if a is None or d is False or not kern.on_device(device):
                 return None
-            return placed(fn(shape=a.shape, dtype=a.dtype if d is None else d))
+            return kern.placed_like(fn(shape=a.shape, dtype=a.dtype if d is None else d), a)
 
         return compute
 
@@ -689,26 +734,31 @@ def _creation(kern: _Kernels) -> None:
         # A jax.Array is wrapped as it is (immutable: sharing it is a copy's semantics), put on
         # this backend's device if it is elsewhere; anything else takes the CPU fallback's way,
         # where residency keeps host data on the host until a kernel here needs it.
-        if type(obj) is not _ARRAY_TYPE or not kern.on_device(device):
+        at = target(device)
+        if type(obj) is not _ARRAY_TYPE or at is None:
             return None
         d = kern.dtype_here(dtype)
         if d is False or (d is not None and d != obj.dtype):
             return None
-        if obj.devices() != {here}:
-            return jax.device_put(obj, here)
+        if obj.devices() != {at}:
+            return jax.device_put(obj, at)
         return obj
 
     kern.add("asarray", asarray)
 
 
 def register(
-    backend: bf.Backend, device: jax.Device, in_place: bool = True
+    backend: bf.Backend,
+    device: jax.Device,
+    in_place: bool = True,
+    devices: Sequence[jax.Device] = (),
 ) -> tuple[bf.Library, list[str]]:
-    """Registers the kernels for ``backend`` (new payloads on ``device``) in a new
+    """Registers the kernels for ``backend`` (new payloads on ``device``, or on the device of
+    ``devices`` a creation operator names) in a new
     ``array_api`` library, which the caller keeps for as long as the kernels should serve, and
     returns it with the operators it serves. ``in_place=False`` leaves the in-place operators
     (``x += y``) to the CPU fallback."""
-    kern = _Kernels(backend, device)
+    kern = _Kernels(backend, device, devices)
     _elementwise(kern)
     _statistics(kern)
     _linear_algebra(kern)

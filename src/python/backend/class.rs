@@ -57,7 +57,7 @@ impl PyBackend {
                 }
                 let payload = {
                     let _serial = Serial::enter(py, lock.as_ref())?;
-                    from_cpu.bind(py).call1((&arr,))?
+                    from_cpu.call(py, &arr, index)?
                 };
                 check_payload(hooks_name, "from_cpu", &arr, &payload).py(py)?;
                 let nbytes = arr.getattr("nbytes")?.extract::<u64>()?;

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::checks::{check_payload, check_view};
+use super::from_cpu::FromCpu;
 use super::held::Held;
 use super::registry::Serial;
 use crate::backend::{Backend, ResultOf};
@@ -17,7 +18,7 @@ use crate::tensor::{Device, DeviceView, Tensor, ViewWrite};
 pub(super) struct PyBackendHooks {
     pub(super) name: String,
     pub(super) to_cpu: Py<PyAny>,
-    pub(super) from_cpu: Py<PyAny>,
+    pub(super) from_cpu: FromCpu,
     pub(super) copy_from_cpu: Py<PyAny>,
     pub(super) to_cpu_many: Option<Py<PyAny>>,
     /// `register_backend(view=)`: a view made on the device from its base's payload.
@@ -334,8 +335,7 @@ impl Backend for PyBackendHooks {
             let _serial = self.serial(py)?;
             let payload = self
                 .from_cpu
-                .bind(py)
-                .call1((&arr,))
+                .call(py, &arr, device.index)
                 .map_err(|e| self.fail(py, "from_cpu", e))?;
             self.check_payload("from_cpu", &arr, &payload)?;
             Ok(object_tensor(device, &payload))

@@ -2,12 +2,13 @@
 //!
 //! One concern a file: `held.rs` the dtypes a device holds, `registry.rs` the backends
 //! registered from Python and their locks, `hooks.rs` the hooks as the core's `Backend`,
-//! `checks.rs` what the hooks return checked, `class.rs` the `bf.Backend` class,
+//! `checks.rs` what the hooks return checked, `from_cpu.rs` the `from_cpu` hook told its device, `class.rs` the `bf.Backend` class,
 //! `register.rs` `bf.register_backend`, `host_data.rs` where a creation operator puts host
 //! data.
 
 mod checks;
 mod class;
+mod from_cpu;
 mod held;
 mod hooks;
 mod host_data;

@@ -7,6 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
 use super::class::PyBackend;
+use super::from_cpu::FromCpu;
 use super::held::Held;
 use super::hooks::PyBackendHooks;
 use super::registry::{python_backends, Registration, PYTHON_KEYS, REGISTRATIONS};
@@ -28,7 +29,9 @@ use crate::python::errors::IntoPy;
 /// of the payload's values in C order): the payload, sharing the base's memory, or
 /// `(payload, False)` for a copy (a kernel's write of it is written into the base after the
 /// kernel), or None where it cannot: a kernel of the backend then reads a view with nothing
-/// moved. `copy_from_cpu` may return a new payload (a device whose memory is immutable), which
+/// moved. A `from_cpu` that takes a `device` keyword is called `from_cpu(array, device=i)`,
+/// `i` the index of the tensor's device (`FromCpu`), for a backend of several devices.
+/// `copy_from_cpu` may return a new payload (a device whose memory is immutable), which
 /// takes the tensor's place as a write of it; None: it wrote the payload where it is.
 /// `view_write(base, values, shape, strides, offset)` (optional) writes the values of a view
 /// that a kernel of the backend wrote as a copy (made by `view` as `(payload, False)`, or by
@@ -100,6 +103,7 @@ pub fn register_backend(
     } else {
         Some(py.import("threading")?.getattr("RLock")?.call0()?.unbind())
     };
+    let from_cpu = FromCpu::new(py, from_cpu)?;
     let hooks = PyBackendHooks {
         name: name.to_string(),
         to_cpu,

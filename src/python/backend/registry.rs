@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 
+use super::from_cpu::FromCpu;
 use super::held::Held;
 use crate::key::{DispatchKey, NUM_KEYS};
 
@@ -47,7 +48,7 @@ pub(crate) fn backend_lock(py: Python<'_>, key: DispatchKey) -> Option<Py<PyAny>
 /// registration (`replace=True`) gave it.
 pub(super) struct Registration {
     /// The `from_cpu` hook, which `Backend.tensor` calls.
-    pub(super) from_cpu: Py<PyAny>,
+    pub(super) from_cpu: FromCpu,
     /// The dtypes its device holds.
     pub(super) held: Held,
     /// `register_backend(narrow=)`.
