@@ -500,16 +500,26 @@ const OTHER_DEVICE: &str = "another device";
 /// backend's device 0.
 fn call_device(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Device> {
     let mut found: Option<Device> = None;
-    for t in stack.iter().flat_map(|v| v.tensors()) {
-        let d = t.device();
-        match found {
-            Some(f) if f != d => {
-                return Err(Error::Fallback(format!(
-                    "'{}' got tensors on two devices, {f} and {d}; move them to one device first",
-                    op.name()
-                )))
-            }
-            _ => found = Some(d),
+    let mut meet = |t: &Tensor| match found {
+        Some(f) if f != t.device() => Err(Error::Fallback(format!(
+            "'{}' got tensors on two devices, {f} and {}; move them to one device first",
+            op.name(),
+            t.device()
+        ))),
+        _ => {
+            found = Some(t.device());
+            Ok(())
+        }
+    };
+    for v in stack {
+        match v {
+            // A tensor met directly: `tensors()` boxes its iterator, an allocation a call.
+            IValue::Tensor(t) => meet(t)?,
+            IValue::TensorList(_)
+            | IValue::OptionalTensorList(_)
+            | IValue::List(_)
+            | IValue::Tuple(_) => v.tensors().try_for_each(&mut meet)?,
+            _ => {}
         }
     }
     let argument = || {
