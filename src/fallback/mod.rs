@@ -35,6 +35,7 @@ pub use policy::{
     WarningHandler, WarningKind,
 };
 pub use policy::{fallback_policy_from_env, operator_policy};
+pub(crate) use target::two_devices;
 #[cfg(feature = "python")]
 pub(crate) use typed::run_with_maps;
 #[cfg(feature = "python")]

@@ -62,8 +62,10 @@ fn other_backend(op: &OperatorHandle, key: DispatchKey, d: Device) -> Error {
     ))
 }
 
+/// The error of a call with tensors on two devices (the CPU fallback's, and the graph
+/// recorder's).
 #[cold]
-fn two_devices(op: &OperatorHandle, f: Device, d: Device) -> Error {
+pub(crate) fn two_devices(op: &OperatorHandle, f: Device, d: Device) -> Error {
     Error::Fallback(format!(
         "'{}' got tensors on two devices, {f} and {d}; move them to one device first",
         op.name()

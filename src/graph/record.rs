@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::dispatcher::{Dispatcher, OperatorHandle};
 use crate::error::{Error, Result};
+use crate::fallback::two_devices;
 use crate::ivalue::{IValue, Stack};
 use crate::kernel::KernelFunction;
 use crate::key::LocalKeysGuard;
@@ -444,7 +445,6 @@ fn record_node(
     }
     let r = &mut *guard;
     let generation = r.generation;
-
     let scalar_operands = op_rule(op).scalar_inputs;
     let mut args = Vec::with_capacity(stack.len());
     for (v, ready) in stack.drain(..).zip(ready) {
@@ -501,11 +501,7 @@ const OTHER_DEVICE: &str = "another device";
 fn call_device(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Device> {
     let mut found: Option<Device> = None;
     let mut meet = |t: &Tensor| match found {
-        Some(f) if f != t.device() => Err(Error::Fallback(format!(
-            "'{}' got tensors on two devices, {f} and {}; move them to one device first",
-            op.name(),
-            t.device()
-        ))),
+        Some(f) if f != t.device() => Err(two_devices(op, f, t.device())),
         _ => {
             found = Some(t.device());
             Ok(())

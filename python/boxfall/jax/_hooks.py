@@ -159,7 +159,7 @@ class JaxHooks:
     def copy_from_cpu(self, payload: jax.Array, array: np.ndarray) -> jax.Array:
         # Immutable: the new values are a new array, which boxfall puts in the tensor's place,
         # on the device the old one was on.
-        return jax.device_put(array, _device_of(payload, self.device), may_alias=False)
+        return jax.device_put(array, device_of(payload, self.device), may_alias=False)
 
     def view(
         self,
@@ -196,7 +196,7 @@ class JaxHooks:
                 return functools.partial(_transpose, axes=perm)
         if size == 0:
             return lambda payload: jax.device_put(
-                jnp.zeros(shape, payload.dtype), _device_of(payload, self.device)
+                jnp.zeros(shape, payload.dtype), device_of(payload, self.device)
             )
         return functools.partial(_gather, shape=shape, strides=strides, offset=offset)
 
@@ -215,8 +215,9 @@ class JaxHooks:
         return _scatter(base, values, shape=shape, strides=strides, offset=int(offset))
 
 
-def _device_of(payload: jax.Array, default: jax.Device) -> jax.Device:
-    """The device a payload is on (``default`` for one on several, which boxfall never makes)."""
+def device_of(payload: jax.Array, default: jax.Device) -> jax.Device:
+    """The device a payload is on (``default`` for one on several, which boxfall never makes):
+    the hooks' and the kernels' one rule."""
     devices = payload.devices()
     return next(iter(devices)) if len(devices) == 1 else default
 

@@ -20,6 +20,7 @@ import numpy as np
 
 import boxfall as bf
 
+from ._hooks import device_of
 from ._index_kernels import indexing
 
 Kernel = Callable[..., Any]
@@ -210,12 +211,12 @@ class _Kernels:
             return tensor_from_payload
         index = {d: i for i, d in enumerate(self.devices)}
 
+        first = self.devices[0]
+
         def wrap(payload: Any) -> Any:
             if isinstance(payload, _TRACER):
                 return tensor_from_payload(payload)
-            devices = payload.devices()
-            at = index.get(next(iter(devices)), 0) if len(devices) == 1 else 0
-            return tensor_from_payload(payload, at)
+            return tensor_from_payload(payload, index.get(device_of(payload, first), 0))
 
         return wrap
 
@@ -249,7 +250,7 @@ class _Kernels:
         """``array`` on the device of ``like``, a payload of this backend."""
         if len(self.devices) == 1 or isinstance(like, _TRACER):
             return self.placed(array)
-        return jax.device_put(array, next(iter(like.devices())))
+        return jax.device_put(array, device_of(like, self.device))
 
     # -- payloads ------------------------------------------------------------------------------
 
