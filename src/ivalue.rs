@@ -152,21 +152,6 @@ impl IValue {
             _ => None,
         }
     }
-
-    /// Every tensor this value holds, in order.
-    ///
-    /// ```
-    /// assert_eq!(boxfall::IValue::Int(1).tensors().count(), 0);
-    /// ```
-    pub fn tensors(&self) -> Box<dyn Iterator<Item = &Tensor> + '_> {
-        match self {
-            IValue::Tensor(t) => Box::new(std::iter::once(t)),
-            IValue::TensorList(ts) => Box::new(ts.iter()),
-            IValue::OptionalTensorList(ts) => Box::new(ts.iter().flatten()),
-            IValue::List(vs) | IValue::Tuple(vs) => Box::new(vs.iter().flat_map(|v| v.tensors())),
-            _ => Box::new(std::iter::empty()),
-        }
-    }
 }
 
 impl fmt::Debug for IValue {
@@ -729,5 +714,8 @@ impl<T: CallArgs> CallReturns for Multi<T> {
     }
 }
 
+mod tensors;
 #[cfg(test)]
 mod tests;
+
+pub use tensors::Tensors;

@@ -114,7 +114,7 @@ pub(super) fn cast_call(w: &Write, stack: &mut Stack) -> Option<(OperatorHandle,
     let result = stack.pop()?;
     stack.extend([
         result,
-        IValue::Str(meta.dtype.as_str().into()),
+        IValue::Str(meta.dtype.as_ref().into()),
         IValue::Bool(true),
         IValue::None,
     ]);

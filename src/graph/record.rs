@@ -108,7 +108,7 @@ enum Plan {
 /// recorded, as a plan may end in a graph break, whose eager call counts its own.
 struct Outputs {
     metas: Vec<TensorMeta>,
-    narrowed: Vec<(usize, String)>,
+    narrowed: Vec<(usize, std::borrow::Cow<'static, str>)>,
 }
 
 impl Outputs {
@@ -369,7 +369,10 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
             let mut narrowings = Vec::new();
             for (i, m) in metas.iter_mut().enumerate() {
                 if let Some(to) = device_dtype(backend, &m.dtype) {
-                    narrowings.push((i, std::mem::replace(&mut m.dtype, to.to_string())));
+                    narrowings.push((
+                        i,
+                        std::mem::replace(&mut m.dtype, std::borrow::Cow::Borrowed(to)),
+                    ));
                 }
             }
             Ok(Plan::Record(Outputs {

@@ -47,7 +47,7 @@ impl PyGraph {
             .graph
             .inputs
             .iter()
-            .map(|m| Ok((m.dtype.clone(), PyTuple::new(py, &m.shape)?)))
+            .map(|m| Ok((m.dtype.to_string(), PyTuple::new(py, &m.shape)?)))
             .collect::<PyResult<_>>()?;
         PyList::new(py, items)
     }
@@ -84,7 +84,7 @@ impl PyGraph {
             let outs: Vec<(String, Bound<'py, PyTuple>)> = n
                 .outputs
                 .iter()
-                .map(|m| Ok((m.dtype.clone(), PyTuple::new(py, &m.shape)?)))
+                .map(|m| Ok((m.dtype.to_string(), PyTuple::new(py, &m.shape)?)))
                 .collect::<PyResult<_>>()?;
             items.push((op, PyTuple::new(py, args)?, outs).into_pyobject(py)?);
         }
@@ -358,7 +358,7 @@ fn least_bytes(f: &Bound<'_, PyAny>) -> Option<usize> {
 /// The bytes of a tensor of `m`'s dtype and shape, where its dtype's size is known (host
 /// memory's dtypes, and the 16-bit floats of devices; another's payload is offered at any size).
 fn meta_bytes(m: &crate::tensor::TensorMeta) -> Option<usize> {
-    let item = match m.dtype.as_str() {
+    let item = match m.dtype.as_ref() {
         "float16" | "bfloat16" => 2,
         name => crate::tensor::DType::from_name(name)?.size(),
     };

@@ -33,7 +33,7 @@ pub fn _output_metas<'py>(
     metas
         .map(|ms| {
             ms.into_iter()
-                .map(|m| Ok((m.dtype, PyTuple::new(py, m.shape)?)))
+                .map(|m| Ok((m.dtype.into_owned(), PyTuple::new(py, m.shape)?)))
                 .collect()
         })
         .transpose()

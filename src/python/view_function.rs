@@ -10,6 +10,7 @@
 //! tenths of recording the workload. Here a view whose layout is known is made from the
 //! tensor's dtype and shape, with no Python frame.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -39,7 +40,7 @@ struct Known {
     origin: isize,
 }
 
-type Key = (String, Vec<usize>, i64);
+type Key = (Cow<'static, str>, Vec<usize>, i64);
 
 /// The most layouts kept a function (a program whose shapes never repeat starts again).
 const MOST: usize = 4096;

@@ -1,6 +1,7 @@
 //! Host memory: an `ndarray` of any dtype (`HostArray`), the macros that match on it, and a
 //! tensor's metadata.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use ndarray::ArrayD;
@@ -219,8 +220,10 @@ impl HostArray {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorMeta {
-    /// The element type, as NumPy names it (`"float64"`).
-    pub dtype: String,
+    /// The element type, as NumPy names it (`"float64"`): borrowed where it is a name boxfall
+    /// knows ([`dtype_name`]), so that copying a meta (the graph recorder does, for every
+    /// result of every call) allocates nothing for it.
+    pub dtype: Cow<'static, str>,
     /// The shape.
     pub shape: Vec<usize>,
 }
@@ -235,9 +238,29 @@ impl TensorMeta {
     /// ```
     pub fn of_host(a: &HostArray) -> TensorMeta {
         TensorMeta {
-            dtype: a.dtype().name().to_owned(),
+            dtype: Cow::Borrowed(a.dtype().name()),
             shape: a.shape().to_vec(),
         }
+    }
+}
+
+/// A dtype's name as [`TensorMeta::dtype`] keeps it: borrowed for the names of [`DType`] and
+/// the other floating types devices use (`float16`, `bfloat16`), owned for any other.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use boxfall::tensor::dtype_name;
+/// assert!(matches!(dtype_name("float32"), Cow::Borrowed("float32")));
+/// assert!(matches!(dtype_name("float8_e4m3fn"), Cow::Owned(_)));
+/// ```
+pub fn dtype_name(name: &str) -> Cow<'static, str> {
+    const OTHERS: [&str; 2] = ["float16", "bfloat16"];
+    match DType::from_name(name) {
+        Some(d) => Cow::Borrowed(d.name()),
+        None => match OTHERS.iter().find(|o| **o == name) {
+            Some(o) => Cow::Borrowed(o),
+            None => Cow::Owned(name.to_owned()),
+        },
     }
 }
 

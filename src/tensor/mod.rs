@@ -32,8 +32,8 @@ mod writes;
 
 pub use device::{Device, Residency};
 pub use dtype::{DType, Kind};
+pub use host::{dtype_name, HostArray, TensorMeta};
 pub(crate) use host::{host_map, host_match};
-pub use host::{HostArray, TensorMeta};
 pub use residency::HostOnly;
 pub use types::{
     DeviceView, HostView, Origin, Payload, Tensor, TensorData, ViewLayout, ViewOps, ViewWrite,

@@ -30,7 +30,7 @@ impl Meta {
 /// An output meta.
 pub(super) fn out(dtype: DType, shape: Vec<usize>) -> TensorMeta {
     TensorMeta {
-        dtype: dtype.name().to_owned(),
+        dtype: std::borrow::Cow::Borrowed(dtype.name()),
         shape,
     }
 }

@@ -2,6 +2,7 @@
 //! a CPU tensor as the NumPy array Python sees.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -128,7 +129,7 @@ impl Payload for PyPayload {
 /// kind and item size, without `str(dtype)`, which NumPy computes in Python (several
 /// microseconds a call, and graph mode reads every argument's dtype when it records); any
 /// other (an extension dtype such as bfloat16, a non-native byte order) by `str`.
-fn dtype_name(d: &Bound<'_, PyAny>) -> Option<String> {
+fn dtype_name(d: &Bound<'_, PyAny>) -> Option<Cow<'static, str>> {
     if let Ok(descr) = d.cast::<PyArrayDescr>() {
         if descr.is_native_byteorder() != Some(false) {
             let name = match (descr.kind(), descr.itemsize()) {
@@ -149,11 +150,13 @@ fn dtype_name(d: &Bound<'_, PyAny>) -> Option<String> {
                 _ => None,
             };
             if let Some(name) = name {
-                return Some(name.to_string());
+                return Some(Cow::Borrowed(name));
             }
         }
     }
-    d.str().ok().map(|s| s.to_string())
+    d.str()
+        .ok()
+        .map(|s| crate::tensor::dtype_name(&s.to_string_lossy()))
 }
 
 /// The Python object a tensor's payload is, if it is one.
