@@ -185,6 +185,32 @@ def test_creation_defaults_follow_the_backend_registered_again():
             assert xp.eye(2, dtype=xp.float32).dtype == np.float32
 
 
+def test_astype_follows_the_backend_registered_again():
+    # astype keeps the name it calls its operator with per (device, dtype) where the device
+    # holds the dtype: registering the backend again without that dtype forgets it, and the
+    # same call is then refused before anything moves.
+    hooks = Hooks()
+    without_float64 = ["float32", "int32", "bool"]
+    for dtypes, holds_float64 in ((None, True), (without_float64, False), (None, True)):
+        kwargs = {} if dtypes is None else {"dtypes": dtypes}
+        backend = hooks.register(NAME, **kwargs)
+        with bf.Library("_", "IMPL") as fb:
+            fb.fallback(bf.cpu_fallback, backend.name)
+            xp = xp_cpu.namespace(backend.name)
+            x = xp.asarray(np.array([1, 2], dtype=np.int32))
+            for _ in range(2):  # the second call is the one a kept name serves
+                if holds_float64:
+                    got = xp.astype(x, xp_cpu.float64)
+                    assert got.dtype == np.float64
+                    np.testing.assert_array_equal(np.asarray(got), [1.0, 2.0])
+                else:
+                    before = dict(hooks.calls)
+                    with pytest.raises(bf.DTypeError, match="float64"):
+                        xp.astype(x, xp_cpu.float64)
+                    assert hooks.calls == before  # refused before x's values moved
+            assert xp.astype(x, xp_cpu.float32, copy=False).dtype == np.float32
+
+
 def test_a_result_the_device_cannot_hold_is_a_dtype_error_before_it_moves(f32):
     backend, hooks = f32
     xp = xp_cpu.namespace(backend.name)

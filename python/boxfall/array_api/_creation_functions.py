@@ -425,6 +425,8 @@ def _like(name: str, x: Any, fill: tuple[Any, ...], dtype: Any, device: Any) -> 
     if device is not None and not same_device(device, device_of(x)):
         make = globals()[name.removesuffix("_like")]
         return make(tuple(x.shape), *fill, dtype=dtype or x.dtype, device=device)
+    if dtype is None:  # the operator's defaults, with no keyword (a keyword costs the call)
+        return OPS[name](x, *fill)
     return OPS[name](x, *fill, dtype=dtype_name(dtype), device=None)
 
 
