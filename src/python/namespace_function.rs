@@ -6,10 +6,13 @@
 //! Python frame of a namespace function ran with the processor's caches cold after each launch
 //! and cost several microseconds: `python benches/jax_device.py --costs` shows the share.
 
+use std::sync::atomic::AtomicBool;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use super::convert::is_exact_ndarray;
+use super::ffi::{self, Entry, Return, VectorArgs, Vectorcall};
 use super::tensor::as_tensor;
 use super::view_function::ViewRoute;
 
@@ -72,31 +75,34 @@ enum FunctionRoute {
 }
 
 impl FunctionRoute {
-    /// The overload that takes this call directly, if one does (with the keywords it gets).
+    /// The overload that takes this call directly, if one does (with the keywords it gets):
+    /// `positional` the call's positional arguments, `keywords` whether it passed any, and
+    /// `dtype_asked` whether it passed a `dtype` other than None by keyword (asked only where
+    /// it decides).
     #[inline(always)]
     fn direct<'a, 'py>(
         &'a self,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
+        positional: &[Bound<'py, PyAny>],
+        keywords: bool,
+        dtype_asked: impl FnOnce() -> bool,
     ) -> Option<&'a Py<PyAny>> {
         match self {
             FunctionRoute::Binary { both, right, left } => {
-                if kwargs.is_some() || args.len() != 2 {
+                let [x1, x2] = positional else {
+                    return None;
+                };
+                if keywords {
                     return None;
                 }
-                let (x1, x2) = (
-                    args.get_borrowed_item(0).ok()?,
-                    args.get_borrowed_item(1).ok()?,
-                );
-                match (is_array(&x1), is_array(&x2)) {
+                match (is_array(x1), is_array(x2)) {
                     (true, true) => Some(both),
-                    (true, false) if is_plain_scalar(&x2) => Some(right),
-                    (false, true) if is_plain_scalar(&x1) => Some(left),
+                    (true, false) if is_plain_scalar(x2) => Some(right),
+                    (false, true) if is_plain_scalar(x1) => Some(left),
                     _ => None,
                 }
             }
             FunctionRoute::Operator { op, dtype_at } => {
-                operator_takes(*dtype_at, args, kwargs).then_some(op)
+                operator_takes(*dtype_at, positional, keywords && dtype_asked()).then_some(op)
             }
             // Its own call (`ViewRoute::call`): never an operator directly.
             FunctionRoute::View(_) => None,
@@ -105,30 +111,24 @@ impl FunctionRoute {
 }
 
 /// Whether an operator function's operator takes the call as it is: an array first, and no
-/// dtype asked (by position `dtype_at`, or by keyword).
+/// dtype asked (by position `dtype_at`, or by keyword: `dtype_by_keyword`).
 fn operator_takes(
     dtype_at: Option<usize>,
-    args: &Bound<'_, PyTuple>,
-    kwargs: Option<&Bound<'_, PyDict>>,
+    positional: &[Bound<'_, PyAny>],
+    dtype_by_keyword: bool,
 ) -> bool {
-    let first_is_array = args
-        .get_borrowed_item(0)
-        .is_ok_and(|first| is_array(&first));
-    if !first_is_array {
+    if !positional.first().is_some_and(is_array) {
         return false;
     }
     let Some(at) = dtype_at else {
         return true;
     };
-    if args.len() > at {
-        return false;
-    }
-    kwargs.is_none_or(|kw| {
-        kw.get_item(pyo3::intern!(args.py(), "dtype"))
-            .ok()
-            .flatten()
-            .is_none_or(|d| d.is_none())
-    })
+    positional.len() <= at && !dtype_by_keyword
+}
+
+/// Whether a keyword value asks for a dtype (None asks for none).
+fn asks(value: Option<&Bound<'_, PyAny>>) -> bool {
+    value.is_some_and(|d| !d.is_none())
 }
 
 /// A function of `boxfall.array_api`'s namespaces: the calls its route takes go to an
@@ -136,9 +136,18 @@ fn operator_takes(
 /// wraps, whose name, documentation and signature it shows.
 #[pyclass(frozen, dict, module = "boxfall._boxfall", name = "NamespaceFunction")]
 pub struct NamespaceFunction {
+    /// Where a call from Python enters, read by the interpreter at the offset the class names
+    /// (see `ffi/entry.rs`): a call the route takes goes on to its operator, and any other to
+    /// the Python function, with the caller's own arguments, where `__call__` had the
+    /// interpreter make a tuple and a dict of them, and the operator's entry unpack them again
+    /// (about 0.2 us of a namespace function's call on the x86 VM).
+    vectorcall: Entry,
     route: FunctionRoute,
     about: Described,
 }
+
+/// Whether the class was switched over to vectorcall.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 impl NamespaceFunction {
     fn new<'py>(
@@ -148,6 +157,7 @@ impl NamespaceFunction {
         let made = Bound::new(
             general.py(),
             NamespaceFunction {
+                vectorcall: ffi::entry::<NamespaceFunction>(),
                 route,
                 about: Described::new(general)?,
             },
@@ -155,12 +165,16 @@ impl NamespaceFunction {
         described_as(made.as_any(), general)?;
         Ok(made)
     }
-}
 
-#[pymethods]
-impl NamespaceFunction {
-    #[pyo3(signature = (*args, **kwargs))]
-    fn __call__<'py>(
+    /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
+    fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
+        let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
+        field.checked_sub(slf.as_ptr() as usize)
+    }
+
+    /// A call by tuple and dict (the first ones, before the class takes vectorcalls, and the
+    /// view route's).
+    fn call_with<'py>(
         &self,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
@@ -170,10 +184,56 @@ impl NamespaceFunction {
         if let FunctionRoute::View(view) = &self.route {
             return view.call(general, args, kwargs);
         }
-        match self.route.direct(args, kwargs) {
+        let keywords = kwargs.is_some_and(|k| !k.is_empty());
+        let dtype = || kwargs.is_some_and(|k| asks(k.get_item("dtype").ok().flatten().as_ref()));
+        match self.route.direct(args.as_slice(), keywords, dtype) {
             Some(op) => op.bind(py).call(args, kwargs),
             None => general.call(args, kwargs),
         }
+    }
+}
+
+/// A call the route takes is its operator's call, and any other the Python function's, each
+/// with the caller's own arguments (no frame of ours on the way); the view route's goes by
+/// `call_with`, in PyO3's trampoline.
+impl Vectorcall for NamespaceFunction {
+    #[inline(always)]
+    fn vectorcall<'a, 'py>(slf: &Borrowed<'a, 'py, Self>, args: VectorArgs<'a, 'py>) -> Return {
+        let py = slf.py();
+        let this = slf.get();
+        if let FunctionRoute::View(_) = &this.route {
+            return args.general(slf);
+        }
+        let dtype = || asks(args.keyword(pyo3::intern!(py, "dtype")));
+        match this
+            .route
+            .direct(args.positional(), args.has_keywords(), dtype)
+        {
+            Some(op) => args.forward(op.bind(py)),
+            None => args.forward(this.about.general.bind(py)),
+        }
+    }
+
+    fn call<'py>(
+        slf: &Bound<'py, Self>,
+        positional: &[Bound<'py, PyAny>],
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = PyTuple::new(slf.py(), positional)?;
+        slf.get().call_with(&args, kwargs)
+    }
+}
+
+#[pymethods]
+impl NamespaceFunction {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        slf: &Bound<'py, Self>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        ffi::install_vectorcall(&INSTALLED, slf, || Self::entry_offset(slf));
+        slf.get().call_with(args, kwargs)
     }
 
     /// The function's name in the namespace.

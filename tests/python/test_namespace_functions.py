@@ -97,6 +97,43 @@ def test_an_operator_function_passes_a_dtype_to_its_python_function():
     assert calls == ["op", "op", "op"]
 
 
+def packed(f: object, *args: object, **kwargs: object) -> object:
+    """The call as C code makes it, with a tuple and a dict (``tp_call``)."""
+    return type(f).__call__(f, *args, **kwargs)
+
+
+def test_a_call_switches_the_class_to_vectorcall_which_routes_as_a_packed_call(binary):
+    # A namespace function's calls come by vectorcall (the caller's own argument array,
+    # handed on as it is) once one was called; they reach what a packed call reaches.
+    calls: list[str] = []
+
+    def sum_like(x: object, /, *, axis: object = None, dtype: object = None) -> str:
+        return "general"
+
+    g = _boxfall.operator_function(Recorder("op", calls), sum_like, 1)
+    g(np.ones(2))
+    assert type(g).__flags__ & (1 << 11)  # Py_TPFLAGS_HAVE_VECTORCALL
+    for kwargs, role in [
+        ({}, "op"),
+        ({"axis": 0}, "op"),
+        ({"dtype": None}, "op"),
+        ({"axis": 0, "dtype": None}, "op"),
+        ({"dtype": "float32"}, "general"),
+        ({"axis": 0, "dtype": "float32"}, "general"),
+    ]:
+        assert g(np.ones(2), **kwargs) == role == packed(g, np.ones(2), **kwargs)
+    for call in (g, lambda *a: packed(g, *a)):
+        with pytest.raises(TypeError, match="sum_like"):
+            call(np.ones(2), "float32")  # a dtype by position: the Python function's call
+    f, _ = binary
+    assert f(np.ones(2), 2.0) == "right" == packed(f, np.ones(2), 2.0)
+    assert f(4.5, np.ones(2)) == "left" == packed(f, 4.5, np.ones(2))
+    with pytest.raises(TypeError):
+        f(np.ones(2), x2=np.ones(2))  # keywords go to `general`, which refuses them
+    with pytest.raises(TypeError):
+        packed(f, np.ones(2), x2=np.ones(2))
+
+
 def test_the_namespace_functions_give_numpys_results_on_every_path():
     a = xp.asarray([1.0, 2.0])
     assert isinstance(xp.add, _boxfall.NamespaceFunction)

@@ -15,7 +15,7 @@ use pyo3::ffi;
 use pyo3::impl_::trampoline::{fastcall_cfunction_with_keywords, unaryfunc, MethodDef};
 use pyo3::prelude::*;
 use pyo3::pyclass::PyClass;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
 /// The entry point as an object stores it (null: none, which the interpreter reads as "use
 /// `tp_call`").
@@ -66,6 +66,27 @@ impl<'a, 'py> VectorArgs<'a, 'py> {
     pub fn positional(&self) -> &'a [Bound<'py, PyAny>] {
         // SAFETY: the interpreter's array holds `nargs` objects, borrowed for the call.
         unsafe { slice(self.args, nargs(self.nargsf)) }
+    }
+
+    /// The value the call passed by keyword `name`, if it passed one.
+    #[inline]
+    pub fn keyword(&self, name: &Bound<'py, PyString>) -> Option<&'a Bound<'py, PyAny>> {
+        if self.kwnames.is_null() {
+            return None;
+        }
+        let n = nargs(self.nargsf);
+        // SAFETY: a non-null `kwnames` is the vectorcall's tuple of keyword names, borrowed
+        // for the call, and `args` holds the positional objects and then one value per name.
+        let (names, all) = unsafe {
+            let names = Borrowed::from_ptr(name.py(), self.kwnames).cast_unchecked::<PyTuple>();
+            let all = slice(self.args, n + names.len());
+            (names, all)
+        };
+        // The interpreter passes names as its code's interned strings: mostly one pointer.
+        let at = names
+            .iter()
+            .position(|k| k.is(name) || k.eq(name).unwrap_or(false))?;
+        all.get(n + at)
     }
 
     /// The call passed on to `to`, with the same arguments (no frame of ours on the way).
