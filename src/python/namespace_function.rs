@@ -166,12 +166,6 @@ impl NamespaceFunction {
         Ok(made)
     }
 
-    /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
-    fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
-        let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
-        field.checked_sub(slf.as_ptr() as usize)
-    }
-
     /// A call by tuple and dict (the first ones, before the class takes vectorcalls, and the
     /// view route's).
     fn call_with<'py>(
@@ -232,7 +226,7 @@ impl NamespaceFunction {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        ffi::install_vectorcall(&INSTALLED, slf, || Self::entry_offset(slf));
+        ffi::install_vectorcall(&INSTALLED, slf, &slf.get().vectorcall);
         slf.get().call_with(args, kwargs)
     }
 

@@ -455,7 +455,7 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// Switches the `OpOverload` class to vectorcall, from one of its objects (once; the GIL
 /// serialises the callers).
 fn install_vectorcall(slf: &Bound<'_, PyOpOverload>) {
-    ffi::install_vectorcall(&INSTALLED, slf, || PyOpOverload::entry_offset(slf));
+    ffi::install_vectorcall(&INSTALLED, slf, &slf.get().vectorcall);
 }
 
 /// Whether `op`'s calls from Python try the lean entry first (for tests).

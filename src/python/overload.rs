@@ -103,14 +103,7 @@ impl PyOpOverload {
 
     /// Where in the object `op.redispatch` is kept (bytes from its start).
     pub fn redispatch_offset(slf: &Bound<'_, Self>) -> Option<usize> {
-        let field = std::ptr::addr_of!(slf.get().redispatch) as usize;
-        field.checked_sub(slf.as_ptr() as usize)
-    }
-
-    /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
-    pub fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
-        let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
-        field.checked_sub(slf.as_ptr() as usize)
+        ffi::offset_in(slf, &slf.get().redispatch)
     }
 
     /// The fast path's plan (None while the operator is not defined).

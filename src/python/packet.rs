@@ -119,12 +119,6 @@ impl PyOpOverloadPacket {
             _ => super::ops::first_binding(py, &found, args, kwargs),
         }
     }
-
-    /// Where in the object the interpreter finds the vectorcall entry (bytes from its start).
-    fn entry_offset(slf: &Bound<'_, Self>) -> Option<usize> {
-        let field = std::ptr::addr_of!(slf.get().vectorcall) as usize;
-        field.checked_sub(slf.as_ptr() as usize)
-    }
 }
 
 #[pymethods]
@@ -208,7 +202,7 @@ impl PyOpOverloadPacket {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        ffi::install_vectorcall(&INSTALLED, slf, || Self::entry_offset(slf));
+        ffi::install_vectorcall(&INSTALLED, slf, &slf.get().vectorcall);
         Self::call_with(slf, args, kwargs)
     }
 

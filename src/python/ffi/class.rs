@@ -12,21 +12,27 @@ use pyo3::PyTypeInfo;
 
 use super::entry::{fastcall_entry, getter_entry, Entry, FastcallMethod, KeptAttribute};
 
+/// Where `field`, a field of `obj`'s Rust value, lies in the object: bytes from its start
+/// (None if it is not inside it).
+pub fn offset_in<T, F>(obj: &Bound<'_, T>, field: &F) -> Option<usize> {
+    (field as *const F as usize).checked_sub(obj.as_ptr() as usize)
+}
+
 /// Switches class `T` to vectorcall, from `obj`, one of its objects, whose entry point field
-/// lies at `offset()` bytes from its start: once, as `installed` records (the GIL serialises
-/// the callers). The class must have no subclasses (not declared `subclass`), so that every
-/// object of it has this layout, and each of its objects must hold a valid [`Entry`] there,
-/// set when it is made and never changed (the field's type says so).
+/// is `entry`: once, as `installed` records (the GIL serialises the callers). The class must
+/// have no subclasses (not declared `subclass`), so that every object of it has this layout,
+/// and each of its objects must hold a valid [`Entry`] there, set when it is made and never
+/// changed (the field's type says so).
 pub fn install_vectorcall<T: PyTypeInfo>(
     installed: &AtomicBool,
     obj: &Bound<'_, T>,
-    offset: impl FnOnce() -> Option<usize>,
+    entry: &Entry,
 ) {
     if installed.load(Ordering::Relaxed) {
         return;
     }
     installed.store(true, Ordering::Relaxed);
-    let Some(offset) = offset() else {
+    let Some(offset) = offset_in(obj, entry) else {
         return;
     };
     let ty = T::type_object_raw(obj.py());

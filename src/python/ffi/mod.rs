@@ -20,7 +20,7 @@ mod object;
 mod recursion;
 
 pub use alloc::MiMalloc;
-pub use class::{has_vectorcall, install_vectorcall, Getter, Member, Method};
+pub use class::{has_vectorcall, install_vectorcall, offset_in, Getter, Member, Method};
 pub use entry::{
     entry, lean, Entry, FastcallMethod, KeptAttribute, Return, VectorArgs, Vectorcall,
 };
