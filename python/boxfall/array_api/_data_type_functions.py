@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._boxfall import Tensor, backends_version
+from .._boxfall import Tensor
 from . import _dtypes
 from ._creation_functions import to_device
 from ._helpers import ARRAY_TYPES, device_of, same_device
@@ -30,45 +30,13 @@ OPS, _ = register(
 )
 
 
-_HELD: dict[tuple[str, Any], str] = {}
-"""``astype``'s dtype name by (a tensor's device, the dtype asked) where the device holds that
-dtype: a loop's ``astype(mask, x.dtype)`` decided it at every call (``requested``,
-``dtype_name``), a third of the call's Python. Forgotten when a backend is registered again,
-as ``_dtypes`` forgets what devices hold. A dtype the device lacks is decided at each call:
-its narrowing is counted and warned then."""
-_held_version = -1
-
-
-def _held_name(x: Tensor, dtype: Any) -> str | None:
-    """The name ``astype`` calls its operator with for ``x`` and ``dtype``, where ``x``'s device
-    holds ``dtype``; else None."""
-    global _held_version
-    version = backends_version()
-    if version != _held_version:
-        _HELD.clear()
-        _held_version = version
-    key = (x.device, dtype)
-    try:
-        return _HELD[key]
-    except KeyError:
-        pass
-    except TypeError:  # an unhashable dtype-like: decided by the caller
-        return None
-    if not _dtypes.holds(key[0], dtype):
-        return None
-    name = dtype_name(dtype)
-    if name is not None and len(_HELD) < 1024:
-        _HELD[key] = name
-    return name
-
-
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
     """The operator ``array_api::astype``; with a ``device`` other than ``x``'s, ``x`` is
     first moved there (so the dtype is the one that device holds). A dtype the device lacks is
     a ``bf.DTypeError`` before ``x``'s values move (narrowed instead on a backend registered
     with ``narrow=True``)."""
     if device is None and isinstance(x, Tensor):
-        name = _held_name(x, dtype)
+        name = _dtypes.held_name(x.device, dtype)
         if name is not None:
             # `copy` by keyword only where it is not the default: a keyword costs the call.
             if copy is True:

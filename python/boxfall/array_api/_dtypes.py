@@ -41,6 +41,7 @@ DEFAULT = {
 _held: dict[str, tuple[np.dtype, ...]] = {}
 _holds: dict[tuple[str, Any], builtins.bool] = {}
 _defaults: dict[str, dict[str, np.dtype]] = {}
+_held_names: dict[tuple[str, Any], str] = {}
 _held_version = -1
 
 
@@ -64,6 +65,7 @@ def _current() -> None:
         _held.clear()
         _holds.clear()
         _defaults.clear()
+        _held_names.clear()
         _held_version = version
 
 
@@ -110,6 +112,30 @@ def holds(device: object, dtype: Any) -> builtins.bool:
     if len(_holds) < 1024:
         _holds[key] = found
     return found
+
+
+def held_name(device: object, dtype: Any) -> str | None:
+    """``dtype``'s name (the operators' dtype argument) where ``device`` holds it; else None
+    (None asked, an unhashable dtype-like, or one the device lacks, which a caller decides at
+    each call: its narrowing is counted and warned then). Kept per (device, dtype) as ``holds``
+    is: ``astype(mask, x.dtype)`` in a loop asked ``holds`` and the name at every call, a
+    third of the call's Python."""
+    if dtype is None:
+        return None
+    _current()
+    key = (str(device), dtype)
+    try:
+        return _held_names[key]
+    except KeyError:
+        pass
+    except TypeError:
+        return None
+    if not holds(device, dtype):
+        return None
+    name = np.dtype(dtype).name
+    if len(_held_names) < 1024:
+        _held_names[key] = name
+    return name
 
 
 def defaults_of(device: object) -> dict[str, np.dtype]:
