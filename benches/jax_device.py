@@ -280,6 +280,7 @@ def bench_graph(rounds: int, sizes: tuple[int, ...], limits: tuple[int, ...] = (
         print(
             f"  {'':9} one call: {figures['graphs_run']} graph(s) of {figures['max_nodes']} "
             f"nodes at most, compiled {figures['compiled']}, cache hits {figures['cache_hits']}, "
+            f"run ahead {figures['ran_ahead']} (missed {figures['ahead_missed']}), "
             f"syncs {dict(figures['syncs'])}, breaks {dict(figures['breaks']) or 'none'}; "
             f"compiles after the first call: {compiler.compiles - compiles}"
         )

@@ -226,7 +226,7 @@ def report(backend: object = None, sort: str = "time", top: int | None = None) -
         f"graph mode: {g['compiled']} graphs compiled ({g['compile_s'] * 1e3:.1f} ms), "
         f"{g['cache_hits']} cache hits, {g['graphs_run']} run ({g['execute_s'] * 1e3:.1f} ms), "
         f"{g['nodes_per_graph']:.1f} nodes per graph (most {g['max_nodes']}), "
-        f"{g['failures']} failed",
+        f"{g['ran_ahead']} run ahead ({g['ahead_missed']} missed), {g['failures']} failed",
         "  syncs: " + (", ".join(f"{k} {v}" for k, v in sorted(g["syncs"].items())) or "none"),
         "  graph breaks: "
         + (", ".join(f"{k} {v}" for k, v in sorted(g["breaks"].items())) or "none"),
@@ -268,12 +268,16 @@ def graphs() -> dict[str, Any]:
     (seconds in the compilers and the compiled programs), ``graphs_run``, ``nodes``,
     ``nodes_per_graph`` and ``max_nodes`` (of the graphs run), ``donated`` (input buffers the
     programs consumed for their results: the old data of tensors written in place, which
-    nothing else held), ``failures`` (syncs whose
-    program failed: nothing committed), ``syncs`` (by reason: ``"numpy"``, ``"payload"``,
-    ``"materialize"``, ``"graph break"``, ``"sync"``, ``"size limit"``, ``"another device"``: a
-    call on another device of the backend, whose graph runs apart), ``breaks`` (graph
-    breaks per operator) and ``recompiles`` (why each graph after a backend's first compiled:
-    its first difference from the nearest compiled graph, the last 64, oldest first)."""
+    nothing else held), ``ran_ahead`` (syncs whose results came from their program launched
+    ahead, while the graph was still being recorded: a graph the last two syncs ran, launched
+    once its inputs are known, confirmed whole at the sync), ``ahead_missed`` (programs
+    launched ahead whose results were let go, the recording being another graph or reading
+    other data: device time spent for nothing), ``failures`` (syncs whose program failed:
+    nothing committed), ``syncs`` (by reason: ``"numpy"``, ``"payload"``, ``"materialize"``,
+    ``"graph break"``, ``"sync"``, ``"size limit"``, ``"another device"``: a call on another
+    device of the backend, whose graph runs apart), ``breaks`` (graph breaks per operator) and
+    ``recompiles`` (why each graph after a backend's first compiled: its first difference from
+    the nearest compiled graph, the last 64, oldest first)."""
     return dict(_boxfall.graph_metrics())
 
 

@@ -31,6 +31,12 @@ pub struct GraphFigures {
     /// of tensors written in place, which nothing else held
     /// ([`CompiledGraph::run_donating`](super::CompiledGraph::run_donating)).
     pub donated: u64,
+    /// Syncs whose results came from their program run ahead, launched while the graph was
+    /// still being recorded ([`CompiledGraph::runs_ahead`](super::CompiledGraph::runs_ahead)).
+    pub ran_ahead: u64,
+    /// Programs run ahead whose results were let go: the recording was another graph (the
+    /// device's time they took was spent for nothing).
+    pub ahead_missed: u64,
     /// Syncs that failed (nothing committed).
     pub failures: u64,
     /// Syncs by reason (`"numpy"`, `"payload"`, `"graph break"`, `"sync"`, ...).
@@ -58,6 +64,8 @@ static FIGURES: Mutex<GraphFigures> = Mutex::new(GraphFigures {
     nodes: 0,
     max_nodes: 0,
     donated: 0,
+    ran_ahead: 0,
+    ahead_missed: 0,
     failures: 0,
     syncs: BTreeMap::new(),
     breaks: BTreeMap::new(),
@@ -115,6 +123,15 @@ pub(crate) fn executed(ns: u64, nodes: u64, donated: u64) {
         f.nodes += nodes;
         f.max_nodes = f.max_nodes.max(nodes);
     });
+}
+
+pub(crate) fn ran_ahead(ns: u64, nodes: u64) {
+    with(|f| f.ran_ahead += 1);
+    executed(ns, nodes, 0);
+}
+
+pub(crate) fn ahead_missed() {
+    with(|f| f.ahead_missed += 1);
 }
 
 pub(crate) fn failure() {

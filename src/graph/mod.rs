@@ -13,13 +13,16 @@
 //! constants made comparable), `sites.rs` (where graphs compile), `hooks.rs` (how a thread
 //! waits for another's sync, how narrowing is warned) and `keys.rs` (the `Graph` key) name
 //! none of the others; `program.rs` (the graph a compiler gets); `state.rs` (graph
-//! backends, and the recordings per (backend, thread)); `pending.rs`; `sync.rs`; `inplace.rs`
+//! backends, and the recordings per (backend, thread)); `pending.rs`; `ahead.rs` (a repeated
+//! graph's program launched while it is still recorded); `sync.rs`; `inplace.rs`
 //! (in-place calls recorded functionally); `views.rs` (views read and written as nodes on their
 //! base); `donate.rs` (which inputs a program may consume); `limit.rs` (each backend's size
 //! limit); `record.rs` (the recorder, and `register_graph_backend`, which installs it).
 
+mod ahead;
 mod constants;
 mod donate;
+mod guess;
 mod hooks;
 mod inplace;
 mod keys;

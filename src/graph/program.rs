@@ -556,6 +556,31 @@ pub trait CompiledGraph: Send + Sync + 'static {
         donate.fill(false);
         self.run(inputs, scalars)
     }
+
+    /// Whether boxfall may run the program ahead: launch it while its graph is still being
+    /// recorded (on the inputs' data read so far and the last run's for the rest, and on the
+    /// last run's scalar values), and let its results go unread where the recording turns out
+    /// to be another graph or to read other data. True only for a program whose run has no
+    /// effect but its results (JAX's without a host callback, whose CPU kernel counts its
+    /// calls), that returns at once, computing meanwhile (JAX's async dispatch: then the
+    /// device computes while the host records), on payloads nothing writes in place (JAX's
+    /// arrays: boxfall tells data apart by its address). False (the default) runs it at the
+    /// sync.
+    ///
+    /// ```
+    /// use boxfall::graph::CompiledGraph;
+    /// use boxfall::tensor::TensorData;
+    /// struct Nothing;
+    /// impl CompiledGraph for Nothing {
+    ///     fn run(&self, _: &[TensorData], _: &[boxfall::IValue]) -> boxfall::Result<Vec<TensorData>> {
+    ///         Ok(vec![])
+    ///     }
+    /// }
+    /// assert!(!Nothing.runs_ahead());
+    /// ```
+    fn runs_ahead(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

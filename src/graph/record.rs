@@ -18,6 +18,7 @@ use crate::key::{carry_key, register_functionality_key, DispatchKey, DispatchKey
 use crate::schema::ArgKind;
 use crate::tensor::{hold_writes, DType, Device, Tensor, TensorData, TensorMeta};
 
+use super::ahead;
 use super::constants::described_stack;
 use super::hooks::narrowed;
 use super::inplace::{self, Write};
@@ -492,6 +493,10 @@ fn record_node(
         args,
         outputs: metas,
     });
+    if let Some((guess, inputs)) = ahead::due(r) {
+        drop(guard);
+        ahead::launch(&rec, generation, guess, inputs);
+    }
     Ok(())
 }
 

@@ -20,7 +20,8 @@ use crate::ivalue::IValue;
 use crate::key::DispatchKey;
 use crate::tensor::{Device, Tensor, TensorData, TensorMeta, ViewLayout};
 
-use super::program::{CompiledGraph, Graph, GraphCompiler, Node, StructureHash};
+use super::guess::{Ahead, Guess};
+use super::program::{same_node, CompiledGraph, Graph, GraphCompiler, Node, StructureHash};
 
 /// A graph backend: its compiler and its cache of compiled graphs, by structural key (the
 /// text, which a compile's reason compares) and by structural hash (what a sync looks up).
@@ -85,6 +86,14 @@ pub(crate) struct Recording {
     /// a long run of calls the next graph is, which its compile's site names (`limit.rs`).
     pub(crate) cuts: usize,
     pub(crate) state: State,
+    /// The whole graph the last sync ran, and the guess for the next recording: that graph
+    /// where the sync before it ran it too (`ahead.rs`).
+    pub(crate) last: Option<Arc<Guess>>,
+    pub(crate) guess: Option<Arc<Guess>>,
+    /// Runs ahead missed in a row, and how many repeating recordings are still not guessed
+    /// after the last miss (`ahead::guess_next`).
+    pub(crate) misses: u32,
+    pub(crate) skip: u32,
 }
 
 /// What a graph is recorded into.
@@ -103,6 +112,8 @@ pub(crate) struct State {
     /// The views read (`_strided_view` nodes): each node's layout, for a later read of the same
     /// place of the same data to reuse (`views.rs`).
     pub(crate) view_reads: Vec<(ViewLayout, usize)>,
+    /// Where the state stands with running its guessed program ahead (`ahead.rs`).
+    pub(crate) ahead: Ahead,
 }
 
 impl State {
@@ -124,6 +135,31 @@ impl State {
     pub(crate) fn push_node(&mut self, node: Node) {
         self.hash.node(&node);
         self.nodes.push(node);
+    }
+
+    /// Whether `graph` is the graph the state makes with `results` as its outputs, recorded whole:
+    /// then their keys ([`Graph::key`]) are one, without writing either.
+    pub(crate) fn recorded_as(&self, graph: &Graph, results: &[(usize, usize)]) -> bool {
+        let state = self;
+        graph.outputs == results
+            && graph.inputs.len() == state.inputs.len()
+            && graph.scalars.len() == state.scalars.len()
+            && graph
+                .scalars
+                .iter()
+                .zip(&state.scalars)
+                .all(|(t, v)| *t == v.type_name())
+            && graph.nodes.len() == state.nodes.len()
+            && graph
+                .inputs
+                .iter()
+                .zip(&state.inputs)
+                .all(|(m, i)| *m == i.meta)
+            && graph
+                .nodes
+                .iter()
+                .zip(&state.nodes)
+                .all(|(a, b)| same_node(a, b))
     }
 }
 
@@ -169,6 +205,10 @@ pub(crate) fn recording(backend: DispatchKey) -> Arc<Shared> {
                 computing: None,
                 cuts: 0,
                 state: State::default(),
+                last: None,
+                guess: None,
+                misses: 0,
+                skip: 0,
             }),
             settled: Condvar::new(),
         });

@@ -10,12 +10,14 @@ use crate::ivalue::IValue;
 use crate::key::{DispatchKey, LocalKeysGuard};
 use crate::tensor::{Payload, Tensor, TensorData};
 
+use super::ahead;
 use super::donate;
+use super::guess::{Ahead, Guess, Outcome, WeakData};
 use super::keys::graph_keys;
 use super::limit::SIZE_LIMIT;
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of};
-use super::program::{same_node, Arg, CompiledGraph, Graph, SETTINGS};
+use super::program::{Arg, CompiledGraph, Graph, SETTINGS};
 use super::state::{
     graph_backend, lock, prune_orphans, recordings, settle, wait_settled, GraphBackend, Shared,
     State,
@@ -194,14 +196,15 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
     let run = {
         let _eager = LocalKeysGuard::exclude(graph_keys());
         if outputs.is_empty() {
-            Ok(Vec::new())
+            Ok((Vec::new(), None, Outcome::NotLaunched))
         } else {
             run_graph(backend, &mut state, &outputs, part)
         }
     };
     let mut r = lock(rec);
     let done = match run {
-        Ok(datas) => {
+        Ok((datas, ran, outcome)) => {
+            ahead::guess_next(&mut r, ran, outcome);
             for (&i, data) in outputs.iter().zip(datas) {
                 let t: &Tensor = &state.pending[i].0;
                 if let Some(p) = pending_of(&t.data()) {
@@ -215,6 +218,8 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
         Err(e) => {
             // Nothing committed: every pending tensor stays pending, in the graph it was in.
             r.state = state;
+            r.state.ahead = Ahead::Declined;
+            ahead::guess_next(&mut r, None, Outcome::NotLaunched);
             metrics::failure();
             Err(e)
         }
@@ -234,7 +239,7 @@ fn run_graph(
     state: &mut State,
     outputs: &[usize],
     part: Option<usize>,
-) -> Result<Vec<TensorData>> {
+) -> Result<(Vec<TensorData>, Option<Guess>, Outcome)> {
     let gb = graph_backend(backend)
         .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
     let results: Vec<(usize, usize)> = outputs
@@ -247,6 +252,26 @@ fn run_graph(
             "the settings of graph backend '{backend}' could not be read; no tensor was changed: {e}"
         ))
     })?;
+    // A program run ahead (`ahead.rs`) gives the results where the recording is its graph.
+    let mut outcome = Outcome::NotLaunched;
+    if let Ahead::Launched(l) = std::mem::take(&mut state.ahead) {
+        if ahead::confirmed(&l, state, &results, &settings) {
+            metrics::cache_hit();
+            metrics::ran_ahead(l.ns, l.guess.graph.nodes.len() as u64);
+            let again = Guess {
+                graph: l.guess.graph.clone(),
+                program: l.guess.program.clone(),
+                scalars: l.guess.scalars.clone(),
+                inputs: l.inputs.iter().map(WeakData::of).collect(),
+            };
+            return Ok((l.outs, part.is_none().then_some(again), Outcome::Confirmed));
+        }
+        outcome = Outcome::Missed;
+        metrics::ahead_missed();
+        log::debug!(
+            "graph backend '{backend}': the program run ahead was not the graph recorded; its results are let go"
+        );
+    }
     let mut hash = state.hash;
     hash.settings(&settings);
     let hash = hash.with_outputs(&results);
@@ -258,14 +283,14 @@ fn run_graph(
         .and_then(|progs| {
             progs
                 .iter()
-                .find(|(g, _)| g.settings == settings && recorded_as(g, state, &results))
+                .find(|(g, _)| g.settings == settings && state.recorded_as(g, &results))
                 .map(|(g, p)| (g.clone(), p.clone()))
         });
     // A hit runs the graph as recorded: every node, input and scalar of the state, in order.
-    let (program, graph, used, nodes) = match found {
+    let (program, graph, used, nodes, whole) = match found {
         Some((g, p)) => {
             metrics::cache_hit();
-            (p, g, None, state.nodes.len())
+            (p, g, None, state.nodes.len(), true)
         }
         None => {
             let (mut graph, used) = build(backend, state, outputs);
@@ -285,7 +310,7 @@ fn run_graph(
                     .or_default()
                     .push((graph.clone(), p.clone()));
             }
-            (p, graph, Some(used), nodes)
+            (p, graph, Some(used), nodes, whole)
         }
     };
     // Which of `state.inputs` and `state.scalars` the program's inputs and scalars are.
@@ -324,31 +349,18 @@ fn run_graph(
         nodes as u64,
         consumed as u64,
     );
-    Ok(outs)
-}
-
-/// Whether `graph` is the graph `state` makes with `results` as its outputs, recorded whole:
-/// then their keys ([`Graph::key`]) are one, without writing either.
-fn recorded_as(graph: &Graph, state: &State, results: &[(usize, usize)]) -> bool {
-    graph.outputs == results
-        && graph.inputs.len() == state.inputs.len()
-        && graph.scalars.len() == state.scalars.len()
-        && graph
-            .scalars
+    // The next recording may repeat this graph: a whole one, which consumed nothing (a run
+    // ahead donates nothing, so it must be a program that ran without donating).
+    let ran = (whole && part.is_none() && consumed == 0).then(|| Guess {
+        graph,
+        program,
+        scalars,
+        inputs: at
             .iter()
-            .zip(&state.scalars)
-            .all(|(t, v)| *t == v.type_name())
-        && graph.nodes.len() == state.nodes.len()
-        && graph
-            .inputs
-            .iter()
-            .zip(&state.inputs)
-            .all(|(m, i)| *m == i.meta)
-        && graph
-            .nodes
-            .iter()
-            .zip(&state.nodes)
-            .all(|(a, b)| same_node(a, b))
+            .map(|&i| WeakData::of(&state.inputs[i].data))
+            .collect(),
+    });
+    Ok((outs, ran, outcome))
 }
 
 /// The program of `graph` from the backend's cache by its key, else compiled (the compile's

@@ -244,6 +244,9 @@ impl GraphCompiler for PyCompiler {
 /// consumed (`CompiledGraph::run_donating`). The attribute is read at each such run, so its
 /// owner may change it; where none is offered, the function is called without `donate=`, as
 /// one that does not donate is.
+///
+/// A function whose attribute `runs_ahead` is true may be called ahead, while its graph is
+/// still being recorded, and its results let go unread (`CompiledGraph::runs_ahead`).
 struct PyCompiled {
     f: Py<PyAny>,
     device: crate::tensor::Device,
@@ -340,6 +343,19 @@ impl CompiledGraph for PyCompiled {
             return self.call(inputs, scalars, None);
         }
         self.call(inputs, scalars, Some(donate))
+    }
+
+    /// The function's attribute `runs_ahead`, read each time (its owner sets it once it knows:
+    /// JAX's program once traced, where it finds whether it has a host callback); none is
+    /// false.
+    fn runs_ahead(&self) -> bool {
+        Python::attach(|py| {
+            self.f
+                .bind(py)
+                .getattr(pyo3::intern!(py, "runs_ahead"))
+                .and_then(|v| v.is_truthy())
+                .unwrap_or(false)
+        })
     }
 }
 
@@ -463,6 +479,8 @@ pub fn graph_metrics(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         f.nodes as f64 / f.graphs_run as f64
     };
     d.set_item("nodes_per_graph", per)?;
+    d.set_item("ran_ahead", f.ran_ahead)?;
+    d.set_item("ahead_missed", f.ahead_missed)?;
     d.set_item("failures", f.failures)?;
     d.set_item("syncs", f.syncs.into_py_dict(py)?)?;
     d.set_item("breaks", f.breaks.into_py_dict(py)?)?;

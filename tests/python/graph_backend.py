@@ -33,7 +33,10 @@ class Compiler:
     """Replays each graph (``graph.replay``), counting compiles and runs (``runs``: per graph
     key); ``fail`` makes the compiled functions raise; ``delay`` (seconds) makes each run
     sleep first, the GIL released, so that other threads find its graph being computed;
-    ``on_compile(graph)``, if set, runs inside each compile."""
+    ``on_compile(graph)``, if set, runs inside each compile; ``runs_ahead`` is what each
+    compiled function says of being run ahead, and ``pending_at_runs`` the pending graphs
+    (``bf.graph.dump()``) at each run: none at a sync, which takes the graph it runs, and the
+    part recorded so far at a run ahead of its sync."""
 
     def __init__(self) -> None:
         self.graphs: list[bf.Graph] = []
@@ -41,6 +44,8 @@ class Compiler:
         self.delay = 0.0
         self.on_compile: Any = None
         self.runs: Counter[str] = Counter()
+        self.runs_ahead = False
+        self.pending_at_runs: list[str] = []
         self._lock = threading.Lock()
 
     def __call__(self, graph: bf.Graph) -> Any:
@@ -49,22 +54,31 @@ class Compiler:
         self.graphs.append(graph)
         key = graph.key
 
-        def run(payloads: list[Any]) -> list[Any]:
-            with self._lock:
-                self.runs[key] += 1
-            if self.delay:
-                time.sleep(self.delay)
-            if self.fail:
-                raise RuntimeError("the test program failed")
-            return graph.replay(payloads)
+        compiler = self
 
-        return run
+        class Run:
+            @property
+            def runs_ahead(self) -> bool:
+                return compiler.runs_ahead
+
+            def __call__(self, payloads: list[Any]) -> list[Any]:
+                with compiler._lock:
+                    compiler.runs[key] += 1
+                compiler.pending_at_runs.append(bf.graph.dump())
+                if compiler.delay:
+                    time.sleep(compiler.delay)
+                if compiler.fail:
+                    raise RuntimeError("the test program failed")
+                return graph.replay(payloads)
+
+        return Run()
 
     def settle(self) -> None:
         """Back to its defaults: nothing set to fail, delay or run at a compile."""
         self.fail = False
         self.delay = 0.0
         self.on_compile = None
+        self.runs_ahead = False
 
 
 def fresh(compiler: Compiler) -> Any:
@@ -74,6 +88,7 @@ def fresh(compiler: Compiler) -> Any:
     bf.sync()
     compiler.graphs.clear()
     compiler.runs.clear()
+    compiler.pending_at_runs.clear()
     compiler.settle()
     bf.metrics.reset()
     yield

@@ -80,6 +80,34 @@ def test_the_workload_in_graph_mode_gives_the_eager_values(gx):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4)
 
 
+def test_the_workload_repeated_runs_ahead_and_gives_the_eager_values(gx):
+    p = workload.Problem(n=300, d=4, k=3, iterations=2)
+    x, y = (a.astype(np.float32) for a in workload.make_data(p))
+    ex = bj.namespace()
+    want = workload.kmeans_ridge(ex, ex.asarray(x), ex.asarray(y), p)
+    for _ in range(4):
+        got = workload.kmeans_ridge(gx, gx.asarray(x), gx.asarray(y), p)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-4)
+    figures = bf.metrics.graphs()
+    # The third and fourth calls' programs were launched while they were being recorded.
+    assert (figures["ran_ahead"], figures["ahead_missed"]) == (2, 0)
+
+
+def test_a_program_with_a_host_callback_never_runs_ahead(gx):
+    compiler = bj.graph_compiler()
+    name = "array_api::nextafter"
+    a, b = data()
+    before = compiler.host_callbacks[name]
+    for _ in range(4):
+        x, y = gx.asarray(a), gx.asarray(b)
+        got = gx.multiply(gx.nextafter(gx.add(x, y), y), 3.0)
+        np.testing.assert_array_equal(got.numpy(), np.nextafter(a + b, b) * np.float32(3.0))
+    # Each run's CPU kernel ran once, at its sync: a run let go would count one more.
+    assert compiler.host_callbacks[name] == before + 4
+    assert bf.metrics.graphs()["ran_ahead"] == 0
+
+
 def test_a_pending_tensor_has_the_dtype_its_value_will_have(gx):
     # Without JAX's 64-bit types the device narrows NumPy's int64 indices to int32: the
     # recorder says so before anything runs.

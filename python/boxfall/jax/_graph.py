@@ -252,7 +252,11 @@ class JaxCompiler:
             if has_scalars:
                 values = values[:first] + last.of(values[first:])
             if donate is None:
-                return jitted(values)
+                outs = jitted(values)
+                # Traced now: a program without a host callback only launches (JAX dispatches
+                # it and returns), so boxfall may run it ahead of its graph's sync.
+                run.runs_ahead = not trace.host  # type: ignore[attr-defined]
+                return outs
             key = (tuple(donate), self.donate_min_bytes)
             d = donating.get(key, _UNSEEN)
             if d is _UNSEEN:
@@ -261,7 +265,9 @@ class JaxCompiler:
                     d = donating[key] = donating_program(*key)
             if d is None or not self.donate or trace.host:
                 donate[:] = [False] * len(donate)  # nothing consumed
-                return jitted(values)
+                outs = jitted(values)
+                run.runs_ahead = not trace.host  # type: ignore[attr-defined]
+                return outs
             donate[:] = d.consumed  # an offered payload under the least bytes is kept
             try:
                 outs = d.jitted(
@@ -279,6 +285,8 @@ class JaxCompiler:
         # that says it takes it, offering only payloads of ``donates`` bytes or more (read at
         # each run: the setters above change it).
         run.donates = self._donates()  # type: ignore[attr-defined]
+        # Until its first run traces it, nothing says whether it has a host callback.
+        run.runs_ahead = False  # type: ignore[attr-defined]
         self._programs.add(run)
         return run
 
