@@ -772,6 +772,14 @@ def register_backend(
     raises, the entries of those it kept. Where it raises with an entry left true, that input
     is taken as gone: the tensors computed from it cannot be computed (reading one says so),
     and the next sync computes the rest. ``bf.metrics.graphs()["donated"]`` counts them.
+    A function whose attribute ``runs_ahead`` is true (read at each sync) may be run ahead:
+    where a recording repeats the graph its last two syncs ran, it is called at the
+    recording's first node (on the inputs read so far, the last run's for the rest, and the
+    last run's scalars), and its results are the sync's only where the recording turns out to
+    be that graph on that data, else let go (``ran_ahead`` and ``ahead_missed`` in
+    ``bf.metrics.graphs()``). Set it only on a function whose call has no effect but its
+    results, returns at once while the device computes (JAX's async dispatch), and reads
+    payloads nothing writes in place.
     """
 
 def backends_version() -> int:
