@@ -15,6 +15,8 @@ import boxfall.array_api as xp
 import numpy as np
 import pytest
 from graph_backend import Compiler, fresh, register
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 COMPILER = Compiler()
 GRAPH = register("GraphAhead", COMPILER)
@@ -256,3 +258,48 @@ def test_a_thread_that_syncs_the_recording_during_its_launch_wins_and_no_value_i
     # The reader's sync computed the whole graph (the launch's was not its to confirm), and
     # the launch, back after that sync began, was let go unconfirmed and uncounted.
     assert (figures["failures"], figures["ran_ahead"], figures["ahead_missed"]) == (0, 0, 0)
+
+
+OPS = ["add", "multiply", "subtract", "scale", "iadd", "sum"]
+
+
+def replay(steps: list[tuple[str, float]], x: Any, y: Any, ns: Any) -> Any:
+    """``steps`` on ``x`` (``y`` read by the last), in namespace ``ns`` (boxfall's or NumPy)."""
+    t = ns.multiply(x, 1.0)
+    for name, c in steps:
+        if name == "add":
+            t = ns.add(t, x)
+        elif name == "multiply":
+            t = ns.multiply(t, t)
+        elif name == "subtract":
+            t = ns.subtract(t, x)
+        elif name == "scale":
+            t = ns.multiply(t, c)
+        elif name == "iadd":
+            t += x
+        else:
+            t = ns.add(ns.sum(t), t)
+    return ns.add(t, y)
+
+
+@given(
+    steps=st.lists(st.tuples(st.sampled_from(OPS), st.sampled_from([0.5, 2.0, -1.0])), max_size=6),
+    change=st.sampled_from(["none", "scalar", "y kept", "y new", "one more"]),
+)
+@settings(max_examples=40, deadline=None)
+def test_random_programs_run_ahead_give_the_eager_values(
+    steps: list[tuple[str, float]], change: str
+) -> None:
+    COMPILER.runs_ahead = True
+    a, b = np.linspace(-1.0, 1.0, 5), np.linspace(2.0, 3.0, 5)
+    x, y = GRAPH.tensor(a), GRAPH.tensor(b)
+    for _ in range(3):
+        np.testing.assert_allclose(replay(steps, x, y, xp).numpy(), replay(steps, a, b, np))
+    # A fourth call as the last, or changed after its launch in one way.
+    b2 = b + 1.0 if change in ("y kept", "y new") else b
+    y2 = GRAPH.tensor(b2) if change in ("y kept", "y new") else y
+    if change == "y new":
+        del y  # the last run's y is gone: the launch waits for this one
+    s2 = [(n, 3.0 if n == "scale" else c) for n, c in steps] if change == "scalar" else steps
+    s2 = s2 + [("add", 0.0)] if change == "one more" else s2
+    np.testing.assert_allclose(replay(s2, x, y2, xp).numpy(), replay(s2, a, b2, np))
