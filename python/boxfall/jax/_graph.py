@@ -13,6 +13,12 @@ written in place, which nothing else holds) with ``jax.jit``'s ``donate_argnums`
 device holds one copy of an updated array, not two. A program with a host callback consumes
 none: its Python kernel may raise after the inputs were given up, and a failed sync keeps the
 graph for a retry.
+
+A program without a host callback says, once traced, that it may run ahead (its attribute
+``runs_ahead``): a call of it only dispatches (JAX computes asynchronously) and has no other
+effect, so boxfall may launch it while a repeated graph is still being recorded, and the device
+computes meanwhile. A host callback's CPU kernel counts its calls, which a run let go would
+miscount, so such a program runs at its sync.
 """
 
 from __future__ import annotations
