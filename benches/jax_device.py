@@ -318,7 +318,8 @@ def _split(
             part.append(v * 1e3)
     m = [statistics.median(v) for v in parts]
     return (
-        f"split (ms): graph mode records {m[0]:.2f}, syncs {m[1]:.2f}, waits {m[2]:.2f}; "
+        f"split (ms): graph mode records {m[0]:.2f} (its program's launch, run ahead, "
+        f"included), syncs {m[1]:.2f}, waits {m[2]:.2f}; "
         f"jax.jit launches {m[3]:.2f}, waits {m[4]:.2f}; graph mode records again at once "
         f"(no wait before: caches warm) {m[5]:.2f}"
     )
