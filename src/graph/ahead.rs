@@ -54,7 +54,7 @@ pub(crate) fn due(r: &mut Recording) -> Option<(Arc<Guess>, Vec<TensorData>)> {
         && begins(g, state, &guess.scalars);
     let launch = fits.then(|| {
         let mut inputs: Vec<TensorData> = state.inputs.iter().map(|i| i.data.clone()).collect();
-        for w in &guess.inputs[inputs.len()..] {
+        for w in guess.inputs.get(inputs.len()..)? {
             inputs.push(w.upgrade()?);
         }
         Some((guess.clone(), inputs))
