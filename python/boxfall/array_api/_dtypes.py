@@ -39,9 +39,8 @@ DEFAULT = {
 
 
 _held: dict[str, tuple[np.dtype, ...]] = {}
-_holds: dict[tuple[str, Any], builtins.bool] = {}
 _defaults: dict[str, dict[str, np.dtype]] = {}
-_held_names: dict[tuple[str, Any], str] = {}
+_held_names: dict[tuple[str, Any], str | None] = {}
 _held_version = -1
 
 
@@ -63,7 +62,6 @@ def _current() -> None:
     version = backends_version()
     if version != _held_version:
         _held.clear()
-        _holds.clear()
         _defaults.clear()
         _held_names.clear()
         _held_version = version
@@ -98,30 +96,21 @@ def holds(device: object, dtype: Any) -> builtins.bool:
     dtype): a function asked for a dtype on a device asks this at every call, and turning a
     dtype object into a ``np.dtype`` and comparing it with each held one is microseconds of
     Python a call."""
-    _current()
-    key = (str(device), dtype)
-    try:
-        return _holds[key]
-    except KeyError:
-        pass
-    except TypeError:  # an unhashable dtype-like: asked afresh
-        held = held_by(device)
-        return held is ALL or np.dtype(dtype) in held
-    held = held_by(device)
-    found = held is ALL or np.dtype(dtype) in held
-    if len(_holds) < 1024:
-        _holds[key] = found
-    return found
+    return _name_if_held(device, dtype) is not None
 
 
 def held_name(device: object, dtype: Any) -> str | None:
     """``dtype``'s name (the operators' dtype argument) where ``device`` holds it; else None
-    (None asked, an unhashable dtype-like, or one the device lacks, which a caller decides at
-    each call: its narrowing is counted and warned then). Kept per (device, dtype) as ``holds``
-    is: ``astype(mask, x.dtype)`` in a loop asked ``holds`` and the name at every call, a
-    third of the call's Python."""
-    if dtype is None:
-        return None
+    (None asked, or a dtype the device lacks, which a caller decides at each call: its
+    narrowing is counted and warned then). Kept with ``holds``'s answer: ``astype(mask,
+    x.dtype)`` in a loop asked ``holds`` and the name at every call, a third of the call's
+    Python."""
+    return None if dtype is None else _name_if_held(device, dtype)
+
+
+def _name_if_held(device: object, dtype: Any) -> str | None:
+    """``dtype``'s name where ``device`` holds it, else None: kept per (device, dtype), but for
+    an unhashable dtype-like, decided afresh."""
     _current()
     key = (str(device), dtype)
     try:
@@ -129,13 +118,17 @@ def held_name(device: object, dtype: Any) -> str | None:
     except KeyError:
         pass
     except TypeError:
-        return None
-    if not holds(device, dtype):
-        return None
-    name = np.dtype(dtype).name
+        return _decide(device, dtype)
+    name = _decide(device, dtype)
     if len(_held_names) < 1024:
         _held_names[key] = name
     return name
+
+
+def _decide(device: object, dtype: Any) -> str | None:
+    d = np.dtype(dtype)
+    held = held_by(device)
+    return d.name if held is ALL or d in held else None
 
 
 def defaults_of(device: object) -> dict[str, np.dtype]:
