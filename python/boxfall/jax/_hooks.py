@@ -151,15 +151,13 @@ class JaxHooks:
         return [np.asarray(a) for a in jax.device_get(payloads)]
 
     def from_cpu(self, array: np.ndarray, *, device: int = 0) -> jax.Array:
-        # may_alias=False: on JAX's CPU a device_put may otherwise keep the NumPy memory, which
-        # boxfall writes later (the host copy of residency); a JAX array must not change.
         # `device`: the index of the tensor's device, which boxfall passes (the hook takes it).
-        return jax.device_put(array, self.devices[device], may_alias=False)
+        return put(array, self.devices[device])
 
     def copy_from_cpu(self, payload: jax.Array, array: np.ndarray) -> jax.Array:
         # Immutable: the new values are a new array, which boxfall puts in the tensor's place,
         # on the device the old one was on.
-        return jax.device_put(array, device_of(payload, self.device), may_alias=False)
+        return put(array, device_of(payload, self.device))
 
     def view(
         self,
@@ -213,6 +211,19 @@ class JaxHooks:
         if math.prod(shape) == 0:
             return base
         return _scatter(base, values, shape=shape, strides=strides, offset=int(offset))
+
+
+def put(array: np.ndarray, device: jax.Device) -> jax.Array:
+    """``array``'s values as a ``jax.Array`` on ``device`` that no later write to ``array`` can
+    change. On JAX's CPU a ``device_put`` of a NumPy array keeps sharing its memory, even with
+    ``may_alias=False`` and after ``block_until_ready`` (JAX 0.10.2): a host write made after the
+    call (the user's array, or boxfall's host copy of a resident tensor) would show through an
+    "immutable" array, and through every computation still reading it. So there the values are
+    copied first, into memory only the new array holds; a device with memory of its own gets
+    them by the transfer itself."""
+    if device.platform == "cpu":
+        array = np.array(array, copy=True, order="C")
+    return jax.device_put(array, device, may_alias=False)
 
 
 def device_of(payload: jax.Array, default: jax.Device) -> jax.Device:
