@@ -16,11 +16,19 @@ off). It does nothing unless asked, and importing it imports neither boxfall nor
 - ``@pytest.mark.boxfall_no_fallback(backend=None, ops=None)``, on a test, a class or a module
   (``pytestmark``): the test fails at teardown if an operator (one of ``ops``, names or
   ``bf.OpOverload``\\ s, if given) ran through the CPU fallback on ``backend`` (any backend if
-  None; a name, in any case) during its call phase, naming the operators and their counts,
-  with or without the flag. It never raises inside the operator, so client code that catches
-  the fallback's error (``NotImplementedError``) and takes another path cannot hide a fallback.
-  A refused fallback (policy ``"error"``) counts as a fallback. Several markers (a module's and
-  a test's) each apply.
+  None; a name, in any case, or a ``bf.Backend``) during its call phase, naming the operators
+  and their counts, with or without the flag. A graph backend's host callbacks (an operator
+  its compiled program ran on the CPU) are CPU fallbacks of that backend and count too. It
+  never raises inside the operator, so client code that catches the fallback's error
+  (``NotImplementedError``) and takes another path cannot hide a fallback. A refused fallback
+  (policy ``"error"``) counts as a fallback. Several markers (a module's and a test's) each
+  apply. The marker's arguments are checked at the test's setup, once its fixtures ran: a
+  positional argument, another keyword, or a backend or operator of the wrong type is an
+  error of the setup, and the test does not run. A backend name that no registered backend
+  has then (the test's body may register it) is an error at teardown that lists the
+  registered backends, as is an unknown operator name.
+- ``--boxfall-fallbacks-file PATH`` into a directory that does not exist is a usage error
+  before any test runs (the directory is not made).
 - The fixture ``boxfall_fallbacks``: a :class:`Fallbacks`, the fallbacks the running test has
   caused so far in its call phase.
 
@@ -38,7 +46,7 @@ import csv
 import json
 import os
 from collections.abc import Generator, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
@@ -267,12 +275,21 @@ def pytest_configure(config: Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(backend=None, ops=None): fail the test at teardown if an operator (one of "
-        "ops, if given) ran through boxfall's CPU fallback on backend (any, if None) during "
-        "its call",
+        "ops, if given) ran through boxfall's CPU fallback on backend (a name or a bf.Backend; "
+        "any, if None) during its call",
     )
     path = config.getoption("boxfall_fallbacks_file")
     if path and os.path.splitext(path)[1].lower() not in (".json", ".csv"):
         raise pytest.UsageError(f"--boxfall-fallbacks-file must end in .json or .csv, not {path!r}")
+    if path:
+        # Checked before any test runs: the file is written at the end, and a directory that
+        # does not exist would lose the whole run's records then. It is not made for the user.
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise pytest.UsageError(
+                f"--boxfall-fallbacks-file {path!r}: the directory {folder!r} does not exist "
+                "(boxfall does not create it)"
+            )
     if _asked(config):
         _recorder(config).record_all = True
 
@@ -302,19 +319,87 @@ def boxfall_fallbacks(request: pytest.FixtureRequest) -> Fallbacks:
 # ---- the recorder: registered only when asked (the flag, a marker, the fixture) ----------------
 
 
-def _violations(rows: list[dict[str, Any]], marker: pytest.Mark) -> str | None:
-    """What the marker forbids that ``rows`` hold, as text, or None."""
+class _Spec(NamedTuple):
+    """A ``boxfall_no_fallback`` marker's arguments, checked: ``given`` as written (for the
+    messages), ``backend`` the backend's name as boxfall counts it (None: any), ``names`` the
+    operators' names (None: any)."""
+
+    given: str
+    backend: str | None
+    names: list[str] | None
+
+
+def _known_backends() -> list[str]:
+    """The names of the backends registered now (``bf.backends()``), in registration order."""
+    import boxfall as bf
+
+    return [b.name for b in bf.backends()]
+
+
+def _backend_named(name: str) -> str | None:
+    """The registered backend ``name`` names (in any case), or None."""
+    known = _known_backends()
+    if name in known:
+        return name
+    matches = [k for k in known if k.lower() == name.lower()]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _spec(marker: pytest.Mark) -> _Spec:
+    """The marker's arguments, checked before its test runs: keywords only, ``backend`` None,
+    a backend's name or a ``bf.Backend``, ``ops`` names or ``bf.OpOverload``\\ s. A bad one
+    raises a ``ValueError`` naming the marker and the argument. A backend name that no
+    registered backend has is kept as written (the test may register it) and checked at
+    teardown (:func:`_violations`)."""
+    given = ", ".join(
+        [*(repr(a) for a in marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())]
+    )
+    where = f"{MARKER}({given})"
     if marker.args:
-        raise pytest.UsageError(f"{MARKER} takes keywords only: backend=..., ops=[...]")
-    unknown = set(marker.kwargs) - {"backend", "ops"}
+        raise ValueError(
+            f"{where}: takes keywords only (backend=..., ops=[...]), not the positional "
+            f"argument{'s' if len(marker.args) != 1 else ''} "
+            f"{', '.join(repr(a) for a in marker.args)}"
+        )
+    unknown = sorted(set(marker.kwargs) - {"backend", "ops"})
     if unknown:
-        raise pytest.UsageError(f"{MARKER} takes backend= and ops=, not {sorted(unknown)}")
+        raise ValueError(
+            f"{where}: takes backend= and ops=, not {', '.join(k + '=' for k in unknown)}"
+        )
     backend = marker.kwargs.get("backend")
+    if backend is not None and not isinstance(backend, str):
+        name = getattr(backend, "name", None)  # a bf.Backend counts by its name
+        import boxfall as bf
+
+        if not isinstance(backend, bf.Backend) or not isinstance(name, str):
+            raise ValueError(
+                f"{where}: backend= is a backend's name or a bf.Backend, not "
+                f"{type(backend).__name__}"
+            )
+        backend = name
+    if isinstance(backend, str):
+        backend = _backend_named(backend) or backend
     ops = marker.kwargs.get("ops")
     if isinstance(ops, str) or (ops is not None and not isinstance(ops, Iterable)):
         ops = [ops]
-    names = None if ops is None else [_op_name(op) for op in ops]
-    given = ", ".join(f"{k}={v!r}" for k, v in marker.kwargs.items())
+    names = None if ops is None else [getattr(op, "name", op) for op in ops]
+    wrong = [n for n in names or [] if not isinstance(n, str)]
+    if wrong:
+        raise ValueError(
+            f"{where}: ops are operator names or bf.OpOverloads, not {type(wrong[0]).__name__}"
+        )
+    return _Spec(given, backend, names)
+
+
+def _violations(rows: list[dict[str, Any]], spec: _Spec) -> str | None:
+    """What the marker forbids that ``rows`` hold, as text, or None."""
+    backend, names, given = spec.backend, spec.names, spec.given
+    if backend is not None and _backend_named(backend) is None:
+        # Unknown when the test started, and still: a typo must not read as "never fell back".
+        return (
+            f"{MARKER}({given}): no backend is named {backend!r}; the registered backends "
+            f"are {', '.join(_known_backends())}"
+        )
     if names:
         from boxfall import UnknownOperatorError, metrics
 
@@ -326,7 +411,7 @@ def _violations(rows: list[dict[str, Any]], marker: pytest.Mark) -> str | None:
     found = [
         r
         for r in rows
-        if (backend is None or r["backend"].lower() == str(backend).lower())
+        if (backend is None or r["backend"].lower() == backend.lower())
         and (names is None or r["operator"] in names)
     ]
     if not found:
@@ -338,6 +423,10 @@ def _violations(rows: list[dict[str, Any]], marker: pytest.Mark) -> str | None:
         for r in found
     )
     return f"{MARKER}({given}): the test's call ran through the CPU fallback: {what}"
+
+
+_SPECS = pytest.StashKey[list[_Spec]]()
+"""A marked test's markers, checked at its setup."""
 
 
 class _Recorder:
@@ -352,6 +441,7 @@ class _Recorder:
         self.recorded = 0
         self.session: _Tracker | None = None
         self.outside: dict[Key, Figures] = {}
+        self.write_error: str | None = None
 
     def _controller(self) -> bool:
         """This process hands the tests to xdist's workers and runs none."""
@@ -388,12 +478,28 @@ class _Recorder:
                 setattr(outcome.get_result(), _REPORT_ATTR, tracker.rows())
 
     @pytest.hookimpl(trylast=True)
+    def pytest_runtest_setup(self, item: Item) -> None:
+        """Checks the test's markers once its fixtures are set up (a fixture may register the
+        backend named), before the test runs: a misused marker is an error of the setup, and
+        the test does not run."""
+        markers = list(item.iter_markers(MARKER))
+        if not markers:
+            return
+        try:
+            item.stash[_SPECS] = [_spec(m) for m in markers]
+            return
+        except ValueError as e:
+            problem = str(e)
+        pytest.fail(problem, pytrace=False)
+
+    @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: Item) -> None:
         tracker = item.stash.get(_TRACKER, None)
-        if tracker is None or not tracker.ran:
+        specs = item.stash.get(_SPECS, None)
+        if tracker is None or not tracker.ran or not specs:
             return
         rows = tracker.rows()
-        problems = [p for m in item.iter_markers(MARKER) if (p := _violations(rows, m))]
+        problems = [p for spec in specs if (p := _violations(rows, spec))]
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
 
@@ -448,15 +554,21 @@ class _Recorder:
             return
         rows = self.file_rows()
         rows += [{"test": OUTSIDE, **r} for r in _as_rows(self.outside)]
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            if path.lower().endswith(".json"):
-                json.dump(rows, f, indent=1)
-                f.write("\n")
-            else:
-                columns = ("test", "operator", "backend", *_fields())
-                writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
-                writer.writeheader()
-                writer.writerows(rows)
+        try:
+            with open(path, "w", newline="", encoding="utf-8") as f:
+                if path.lower().endswith(".json"):
+                    json.dump(rows, f, indent=1)
+                    f.write("\n")
+                else:
+                    columns = ("test", "operator", "backend", *_fields())
+                    writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+                    writer.writeheader()
+                    writer.writerows(rows)
+        except OSError as e:
+            # Checked at the start, yet gone or refused now: the table still prints, and says so.
+            self.write_error = f"{path} could not be written: {e}"
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
         if not self.record_all or hasattr(self.config, "workerinput"):
@@ -467,7 +579,9 @@ class _Recorder:
         for line in summary(self.tests, self.recorded, tr._tw.fullwidth, top, self.outside):
             tr.write_line(line)
         path = self.config.getoption("boxfall_fallbacks_file")
-        if path:
+        if self.write_error:
+            tr.write_line(f"boxfall: {self.write_error}", red=True)
+        elif path:
             tr.write_line(f"written to {path}")
 
 

@@ -350,6 +350,123 @@ def test_the_marker_fails_a_test_at_teardown_naming_the_operators(pytester, flag
     assert both.count("plug::add on PlugAccel: 1 fallback") >= 2
 
 
+MISUSED = """
+import pytest
+import boxfall as bf
+from conftest import ACCEL, on
+
+RAN = []
+
+@pytest.mark.boxfall_no_fallback("PlugAccel")
+def test_a_positional_backend():
+    RAN.append(1)
+
+@pytest.mark.boxfall_no_fallback(opz=["plug::neg"])
+def test_a_misspelt_keyword():
+    RAN.append(1)
+
+@pytest.mark.boxfall_no_fallback(backend=3)
+def test_a_backend_of_the_wrong_type():
+    RAN.append(1)
+
+@pytest.mark.boxfall_no_fallback(ops=[3.5])
+def test_an_op_of_the_wrong_type():
+    RAN.append(1)
+
+def test_none_of_them_ran():
+    assert RAN == []
+"""
+
+
+def test_a_misused_marker_is_an_error_at_setup_and_its_test_does_not_run(pytester):
+    # Issue 53: these were reported at teardown, after the test had run and passed ("6 passed,
+    # 3 errors"), through the plugin's internals.
+    result = run(pytester, test_misused=MISUSED)
+    result.assert_outcomes(passed=1, errors=4)
+    for name, says in [
+        ("test_a_positional_backend", "boxfall_no_fallback('PlugAccel'): takes keywords only "
+         "(backend=..., ops=[...]), not the positional argument 'PlugAccel'"),
+        ("test_a_misspelt_keyword", "boxfall_no_fallback(opz=['plug::neg']): takes backend= "
+         "and ops=, not opz="),
+        ("test_a_backend_of_the_wrong_type", "boxfall_no_fallback(backend=3): backend= is a "
+         "backend's name or a bf.Backend, not int"),
+        ("test_an_op_of_the_wrong_type", "boxfall_no_fallback(ops=[3.5]): ops are operator "
+         "names or bf.OpOverloads, not float"),
+    ]:  # fmt: skip
+        says = "".join(f"[{c}]" if c in "[]*?" else c for c in says)  # as fnmatch reads it
+        result.stdout.fnmatch_lines([f"*ERROR at setup of {name}*", says], consecutive=False)
+    result.stdout.no_fnmatch_line("*pytest_boxfall*")  # no traceback through the plugin
+    result.stdout.no_fnmatch_line("*ERROR at teardown*")
+
+
+BACKENDS = """
+import pytest
+import boxfall as bf
+from conftest import ACCEL, OTHER, on
+
+@pytest.mark.boxfall_no_fallback(backend="PlugAcel")
+def test_a_misspelt_backend_fails_naming_the_backends():
+    bf.ops.plug.neg(on())
+
+@pytest.mark.boxfall_no_fallback(backend=ACCEL)
+def test_a_backend_object_that_fell_back_fails():
+    bf.ops.plug.neg(on())
+
+@pytest.mark.boxfall_no_fallback(backend=ACCEL)
+def test_a_backend_object_that_did_not_fall_back_passes():
+    bf.ops.plug.neg(on(OTHER))
+
+@pytest.mark.boxfall_no_fallback(backend="PlugLater")
+def test_a_backend_the_test_registers_counts():
+    from boxfall.testing import register_python_backend
+
+    later = register_python_backend("PlugLater")
+    bf.ops.plug.neg(later.tensor(on().numpy()))
+"""
+
+
+def test_the_markers_backend_is_a_known_name_or_a_backend_object(pytester):
+    # Issue 53: a misspelt backend, or a Backend object, passed a test that fell back.
+    result = run(pytester, test_backends=BACKENDS)
+    result.assert_outcomes(passed=4, errors=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_a_misspelt_backend_fails_naming_the_backends*",
+            "boxfall_no_fallback(backend='PlugAcel'): no backend is named 'PlugAcel'; the "
+            "registered backends are Native, PlugAccel, PlugOther*",
+        ],
+        consecutive=False,
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_a_backend_object_that_fell_back_fails*",
+            "*the test's call ran through the CPU fallback: plug::neg on PlugAccel: 1 fallback",
+        ],
+        consecutive=False,
+    )
+    result.stdout.fnmatch_lines(
+        ["*ERROR at teardown of test_a_backend_the_test_registers_counts*",
+         "*plug::neg on PlugLater: 1 fallback"],
+        consecutive=False,
+    )  # fmt: skip
+    result.stdout.no_fnmatch_line("*ERROR*did_not_fall_back*")
+
+
+def test_a_file_into_a_missing_directory_is_a_usage_error_before_any_test(pytester):
+    # Issue 53: every test ran, then the records were lost in a bare traceback at the end.
+    out = pytester.path / "no" / "such" / "dir" / "fallbacks.json"
+    result = run(
+        pytester,
+        f"--boxfall-fallbacks-file={out}",
+        test_x="def test_a():\n    raise SystemExit(7)\n",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*--boxfall-fallbacks-file {str(out)!r}: the directory * does not exist*"]
+    )
+    assert not (pytester.path / "no").exists()
+
+
 FIXTURE = """
 import pytest
 import boxfall as bf
