@@ -139,6 +139,10 @@ class JaxCompiler:
         self.compiles = 0
         self.host_callbacks: Counter[str] = Counter()
         """Per operator, how many times a program ran its CPU kernel as a host callback."""
+        self.host_constants: Counter[str] = Counter()
+        """Per operator, how many times a program's trace ran its CPU kernel for a node with
+        no operand (a creation function no JAX kernel serves): its values are a constant of
+        the program, computed once per compile, never a host callback."""
         self._donate = True
         self._least = DONATE_MIN_BYTES
         self._programs: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -338,7 +342,26 @@ class JaxCompiler:
         positions = [i for i, a in enumerate(args) if a[0] in ("input", "node", "scalar")]
         scalars = {i for i, a in enumerate(args) if a[0] == "scalar"}
 
+        devices = {i for i, a in enumerate(op.schema.arguments) if a.type.startswith("Device")}
+
+        def constant(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
+            # A node with no operand (a creation function no JAX kernel serves, or a case one
+            # hands to the CPU) reads nothing the program computes: its CPU kernel runs now,
+            # while JAX traces, and its values are a constant of the program. Never a host
+            # callback without an operand: on a TPU one whose kernel was told the device
+            # created there from inside the running program, and the process died.
+            self.host_constants[name] += 1
+            got = [None if i in devices else a[1] for i, a in enumerate(args)]
+            out = call(got)
+            out = out if isinstance(out, tuple) else (out,)
+            return [
+                jax.numpy.asarray(np.asarray(o, dtype=s.dtype))
+                for o, s in zip(out, shapes, strict=True)
+            ]
+
         def on_host(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
+            if not positions:
+                return constant(payloads, values)
             trace.host = True  # the program keeps its inputs (see `_HostCallback`)
             resolved = resolve(payloads, values, lambda p: p)
 

@@ -11,6 +11,8 @@ error at trace time) goes the same way, so an error always reads as NumPy's.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -150,6 +152,30 @@ _full = jax.jit(
 )
 _arange = jax.jit(jnp.arange, static_argnames=("start", "stop", "step", "dtype"))
 _eye = jax.jit(jnp.eye, static_argnames=("N", "M", "k", "dtype"))
+_tril = jax.jit(jnp.tril, static_argnames=("k",))
+_triu = jax.jit(jnp.triu, static_argnames=("k",))
+_meshgrid = jax.jit(
+    lambda *arrays, indexing: tuple(jnp.meshgrid(*arrays, indexing=indexing)),
+    static_argnames=("indexing",),
+)
+
+
+@functools.partial(jax.jit, static_argnames=("num", "endpoint", "dtype"))
+def _linspace(start: Any, step: Any, stop: Any, *, num: int, endpoint: bool, dtype: Any) -> Any:
+    """NumPy's ``linspace``: ``start + i * step`` (``step`` worked out on the host in double
+    precision, as NumPy does), the last value ``stop`` itself where ``endpoint``. The bounds
+    are arguments: new bounds compile nothing."""
+    y = jnp.arange(num, dtype=dtype) * jnp.asarray(step, dtype) + jnp.asarray(start, dtype)
+    if endpoint and num > 1:
+        y = y.at[-1].set(jnp.asarray(stop, dtype))
+    return y
+
+
+@functools.partial(jax.jit, static_argnames=("num", "dtype"))
+def _float_arange(first: Any, delta: Any, *, num: int, dtype: Any) -> Any:
+    """NumPy's floating ``arange``: ``first + i * delta``, ``first`` and ``delta`` the first
+    value and the difference of the first two in ``dtype`` (NumPy's fill rule)."""
+    return jnp.asarray(first, dtype) + jnp.arange(num, dtype=dtype) * jnp.asarray(delta, dtype)
 
 
 def _with_extension(kinds: str) -> str:
@@ -698,15 +724,6 @@ def _creation(kern: _Kernels) -> None:
 
     kern.add("full", full)
 
-    def arange(
-        start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
-    ) -> Any:
-        d, at = kern.dtype_here(dtype, "arange"), target(device)
-        ints = type(start) is int and type(step) is int and type(stop) in (int, type(None))
-        if d is False or not ints or at is None or (d is not None and d.kind != "i"):
-            return None
-        return placed(_arange(start, stop, step, dtype=d), at)
-
     def eye(
         n_rows: int, n_cols: Any = None, *, k: int = 0, dtype: Any = None, device: Any = None
     ) -> Any:
@@ -715,8 +732,93 @@ def _creation(kern: _Kernels) -> None:
             return None
         return placed(_eye(n_rows, n_cols, k=k, dtype=d), at)
 
+    def floating(dtype: Any, op: str, complex_: bool) -> Any:
+        """The dtype a floating creation makes: ``dtype`` where given (False where the device
+        lacks it or it is no floating dtype), else NumPy's default of the kind (float64,
+        complex128) where the device holds it, else the 32-bit one."""
+        if dtype is not None:
+            d = kern.dtype_here(dtype, op)
+            return d if d is not False and d.kind in "fc" else False
+        wide, narrow = ("complex128", "complex64") if complex_ else ("float64", "float32")
+        return np.dtype(wide) if np.dtype(wide) in kern.held else np.dtype(narrow)
+
+    def float_arange(start: Any, stop: Any, step: Any, dtype: Any, at: Any) -> Any:
+        # NumPy's floating arange: ceil((stop - start) / step) values (in double precision),
+        # the first two made in the dtype, each next one `first + i * (second - first)`.
+        if stop is None:
+            start, stop = 0, start
+        if not all(type(v) in (int, float) for v in (start, stop, step)) or step == 0:
+            return None
+        d = floating(dtype, "arange", False)
+        if d is False or d.kind != "f":
+            return None
+        try:
+            num = max(0, math.ceil((stop - start) / step))
+        except (OverflowError, ValueError):  # an infinite or NaN bound: NumPy's error
+            return None
+        first = np.asarray(start, dtype=d)
+        delta = np.asarray(start + step, dtype=d) - first
+        return placed(_float_arange(float(first), float(delta), num=num, dtype=d), at)
+
+    def arange(
+        start: Any, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None
+    ) -> Any:
+        d, at = kern.dtype_here(dtype, "arange"), target(device)
+        ints = type(start) is int and type(step) is int and type(stop) in (int, type(None))
+        if d is False or at is None:
+            return None
+        if not ints or (d is not None and d.kind != "i"):
+            return float_arange(start, stop, step, dtype, at)
+        return placed(_arange(start, stop, step, dtype=d), at)
+
+    def linspace(
+        start: Any,
+        stop: Any,
+        num: int,
+        *,
+        dtype: Any = None,
+        device: Any = None,
+        endpoint: bool = True,
+    ) -> Any:
+        # NumPy computes in float64 (complex128) and casts; so does this where the device
+        # holds those, and in the 32-bit type, within its rounding, where it does not.
+        at = target(device)
+        kinds = (int, float, complex)
+        if at is None or type(start) not in kinds or type(stop) not in kinds or num < 0:
+            return None
+        complex_ = complex in (type(start), type(stop))
+        d = floating(dtype, "linspace", complex_)
+        if d is False or (complex_ and d.kind != "c"):
+            return None
+        work = floating(None, "linspace", d.kind == "c")
+        div = num - 1 if endpoint else num
+        step = (stop - start) / div if div > 0 else 0.0
+        y = _linspace(start, step, stop, num=num, endpoint=bool(endpoint), dtype=work)
+        return placed(y if work == d else _astype(y, dtype=d), at)
+
     kern.add("arange", arange)
     kern.add("eye", eye)
+    kern.add("linspace", linspace)
+
+    def tri(fn: Callable[..., Any]) -> Kernel:
+        def compute(x: Any, *, k: int = 0) -> Any:
+            a = pay(x)
+            return None if a is None or a.ndim < 2 else fn(a, k=k)
+
+        return compute
+
+    kern.add("tril", tri(_tril))
+    kern.add("triu", tri(_triu))
+
+    def meshgrid(arrays: Any, *, indexing: str = "xy") -> Any:
+        found = [pay(t) for t in arrays]
+        if not found or indexing not in ("xy", "ij"):
+            return None
+        if any(a is None or a.ndim != 1 for a in found):
+            return None
+        return _meshgrid(*found, indexing=indexing)
+
+    kern.add("meshgrid", meshgrid)
 
     def like(name: str, fn: Callable[..., Any]) -> Kernel:
         def compute(x: Any, *, dtype: Any = None, device: Any = None) -> Any:
@@ -727,6 +829,30 @@ def _creation(kern: _Kernels) -> None:
 
         return compute
 
+    def fill_fits(value: Any, d: Any) -> bool:
+        """Whether ``full(..., value, dtype=d)`` is the same in JAX as in NumPy: a bool in
+        any dtype, an int the integer dtype holds or any floating one, a float in a floating
+        dtype, a complex in a complex one (NumPy's own rule, or its error, for the rest)."""
+        t, kind = type(value), d.kind
+        if t is bool:
+            return True
+        if t is int:
+            bounds = _INT_RANGE.get(d)
+            return kind in "fcV" or (bounds is not None and bounds[0] <= value <= bounds[1])
+        if t is float:
+            return kind in "fcV"
+        return t is complex and kind == "c"
+
+    def full_like(x: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+        a, d = pay(x), kern.dtype_here(dtype, "full_like")
+        if a is None or d is False or not kern.on_device(device):
+            return None
+        d = a.dtype if d is None else d
+        if not fill_fits(fill_value, d):
+            return None
+        return kern.placed_like(_full(fill_value, shape=a.shape, dtype=d), a)
+
+    kern.add("full_like", full_like)
     kern.add("zeros_like", like("zeros_like", _zeros))
     kern.add("ones_like", like("ones_like", _ones))
     kern.add("empty_like", like("empty_like", _zeros))
