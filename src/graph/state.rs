@@ -45,7 +45,28 @@ impl GraphBackend {
             hashed: Mutex::default(),
         }
     }
+
+    /// Keeps a newly compiled program under its key. Past [`PROGRAMS_KEPT`] programs the
+    /// cache starts again (both of its maps), so that a process that keeps meeting new shapes
+    /// holds a bounded number of programs (a JAX program holds its compiled executable: kept
+    /// without bound, a test suite of many shapes grew past 10 GB); a dropped program that is
+    /// needed again is compiled again, which its recompile reason shows.
+    pub(crate) fn keep(&self, key: String, program: Arc<dyn CompiledGraph>) {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= PROGRAMS_KEPT {
+            cache.clear();
+            self.hashed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+        }
+        cache.insert(key, program);
+    }
 }
+
+/// The most compiled programs a graph backend keeps (see [`GraphBackend::keep`]): far more than
+/// the distinct graphs a loop compiles (a site that compiles more than 8 warns).
+pub(crate) const PROGRAMS_KEPT: usize = 256;
 
 /// The graph backends, by key index.
 pub(crate) static BACKENDS: RwLock<Vec<Option<Arc<GraphBackend>>>> = RwLock::new(Vec::new());

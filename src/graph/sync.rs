@@ -406,10 +406,7 @@ fn compiled(
         ))
     })?;
     metrics::compiled(start.elapsed().as_nanos() as u64);
-    gb.cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, p.clone());
+    gb.keep(key, p.clone());
     Ok((graph, p))
 }
 
