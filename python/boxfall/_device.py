@@ -7,6 +7,19 @@ from typing import Any
 
 _CANONICAL: dict[str, str] = {}
 
+_DEVICES: dict[str, tuple[int, str]] = {}
+"""Per backend whose devices are counted (``declare_devices``): how many it has, and them in
+words."""
+
+
+def declare_devices(backend: str, count: int, described: str = "") -> None:
+    """Says that ``backend`` has ``count`` devices (indices ``0`` to ``count - 1``; ``described``
+    names them for the error), so that a device string of another index is a ``ValueError``
+    wherever a device is named (``asarray(..., device=)``, ``to_device``, ``namespace``).
+    ``boxfall.jax`` declares JAX's devices; a backend that declares nothing takes any index."""
+    _DEVICES[backend] = (int(count), described)
+    _CANONICAL.clear()  # an index accepted before may be none of its devices
+
 
 def canonical_device(device: Any) -> str:
     """``device`` as ``bf.Tensor.device`` prints it: ``"cpu"``, or ``"<Backend>:<index>"`` with
@@ -31,6 +44,13 @@ def canonical_device(device: Any) -> str:
     backend, number = known[name.lower()], int(index or 0)
     if number >= 1 << 16 or (backend == "Native" and number != 0):
         raise ValueError(f"no device {text!r}: {backend} has no device of index {number}")
+    counted = _DEVICES.get(backend)
+    if counted is not None and number >= counted[0]:
+        count, described = counted
+        raise ValueError(
+            f"no device {text!r}: {backend} has no device of index {number}; it has {count} "
+            f"(indices 0 to {count - 1}{': ' + described if described else ''})"
+        )
     found = f"{backend}:{number}"
     if len(_CANONICAL) < 1024:  # device strings are few; the bound keeps odd callers harmless
         _CANONICAL[text] = found

@@ -61,6 +61,7 @@ from typing import Any
 
 import boxfall as bf
 import boxfall.array_api as bxp
+from boxfall import _device
 
 from . import _graph, _hooks, _kernels
 
@@ -150,7 +151,7 @@ def _device_index(device: Any) -> int:
     else:
         raise TypeError(f"device is a jax.Device or its index, not {type(device).__name__}")
     if not 0 <= index < len(device_hooks.devices):
-        raise ValueError(f"JAX has no device of index {index} (it has {device_hooks.devices})")
+        raise ValueError(device_hooks.no_device(index))
     return index
 
 
@@ -216,7 +217,7 @@ def _move(x: bf.Tensor, device: str) -> Any:
         return None
     at = int(index)
     if at >= len(device_hooks.devices):
-        return None  # the host's way says that JAX has no such device
+        raise ValueError(device_hooks.no_device(at))
     if name == GRAPH_BACKEND_NAME:
         graph_compiler()  # registered at its first use
     payload = jax.device_put(x.payload, device_hooks.devices[at])
@@ -224,6 +225,11 @@ def _move(x: bf.Tensor, device: str) -> Any:
 
 
 bxp._creation_functions.DEVICE_MOVES.update({BACKEND_NAME: _move, GRAPH_BACKEND_NAME: _move})
+
+# An index that no device has is an error wherever a device is named ("JAX:3" on a host of one
+# device): in eager and in graph mode, before anything is made there.
+for _name in (BACKEND_NAME, GRAPH_BACKEND_NAME):
+    _device.declare_devices(_name, len(device_hooks.devices), str(device_hooks.devices))
 
 __all__ = [
     "BACKEND_NAME",

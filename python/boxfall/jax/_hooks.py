@@ -152,7 +152,15 @@ class JaxHooks:
 
     def from_cpu(self, array: np.ndarray, *, device: int = 0) -> jax.Array:
         # `device`: the index of the tensor's device, which boxfall passes (the hook takes it).
-        return put(array, self.devices[device])
+        try:
+            target = self.devices[device]
+        except IndexError:  # a device string no device has, named past the namespace's checks
+            raise ValueError(self.no_device(device)) from None
+        return put(array, target)
+
+    def no_device(self, index: Any) -> str:
+        """What is wrong with a device index that none of JAX's devices here has."""
+        return f"JAX has no device of index {index}: it has {len(self.devices)} ({self.devices})"
 
     def copy_from_cpu(self, payload: jax.Array, array: np.ndarray) -> jax.Array:
         # Immutable: the new values are a new array, which boxfall puts in the tensor's place,

@@ -178,6 +178,11 @@ def _float_arange(first: Any, delta: Any, *, num: int, dtype: Any) -> Any:
     return jnp.asarray(first, dtype) + jnp.arange(num, dtype=dtype) * jnp.asarray(delta, dtype)
 
 
+class NoDevice(ValueError):
+    """A creation operator's ``device`` names an index that none of the backend's devices has
+    (``"JAX:3"`` on a host of one): raised at the call, never handed to the CPU fallback."""
+
+
 def _with_extension(kinds: str) -> str:
     """``kinds`` with NumPy's kind of bfloat16 (``'V'``) where it takes floating dtypes: JAX
     computes bfloat16 as a float, with the promotion ml_dtypes gives NumPy."""
@@ -249,7 +254,7 @@ class _Kernels:
     def target(self, device: Any) -> jax.Device | None:
         """The JAX device a creation operator's ``device`` argument names: this backend's
         device of that index (its first for None or a name without one), None for another
-        backend's (or an index JAX does not have)."""
+        backend's; an index that none of its devices has is a ``NoDevice`` error."""
         text = "" if device is None else str(device)
         try:
             return self._targets[text]
@@ -260,7 +265,12 @@ class _Kernels:
             found = self.devices[0]
         elif text.startswith(self.prefix) and text[len(self.prefix) :].isdigit():
             at = int(text[len(self.prefix) :])
-            found = self.devices[at] if at < len(self.devices) else None
+            if at >= len(self.devices):
+                raise NoDevice(
+                    f"no device {text!r}: {self.prefix[:-1]} has no device of index {at}; it has "
+                    f"{len(self.devices)} ({self.devices})"
+                )
+            found = self.devices[at]
         if len(self._targets) < 64:
             self._targets[text] = found
         return found
@@ -317,6 +327,8 @@ class _Kernels:
         def kernel(*args: Any, **kwargs: Any) -> Any:
             try:
                 out = compute(*args, **kwargs)
+            except NoDevice:
+                raise
             except (TypeError, ValueError, IndexError):
                 out = None  # a case JAX refuses: NumPy's kernel says what was wrong
             if out is None:
