@@ -76,3 +76,51 @@ def test_pinv_and_matrix_rank_take_an_rtol_per_matrix():
     bf.metrics.reset()
     xp.linalg.pinv(xp.namespace("Native").asarray(x), rtol=xp.namespace("Native").asarray(rtol))
     assert bf.metrics.counters()["array_api::linalg_pinv.Tensor"] == 1
+
+
+class _Capsule:
+    """An object whose ``__dlpack__`` gives a capsule made earlier, for ``np.from_dlpack``."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "float32", "complex64"])
+@pytest.mark.parametrize("max_version", [None, (0, 0)])
+def test_a_native_tensor_exports_without_a_copy_to_an_old_dlpack_capsule(dtype, max_version):
+    # The suite (300 examples) found `x.__dlpack__(copy=False)` of a Native tensor raising
+    # BufferError for a capsule older than DLPack 1.0, which cannot say read-only: copy=False
+    # forbids the copy, so the tensor's own memory is shared (writable, as np.asarray(t) is).
+    t = xp.namespace("Native").asarray(np.zeros(3, dtype))
+    kwargs = {} if max_version is None else {"max_version": max_version}
+    a = np.from_dlpack(_Capsule(t.__dlpack__(copy=False, **kwargs)))
+    t[1] = 1
+    assert a.dtype == np.dtype(dtype) and a[1] == 1  # the tensor's memory, not a copy
+
+
+@pytest.mark.parametrize("dtype", ["bool", "float32"])
+def test_a_native_tensor_exports_read_only_to_a_versioned_capsule(dtype):
+    t = xp.namespace("Native").asarray(np.ones(3, dtype))
+    a = np.from_dlpack(_Capsule(t.__dlpack__(copy=False, max_version=(1, 0))))
+    assert not a.flags.writeable
+    np.testing.assert_array_equal(a, np.ones(3, dtype))
+
+
+def test_a_dlpack_copy_stays_a_copy():
+    t = xp.namespace("Native").asarray(np.zeros(3, np.float32))
+    for kwargs in (
+        {},
+        {"copy": True},
+        {"max_version": (0, 0)},
+        {"copy": True, "max_version": (1, 0)},
+    ):
+        a = np.from_dlpack(_Capsule(t.__dlpack__(**kwargs)))
+        t[0] += 1
+        if kwargs.get("copy") or kwargs.get("max_version") == (0, 0):
+            assert a[0] != t[0].numpy()  # a copy does not see the later write

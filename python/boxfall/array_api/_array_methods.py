@@ -263,8 +263,8 @@ def __repr__(self: Any) -> str:
 # kDL device type for a boxfall backend), so a tensor exports a host array and says so:
 # ``__dlpack_device__`` is kDLCPU. Native's memory is host memory, so a Native tensor shares it
 # (read-only, which needs a versioned capsule, ``max_version >= (1, 0)``) unless ``copy=True``;
-# every other backend exports a host copy, and ``copy=False`` there is the standard's
-# ``BufferError``.
+# with an older capsule it is a copy, or with ``copy=False`` the writable memory itself. Every
+# other backend exports a host copy, and ``copy=False`` there is the standard's ``BufferError``.
 
 
 class DLDeviceType(enum.IntEnum):
@@ -297,7 +297,10 @@ def __dlpack__(
             return self.numpy().__dlpack__(copy=False, **kwargs)  # read-only, shared
         except BufferError:
             if copy is False:
-                raise
+                # A capsule older than DLPack 1.0 cannot say read-only, and copy=False forbids
+                # the copy: the tensor's memory itself, writable, as ``np.asarray(t)`` shares it
+                # (a write through the capsule is the tensor's). A read-only view still refuses.
+                return np.asarray(self).__dlpack__(copy=False, **kwargs)
     elif copy is False:
         raise BufferError(
             f"a tensor on {self.device} has no host memory to share: __dlpack__(copy=False) "
