@@ -145,7 +145,10 @@ impl BackendKernel {
         key: DispatchKey,
         args: &[Bound<'py, PyAny>],
     ) -> Option<PyResult<Bound<'py, PyAny>>> {
-        self.payload.as_ref()?.get().call(py, key, args)
+        self.payload
+            .as_ref()?
+            .get()
+            .call(py, key, self.op.as_ref(), args)
     }
 
     /// A `bf.PayloadKernel`'s call on the caller's own argument array, from the fast path's
@@ -161,7 +164,7 @@ impl BackendKernel {
             Ok(s) => s,
             Err(e) => return Some(Err(e)),
         };
-        p.get().call(py, key, args)
+        p.get().call(py, key, self.op.as_ref(), args)
     }
 
     /// The objects that may hold the call's tensors, each with whether the schema marks it as

@@ -8,15 +8,23 @@
 //! position, all of one dtype among those it was made with. Any other call (a scalar, a
 //! keyword, mixed dtypes, a tensor elsewhere), and a `TypeError` or `ValueError` the function
 //! raises (a case it refuses), goes to `otherwise`, a usual kernel of the backend.
+//!
+//! Its result is checked here, as a usual kernel's is by the dispatcher: a payload (an object
+//! that gives a dtype and a shape, as the backend's tensors hold) or a tuple of them. None, a
+//! number, a string or a `bf.Tensor` is a `KernelError` at the call, naming the operator and
+//! the backend, not a tensor that fails when it is read. A payload of a type that passed once
+//! is taken as it is (one pointer comparison), so the check costs the hot path nothing.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyTuple, PyType};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use super::errors::IntoPy;
+use super::errors::{to_pyerr, IntoPy};
 use super::ffi::vectorcall_or_raised;
 use super::tensor::{as_tensor, object_tensor, payload_object, wrap};
+use crate::dispatcher::OperatorHandle;
 use crate::key::DispatchKey;
 use crate::tensor::{Device, Tensor};
 
@@ -33,6 +41,9 @@ pub struct PayloadKernel {
     /// first (NumPy's built-in dtypes are one object each), then by equality.
     pub(super) dtypes: Vec<Py<PyAny>>,
     pub(super) otherwise: Py<PyAny>,
+    /// The type of the first result payload that passed the check: a payload of it is taken
+    /// as it is.
+    checked: PyOnceLock<Py<PyType>>,
 }
 
 #[pymethods]
@@ -62,6 +73,7 @@ impl PayloadKernel {
             func: r#fn.clone().unbind(),
             dtypes,
             otherwise: otherwise.clone().unbind(),
+            checked: PyOnceLock::new(),
         })
     }
 
@@ -109,11 +121,13 @@ impl PayloadKernel {
 
 impl PayloadKernel {
     /// Runs the call on the payloads of `args`, tensors of `key`, and wraps the result; None,
-    /// with nothing run, where `otherwise` is to serve it.
+    /// with nothing run, where `otherwise` is to serve it. `op`, the operator registered, names
+    /// it in the error of a result that is no payload.
     pub(super) fn call<'py>(
         &self,
         py: Python<'py>,
         key: DispatchKey,
+        op: Option<&OperatorHandle>,
         args: &[Bound<'py, PyAny>],
     ) -> Option<PyResult<Bound<'py, PyAny>>> {
         if args.is_empty() || args.len() > MOST {
@@ -144,7 +158,76 @@ impl PayloadKernel {
             Err(e) => Err(e),
         };
         let device = tensors[0].as_ref()?.device();
-        Some(out.and_then(|out| wrap_result(py, device, out)))
+        Some(out.and_then(|out| self.wrap_result(py, device, op, out)))
+    }
+
+    /// A result payload, or a tuple of them, as tensors on `device`; anything else is a
+    /// `KernelError` naming the operator and the backend.
+    fn wrap_result<'py>(
+        &self,
+        py: Python<'py>,
+        device: Device,
+        op: Option<&OperatorHandle>,
+        out: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(tuple) = out.cast::<PyTuple>() {
+            let items = tuple
+                .iter()
+                .map(|p| wrap(py, self.payload_tensor(py, device, op, &p)?))
+                .collect::<PyResult<Vec<_>>>()?;
+            return Ok(PyTuple::new(py, items)?.into_any());
+        }
+        wrap(py, self.payload_tensor(py, device, op, &out)?)
+    }
+
+    /// The tensor of one result payload, checked.
+    fn payload_tensor(
+        &self,
+        py: Python<'_>,
+        device: Device,
+        op: Option<&OperatorHandle>,
+        p: &Bound<'_, PyAny>,
+    ) -> PyResult<Tensor> {
+        let t = object_tensor(device, p);
+        let of_type = p.get_type();
+        if self
+            .checked
+            .get(py)
+            .is_some_and(|c| c.bind(py).is(&of_type))
+        {
+            return Ok(t);
+        }
+        let wrong = if p.is_none() {
+            "None".to_string()
+        } else if as_tensor(p).is_some() {
+            "a bf.Tensor (its function returns payloads: the tensor's .payload)".to_string()
+        } else if t.meta().is_some() {
+            let _ = self.checked.set(py, of_type.unbind());
+            return Ok(t);
+        } else {
+            format!(
+                "a {} (no dtype and shape read from it)",
+                of_type
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            )
+        };
+        let op = op.map_or_else(
+            || "an operator".to_string(),
+            |op| format!("'{}'", op.name()),
+        );
+        Err(to_pyerr(
+            py,
+            crate::Error::Kernel {
+                context: format!(
+                    "the '{}' kernel of {op} (a bf.PayloadKernel)",
+                    device.key.name()
+                ),
+                message: format!(
+                    "its function returned {wrong}, not a payload of the backend (an object with a dtype and a shape) or a tuple of them"
+                ),
+            },
+        ))
     }
 
     /// The function on the tensors' payloads, if each has one of the same served dtype.
@@ -214,20 +297,4 @@ fn settle(py: Python<'_>, key: DispatchKey, tensors: &[Option<Tensor>]) -> PyRes
         .iter()
         .flatten()
         .try_for_each(|t| crate::resident::settle(hooks, t, false).py(py))
-}
-
-/// A result payload, or a tuple of them, as tensors on `device`.
-fn wrap_result<'py>(
-    py: Python<'py>,
-    device: Device,
-    out: Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    if let Ok(tuple) = out.cast::<PyTuple>() {
-        let items = tuple
-            .iter()
-            .map(|p| wrap(py, object_tensor(device, &p)))
-            .collect::<PyResult<Vec<_>>>()?;
-        return Ok(PyTuple::new(py, items)?.into_any());
-    }
-    wrap(py, object_tensor(device, &out))
 }

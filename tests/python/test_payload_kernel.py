@@ -203,3 +203,29 @@ def test_its_parts_are_checked_when_made():
     assert k.fn is abs and k.otherwise is abs
     assert k.dtypes == [np.dtype("float32"), np.dtype("int8")]
     assert "PayloadKernel(abs" in repr(k)
+
+
+@pytest.mark.parametrize("returned", ["None", "an int", "a str", "a bf.Tensor", "in a tuple"])
+def test_a_result_that_is_no_payload_is_a_kernel_error_at_the_call(ns, returned):
+    # Issue 53: such a result became a tensor that failed later (AttributeError on .dtype).
+    with Payloads(ns) as dev:
+        x, y = dev.tensor([1.0]), dev.tensor([2.0])
+        bad = {
+            "None": None,
+            "an int": 3,
+            "a str": "s",
+            "a bf.Tensor": x,
+            "in a tuple": (HostBuffer(np.ones(1)), None),
+        }[returned]
+        lib = dev.library(ns, "IMPL")
+        k = bf.PayloadKernel(lambda a, b: bad, dtypes=["float64"], otherwise=lambda a, b: a)
+        lib.impl("f", k, NAME, allow_override=True)
+        with pytest.raises(bf.KernelError) as info:
+            dev.op("f")(x, y)
+        text = str(info.value)
+        assert f"'{NAME}' kernel of '{ns}::f'" in text and "PayloadKernel" in text, text
+        assert "not a payload" in text
+        # A payload of the same call still serves (the check keeps no state that refuses it).
+        lib.close()
+        good = dev.op("f")(x, y)
+        np.testing.assert_array_equal(good.numpy(), [3.0])
