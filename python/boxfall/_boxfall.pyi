@@ -677,15 +677,18 @@ def register_backend(
     view_write: Callable[[Any, Any, tuple[int, ...], tuple[int, ...], int], Any] | None = None,
     narrow: bool = False,
     compile: Callable[[Graph], Callable[[list[Any]], Sequence[Any]]] | None = None,
+    from_cpu_takes_device: bool = False,
 ) -> Backend:
     """Registers a Python backend and its dispatch key; later backends rank above earlier ones.
 
     ``to_cpu(payload) -> ndarray``, ``from_cpu(ndarray) -> payload`` and
     ``copy_from_cpu(payload, ndarray)`` (writes the array's values, and shape, into the payload
     and returns None, or returns a new payload holding them, for a device whose memory is
-    immutable: it takes the tensor's place, a write of it that its views see) move tensors; a
-    ``from_cpu`` that takes a ``device`` keyword is called ``from_cpu(ndarray, device=i)``, ``i``
-    the index of the tensor's device (``"Accel:1"``: 1), for a backend of several devices;
+    immutable: it takes the tensor's place, a write of it that its views see) move tensors;
+    with ``from_cpu_takes_device=True``, ``from_cpu`` is called ``from_cpu(ndarray, device=i)``,
+    ``i`` the index of the tensor's device (``"Accel:1"``: 1), for a backend of several devices
+    (the registration says so, not the hook's signature: a hook wrapped by a decorator that
+    takes ``**kwargs`` keeps its own signature's calls);
     ``to_cpu_many(payloads) -> arrays`` moves all of a call's tensors at once when given.
     ``shares_memory=True`` says ``to_cpu`` may return memory shared with the payload: the
     fallback then copies the arguments a kernel writes before it runs.
@@ -879,7 +882,10 @@ def vectorcall_installed() -> bool:
     the first call of any operator)."""
 
 def sync() -> None:
-    """Computes every pending tensor of this thread (``bf.sync()``)."""
+    """Computes every pending tensor of this thread (``bf.sync()``). Where a node of a graph
+    fails (its program failed, and the node failed run alone), the tensors computed from it
+    hold its error, raised again at each of their reads, and the rest are computed:
+    ``bf.sync()`` raises the first such error once every graph was synced."""
 
 def graph_key_bits() -> int:
     """The bits of the ``Graph`` key (0 before any graph backend): what ``bf.eager()`` excludes."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import boxfall as bf
+import boxfall.array_api as xp
 import numpy as np
 import pytest
 
@@ -129,3 +130,45 @@ def test_a_failing_from_cpu_changes_nothing(ns, ops, device):
     hooks.fail = None
     np.testing.assert_array_equal(y.payload.data, np.ones(2))
     assert bf.metrics.op_stats(f"{ns}::addn")["failures"] == 1
+
+
+def _decorated(f):
+    """An ordinary decorator, as a lock or a timer around a hook is written: it takes
+    ``*args, **kwargs`` whatever ``f`` takes."""
+
+    def g(*args, **kwargs):
+        return f(*args, **kwargs)
+
+    return g
+
+
+@pytest.mark.parametrize("takes_device", [False, True])
+def test_a_decorated_from_cpu_is_called_as_its_registration_says(takes_device):
+    # Issue 53: a decorated from_cpu (its signature: **kwargs) was called with device= and
+    # failed inside the hook it wraps; the registration, not the signature, says it now.
+    told = []
+
+    def plain(array):
+        return Buffer(array)
+
+    def with_device(array, *, device):
+        told.append(device)
+        return Buffer(array)
+
+    backend = bf.register_backend(
+        "HookedDecorated",
+        to_cpu=_decorated(lambda b: b.data.copy()),
+        from_cpu=_decorated(with_device if takes_device else plain),
+        copy_from_cpu=_decorated(lambda b, a: setattr(b, "data", np.array(a, copy=True))),
+        replace=True,
+        from_cpu_takes_device=takes_device,
+    )
+    with bf.Library("_", "IMPL") as fb:
+        fb.fallback(bf.cpu_fallback, backend.name)
+        t = backend.tensor(np.arange(3.0), 1)
+        assert t.device == "HookedDecorated:1"
+        on = xp.namespace("HookedDecorated:1")
+        made = on.add(t, 1.0)  # the CPU fallback's result, put on the device by from_cpu
+        np.testing.assert_array_equal(made.numpy(), [1.0, 2.0, 3.0])
+        assert isinstance(made.payload, Buffer)
+    assert told == ([1, 1] if takes_device else [])

@@ -128,8 +128,9 @@ def test_creation_without_a_dtype_gives_the_devices_default(f32):
 
 
 def test_a_from_cpu_taking_device_is_told_each_tensors_device_index():
-    # A backend of several devices puts each payload on its own device: a from_cpu with a
-    # `device` keyword gets the index of the tensor's device; one without gets the array alone.
+    # A backend of several devices puts each payload on its own device: a from_cpu registered
+    # with from_cpu_takes_device=True gets the index of the tensor's device; one without gets
+    # the array alone.
     told: list[int] = []
 
     def from_cpu(array: np.ndarray, *, device: int) -> Buffer:
@@ -142,6 +143,7 @@ def test_a_from_cpu_taking_device_is_told_each_tensors_device_index():
         from_cpu=from_cpu,
         copy_from_cpu=lambda b, a: setattr(b, "data", np.array(a, copy=True)),
         replace=True,
+        from_cpu_takes_device=True,
     )
     with bf.Library("_", "IMPL") as fb:
         fb.fallback(bf.cpu_fallback, backend.name)

@@ -151,7 +151,8 @@ class JaxHooks:
         return [np.asarray(a) for a in jax.device_get(payloads)]
 
     def from_cpu(self, array: np.ndarray, *, device: int = 0) -> jax.Array:
-        # `device`: the index of the tensor's device, which boxfall passes (the hook takes it).
+        # `device`: the index of the tensor's device, which boxfall passes (the registration
+        # says the hook takes it: `optional_registration`).
         try:
             target = self.devices[device]
         except IndexError:  # a device string no device has, named past the namespace's checks
@@ -259,4 +260,6 @@ def optional_registration(hooks: JaxHooks, x64: bool) -> dict[str, Any]:
         options["dtypes"] = held + EXTENSION_DTYPES
     if takes("view_write"):
         options["view_write"] = hooks.view_write
+    if takes("from_cpu_takes_device"):
+        options["from_cpu_takes_device"] = True  # `from_cpu(array, device=i)`
     return options

@@ -29,8 +29,10 @@ use crate::python::errors::IntoPy;
 /// of the payload's values in C order): the payload, sharing the base's memory, or
 /// `(payload, False)` for a copy (a kernel's write of it is written into the base after the
 /// kernel), or None where it cannot: a kernel of the backend then reads a view with nothing
-/// moved. A `from_cpu` that takes a `device` keyword is called `from_cpu(array, device=i)`,
-/// `i` the index of the tensor's device (`FromCpu`), for a backend of several devices.
+/// moved. With `from_cpu_takes_device=True`, `from_cpu` is called `from_cpu(array, device=i)`,
+/// `i` the index of the tensor's device (`FromCpu`), for a backend of several devices;
+/// without it, `from_cpu(array)` (the hook's signature is not read: a decorated hook takes
+/// `**kwargs` whatever it wraps).
 /// `copy_from_cpu` may return a new payload (a device whose memory is immutable), which
 /// takes the tensor's place as a write of it; None: it wrote the payload where it is.
 /// `view_write(base, values, shape, strides, offset)` (optional) writes the values of a view
@@ -57,7 +59,7 @@ use crate::python::errors::IntoPy;
 /// with a true attribute `donates` is given `donate=` where an input may be consumed (see
 /// `graph.rs`'s `PyCompiled`).
 #[pyfunction]
-#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None, narrow=false, compile=None))]
+#[pyo3(signature = (name, *, to_cpu, from_cpu, copy_from_cpu, to_cpu_many=None, shares_memory=false, replace=false, dtypes=None, thread_safe=true, lazy=true, view=None, view_write=None, narrow=false, compile=None, from_cpu_takes_device=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn register_backend(
     py: Python<'_>,
@@ -75,6 +77,7 @@ pub fn register_backend(
     view_write: Option<Py<PyAny>>,
     narrow: bool,
     compile: Option<Py<PyAny>>,
+    from_cpu_takes_device: bool,
 ) -> PyResult<PyBackend> {
     // Checked before anything is registered, so a refused backend leaves its name free.
     let given = [
@@ -103,7 +106,7 @@ pub fn register_backend(
     } else {
         Some(py.import("threading")?.getattr("RLock")?.call0()?.unbind())
     };
-    let from_cpu = FromCpu::new(py, from_cpu)?;
+    let from_cpu = FromCpu::new(from_cpu, from_cpu_takes_device);
     let hooks = PyBackendHooks {
         name: name.to_string(),
         to_cpu,
