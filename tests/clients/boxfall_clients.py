@@ -253,9 +253,21 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
 _RANK = ["passed", "xpassed", "xfailed", "skipped", "failed"]
 
 
+def _clear_jax_caches() -> None:
+    """JAX's caches of compiled programs, which grow with every new shape a test module meets
+    (a module of SciPy's tests meets hundreds: plain jax.numpy grew to 3 GB so, boxfall.jax's
+    kernels and programs with it), emptied where a module ends: the next module compiles what
+    it needs again. Nothing where JAX was not imported."""
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.clear_caches()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     yield
+    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
+        _clear_jax_caches()
     path = os.environ.get("BOXFALL_CLIENTS_RESULTS")
     if not path:
         return
