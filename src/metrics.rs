@@ -35,6 +35,52 @@ pub use user::{
     record_user_transfer, reset_user_transfers, user_transfers, Direction, UserTransfers,
 };
 
+thread_local! {
+    /// Whether this thread's calls are counted (see [`set_counting`]).
+    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Turns the counting of this thread's calls on or off, and returns whether it was on. Off,
+/// nothing the thread does is counted in the operators' figures (fallbacks, failures, kernel
+/// calls, narrowed results) nor in the user's transfers: a graph compiler turns it off while it
+/// traces a graph's program, whose calls of kernels on traced values are not the program's
+/// runs (a kernel handing a traced call to the CPU fallback fails there, and the program runs
+/// that node on the host, counted when it runs). A reader of the figures sees no difference
+/// but in what is counted.
+///
+/// ```
+/// use boxfall::metrics::{counting, set_counting};
+/// assert!(counting());
+/// let was = set_counting(false);
+/// assert!(was && !counting());
+/// set_counting(was);
+/// assert!(counting());
+/// ```
+pub fn set_counting(on: bool) -> bool {
+    COUNTING.with(|c| c.replace(on))
+}
+
+/// Whether this thread's calls are counted ([`set_counting`]).
+#[inline(always)]
+pub fn counting() -> bool {
+    COUNTING.with(std::cell::Cell::get)
+}
+
+/// Ticks of [`crate::clock`] in `ns` nanoseconds, at the rate [`crate::clock::ticks_to_ns`]
+/// converts at: for a time measured by another clock (a host callback timed in Python) that
+/// is counted with the crate's.
+///
+/// ```
+/// let t = boxfall::metrics::ticks_of_ns(1_000_000);
+/// let back = boxfall::clock::ticks_to_ns(t);
+/// assert!((990_000..=1_010_000).contains(&back), "{back}");
+/// ```
+pub fn ticks_of_ns(ns: u64) -> u64 {
+    const SPAN: u64 = 1 << 30;
+    let per_span = crate::clock::ticks_to_ns(SPAN).max(1);
+    (u128::from(ns) * u128::from(SPAN) / u128::from(per_span)) as u64
+}
+
 /// How many figures one set of counts holds (`Figures` in this order).
 const N: usize = 8;
 /// Their places: the calls, the failed calls, the clock ticks of the whole fallback and of its
@@ -534,6 +580,9 @@ impl OpMetrics {
         from_cpu: u64,
         ok: bool,
     ) {
+        if !counting() {
+            return;
+        }
         let v = [
             1,
             u64::from(!ok),
@@ -563,6 +612,9 @@ impl OpMetrics {
     /// assert_eq!((s.kernel_calls, s.fallbacks), (1, 0));
     /// ```
     pub fn record_kernel_call(&self, backend: DispatchKey, ticks: u64) {
+        if !counting() {
+            return;
+        }
         let k = &self.counts_of(backend).kernels;
         k[0].fetch_add(1, Relaxed);
         if ticks > 0 {
@@ -583,6 +635,9 @@ impl OpMetrics {
     /// assert_eq!(op.metrics().snapshot().narrowed, 2);
     /// ```
     pub fn record_narrowed(&self, backend: DispatchKey) -> bool {
+        if !counting() {
+            return false;
+        }
         let counts = self.counts_of(backend);
         counts.kernels[2].fetch_add(1, Relaxed) == counts.kernels_zero[2].load(Relaxed)
     }
@@ -603,6 +658,9 @@ impl OpMetrics {
     /// ```
     #[cold]
     pub fn record_failure(&self, backend: DispatchKey, e: &crate::Error) {
+        if !counting() {
+            return;
+        }
         let f = Failure::of(e);
         *self
             .counts_of(backend)

@@ -864,6 +864,26 @@ def report(backend: str | None = None, sort: str = "time", top: int | None = Non
 def reset_metrics() -> None:
     """Zeroes every counter and forgets which operators warned."""
 
+def set_counting(on: bool) -> bool:
+    """Turns the counting of this thread's calls on or off; returns whether it was on
+    (``bf.metrics._uncounted()`` enters it while a graph's program is traced)."""
+
+def record_fallback(
+    op: OpOverload,
+    backend: str,
+    fallback_ns: int,
+    kernel_ns: int,
+    bytes_to_cpu: int,
+    bytes_from_cpu: int,
+    error: BaseException | None = None,
+) -> None:
+    """Counts one CPU fallback that ran outside the dispatcher (``bf.metrics.record_fallback``
+    wraps it)."""
+
+def graph_compiled_in_run(ns: int) -> None:
+    """The compiled graph running in this thread spent ``ns`` nanoseconds of its run compiling:
+    counted as compile time in ``graph_metrics()``, not execution."""
+
 def user_transfers() -> dict[str, dict[str, int]]:
     """The transfers users asked for, per backend name (``bf.metrics.transfers()`` wraps it)."""
 

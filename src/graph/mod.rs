@@ -43,7 +43,9 @@ pub use constants::{describe_object, set_object_describer, ObjectDescriber};
 pub use hooks::{set_narrowing_warner, NarrowingWarner};
 pub use keys::graph_keys;
 pub use limit::{graph_limit, set_graph_limit, DEFAULT_GRAPH_LIMIT};
-pub use metrics::{graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS};
+pub use metrics::{
+    compiled_in_run, graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS,
+};
 pub use pending::{is_pending, pending_meta, Pending};
 pub use program::{Arg, CompiledGraph, Graph, GraphCompiler, Node};
 pub use record::register_graph_backend;

@@ -61,6 +61,9 @@ static USER: [[AtomicU64; 6]; NUM_KEYS] = [const { [const { AtomicU64::new(0) };
 /// assert!(metrics::user_transfers().iter().any(|(k, t)| *k == DispatchKey::NATIVE && t.to_device >= 1));
 /// ```
 pub fn record_user_transfer(backend: DispatchKey, direction: Direction, bytes: u64) {
+    if !super::counting() {
+        return;
+    }
     let Some(c) = USER.get(backend.index()) else {
         return;
     };

@@ -307,6 +307,49 @@ fn reset_metrics() {
     crate::Dispatcher::reset_metrics()
 }
 
+/// Turns the counting of this thread's calls on or off; returns whether it was on
+/// (`metrics::set_counting`; `bf.metrics._uncounted()` enters it).
+#[pyfunction]
+fn set_counting(on: bool) -> bool {
+    crate::metrics::set_counting(on)
+}
+
+/// Counts one CPU fallback of `op` on `backend` that ran outside the dispatcher (a graph
+/// program's host callback): its time, the CPU kernel's part of it, the bytes each way, and
+/// the exception it failed with, if it did (`bf.metrics.record_fallback`).
+#[pyfunction]
+#[pyo3(signature = (op, backend, fallback_ns, kernel_ns, bytes_to_cpu, bytes_from_cpu, error=None))]
+#[allow(clippy::too_many_arguments)]
+fn record_fallback(
+    py: Python<'_>,
+    op: PyRef<'_, overload::PyOpOverload>,
+    backend: &str,
+    fallback_ns: u64,
+    kernel_ns: u64,
+    bytes_to_cpu: u64,
+    bytes_from_cpu: u64,
+    error: Option<Bound<'_, pyo3::exceptions::PyBaseException>>,
+) -> PyResult<()> {
+    let key = DispatchKey::from_name(backend).py(py)?;
+    let ticks = crate::metrics::StepTicks {
+        total: crate::metrics::ticks_of_ns(fallback_ns.max(kernel_ns)),
+        kernel: crate::metrics::ticks_of_ns(kernel_ns),
+        ..crate::metrics::StepTicks::default()
+    };
+    let metrics = op.handle.metrics();
+    metrics.record_steps(key, ticks, bytes_to_cpu, bytes_from_cpu, error.is_none());
+    if let Some(e) = error {
+        metrics.record_failure(key, &errors::from_pyerr(PyErr::from_value(e.into_any())));
+    }
+    Ok(())
+}
+
+/// The compiled graph running in this thread spent `ns` compiling (`graph::compiled_in_run`).
+#[pyfunction]
+fn graph_compiled_in_run(ns: u64) {
+    crate::graph::compiled_in_run(ns);
+}
+
 /// The built-in Native backend.
 #[pyfunction]
 fn native_backend() -> backend::PyBackend {
@@ -412,6 +455,9 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(all_stats, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(reset_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(set_counting, m)?)?;
+    m.add_function(wrap_pyfunction!(record_fallback, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_compiled_in_run, m)?)?;
     m.add_function(wrap_pyfunction!(profile_begin, m)?)?;
     m.add_function(wrap_pyfunction!(user_transfers, m)?)?;
     m.add_function(wrap_pyfunction!(profile_end, m)?)?;
