@@ -248,6 +248,56 @@ def plot(path: str | os.PathLike[str] | None = None, backend: object = None, top
     return plot_fallbacks(rows(backend), path=path, backend=_backend_name(backend), top=_top(top))
 
 
+def record_fallback(
+    op: OpName,
+    backend: object,
+    *,
+    fallback_ns: int = 0,
+    kernel_ns: int = 0,
+    bytes_to_cpu: int = 0,
+    bytes_from_cpu: int = 0,
+    error: BaseException | None = None,
+) -> None:
+    """Counts one CPU fallback of ``op`` on ``backend`` (a name, in any case where that names
+    one key, or a Backend) that ran outside boxfall's dispatcher: a graph backend's compiled
+    program that runs an operator's CPU kernel as a host callback calls it at each such run
+    (``boxfall.jax``'s graph mode does), as a kernel that falls back by hand would. It is then
+    one of :func:`op_stats`'s ``fallbacks`` of that backend, with its time
+    (``fallback_ns``, of which ``kernel_ns`` in the CPU kernel), its bytes each way, and a
+    failure where ``error`` is the exception it failed with; :func:`report`, :func:`rows` and
+    the pytest plugin's ``boxfall_no_fallback`` marker see it as any other fallback."""
+    from . import OpOverload
+
+    overload = op if isinstance(op, OpOverload) else _boxfall.find_op(_name(op))
+    name = _backend_name(backend)
+    if name is None:
+        raise TypeError("record_fallback needs a backend")
+    _boxfall.record_fallback(
+        overload, name, fallback_ns, kernel_ns, bytes_to_cpu, bytes_from_cpu, error
+    )
+
+
+@contextlib.contextmanager
+def _uncounted() -> Iterator[None]:
+    """Nothing the thread does inside is counted (the operators' figures, the user's
+    transfers): a graph compiler enters it while JAX traces a program, whose calls of kernels
+    on traced values are not the program's runs (a kernel that hands a traced call to the CPU
+    fallback fails there, and the program runs that node on the host, counted when it runs).
+    Not public API."""
+    was = _boxfall.set_counting(False)
+    try:
+        yield
+    finally:
+        _boxfall.set_counting(was)
+
+
+def _compiled_in_run(ns: int) -> None:
+    """The graph program running in this thread spent ``ns`` nanoseconds of its run compiling
+    (``jax.jit`` traces and compiles at a program's first call): :func:`graphs` counts it in
+    ``compile_s``, not ``execute_s``. Not public API."""
+    _boxfall.graph_compiled_in_run(ns)
+
+
 #: Called, in order, by :func:`reset` just before the counters are zeroed: the pytest plugin
 #: (``pytest_boxfall``) adds what the running test has counted so far to its own records here,
 #: so that a test that resets the metrics does not erase them. Not public API.
@@ -265,10 +315,11 @@ def reset() -> None:
 def graphs() -> dict[str, Any]:
     """Graph mode's figures since the last :func:`reset`: ``compiled`` (graphs compiled),
     ``cache_hits`` (syncs whose graph was compiled already), ``compile_s`` and ``execute_s``
-    (seconds in the compilers and the compiled programs), ``graphs_run``, ``nodes``,
-    ``nodes_per_graph`` and ``max_nodes`` (of the graphs run), ``donated`` (input buffers the
-    programs consumed for their results: the old data of tensors written in place, which
-    nothing else held), ``ran_ahead`` (syncs whose results came from their program launched
+    (seconds in the compilers and the compiled programs; a program's first run that traced
+    and compiled it, as ``jax.jit`` does, counts that time in ``compile_s``), ``graphs_run``,
+    ``nodes``, ``nodes_per_graph`` and ``max_nodes`` (of the graphs run), ``donated`` (input
+    buffers the programs consumed for their results: the old data of tensors written in place,
+    which nothing else held), ``ran_ahead`` (syncs whose results came from their program launched
     ahead, while the graph was still being recorded: a graph the last two syncs ran, launched
     once its inputs are known, confirmed whole at the sync), ``ahead_missed`` (programs
     launched ahead whose results were let go, the recording being another graph or reading
@@ -291,6 +342,7 @@ __all__ = [
     "op_stats",
     "profile",
     "plot",
+    "record_fallback",
     "report",
     "reset",
     "rows",

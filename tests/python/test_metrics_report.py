@@ -390,3 +390,26 @@ def test_view_operators_refused_or_copied_against_a_warning_filter_count_as_fail
         warnings.simplefilter("ignore", bf.FallbackWarning)
         bf.call_fallback(bf.CpuFallback(views="copy"), op, x)
     assert _counts(name, a.name) == (3, 2)
+
+
+def test_a_fallback_recorded_by_hand_counts_as_any_other(ns, ops, two):
+    # Issue 53: a graph program's host callbacks ran outside the dispatcher and were missing
+    # from the report; bf.metrics.record_fallback counts such a fallback.
+    a, _ = two
+    op = getattr(bf.ops, ns).neg.default
+    bf.metrics.reset()
+    bf.metrics.record_fallback(
+        op, a, fallback_ns=5_000, kernel_ns=3_000, bytes_to_cpu=32, bytes_from_cpu=16
+    )
+    bf.metrics.record_fallback(
+        f"{ns}::neg", "fbaccel", fallback_ns=1_000, error=ValueError("the kernel broke")
+    )
+    stats = bf.metrics.op_stats(op)["backends"][a.name]
+    assert (stats["fallbacks"], stats["failures"]) == (2, 1)
+    assert (stats["bytes_to_cpu"], stats["bytes_from_cpu"]) == (32, 16)
+    assert stats["fallback_ns"] >= stats["kernel_ns"] > 0
+    assert stats["last_failure"] == {"type": "ValueError", "message": "the kernel broke"}
+    assert [r["operator"] for r in bf.metrics.rows(a)] == [f"{ns}::neg"]
+    assert f"{ns}::neg" in bf.metrics.report()
+    with pytest.raises(bf.UnknownKeyError):
+        bf.metrics.record_fallback(op, "NoSuchBackend")

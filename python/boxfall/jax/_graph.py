@@ -23,6 +23,7 @@ miscount, so such a program runs at its sync.
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -214,7 +215,11 @@ class JaxCompiler:
 
         def program(payloads: list[Any]) -> list[Any]:
             values: list[list[Any]] = []
-            with bf.eager():
+            # Traced once a compile: nothing the kernels do here is counted (a kernel that hands
+            # a traced call to the CPU fallback fails there, and the node runs on the host,
+            # counted at each run: `cpu` below), so the figures never depend on which test or
+            # call compiled the program.
+            with bf.eager(), bf.metrics._uncounted():
                 for step in steps:
                     values.append(step(payloads, values))
             return [values[n][k] for n, k in outputs]
@@ -223,7 +228,21 @@ class JaxCompiler:
         # A program's inputs place it (JAX runs it where its committed arrays are); one with
         # none (creation alone) is placed on the graph's device.
         placed = {} if first else {"out_shardings": self._placement(graph)}
-        jitted = jax.jit(program, **placed)
+        jit_program = jax.jit(program, **placed)
+
+        def jitted(values: list[Any]) -> Any:
+            # The program's first call, where JAX traces and compiles it: done ahead of the
+            # call (`lower().compile()` fills jax.jit's caches, so the call compiles nothing)
+            # and timed as the graph's compile, not its run (`bf.metrics.graphs()`); every later
+            # call goes to the jitted program itself, with nothing in between.
+            nonlocal jitted
+            start = time.perf_counter_ns()
+            try:
+                jit_program.lower(values).compile()
+            finally:
+                bf.metrics._compiled_in_run(time.perf_counter_ns() - start)
+            jitted = jit_program
+            return jit_program(values)
         # Per (offered mask, least bytes): the donating form, or None where it consumes none.
         donating: dict[tuple[tuple[bool, ...], int], _Donating | None] = {}
 
@@ -366,14 +385,40 @@ class JaxCompiler:
             resolved = resolve(payloads, values, lambda p: p)
 
             def cpu(*arrays: Any) -> tuple[Any, ...]:
+                # A CPU fallback of the graph backend at each run of the program: counted in
+                # boxfall's figures (`bf.metrics.op_stats`, the report, the pytest plugin) with
+                # its time and bytes, as the dispatcher counts an eager one.
                 self.host_callbacks[name] += 1
-                got = [a[1] if a[0] == "const" else None for a in args]
-                for i, arr in zip(positions, arrays, strict=True):
-                    # a scalar input is a Python scalar again for the CPU kernel
-                    got[i] = np.asarray(arr).item() if i in scalars else np.asarray(arr)
-                out = call(got)
-                out = out if isinstance(out, tuple) else (out,)
-                return tuple(np.asarray(o, dtype=s.dtype) for o, s in zip(out, shapes, strict=True))
+                start = time.perf_counter_ns()
+                into = sum(np.asarray(a).nbytes for a in arrays)
+                kernel_ns, made, error = 0, 0, None
+                try:
+                    got = [a[1] if a[0] == "const" else None for a in args]
+                    for i, arr in zip(positions, arrays, strict=True):
+                        # a scalar input is a Python scalar again for the CPU kernel
+                        got[i] = np.asarray(arr).item() if i in scalars else np.asarray(arr)
+                    ran = time.perf_counter_ns()
+                    out = call(got)
+                    kernel_ns = time.perf_counter_ns() - ran
+                    out = out if isinstance(out, tuple) else (out,)
+                    results = tuple(
+                        np.asarray(o, dtype=s.dtype) for o, s in zip(out, shapes, strict=True)
+                    )
+                    made = sum(r.nbytes for r in results)
+                    return results
+                except BaseException as e:
+                    error = e
+                    raise
+                finally:
+                    bf.metrics.record_fallback(
+                        op,
+                        self.backend_name,
+                        fallback_ns=time.perf_counter_ns() - start,
+                        kernel_ns=kernel_ns,
+                        bytes_to_cpu=into,
+                        bytes_from_cpu=made,
+                        error=error,
+                    )
 
             return list(jax.pure_callback(cpu, shapes, *(resolved[i] for i in positions)))
 

@@ -869,13 +869,22 @@ def _creation(kern: _Kernels) -> None:
     kern.add("ones_like", like("ones_like", _ones))
     kern.add("empty_like", like("empty_like", _zeros))
 
+    asarray_op = bf.ops.array_api.asarray.default
+    host_asarray = asarray_op  # called with device=None: the CPU kernel, on host data
+
     def asarray(obj: Any, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
         # A jax.Array is wrapped as it is (immutable: sharing it is a copy's semantics), put on
-        # this backend's device if it is elsewhere; anything else takes the CPU fallback's way,
-        # where residency keeps host data on the host until a kernel here needs it.
+        # this backend's device if it is elsewhere. Host data (a NumPy array, a list) is made
+        # by the CPU kernel and put on the device by the backend's from_cpu: a transfer the
+        # user asked for (`bf.metrics.transfers()`, with its bytes), not a CPU fallback, which
+        # no kernel of the device could avoid. A tensor takes the CPU fallback's way.
         at = target(device)
-        if type(obj) is not _ARRAY_TYPE or at is None:
+        if at is None or isinstance(obj, bf.Tensor):
             return None
+        if type(obj) is not _ARRAY_TYPE:
+            host = host_asarray(obj, dtype=dtype, device=None, copy=copy)
+            index = kern.devices.index(at) if at in kern.devices else 0
+            return kern.backend.tensor(host, index, op=asarray_op).payload
         d = kern.dtype_here(dtype)
         if d is False or (d is not None and d != obj.dtype):
             return None
