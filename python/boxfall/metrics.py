@@ -66,7 +66,8 @@ def op_stats(name: OpName) -> dict[str, Any]:
     figures per backend name (only backends whose tensors fell back). Zeros, and no backends, if
     it never fell back.
 
-    - ``fallbacks``: calls that reached the CPU fallback, refused and failed ones included.
+    - ``fallbacks``: calls that reached the CPU fallback, refused and failed ones included, and
+      fallbacks recorded by hand (:func:`record_fallback`: a graph program's host callbacks).
     - ``failures``: those that did not run to the end. A refusal is a failure: the fallback policy
       ``"error"`` (or a ``"warn"`` warning turned into an error), a view operator under
       ``views="refuse"`` (or its copy warning turned into an error), a key that is no backend with
