@@ -581,6 +581,29 @@ pub trait CompiledGraph: Send + Sync + 'static {
     fn runs_ahead(&self) -> bool {
         false
     }
+
+    /// Checks a run's results before a sync commits them: the outputs of a run at the sync, or
+    /// of a run ahead once the sync confirmed it. An error fails the run (the sync then runs
+    /// it as a failed program), for a program whose results can be wrong where a value was
+    /// out of its domain (JAX's `solve` of a singular matrix gives infinities where NumPy
+    /// raises) and which reads its check here rather than in [`run`](Self::run), so that a
+    /// run ahead still only launches. The default checks nothing.
+    ///
+    /// ```
+    /// use boxfall::graph::CompiledGraph;
+    /// use boxfall::tensor::TensorData;
+    /// struct Nothing;
+    /// impl CompiledGraph for Nothing {
+    ///     fn run(&self, _: &[TensorData], _: &[boxfall::IValue]) -> boxfall::Result<Vec<TensorData>> {
+    ///         Ok(vec![])
+    ///     }
+    /// }
+    /// assert!(Nothing.check_results(&[]).is_ok());
+    /// ```
+    fn check_results(&self, outs: &[TensorData]) -> Result<()> {
+        let _ = outs;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

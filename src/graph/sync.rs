@@ -255,7 +255,10 @@ fn run_graph(
     // A program run ahead (`ahead.rs`) gives the results where the recording is its graph.
     let mut outcome = Outcome::NotLaunched;
     if let Ahead::Launched(l) = std::mem::take(&mut state.ahead) {
-        if ahead::confirmed(&l, state, &results, &settings) {
+        // A run ahead whose check fails is run again at the sync, as a failed program.
+        if ahead::confirmed(&l, state, &results, &settings)
+            && l.guess.program.check_results(&l.outs).is_ok()
+        {
             metrics::cache_hit();
             metrics::ran_ahead(l.ns, l.guess.graph.nodes.len() as u64);
             let again = Guess {
@@ -343,6 +346,11 @@ fn run_graph(
             )));
         }
         Ok(outs)
+    })?;
+    program.check_results(&outs).map_err(|e| {
+        Error::Fallback(format!(
+            "the compiled graph of backend '{backend}' ({nodes} nodes) failed; no tensor was changed: {e}"
+        ))
     })?;
     metrics::executed(
         start.elapsed().as_nanos() as u64,

@@ -357,6 +357,31 @@ impl CompiledGraph for PyCompiled {
                 .unwrap_or(false)
         })
     }
+
+    /// Where the function's attribute `checks_results` is true (read each time: JAX's program
+    /// sets it once traced, where a kernel checks its values), `f.check_results(payloads)`
+    /// with the run's output payloads; what it raises fails the run.
+    fn check_results(&self, outs: &[TensorData]) -> Result<()> {
+        Python::attach(|py| {
+            let f = self.f.bind(py);
+            let checks = f
+                .getattr(pyo3::intern!(py, "checks_results"))
+                .and_then(|v| v.is_truthy())
+                .unwrap_or(false);
+            if !checks {
+                return Ok(());
+            }
+            let payloads = outs
+                .iter()
+                .map(|d| payload_of(py, d))
+                .collect::<PyResult<Vec<_>>>()
+                .map_err(from_pyerr)?;
+            let payloads = PyList::new(py, payloads).map_err(from_pyerr)?;
+            f.call_method1(pyo3::intern!(py, "check_results"), (payloads,))
+                .map(drop)
+                .map_err(from_pyerr)
+        })
+    }
 }
 
 /// The least bytes of a payload a compiled function consumes, from its attribute `donates`:

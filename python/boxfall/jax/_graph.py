@@ -96,12 +96,31 @@ step, against keeping the buffer: about 3x the step at 4 KiB, 1.2x at 256 KiB, 0
 
 class _Trace:
     """What tracing a graph's program found: ``host``, set where a node runs its CPU kernel as
-    a host callback (decided while JAX traces: a kernel may hand a case to the CPU then)."""
+    a host callback (decided while JAX traces: a kernel may hand a case to the CPU then), or
+    where the program checks its values (``checks``: per check, the error NumPy raises where
+    it fails, and its message; the program's last output is their flags)."""
 
-    __slots__ = ("host",)
+    __slots__ = ("checks", "host")
 
     def __init__(self) -> None:
         self.host = False
+        self.checks: list[tuple[type[Exception], str]] = []
+
+    @property
+    def keeps(self) -> bool:
+        """Whether the program consumes none of its inputs: a host callback's Python kernel,
+        or a check read after the run, may fail it after the inputs were given up, and a
+        failed sync keeps the graph for a retry."""
+        return self.host or bool(self.checks)
+
+
+def _raise_failed(flags: Any, trace: _Trace) -> None:
+    """NumPy's error for the first of a program's checks that failed (a singular ``solve``, an
+    index out of range), if one did. Reading the flags waits for the program."""
+    ok = np.asarray(flags)
+    if not ok.all():
+        error, message = trace.checks[int(np.argmin(ok))]
+        raise error(f"{message} (found when the graph's program ran)")
 
 
 class _HostCallback(Exception):
@@ -219,10 +238,17 @@ class JaxCompiler:
             # a traced call to the CPU fallback fails there, and the node runs on the host,
             # counted at each run: `cpu` below), so the figures never depend on which test or
             # call compiled the program.
-            with bf.eager(), bf.metrics._uncounted():
+            with bf.eager(), bf.metrics._uncounted(), _kernels.collecting_checks() as checks:
                 for step in steps:
                     values.append(step(payloads, values))
-            return [values[n][k] for n, k in outputs]
+            trace.checks = [(error, message) for _, error, message in checks]
+            if not checks:
+                return [values[n][k] for n, k in outputs]
+            # Kernels whose JAX function gives numbers where NumPy raises checked their values:
+            # the flags are the last output, read when the sync commits the results
+            # (`check_results`); the program keeps its inputs (`_Trace.keeps`).
+            flags = jax.numpy.stack([ok for ok, _, _ in checks])
+            return [values[n][k] for n, k in outputs] + [flags]
 
         first = len(graph.inputs)
         # A program's inputs place it (JAX runs it where its committed arrays are); one with
@@ -266,7 +292,7 @@ class JaxCompiler:
                 for i, p in zip(kept, rest, strict=False):
                     payloads[i] = p
                 outs = program(payloads + rest[len(kept) :])
-                if trace.host:
+                if trace.keeps:
                     raise _HostCallback
                 return outs
 
@@ -285,18 +311,18 @@ class JaxCompiler:
                 # Traced now: a program without a host callback only launches (JAX dispatches
                 # it and returns), so boxfall may run it ahead of its graph's sync.
                 run.runs_ahead = not trace.host  # type: ignore[attr-defined]
-                return outs
+                return checking(outs) if trace.checks else outs
             key = (tuple(donate), self.donate_min_bytes)
             d = donating.get(key, _UNSEEN)
             if d is _UNSEEN:
                 d = None
-                if self.donate and not trace.host and len(donating) < _MASKS:
+                if self.donate and not trace.keeps and len(donating) < _MASKS:
                     d = donating[key] = donating_program(*key)
-            if d is None or not self.donate or trace.host:
+            if d is None or not self.donate or trace.keeps:
                 donate[:] = [False] * len(donate)  # nothing consumed
                 outs = jitted(values)
                 run.runs_ahead = not trace.host  # type: ignore[attr-defined]
-                return outs
+                return checking(outs) if trace.checks else outs
             donate[:] = d.consumed  # an offered payload under the least bytes is kept
             try:
                 outs = d.jitted(
@@ -305,7 +331,8 @@ class JaxCompiler:
             except _HostCallback:
                 donating.clear()
                 donate[:] = [False] * len(donate)
-                return jitted(values)
+                outs = jitted(values)
+                return checking(outs) if trace.checks else outs
             self.donated += len(d.given)
             self.donated_bytes += d.nbytes
             return outs
@@ -316,6 +343,30 @@ class JaxCompiler:
         run.donates = self._donates()  # type: ignore[attr-defined]
         # Until its first run traces it, nothing says whether it has a host callback.
         run.runs_ahead = False  # type: ignore[attr-defined]
+
+        # A checking program's flags by its first output's id, from its run (which only
+        # launches: it may run ahead) until the sync commits that run's results and boxfall
+        # calls `check_results` with them (the flags read then: a wait for the device).
+        unchecked: dict[int, Any] = {}
+
+        def checking(outs: list[Any]) -> list[Any]:
+            flags = outs.pop()
+            if not outs:  # no result to find it by: checked now
+                _raise_failed(flags, trace)
+                return outs
+            if len(unchecked) >= 16:  # the oldest: a run ahead whose results were let go
+                unchecked.pop(next(iter(unchecked)))
+            unchecked[id(outs[0])] = flags
+            run.checks_results = True  # type: ignore[attr-defined]
+            return outs
+
+        def check_results(payloads: list[Any]) -> None:
+            flags = unchecked.pop(id(payloads[0]), None) if payloads else None
+            if flags is not None:
+                _raise_failed(flags, trace)
+
+        run.checks_results = False  # type: ignore[attr-defined]
+        run.check_results = check_results  # type: ignore[attr-defined]
         self._programs.add(run)
         return run
 

@@ -11,9 +11,11 @@ error at trace time) goes the same way, so an error always reads as NumPy's.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -32,6 +34,68 @@ _ARRAY_TYPE = type(jnp.zeros(()))
 # ``jax.jit`` on traced arrays: each check below takes one after the concrete type's, so that an
 # eager call pays nothing for it.
 _TRACER = jax.core.Tracer
+
+
+class _Checks(threading.local):
+    """The checks a graph's program collects while JAX traces it in this thread (None outside
+    such a trace): per check, a traced bool (True: the node's values are what NumPy computes)
+    and the error NumPy raises where it is False."""
+
+    found: list[tuple[Any, type[Exception], str]] | None = None
+
+
+CHECKS = _Checks()
+
+
+@contextlib.contextmanager
+def collecting_checks() -> Iterator[list[tuple[Any, type[Exception], str]]]:
+    """Collects the checks of the kernels traced in the block (a graph's program)."""
+    saved, CHECKS.found = CHECKS.found, []
+    try:
+        yield CHECKS.found
+    finally:
+        CHECKS.found = saved
+
+
+def checked(out: Any, ok: Any, error: type[Exception], message: str, excused: Any = None) -> Any:
+    """``out``, a kernel's result whose JAX function gives numbers where NumPy raises (a
+    singular ``solve``, an index out of range), and ``ok``, whether it is surely NumPy's.
+
+    Eager: the flag is read, which waits for the device (a sync on each call of these few
+    kernels: the price of NumPy's error), and a False hands the call to the CPU fallback
+    (None), which raises NumPy's error or computes NumPy's result. Traced by a graph's
+    program: the flag joins the program's checks, read when the sync commits the run's
+    results, and a False fails the run with ``error`` (the sync then finds the node that
+    failed); ``excused`` (a NaN or an infinity in: NumPy's numbers are NaNs too, mostly)
+    passes there, as a failed run with every node computed would be the program's fault."""
+    if isinstance(ok, _TRACER):
+        found = CHECKS.found
+        if found is not None:
+            found.append((ok if excused is None else ok | excused, error, message))
+        return out
+    return out if bool(ok) else None
+
+
+def _with_check(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (a solve, an inverse, a factorization) returning its result, whether that is
+    finite, and whether some input is not: LAPACK's refusals (a singular matrix, one not
+    positive definite) are infinities and NaNs in JAX's results; a NaN in gives NaNs out,
+    where NumPy computes or raises. One compiled program."""
+
+    def checks(*arrays: Any, **static: Any) -> Any:
+        out = fn(*arrays, **static)
+        finite_in = jnp.all(jnp.stack([jnp.isfinite(a).all() for a in arrays]))
+        return out, jnp.isfinite(out).all(), jnp.logical_not(finite_in)
+
+    return checks
+
+
+def _take_in_range(a: Any, i: Any, *, axis: Any) -> Any:
+    """``jnp.take`` (which fills an index out of range with NaN, or clamps) and whether every
+    index is one NumPy takes: ``-n <= i < n``."""
+    n = a.shape[0 if axis is None else axis]
+    return jnp.take(a, i, axis=axis), jnp.all((i >= -n) & (i < n))
+
 
 _NARROWED = ("int64", "uint64", "float64", "complex128")
 
@@ -131,7 +195,7 @@ _concat = jax.jit(
 )
 _stack = jax.jit(lambda *arrays, axis: jnp.stack(arrays, axis=axis), static_argnames=("axis",))
 _reshape = jax.jit(jnp.reshape, static_argnames=("shape",))
-_take = jax.jit(jnp.take, static_argnames=("axis",))
+_take = jax.jit(_take_in_range, static_argnames=("axis",))
 # The view functions' operators: eager mode makes views of tensors (the view hook), and reaches
 # these only where no view is made; a graph's program (graph mode) runs them on the device.
 _matrix_transpose = jax.jit(jnp.matrix_transpose)
@@ -139,8 +203,9 @@ _expand_dims = jax.jit(jnp.expand_dims, static_argnames=("axis",))
 _permute_dims = jax.jit(jnp.permute_dims, static_argnames=("axes",))
 _squeeze = jax.jit(jnp.squeeze, static_argnames=("axis",))
 _vector_norm = jax.jit(jnp.linalg.vector_norm, static_argnames=("axis", "keepdims", "ord"))
-_solve = jax.jit(jnp.linalg.solve)
-_cholesky = jax.jit(jnp.linalg.cholesky, static_argnames=("upper",))
+_solve = jax.jit(_with_check(jnp.linalg.solve))
+_cholesky = jax.jit(_with_check(jnp.linalg.cholesky), static_argnames=("upper",))
+_inv = jax.jit(_with_check(jnp.linalg.inv))
 _astype = jax.jit(lambda a, dtype: a.astype(dtype), static_argnames=("dtype",))
 # Creation, compiled per shape and dtype (as JAX's eager creation compiles per shape too); the
 # fill value is an argument, so a new value compiles nothing.
@@ -584,6 +649,11 @@ def _linear_algebra(k: _Kernels) -> None:
     k.add("tensordot.axes", tensordot)
     k.add("vecdot", vecdot)
 
+    # A singular matrix (one not positive definite) is NumPy's LinAlgError, which JAX's
+    # solve, inv and cholesky give as infinities and NaNs: they check (`checked`).
+    LinAlgError = np.linalg.LinAlgError  # noqa: N806  (NumPy's class)
+    on = k.backend.name
+
     # The decompositions JAX holds on the device: float32 and complex64 everywhere; 64-bit
     # ones only off a TPU (there JAX's float64 solve, inv and slogdet raise).
     linalg_kinds: set[np.dtype[Any]] = {np.dtype("float32"), np.dtype("complex64")}
@@ -604,11 +674,25 @@ def _linear_algebra(k: _Kernels) -> None:
             return None
         if b.shape[0] != a.shape[0]:
             return None
-        return _solve(a, b)
+        why = f"array_api::linalg_solve on {on}: Singular matrix"
+        out, ok, excused = _solve(a, b)
+        return checked(out, ok, LinAlgError, why, excused)
 
     def cholesky(x: Any, *, upper: bool = False) -> Any:
         a = square(x)
-        return None if a is None else _cholesky(a, upper=upper)
+        if a is None:
+            return None
+        out, ok, excused = _cholesky(a, upper=upper)
+        why = f"array_api::linalg_cholesky on {on}: Matrix is not positive definite"
+        return checked(out, ok, LinAlgError, why, excused)
+
+    def inv(x: Any) -> Any:
+        a = square(x)
+        if a is None:
+            return None
+        why = f"array_api::linalg_inv on {on}: Singular matrix"
+        out, ok, excused = _inv(a)
+        return checked(out, ok, LinAlgError, why, excused)
 
     def one(fn: Callable[[Any], Any]) -> Kernel:
         def compute(x: Any) -> Any:
@@ -619,7 +703,7 @@ def _linear_algebra(k: _Kernels) -> None:
 
     k.add("linalg_solve", solve)
     k.add("linalg_cholesky", cholesky)
-    k.add("linalg_inv", one(_jit(jnp.linalg.inv)))
+    k.add("linalg_inv", inv)
     k.add("linalg_det", one(_jit(jnp.linalg.det)))
     k.add("linalg_slogdet", one(_jit(lambda a: tuple(jnp.linalg.slogdet(a)))))
     k.add("linalg_eigh", one(_jit(lambda a: tuple(jnp.linalg.eigh(a)))))
@@ -661,7 +745,11 @@ def _manipulation(k: _Kernels) -> None:
             return None
         if axis is None and a.ndim != 1:
             return None
-        return _take(a, i, axis=axis)
+        if not -a.ndim <= (axis or 0) < a.ndim:
+            return None
+        out, ok = _take(a, i, axis=axis)
+        why = f"array_api::take on {k.backend.name}: an index is out of bounds for axis {axis}"
+        return checked(out, ok, IndexError, why)
 
     def astype(x: Any, dtype: str, *, copy: bool = True, device: Any = None) -> Any:
         a, d = pay(x), k.dtype_here(dtype, "astype")
