@@ -782,7 +782,12 @@ def register_backend(
     be that graph on that data, else let go (``ran_ahead`` and ``ahead_missed`` in
     ``bf.metrics.graphs()``). Set it only on a function whose call has no effect but its
     results, returns at once while the device computes (JAX's async dispatch), and reads
-    payloads nothing writes in place.
+    payloads nothing writes in place. A function whose attribute ``checks_results`` is true
+    (read at each sync) is then called ``f.check_results(payloads)`` with a run's output
+    payloads before the sync commits them (its own run's, or a run ahead's once confirmed):
+    what it raises fails the run, as the run raising would (boxfall.jax's programs read there
+    the checks of kernels that give numbers where NumPy raises, so that a run ahead still only
+    launches).
     """
 
 def backends_version() -> int:
