@@ -16,7 +16,8 @@ use crate::kernel::KernelFunction;
 use crate::key::LocalKeysGuard;
 use crate::key::{carry_key, register_functionality_key, DispatchKey, DispatchKeySet};
 use crate::schema::ArgKind;
-use crate::tensor::{hold_writes, DType, Device, Tensor, TensorData, TensorMeta};
+use crate::tensor::promote::holds;
+use crate::tensor::{hold_writes, DType, Device, Kind, Tensor, TensorData, TensorMeta};
 
 use super::ahead;
 use super::constants::described_stack;
@@ -425,6 +426,14 @@ fn record_node(
         }
     };
     let mut ready = ready_args(op, backend, &rec, stack, known)?;
+    let scalar_operands = op_rule(op).scalar_inputs;
+    // The dtype an int scalar beside a bool meets: NumPy's int64, as the device holds it.
+    let default_int = match scalar_operands {
+        true => device_dtype(backend, "int64")
+            .and_then(DType::from_name)
+            .unwrap_or(DType::I64),
+        false => DType::I64,
+    };
     let mut guard = lock(&rec);
     // Another thread syncs the graph (it read a pending tensor of it), or synced it meanwhile
     // (an input or a pending argument's node is gone): the call waits for that sync, and its
@@ -449,14 +458,16 @@ fn record_node(
     }
     let r = &mut *guard;
     let generation = r.generation;
-    let scalar_operands = op_rule(op).scalar_inputs;
+    // An elementwise operator's Python scalar, made a scalar input below where it may be one.
+    let mut scalars_at: Vec<usize> = Vec::new();
     let mut args = Vec::with_capacity(stack.len());
     for (v, ready) in stack.drain(..).zip(ready) {
         args.push(match ready {
             None if scalar_operands
                 && matches!(v, IValue::Double(_) | IValue::Int(_) | IValue::Bool(_)) =>
             {
-                Arg::Scalar(r.state.add_scalar(v))
+                scalars_at.push(args.len());
+                Arg::Const(v)
             }
             None => Arg::Const(v),
             Some(Ready::Pending(g, n, o)) if g == generation => Arg::Node(n, o),
@@ -470,6 +481,17 @@ fn record_node(
                 Arg::Input(input_index(&mut r.state, t, data, version, meta)?)
             }
         });
+    }
+    if !scalars_at.is_empty() {
+        let operand = operand_dtype(&r.state, &args);
+        for i in scalars_at {
+            if let Some(Arg::Const(v)) = args.get(i) {
+                if is_scalar_input(v, operand, default_int) {
+                    let v = v.clone();
+                    args[i] = Arg::Scalar(r.state.add_scalar(v));
+                }
+            }
+        }
     }
     let node = r.state.nodes.len();
     r.state.device = Some(device);
@@ -498,6 +520,36 @@ fn record_node(
         ahead::launch(&rec, generation, guess, inputs);
     }
     Ok(())
+}
+
+/// The dtype of the tensor operand of an elementwise operator's scalar overload
+/// (`less.Tensor_Scalar(x, 200)`), from the recorded metas; `None` for a dtype host memory
+/// lacks.
+fn operand_dtype(state: &State, args: &[Arg]) -> Option<DType> {
+    let meta = args.iter().find_map(|a| match a {
+        Arg::Input(i) => state.inputs.get(*i).map(|input| &input.meta),
+        Arg::Node(n, o) => state.nodes.get(*n).and_then(|node| node.outputs.get(*o)),
+        _ => None,
+    })?;
+    DType::from_name(&meta.dtype)
+}
+
+/// Whether a Python scalar beside an operand of dtype `operand` is a scalar input (its value
+/// given at each run, its type alone in the graph's key) rather than a constant (its value in
+/// the key). An int is one only where the dtype it meets holds it: the integer operand's
+/// (NumPy's rule for `uint32 + 2**31`), any float's, else `default_int`'s (beside a bool). A
+/// program compiled for an int in range then never runs with one outside it, where a
+/// comparison's answer is another (int8 `x < 200` is all True, `x < 100` is not), and a
+/// compiler converts every scalar input to the dtype it meets without overflowing.
+fn is_scalar_input(v: &IValue, operand: Option<DType>, default_int: DType) -> bool {
+    let IValue::Int(i) = v else {
+        return true;
+    };
+    match operand.map(DType::kind) {
+        Some(Kind::Signed | Kind::Unsigned) => operand.is_some_and(|d| holds(d, *i)),
+        Some(Kind::Float | Kind::Complex) => true,
+        _ => holds(default_int, *i),
+    }
 }
 
 /// The sync reason of a graph cut where a call on another of the backend's devices begins.

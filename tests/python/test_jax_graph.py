@@ -135,19 +135,22 @@ def test_a_changed_python_scalar_compiles_nothing_and_keeps_numpys_dtypes(gx):
 
 
 def test_a_repeated_scalar_is_the_same_device_value_and_a_zero_keeps_its_sign(gx):
-    """A program's scalars as at its last run are reused (``_LastScalars``), but only for the
-    same values of the same types: -0.0 after 0.0 (equal in Python) is -0.0 on the device, 2
-    after 2.0 is an int, and a NaN is a NaN."""
-    from boxfall.jax._graph import _LastScalars
+    """A program's scalars as at its last run are reused (``_LastScalars``: their packs, one
+    array a dtype), but only for the same values of the same types: -0.0 after 0.0 (equal in
+    Python) is -0.0 on the device, 2 after 2.0 is packed again, and a NaN is a NaN."""
+    from boxfall.jax._graph import _LastScalars, _Packing
 
-    last = _LastScalars()
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    last = _LastScalars(_Packing([f32, i32]))
     first = last.of([2.0, 3])
     assert last.of([2.0, 3]) is first
-    assert [float(v) for v in first] == [2.0, 3.0]
-    assert last.of([2, 3])[0].dtype == jax.numpy.asarray(2).dtype
-    assert np.signbit(np.asarray(last.of([0.0])[0])) == False  # noqa: E712
-    assert np.signbit(np.asarray(last.of([-0.0])[0])) == True  # noqa: E712
-    assert np.isnan(np.asarray(last.of([float("nan")])[0]))
+    assert [p.dtype for p in first] == [f32, i32]
+    assert [np.asarray(p).tolist() for p in first] == [[2.0], [3]]
+    assert last.of([2, 3]) is not first
+    one = _LastScalars(_Packing([f32]))
+    assert np.signbit(np.asarray(one.of([0.0])[0])).tolist() == [False]
+    assert np.signbit(np.asarray(one.of([-0.0])[0])).tolist() == [True]
+    assert np.isnan(np.asarray(one.of([float("nan")])[0])).all()
     # Through a program: 1 / (x * s) sees the zero's sign of each run.
     a = np.ones((2,), np.float32)
     x = gx.asarray(a)

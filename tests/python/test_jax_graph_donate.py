@@ -156,8 +156,8 @@ def test_the_scalar_inputs_cached_arrays_are_never_donated(gx):
     for factor in (0.5, 0.5, 0.25):
         x *= factor
         bf.sync()
-    assert _graph._SCALARS
-    assert not any(a.is_deleted() for a in _graph._SCALARS.values())
+    assert _graph._PACKS
+    assert not any(a.is_deleted() for a in _graph._PACKS.values())
     np.testing.assert_array_equal(x.numpy(), np.arange(4) * 0.0625)
 
 

@@ -39,33 +39,76 @@ from . import _hooks, _kernels
 Step = Callable[[Sequence[Any], list[list[Any]]], list[Any]]
 
 
-_SCALARS: dict[tuple[type, Any], Any] = {}
-"""Scalar inputs' values already on the device, by type and value (a float by its bits)."""
+_PACKS: dict[tuple[str, tuple[Any, ...]], Any] = {}
+"""Packed scalar inputs already on the device, by dtype and values (a float by its bits)."""
 
 
-def _on_device(v: Any) -> Any:
-    """A scalar input's value as a weakly typed array on the device: a Python scalar handed to
-    a compiled program is copied there at every call (a transfer each, tens of microseconds on
-    a TPU), while the values a program sees are mostly the same few (a step's factor)."""
-    t = type(v)
-    key = (t, v.hex() if t is float else v)
-    got = _SCALARS.get(key)
+def _packed(dtype: np.dtype[Any], values: list[Any]) -> Any:
+    """``values`` (Python scalars) as one 1-D array of ``dtype`` on the device: a Python scalar
+    handed to a compiled program is copied there at every call (a transfer each, tens of
+    microseconds on a TPU), while the values a program sees are mostly the same few (a step's
+    factor), so a pack of the same values is the same array. A float too large for a float32
+    pack is its infinity, as NumPy converts it beside a float32 array."""
+    key = (dtype.str, tuple(v.hex() if type(v) is float else v for v in values))
+    got = _PACKS.get(key)
     if got is None:
-        if len(_SCALARS) >= 1024:
-            _SCALARS.clear()
-        got = _SCALARS[key] = jax.numpy.asarray(v)
+        if len(_PACKS) >= 1024:
+            _PACKS.clear()
+        with np.errstate(over="ignore"):
+            host = np.array(values, dtype=dtype)
+        got = _PACKS[key] = jax.numpy.asarray(host)
     return got
 
 
+class _Packing:
+    """How a program takes its scalar inputs: packed into one 1-D array per dtype, each
+    scalar converted to the dtype it meets in its node (``JaxCompiler.scalar_dtypes``), so
+    the program has a few inputs however many scalars it reads (600 ``x += 1.0`` made 600
+    inputs, whose compile ran past 3 GB) and indexes them inside. The packs' dtypes and
+    lengths follow from the graph's key, never from the values."""
+
+    __slots__ = ("dtypes", "slots", "members")
+
+    def __init__(self, scalar_dtypes: Sequence[np.dtype[Any]]) -> None:
+        self.dtypes: list[np.dtype[Any]] = []
+        """Each pack's dtype, in the order the packs follow the inputs' payloads."""
+        self.slots: list[tuple[int, int]] = []
+        """Per scalar input: its pack and its place in it."""
+        self.members: list[list[int]] = []
+        """Per pack: the scalar inputs in it, in order."""
+        for j, d in enumerate(scalar_dtypes):
+            if d not in self.dtypes:
+                self.dtypes.append(d)
+                self.members.append([])
+            k = self.dtypes.index(d)
+            self.slots.append((k, len(self.members[k])))
+            self.members[k].append(j)
+
+    def pack(self, values: Sequence[Any]) -> list[Any]:
+        """The packs of a run's scalar values, on the device."""
+        return [
+            _packed(d, [values[j] for j in m])
+            for d, m in zip(self.dtypes, self.members, strict=True)
+        ]
+
+    def unpack(self, packs: Sequence[Any]) -> list[Any]:
+        """The scalars, inside the program (traced): each a 0-d array of its pack's dtype. One
+        ``unstack`` a pack (XLA compiled 600 scalars so in 60% of the time 600 indexings
+        took)."""
+        parts = [jax.numpy.unstack(p) for p in packs]
+        return [parts[k][i] for k, i in self.slots]
+
+
 class _LastScalars:
-    """A program's scalar inputs as they were at its last run, and on the device: a loop runs
-    a program with the same scalars each time (a step's factor), and deciding them one by one
-    (``_on_device``) was most of the Python a run adds to JAX's call (about 5 of 13 us on
-    this machine, for the workload's 6)."""
+    """A program's scalar inputs as they were at its last run, and their packs on the device:
+    a loop runs a program with the same scalars each time (a step's factor), and deciding them
+    again was most of the Python a run adds to JAX's call (about 5 of 13 us on this machine,
+    for the workload's 6)."""
 
-    __slots__ = ("last",)
+    __slots__ = ("last", "packing")
 
-    def __init__(self) -> None:
+    def __init__(self, packing: _Packing) -> None:
+        self.packing = packing
         # One tuple, replaced whole: two threads running the program see one run's three.
         self.last: tuple[tuple[Any, ...], tuple[type, ...], list[Any]] = ((), (), [])
 
@@ -77,9 +120,26 @@ class _LastScalars:
         # decided by its bits; a NaN is never equal, and is decided again.
         if values == last_values and types == last_types and 0 not in values:
             return on_device
-        on_device = [_on_device(v) for v in values]
+        on_device = self.packing.pack(values)
         self.last = (values, types, on_device)
         return on_device
+
+
+def _fitted(value: Any, dtype: np.dtype[Any], op: str) -> np.ndarray:
+    """A host callback's result in the dtype the program holds it in: NumPy's int64 is int32
+    on a device without 64-bit types, and an int that int32 cannot hold is refused
+    (``OverflowError``), as eager mode's narrowing refuses it, never wrapped."""
+    a = np.asarray(value)
+    if a.dtype != dtype and a.dtype.kind in "iu" and dtype.kind in "iu" and a.size:
+        info = np.iinfo(dtype)
+        least, greatest = a.min(), a.max()
+        if least < info.min or greatest > info.max:
+            bad = least if least < info.min else greatest
+            raise OverflowError(
+                f"'{op}' in a graph's program made the integer {bad}, which {dtype} (the "
+                f"device's dtype for its {a.dtype} result) cannot hold"
+            )
+    return np.asarray(a, dtype=dtype)
 
 
 _MASKS = 4
@@ -92,6 +152,21 @@ donation saves device memory and an allocation, which matter for large buffers o
 JAX's CPU a donating call of a small program cost more than it saved (``x += y`` synced each
 step, against keeping the buffer: about 3x the step at 4 KiB, 1.2x at 256 KiB, 0.7x at 1 MiB,
 0.2x at 64 MiB; benches/graph_donate.py)."""
+
+
+class _Parts:
+    """A ``bf.Graph``'s parts, read once: each read of one of its attributes builds its list
+    anew, and a step reads them (a graph of 600 nodes read its 600 nodes 600 times, most of
+    its compile's Python)."""
+
+    __slots__ = ("device", "inputs", "nodes", "outputs", "scalars")
+
+    def __init__(self, graph: bf.Graph) -> None:
+        self.device = graph.device
+        self.inputs = graph.inputs
+        self.scalars = graph.scalars
+        self.nodes = graph.nodes
+        self.outputs = graph.outputs
 
 
 class _Trace:
@@ -223,16 +298,22 @@ class JaxCompiler:
             return d
         return np.dtype({"i": "int32", "u": "uint32", "f": "float32", "c": "complex64"}[d.kind])
 
-    def __call__(self, graph: bf.Graph) -> Callable[[list[Any]], list[Any]]:
+    def __call__(self, whole: bf.Graph) -> Callable[[list[Any]], list[Any]]:
         self.compiles += 1
+        graph = _Parts(whole)
         wrap = bf.get_backend(self.backend_name).tensor_from_payload
-        # A scalar input's value follows the inputs' payloads; jax.jit traces it (a weakly
-        # typed scalar, as a Python scalar is to jax.numpy), so a new value compiles nothing.
+        # The scalar inputs' values follow the inputs' payloads, packed (`_Packing`); jax.jit
+        # traces them, so a new value compiles nothing.
         trace = _Trace()
         steps = [self._step(op, args, outs, wrap, graph, trace) for op, args, outs in graph.nodes]
         outputs = graph.outputs
+        first = len(graph.inputs)
+        packing = _Packing(self.scalar_dtypes(graph))
 
         def program(payloads: list[Any]) -> list[Any]:
+            if packing.slots:
+                # each scalar in its place after the inputs, as the steps read it
+                payloads = payloads[:first] + packing.unpack(payloads[first:])
             values: list[list[Any]] = []
             # Traced once a compile: nothing the kernels do here is counted (a kernel that hands
             # a traced call to the CPU fallback fails there, and the node runs on the host,
@@ -250,7 +331,6 @@ class JaxCompiler:
             flags = jax.numpy.stack([ok for ok, _, _ in checks])
             return [values[n][k] for n, k in outputs] + [flags]
 
-        first = len(graph.inputs)
         # A program's inputs place it (JAX runs it where its committed arrays are); one with
         # none (creation alone) is placed on the graph's device.
         placed = {} if first else {"out_shardings": self._placement(graph)}
@@ -301,7 +381,7 @@ class JaxCompiler:
             return _Donating(jax.jit(split, donate_argnums=0), given, kept, nbytes, consumed)
 
         has_scalars = bool(graph.scalars)
-        last = _LastScalars()
+        last = _LastScalars(packing)
 
         def run(values: list[Any], donate: list[bool] | None = None) -> list[Any]:
             if has_scalars:
@@ -370,7 +450,38 @@ class JaxCompiler:
         self._programs.add(run)
         return run
 
-    def _placement(self, graph: bf.Graph) -> Any:
+    def scalar_dtypes(self, graph: bf.Graph | _Parts) -> list[np.dtype[Any]]:
+        """The dtype each scalar input of ``graph`` is converted to, as NumPy converts a Python
+        scalar beside an array (NEP 50), on the device: the dtype of the array it meets, where
+        its kind takes it (an int beside an integer or a floating array, a float beside a
+        floating one; a complex array's real dtype); else its own kind's default dtype (an
+        int beside a bool, a float beside an integer). The recorder makes an int a scalar
+        input only where that dtype holds it (else a constant), so no conversion overflows."""
+        default = {
+            "bool": np.dtype(bool),
+            "int": self._narrowed("int64"),
+            "float": self._narrowed("float64"),
+        }
+        dtypes = [default[t] for t in graph.scalars]
+        for _, args, _ in graph.nodes:
+            operand = next((a for a in args if a[0] in ("input", "node")), None)
+            if operand is None:
+                continue
+            if operand[0] == "input":
+                name = graph.inputs[operand[1]][0]
+            else:
+                name = graph.nodes[operand[1]][2][operand[2]][0]
+            d = self._narrowed(name)
+            if d.kind == "c":
+                d = np.dtype(f"f{d.itemsize // 2}")
+            for a in args:
+                if a[0] == "scalar":
+                    t = graph.scalars[a[1]]
+                    if (t == "int" and d.kind in "iufV") or (t == "float" and d.kind in "fV"):
+                        dtypes[a[1]] = d
+        return dtypes
+
+    def _placement(self, graph: bf.Graph | _Parts) -> Any:
         """The sharding of one device that puts a program on ``graph``'s device."""
         index = int(graph.device.rpartition(":")[2] or 0)
         return jax.sharding.SingleDeviceSharding(self.devices[index])
@@ -381,7 +492,7 @@ class JaxCompiler:
         args: tuple[Any, ...],
         outs: list[Any],
         wrap: Any,
-        graph: bf.Graph,
+        graph: _Parts,
         trace: _Trace,
     ) -> Step:
         kwarg_only = [a.kwarg_only for a in op.schema.arguments]
@@ -453,7 +564,7 @@ class JaxCompiler:
                     kernel_ns = time.perf_counter_ns() - ran
                     out = out if isinstance(out, tuple) else (out,)
                     results = tuple(
-                        np.asarray(o, dtype=s.dtype) for o, s in zip(out, shapes, strict=True)
+                        _fitted(o, s.dtype, name) for o, s in zip(out, shapes, strict=True)
                     )
                     made = sum(r.nbytes for r in results)
                     return results
@@ -489,7 +600,7 @@ class JaxCompiler:
         return on_device
 
     def _scalar_step(
-        self, op: bf.OpOverload, args: tuple[Any, ...], shapes: Any, on_host: Step, graph: bf.Graph
+        self, op: bf.OpOverload, args: tuple[Any, ...], shapes: Any, on_host: Step, graph: _Parts
     ) -> Step:
         """An elementwise operator's scalar overload (``multiply.Tensor_Scalar``) whose scalar
         is a traced input: the JAX function of the tensor-tensor operator on the traced

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -207,6 +208,8 @@ _solve = jax.jit(_with_check(jnp.linalg.solve))
 _cholesky = jax.jit(_with_check(jnp.linalg.cholesky), static_argnames=("upper",))
 _inv = jax.jit(_with_check(jnp.linalg.inv))
 _astype = jax.jit(lambda a, dtype: a.astype(dtype), static_argnames=("dtype",))
+# An array of `a`'s shape holding one bool (a comparison with an int outside `a`'s dtype).
+_filled_like = jax.jit(lambda a, value: jnp.full(a.shape, value, dtype=jnp.bool_))
 # Creation, compiled per shape and dtype (as JAX's eager creation compiles per shape too); the
 # fill value is an argument, so a new value compiles nothing.
 _zeros = jax.jit(jnp.zeros, static_argnames=("shape", "dtype"))
@@ -270,6 +273,28 @@ def scalar_fits(dtype: np.dtype, value: Any, kinds: str) -> bool:
         bounds = _INT_RANGE.get(dtype)
         return bounds is not None and bounds[0] <= value <= bounds[1]
     return t is bool and kind == "b"
+
+
+def exact(value: Any, dtype: np.dtype) -> Any:
+    """``value``, a Python scalar that ``scalar_fits`` a ``dtype`` array, as a 0-d NumPy array
+    of that dtype: what NumPy converts it to (NEP 50). A jitted function takes a Python int as a
+    weakly typed int of JAX's default width (int32 without x64) and raises ``OverflowError``
+    for one beyond it (``uint32 + 2**31``, ``float32 * 2**40``), which the array's dtype holds;
+    the kernels pass such an int so (rare: the usual scalar stays a Python scalar)."""
+    return np.asarray(value, dtype=dtype)
+
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "equal": operator.eq,
+    "not_equal": operator.ne,
+    "less": operator.lt,
+    "less_equal": operator.le,
+    "greater": operator.gt,
+    "greater_equal": operator.ge,
+}
+"""The comparisons, as Python's operators: NumPy compares an integer array with a Python int
+outside its dtype's range exactly (int8 ``x < 200`` is all True), so every element compares
+as any one value of the dtype does."""
 
 
 def _axes(axis: Any) -> Any:
@@ -476,22 +501,36 @@ class _Kernels:
                             pass
             return fallback(cpu, ops[0], x1, x2)
 
+        compare = _COMPARE.get(name)
+
         def tensor_scalar(x1: Any, x2: Any) -> Any:
             if type(x1) is tensor and x1.device.startswith(prefix):
                 a = x1.payload
-                if (type(a) is _ARRAY_TYPE or isinstance(a, _TRACER)) and scalar_fits(
-                    a.dtype, x2, kinds
-                ):
-                    return wrap(jitted(a, x2))
+                if type(a) is _ARRAY_TYPE or isinstance(a, _TRACER):
+                    if scalar_fits(a.dtype, x2, kinds):
+                        try:
+                            return wrap(jitted(a, x2))
+                        except OverflowError:
+                            return wrap(jitted(a, exact(x2, a.dtype)))
+                    bounds = _INT_RANGE.get(a.dtype)
+                    if compare is not None and bounds is not None and type(x2) is int:
+                        # an int outside the dtype's range (one inside it fits): every element
+                        # compares as the dtype's least value does
+                        return wrap(_filled_like(a, compare(bounds[0], x2)))
             return fallback(cpu, ops[1], x1, x2)
 
         def scalar_tensor(x1: Any, x2: Any) -> Any:
             if type(x2) is tensor and x2.device.startswith(prefix):
                 b = x2.payload
-                if (type(b) is _ARRAY_TYPE or isinstance(b, _TRACER)) and scalar_fits(
-                    b.dtype, x1, kinds
-                ):
-                    return wrap(jitted(x1, b))
+                if type(b) is _ARRAY_TYPE or isinstance(b, _TRACER):
+                    if scalar_fits(b.dtype, x1, kinds):
+                        try:
+                            return wrap(jitted(x1, b))
+                        except OverflowError:
+                            return wrap(jitted(exact(x1, b.dtype), b))
+                    bounds = _INT_RANGE.get(b.dtype)
+                    if compare is not None and bounds is not None and type(x1) is int:
+                        return wrap(_filled_like(b, compare(x1, bounds[0])))
             return fallback(cpu, ops[2], x1, x2)
 
         self.on_payloads(name, jitted, kinds, tensors)
@@ -518,7 +557,10 @@ class _Kernels:
             a = pay(x1)
             if a is None or not scalar_fits(a.dtype, x2, kinds):
                 return None
-            return fits(a, jitted(a, x2))
+            try:
+                return fits(a, jitted(a, x2))
+            except OverflowError:
+                return fits(a, jitted(a, exact(x2, a.dtype)))
 
         self.add(f"{name}_", tensors)
         self.add(f"{name}_.Scalar", scalar)
@@ -820,7 +862,15 @@ def _creation(kern: _Kernels) -> None:
         d, at = kern.dtype_here(dtype, "full"), target(device)
         if d is False or at is None or not scalar_fill(fill_value, d):
             return None
-        return placed(_full(fill_value, shape=tuple(shape), dtype=d), at)
+        try:
+            made = _full(fill_value, shape=tuple(shape), dtype=d)
+        except OverflowError:
+            # an int beyond JAX's weak int that the dtype holds (uint32 2**31); without a
+            # dtype, NumPy's int64, which the device's narrowing checks
+            if d is None:
+                return None
+            made = _full(exact(fill_value, d), shape=tuple(shape), dtype=d)
+        return placed(made, at)
 
     kern.add("full", full)
 

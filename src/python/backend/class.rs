@@ -53,6 +53,12 @@ impl PyBackend {
                 let dtype = arr.getattr("dtype")?.str()?.to_string();
                 let op = op.as_ref().map(|op| &op.handle);
                 if let Some(to) = self.fit(py, &held, narrow, &dtype, op, "was given values")? {
+                    let by = || {
+                        let who =
+                            op.map_or_else(|| "a call".into(), |op| format!("'{}'", op.name()));
+                        format!("{who} on backend '{}' was given", self.name)
+                    };
+                    super::hooks::ints_fit_narrowed(py, &arr, to, by)?;
                     arr = arr.call_method1("astype", (to,))?;
                 }
                 let payload = {

@@ -311,6 +311,8 @@ impl Backend for PyBackendHooks {
                     ),
                 )?;
             }
+            let by = || format!("'{}' on backend '{}' made", op.op, self.name);
+            ints_fit_narrowed(py, &arr, to, by).map_err(crate::python::errors::from_pyerr)?;
             let out = arr
                 .call_method1(pyo3::intern!(py, "astype"), (to,))
                 .map_err(|e| self.fail(py, "from_cpu", e))?;
@@ -451,4 +453,38 @@ impl Backend for PyBackendHooks {
             ))
         })
     }
+}
+
+/// Refuses (`OverflowError`) an integer array `arr` whose values the narrowed dtype `to`
+/// (int32, uint32) cannot all hold: NumPy's `astype` would wrap them (`2**40` as int32 is 0),
+/// where JAX's own conversion raises. The message names the first value found (the least or
+/// the greatest) after `by` (who made them). Nothing to check for another `to`.
+pub(super) fn ints_fit_narrowed(
+    py: Python<'_>,
+    arr: &Bound<'_, PyAny>,
+    to: &str,
+    by: impl FnOnce() -> String,
+) -> PyResult<()> {
+    if !matches!(to, "int32" | "uint32")
+        || arr.getattr(pyo3::intern!(py, "size"))?.extract::<usize>()? == 0
+    {
+        return Ok(());
+    }
+    let info = py
+        .import(pyo3::intern!(py, "numpy"))?
+        .getattr(pyo3::intern!(py, "iinfo"))?
+        .call1((to,))?;
+    let least = arr.call_method0(pyo3::intern!(py, "min"))?;
+    let greatest = arr.call_method0(pyo3::intern!(py, "max"))?;
+    let bad = if least.lt(info.getattr(pyo3::intern!(py, "min"))?)? {
+        least
+    } else if greatest.gt(info.getattr(pyo3::intern!(py, "max"))?)? {
+        greatest
+    } else {
+        return Ok(());
+    };
+    Err(pyo3::exceptions::PyOverflowError::new_err(format!(
+        "{} the integer {bad}, which {to} (the device's dtype for a 64-bit one: register_backend(narrow=True), JAX's rule without 64-bit types) cannot hold",
+        by()
+    )))
 }
