@@ -143,3 +143,25 @@ def test_a_checked_program_still_runs_ahead_and_its_check_holds_there():
             got.numpy()
     del got
     bf.sync()
+
+
+def test_checks_off_give_jax_numbers_and_compile_anew():
+    # The compiler's `checks` trades NumPy's error for the flag's read at each sync.
+    gx = bj.namespace(graph=True)
+    compiler = bj.graph_compiler()
+    bf.sync()
+    try:
+        compiler.checks = False
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = gx.linalg.inv(gx.asarray(SINGULAR)).numpy()
+        assert not np.isfinite(got).all()  # JAX's numbers, unchecked
+    finally:
+        compiler.checks = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = gx.linalg.inv(gx.asarray(SINGULAR))
+        with pytest.raises((np.linalg.LinAlgError, bf.FallbackError), match="Singular"):
+            t.numpy()
+    del t
+    bf.sync()
