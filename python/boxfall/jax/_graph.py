@@ -60,6 +60,15 @@ def _packed(dtype: np.dtype[Any], values: list[Any]) -> Any:
     return got
 
 
+def opaque(arrays: list[Any]) -> list[Any]:
+    """The values of a node with no operand (``asarray(-0.0)``, a constant made on the host),
+    which are constants of the program, behind an optimization barrier: XLA simplifies with
+    the constants it sees (``-0.0 + 0.0`` compiled as ``-0.0``, where ``A + 0`` is taken for
+    ``A``), which eager mode, whose values are never constants of a program, never does, so
+    graph mode's values would differ from eager mode's."""
+    return list(jax.lax.optimization_barrier(tuple(arrays)))
+
+
 class _Packing:
     """How a program takes its scalar inputs: packed into one 1-D array per dtype, each
     scalar converted to the dtype it meets in its node (``JaxCompiler.scalar_dtypes``), so
@@ -362,6 +371,7 @@ class JaxCompiler:
                 bf.metrics._compiled_in_run(time.perf_counter_ns() - start)
             jitted = jit_program
             return jit_program(values)
+
         # Per (offered mask, least bytes): the donating form, or None where it consumes none.
         donating: dict[tuple[tuple[bool, ...], int], _Donating | None] = {}
 
@@ -551,10 +561,12 @@ class JaxCompiler:
             got = [None if i in devices else a[1] for i, a in enumerate(args)]
             out = call(got)
             out = out if isinstance(out, tuple) else (out,)
-            return [
-                jax.numpy.asarray(np.asarray(o, dtype=s.dtype))
-                for o, s in zip(out, shapes, strict=True)
-            ]
+            return opaque(
+                [
+                    jax.numpy.asarray(np.asarray(o, dtype=s.dtype))
+                    for o, s in zip(out, shapes, strict=True)
+                ]
+            )
 
         def on_host(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
             if not positions:
@@ -618,6 +630,8 @@ class JaxCompiler:
             except Exception:  # noqa: BLE001 - a case the kernel hands to the CPU
                 return on_host(payloads, values)
             out = out if isinstance(out, tuple) else (out,)
+            if not positions:
+                return opaque([t.payload for t in out])
             return [t.payload for t in out]
 
         return on_device
