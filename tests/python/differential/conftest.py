@@ -30,6 +30,7 @@ def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001 - pytest's hook s
         "wall_s": round(time.monotonic() - _START, 1),
         "programs": stats.pop("programs", 0),
         "threads_cases": stats.pop("threads", 0),
+        "not_run_past_seconds": stats.pop("not run: past BOXFALL_DIFF_SECONDS", 0),
         "steps": sum(stats.values()),
         "by_operator_dtype_scalar": stats,
     }
