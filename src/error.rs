@@ -33,13 +33,14 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {}
 
-/// Every failure the core reports.
+/// Every failure the core reports. Cloned where one failure is raised again at each read (a
+/// pending tensor whose node failed in graph mode).
 ///
 /// ```
 /// let e = boxfall::Error::UnknownOperator { name: "demo::nope".into(), suggestions: vec![] };
 /// assert!(e.to_string().contains("demo::nope"));
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// A schema did not parse.
     #[error("{0}")]

@@ -5,6 +5,13 @@ compiler made of the graph.
 
 ``bf.sync()`` computes every pending tensor of the thread; ``with bf.eager():`` runs a block
 eagerly; :func:`dump` shows the pending graphs; ``bf.metrics.graphs()`` counts.
+
+A failed program never makes unrelated pending tensors uncomputable: its graph is run a node at
+a time, eagerly, and the tensors computed from a node that fails hold that node's error (the
+kernel's own exception, a note naming the operator), raised at the ``bf.sync()`` that computed
+them and at each of their reads, while every other pending tensor of the thread is computed. A
+failure that no node explains (the program's own: its compile, the device's memory) commits
+nothing: every tensor stays pending, and the next sync retries.
 """
 
 from __future__ import annotations

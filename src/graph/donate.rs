@@ -114,11 +114,11 @@ pub(super) fn drop_lost(backend: DispatchKey, state: &State, outputs: &mut Vec<u
         }
         if let Some(p) = pending_of(&t.data()) {
             let pending = as_pending(&p);
-            let _ = pending.lost.set(format!(
+            let _ = pending.lost.set(Error::Fallback(format!(
                 "a pending tensor ({}) of backend '{backend}' cannot be computed: an input it is \
                  computed from was consumed (donated) by a run of its graph's program that failed",
                 pending.meta
-            ));
+            )));
         }
         false
     });

@@ -46,7 +46,7 @@ pub use limit::{graph_limit, set_graph_limit, DEFAULT_GRAPH_LIMIT};
 pub use metrics::{
     compiled_in_run, graph_metrics, reset_graph_metrics, GraphFigures, KEPT_REASONS,
 };
-pub use pending::{is_pending, pending_meta, Pending};
+pub use pending::{is_pending, pending_meta, set_error_copier, ErrorCopier, Pending};
 pub use program::{Arg, CompiledGraph, Graph, GraphCompiler, Node};
 pub use record::register_graph_backend;
 pub use sites::{set_site_finder, SiteFinder, SITE_GRAPHS};

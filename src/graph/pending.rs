@@ -6,6 +6,7 @@
 use std::any::Any;
 use std::sync::{Arc, OnceLock, Weak};
 
+use crate::error::Error;
 use crate::tensor::{DType, Payload, Tensor, TensorData, TensorMeta};
 
 use super::state::Shared;
@@ -28,9 +29,40 @@ pub struct Pending {
     pub(crate) out: usize,
     /// The computed data, once a sync committed it.
     pub(crate) result: OnceLock<TensorData>,
-    /// Why it can never be computed, once a sync found that it reads an input a failed run
-    /// consumed (`donate.rs`).
-    pub(crate) lost: OnceLock<String>,
+    /// Why it can never be computed, raised again at each read ([`failure`]): set once a sync
+    /// found that it reads an input a failed run consumed (`donate.rs`), or that its node, or
+    /// one it is computed from, fails (`sync.rs`: a failed program's graph run a node at a
+    /// time).
+    pub(crate) lost: OnceLock<Error>,
+}
+
+/// An error as a failed pending tensor keeps it, and as each read of it raises it: through the
+/// bindings' [`ErrorCopier`] where one is set (a copy of a Python exception without its
+/// frames, which may hold the tensor that holds it), else cloned.
+pub(crate) fn failure(lost: &Error) -> Error {
+    match COPIER.get() {
+        Some(copy) => copy(lost),
+        None => lost.clone(),
+    }
+}
+
+/// How the bindings copy an error a failed pending tensor holds, for each read to raise (see
+/// [`set_error_copier`]).
+pub type ErrorCopier = fn(&Error) -> Error;
+
+static COPIER: OnceLock<ErrorCopier> = OnceLock::new();
+
+/// Sets how an error that a failed pending tensor keeps is copied, when it is kept and for each
+/// read that raises it (the Python bindings give a copy of a Python exception without its
+/// frames: they may hold the tensor, a cycle through Rust that no collector sees, and the
+/// stored one, raised, would take each reader's frames too). The first setting stays.
+///
+/// ```
+/// fn same(e: &boxfall::Error) -> boxfall::Error { e.clone() }
+/// boxfall::graph::set_error_copier(same);
+/// ```
+pub fn set_error_copier(copier: ErrorCopier) {
+    let _ = COPIER.set(copier);
 }
 
 impl Payload for Pending {

@@ -148,6 +148,76 @@ impl Graph {
     /// assert!(g.replay(&[], &[]).unwrap().is_empty());
     /// ```
     pub fn replay(&self, inputs: &[Tensor], scalars: &[IValue]) -> Result<Vec<Tensor>> {
+        self.check_arity(inputs, scalars)?;
+        let _eager = LocalKeysGuard::exclude(super::keys::graph_keys());
+        let mut results: Vec<Vec<Tensor>> = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let outs = self.run_node(node, inputs, scalars, &mut |n, o| results[n][o].clone())?;
+            results.push(outs);
+        }
+        Ok(self
+            .outputs
+            .iter()
+            .map(|&(n, o)| results[n][o].clone())
+            .collect())
+    }
+
+    /// [`replay`](Self::replay), where each output gets its own value or its own error: a
+    /// node that fails gives its error to every node computed from it (the first failed
+    /// argument's), and the others still run. What a sync runs where a graph's program failed,
+    /// so that the failure stays with the tensors computed from the node that failed.
+    ///
+    /// ```
+    /// use boxfall::graph::Graph;
+    /// let g = Graph { backend: boxfall::DispatchKey::CPU, device: boxfall::Device::CPU,
+    ///                 inputs: vec![], scalars: vec![], nodes: vec![], outputs: vec![],
+    ///                 settings: String::new() };
+    /// assert!(g.replay_each(&[], &[]).unwrap().is_empty());
+    /// ```
+    pub fn replay_each(
+        &self,
+        inputs: &[Tensor],
+        scalars: &[IValue],
+    ) -> Result<Vec<Result<Tensor>>> {
+        self.check_arity(inputs, scalars)?;
+        let _eager = LocalKeysGuard::exclude(super::keys::graph_keys());
+        let mut results: Vec<Result<Vec<Tensor>>> = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            let failed = node.args.iter().find_map(|a| match a {
+                Arg::Node(n, _) => results[*n].as_ref().err(),
+                _ => None,
+            });
+            let outs = match failed {
+                Some(e) => Err(e.clone()),
+                None => self
+                    .run_node(node, inputs, scalars, &mut |n, o| match &results[n] {
+                        Ok(r) => r[o].clone(),
+                        // Not reached: a failed argument is taken above.
+                        Err(_) => unreachable!("a failed node's result is never read"),
+                    })
+                    .map_err(|e| {
+                        e.with_foreign_note(format!(
+                            "while graph mode ran '{}' of a graph of backend '{}' alone, the \
+                             graph's program having failed",
+                            node.op.name(),
+                            self.backend
+                        ))
+                    }),
+            };
+            results.push(outs);
+        }
+        Ok(self
+            .outputs
+            .iter()
+            .map(|&(n, o)| match &results[n] {
+                Ok(r) => Ok(r[o].clone()),
+                Err(e) => Err(e.clone()),
+            })
+            .collect())
+    }
+
+    /// An error where `inputs` and `scalars` are not one a graph input and scalar input.
+    fn check_arity(&self, inputs: &[Tensor], scalars: &[IValue]) -> Result<()> {
         if inputs.len() != self.inputs.len() || scalars.len() != self.scalars.len() {
             return Err(Error::Fallback(format!(
                 "a graph of backend '{}' takes {} inputs and {} scalars, not {} and {}",
@@ -158,38 +228,40 @@ impl Graph {
                 scalars.len()
             )));
         }
-        let _eager = LocalKeysGuard::exclude(super::keys::graph_keys());
-        let mut results: Vec<Vec<Tensor>> = Vec::with_capacity(self.nodes.len());
-        for node in &self.nodes {
-            let mut stack = Vec::with_capacity(node.args.len());
-            for a in &node.args {
-                stack.push(match a {
-                    Arg::Input(i) => IValue::Tensor(inputs[*i].clone()),
-                    Arg::Node(n, o) => IValue::Tensor(results[*n][*o].clone()),
-                    Arg::Scalar(j) => scalars[*j].clone(),
-                    Arg::Const(v) => v.clone(),
-                });
-            }
-            node.op.call_boxed(&mut stack)?;
-            let outs = stack
-                .into_iter()
-                .map(|v| match v {
-                    IValue::Tensor(t) => Ok(t),
-                    other => Err(Error::Fallback(format!(
-                        "'{}' returned a {} in a graph of backend '{}', where its shape rule says a tensor",
-                        node.op.name(),
-                        other.type_name(),
-                        self.backend
-                    ))),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            results.push(outs);
+        Ok(())
+    }
+
+    /// Runs `node` eagerly (the caller excludes the `Graph` key), an earlier node's result
+    /// `(n, o)` read by `result`; its results.
+    fn run_node(
+        &self,
+        node: &Node,
+        inputs: &[Tensor],
+        scalars: &[IValue],
+        result: &mut dyn FnMut(usize, usize) -> Tensor,
+    ) -> Result<Vec<Tensor>> {
+        let mut stack = Vec::with_capacity(node.args.len());
+        for a in &node.args {
+            stack.push(match a {
+                Arg::Input(i) => IValue::Tensor(inputs[*i].clone()),
+                Arg::Node(n, o) => IValue::Tensor(result(*n, *o)),
+                Arg::Scalar(j) => scalars[*j].clone(),
+                Arg::Const(v) => v.clone(),
+            });
         }
-        Ok(self
-            .outputs
-            .iter()
-            .map(|&(n, o)| results[n][o].clone())
-            .collect())
+        node.op.call_boxed(&mut stack)?;
+        stack
+            .into_iter()
+            .map(|v| match v {
+                IValue::Tensor(t) => Ok(t),
+                other => Err(Error::Fallback(format!(
+                    "'{}' returned a {} in a graph of backend '{}', where its shape rule says a tensor",
+                    node.op.name(),
+                    other.type_name(),
+                    self.backend
+                ))),
+            })
+            .collect()
     }
 
     /// The graph in words, one node a line (`bf.graph.dump()`).

@@ -598,27 +598,35 @@ fn ready_args(
     known: u64,
 ) -> Result<Vec<Option<Ready>>> {
     let mut ready: Vec<Option<Ready>> = Vec::with_capacity(stack.len());
-    for (i, v) in stack.iter().enumerate() {
+    'args: for (i, v) in stack.iter().enumerate() {
         let IValue::Tensor(t) = v else {
             ready.push(None);
             continue;
         };
-        let data = t.data();
-        if let Some(p) = pending_of(&data) {
-            let pend = as_pending(&p);
-            // Compared by address: `rec` is alive, so no other recording has its address.
-            // A lost one (`donate.rs`) is no node to read: computing it says why.
-            let ours = pend.result.get().is_none()
-                && pend.lost.get().is_none()
-                && std::ptr::eq(pend.recording.as_ptr(), Arc::as_ptr(rec));
-            if ours {
-                ready.push(Some(Ready::Pending(pend.generation, pend.node, pend.out)));
-                continue;
+        // Until it holds computed data: another thread's write may make it pending again
+        // (in that thread's graph, computed first) between the compute and the read.
+        let (version, data) = loop {
+            if let Some(p) = pending_of(&t.data()) {
+                let pend = as_pending(&p);
+                // Compared by address: `rec` is alive, so no other recording has its address.
+                // A lost one (`donate.rs`, or its node failed) is no node to read: computing
+                // it says why.
+                let ours = pend.result.get().is_none()
+                    && pend.lost.get().is_none()
+                    && std::ptr::eq(pend.recording.as_ptr(), Arc::as_ptr(rec));
+                if ours {
+                    ready.push(Some(Ready::Pending(pend.generation, pend.node, pend.out)));
+                    continue 'args;
+                }
+                compute(t, "graph break")?;
             }
-            compute(t, "graph break")?;
-        }
-        let version = t.data_version();
-        let data = crate::resident::device_data(t)?;
+            let version = t.data_version();
+            let data = crate::resident::device_data(t)?;
+            // (A view is never pending itself: its data is its base's values.)
+            if t.is_view() || pending_of(&data).is_none() {
+                break (version, data);
+            }
+        };
         let meta = if i < 64 && known & (1 << i) != 0 {
             None
         } else {

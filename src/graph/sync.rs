@@ -1,6 +1,18 @@
 //! A sync: a recording's graph built (inputs, nodes, outputs: the pending tensors another
 //! handle still holds), compiled or found in the backend's cache by its structure, run, and
 //! its outputs committed only once the whole program succeeded.
+//!
+//! A failed program commits nothing. Its graph is then run a node at a time, eagerly
+//! ([`Graph::replay_each`]), to find where it fails: where a node fails (a singular matrix's
+//! `matrix_power(a, -1)` on the host), each pending tensor computed from it holds that node's
+//! error, raised again at each read of it, and every other output takes its eager value, so a
+//! failure never makes unrelated pending tensors uncomputable, recorded before or after it. The
+//! failure surfaces at `bf.sync()` (the first such error, once every graph of the thread was
+//! synced) and at each read of a failed tensor; a read of another tensor that synced the graph
+//! does not raise it. Where every node computes eagerly (the program failed for a reason of
+//! its own: a compile, the device's memory, a run's fault), nothing is committed: every
+//! tensor stays pending in its graph, and the sync raises the program's error (the next sync
+//! retries it).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,7 +28,7 @@ use super::guess::{Ahead, Guess, Outcome, WeakData};
 use super::keys::graph_keys;
 use super::limit::SIZE_LIMIT;
 use super::metrics;
-use super::pending::{as_pending, is_pending, pending_of};
+use super::pending::{as_pending, pending_of};
 use super::program::{Arg, CompiledGraph, Graph, SETTINGS};
 use super::state::{
     graph_backend, lock, prune_orphans, recordings, settle, wait_settled, GraphBackend, Shared,
@@ -24,17 +36,21 @@ use super::state::{
 };
 
 /// Computes every pending tensor of this thread (each graph backend's graph), counted as a
-/// sync under `reason` (`bf.sync()` gives `"sync"`).
+/// sync under `reason` (`bf.sync()` gives `"sync"`). Where a node of a graph fails (see the
+/// module's documentation), the tensors computed from it hold its error and the rest are
+/// computed; the first such error is returned once every graph was synced.
 ///
 /// ```
 /// boxfall::graph::sync("sync").unwrap(); // nothing pending: nothing to do
 /// ```
 pub fn sync(reason: &'static str) -> Result<()> {
+    let mut failed = None;
     for rec in recordings() {
-        sync_recording(&rec, reason)?;
+        let found = sync_generation(&rec, reason, None)?;
+        failed = failed.or(found);
     }
     prune_orphans();
-    Ok(())
+    failed.map_or(Ok(()), |e| Err(super::pending::failure(&e)))
 }
 
 /// This thread's pending graphs as they would be compiled now (`bf.graph.dump()`).
@@ -155,9 +171,11 @@ struct Used {
 }
 
 /// Computes a recording's pending tensors (see the module's documentation); a sync another
-/// thread runs of it is waited for first.
+/// thread runs of it is waited for first. A node's failure stays with the tensors computed
+/// from it, raised at their reads: the caller (a graph cut, a graph break) asked for none of
+/// them.
 pub(crate) fn sync_recording(rec: &Shared, reason: &'static str) -> Result<()> {
-    sync_generation(rec, reason, None)
+    sync_generation(rec, reason, None).map(|_| ())
 }
 
 /// [`sync_recording`], which with `only` (a generation) does nothing once that generation was
@@ -167,7 +185,10 @@ pub(crate) fn sync_recording(rec: &Shared, reason: &'static str) -> Result<()> {
 /// Any thread may run it: the recording's state is taken out under its lock and marked as
 /// computed by this thread, so the recording thread, should it record or read meanwhile,
 /// waits for the commit (or the failure, which puts the state back) as other readers do.
-fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Result<()> {
+///
+/// Gives the first error of the nodes found to fail (their tensors hold it; the rest were
+/// committed); `Err` where nothing was committed.
+fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Result<Option<Error>> {
     let (backend, mut state, outputs, part) = loop {
         let mut r = lock(rec);
         if r.computing.is_some() {
@@ -176,7 +197,7 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
             continue;
         }
         if only.is_some_and(|g| g != r.generation) || r.state.nodes.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let mut outputs = outputs_of(&r.state);
         // Those computed from an input a failed run consumed are lost, the rest computed.
@@ -198,7 +219,14 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
         if outputs.is_empty() {
             Ok((Vec::new(), None, Outcome::NotLaunched))
         } else {
-            run_graph(backend, &mut state, &outputs, part)
+            let mut in_program = false;
+            run_graph(backend, &mut state, &outputs, part, &mut in_program).map_err(|e| {
+                // Where the program failed: which outputs fail, each on its own.
+                let each = in_program
+                    .then(|| isolate(backend, &state, &outputs))
+                    .flatten();
+                (e, each)
+            })
         }
     };
     let mut r = lock(rec);
@@ -206,16 +234,40 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
         Ok((datas, ran, outcome)) => {
             ahead::guess_next(&mut r, ran, outcome);
             for (&i, data) in outputs.iter().zip(datas) {
-                let t: &Tensor = &state.pending[i].0;
-                if let Some(p) = pending_of(&t.data()) {
-                    let _ = as_pending(&p).result.set(data.clone());
-                }
-                t.set_data(data);
+                commit(&state.pending[i].0, data);
             }
             r.generation += 1;
-            Ok(())
+            Ok(None)
         }
-        Err(e) => {
+        Err((e, Some(each))) => {
+            // The failed program committed nothing; the graph run a node at a time did.
+            log::debug!(
+                "the program of a graph of backend '{backend}' failed ({e}); its outputs were \
+                 computed a node at a time, {} of {} failing",
+                each.iter().filter(|o| o.is_err()).count(),
+                each.len()
+            );
+            ahead::guess_next(&mut r, None, Outcome::NotLaunched);
+            metrics::failure();
+            let mut first = None;
+            for (&i, got) in outputs.iter().zip(each) {
+                let t: &Tensor = &state.pending[i].0;
+                match got {
+                    Ok(data) => commit(t, data),
+                    Err(e) => {
+                        // Kept as the bindings copy it: a Python exception without its frames.
+                        let e = super::pending::failure(&e);
+                        if let Some(p) = pending_of(&t.data()) {
+                            let _ = as_pending(&p).lost.set(e.clone());
+                        }
+                        first.get_or_insert(e);
+                    }
+                }
+            }
+            r.generation += 1;
+            Ok(first)
+        }
+        Err((e, None)) => {
             // Nothing committed: every pending tensor stays pending, in the graph it was in.
             r.state = state;
             r.state.ahead = Ahead::Declined;
@@ -229,16 +281,57 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
     done
 }
 
+/// A committed output: `t` (pending) takes `data`, and so does its payload's `result`, for a
+/// copy of the payload held elsewhere.
+fn commit(t: &Tensor, data: TensorData) {
+    if let Some(p) = pending_of(&t.data()) {
+        let _ = as_pending(&p).result.set(data.clone());
+    }
+    t.set_data(data);
+}
+
+/// Each output's data, or its error, of the graph of `state` whose outputs are the pending
+/// tensors `outputs`, its nodes run eagerly one at a time ([`Graph::replay_each`]): what a
+/// sync whose program failed commits, where some output fails (`None` where none does, or
+/// where the graph reads an input a failed run consumed, whose buffer may be gone).
+fn isolate(
+    backend: DispatchKey,
+    state: &State,
+    outputs: &[usize],
+) -> Option<Vec<Result<TensorData>>> {
+    let (graph, used) = build(backend, state, outputs);
+    if used.inputs.iter().any(|&i| state.inputs[i].consumed) {
+        return None;
+    }
+    let inputs: Vec<Tensor> = used
+        .inputs
+        .iter()
+        .map(|&i| Tensor::new(graph.device, state.inputs[i].data.clone()))
+        .collect();
+    let scalars: Vec<IValue> = used
+        .scalars
+        .iter()
+        .map(|&j| state.scalars[j].clone())
+        .collect();
+    let each = graph.replay_each(&inputs, &scalars).ok()?;
+    if each.iter().all(|o| o.is_ok()) {
+        return None;
+    }
+    Some(each.into_iter().map(|o| o.map(|t| t.data())).collect())
+}
+
 /// The outputs' data of the graph of `state` whose outputs are the pending tensors `outputs`:
 /// its program from the backend's cache (by the state's structural hash, else by the built
 /// graph's key), else compiled, run on the inputs' data, consuming those nothing else holds
 /// where it can (`donate.rs`, which marks in `state` what a failed run consumed). Errors name
-/// the backend.
+/// the backend; `in_program` is set where the compile or the program failed (not a setting,
+/// nor an input a failed run consumed).
 fn run_graph(
     backend: DispatchKey,
     state: &mut State,
     outputs: &[usize],
     part: Option<usize>,
+    in_program: &mut bool,
 ) -> Result<(Vec<TensorData>, Option<Guess>, Outcome)> {
     let gb = graph_backend(backend)
         .ok_or_else(|| Error::Fallback(format!("'{backend}' is not a graph backend")))?;
@@ -302,7 +395,7 @@ fn run_graph(
                 && used.inputs.len() == state.inputs.len()
                 && used.scalars.len() == state.scalars.len();
             let nodes = graph.nodes.len();
-            let (graph, p) = compiled(&gb, graph, part)?;
+            let (graph, p) = compiled(&gb, graph, part).inspect_err(|_| *in_program = true)?;
             // Only a graph recorded whole is found by the state's hash: a state with nodes or
             // inputs left out hashes them, and its graph numbers the rest anew.
             if whole {
@@ -332,6 +425,7 @@ fn run_graph(
     let donate = donate::donatable(&graph, state, &at);
     let inputs: Vec<TensorData> = at.iter().map(|&i| state.inputs[i].data.clone()).collect();
     let start = Instant::now();
+    *in_program = true;
     let (outs, consumed) = donate::run(&*program, inputs, &scalars, donate, state, &at, |run| {
         let outs = run.map_err(|e| {
             Error::Fallback(format!(
@@ -352,6 +446,7 @@ fn run_graph(
             "the compiled graph of backend '{backend}' ({nodes} nodes) failed; no tensor was changed: {e}"
         ))
     })?;
+    *in_program = false;
     metrics::executed(
         start.elapsed().as_nanos() as u64,
         nodes as u64,
@@ -421,6 +516,11 @@ fn compiled(
 /// Computes `t` if it is pending: syncs the graph its node is in (counted under `reason`,
 /// a sync point: `"numpy"`, `"payload"`, `"graph break"`, ...). Nothing for any other tensor.
 ///
+/// Another thread may write `t` meanwhile (its write rebinds `t` to a pending result of its
+/// own graph): the computed value is then not put in `t`'s place, which would undo that
+/// write, and `t` is computed again, with the data it holds now; so `t` was not pending at some
+/// point before this returns. A failure is `t`'s own (its node, or one it is computed from).
+///
 /// ```
 /// let t = boxfall::Tensor::from_array(ndarray::arr1(&[1.0]).into_dyn());
 /// boxfall::graph::compute(&t, "numpy").unwrap(); // not pending: nothing to do
@@ -430,16 +530,28 @@ pub fn compute(t: &Tensor, reason: &'static str) -> Result<()> {
     if let Some(base) = t.view_base() {
         return compute(base, reason);
     }
-    let Some(p) = pending_of(&t.data()) else {
-        return Ok(());
-    };
-    let data = resolve(&p, reason)?;
-    // Another handle's copy of the old data resolved to the committed result: the tensor
-    // takes it now (the sync already did if it held the tensor).
-    if is_pending(t) {
-        t.set_data(data);
+    loop {
+        // Read before the data: a write between the two makes `set_data_if` below refuse.
+        let version = t.data_version();
+        let Some(p) = pending_of(&t.data()) else {
+            return Ok(());
+        };
+        match resolve(&p, reason) {
+            // Another handle's copy of the old data resolved to the committed result: the
+            // tensor takes it now, unless written since (the sync already did if it held the
+            // tensor, and then the data is no longer pending).
+            Ok(data) => {
+                if t.set_data_if(version, data) {
+                    return Ok(());
+                }
+            }
+            // Written meanwhile by another thread: what it holds now is what is read (the
+            // value read before may have been left out of its graph's sync, as nothing held
+            // it any more).
+            Err(_) if t.data_version() != version => {}
+            Err(e) => return Err(e),
+        }
     }
-    Ok(())
 }
 
 /// The computed data of `data` if it is a pending payload (its graph synced first if needed,
@@ -462,8 +574,8 @@ pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<Tens
     if let Some(d) = pending.result.get() {
         return Ok(d.clone());
     }
-    if let Some(why) = pending.lost.get() {
-        return Err(Error::Fallback(why.clone()));
+    if let Some(e) = pending.lost.get() {
+        return Err(super::pending::failure(e));
     }
     let recording = pending.recording.upgrade().ok_or_else(|| {
         Error::Fallback(format!(
@@ -473,8 +585,8 @@ pub(crate) fn resolve(p: &Arc<dyn Payload>, reason: &'static str) -> Result<Tens
         ))
     })?;
     sync_generation(&recording, reason, Some(pending.generation))?;
-    if let Some(why) = pending.lost.get() {
-        return Err(Error::Fallback(why.clone()));
+    if let Some(e) = pending.lost.get() {
+        return Err(super::pending::failure(e));
     }
     pending.result.get().cloned().ok_or_else(|| {
         Error::Fallback(format!(

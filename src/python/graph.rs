@@ -7,12 +7,12 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict, PyList, PyTuple};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ForeignError, Result};
 use crate::graph::{Arg, CompiledGraph, Graph, GraphCompiler};
 use crate::ivalue::IValue;
 use crate::key::DispatchKey;
 use crate::python::convert::{to_py, Passed, TensorStyle};
-use crate::python::errors::{from_pyerr, IntoPy};
+use crate::python::errors::{from_pyerr, IntoPy, PyErrPayload};
 use crate::python::ffi::refcnt;
 use crate::python::overload::PyOpOverload;
 use crate::python::tensor::{data_object, object_tensor, PyTensor};
@@ -445,7 +445,68 @@ pub fn warn_narrowed(message: &str) -> Result<()> {
     Python::attach(|py| crate::python::errors::warn_as(py, "NarrowingWarning", message))
 }
 
-/// Computes every pending tensor of this thread (`bf.sync()`).
+/// A copy of the Python exception a failed pending tensor holds (`graph::set_error_copier`):
+/// what the sync stores, and what each read of the tensor raises. `copy.copy` of it, with a
+/// list of its notes of its own, and without its traceback, cause or context, whose frames
+/// link (`f_back`) to the frames that were running when it was raised, and so may hold the
+/// tensor: a cycle through Rust that no collector sees (the stored exception, raised, would
+/// also take each reader's frames). The traceback becomes a note, where it had one. The
+/// exception itself where it cannot be copied; any other error, cloned.
+pub fn copy_failure(e: &Error) -> Error {
+    let Error::Foreign { message, payload } = e else {
+        return e.clone();
+    };
+    let Some(original) = payload.downcast_ref::<PyErrPayload>() else {
+        return e.clone();
+    };
+    Python::attach(|py| {
+        let value = original.0.value(py);
+        let copied = || -> PyResult<Bound<'_, PyAny>> {
+            let copy = py.import("copy")?.call_method1("copy", (value,))?;
+            if !copy.get_type().is(value.get_type()) {
+                return Err(pyo3::exceptions::PyTypeError::new_err("not a copy"));
+            }
+            let notes = match value.getattr("__notes__") {
+                Ok(notes) => PyList::new(py, notes.try_iter()?.flatten())?,
+                Err(_) => PyList::empty(py),
+            };
+            let tb = value.getattr("__traceback__")?;
+            if !tb.is_none() {
+                let lines = py
+                    .import("traceback")?
+                    .call_method1("format_tb", (tb,))?
+                    .extract::<Vec<String>>()?;
+                notes.append(format!(
+                    "where it was raised (graph mode keeps the error without its frames):\n{}",
+                    lines.concat().trim_end()
+                ))?;
+            }
+            copy.setattr("__notes__", notes)?;
+            for name in ["__traceback__", "__cause__", "__context__"] {
+                copy.setattr(name, py.None())?;
+            }
+            Ok(copy)
+        };
+        match copied() {
+            Ok(copy) => {
+                let mut again = ForeignError::new(PyErrPayload(PyErr::from_value(copy)));
+                for note in payload.notes() {
+                    again.add_note(note.clone());
+                }
+                Error::Foreign {
+                    message: message.clone(),
+                    payload: again,
+                }
+            }
+            Err(_) => e.clone(),
+        }
+    })
+}
+
+/// Computes every pending tensor of this thread (`bf.sync()`). Where a node of a graph fails
+/// (its program failed, and the node failed run alone), the tensors computed from it hold its
+/// error, raised again at each of their reads, and the rest are computed: `bf.sync()` raises
+/// the first such error once every graph was synced.
 #[pyfunction]
 pub fn sync(py: Python<'_>) -> PyResult<()> {
     crate::graph::sync("sync").py(py)

@@ -468,6 +468,7 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph::sync, m)?)?;
     crate::graph::set_site_finder(graph::python_site);
     crate::graph::set_narrowing_warner(graph::warn_narrowed);
+    crate::graph::set_error_copier(graph::copy_failure);
     m.add_function(wrap_pyfunction!(graph::graph_key_bits, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_dump, m)?)?;
     m.add_function(wrap_pyfunction!(graph::graph_limit, m)?)?;
