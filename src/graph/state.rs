@@ -9,19 +9,23 @@
 //! kept in `ORPHANS`, so that another thread can compute them; they are let go once nothing
 //! can read them (synced, or every output dropped), checked at each thread's end and each
 //! sync while there are any.
+//!
+//! A recording holds no input that no live tensor can read: past enough bytes of new inputs it
+//! lets go of those that only dropped work reads ([`State::release_dead_inputs`]), so a loop
+//! that records work and drops it holds an input or two until its sync, not one an iteration.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::ThreadId;
 
 use crate::ivalue::IValue;
 use crate::key::DispatchKey;
-use crate::tensor::{Device, Tensor, TensorData, TensorMeta, ViewLayout};
+use crate::tensor::{DType, Device, Tensor, TensorData, TensorMeta, ViewLayout};
 
 use super::guess::{Ahead, Guess};
-use super::program::{same_node, CompiledGraph, Graph, GraphCompiler, Node, StructureHash};
+use super::program::{same_node, Arg, CompiledGraph, Graph, GraphCompiler, Node, StructureHash};
 
 /// A graph backend: its compiler and its cache of compiled graphs, by structural key (the
 /// text, which a compile's reason compares) and by structural hash (what a sync looks up).
@@ -135,12 +139,23 @@ pub(crate) struct State {
     pub(crate) view_reads: Vec<(ViewLayout, usize)>,
     /// Where the state stands with running its guessed program ahead (`ahead.rs`).
     pub(crate) ahead: Ahead,
+    /// The bytes of the inputs added since [`State::release_dead_inputs`] last looked, and
+    /// of those it kept then: it looks again once the first pass the second (and
+    /// [`RELEASE_BYTES`]), so a pass costs its nodes once per as many bytes of new inputs as
+    /// were held, at least.
+    fresh_bytes: usize,
+    kept_bytes: usize,
 }
+
+/// The least bytes of new inputs after which a recording looks for inputs no live tensor can
+/// read ([`State::release_dead_inputs`]).
+pub(crate) const RELEASE_BYTES: usize = 4 << 20;
 
 impl State {
     /// Adds an input; its index.
     pub(crate) fn add_input(&mut self, input: Input) -> usize {
         self.hash.input(&input.meta);
+        self.fresh_bytes = self.fresh_bytes.saturating_add(bytes_of(&input.meta));
         self.inputs.push(input);
         self.inputs.len() - 1
     }
@@ -152,10 +167,76 @@ impl State {
         self.scalars.len() - 1
     }
 
-    /// Adds a node.
+    /// Adds a node (its results' pending tensors already made, and held by the caller); past
+    /// enough bytes of new inputs, lets go of the inputs no live tensor can read
+    /// ([`State::release_dead_inputs`]).
     pub(crate) fn push_node(&mut self, node: Node) {
         self.hash.node(&node);
         self.nodes.push(node);
+        if self.fresh_bytes >= RELEASE_BYTES.max(self.kept_bytes) {
+            self.release_dead_inputs();
+        }
+    }
+
+    /// Which nodes a pending tensor held elsewhere (an output, were the graph synced now) is
+    /// computed from: nodes name only earlier ones, so one backward pass marks them.
+    pub(crate) fn live_nodes(&self) -> Vec<bool> {
+        let mut live = vec![false; self.nodes.len()];
+        for (t, n, _) in &self.pending {
+            if !t.is_only_handle() {
+                live[*n] = true;
+            }
+        }
+        for n in (0..self.nodes.len()).rev() {
+            if live[n] {
+                for a in &self.nodes[n].args {
+                    if let Arg::Node(m, _) = a {
+                        live[*m] = true;
+                    }
+                }
+            }
+        }
+        live
+    }
+
+    /// Lets go of the data of each input that no live node reads, of a tensor nothing else
+    /// holds (so no later call can read it again): a loop that records work and drops it
+    /// (`r = xp.asarray(host + i) * 2`) would otherwise keep every input it made alive until
+    /// the sync. The graph keeps its numbering (a pending tensor names its node by index): a
+    /// released input keeps its dtype and shape, its data is an empty placeholder that no
+    /// program reads (a sync builds its graph from the live nodes alone, and a graph recorded
+    /// whole, found by its hash, has every node live), and no run ahead of this state is
+    /// launched (it would read every input).
+    pub(crate) fn release_dead_inputs(&mut self) {
+        let live = self.live_nodes();
+        let mut read = vec![false; self.inputs.len()];
+        for (node, _) in self.nodes.iter().zip(&live).filter(|(_, l)| **l) {
+            for a in &node.args {
+                if let Arg::Input(i) = a {
+                    read[*i] = true;
+                }
+            }
+        }
+        let (tensor, data) = released();
+        let mut kept = 0usize;
+        let mut any = false;
+        for (input, read) in self.inputs.iter_mut().zip(read) {
+            if input.tensor.same(&tensor) {
+                continue;
+            }
+            if !read && input.tensor.is_only_handle() {
+                input.tensor = tensor.clone();
+                input.data = data.clone();
+                any = true;
+            } else {
+                kept = kept.saturating_add(bytes_of(&input.meta));
+            }
+        }
+        self.fresh_bytes = 0;
+        self.kept_bytes = kept;
+        if any && matches!(self.ahead, Ahead::Waiting | Ahead::Until(_)) {
+            self.ahead = Ahead::Declined;
+        }
     }
 
     /// Whether `graph` is the graph the state makes with `results` as its outputs, recorded whole:
@@ -182,6 +263,20 @@ impl State {
                 .zip(&state.nodes)
                 .all(|(a, b)| same_node(a, b))
     }
+}
+
+/// The bytes of a tensor of `meta` (8 an element for a dtype host memory lacks).
+fn bytes_of(meta: &TensorMeta) -> usize {
+    let size = DType::from_name(&meta.dtype).map_or(8, DType::size);
+    meta.shape.iter().fold(size, |n, &d| n.saturating_mul(d))
+}
+
+/// The tensor and data a released input holds ([`State::release_dead_inputs`]): one empty
+/// host array, shared, which no recorded call passes (so no input matches it again).
+fn released() -> (Tensor, TensorData) {
+    static RELEASED: OnceLock<Tensor> = OnceLock::new();
+    let t = RELEASED.get_or_init(|| Tensor::from_array(ndarray::ArrayD::<f64>::zeros(vec![0])));
+    (t.clone(), t.data())
 }
 
 /// A concrete tensor a graph reads: its data as it was when first read (a later eager write
