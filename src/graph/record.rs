@@ -377,6 +377,9 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
                     ));
                 }
             }
+            if op_rule(op).scalar_inputs && narrowed_below_scalar(&metas, &narrowings, &described) {
+                return Ok(Plan::Break);
+            }
             Ok(Plan::Record(Outputs {
                 metas,
                 narrowed: narrowings,
@@ -384,6 +387,28 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
         }
         _ => Ok(Plan::Break),
     }
+}
+
+/// Whether an int scalar of the call cannot be held by the integer dtype a result of it was
+/// narrowed to (`bool + 2**40` is int64 in NumPy, int32 on a device without 64-bit types):
+/// eager mode refuses such a result at the call (`OverflowError`), where the values show
+/// whether they fit, so the call is not recorded (a program would meet them at its run).
+fn narrowed_below_scalar(
+    metas: &[TensorMeta],
+    narrowings: &[(usize, std::borrow::Cow<'static, str>)],
+    stack: &[IValue],
+) -> bool {
+    narrowings.iter().any(|(i, _)| {
+        metas
+            .get(*i)
+            .and_then(|m| DType::from_name(&m.dtype))
+            .is_some_and(|d| {
+                matches!(d.kind(), Kind::Signed | Kind::Unsigned)
+                    && stack
+                        .iter()
+                        .any(|v| matches!(v, IValue::Int(s) if !holds(d, *s)))
+            })
+    })
 }
 
 /// A tensor argument made ready before the recording is locked.
