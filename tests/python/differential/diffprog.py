@@ -1185,6 +1185,7 @@ def run_backend(program: Program, xp: Any, ref: RefRun, graph: bool, salt: int =
     first, so that the program's graph is one no earlier program compiled: its first run
     compiles, whatever ran before (a failure shrinks and replays alike)."""
     env = base_env(xp)
+    home: str | None = None  # the device of the program's tensors
     salted = xp.zeros(salt) if salt else None
     problems: list[str] = []
     tainted: dict[str, set[int]] = {}  # variable -> the steps whose errors its read may raise
@@ -1202,6 +1203,16 @@ def run_backend(program: Program, xp: Any, ref: RefRun, graph: bool, salt: int =
             got = Error.of(e)
         if step.kind == "assign" and got is None and step.target not in order:
             order.append(step.target)
+            made = env.get(step.target)
+            if xp is not np and type(made).__module__.split(".")[0] != "boxfall":
+                problems.append(
+                    f"{where}: made a {type(made).__module__}.{type(made).__name__}, not a "
+                    "tensor of the backend"
+                )
+            elif xp is not np:
+                home = home or made.device
+                if made.device != home:
+                    problems.append(f"{where}: made a tensor on {made.device}, not on {home}")
         sources = set().union(*(tainted.get(v, set()) for v in step.reads))
         if not want.ran:
             pass  # NumPy never made an input of this step: what it makes fails with that input

@@ -307,6 +307,18 @@ v0 = xp.asarray(np.array(-128, dtype=np.int8))
 v1 = 3.5e+38 / v0
 """),
     ),
+    # A 0-d tensor with a NumPy scalar (either side, every operator) gave a NumPy scalar, not
+    # a tensor, on every backend: it left the device, and with x64 off was float64.
+    (
+        "zero-d-tensor-numpy-scalar",
+        Program("""
+v0 = xp.asarray(np.array(2**31 - 1, dtype=np.int32))
+v1 = xp.asarray(np.array(14, dtype=np.int64))
+v2 = v1 >> np.int16(3)
+v3 = np.float32(2.0) * v0
+v4 = v0 / v2
+"""),
+    ),
 ]
 
 
