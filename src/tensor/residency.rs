@@ -181,6 +181,12 @@ impl Tensor {
         if let Some(cpu) = self.host_exported() {
             return Some(cpu);
         }
+        // A view whose values cannot be made from its base now (an `out=` argument resized
+        // it) has no current copy: what was kept is the old base's, and the read that makes
+        // the view's values says why they cannot be made.
+        if self.is_view() && self.view_failure().is_some() {
+            return None;
+        }
         // Read first: it brings a view's slot up to date with its base.
         if let Some(cpu) = self.host_only_values() {
             return Some(cpu);

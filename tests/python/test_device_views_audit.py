@@ -271,3 +271,25 @@ def test_audit_8_errors_name_the_operator_and_nothing_moves_before_a_dtype_error
         assert u.numpy()[0] == np.uint64(2**64 - 1)
         with pytest.raises(OverflowError):
             u[1] = 2**64
+
+
+@pytest.mark.parametrize("hook", ["none", "sharing", "gathering"])
+@pytest.mark.parametrize("lazy", [True, False])
+def test_a_view_of_a_base_an_out_argument_resized_raises_on_a_python_backend(ns, lib, hook, lazy):
+    # Issue 53: on a Python backend such a view read its old values or zeros ([0, 0, 0, 0, 0,
+    # 0] for a view of shape (2,)) where Native raises; it raises as Native's does now.
+    lib.define("m.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+    lib.impl("m.out", lambda x, *, out: x * 2, "CPU")
+    with Scratch(HOOKS[hook], lazy=lazy) as s:
+        o = s.xp.zeros(6)
+        r = s.xp.reshape(o, (2, 3))
+        tail = o[4:]
+        assert float(s.xp.sum(r)) == 0.0 and tail.numpy().shape == (2,)
+        getattr(bf.ops, ns).m.out(s.xp.ones(4), out=o)  # resized: 4 elements
+        np.testing.assert_array_equal(o.numpy(), [2.0, 2.0, 2.0, 2.0])
+        for view, name in [(r, "reshape"), (tail, "getitem")]:
+            with pytest.raises(bf.BoxfallError, match=name) as e:
+                view.numpy()
+            assert "cannot be made" in str(e.value)
+            with pytest.raises(bf.BoxfallError, match=name):
+                float(s.xp.sum(view))

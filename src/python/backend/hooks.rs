@@ -149,6 +149,7 @@ impl PyBackendHooks {
     }
 
     fn hook_to_cpu(&self, t: &Tensor, usage: Usage) -> Result<Tensor> {
+        fresh_view(t)?;
         Python::attach(|py| {
             let p = self.payload(py, t)?;
             let _serial = self.serial(py)?;
@@ -159,6 +160,17 @@ impl PyBackendHooks {
                 .map_err(|e| self.fail(py, "to_cpu", e))?;
             self.cpu_result(py, arr, usage)
         })
+    }
+}
+
+/// Nothing for a tensor that is no view or a view whose values can be made from its base;
+/// for one whose base an `out=` argument resized, the error that says so (naming the view's
+/// operators), as Native's reads raise it: its payload, made from the old base, would read
+/// stale values or zeros.
+fn fresh_view(t: &Tensor) -> Result<()> {
+    match t.is_view().then(|| t.view_failure()).flatten() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 
@@ -206,6 +218,9 @@ impl Backend for PyBackendHooks {
         };
         if tensors.is_empty() {
             return Ok(vec![]);
+        }
+        for (t, _) in tensors {
+            fresh_view(t)?;
         }
         Python::attach(|py| {
             let payloads = tensors
