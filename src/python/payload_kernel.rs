@@ -206,7 +206,7 @@ impl PayloadKernel {
             return Ok(t);
         } else {
             format!(
-                "a {} (no dtype and shape read from it)",
+                "an object of type {} (no dtype and shape read from it)",
                 of_type
                     .name()
                     .map_or_else(|_| "?".into(), |n| n.to_string())
