@@ -103,14 +103,14 @@ def test_asarray_of_host_data_is_a_user_transfer_not_a_fallback():
 
 
 class _Clock:
-    """``time`` for the graph module, whose clock moves a second a read: a compile it times
-    takes a second, whatever the machine."""
+    """``time`` for the graph module, whose clock moves 1,000 seconds a read: a compile it
+    times takes that long, more than any run here, whatever the machine."""
 
     def __init__(self) -> None:
         self.now = 0
 
     def perf_counter_ns(self) -> int:
-        self.now += 1_000_000_000
+        self.now += 1_000_000_000_000
         return self.now
 
     def __getattr__(self, name: str):
@@ -127,7 +127,7 @@ def test_the_first_runs_trace_and_compile_count_as_compile_time(gx, monkeypatch)
     b.numpy()
     g = bf.metrics.graphs()
     assert (g["compiled"], g["graphs_run"]) == (first["compiled"] + 1, 1)
-    # The program's first run was its trace and compile (reported as a second, more than the
+    # The program's first run was its trace and compile (reported as 1,000 s, more than the
     # run took): all of that run is compile time, none of it execution.
     assert g["execute_s"] == 0.0 and g["compile_s"] > first["compile_s"]
     c = gx.tanh(a @ a.T) + 3.0  # the same graph: cached, nothing compiled
