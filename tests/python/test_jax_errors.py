@@ -97,13 +97,15 @@ def test_what_numpy_computes_is_computed_on_the_device(case, graph):
     _, make = case
     want = np.asarray(make(bxp))
     xp = bj.namespace(graph=graph)
+    bf.sync()  # what other tests left pending runs before the count is taken
+    before = sum(bj.graph_compiler().host_callbacks.values())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = make(xp)
         values = got.numpy()
     np.testing.assert_allclose(values, want, rtol=1e-5, atol=1e-6)
     if graph:
-        assert sum(bj.graph_compiler().host_callbacks.values()) == 0
+        assert sum(bj.graph_compiler().host_callbacks.values()) == before
     else:
         assert got.device == "JAX:0"
 
