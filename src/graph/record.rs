@@ -377,7 +377,7 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
                     ));
                 }
             }
-            if op_rule(op).scalar_inputs && narrowed_below_scalar(&metas, &narrowings, &described) {
+            if !narrowings.is_empty() && narrowed_below_scalar(&metas, &narrowings, &described) {
                 return Ok(Plan::Break);
             }
             Ok(Plan::Record(Outputs {
@@ -389,10 +389,11 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     }
 }
 
-/// Whether an int scalar of the call cannot be held by the integer dtype a result of it was
-/// narrowed to (`bool + 2**40` is int64 in NumPy, int32 on a device without 64-bit types):
-/// eager mode refuses such a result at the call (`OverflowError`), where the values show
-/// whether they fit, so the call is not recorded (a program would meet them at its run).
+/// Whether an int argument of the call cannot be held by the integer dtype a result of it was
+/// narrowed to (`bool + 2**40` and `full((), 2**31, dtype=int64)` are int64 in NumPy, int32 on
+/// a device without 64-bit types): eager mode refuses such a result at the call
+/// (`OverflowError`), where the values show whether they fit, so the call is not recorded (a
+/// program would meet them at its run).
 fn narrowed_below_scalar(
     metas: &[TensorMeta],
     narrowings: &[(usize, std::borrow::Cow<'static, str>)],

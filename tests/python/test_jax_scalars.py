@@ -368,6 +368,22 @@ def test_a_narrowed_int_the_device_cannot_hold_raises(mode, make):
             make(xp).numpy()
 
 
+@pytest.mark.parametrize(
+    ("fill", "dtype"), [(2**31, "int64"), (-(2**40), "int64"), (1e10, "int64")]
+)
+def test_full_of_a_64_bit_dtype_is_numpys_or_refused_where_narrowed(xp, fill, dtype):
+    want = np.full(2, fill, dtype=dtype)
+    if X64:
+        check(xp.full(2, fill, dtype=getattr(xp, dtype)), want)
+        return
+    # NumPy's value does not fit the device's int32: refused (at the call, or in graph mode
+    # at the latest at the read), never wrapped
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bf.NarrowingWarning)
+        with pytest.raises(OverflowError):
+            xp.full(2, fill, dtype=getattr(xp, dtype)).numpy()
+
+
 @pytest.mark.skipif(X64, reason="the device holds int64 with x64: nothing is narrowed")
 @pytest.mark.parametrize("mode", MODES)
 def test_a_narrowed_int_the_device_holds_is_kept(mode):

@@ -585,7 +585,7 @@ class JaxCompiler:
             out = out if isinstance(out, tuple) else (out,)
             return opaque(
                 [
-                    jax.numpy.asarray(np.asarray(o, dtype=s.dtype))
+                    jax.numpy.asarray(_fitted(o, s.dtype, name))
                     for o, s in zip(out, shapes, strict=True)
                 ]
             )

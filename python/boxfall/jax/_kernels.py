@@ -851,8 +851,11 @@ def _creation(kern: _Kernels) -> None:
 
     def scalar_fill(value: Any, d: Any) -> bool:
         t = type(value)
-        if t is bool or t is float:
+        if t is bool:
             return True
+        if t is float:
+            # a float into an integer dtype is NumPy's cast (1e10 as int64, then narrowed)
+            return d is None or np.dtype(d).kind not in "iu"
         if t is not int:
             return False
         bounds = _INT_RANGE.get(np.dtype(d if d is not None else jnp.int_))
