@@ -1,4 +1,4 @@
-"""Donation in graph mode (DESIGN section 13: in-place updates donate their input buffers), on
+"""Donation in graph mode (in-place updates donate their input buffers), on
 whatever device JAX picks: ``x += y`` on ``bj.namespace(graph=True)``, synced each step, with
 the JAX compiler consuming x's old buffer (whatever its size: ``donate_min_bytes = 0``) and
 with it keeping every buffer (``bj.graph_compiler().donate = False``), in paired rounds (the

@@ -1,4 +1,4 @@
-//! Graph mode's own cost (DESIGN section 13), through the dispatcher on a Rust graph backend
+//! Graph mode's own cost, through the dispatcher on a Rust graph backend
 //! of host memory whose compiler makes a trivial program: recording one `array_api::add`
 //! (against a budget of about a microsecond an operator; the results are dropped, so a graph
 //! cut at its size limit computes nothing), and the sync of a cached graph of a chain of 100

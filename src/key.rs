@@ -460,7 +460,7 @@ pub fn register_functionality_key(name: &str) -> Result<DispatchKey> {
 /// Backend keys whose tensors carry a functionality key (the bits below the first
 /// functionality key) and that functionality key (its bit): one word, so that a call's key set
 /// takes it with one relaxed load (`with_carried`). Graph mode's backends carry the `Graph` key
-/// (DESIGN section 13): c10's tensors hold a key set with their functionality keys; boxfall's
+///: c10's tensors hold a key set with their functionality keys; boxfall's
 /// tensors hold their device's key only, and the keys it carries are added here.
 static CARRIED: AtomicU64 = AtomicU64::new(0);
 

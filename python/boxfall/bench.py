@@ -498,7 +498,7 @@ class _Box:
 
 
 def bench_graph(number: int, repeat: int) -> list[str]:
-    """Graph mode (DESIGN section 13). Recording: ``xp.add`` on a graph backend records a node
+    """Graph mode. Recording: ``xp.add`` on a graph backend records a node
     and returns a pending tensor, against the same call run eagerly on the same backend (its
     kernel a Python function of NumPy payloads); the results are dropped, so each graph cut at
     its size limit computes nothing. A step: a chain of 100 recorded adds and ``bf.sync()`` of

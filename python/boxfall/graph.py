@@ -1,4 +1,4 @@
-"""Graph mode (DESIGN section 13): operators on a backend registered with ``compile=`` are
+"""Graph mode: operators on a backend registered with ``compile=`` are
 recorded and give pending tensors, computed together at a sync point (``t.numpy()``,
 ``float(t)``, ``t.payload``, a graph break, :func:`boxfall.sync`) by the program the backend's
 compiler made of the graph.

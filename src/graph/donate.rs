@@ -1,4 +1,4 @@
-//! Donation (DESIGN section 13: in-place updates donate their input buffers): which of a
+//! Donation (in-place updates donate their input buffers): which of a
 //! graph's inputs its program may consume, reusing their buffers for its results, as
 //! `jax.jit`'s `donate_argnums` does ([`CompiledGraph::run_donating`]).
 //!

@@ -1,4 +1,4 @@
-//! Graph mode (DESIGN section 13): operators on a backend that compiles are recorded, not run,
+//! Graph mode: operators on a backend that compiles are recorded, not run,
 //! and their results are pending until a sync point computes them in one compiled program.
 //!
 //! A graph backend's tensors carry the `Graph` functionality key (`key::carry_key`), whose

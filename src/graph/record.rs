@@ -36,7 +36,7 @@ use super::state::{
 use super::sync::{compute, sync_recording};
 use super::views;
 
-/// Makes `backend` a graph backend (DESIGN section 13): its tensors carry the `Graph` key, so
+/// Makes `backend` a graph backend: its tensors carry the `Graph` key, so
 /// operators on them are recorded, and `compiler` compiles each graph at its sync. The key and
 /// its recording fallback are registered with the first graph backend.
 ///

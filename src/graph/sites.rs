@@ -1,4 +1,4 @@
-//! Where graphs compile (DESIGN section 13): each compile is counted at its call site (the
+//! Where graphs compile: each compile is counted at its call site (the
 //! Python frame where the sync happened, found by a function the bindings install; the
 //! backend alone without them), and a site that compiles more than [`SITE_GRAPHS`] distinct
 //! graphs is warned about once, naming the last reason: a recompile at every call is

@@ -1,4 +1,4 @@
-//! Views in graph mode (DESIGN section 13: views behave as in eager mode, and are recorded). A
+//! Views in graph mode (views behave as in eager mode, and are recorded). A
 //! view ([`Tensor::view_of`]) of a graph backend's tensor keeps its base and its place among the
 //! base's elements ([`ViewLayout`]); where a recorded call reads it, the recorder reads
 //! `array_api::_strided_view(base, shape, strides, offset)` of the base's current data (pending

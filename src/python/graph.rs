@@ -407,7 +407,7 @@ fn meta_bytes(m: &crate::tensor::TensorMeta) -> Option<usize> {
 }
 
 /// The site of a graph's compile: the first Python frame outside boxfall's package
-/// (`"fit.py:42"`), where the sync that compiles happened (DESIGN section 13's call site).
+/// (`"fit.py:42"`), where the sync that compiles happened (the call site a recompile's reason names).
 /// Runs at compiles only, never per call.
 pub fn python_site() -> Option<String> {
     Python::attach(|py| {

@@ -1,4 +1,4 @@
-"""Running ahead (graph mode, DESIGN section 13): a recording that repeats the graph its last two
+"""Running ahead (graph mode): a recording that repeats the graph its last two
 syncs ran launches that program as soon as the graph's inputs are recorded, and its sync commits
 those results only where the whole recording is that graph on the same scalar values; else they
 are let go and the graph runs as recorded. On the NumPy test compiler, whose functions say

@@ -1,4 +1,4 @@
-"""Donation's protocol (DESIGN section 13: in-place updates donate their input buffers), on a
+"""Donation's protocol (in-place updates donate their input buffers), on a
 test backend whose compiled functions opt in (``donates = True``) and record the ``donate=``
 list boxfall gives: true only for the old payload of a tensor written in place that nothing
 else holds (no tensor, no Python reference); a function that raises with an entry left true

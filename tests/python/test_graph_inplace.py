@@ -1,4 +1,4 @@
-"""Graph mode's writes and indexing (DESIGN section 13), on a test backend whose compiler
+"""Graph mode's writes and indexing, on a test backend whose compiler
 replays each graph with NumPy: in-place operators (``x += y``) and ``x[key] = value`` of a
 tensor are recorded functionally (the tensor's data becomes the pending result), ``x[key]``
 with a basic key of a pending tensor is a view whose reads are recorded, and a write through a

@@ -1,4 +1,4 @@
-"""Graph mode's mechanism (DESIGN section 13) on a test backend whose compiler replays each
+"""Graph mode's mechanism on a test backend whose compiler replays each
 graph with NumPy (the backend's CPU fallback) and counts its compilations; across threads too
 (graphs are kept per (backend, thread): a pending tensor read on any thread gets the value
 eager code would see, waiting for a sync another thread runs of its graph, and one recorded on

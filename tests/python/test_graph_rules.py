@@ -1,4 +1,4 @@
-"""Shape rules (``graph::rules``, DESIGN section 13) against the eager CPU kernels: for each
+"""Shape rules (``graph::rules``) against the eager CPU kernels: for each
 call, the dtypes and shapes the rule gives without running anything equal those of the result
 of running the operator; where the kernel refuses the arguments, or makes a dtype outside the
 standard (NumPy's float16 of ``sin(int8)``), there is no rule (a graph break, never a wrong

@@ -1,4 +1,4 @@
-"""Views in graph mode (DESIGN section 13: views behave as in eager mode): a view of a pending
+"""Views in graph mode (views behave as in eager mode): a view of a pending
 or computed tensor of a graph backend is a view, its reads and the writes through it recorded
 as nodes on its base's data (``array_api::_strided_view``, ``_strided_view_write``). On the
 test backend whose compiler replays each graph with NumPy, and on ``bj.namespace(graph=True)``

@@ -1,4 +1,4 @@
-"""Immutable device memory (DESIGN section 12): a device whose arrays cannot be written where
+"""Immutable device memory: a device whose arrays cannot be written where
 they are (a ``jax.Array``) writes a tensor by making a new payload. ``copy_from_cpu`` and a
 backend's in-place kernels (a return aliasing a ``Tensor(a!)`` argument) may return one, and
 boxfall puts it in the tensor's place as a write (the version moves on, its views see it);

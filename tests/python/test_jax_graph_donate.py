@@ -1,4 +1,4 @@
-"""Graph mode's in-place updates donate their input buffers (DESIGN section 13): on
+"""Graph mode's in-place updates donate their input buffers: on
 ``bj.namespace(graph=True)``, ``x += y`` whose old payload nothing else holds is consumed by the
 ``jax.jit`` program (its result is written in that buffer), while a payload the user holds, one
 given to ``asarray``, a viewed tensor's and the scalar inputs' cached arrays are kept; a program

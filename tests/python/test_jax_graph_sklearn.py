@@ -1,6 +1,6 @@
 """scikit-learn on ``boxfall.jax``'s graph mode (``bj.namespace(graph=True)``): estimators,
 pairwise kernels and metrics in float32 agree with scikit-learn on NumPy, and a second fit of
-the same shapes compiles nothing (every graph it runs is a cache hit), as DESIGN section 13
+the same shapes compiles nothing (every graph it runs is a cache hit), as graph mode
 promises for a training loop. On JAX's CPU here; ``benches/graph_estimators.py`` prints the
 same figures (compiles, cache hits, syncs, breaks, host callbacks) for a TPU.
 """

@@ -1,5 +1,5 @@
 """A device without the 64-bit dtypes (a TPU's usual state through JAX: no float64, int64,
-uint64 or complex128; float32 and int32 the defaults), as DESIGN section 12 says: every function
+uint64 or complex128; float32 and int32 the defaults), as the backend guide says: every function
 of the array API standard works on it, the results whose dtype the standard lets the library
 choose come in the device's defaults, ``register_backend(narrow=True)`` gives JAX's rule for
 the 64-bit dtypes asked for or made by a CPU kernel, and extension dtypes NumPy knows

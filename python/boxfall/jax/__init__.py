@@ -184,7 +184,7 @@ def namespace(device: Any = None, *, graph: bool = False) -> types.ModuleType:
     ``jax.devices()`` (default: 0). Its creation functions make ``bf.Tensor``s of the
     ``"JAX"`` backend there.
 
-    With ``graph=True``, graph mode (DESIGN section 13): the tensors are of the
+    With ``graph=True``, graph mode: the tensors are of the
     ``"JAXGraph"`` backend, whose operators are recorded and computed together, at the first
     read of a value (``t.numpy()``, ``float(t)``, ``bf.sync()``), by one ``jax.jit``-compiled
     program; an operator with no JAX kernel runs its CPU kernel inside the program (a host

@@ -1,4 +1,4 @@
-"""Graph mode on JAX (DESIGN section 13): a recorded graph becomes one ``jax.jit``-compiled
+"""Graph mode on JAX: a recorded graph becomes one ``jax.jit``-compiled
 program. Each node runs the graph backend's own kernel on traced arrays (the kernels are the
 eager backend's, registered again for the graph backend); a node that no JAX kernel serves runs
 its CPU kernel inside the program as a host callback (``jax.pure_callback``), with the output

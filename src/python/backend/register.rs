@@ -49,8 +49,8 @@ use crate::python::errors::IntoPy;
 /// Either way, the results whose dtype the array API standard lets the library choose
 /// (indices, counts: operators tagged `default_dtypes`) come in the device's default dtype.
 ///
-/// `compile(graph)` (optional) makes the backend a graph backend (graph mode, DESIGN section
-/// 13): operators on its tensors are recorded and return pending tensors, and at a sync the
+/// `compile(graph)` (optional) makes the backend a graph backend (graph
+/// mode): operators on its tensors are recorded and return pending tensors, and at a sync the
 /// pending graph (a `bf.Graph`) is given to `compile`, which returns a function of the input
 /// payloads (a list) giving the output payloads (cached by the graph's structure). Where
 /// `compile` has a `settings()` method, its string (the backend's settings that change what a
