@@ -1,7 +1,7 @@
 """The differential tester's profiles and its statistics file.
 
 ``BOXFALL_DIFF_PROFILE`` picks the profile: ``dev`` (the default: a few programs, every kept
-``@example``; what ``pytest tests/python`` runs), ``ci`` (bounded and derandomized: CI's step)
+program; what ``pytest tests/python`` runs), ``ci`` (bounded and derandomized: CI's step)
 or ``long`` (random, as many programs as ``BOXFALL_DIFF_SECONDS`` allows). README.md says more.
 """
 

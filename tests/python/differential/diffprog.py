@@ -5,7 +5,7 @@ A program is a few lines of Python over the array API namespace ``xp`` (and ``np
 (``v0 += v1``) or writes through an index (``v0[1:, ...] = 7``). The same lines run on NumPy
 (the reference) and on each backend; what a run ends with (every variable's dtype, shape and
 values) and where it raised are compared. A failing program prints as its lines, so it can be
-pasted into a script, or into an ``@example(Program('''...'''))``.
+pasted into a script, or kept in test_differential.py's ``DEFECTS``.
 
 The generator (:func:`programs`) runs each line on NumPy while it draws the next, so that it
 knows every variable's shape and dtype: most steps are valid, some are meant to fail (a shape
@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 PROFILE = os.environ.get("BOXFALL_DIFF_PROFILE", "dev")
-"""The profile: ``dev`` (the default: a few programs and every kept ``@example``), ``ci``
+"""The profile: ``dev`` (the default: a few programs and every kept program), ``ci``
 (bounded, derandomized: CI's step) or ``long`` (random; README.md)."""
 if PROFILE not in ("dev", "ci", "long"):
     raise ValueError(f"BOXFALL_DIFF_PROFILE is dev, ci or long, not {PROFILE!r}")
@@ -286,7 +286,7 @@ def _operator(value: ast.expr) -> tuple[str, tuple[ast.expr, ...]]:
 
 class Program:
     """A program: its lines. ``repr`` is the constructor call with the lines, ready to paste
-    into an ``@example``."""
+    into test_differential.py's ``DEFECTS``."""
 
     def __init__(self, text: str | tuple[str, ...]) -> None:
         if isinstance(text, str):

@@ -1,7 +1,7 @@
 """Differential tests: random array API programs on NumPy (the reference), Native, boxfall.jax's
 eager mode and its graph mode, compared step by step and value by value (README.md here).
 
-A failure prints the program (``Program('''...''')``, ready for an ``@example``), what each
+A failure prints the program (``Program('''...''')``, ready for ``DEFECTS``), what each
 backend did differently, and a script that reproduces it on the first backend that differs.
 """
 
@@ -10,9 +10,11 @@ from __future__ import annotations
 import gc
 import itertools
 import os
+import re
 import threading
 import time
 import warnings
+from typing import Any
 
 import boxfall as bf
 import boxfall.array_api as bxp
@@ -25,15 +27,16 @@ from diffprog import (
     Reference,
     count,
     describe,
+    parse,
     programs,
     run_backend,
 )
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-from hypothesis.control import current_build_context
 
 try:
     import boxfall.jax as bj
+    import jax
 except ImportError:  # JAX absent: NumPy against Native only, and the JAX tests skip
     bj = None
 
@@ -54,15 +57,8 @@ its seconds hold (four a second)."""
 PROGRAMS = int(os.environ.get("BOXFALL_DIFF_EXAMPLES", BUDGET[PROFILE][0]))
 SCALAR_PROGRAMS = int(os.environ.get("BOXFALL_DIFF_EXAMPLES", BUDGET[PROFILE][1]))
 THREADS = BUDGET[PROFILE][2]
-_STARTED: dict[str, float] = {}
-_FAILED: set[str] = set()
 
 PROFILE_SETTINGS = settings.get_profile(f"boxfall-diff-{PROFILE}")
-if os.environ.get("BOXFALL_DIFF_NO_EXAMPLES"):
-    # Generation only: how many defects the random programs find without the kept examples.
-    from hypothesis import Phase
-
-    PROFILE_SETTINGS = settings(PROFILE_SETTINGS, phases=[Phase.generate, Phase.shrink])
 
 NATIVE_SETUP = 'import boxfall.array_api as bxp\nxp = bxp.namespace("Native")'
 BACKENDS: list[tuple[str, object, bool, str]] = [
@@ -173,7 +169,13 @@ def minimized(program: Program, kind: type[AssertionError]) -> tuple[Program, li
     """``program`` with every line dropped whose removal keeps a failure of ``kind``: the
     generator draws each step from the ones before, so hypothesis's shrinking leaves steps
     that play no part."""
-    best, found = program, differences(program)
+
+    def run(p: Program) -> list[str]:
+        if kind is CountsDiffer and bj is not None:
+            jax.clear_caches()  # a count that differs only at a first trace shows again
+        return differences(p)
+
+    best, found = program, run(program)
     changed = True
     while changed:
         changed = False
@@ -181,36 +183,18 @@ def minimized(program: Program, kind: type[AssertionError]) -> tuple[Program, li
             trial = Program(best.lines[:i] + best.lines[i + 1 :])
             if not trial.lines:
                 continue
-            trial_found = differences(trial)
+            trial_found = run(trial)
             if kind_of(trial_found) is kind:
                 best, found, changed = trial, trial_found, True
     return best, found
 
 
-def _final_example() -> bool:
-    try:
-        return bool(current_build_context().is_final)
-    except Exception:  # noqa: BLE001 - outside hypothesis: not its report
-        return False
-
-
-def check(program: Program, test: str = "") -> None:
-    """Raises one of the classes above (hypothesis shrinks each kind of failure apart, so one
-    kind found everywhere does not hide the others) when a backend differs from NumPy; the
-    example hypothesis reports is minimized further, line by line. Past ``SECONDS`` of
-    ``test``, a new program is not run (once it failed, its shrinking runs on)."""
-    started = _STARTED.setdefault(test, time.monotonic())
-    if time.monotonic() - started > SECONDS and test not in _FAILED:
-        STATS["not run: past BOXFALL_DIFF_SECONDS"] += 1
-        return
+def check(program: Program) -> None:
+    """Raises one of the classes above when a backend differs from NumPy on ``program``."""
     found = differences(program)
     kind = kind_of(found)
-    if kind is None:
-        return
-    _FAILED.add(test)
-    if _final_example():
-        program, found = minimized(program, kind)
-    raise kind(f"\n{program!r}\n" + "\n".join(found))
+    if kind is not None:
+        raise kind(f"\n{program!r}\n" + "\n".join(found))
 
 
 DEFECTS = [
@@ -322,13 +306,73 @@ v4 = v0 / v2
 ]
 
 
-@settings(PROFILE_SETTINGS, max_examples=PROGRAMS)
-@given(program=programs(narrow_data=not X64))
-def test_programs_agree_with_numpy(program: Program) -> None:
+def signature(kind: type[AssertionError], found: list[str]) -> tuple[str, ...]:
+    """What kind of difference a failing program shows (its class, the first backend that
+    differs, the operator of the step, what differs and the errors named): one program of each
+    signature is reported."""
+    first = next(p for p in found if "reproduce:" not in p)
+    backend = first[1 : first.index("]")].split(",")[0] if first.startswith("[") else ""
+    op = ""
+    step = re.search(r"`([^`]*)`", first)
+    if step:
+        try:
+            op = parse(step.group(1)).op
+        except Exception:  # noqa: BLE001 - not a line of a program: no operator
+            op = ""
+    what = next(
+        (w for w in ("counters", "made a", "dtype", "shape", "neither", "reading", "raised")
+         if w in first),
+        "values",
+    )  # fmt: skip
+    errors = tuple(sorted(set(re.findall(r"\b(\w+Error)\b", first))))
+    return (kind.__name__, backend, op, what, *errors)
+
+
+def survey(strategy: st.SearchStrategy[Program], budget: int, test: str) -> None:
+    """Runs ``budget`` random programs (hypothesis, no shrinking) and fails at the end with
+    one program of each kind of difference found, minimized line by line, and how many
+    programs showed it: a bounded run reports every defect it met, not the first."""
+    failures: dict[tuple[str, ...], list[Any]] = {}
+    started = time.monotonic()
+
+    @settings(PROFILE_SETTINGS, max_examples=budget, phases=[Phase.generate])
+    @given(program=strategy)
+    def one(program: Program) -> None:
+        if time.monotonic() - started > SECONDS:
+            STATS["not run: past BOXFALL_DIFF_SECONDS"] += 1
+            return
+        found = differences(program)
+        kind = kind_of(found)
+        if kind is not None:
+            entry = failures.setdefault(signature(kind, found), [program, found, kind, 0])
+            entry[3] += 1
+
+    one()
+    if not failures:
+        return
+    STATS[f"failing programs ({test})"] += sum(e[3] for e in failures.values())
+    parts = []
+    for i, (sig, (program, found, kind, n)) in enumerate(sorted(failures.items())):
+        if i < 8:  # minimizing costs runs of every backend: the first kinds only
+            program, found = minimized(program, kind)
+        parts.append(f"== {' | '.join(sig)}: {n} program(s)\n{program!r}\n" + "\n".join(found))
+    raise AssertionError(
+        f"{len(failures)} kind(s) of difference from NumPy in the {test}:\n\n" + "\n\n".join(parts)
+    )
+
+
+def test_programs_agree_with_numpy() -> None:
     """Random programs (elementwise with tensors and scalars of every kind and magnitude,
     reductions, views, in-place writes, setitem, astype, matmul, creation): every backend's
     dtypes, shapes, values and errors are NumPy's."""
-    check(program, "programs")
+    survey(programs(narrow_data=not X64), PROGRAMS, "programs")
+
+
+def test_scalar_programs_agree_with_numpy() -> None:
+    """Programs whose every step meets a Python or NumPy scalar of any kind and magnitude (an
+    operator either way round, in place, a creation function's value): NEP 50's rules, on every
+    backend, in both modes."""
+    survey(programs(narrow_data=not X64, scalars=True), SCALAR_PROGRAMS, "scalar programs")
 
 
 @pytest.mark.parametrize("program", [p for _, p in DEFECTS], ids=[n for n, _ in DEFECTS])
@@ -337,15 +381,6 @@ def test_defects_found_stay_fixed(program: Program) -> None:
     (kept apart from the random tests, which an open one would otherwise stop before they
     generate anything)."""
     check(program)
-
-
-@settings(PROFILE_SETTINGS, max_examples=SCALAR_PROGRAMS)
-@given(program=programs(narrow_data=not X64, scalars=True))
-def test_scalar_programs_agree_with_numpy(program: Program) -> None:
-    """Programs whose every step meets a Python or NumPy scalar of any kind and magnitude (an
-    operator either way round, in place, a creation function's value): NEP 50's rules, on every
-    backend, in both modes."""
-    check(program, "scalars")
 
 
 @pytest.mark.skipif(bj is None, reason="boxfall.jax needs JAX, which is not installed")
