@@ -165,13 +165,12 @@ def kind_of(found: list[str]) -> type[AssertionError] | None:
     return CountsDiffer
 
 
-def minimized(program: Program, kind: type[AssertionError]) -> tuple[Program, list[str]]:
-    """``program`` with every line dropped whose removal keeps a failure of ``kind``: the
-    generator draws each step from the ones before, so hypothesis's shrinking leaves steps
-    that play no part."""
+def minimized(program: Program, sig: tuple[str, ...]) -> tuple[Program, list[str]]:
+    """``program`` with every line dropped whose removal keeps a difference of signature
+    ``sig`` (see ``signatures``): most steps of a random program play no part in it."""
 
     def run(p: Program) -> list[str]:
-        if kind is CountsDiffer and bj is not None:
+        if sig[0] == CountsDiffer.__name__ and bj is not None:
             jax.clear_caches()  # a count that differs only at a first trace shows again
         return differences(p)
 
@@ -184,7 +183,7 @@ def minimized(program: Program, kind: type[AssertionError]) -> tuple[Program, li
             if not trial.lines:
                 continue
             trial_found = run(trial)
-            if kind_of(trial_found) is kind:
+            if sig in signatures(trial_found):
                 best, found, changed = trial, trial_found, True
     return best, found
 
@@ -306,26 +305,32 @@ v4 = v0 / v2
 ]
 
 
-def signature(kind: type[AssertionError], found: list[str]) -> tuple[str, ...]:
-    """What kind of difference a failing program shows (its class, the first backend that
-    differs, the operator of the step, what differs and the errors named): one program of each
-    signature is reported."""
-    first = next(p for p in found if "reproduce:" not in p)
-    backend = first[1 : first.index("]")].split(",")[0] if first.startswith("[") else ""
-    op = ""
-    step = re.search(r"`([^`]*)`", first)
-    if step:
-        try:
-            op = parse(step.group(1)).op
-        except Exception:  # noqa: BLE001 - not a line of a program: no operator
-            op = ""
-    what = next(
-        (w for w in ("counters", "made a", "dtype", "shape", "neither", "reading", "raised")
-         if w in first),
-        "values",
-    )  # fmt: skip
-    errors = tuple(sorted(set(re.findall(r"\b(\w+Error)\b", first))))
-    return (kind.__name__, backend, op, what, *errors)
+def signatures(found: list[str]) -> list[tuple[str, ...]]:
+    """The kinds of difference a run shows, one per problem: its class, the backend, the
+    operator of the step, what differs and the errors named. One program of each is reported."""
+    out: list[tuple[str, ...]] = []
+    for p in found:
+        if "reproduce:" in p or not p.startswith("["):
+            continue
+        kind = kind_of([p])
+        backend = p[1 : p.index("]")].split(",")[0]
+        op = ""
+        step = re.search(r"`([^`]*)`", p)
+        if step:
+            try:
+                op = parse(step.group(1)).op
+            except Exception:  # noqa: BLE001 - not a line of a program: no operator
+                op = ""
+        what = next(
+            (w for w in ("counters", "made a", "dtype", "shape", "neither", "reading", "raised")
+             if w in p),
+            "values",
+        )  # fmt: skip
+        errors = tuple(sorted(set(re.findall(r"\b(\w+Error)\b", p))))
+        sig = (kind.__name__ if kind else "", backend, op, what, *errors)
+        if sig not in out:
+            out.append(sig)
+    return out
 
 
 def survey(strategy: st.SearchStrategy[Program], budget: int, test: str) -> None:
@@ -342,19 +347,17 @@ def survey(strategy: st.SearchStrategy[Program], budget: int, test: str) -> None
             STATS["not run: past BOXFALL_DIFF_SECONDS"] += 1
             return
         found = differences(program)
-        kind = kind_of(found)
-        if kind is not None:
-            entry = failures.setdefault(signature(kind, found), [program, found, kind, 0])
-            entry[3] += 1
+        for sig in signatures(found):
+            failures.setdefault(sig, [program, found, 0])[2] += 1
 
     one()
     if not failures:
         return
-    STATS[f"failing programs ({test})"] += sum(e[3] for e in failures.values())
+    STATS[f"differences ({test})"] += sum(e[2] for e in failures.values())
     parts = []
-    for i, (sig, (program, found, kind, n)) in enumerate(sorted(failures.items())):
-        if i < 8:  # minimizing costs runs of every backend: the first kinds only
-            program, found = minimized(program, kind)
+    for i, (sig, (program, found, n)) in enumerate(sorted(failures.items())):
+        if i < 10:  # minimizing costs runs of every backend: the first kinds only
+            program, found = minimized(program, sig)
         parts.append(f"== {' | '.join(sig)}: {n} program(s)\n{program!r}\n" + "\n".join(found))
     raise AssertionError(
         f"{len(failures)} kind(s) of difference from NumPy in the {test}:\n\n" + "\n\n".join(parts)
