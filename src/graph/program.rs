@@ -28,7 +28,7 @@ pub enum Arg {
     Node(usize, usize),
     /// The graph's scalar input of this index: an elementwise operator's Python scalar
     /// operand (`x * 0.5`), whose value is given at each run, so a changed value compiles
-    /// nothing (DESIGN section 13); its type (bool, int, float) is in the structure, as it
+    /// nothing; its type (bool, int, float) is in the structure, as it
     /// decides the result's dtype.
     Scalar(usize),
     /// A value that holds no tensor (an axis, a dtype, a list of ints, a scalar that decides
@@ -53,7 +53,7 @@ pub struct Node {
     pub outputs: Vec<TensorMeta>,
 }
 
-/// A graph: what a compiler compiles (DESIGN section 13).
+/// A graph: what a compiler compiles.
 ///
 /// ```
 /// use boxfall::graph::Graph;
