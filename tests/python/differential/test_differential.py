@@ -306,14 +306,14 @@ v4 = v0 / v2
 
 
 def signatures(found: list[str]) -> list[tuple[str, ...]]:
-    """The kinds of difference a run shows, one per problem: its class, the backend, the
-    operator of the step, what differs and the errors named. One program of each is reported."""
+    """The kinds of difference a run shows, one per problem: its class, the operator of the
+    step, what differs and the errors named (the backends that show it are in its text). One
+    program of each is reported."""
     out: list[tuple[str, ...]] = []
     for p in found:
         if "reproduce:" in p or not p.startswith("["):
             continue
         kind = kind_of([p])
-        backend = p[1 : p.index("]")].split(",")[0]
         op = ""
         step = re.search(r"`([^`]*)`", p)
         if step:
@@ -327,7 +327,7 @@ def signatures(found: list[str]) -> list[tuple[str, ...]]:
             "values",
         )  # fmt: skip
         errors = tuple(sorted(set(re.findall(r"\b(\w+Error)\b", p))))
-        sig = (kind.__name__ if kind else "", backend, op, what, *errors)
+        sig = (kind.__name__ if kind else "", op, what, *errors)
         if sig not in out:
             out.append(sig)
     return out
