@@ -1124,8 +1124,11 @@ def gen_scalar_step(d: Draft) -> None:
     if x is None:
         return gen_input(d)
     a = d.ref.env[x]
-    s = scalar_text(_scalar(d.draw, a.dtype.name, d.narrow_data))
-    form = d.draw(st.sampled_from(("op", "op", "op", "reflected", "inplace", "func", "create")))
+    value = _scalar(d.draw, a.dtype.name, d.narrow_data)
+    s = scalar_text(value)
+    form = d.draw(
+        st.sampled_from(("op", "op", "op", "reflected", "inplace", "func", "create", "create"))
+    )
     if form == "inplace":
         op = d.draw(st.sampled_from(_ARITH + _BITS))
         d.add(f"{x} {op}= {s}")
@@ -1134,7 +1137,9 @@ def gen_scalar_step(d: Draft) -> None:
         d.add(f"{d.new()} = xp.{d.draw(st.sampled_from(_FUNCS2))}({x}, {s})")
         return
     if form == "create":
-        dtype = d.draw(st.sampled_from(DTYPES))
+        # An int asked for as a (64-bit) integer dtype most often: where narrowing bites.
+        wide = ("int64", "uint64", "int64", *INT_DTYPES)
+        dtype = d.draw(st.sampled_from(wide if type(value) is int else DTYPES))
         shape = shape_text(d.draw(st.sampled_from(SHAPES)))
         if d.draw(st.booleans()):
             d.add(f"{d.new()} = xp.full({shape}, {s}, dtype=xp.{dtype})")
