@@ -1137,7 +1137,11 @@ def gen_scalar_step(d: Draft) -> None:
         d.add(f"{d.new()} = xp.{d.draw(st.sampled_from(_FUNCS2))}({x}, {s})")
         return
     if form == "create":
-        # An int asked for as a (64-bit) integer dtype most often: where narrowing bites.
+        # An int of any magnitude asked for as a (64-bit) integer dtype most often: where
+        # narrowing bites.
+        if d.draw(st.booleans()):
+            value = d.draw(st.sampled_from(PY_INTS))
+            s = scalar_text(value)
         wide = ("int64", "uint64", "int64", *INT_DTYPES)
         dtype = d.draw(st.sampled_from(wide if type(value) is int else DTYPES))
         shape = shape_text(d.draw(st.sampled_from(SHAPES)))
