@@ -566,6 +566,14 @@ class Reference:
         inexact_in = any(
             not m.exact for v, m in zip(step.reads, read_meta, strict=False) if _is_float(before[v])
         )
+        if step.op in ("floor_divide", "divide") and (step.kind != "assign" or step.op == "divide"):
+            # An infinite operand: boxfall's in-place floor_divide follows the standard, and
+            # complex division of infinities differs by library (C99 or NaN).
+            values = [np.asarray(o) for o in self._operand_values(step)]
+            target_kind = np.asarray(self.env[step.target]).dtype.kind
+            infinite = any(v.dtype.kind in "fc" and not np.isfinite(v).all() for v in values)
+            if infinite and (step.op == "floor_divide" or target_kind == "c"):
+                unspecified = True
         if inexact_in and step.op in DISCONTINUOUS and step.op != "astype":
             unspecified = True
         target = self.env[step.target]
