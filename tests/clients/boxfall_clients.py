@@ -257,16 +257,34 @@ def _clear_jax_caches() -> None:
     """JAX's caches of compiled programs, which grow with every new shape a test module meets
     (a module of SciPy's tests meets hundreds: plain jax.numpy grew to 3 GB so, boxfall.jax's
     kernels and programs with it), emptied where a module ends: the next module compiles what
-    it needs again. Nothing where JAX was not imported."""
+    it needs again. Nothing where JAX was not imported, or where
+    ``BOXFALL_CLIENTS_KEEP_JAX_CACHES`` is set (to measure what the caches hold)."""
     jax = sys.modules.get("jax")
-    if jax is not None:
+    if jax is not None and not os.environ.get("BOXFALL_CLIENTS_KEEP_JAX_CACHES"):
         jax.clear_caches()
+
+
+RESIDENT_LIMIT = 2 << 30
+"""The resident bytes past which JAX's caches are emptied after a test, not only where a module
+ends: one module of SciPy's tests (ndimage's filters) meets thousands of shapes."""
+
+
+def _resident_bytes() -> int:
+    """This process's resident memory now (Linux's /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     yield
-    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
+    module_ends = nextitem is None or getattr(nextitem, "module", None) is not getattr(
+        item, "module", None
+    )
+    if module_ends or _resident_bytes() > RESIDENT_LIMIT:
         _clear_jax_caches()
     path = os.environ.get("BOXFALL_CLIENTS_RESULTS")
     if not path:
@@ -277,6 +295,7 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
         "outcome": item.stash.get(_OUTCOME, "skipped"),
         "nodeid": item.nodeid,
         "seconds": round(item.stash.get(_SECONDS, 0.0), 4),
+        "resident_mib": _resident_bytes() >> 20,
     }
     if _XFAIL in item.stash:
         row["xfail"] = item.stash[_XFAIL]
