@@ -333,6 +333,32 @@ def signatures(found: list[str]) -> list[tuple[str, ...]]:
     return out
 
 
+KNOWN_OPEN = (
+    (
+        re.compile(r"`[^`]*\bnp\.(?:u?int\d+|float\d+|complex\d+|bool_)\("),
+        "a NumPy scalar operand (open: inplace-numpy-scalar, zero-d-tensor-numpy-scalar)",
+    ),
+    (
+        re.compile(r"'array_api::matmul' on backend '\w+' made the integer"),
+        "x64 off, graph mode: a narrowed matmul's OverflowError is raised at a later step",
+    ),
+)
+"""Differences of defects still open, each the pattern of its problem line and why: a
+backend's problems in a program that shows one are counted (``STATS``) and not reported, so
+that a bounded run fails on a new kind only. A fix shows as the count falling to 0."""
+
+
+def without_known_open(found: list[str]) -> list[str]:
+    """``found`` without the problems of the backends that show a known open difference."""
+    hidden = set()
+    for line in found:
+        for pattern, why in KNOWN_OPEN:
+            if line.startswith("[") and pattern.search(line):
+                hidden.add(line.partition("]")[0])
+                STATS[f"known open: {why}"] += 1
+    return [line for line in found if line.partition("]")[0] not in hidden]
+
+
 def survey(strategy: st.SearchStrategy[Program], budget: int, test: str) -> None:
     """Runs ``budget`` random programs (hypothesis, no shrinking) and fails at the end with
     one program of each kind of difference found, minimized line by line, and how many
@@ -346,7 +372,7 @@ def survey(strategy: st.SearchStrategy[Program], budget: int, test: str) -> None
         if time.monotonic() - started > SECONDS:
             STATS["not run: past BOXFALL_DIFF_SECONDS"] += 1
             return
-        found = differences(program)
+        found = without_known_open(differences(program))
         for sig in signatures(found):
             failures.setdefault(sig, [program, found, 0])[2] += 1
 
@@ -378,7 +404,25 @@ def test_scalar_programs_agree_with_numpy() -> None:
     survey(programs(narrow_data=not X64, scalars=True), SCALAR_PROGRAMS, "scalar programs")
 
 
-@pytest.mark.parametrize("program", [p for _, p in DEFECTS], ids=[n for n, _ in DEFECTS])
+OPEN = {
+    "defect6-arange-wraps": "x64 off: arange of ints past int32 wraps instead of raising",
+    "inplace-numpy-scalar": "an in-place operator with a NumPy scalar raises TypeError",
+    "graph-float-scalar-cast": "graph mode casts a Python float to float32 before the operator",
+    "zero-d-tensor-numpy-scalar": "a 0-d tensor with a NumPy scalar gives a NumPy scalar",
+}
+"""Kept programs whose defect is still open, each with what is wrong: expected to fail
+(strictly: a fix makes its test pass, which fails until it leaves this list)."""
+
+
+def _kept(name: str, program: Program) -> Any:
+    if name in OPEN:
+        return pytest.param(
+            program, id=name, marks=pytest.mark.xfail(strict=True, reason="open: " + OPEN[name])
+        )
+    return pytest.param(program, id=name)
+
+
+@pytest.mark.parametrize("program", [_kept(n, p) for n, p in DEFECTS])
 def test_defects_found_stay_fixed(program: Program) -> None:
     """The programs the tester found defects with, each a test of its own in every profile
     (kept apart from the random tests, which an open one would otherwise stop before they
