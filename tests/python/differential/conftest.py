@@ -31,6 +31,7 @@ def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001 - pytest's hook s
         "programs": stats.pop("programs", 0),
         "threads_cases": stats.pop("threads", 0),
         "not_run_past_seconds": stats.pop("not run: past BOXFALL_DIFF_SECONDS", 0),
+        "known_open": {k: stats.pop(k) for k in list(stats) if k.startswith("known open: ")},
         "steps": sum(stats.values()),
         "by_operator_dtype_scalar": stats,
     }
