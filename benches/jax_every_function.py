@@ -29,39 +29,29 @@ import numpy as np
 Case = Callable[[Any, dict[str, Any]], Any]
 
 
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python")
+)
+import jax_cases  # noqa: E402 - the JAX tests' arrays, beside which these few more are made
+
+
 def data(x64: bool) -> dict[str, np.ndarray]:
-    """Small arrays of the device's default dtypes (float32/int32 without x64)."""
-    f = np.float64 if x64 else np.float32
-    i = np.int64 if x64 else np.int32
-    c = np.complex128 if x64 else np.complex64
+    """The JAX tests' small arrays (``tests/python/jax_cases.py``, the device's default dtypes)
+    and a few more that functions here need."""
+    d = jax_cases.data(x64)
+    f, i = d["x"].dtype, d["i"].dtype
     rng = np.random.default_rng(11)
-    x = rng.standard_normal((4, 3)).astype(f)
-    a = rng.standard_normal((3, 3)).astype(f)
-    return {
-        "x": x,
-        "y": rng.standard_normal((4, 3)).astype(f),
-        "p": (np.abs(x) + 0.5).astype(f),  # positive: logs, roots
-        "g": (np.abs(x) + 1.5).astype(f),  # above 1: acosh
-        "u": rng.uniform(-0.9, 0.9, (4, 3)).astype(f),  # inside (-1, 1): asin, atanh
-        "v": rng.standard_normal(5).astype(f),
-        "w": rng.standard_normal(5).astype(f),
-        "m": (a @ a.T + 3 * np.eye(3)).astype(f),  # symmetric positive definite
-        "a": a,
-        "r": rng.standard_normal((3, 2)).astype(f),
-        "t": rng.standard_normal((2, 3, 4)).astype(f),
-        "v3": rng.standard_normal((4, 3)).astype(f),
-        "i": np.array([3, -1, 4, 1, -5, 9], dtype=i),
-        "j": np.array([2, 7, 1, 8, 2, 8], dtype=i),
-        "k": np.array([0, 2, 1], dtype=i),
-        "sh": np.array([1, 2, 0, 3, 1, 2], dtype=i),
-        "b": np.array([True, False, True, True, False, False]),
-        "e": np.array([True, True, False, False, True, False]),
-        "s": np.sort(rng.standard_normal(5)).astype(f),
-        "dup": np.array([3, 1, 3, 2, 1, 3], dtype=i),
-        "c": (rng.standard_normal(4) + 1j * rng.standard_normal(4)).astype(c),
-        "sig": rng.standard_normal(8).astype(f),
-        "img": rng.standard_normal((4, 4)).astype(f),
-    }
+    d.update(
+        g=(np.abs(d["x"]) + 1.5).astype(f),  # above 1: acosh
+        a=rng.standard_normal((3, 3)).astype(f),
+        t=rng.standard_normal((2, 3, 4)).astype(f),
+        sh=np.array([1, 2, 0, 3, 1, 2], dtype=i),  # shift counts
+        e=np.array([True, True, False, False, True, False]),
+        dup=np.array([3, 1, 3, 2, 1, 3], dtype=i),
+        sig=rng.standard_normal(8).astype(f),
+        img=rng.standard_normal((4, 4)).astype(f),
+    )
+    return d
 
 
 UNARY = {
