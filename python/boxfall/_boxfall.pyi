@@ -756,8 +756,9 @@ def register_backend(
     ``bf.Tensor`` of the backend for it (a device whose memory is immutable): boxfall puts it
     in the argument's place as a write of it, and the caller gets the argument.
 
-    ``compile(graph) -> function`` (optional) makes the backend a graph backend (graph mode): an operator on its tensors is recorded and returns pending tensors
-    (dtype, shape and device known, values not yet), computed together at a sync point
+    ``compile(graph) -> function`` (optional) makes the backend a graph backend (graph
+    mode): an operator on its tensors is recorded and returns pending tensors (dtype, shape
+    and device known, values not yet), computed together at a sync point
     (``t.numpy()``, ``float(t)``, ``t.payload``, a graph break, ``bf.sync()``): the pending
     graph, a :class:`Graph`, is given to ``compile``, whose function of the input payloads (a
     list) gives the output payloads; compiled functions are cached by the graph's structure.
