@@ -725,7 +725,7 @@ def compare_values(name: str, got: np.ndarray, want: np.ndarray, meta: Meta) -> 
 
 STATS: collections.Counter[str] = collections.Counter()
 """Steps run, per operator x dtype x scalar class (``less|int8|int:outside``), and programs run
-(``programs``); conftest.py writes them where BOXFALL_DIFF_STATS says."""
+(``programs``); test_differential.py writes them where BOXFALL_DIFF_STATS says."""
 
 
 def scalar_class(value: Any, dtype: str | None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import json
 import os
 import re
 import threading
@@ -495,3 +496,29 @@ def test_threads_writing_and_reading_one_graph_tensor(
         steps = [(v - base) / 4 for v in values]
         assert all(0 <= s <= total and s == int(s) for s in steps), (k, values)
         assert steps == sorted(steps), f"reader {k} saw x go back: {values}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _statistics_file() -> Any:
+    """Writes the steps run per operator x dtype x scalar class where BOXFALL_DIFF_STATS says,
+    when the module's tests end. (A fixture, not a conftest.py hook: a second conftest module
+    would shadow ``tests/python/conftest.py``, which other test modules import from.)"""
+    start = time.monotonic()
+    yield
+    path = os.environ.get("BOXFALL_DIFF_STATS")
+    if not path:
+        return
+    stats = dict(sorted(STATS.items()))
+    summary = {
+        "profile": PROFILE,
+        "x64": os.environ.get("JAX_ENABLE_X64", "") not in ("", "0", "false", "False"),
+        "wall_s": round(time.monotonic() - start, 1),
+        "programs": stats.pop("programs", 0),
+        "threads_cases": stats.pop("threads", 0),
+        "not_run_past_seconds": stats.pop("not run: past BOXFALL_DIFF_SECONDS", 0),
+        "known_open": {k: stats.pop(k) for k in list(stats) if k.startswith("known open: ")},
+        "steps": sum(stats.values()),
+        "by_operator_dtype_scalar": stats,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
