@@ -171,7 +171,7 @@ OTHER: dict[str, Case] = {
     "linalg.cross": lambda xp, d: xp.linalg.cross(d["x"], d["y"]),
     "linalg.det": lambda xp, d: xp.linalg.det(d["m"]),
     "linalg.diagonal": lambda xp, d: xp.linalg.diagonal(d["m"]),
-    "linalg.eigh": lambda xp, d: _eigh_round_trip(xp, d),
+    "linalg.eigh": lambda xp, d: jax_cases._round_trip_eigh(xp, d),
     "linalg.eigvalsh": lambda xp, d: xp.linalg.eigvalsh(d["m"]),
     "linalg.inv": lambda xp, d: xp.linalg.inv(d["m"]),
     "linalg.matmul": lambda xp, d: xp.linalg.matmul(d["x"], d["m"]),
@@ -181,10 +181,10 @@ OTHER: dict[str, Case] = {
     "linalg.matrix_transpose": lambda xp, d: xp.linalg.matrix_transpose(d["x"]),
     "linalg.outer": lambda xp, d: xp.linalg.outer(d["v"], d["w"]),
     "linalg.pinv": lambda xp, d: xp.linalg.pinv(d["x"]),
-    "linalg.qr": lambda xp, d: _qr_round_trip(xp, d),
+    "linalg.qr": lambda xp, d: jax_cases._round_trip_qr(xp, d),
     "linalg.slogdet": lambda xp, d: tuple(xp.linalg.slogdet(d["m"])),
     "linalg.solve": lambda xp, d: xp.linalg.solve(d["m"], d["r"]),
-    "linalg.svd": lambda xp, d: _svd_round_trip(xp, d),
+    "linalg.svd": lambda xp, d: jax_cases._round_trip_svd(xp, d),
     "linalg.svdvals": lambda xp, d: xp.linalg.svdvals(d["x"]),
     "linalg.tensordot": lambda xp, d: xp.linalg.tensordot(d["x"], d["y"], axes=([0], [0])),
     "linalg.trace": lambda xp, d: xp.linalg.trace(d["m"]),
@@ -213,21 +213,6 @@ OTHER: dict[str, Case] = {
 }
 """Every other function, with a call that exercises it (a factorization through a product that
 undoes it, whose value does not depend on the signs a device picks)."""
-
-
-def _eigh_round_trip(xp: Any, d: dict[str, Any]) -> Any:
-    vals, vecs = xp.linalg.eigh(d["m"])
-    return (vecs * vals) @ xp.matrix_transpose(vecs)
-
-
-def _qr_round_trip(xp: Any, d: dict[str, Any]) -> Any:
-    q, r = xp.linalg.qr(d["x"])
-    return q @ r
-
-
-def _svd_round_trip(xp: Any, d: dict[str, Any]) -> Any:
-    u, s, vh = xp.linalg.svd(d["x"], full_matrices=False)
-    return (u * s) @ vh
 
 
 def cases() -> dict[str, Case]:
