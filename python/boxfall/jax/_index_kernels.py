@@ -16,7 +16,7 @@ import numpy as np
 from . import _hooks
 
 if TYPE_CHECKING:
-    from ._kernels import _Kernels
+    from ._kernels_base import _Kernels
 
 
 def _basic(shape: tuple[int, ...], key: Any, arrays: Any) -> bool:
