@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from typing import Any
 
 import numpy as np
@@ -177,6 +178,24 @@ def test_a_64_bit_request_narrows_as_jax_does(ns):
     assert np.dtype(z.dtype) == np.int32
     assert bf.metrics.op_stats("array_api::zeros")["narrowed"] == 1
     assert bj.backend.narrow
+
+
+@pytest.mark.skipif(X64, reason="narrowing is JAX's rule without x64")
+def test_a_loop_narrowing_one_operator_warns_once(ns):
+    # scikit-learn's loops call asarray(a_jax_array, dtype=int64) again and again: narrowing
+    # is warned once per operator and backend, as the warning says, not at every call.
+    bf.metrics.reset()
+    a, host = jnp.ones(3, dtype=jnp.int32), np.ones(3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")  # every warning issued is seen, none deduplicated
+        for _ in range(5):
+            assert np.dtype(ns.asarray(a, dtype=ns.int64).dtype) == np.int32
+            ns.zeros(2, dtype=ns.int64)
+            ns.asarray(host, dtype=ns.float64)
+    narrowing = [str(w.message) for w in seen if issubclass(w.category, bf.NarrowingWarning)]
+    # Each message starts with the operator it names: "'array_api::zeros' on backend ...".
+    assert sorted(m.split("'")[1] for m in narrowing) == ["array_api::asarray", "array_api::zeros"]
+    assert bf.metrics.op_stats("array_api::asarray")["narrowed"] == 10
 
 
 def test_bfloat16_promotes_alike_in_the_jax_kernels_and_the_fallback(ns):

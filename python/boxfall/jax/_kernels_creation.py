@@ -252,7 +252,7 @@ def _creation(kern: _Kernels) -> None:
             host = host_asarray(obj, dtype=dtype, device=None, copy=copy)
             index = kern.devices.index(at) if at in kern.devices else 0
             return kern.backend.tensor(host, index, op=asarray_op).payload
-        d = kern.dtype_here(dtype)
+        d = kern.dtype_here(dtype, "asarray")  # warned once for the operator, not a call
         if d is False or (d is not None and d != obj.dtype):
             return None
         if obj.devices() != {at}:
