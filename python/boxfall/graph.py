@@ -16,6 +16,8 @@ nothing: every tensor stays pending, and the next sync retries.
 
 from __future__ import annotations
 
+import operator
+
 from . import _boxfall
 
 
@@ -44,7 +46,14 @@ def set_limit(backend: str, nodes: int) -> None:
     graph's first part runs on the device while the host records the next part, where one
     graph keeps the device idle for the whole recording. Each cut costs a program's launch and
     the fusion its compiler would have done across it. Raises ``bf.RegistrationError`` where
-    ``backend`` is no graph backend or ``nodes`` is 0."""
+    ``backend`` is no graph backend or ``nodes`` is 0, and ``ValueError`` where ``nodes`` is
+    negative."""
+    nodes = operator.index(nodes)
+    if nodes < 0:
+        raise ValueError(
+            f"bf.graph.set_limit: a graph of backend {backend!r} must be allowed at least one "
+            f"node, not {nodes}"
+        )
     _boxfall.set_graph_limit(backend, nodes)
 
 
