@@ -55,6 +55,7 @@ except ImportError:  # the original error stays chained as the context
         ">=0.4.35,<0.11)"
     )
 
+import os
 import types
 import warnings
 from typing import Any
@@ -63,7 +64,7 @@ import boxfall as bf
 import boxfall.array_api as bxp
 from boxfall import _device
 
-from . import _graph, _hooks, _kernels
+from . import _graph, _hooks, _kernels, _mesh
 
 SUPPORTED_JAX = ">=0.4.35,<0.11"
 """The JAX versions this module is tested with (0.10.2 included); the ``[jax]`` extra pins the
@@ -169,6 +170,37 @@ def graph_compiler() -> _graph.JaxCompiler:
     return _graph_mode["compiler"]
 
 
+def enable_compilation_cache(path: str | os.PathLike[str]) -> str:
+    """Turns on JAX's persistent compilation cache in the directory ``path`` (made if missing)
+    for every program compiled from now on, graph mode's and the eager kernels' alike, and
+    returns the directory's path: a later process that calls it with the same directory loads
+    the compiled programs from there instead of compiling them (XLA's compile is seconds on a
+    TPU). Unlike JAX's own default, no program is too quick to compile or too small to be kept
+    (``jax_persistent_cache_min_compile_time_secs`` 0, ``..._min_entry_size_bytes`` -1): graph
+    mode's programs often compile in under JAX's default second, and were never kept.
+
+    A process still traces and lowers each program it meets (JAX's key for a cached program
+    is made from the lowered module), which ``benches/jax_compile_cache.py`` measures against
+    the load. JAX keeps no program that calls the host (a node without a JAX kernel, run as a
+    host callback): such a program is compiled in every process. Call it before the first
+    compile where possible; called later, JAX's decision that no cache is in use is undone
+    (``jax.experimental.compilation_cache.compilation_cache.reset_cache``). The cache is
+    trusted code: keep it in a directory only you may write to. Anything else about it (its
+    size bound, ``jax_compilation_cache_max_size``) is JAX's setting to make."""
+    from jax.experimental.compilation_cache import compilation_cache
+
+    folder = os.path.abspath(os.fspath(path))
+    os.makedirs(folder, exist_ok=True)
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    jax.config.update("jax_compilation_cache_dir", folder)
+    # JAX decides once a process, at its first compile, whether a cache is in use (and opens
+    # the directory then): undone, so that the next compile decides again, with this one.
+    compilation_cache.reset_cache()
+    return folder
+
+
 def _graph_mode_without(name: str, operators: frozenset[str]) -> tuple[Any, types.ModuleType]:
     """A second graph backend, ``name``, whose programs run ``operators`` (``"maximum"``) on
     the host (host callbacks) although JAX kernels exist: its compiler and its namespace. For
@@ -179,16 +211,27 @@ def _graph_mode_without(name: str, operators: frozenset[str]) -> tuple[Any, type
     return compiler, bxp.namespace(f"{name}:0")
 
 
-def namespace(device: Any = None, *, graph: bool = False) -> types.ModuleType:
+def namespace(device: Any = None, *, graph: bool = False, mesh: Any = None) -> types.ModuleType:
     """The array API namespace on a JAX device: ``device`` a ``jax.Device`` or its index in
     ``jax.devices()`` (default: 0). Its creation functions make ``bf.Tensor``s of the
     ``"JAX"`` backend there.
+
+    With ``mesh=`` (a ``jax.sharding.Mesh`` of Auto axes), the namespace of that mesh, one
+    boxfall device (``"JAXMesh:0"``): its tensors' payloads are ``jax.Array``s sharded over the
+    mesh, replicated unless ``device=`` (of its creation functions, ``asarray`` and
+    ``to_device``) gives a ``PartitionSpec`` or a ``NamedSharding`` of the mesh; ``t.sharding``
+    is a tensor's. The CPU fallback runs per shard where an operator allows
+    (docs/mesh.md).
 
     With ``graph=True``, graph mode: the tensors are of the
     ``"JAXGraph"`` backend, whose operators are recorded and computed together, at the first
     read of a value (``t.numpy()``, ``float(t)``, ``bf.sync()``), by one ``jax.jit``-compiled
     program; an operator with no JAX kernel runs its CPU kernel inside the program (a host
     callback). ``bf.metrics.graphs()`` counts compiles, cache hits, syncs and breaks."""
+    if mesh is not None:
+        if device is not None:
+            raise TypeError("namespace takes a device or a mesh, not both")
+        return _mesh.namespace(mesh, graph, _mesh.register)
     index = _device_index(device)
     if graph:
         graph_compiler()
@@ -199,12 +242,29 @@ def namespace(device: Any = None, *, graph: bool = False) -> types.ModuleType:
 def _jax_array(self: bf.Tensor) -> Any:
     """``jnp.asarray(t)``: a tensor of this backend gives its ``jax.Array`` (no copy); another
     tensor its host values."""
-    if self.device.startswith((BACKEND_NAME + ":", GRAPH_BACKEND_NAME + ":")):
+    if self.device.startswith((BACKEND_NAME + ":", GRAPH_BACKEND_NAME + ":", "JAXMesh")):
         return self.payload
     return jnp.asarray(self.numpy())
 
 
 bf.Tensor.__jax_array__ = _jax_array  # type: ignore[attr-defined]
+
+
+def _sharding(self: bf.Tensor) -> Any:
+    """``t.sharding``: the ``jax.sharding.Sharding`` of a JAX tensor's payload (a mesh's
+    ``NamedSharding``, or one device's); None for a tensor of another backend."""
+    if self.device.startswith((BACKEND_NAME + ":", GRAPH_BACKEND_NAME + ":", "JAXMesh")):
+        return self.payload.sharding
+    return None
+
+
+bf.Tensor.sharding = property(_sharding)  # type: ignore[attr-defined]
+
+from_process_local = _mesh.from_process_local
+to_process_local = _mesh.to_process_local
+register_sharding_rule = _mesh.register_sharding_rule
+mesh_stats = _mesh.stats
+reset_mesh_stats = _mesh.reset_stats
 
 
 def _move(x: bf.Tensor, device: str) -> Any:
@@ -238,6 +298,12 @@ __all__ = [
     "SUPPORTED_JAX",
     "X64",
     "backend",
+    "enable_compilation_cache",
+    "from_process_local",
     "graph_compiler",
+    "mesh_stats",
     "namespace",
+    "register_sharding_rule",
+    "reset_mesh_stats",
+    "to_process_local",
 ]
