@@ -9,7 +9,10 @@ use std::hint::black_box;
 use boxfall::FunctionSchema;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
-const SCHEMAS_TXT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/torch_schemas.txt");
+const SCHEMAS_TXT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/python/boxfall/data/torch_schemas.txt"
+);
 
 fn schema_lines() -> Vec<String> {
     std::fs::read_to_string(SCHEMAS_TXT)

@@ -1,6 +1,6 @@
 //! Random stacks through `call_boxed` (and the other boxed entry points) of random operators:
-//! PyTorch's own schemas (`tests/data/torch_schemas.txt`, defined in namespace `fz`, with
-//! Native's Rust kernels where they match) and schemas generated from the fuzz input by the
+//! PyTorch's own schemas (`python/boxfall/data/torch_schemas.txt`, defined in namespace `fz`,
+//! with Native's Rust kernels where they match) and schemas generated from the fuzz input by the
 //! schema grammar. Every operator has a boxed CPU kernel whose behaviour the input picks (a
 //! well-behaved kernel, one that fails, one that leaves garbage on the stack, one that writes
 //! its arguments); tensors live on the CPU, on Native (which has `cpu_fallback`), on a copying
@@ -326,7 +326,7 @@ struct Generated {
     all: Vec<OperatorHandle>,
 }
 
-const TORCH_SCHEMAS: &str = include_str!("../../tests/data/torch_schemas.txt");
+const TORCH_SCHEMAS: &str = include_str!("../../python/boxfall/data/torch_schemas.txt");
 
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();

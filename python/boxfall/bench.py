@@ -24,20 +24,12 @@ import numpy as np
 
 import boxfall as bf
 
+# PyTorch's own schemas, shipped in the package (installed or run from a checkout alike).
+SCHEMAS = Path(__file__).resolve().parent / "data" / "torch_schemas.txt"
 
-def _find_schemas() -> Path:
-    """torch_schemas.txt of the checkout this package runs from (``maturin develop`` and editable
-    installs run from ``python/`` inside it), else of the checkout in the working directory.
-    Nothing outside the package or the checkout is looked at."""
-    relative = Path("tests") / "data" / "torch_schemas.txt"
-    here = Path(__file__).resolve()
-    for base in (here.parents[2], Path.cwd()):
-        if (base / relative).exists():
-            return base / relative
-    return here.parents[2] / relative
-
-
-SCHEMAS = _find_schemas()
+# --quick: the same rows, on fewer calls, rounds and elements (about a minute, where the full
+# run takes several); for a first look, not for figures.
+QUICK = {"number": 1000, "repeat": 3, "native_n": 10_000, "jax_n": 500}
 
 
 @dataclass(frozen=True)
@@ -572,21 +564,27 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--number", type=int, default=20000, help="calls per timing run (default %(default)s)"
+        "--number",
+        type=int,
+        help=f"calls per timing run (default 20000; with --quick {QUICK['number']})",
     )
     parser.add_argument(
         "--repeat",
         type=int,
-        default=9,
         help="paired rounds; each row gives their medians and the spread of their ratios "
-        "(default %(default)s)",
+        f"(default 9; with --quick {QUICK['repeat']})",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every row on fewer calls, rounds and elements: about a minute (default: off)",
     )
     parser.add_argument(
         "--schemas",
         type=Path,
         default=SCHEMAS,
-        help="the schemas to parse, one a line (default: tests/data/torch_schemas.txt of the "
-        "checkout, %(default)s)",
+        help="the schemas to parse, one a line (default: PyTorch's, shipped in the package, "
+        "%(default)s)",
     )
     parser.add_argument(
         "--only",
@@ -594,6 +592,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only these rows: workload (boxfall.workload's bytes and times)",
     )
     args = parser.parse_args(argv)
+    if args.number is None:
+        args.number = QUICK["number"] if args.quick else 20000
+    if args.repeat is None:
+        args.repeat = QUICK["repeat"] if args.quick else 9
+    native_n = QUICK["native_n"] if args.quick else 1_000_000
+    jax_n = QUICK["jax_n"] if args.quick else 4_000
     policy = bf.get_fallback_policy()
     bf.set_fallback_policy("allow")
     try:
@@ -608,13 +612,13 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         for line in bench_registration(args.repeat):
             print(line)
-        for line in bench_native_kernels(args.repeat):
+        for line in bench_native_kernels(args.repeat, native_n):
             print(line)
         for line in bench_graph(args.number, args.repeat):
             print(line)
         for line in bench_workload(args.repeat):
             print(line)
-        for line in bench_jax_workload(args.repeat):
+        for line in bench_jax_workload(args.repeat, jax_n):
             print(line)
     finally:
         bf.set_fallback_policy(policy)

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import boxfall
 import pytest
+from boxfall import bench
 
 
-def _run(*args: str) -> str:
+def _run(*args: str, cwd: Path | None = None) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "boxfall", *args],
         capture_output=True,
         text=True,
         timeout=600,
         check=True,
+        cwd=cwd,
     )
     return done.stdout
 
@@ -35,7 +39,7 @@ def test_help_shows_the_default_of_every_option_that_has_one(command):
     text = _run(command, "--help")
     options = {
         "demo": ["--batch", "--hidden", "--steps", "--seed", "--backend"],
-        "bench": ["--number", "--repeat", "--schemas"],
+        "bench": ["--number", "--repeat", "--quick", "--schemas"],
     }[command]
     # argparse puts an option's help after it, on its line or the next ones.
     for option in options:
@@ -43,8 +47,18 @@ def test_help_shows_the_default_of_every_option_that_has_one(command):
         assert "default" in help_text, f"{option}: {help_text!r}"
 
 
-def test_bench_prints_each_label_once_and_no_hearsay():
-    out = _run("bench", "--number", "20", "--repeat", "1")
+def test_the_bench_schemas_ship_in_the_package():
+    # An installed boxfall has no checkout around it: the schemas are package data.
+    package = Path(boxfall.__file__).resolve().parent
+    assert bench.SCHEMAS.is_relative_to(package), bench.SCHEMAS
+    assert len(bench.SCHEMAS.read_text(encoding="utf-8").splitlines()) > 2000
+
+
+def test_bench_prints_each_label_once_and_no_hearsay(tmp_path):
+    # --quick, from a directory outside the checkout, as a user who installed boxfall runs it.
+    out = _run("bench", "--quick", "--number", "20", "--repeat", "1", cwd=tmp_path)
+    assert "schemas parsed: 2187" in out, out
+    assert "10000 elements" in out, out  # --quick's smaller arrays
     lines = out.splitlines()
     header = next(ln for ln in lines if ln.startswith("measured"))
     rows = [ln for ln in lines[lines.index(header) + 1 :] if "ns" in ln]

@@ -9,7 +9,7 @@ import boxfall as bf
 import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-TXT = DATA / "torch_schemas.txt"
+TXT = Path(__file__).resolve().parents[2] / "python" / "boxfall" / "data" / "torch_schemas.txt"
 JSONL = DATA / "torch_schemas.jsonl"
 
 ADD = "demo::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
@@ -246,7 +246,7 @@ def test_known_pytorch_schemas_round_trip(text):
     assert str(bf.parse_schema(text)) == text
 
 
-@pytest.mark.skipif(not TXT.exists(), reason="tests/data/torch_schemas.txt is missing")
+@pytest.mark.skipif(not TXT.exists(), reason="python/boxfall/data/torch_schemas.txt is missing")
 def test_every_line_of_torch_schemas_txt_round_trips():
     failures = []
     for line in schema_lines(TXT):

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-pub const SCHEMAS_TXT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/torch_schemas.txt");
+pub const SCHEMAS_TXT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/python/boxfall/data/torch_schemas.txt"
+);
 pub const SCHEMAS_JSONL: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/data/torch_schemas.jsonl"
