@@ -43,13 +43,21 @@ def _operand(other: Any) -> bool:
     return isinstance(other, (*ARRAY_TYPES, *SCALAR_TYPES, complex))
 
 
+def _typed(other: Any) -> Any:
+    """A NumPy scalar as NumPy 2 takes it, a 0-d array of its dtype (NEP 50: its dtype counts,
+    unlike a Python scalar's); any other operand as it is."""
+    return np.asarray(other) if isinstance(other, np.generic) else other
+
+
 def _binary(name: str) -> tuple[Any, Any]:
     fn = getattr(_ew, name)
 
     def forward(self: Any, other: Any) -> Any:
+        other = _typed(other)
         return fn(self, other) if _operand(other) else NotImplemented
 
     def reflected(self: Any, other: Any) -> Any:
+        other = _typed(other)
         return fn(other, self) if _operand(other) else NotImplemented
 
     return forward, reflected
@@ -59,6 +67,7 @@ def _in_place(name: str) -> Any:
     both, scalar = _ew.OPS[f"{name}_"], _ew.OPS[f"{name}_.Scalar"]
 
     def method(self: Any, other: Any) -> None:
+        other = _typed(other)
         if isinstance(other, ARRAY_TYPES):
             both(self, other)
         elif isinstance(other, SCALAR_TYPES):

@@ -199,11 +199,15 @@ def array_ufunc(self: Any, ufunc: Any, method: str, *inputs: Any, **kwargs: Any)
     """``ufunc.method(*inputs, **kwargs)`` of NumPy, its arrays on the tensors' device. A plain
     call of a ufunc that is a function of the standard (``ndarray + tensor`` is ``np.add``) is
     that function's operator, which a backend's own kernel may serve."""
-    plain = all(isinstance(x, (np.ndarray, Tensor, bool, int, float, complex)) for x in inputs)
+    plain = all(
+        isinstance(x, (np.ndarray, np.generic, Tensor, bool, int, float, complex)) for x in inputs
+    )
     if method == "__call__" and not kwargs and ufunc.nin == len(inputs) and plain:
         standard = _standard(ufunc)
         if standard is not None:
-            return standard(*inputs)
+            # A NumPy scalar is a 0-d array of its dtype to NumPy 2 (``np.float32(2) * x``):
+            # so it is here, and the result stays a tensor on the device, 0-d or not.
+            return standard(*(np.asarray(x) if isinstance(x, np.generic) else x for x in inputs))
     fn = getattr(ufunc, method)
     writes = (0,) if method == "at" else ()
     return _run(_name(ufunc, method), fn, inputs, kwargs, writes)

@@ -336,10 +336,6 @@ def signatures(found: list[str]) -> list[tuple[str, ...]]:
 
 KNOWN_OPEN = (
     (
-        re.compile(r"`[^`]*\bnp\.(?:u?int\d+|float\d+|complex\d+|bool_)\("),
-        "a NumPy scalar operand (open: inplace-numpy-scalar, zero-d-tensor-numpy-scalar)",
-    ),
-    (
         re.compile(r"'array_api::matmul' on backend '\w+' made the integer"),
         "x64 off, graph mode: a narrowed matmul's OverflowError is raised at a later step",
     ),
@@ -407,9 +403,7 @@ def test_scalar_programs_agree_with_numpy() -> None:
 
 OPEN = {
     "defect6-arange-wraps": "x64 off: arange of ints past int32 wraps instead of raising",
-    "inplace-numpy-scalar": "an in-place operator with a NumPy scalar raises TypeError",
     "graph-float-scalar-cast": "graph mode casts a Python float to float32 before the operator",
-    "zero-d-tensor-numpy-scalar": "a 0-d tensor with a NumPy scalar gives a NumPy scalar",
 }
 """Kept programs whose defect is still open, each with what is wrong: expected to fail
 (strictly: a fix makes its test pass, which fails until it leaves this list)."""
