@@ -64,7 +64,7 @@ import boxfall as bf
 import boxfall.array_api as bxp
 from boxfall import _device
 
-from . import _graph, _hooks, _kernels
+from . import _graph, _hooks, _kernels, _mesh, _mesh_api
 
 SUPPORTED_JAX = ">=0.4.35,<0.11"
 """The JAX versions this module is tested with (0.10.2 included); the ``[jax]`` extra pins the
@@ -211,16 +211,27 @@ def _graph_mode_without(name: str, operators: frozenset[str]) -> tuple[Any, type
     return compiler, bxp.namespace(f"{name}:0")
 
 
-def namespace(device: Any = None, *, graph: bool = False) -> types.ModuleType:
+def namespace(device: Any = None, *, graph: bool = False, mesh: Any = None) -> types.ModuleType:
     """The array API namespace on a JAX device: ``device`` a ``jax.Device`` or its index in
     ``jax.devices()`` (default: 0). Its creation functions make ``bf.Tensor``s of the
     ``"JAX"`` backend there.
+
+    With ``mesh=`` (a ``jax.sharding.Mesh`` of Auto axes), the namespace of that mesh, one
+    boxfall device (``"JAXMesh:0"``): its tensors' payloads are ``jax.Array``s sharded over the
+    mesh, replicated unless ``device=`` (of its creation functions, ``asarray`` and
+    ``to_device``) gives a ``PartitionSpec`` or a ``NamedSharding`` of the mesh; ``t.sharding``
+    is a tensor's. The CPU fallback runs per shard where an operator allows
+    (docs/mesh.md).
 
     With ``graph=True``, graph mode: the tensors are of the
     ``"JAXGraph"`` backend, whose operators are recorded and computed together, at the first
     read of a value (``t.numpy()``, ``float(t)``, ``bf.sync()``), by one ``jax.jit``-compiled
     program; an operator with no JAX kernel runs its CPU kernel inside the program (a host
     callback). ``bf.metrics.graphs()`` counts compiles, cache hits, syncs and breaks."""
+    if mesh is not None:
+        if device is not None:
+            raise TypeError("namespace takes a device or a mesh, not both")
+        return _mesh_api.namespace(mesh, graph, _mesh_api.register)
     index = _device_index(device)
     if graph:
         graph_compiler()
@@ -231,12 +242,29 @@ def namespace(device: Any = None, *, graph: bool = False) -> types.ModuleType:
 def _jax_array(self: bf.Tensor) -> Any:
     """``jnp.asarray(t)``: a tensor of this backend gives its ``jax.Array`` (no copy); another
     tensor its host values."""
-    if self.device.startswith((BACKEND_NAME + ":", GRAPH_BACKEND_NAME + ":")):
+    if self.device.startswith((BACKEND_NAME + ":", GRAPH_BACKEND_NAME + ":", "JAXMesh")):
         return self.payload
     return jnp.asarray(self.numpy())
 
 
 bf.Tensor.__jax_array__ = _jax_array  # type: ignore[attr-defined]
+
+
+def _sharding(self: bf.Tensor) -> Any:
+    """``t.sharding``: the ``jax.sharding.Sharding`` of a JAX tensor's payload (a mesh's
+    ``NamedSharding``, or one device's); None for a tensor of another backend."""
+    if self.device.startswith((BACKEND_NAME + ":", GRAPH_BACKEND_NAME + ":", "JAXMesh")):
+        return self.payload.sharding
+    return None
+
+
+bf.Tensor.sharding = property(_sharding)  # type: ignore[attr-defined]
+
+from_process_local = _mesh_api.from_process_local
+to_process_local = _mesh_api.to_process_local
+register_sharding_rule = _mesh.register_sharding_rule
+mesh_stats = _mesh.stats
+reset_mesh_stats = _mesh.reset_stats
 
 
 def _move(x: bf.Tensor, device: str) -> Any:
@@ -271,6 +299,11 @@ __all__ = [
     "X64",
     "backend",
     "enable_compilation_cache",
+    "from_process_local",
     "graph_compiler",
+    "mesh_stats",
     "namespace",
+    "register_sharding_rule",
+    "reset_mesh_stats",
+    "to_process_local",
 ]
