@@ -1,10 +1,14 @@
-"""The documents (README.md, ARCHITECTURE.md, docs/*.md) stay short and true.
+"""The documents (README.md, ARCHITECTURE.md, docs/**/*.md) stay short and true.
 
-- README.md is a front page: at most 300 lines, none over 100 characters.
+- README.md is a front page: at most 300 lines, none over 100 characters; ARCHITECTURE.md is
+  under 800 lines; no document cites a design file outside the repository.
 - Every name the documents give in backticks outside code blocks exists: a file or folder of
-  the repository, a Rust path (``crate::x::y``, ``Type::member``, ``module::item``) that
-  resolves in ``src/``, a Python name of ``boxfall`` (``bf.x``, ``boxfall.x``, ``xp.x``) whose
-  module is a file and whose attributes the package's code names, and a bare identifier
+  the repository, at exactly the path the document names (from the repository's root, the
+  document's folder, ``src/``, ``python/boxfall/``, or a folder the same paragraph or list item
+  named before it: ``fallback/`` then ``moves.rs``), a Rust path (``crate::x::y``,
+  ``Type::member``, ``module::item``) that resolves in ``src/``, a Python name of ``boxfall``
+  (``bf.x``, ``boxfall.x``, ``xp.x``) whose module is a file and whose attributes the
+  package's code names, and a bare identifier
   (``compute_table``, ``TableEntry``, ``to_cpu``) that the code of the repository names (Rust
   without its comments, Python without its comments and docstrings), so a renamed or removed
   function leaves a sentence that fails here.
@@ -18,6 +22,8 @@ Everything here reads the sources as text: no build, no import of boxfall.
 from __future__ import annotations
 
 import ast
+import bisect
+import posixpath
 import re
 from pathlib import Path
 
@@ -30,6 +36,11 @@ NEEDS_EXTENSION = False
 
 README_MAX_LINES = 300
 README_MAX_WIDTH = 100
+ARCHITECTURE_MAX_LINES = 800
+# Where a path a document names may start, besides the document's own folder and the folders
+# named before it in its paragraph: the root, the crate's sources (the floors' tables name
+# their files so), and the Python package.
+PATH_BASES = ("", "src", "python/boxfall")
 
 # Names of other projects that the documents cite as the model they follow; no code of this
 # repository has to name them.
@@ -60,14 +71,30 @@ FILE_SUFFIXES = (".rs", ".py", ".pyi", ".md", ".toml", ".sh", ".txt", ".png", ".
 
 
 def documents(root: Path) -> list[Path]:
-    return [root / "README.md", root / "ARCHITECTURE.md", *sorted((root / "docs").glob("*.md"))]
+    return [root / "README.md", root / "ARCHITECTURE.md", *sorted((root / "docs").rglob("*.md"))]
 
 
 def ticked(text: str) -> list[tuple[int, str]]:
     """(line, content) of every inline code span outside fenced blocks."""
+    return [(line, token) for line, token, _ in ticked_in_units(text)]
+
+
+# Where a paragraph, a list item or a table row starts: a path named before it in the same
+# unit is the context of the bare names after it.
+UNIT_START = re.compile(r"\n[ \t]*\n|\n[ \t]*(?:[-*] |\d+\. |\|)")
+
+
+def ticked_in_units(text: str) -> list[tuple[int, str, int]]:
+    """(line, content, unit) of every inline code span outside fenced blocks; ``unit`` numbers
+    the paragraph, list item or table row it is in."""
     prose = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    starts = [m.start() for m in UNIT_START.finditer(prose)]
     return [
-        (prose.count("\n", 0, m.start()) + 1, re.sub(r"\s*\n\s*", " ", m.group(1)))
+        (
+            prose.count("\n", 0, m.start()) + 1,
+            re.sub(r"\s*\n\s*", " ", m.group(1)),
+            bisect.bisect_right(starts, m.start()),
+        )
         for m in TICKED.finditer(prose)
     ]
 
@@ -138,13 +165,34 @@ class Repository:
 
     # Paths.
 
-    def path_exists(self, token: str) -> bool:
+    def resolve_path(self, token: str, bases: tuple[str, ...] = PATH_BASES) -> str | None:
+        """The path of the repository ``token`` names, joined to one of ``bases`` (a ``*`` or a
+        ``<name>`` stands for one path segment), or None: the whole path must match, not only
+        its end, so ``tensor.rs`` is no name for ``tests/tensor.rs``."""
         pattern = re.sub(r"<[^>]*>", "*", token).rstrip("/")
         if any(pattern == d or pattern.startswith(d + "/") for d in self.ignored):
-            return True  # what a command writes (fuzz/artifacts/...), not kept
-        rx = re.compile("(?:^|/)" + re.escape(pattern).replace(r"\*", "[^/]*") + "$")
+            return pattern  # what a command writes (fuzz/artifacts/...), not kept
         pool = self.dirs if token.endswith("/") else self.files | self.dirs
-        return any(rx.search(p) for p in pool)
+        for base in bases:
+            full = posixpath.normpath(posixpath.join(base, pattern))
+            if "*" not in full:
+                if full in pool:
+                    return full
+                continue
+            rx = re.compile(re.escape(full).replace(r"\*", "[^/]*"))
+            hit = next((p for p in sorted(pool) if rx.fullmatch(p)), None)
+            if hit is not None:
+                return hit
+        return None
+
+    def path_exists(self, token: str, bases: tuple[str, ...] = PATH_BASES) -> bool:
+        return self.resolve_path(token, bases) is not None
+
+    def resolve_paths(self, token: str, bases: tuple[str, ...]) -> list[str]:
+        """Every path ``token`` names under one of ``bases`` (``python/`` is the package's
+        folder and the bindings' ``src/python/``)."""
+        found = (self.resolve_path(token, (base,)) for base in bases)
+        return list(dict.fromkeys(p for p in found if p is not None))
 
     # Rust.
 
@@ -274,16 +322,22 @@ def python_names(text: str) -> set[str]:
     return out
 
 
-def unresolved(repo: Repository, token: str) -> str | None:
-    """Why a ticked token names nothing that exists, or None (it exists, or is no name)."""
+def is_path(token: str) -> bool:
+    t = token.strip()
+    if t.startswith(".ci/"):
+        return True
+    return bool(PATHLIKE.match(t)) and ("/" in t or t.endswith(FILE_SUFFIXES)) and t[0] != "."
+
+
+def unresolved(repo: Repository, token: str, bases: tuple[str, ...] = PATH_BASES) -> str | None:
+    """Why a ticked token names nothing that exists, or None (it exists, or is no name). A
+    path is looked for under each of ``bases``."""
     t = token.strip()
     beside = Path(t).parts[:1] == ("..",)  # a path beside the checkout, not in it
     if t.startswith(("'", '"', "-")) or " " in t or beside or not re.search(r"\w", t):
         return None  # a string value, an option, an expression; a path beside the checkout
-    if PATHLIKE.match(t) and ("/" in t or t.endswith(FILE_SUFFIXES)) and not t.startswith("."):
-        return None if repo.path_exists(t) else "no such file or folder"
-    if t.startswith(".ci/"):
-        return None if repo.path_exists(t) else "no such file or folder"
+    if is_path(t):
+        return None if repo.path_exists(t, bases) else "no such file or folder"
     name = without_calls(t).rstrip("=")
     if "<" in name or not name:
         return None
@@ -311,10 +365,20 @@ def stale_names(root: Path) -> list[str]:
     repo = Repository(root)
     out = []
     for doc in documents(root):
-        for line, token in ticked(doc.read_text(encoding="utf-8")):
-            why = unresolved(repo, token)
+        own = doc.parent.relative_to(root).as_posix().strip(".")
+        unit, context = -1, ()
+        for line, token, at in ticked_in_units(doc.read_text(encoding="utf-8")):
+            if at != unit:
+                unit, context = at, ()
+            bases = (*PATH_BASES, own, *context)
+            why = unresolved(repo, token, bases)
             if why:
                 out.append(f"{doc.relative_to(root)}:{line}: `{token}`: {why}")
+            elif is_path(token.strip()):
+                # The folders it names (or its file's) are where the unit's next names are.
+                for found in repo.resolve_paths(token.strip(), bases):
+                    folder = found if token.strip().endswith("/") else posixpath.dirname(found)
+                    context = tuple(dict.fromkeys((*context, folder, posixpath.dirname(folder))))
     return out
 
 
@@ -328,6 +392,102 @@ def test_the_readme_is_a_front_page():
 def test_every_name_the_documents_give_exists():
     stale = stale_names(ROOT)
     assert not stale, "names in the documents that the repository lacks:\n" + "\n".join(stale)
+
+
+def test_architecture_stays_under_its_length():
+    lines = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < ARCHITECTURE_MAX_LINES, f"ARCHITECTURE.md has {len(lines)} lines"
+
+
+def test_architecture_says_where_each_kind_of_change_goes():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("## Where each kind of change goes", 1)[1].split("\n## ", 1)[0]
+    kinds = re.findall(r"^- \*\*(.+?)\*\*", section, re.M)
+    for kind in ("A shape rule", "A new kind of backend", "A change to the fallback's moves"):
+        assert any(k.startswith(kind) for k in kinds), f"{kind!r} is not among {kinds}"
+
+
+# "DESIGN" and what follows, split so that this file does not match itself.
+DESIGN_CITATION = re.compile("DESIGN" + r"(?:\.md|,? +section|,? +§)")
+
+
+def test_nothing_cites_a_design_file_outside_the_repository():
+    """A user who clones the repository cannot read a design file beside it: the documents,
+    comments and docstrings say what they need in the repository's own words."""
+    repo = Repository(ROOT)
+    text_suffixes = (*FILE_SUFFIXES, ".pyi", ".yml", ".yaml", ".cfg", ".ini", ".json")
+    cited = []
+    for rel in sorted(repo.files):
+        if not rel.endswith(text_suffixes) and not rel.startswith(".ci/"):
+            continue
+        try:
+            text = (ROOT / rel).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        cited += [
+            f"{rel}:{text.count(chr(10), 0, m.start()) + 1}" for m in DESIGN_CITATION.finditer(text)
+        ]
+    assert not cited, "cites a design file the repository lacks:\n" + "\n".join(cited)
+
+
+# What the [test] extra installs, by the module a test imports: `pip install ".[test]"` in a
+# user's environment must let `python -m pytest tests/python` collect every test.
+DISTRIBUTION_MODULES = {
+    "pytest": "pytest",
+    "pytest-xdist": "xdist",
+    "hypothesis": "hypothesis",
+    "array-api-compat": "array_api_compat",
+    "scipy": "scipy",
+    "scikit-learn": "sklearn",
+    "ml_dtypes": "ml_dtypes",
+    "matplotlib": "matplotlib",
+    "ruff": "ruff",
+    "mypy": "mypy",
+}
+# Imported only after pytest.importorskip of themselves: their tests skip, saying so, without
+# them (the extra `jax`; pyopencl and pocl, which .ci/run installs where it can).
+OPTIONAL_MODULES = {"jax", "pyopencl"}
+
+
+def module_level_imports(root: Path) -> dict[str, set[str]]:
+    """Top-level module -> the test files that import it at module level (where collection
+    fails without it)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted((root / "tests" / "python").rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module.split(".")[0]]
+            else:
+                continue
+            for name in names:
+                out.setdefault(name, set()).add(path.relative_to(root).as_posix())
+    return out
+
+
+def test_the_test_extra_installs_what_the_tests_import():
+    import sys
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extra = project["optional-dependencies"]["test"]
+    installed = {
+        DISTRIBUTION_MODULES.get(n, n)
+        for n in (re.split(r"[\[<>=!~; ]", d, maxsplit=1)[0] for d in extra)
+    }
+    installed |= {re.split(r"[<>=!~; ]", d, maxsplit=1)[0] for d in project["dependencies"]}
+    local = {p.stem for p in (ROOT / "tests" / "python").rglob("*.py")}
+    local |= {p.name for p in (ROOT / "tests" / "python").iterdir() if p.is_dir()}
+    ours = {"boxfall", "pytest_boxfall"}
+    missing = {
+        name: sorted(files)
+        for name, files in module_level_imports(ROOT).items()
+        if name not in sys.stdlib_module_names
+        and name not in local | ours | installed | OPTIONAL_MODULES
+    }
+    assert not missing, f"imported by the tests, not in the [test] extra: {missing}"
+    assert {"xdist", "hypothesis", "array_api_compat", "scipy", "sklearn"} <= installed
 
 
 def test_architecture_cites_nothing_outside_the_repository():
