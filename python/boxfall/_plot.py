@@ -23,8 +23,8 @@ def _matplotlib() -> Any:
         from matplotlib.figure import Figure
     except ImportError as e:
         raise PlotDependencyError(
-            "bf.metrics.plot needs matplotlib, which is not installed: pip install boxfall[plot] "
-            "(or pip install matplotlib)"
+            "bf.metrics.plot needs matplotlib, which is not installed: pip install matplotlib "
+            '(or pip install ".[plot]" in boxfall\'s checkout)'
         ) from e
     return Figure
 

@@ -434,7 +434,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and not _have_matplotlib():
         print(
             "boxfall demo: --plot needs matplotlib, which is not installed "
-            "(pip install boxfall[plot])",
+            "(pip install matplotlib)",
             file=sys.stderr,
         )
         return 2

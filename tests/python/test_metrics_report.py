@@ -296,7 +296,7 @@ def test_plot_writes_a_png_of_where_the_time_goes(ns, ops, two, tmp_path):
 def test_plot_without_matplotlib_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(ImportError, match=r"pip install boxfall\[plot\]"):
+    with pytest.raises(ImportError, match=r"pip install matplotlib"):
         bf.metrics.plot()
 
 

@@ -50,9 +50,9 @@ try:
     import jax.numpy as jnp
 except ImportError:  # the original error stays chained as the context
     raise ImportError(  # noqa: B904
-        "boxfall.jax needs JAX: `pip install 'boxfall[jax]'` installs JAX for the CPU; for a "
-        "TPU or a GPU install JAX's build for that device as JAX documents (supported: jax "
-        ">=0.4.35,<0.11)"
+        'boxfall.jax needs JAX: `pip install ".[jax]"` in boxfall\'s checkout (or `pip install '
+        "jax`) installs JAX for the CPU; for a TPU or a GPU install JAX's build for that device "
+        "as JAX documents (supported: jax >=0.4.35,<0.11)"
     )
 
 import os
