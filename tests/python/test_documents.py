@@ -551,6 +551,37 @@ def test_the_name_check_fails_on_a_renamed_function(tmp_path):
     assert [s.split("`")[1] for s in stale_names(tmp_path)] == ["Kernel::call_boxed"]
 
 
+def test_a_path_is_matched_whole_not_by_its_end(tmp_path):
+    for rel in ("src/lib.rs", "src/fallback/mod.rs", "src/fallback/moves.rs", "tests/tensor.rs"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("", encoding="utf-8")
+    (tmp_path / "python" / "boxfall" / "jax").mkdir(parents=True)
+    (tmp_path / "python" / "boxfall" / "jax" / "_graph.py").write_text("", encoding="utf-8")
+    (tmp_path / "docs" / "guide").mkdir(parents=True)
+    (tmp_path / "docs" / "guide" / "page.md").write_text("", encoding="utf-8")
+    (tmp_path / ".gitignore").write_text("/target\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text("", encoding="utf-8")
+    good = (
+        "`src/fallback/moves.rs`, `fallback/mod.rs` (from src/), `jax/_graph.py` (from the\n"
+        "package), `tests/tensor.rs`, `guide/page.md` (beside the document).\n\n"
+        "- `fallback/`: the step engine (`moves.rs`) and its face (`mod.rs`), named after their\n"
+        "  folder in the same item.\n"
+    )
+    (tmp_path / "ARCHITECTURE.md").write_text("", encoding="utf-8")
+    (tmp_path / "docs" / "index.md").write_text(good, encoding="utf-8")
+    assert stale_names(tmp_path) == []
+    # Each names a file only by the end of its path: stale, however many files end so.
+    bad = "`tensor.rs`\n\n`moves.rs`\n\n`_graph.py`\n\n`src/moves.rs`\n\n`boxfall/jax/_graph.py`\n"
+    (tmp_path / "docs" / "index.md").write_text(bad, encoding="utf-8")
+    assert [s.split("`")[1] for s in stale_names(tmp_path)] == [
+        "tensor.rs",
+        "moves.rs",
+        "_graph.py",
+        "src/moves.rs",
+        "boxfall/jax/_graph.py",
+    ]
+
+
 # The relations the documents state.
 
 FLOOR_TABLE = re.compile(r"^\| floor \| files \|.*\n\|[-| ]+\|\n((?:\|.*\|\n)+)", re.M)
