@@ -566,8 +566,14 @@ fn operand_dtype(state: &State, args: &[Arg]) -> Option<DType> {
 /// (NumPy's rule for `uint32 + 2**31`), any float's, else `default_int`'s (beside a bool). A
 /// program compiled for an int in range then never runs with one outside it, where a
 /// comparison's answer is another (int8 `x < 200` is all True, `x < 100` is not), and a
-/// compiler converts every scalar input to the dtype it meets without overflowing.
+/// compiler converts every scalar input to the dtype it meets without overflowing. A finite
+/// float beyond float32's range is a constant too: a device without 64-bit types packs its
+/// float inputs as float32, where it would be infinite before the operator sees it, while
+/// NumPy computes `3.5e38 / int8` in float64 (its result fits float32).
 fn is_scalar_input(v: &IValue, operand: Option<DType>, default_int: DType) -> bool {
+    if let IValue::Double(d) = v {
+        return !d.is_finite() || d.abs() <= f64::from(f32::MAX);
+    }
     let IValue::Int(i) = v else {
         return true;
     };

@@ -148,6 +148,14 @@ def _creation(kern: _Kernels) -> None:
             return None
         if not ints or (d is not None and d.kind != "i"):
             return float_arange(start, stop, step, dtype, at)
+        # JAX wraps a value its int type cannot hold (x64 off: `arange(2**40, 2**40 + 2)`
+        # gave [0, 1]); NumPy's result, whose narrowing then raises OverflowError, is due.
+        low, high = _INT_RANGE[
+            d if d is not None else np.dtype("int32" if kern.narrow else "int64")
+        ]
+        first, end = (0, start) if stop is None else (start, stop)
+        if step == 0 or not (low <= first <= high and low <= end <= high):
+            return None
         return placed(_arange(start, stop, step, dtype=d), at)
 
     def linspace(

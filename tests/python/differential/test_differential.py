@@ -401,15 +401,12 @@ def test_scalar_programs_agree_with_numpy() -> None:
     survey(programs(narrow_data=not X64, scalars=True), SCALAR_PROGRAMS, "scalar programs")
 
 
-OPEN = {
-    "defect6-arange-wraps": "x64 off: arange of ints past int32 wraps instead of raising",
-    "graph-float-scalar-cast": "graph mode casts a Python float to float32 before the operator",
-}
+OPEN: dict[str, str] = {}
 """Kept programs whose defect is still open, each with what is wrong: expected to fail
 (strictly: a fix makes its test pass, which fails until it leaves this list)."""
 
 
-OPEN_X64_OFF = {"defect6-arange-wraps", "graph-float-scalar-cast"}
+OPEN_X64_OFF: set[str] = set()
 """Of ``OPEN``, those open with JAX's 64-bit types off only (with them on, they pass)."""
 
 
