@@ -242,7 +242,7 @@ def plot(path: str | os.PathLike[str] | None = None, backend: object = None, top
     slowest ``top`` (all if None) at the top, split into moving to the CPU, the CPU kernel and
     moving back, each labelled with its calls, time and bytes moved. Saved to ``path`` if given
     (the format from its suffix: ``.png``, ``.svg``, ``.pdf``); returns the
-    ``matplotlib.figure.Figure``. Needs matplotlib (``pip install boxfall[plot]``); without it
+    ``matplotlib.figure.Figure``. Needs matplotlib (``pip install matplotlib``); without it
     an ImportError that says so."""
     from ._plot import plot_fallbacks
 
