@@ -34,6 +34,27 @@ _TOTALS_ORDER: tuple[_Source, ...] = (
 )
 
 
+_REASONS: dict[str, dict[str, dict[str, str]]] = {}
+"""Per backend (its name as registered): per operator, why the backend's fallback serves it
+(or the cases its kernel hands there), per device kind (``""``: every device)."""
+
+
+def explain(backend: str, reasons: Mapping[str, str | Mapping[str, str]]) -> None:
+    """Records why ``backend``'s fallback serves each operator of ``reasons`` (its full name,
+    ``"array_api::nonzero"``): one text for every device, or one per device kind
+    (``{"cpu": ..., "tpu": ...}``). :func:`coverage` shows it beside the operator
+    (:meth:`Coverage.reason`); a later call replaces an operator's reason."""
+    table = _REASONS.setdefault(backend, {})
+    for name, why in reasons.items():
+        table[name] = {"": why} if isinstance(why, str) else dict(why)
+
+
+def _said(reason: Mapping[str, str]) -> str:
+    if set(reason) == {""}:
+        return reason[""]
+    return "; ".join(f"{kind or 'every device'}: {why}" for kind, why in sorted(reason.items()))
+
+
 class Coverage(Mapping[str, "_Source"]):
     """What serves each operator on one backend: ``{op name: source}``, sorted by name.
 
@@ -42,10 +63,17 @@ class Coverage(Mapping[str, "_Source"]):
     is the table. It is a snapshot: registrations made later do not change it.
     """
 
-    def __init__(self, backend: str, namespace: str | None, rows: list[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        backend: str,
+        namespace: str | None,
+        rows: list[tuple[str, str]],
+        reasons: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self._backend = backend
         self._namespace = namespace
         self._rows: dict[str, _Source] = dict(rows)  # type: ignore[arg-type]
+        self._reasons = {n: dict(r) for n, r in (reasons or {}).items() if n in self._rows}
 
     @property
     def backend(self) -> str:
@@ -79,6 +107,14 @@ class Coverage(Mapping[str, "_Source"]):
             raise ValueError(f"a source is one of {', '.join(map(repr, _TOTALS_ORDER))}")
         return [n for n, s in self._rows.items() if s == source]
 
+    def reason(self, name: str) -> dict[str, str]:
+        """Why the backend's fallback serves operator ``name`` (or the cases its kernel hands
+        there), per device kind (``""``: every device), as the backend said it; ``{}`` where
+        it said nothing."""
+        if name not in self._rows:
+            raise KeyError(name)
+        return dict(self._reasons.get(name, {}))
+
     def table(self) -> str:
         """A table a person reads at a glance: one line per operator, grouped by what serves
         it (what is missing first, then what the backend fallback serves), and the totals."""
@@ -89,7 +125,10 @@ class Coverage(Mapping[str, "_Source"]):
         width = max(len("operator"), *(len(n) for n in self._rows))
         lines = [head, "", f"{'operator':<{width}}  served by", f"{'-' * width}  {'-' * 16}"]
         for source in _TABLE_ORDER:
-            lines += [f"{name:<{width}}  {source}" for name in self.names(source)]
+            for name in self.names(source):
+                why = self._reasons.get(name)
+                line = f"{name:<{width}}  {source}"
+                lines.append(line if not why else f"{line:<{width + 18}}  {_said(why)}")
         lines.append("")
         totals = self.totals()
         lines.append(
@@ -131,4 +170,4 @@ def coverage(backend: str | Backend, namespace: str | None = None) -> Coverage:
             f"a backend is a name such as 'Accel' or a bf.Backend, not {type(backend).__name__}"
         )
     key, rows = _boxfall.coverage(name, namespace)  # key: as registered ("accel" -> Accel)
-    return Coverage(key, namespace, rows)
+    return Coverage(key, namespace, rows, _REASONS.get(key))

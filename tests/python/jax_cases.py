@@ -43,8 +43,8 @@ def data(x64: bool) -> dict[str, np.ndarray]:
     }
 
 
-def _round_trip_qr(xp: Any, d: dict[str, Any]) -> Any:
-    q, r = xp.linalg.qr(d["x"])
+def _round_trip_qr(xp: Any, d: dict[str, Any], mode: str = "reduced") -> Any:
+    q, r = xp.linalg.qr(d["x"], mode=mode)
     return q @ r
 
 
@@ -72,6 +72,18 @@ def _in_place(op: str) -> Case:
         return z
 
     return case
+
+
+def _updated(x: Any, op: str, value: Any) -> Any:
+    """``x`` (copied: a kernel's result) updated in place by ``op`` (``"//="``)."""
+    z = x * 1
+    if op == "//=":
+        z //= value
+    elif op == "%=":
+        z %= value
+    else:
+        z <<= value
+    return z
 
 
 def _setitem(xp: Any, d: dict[str, Any]) -> Any:
@@ -142,12 +154,29 @@ CASES: dict[str, dict[str, Case]] = {
         "complex_abs": lambda xp, d: xp.abs(d["c"]),
         "complex_multiply": lambda xp, d: d["c"] * d["c"],
         "real": lambda xp, d: xp.real(d["c"]),
+        "imag": lambda xp, d: xp.imag(d["c"]),
+        "conj": lambda xp, d: xp.conj(d["c"]),
+        "reciprocal": lambda xp, d: xp.reciprocal(d["p"]),
+        "nextafter": lambda xp, d: xp.nextafter(d["x"], d["y"]),
+        "floor_divide": lambda xp, d: xp.floor_divide(d["x"], d["y"]),
+        "floor_divide_int_by_zero": lambda xp, d: d["i"] // (d["j"] - 2),
+        "rfloor_divide_scalar": lambda xp, d: 2.5 // d["x"],
+        "remainder_int": lambda xp, d: xp.remainder(d["i"], d["j"] - 2),
+        "remainder_signed_zero": lambda xp, d: xp.remainder(d["x"] * 0.0, -d["p"]),
+        "left_shift": lambda xp, d: xp.bitwise_left_shift(d["i"], d["j"] - 1),
+        "right_shift_wide": lambda xp, d: d["i"] >> 40,
+        "clip_tensors": lambda xp, d: xp.clip(d["x"], d["y"], d["y"] + 1.0),
+        "clip_int_scalar": lambda xp, d: xp.clip(d["i"], max=2),
+        "where_scalar_first": lambda xp, d: xp.where(d["b"], 7, d["j"]),
     },
     "in_place": {
         "iadd": _in_place("+="),
         "isub_scalar": _in_place("-="),
         "imul": _in_place("*="),
         "idiv_scalar": _in_place("/="),
+        "ifloordiv": lambda xp, d: _updated(d["x"], "//=", d["p"]),
+        "imod_scalar": lambda xp, d: _updated(d["x"], "%=", 0.75),
+        "ilshift": lambda xp, d: _updated(d["i"], "<<=", 3),
         "setitem": _setitem,
         "view_write": _view_write,
     },
@@ -164,6 +193,7 @@ CASES: dict[str, dict[str, Case]] = {
         "cumulative_sum": lambda xp, d: xp.cumulative_sum(d["x"], axis=1),
         "cumulative_sum_initial": lambda xp, d: xp.cumulative_sum(d["v"], include_initial=True),
         "cumulative_prod": lambda xp, d: xp.cumulative_prod(d["v"]),
+        "cumulative_prod_axis": lambda xp, d: xp.cumulative_prod(d["x"], axis=0),
     },
     "searching": {
         "argmax": lambda xp, d: xp.argmax(d["x"], axis=1),
@@ -174,11 +204,15 @@ CASES: dict[str, dict[str, Case]] = {
         "where_scalar": lambda xp, d: xp.where(d["x"] > 0, d["x"], 0.0),
         "searchsorted": lambda xp, d: xp.searchsorted(d["s"], d["v"]),
         "count_nonzero": lambda xp, d: xp.count_nonzero(d["i"]),
+        "count_nonzero_axis": lambda xp, d: xp.count_nonzero(d["x"] > 0, axis=1, keepdims=True),
+        "searchsorted_right": lambda xp, d: xp.searchsorted(d["s"], d["s"], side="right"),
     },
     "sorting": {
         "sort": lambda xp, d: xp.sort(d["x"], axis=1),
         "sort_descending": lambda xp, d: xp.sort(d["v"], descending=True),
         "argsort": lambda xp, d: xp.argsort(d["v"]),
+        "argsort_descending": lambda xp, d: xp.argsort(d["x"], axis=0, descending=True),
+        "sort_int": lambda xp, d: xp.sort(d["j"]),
     },
     "sets": {
         "unique_values": lambda xp, d: xp.unique_values(d["j"]),
@@ -208,6 +242,12 @@ CASES: dict[str, dict[str, Case]] = {
         "astype_int": lambda xp, d: xp.astype(d["x"] * 10, d["i"].dtype),
         "astype_bool": lambda xp, d: xp.astype(d["i"], xp.bool),
         "unstack": lambda xp, d: xp.unstack(d["x"])[1] + 0.0,
+        "flip_all": lambda xp, d: xp.flip(d["x"]),
+        "roll_axes": lambda xp, d: xp.roll(d["x"], (1, -1), axis=(0, 1)),
+        "repeat_axis": lambda xp, d: xp.repeat(d["x"], 3, axis=1),
+        "broadcast_arrays": lambda xp, d: xp.broadcast_arrays(d["x"], d["x"][:1])[1] * 1.0,
+        "moveaxis_many": lambda xp, d: xp.moveaxis(xp.reshape(d["x"], (2, 2, 3)), (0, 1), (2, 0)),
+        "take_along_axis_negative": lambda xp, d: xp.take_along_axis(d["v"], -d["k"] - 1, axis=0),
     },
     "linear_algebra": {
         "matmul": lambda xp, d: d["x"] @ d["r"],
@@ -236,6 +276,18 @@ CASES: dict[str, dict[str, Case]] = {
         "trace": lambda xp, d: xp.linalg.trace(d["m"]),
         "outer": lambda xp, d: xp.linalg.outer(d["v"], d["w"]),
         "matrix_rank": lambda xp, d: xp.linalg.matrix_rank(d["m"]),
+        "matrix_rank_rtol": lambda xp, d: xp.linalg.matrix_rank(d["x"], rtol=0.5),
+        "pinv_rtol": lambda xp, d: xp.linalg.pinv(d["m"], rtol=0.2),
+        "matrix_norm_2": lambda xp, d: xp.linalg.matrix_norm(d["x"], ord=2),
+        "matrix_norm_nuc": lambda xp, d: xp.linalg.matrix_norm(d["x"], ord="nuc"),
+        "matrix_norm_inf": lambda xp, d: xp.linalg.matrix_norm(d["x"], ord=float("inf")),
+        "matrix_power": lambda xp, d: xp.linalg.matrix_power(d["m"], 3),
+        "matrix_power_inverse": lambda xp, d: xp.linalg.matrix_power(d["m"], -2),
+        "trace_offset": lambda xp, d: xp.linalg.trace(d["x"], offset=1),
+        "diagonal": lambda xp, d: xp.linalg.diagonal(d["x"], offset=-1),
+        "cross": lambda xp, d: xp.linalg.cross(d["x"], d["y"]),
+        "qr_complete": lambda xp, d: _round_trip_qr(xp, d, "complete"),
+        "svd_full": lambda xp, d: xp.linalg.svd(d["x"]).S,
     },
     "fft": {
         "fft": lambda xp, d: xp.fft.fft(d["v"]),
@@ -244,6 +296,14 @@ CASES: dict[str, dict[str, Case]] = {
         "fftfreq": lambda xp, d: xp.fft.fftfreq(8),
         "rfftfreq": lambda xp, d: xp.fft.rfftfreq(8, d=0.5),
         "fftshift": lambda xp, d: xp.fft.fftshift(d["v"]),
+        "ifft": lambda xp, d: xp.fft.ifft(d["c"], norm="ortho"),
+        "fftn": lambda xp, d: xp.fft.fftn(d["x"], s=(4, 4), axes=(0, 1)),
+        "ifftn": lambda xp, d: xp.fft.ifftn(d["x"]),
+        "rfftn": lambda xp, d: xp.fft.rfftn(d["x"], norm="forward"),
+        "irfftn": lambda xp, d: xp.fft.irfftn(xp.fft.rfftn(d["x"]), s=(4, 3), axes=(0, 1)),
+        "hfft": lambda xp, d: xp.fft.hfft(d["c"]),
+        "ihfft": lambda xp, d: xp.fft.ihfft(d["v"]),
+        "ifftshift": lambda xp, d: xp.fft.ifftshift(d["x"], axes=(0,)),
     },
     "indexing": {
         "basic": lambda xp, d: d["x"][1:, ::2] + 0.0,
@@ -255,6 +315,7 @@ CASES: dict[str, dict[str, Case]] = {
         "all": lambda xp, d: xp.all(d["b"]),
         "any_axis": lambda xp, d: xp.any(d["x"] > 1.0, axis=0),
         "diff": lambda xp, d: xp.diff(d["v"]),
+        "diff_prepend": lambda xp, d: xp.diff(d["x"], axis=0, n=2, prepend=d["y"][:1]),
     },
 }
 

@@ -77,16 +77,16 @@ def test_hot_operators_run_as_jax_kernels_not_through_the_fallback(ns):
     assert not any(k.startswith("array_api::") for k in fell_back), fell_back
     served = bf.coverage("JAX")
     assert served["array_api::matmul"] == "kernel"
-    assert served["array_api::sort"] == "backend fallback"
+    assert served["array_api::unique_values"] == "backend fallback"
 
 
 def test_an_operator_without_a_jax_kernel_runs_through_the_cpu_fallback(ns):
-    x = ns.asarray(np.array([3.0, 1.0, 2.0], dtype=np.float32))
+    x = ns.asarray(np.array([3.0, 1.0, 2.0, 1.0], dtype=np.float32))
     bf.metrics.reset()
-    got = xp_cpu.sort(x)
+    got = xp_cpu.unique_values(x)  # its output's shape depends on the values
     np.testing.assert_array_equal(np.asarray(got), [1.0, 2.0, 3.0])
     assert got.device == "JAX:0"
-    assert bf.metrics.counter_value("array_api::sort") == 1
+    assert bf.metrics.counter_value("array_api::unique_values") == 1
 
 
 def test_a_case_jax_refuses_raises_numpys_error(ns):

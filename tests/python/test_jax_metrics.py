@@ -38,10 +38,11 @@ def figures(backend: str) -> dict[str, tuple[int, int]]:
 
 
 def cumulative_and_halved(xp, n: int) -> tuple[np.ndarray, np.ndarray]:
-    # int32 cumulative_sum: its JAX kernel hands the case to the CPU fallback, which fails on
-    # traced values while the program is traced; floor_divide has no JAX kernel.
+    # int32 cumulative_sum and cumulative_prod: their JAX kernels hand the case to the CPU
+    # fallback, which fails on traced values while the program is traced; floor_divide runs
+    # on the device.
     xi = xp.asarray(np.arange(n, dtype=np.int32))
-    return xp.cumulative_sum(xi).numpy(), (xi // 2).numpy()
+    return xp.cumulative_sum(xi).numpy(), (xp.cumulative_prod(xi + 1) // 2).numpy()
 
 
 def test_host_callbacks_are_counted_at_each_run_and_the_trace_never(gx):
@@ -51,12 +52,12 @@ def test_host_callbacks_are_counted_at_each_run_and_the_trace_never(gx):
         bf.metrics.reset()
         summed, halved = cumulative_and_halved(gx, 7)
         np.testing.assert_array_equal(summed, np.cumsum(np.arange(7)))
-        np.testing.assert_array_equal(halved, np.arange(7) // 2)
+        np.testing.assert_array_equal(halved, np.cumprod(np.arange(7) + 1) // 2)
         seen.append(figures("JAXGraph"))
     assert seen[0] == seen[1] == seen[2], seen
     assert seen[0] == {
         "array_api::cumulative_sum": (1, 0),
-        "array_api::floor_divide.Tensor_Scalar": (1, 0),
+        "array_api::cumulative_prod": (1, 0),
     }
     (row,) = [r for r in bf.metrics.rows("JAXGraph") if r["operator"].endswith("cumulative_sum")]
     assert (row["bytes_to_cpu"], row["bytes_from_cpu"]) == (7 * 4, 7 * 4)
@@ -64,18 +65,21 @@ def test_host_callbacks_are_counted_at_each_run_and_the_trace_never(gx):
 
 
 def test_host_callbacks_are_in_the_report(gx):
-    x = gx.asarray(np.arange(6.0, dtype=np.float32))
+    x = gx.asarray(np.arange(6, dtype=np.int32))
+    name = "array_api::cumulative_prod"  # of integers: the CPU kernel's
     for _ in range(2):
-        np.testing.assert_array_equal(gx.flip(x * 2.0).numpy(), np.arange(6.0)[::-1] * 2)
-    assert bf.metrics.op_stats("array_api::flip")["backends"]["JAXGraph"]["fallbacks"] == 2
+        np.testing.assert_array_equal(
+            gx.cumulative_prod(x * 2).numpy(), np.cumprod(np.arange(6) * 2)
+        )
+    assert bf.metrics.op_stats(name)["backends"]["JAXGraph"]["fallbacks"] == 2
     report = bf.metrics.report()
-    assert "array_api::flip" in report and "JAXGraph" in report
-    assert bj.graph_compiler().host_callbacks["array_api::flip"] >= 2
+    assert name in report and "JAXGraph" in report
+    assert bj.graph_compiler().host_callbacks[name] >= 2
 
 
 def test_a_failing_host_callback_is_a_counted_failure(gx):
-    # matrix_power has no JAX kernel: its CPU kernel runs in the program, and raises NumPy's
-    # LinAlgError for a singular matrix there (a failed fallback of the graph backend).
+    # matrix_power's JAX kernel checks its values: a singular matrix fails the program, and
+    # the node's CPU kernel raises NumPy's LinAlgError (a failed fallback of the graph backend).
     singular = gx.asarray(np.ones((2, 2), dtype=np.float32))
     p = gx.linalg.matrix_power(singular, -1)
     with pytest.raises(np.linalg.LinAlgError):
@@ -155,10 +159,10 @@ def test_first():
 def test_second_the_same():
     work()
 
-@pytest.mark.boxfall_no_fallback(backend="JAXGraph", ops=["array_api::flip"])
+@pytest.mark.boxfall_no_fallback(backend="JAXGraph", ops=["array_api::cumulative_prod"])
 def test_a_flip_callback():
     xp = bj.namespace(graph=True)
-    xp.flip(xp.asarray(np.arange(3.0, dtype=np.float32))).numpy()
+    xp.cumulative_prod(xp.asarray(np.arange(3, dtype=np.int32))).numpy()
 
 @pytest.mark.boxfall_no_fallback(backend="JAX")
 def test_input_made_in_the_test():
@@ -184,7 +188,10 @@ def test_the_plugins_marker_sees_host_callbacks_whatever_the_tests_order(pyteste
             consecutive=False,
         )
     result.stdout.fnmatch_lines(
-        ["*ERROR at teardown of test_a_flip_callback*", "*array_api::flip on JAXGraph: 1 fallback"],
+        [
+            "*ERROR at teardown of test_a_flip_callback*",
+            "*array_api::cumulative_prod on JAXGraph: 1 fallback",
+        ],
         consecutive=False,
     )
     result.stdout.no_fnmatch_line("*refused or failed*")

@@ -667,18 +667,23 @@ class JaxCompiler:
         with JAX too (``_kernels.scalar_fits`` of the tensor's dtype and the scalar's type;
         an int's range was checked when the node was recorded); else on the host."""
         base, _, overload = op.name.removeprefix("array_api::").partition(".")
-        if base not in _kernels.BINARY or overload not in ("Tensor_Scalar", "Scalar_Tensor"):
+        if base in _kernels.BINARY and overload in ("Tensor_Scalar", "Scalar_Tensor"):
+            fn, kinds = _kernels.BINARY[base]
+            tensor = args[0] if overload == "Tensor_Scalar" else args[1]
+        elif op.name in _kernels.SCALAR_STEPS:  # `where`, `clip` with a scalar
+            fn, kinds, at = _kernels.SCALAR_STEPS[op.name]
+            tensor = args[at]
+        else:
             return on_host
-        fn, kinds = _kernels.BINARY[base]
-        tensor, scalar = args if overload == "Tensor_Scalar" else args[::-1]
         if tensor[0] == "input":
             dtype = graph.inputs[tensor[1]][0]
         else:
             dtype = graph.nodes[tensor[1]][2][tensor[2]][0]
-        # a representative of the scalar's type: only its type decides here
-        example = {"bool": True, "int": 0, "float": 0.0}[graph.scalars[scalar[1]]]
-        if not _kernels.scalar_fits(self._narrowed(dtype), example, kinds):
-            return on_host
+        for scalar in (a for a in args if a[0] == "scalar"):
+            # a representative of the scalar's type: only its type decides here
+            example = {"bool": True, "int": 0, "float": 0.0}[graph.scalars[scalar[1]]]
+            if not _kernels.scalar_fits(self._narrowed(dtype), example, kinds):
+                return on_host
         (shape,) = shapes
         first = len(graph.inputs)
 
@@ -687,7 +692,7 @@ class JaxCompiler:
                 return payloads[a[1]]
             if a[0] == "node":
                 return values[a[1]][a[2]]
-            return payloads[first + a[1]]
+            return payloads[first + a[1]] if a[0] == "scalar" else a[1]
 
         def on_device(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
             out = fn(*(operand(payloads, values, a) for a in args))

@@ -268,3 +268,19 @@ def _creation(kern: _Kernels) -> None:
         return obj
 
     kern.add("asarray", asarray)
+
+    dlpack_op = bf.ops.array_api.from_dlpack.default
+
+    def from_dlpack(x: Any, *, device: Any = None, copy: Any = None) -> Any:
+        # As asarray: a jax.Array is wrapped (put on the device named), host memory is read
+        # by the CPU kernel and put on the device by from_cpu, a transfer.
+        at = target(device)
+        if at is None or isinstance(x, bf.Tensor):
+            return None
+        if type(x) is not _ARRAY_TYPE:
+            host = dlpack_op(x, device=None, copy=copy)
+            index = kern.devices.index(at) if at in kern.devices else 0
+            return kern.backend.tensor(host, index, op=dlpack_op).payload
+        return x if x.devices() == {at} else jax.device_put(x, at)
+
+    kern.add("from_dlpack", from_dlpack)

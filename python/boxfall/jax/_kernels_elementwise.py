@@ -9,13 +9,64 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._kernels_base import (
-    _Kernels,
-)
+import boxfall as bf
+
+from ._kernels_base import _Kernels, exact, scalar_fits
+
+
+def _divmod(a: Any, b: Any) -> tuple[Any, Any]:
+    """NumPy's floating ``divmod`` (``npy_divmod``): the floor quotient and the remainder with
+    the divisor's sign, each zero signed as NumPy signs it (``-0.0 // 1`` is ``-0``; ``1 % -1``
+    is ``-0``), where JAX's ``floor_divide`` and ``remainder`` give ``+0``."""
+    mod = jnp.fmod(a, b)
+    div = (a - mod) / b
+    fix = (mod != 0) & ((b < 0) != (mod < 0))
+    moved = jnp.where(fix, mod + b, mod)
+    div = jnp.where(fix, div - 1, div)
+    moved = jnp.where(mod == 0, jnp.copysign(jnp.zeros_like(mod), b), moved)
+    floor = jnp.floor(div)
+    floor = jnp.where(div - floor > 0.5, floor + 1, floor)
+    quotient = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros_like(div), a / b))
+    return quotient, moved
+
+
+def _abs(x: Any) -> Any:
+    """``|x|``; of a complex ``x`` with an infinite part, ``inf`` where the other is NaN too
+    (NumPy's ``hypot`` and the standard's special case; XLA's gives NaN)."""
+    out = jnp.abs(x)
+    if jnp.iscomplexobj(x):
+        out = jnp.where(jnp.isinf(x.real) | jnp.isinf(x.imag), jnp.inf, out).astype(out.dtype)
+    return out
+
+
+def _floor_divide(x1: Any, x2: Any) -> Any:
+    """``x1 // x2`` as boxfall's CPU kernel computes it: NumPy's, so an integer division by
+    zero is 0 (XLA's is -1), and ``floor(x1 / x2)`` where one of two floats is infinite and
+    the other finite (the standard's special cases: ``inf // 2`` is ``inf``, not NaN)."""
+    dtype = jnp.result_type(x1, x2)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return jnp.where(x2 == 0, jnp.zeros((), dtype), jnp.floor_divide(x1, x2))
+    a, b = jnp.asarray(x1, dtype), jnp.asarray(x2, dtype)
+    ratio = a / b
+    one_infinite = (jnp.isinf(a) & jnp.isfinite(b)) | (jnp.isfinite(a) & jnp.isinf(b))
+    quotient = jnp.where(one_infinite, jnp.floor(ratio), _divmod(a, b)[0])
+    return jnp.where(b == 0, ratio, quotient)
+
+
+def _remainder(x1: Any, x2: Any) -> Any:
+    """NumPy's ``x1 % x2``: for floats the remainder of ``npy_divmod`` (a zero signed as the
+    divisor), ``fmod`` where ``x2`` is zero (NaN); for integers JAX's, which is NumPy's (0 for
+    a division by zero)."""
+    dtype = jnp.result_type(x1, x2)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return jnp.remainder(x1, x2)
+    a, b = jnp.asarray(x1, dtype), jnp.asarray(x2, dtype)
+    return jnp.where(b == 0, jnp.fmod(a, b), _divmod(a, b)[1])
+
 
 _UNARY: dict[str, tuple[Callable[[Any], Any], str]] = {
     # name: (jax function, the dtype kinds it serves)
-    "abs": (jnp.abs, "iuf"),
+    "abs": (_abs, "iufc"),
     "acos": (jnp.arccos, "f"),
     "acosh": (jnp.arccosh, "f"),
     "asin": (jnp.arcsin, "f"),
@@ -49,6 +100,10 @@ _UNARY: dict[str, tuple[Callable[[Any], Any], str]] = {
     "tanh": (jnp.tanh, "f"),
     "trunc": (jnp.trunc, "f"),
     "bitwise_invert": (jnp.invert, "iub"),
+    "reciprocal": (jnp.reciprocal, "f"),
+    "conj": (jnp.conj, "iufc"),
+    "real": (jnp.real, "fc"),
+    "imag": (jnp.imag, "fc"),
 }
 
 BINARY: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
@@ -75,13 +130,31 @@ BINARY: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
     "bitwise_and": (jnp.bitwise_and, "iub"),
     "bitwise_or": (jnp.bitwise_or, "iub"),
     "bitwise_xor": (jnp.bitwise_xor, "iub"),
+    "floor_divide": (_floor_divide, "iuf"),
+    "remainder": (_remainder, "iuf"),
+    # A shift by the width or more (or a negative one) is 0, or -1 for a negative x1 shifted
+    # right: XLA's rule and NumPy's alike.
+    "bitwise_left_shift": (jnp.left_shift, "iu"),
+    "bitwise_right_shift": (jnp.right_shift, "iu"),
+    "nextafter": (jnp.nextafter, "f"),
 }
 
 _IN_PLACE = ("add", "subtract", "multiply", "divide", "pow", "bitwise_and", "bitwise_or",
-             "bitwise_xor")  # fmt: skip
+             "bitwise_xor", "floor_divide", "remainder", "bitwise_left_shift",
+             "bitwise_right_shift")  # fmt: skip
 """The binary functions whose in-place operators (``x += y``: ``array_api::add_``) run here."""
 
 _where = jax.jit(jnp.where)
+_clip = jax.jit(jnp.clip)
+
+SCALAR_STEPS: dict[str, tuple[Callable[..., Any], str, int]] = {
+    # operator: (its JAX function, the kinds of the tensor its traced scalars meet, that
+    # tensor's position): scalar overloads beside BINARY's that a graph's program computes with
+    # the scalar a traced input (floating tensors only: an int's range is not known there)
+    "array_api::where.Tensor_Scalar": (jnp.where, "fV", 1),
+    "array_api::where.Scalar_Tensor": (jnp.where, "fV", 2),
+    "array_api::clip.Scalar": (jnp.clip, "fV", 0),
+}
 
 
 def _elementwise(k: _Kernels) -> None:
@@ -102,3 +175,46 @@ def _elementwise(k: _Kernels) -> None:
         return _where(c, a, b)
 
     k.add("where", where)
+
+    def where_scalar(condition: Any, x1: Any, x2: Any) -> Any:
+        # NumPy's weak scalar: the array's dtype where the scalar fits it (exact: a 0-d
+        # array of that dtype, so a new value compiles nothing)
+        c = pay(condition)
+        array, scalar = (x1, x2) if type(x2) is not bf.Tensor else (x2, x1)
+        a = pay(array)
+        if c is None or a is None or c.dtype != bool or not scalar_fits(a.dtype, scalar, "biufV"):
+            return None
+        s = exact(scalar, a.dtype)
+        return _where(c, a, s) if array is x1 else _where(c, s, a)
+
+    k.add("where.Tensor_Scalar", where_scalar)
+    k.add("where.Scalar_Tensor", where_scalar)
+
+    def clip(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+        a = pay(x)
+        if a is None or a.dtype.kind not in "iufV":
+            return None
+        bounds = [None if v is None else pay(v) for v in (min, max)]
+        if any(
+            v is not None and (b is None or b.dtype != a.dtype)
+            for v, b in zip((min, max), bounds, strict=True)
+        ):
+            return None
+        if min is None and max is None:
+            return a  # a copy: a jax.Array is immutable
+        out = _clip(a, *bounds)
+        # NumPy broadcasts the bounds with x; the standard keeps x's shape: NumPy's to say
+        return out if out.shape == a.shape else None
+
+    def clip_scalar(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+        a = pay(x)
+        if a is None or a.dtype.kind not in "iufV":
+            return None
+        if any(v is not None and not scalar_fits(a.dtype, v, "iufV") for v in (min, max)):
+            return None
+        if min is None and max is None:
+            return a
+        return _clip(a, *(None if v is None else exact(v, a.dtype) for v in (min, max)))
+
+    k.add("clip", clip)
+    k.add("clip.Scalar", clip_scalar)

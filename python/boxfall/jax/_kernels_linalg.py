@@ -3,6 +3,7 @@ device, norms."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -127,3 +128,193 @@ def _linear_algebra(k: _Kernels) -> None:
         return _vector_norm(a, axis=_axes(axis), keepdims=keepdims, ord=ord)
 
     k.add("linalg_vector_norm", vector_norm)
+
+
+def _finite_outputs(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (an SVD and what is made of it) returning its result, whether every output is
+    finite, and whether its first input is not: JAX's SVD gives NaNs where LAPACK's did not
+    converge, NumPy's ``LinAlgError``."""
+
+    def checks(a: Any, *rest: Any, **static: Any) -> Any:
+        out = fn(a, *rest, **static)
+        outs = out if isinstance(out, tuple) else (out,)
+        ok = jnp.all(jnp.stack([jnp.isfinite(o).all() for o in outs]))
+        return out, ok, jnp.logical_not(jnp.isfinite(a).all())
+
+    return checks
+
+
+def _pinv_of(a: Any, rtol: Any) -> Any:
+    """NumPy's ``pinv``: the singular values above ``rtol`` times the largest inverted, the
+    others zero (``rtol`` an array: one per matrix of the stack)."""
+    u, s, vh = jnp.linalg.svd(a, full_matrices=False)
+    cutoff = rtol[..., None] * jnp.max(s, axis=-1, keepdims=True)
+    large = s > cutoff
+    s_inv = jnp.where(large, 1 / jnp.where(large, s, 1), 0).astype(s.dtype)
+    v = jnp.conj(jnp.swapaxes(vh, -1, -2))
+    return jnp.matmul(v * s_inv[..., None, :], jnp.conj(jnp.swapaxes(u, -1, -2)))
+
+
+def _rank_of(a: Any, rtol: Any) -> tuple[Any, Any, Any]:
+    """The standard's ``matrix_rank``: how many singular values exceed ``rtol`` times the
+    largest; with whether they are finite (a check, as ``_finite_outputs``)."""
+    s = jnp.linalg.svdvals(a)
+    tol = jnp.max(s, axis=-1, keepdims=True) * rtol[..., None]
+    rank = jnp.sum(s > tol, axis=-1)
+    return rank, jnp.isfinite(s).all(), jnp.logical_not(jnp.isfinite(a).all())
+
+
+_svd = jax.jit(
+    _finite_outputs(
+        lambda a, *, full_matrices: tuple(jnp.linalg.svd(a, full_matrices=full_matrices))
+    ),
+    static_argnames=("full_matrices",),
+)
+_svdvals = jax.jit(_finite_outputs(jnp.linalg.svdvals))
+_pinv = jax.jit(_finite_outputs(_pinv_of))
+_rank = jax.jit(_rank_of)
+_qr = jax.jit(lambda a, *, mode: tuple(jnp.linalg.qr(a, mode=mode)), static_argnames=("mode",))
+_matrix_norm = jax.jit(jnp.linalg.matrix_norm, static_argnames=("keepdims", "ord"))
+_matrix_norm_svd = jax.jit(
+    _finite_outputs(jnp.linalg.matrix_norm), static_argnames=("keepdims", "ord")
+)
+_matrix_power = jax.jit(jnp.linalg.matrix_power, static_argnames=("n",))
+_matrix_power_inv = jax.jit(_with_check(jnp.linalg.matrix_power), static_argnames=("n",))
+_trace = jax.jit(jnp.linalg.trace, static_argnames=("offset", "dtype"))
+_diagonal = jax.jit(jnp.linalg.diagonal, static_argnames=("offset",))
+_cross = jax.jit(jnp.linalg.cross, static_argnames=("axis",))
+_outer = jax.jit(jnp.linalg.outer)
+
+_NORM_ORDS = (1, -1, 2, -2, math.inf, -math.inf, "fro", "nuc")
+
+
+def _decompositions(k: _Kernels) -> None:
+    """The SVD, QR and what is made of them, and the rest of the ``linalg`` extension."""
+    pay = k.payload
+    LinAlgError = np.linalg.LinAlgError  # noqa: N806  (NumPy's class)
+    on = k.backend.name
+    # As `_linear_algebra`'s: 64-bit factorizations only off a TPU.
+    kinds: set[np.dtype[Any]] = {np.dtype("float32"), np.dtype("complex64")}
+    if not k.on_tpu:
+        kinds |= {np.dtype("float64"), np.dtype("complex128")}
+
+    def matrices(x: Any) -> Any:
+        a = pay(x)
+        if a is None or a.dtype not in kinds or a.ndim < 2 or a.size == 0:
+            return None
+        return a
+
+    def svd(x: Any, *, full_matrices: bool = True) -> Any:
+        a = matrices(x)
+        if a is None:
+            return None
+        out, ok, excused = _svd(a, full_matrices=bool(full_matrices))
+        return checked(
+            out, ok, LinAlgError, f"array_api::linalg_svd on {on}: SVD did not converge", excused
+        )
+
+    def svdvals(x: Any) -> Any:
+        a = matrices(x)
+        if a is None:
+            return None
+        out, ok, excused = _svdvals(a)
+        why = f"array_api::linalg_svdvals on {on}: SVD did not converge"
+        return checked(out, ok, LinAlgError, why, excused)
+
+    def qr(x: Any, *, mode: str = "reduced") -> Any:
+        a = matrices(x)
+        return None if a is None or mode not in ("reduced", "complete") else _qr(a, mode=mode)
+
+    def rtol_of(a: Any, rtol: Any) -> Any:
+        """The standard's ``rtol`` as an array of ``a``'s real dtype (None where NumPy's
+        kernel should say what is wrong with it)."""
+        real = np.finfo(a.dtype).dtype
+        if rtol is None:
+            return np.asarray(max(a.shape[-2:]) * np.finfo(a.dtype).eps, real)
+        if type(rtol) in (int, float):
+            return np.asarray(rtol, real)
+        r = pay(rtol)
+        return r if r is not None and r.dtype == real else None
+
+    def pinv(x: Any, *, rtol: Any = None) -> Any:
+        a = matrices(x)
+        r = None if a is None else rtol_of(a, rtol)
+        if r is None:
+            return None
+        out, ok, excused = _pinv(a, r)
+        why = f"array_api::linalg_pinv on {on}: SVD did not converge"
+        return checked(out, ok, LinAlgError, why, excused)
+
+    def matrix_rank(x: Any, *, rtol: Any = None) -> Any:
+        a = matrices(x)
+        r = None if a is None else rtol_of(a, rtol)
+        if r is None:
+            return None
+        out, ok, excused = _rank(a, r)
+        why = f"array_api::linalg_matrix_rank on {on}: SVD did not converge"
+        return checked(out, ok, LinAlgError, why, excused)
+
+    def matrix_norm(x: Any, *, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
+        a = matrices(x)
+        if a is None or type(ord) not in (int, float, str) or ord not in _NORM_ORDS:
+            return None
+        if ord not in (2, -2, "nuc"):
+            return _matrix_norm(a, keepdims=bool(keepdims), ord=ord)
+        out, ok, excused = _matrix_norm_svd(a, keepdims=bool(keepdims), ord=ord)
+        why = f"array_api::linalg_matrix_norm on {on}: SVD did not converge"
+        return checked(out, ok, LinAlgError, why, excused)
+
+    def matrix_power(x: Any, n: int) -> Any:
+        a = pay(x)
+        if a is None or a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+            return None
+        if n >= 0:
+            return _matrix_power(a, n=n) if a.dtype.kind in "iufc" else None
+        if a.dtype not in kinds or a.size == 0:
+            return None
+        out, ok, excused = _matrix_power_inv(a, n=n)
+        why = f"array_api::linalg_matrix_power on {on}: Singular matrix"
+        return checked(out, ok, LinAlgError, why, excused)
+
+    def trace(x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
+        a, d = pay(x), k.dtype_here(dtype, "linalg_trace")
+        if a is None or d is False or a.ndim < 2 or a.dtype.kind not in "iufc":
+            return None
+        return _trace(a, offset=offset, dtype=d)
+
+    def diagonal(x: Any, *, offset: int = 0) -> Any:
+        a = pay(x)
+        return None if a is None or a.ndim < 2 else _diagonal(a, offset=offset)
+
+    def two(x1: Any, x2: Any) -> Any:
+        a, b = pay(x1), pay(x2)
+        if a is None or b is None or a.dtype != b.dtype or a.dtype.kind not in "iufc":
+            return None
+        return a, b
+
+    def cross(x1: Any, x2: Any, *, axis: int = -1) -> Any:
+        ab = two(x1, x2)
+        if ab is None or min(ab[0].ndim, ab[1].ndim) == 0:
+            return None
+        if ab[0].shape[axis] != 3 or ab[1].shape[axis] != 3:
+            return None
+        return _cross(*ab, axis=axis)
+
+    def outer(x1: Any, x2: Any) -> Any:
+        ab = two(x1, x2)
+        return None if ab is None or ab[0].ndim != 1 or ab[1].ndim != 1 else _outer(*ab)
+
+    k.add("linalg_svd", svd)
+    k.add("linalg_svdvals", svdvals)
+    k.add("linalg_qr", qr)
+    k.add("linalg_pinv", pinv)
+    k.add("linalg_pinv.Tensor", pinv)
+    k.add("linalg_matrix_rank", matrix_rank)
+    k.add("linalg_matrix_rank.Tensor", matrix_rank)
+    k.add("linalg_matrix_norm", matrix_norm)
+    k.add("linalg_matrix_norm.Scalar", matrix_norm)
+    k.add("linalg_matrix_power", matrix_power)
+    k.add("linalg_trace", trace)
+    k.add("linalg_diagonal", diagonal)
+    k.add("linalg_cross", cross)
+    k.add("linalg_outer", outer)

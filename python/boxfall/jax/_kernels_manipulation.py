@@ -3,6 +3,7 @@ functions' operators, ``take``) and ``astype``."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -34,6 +35,21 @@ _expand_dims = jax.jit(jnp.expand_dims, static_argnames=("axis",))
 _permute_dims = jax.jit(jnp.permute_dims, static_argnames=("axes",))
 _squeeze = jax.jit(jnp.squeeze, static_argnames=("axis",))
 _astype = jax.jit(lambda a, dtype: a.astype(dtype), static_argnames=("dtype",))
+_flip = jax.jit(jnp.flip, static_argnames=("axis",))
+_roll = jax.jit(jnp.roll, static_argnames=("shift", "axis"))
+_repeat = jax.jit(jnp.repeat, static_argnames=("repeats", "axis"))
+_tile = jax.jit(jnp.tile, static_argnames=("reps",))
+_broadcast_to = jax.jit(jnp.broadcast_to, static_argnames=("shape",))
+_broadcast_arrays = jax.jit(lambda *arrays: tuple(jnp.broadcast_arrays(*arrays)))
+_moveaxis = jax.jit(jnp.moveaxis, static_argnames=("source", "destination"))
+_unstack = jax.jit(lambda a, *, axis: tuple(jnp.unstack(a, axis=axis)), static_argnames=("axis",))
+
+
+@functools.partial(jax.jit, static_argnames=("axis",))
+def _take_along_axis(a: Any, i: Any, *, axis: int) -> Any:
+    """``jnp.take_along_axis`` and whether every index is one NumPy takes (``-n <= i < n``)."""
+    n = a.shape[axis]
+    return jnp.take_along_axis(a, i, axis=axis), jnp.all((i >= -n) & (i < n))
 
 
 def _manipulation(k: _Kernels) -> None:
@@ -107,3 +123,86 @@ def _manipulation(k: _Kernels) -> None:
     k.add("reshape", reshape)
     k.add("take", take)
     k.add("astype", astype)
+
+    def ints(values: Any) -> tuple[int, ...]:
+        return tuple(int(v) for v in values)
+
+    def flip(x: Any, *, axis: Any = None) -> Any:
+        a = pay(x)
+        if a is None:
+            return None
+        axes = None if axis is None else ints(axis)
+        if axes is not None and any(not -a.ndim <= i < a.ndim for i in axes):
+            return None
+        return _flip(a, axis=axes)
+
+    def roll(x: Any, shift: Any, *, axis: Any = None) -> Any:
+        a = pay(x)
+        shifts = ints(shift)
+        if a is None or (axis is None and len(shifts) != 1):
+            return None
+        if axis is None:
+            return _roll(a, shift=shifts[0], axis=None)
+        axes = ints(axis)
+        if len(axes) != len(shifts) or any(not -a.ndim <= i < a.ndim for i in axes):
+            return None
+        return _roll(a, shift=shifts, axis=axes)
+
+    def repeat(x: Any, repeats: int, *, axis: Any = None) -> Any:
+        a = pay(x)
+        if a is None or repeats < 0 or (axis is not None and not -a.ndim <= axis < a.ndim):
+            return None
+        return _repeat(a, repeats=int(repeats), axis=axis)
+
+    def tile(x: Any, repetitions: Any) -> Any:
+        a, reps = pay(x), ints(repetitions)
+        return None if a is None or any(r < 0 for r in reps) else _tile(a, reps=reps)
+
+    def broadcast_to(x: Any, shape: Any) -> Any:
+        a, to = pay(x), ints(shape)
+        return None if a is None or any(n < 0 for n in to) else _broadcast_to(a, shape=to)
+
+    def broadcast_arrays(arrays: Any) -> Any:
+        found = [pay(t) for t in arrays]
+        if not found or any(a is None for a in found):
+            return None
+        return _broadcast_arrays(*found)
+
+    def moveaxis(x: Any, source: Any, destination: Any) -> Any:
+        a, src, dst = pay(x), ints(source), ints(destination)
+        if a is None or len(src) != len(dst):
+            return None
+        if any(not -a.ndim <= i < a.ndim for i in src + dst):
+            return None
+        if len({i % a.ndim for i in src}) != len(src) or len({i % a.ndim for i in dst}) != len(dst):
+            return None
+        return _moveaxis(a, source=src, destination=dst)
+
+    def unstack(x: Any, *, axis: int = 0) -> Any:
+        a = pay(x)
+        if a is None or not -a.ndim <= axis < a.ndim or a.shape[axis] == 0:
+            return None
+        return _unstack(a, axis=axis)
+
+    def take_along_axis(x: Any, indices: Any, *, axis: int = -1) -> Any:
+        a, i = pay(x), pay(indices)
+        if a is None or i is None or i.dtype.kind not in "iu" or i.ndim != a.ndim:
+            return None
+        if a.ndim == 0 or not -a.ndim <= axis < a.ndim:
+            return None
+        out, ok = _take_along_axis(a, i, axis=axis % a.ndim)
+        why = (
+            f"array_api::take_along_axis on {k.backend.name}: an index is out of bounds for "
+            f"axis {axis}"
+        )
+        return checked(out, ok, IndexError, why)
+
+    k.add("flip", flip)
+    k.add("roll", roll)
+    k.add("repeat", repeat)
+    k.add("tile", tile)
+    k.add("broadcast_to", broadcast_to)
+    k.add("broadcast_arrays", broadcast_arrays)
+    k.add("moveaxis", moveaxis)
+    k.add("unstack", unstack)
+    k.add("take_along_axis", take_along_axis)

@@ -27,6 +27,13 @@ _REDUCTIONS: dict[str, tuple[Callable[..., Any], str]] = {
 }
 
 _cumulative_sum = jax.jit(jnp.cumulative_sum, static_argnames=("axis", "dtype", "include_initial"))
+_cumulative_prod = jax.jit(
+    jnp.cumulative_prod, static_argnames=("axis", "dtype", "include_initial")
+)
+_diff = jax.jit(
+    lambda a, prepend, append, *, n, axis: jnp.diff(a, n, axis, prepend, append),
+    static_argnames=("n", "axis"),
+)
 
 
 def _statistics(k: _Kernels) -> None:
@@ -93,3 +100,25 @@ def _statistics(k: _Kernels) -> None:
         return _cumulative_sum(a, axis=axis, dtype=d, include_initial=include_initial)
 
     k.add("cumulative_sum", cumulative_sum)
+
+    def cumulative_prod(
+        x: Any, *, axis: Any = None, dtype: Any = None, include_initial: bool = False
+    ) -> Any:
+        a, d = pay(x), k.dtype_here(dtype, "cumulative_prod")
+        if a is None or d is False or a.dtype.kind not in "fc" or (axis is None and a.ndim != 1):
+            return None
+        return _cumulative_prod(a, axis=axis, dtype=d, include_initial=include_initial)
+
+    k.add("cumulative_prod", cumulative_prod)
+
+    def diff(x: Any, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Any:
+        a = pay(x)
+        if a is None or a.dtype.kind not in "iufc" or a.ndim == 0 or n < 0:
+            return None
+        ends = [None if e is None else pay(e) for e in (prepend, append)]
+        for given, e in zip((prepend, append), ends, strict=True):
+            if given is not None and (e is None or e.dtype != a.dtype or e.ndim != a.ndim):
+                return None
+        return _diff(a, *ends, n=n, axis=axis)
+
+    k.add("diff", diff)
