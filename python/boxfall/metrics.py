@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
@@ -232,6 +233,10 @@ def report(backend: object = None, sort: str = "time", top: int | None = None) -
         "  graph breaks: "
         + (", ".join(f"{k} {v}" for k, v in sorted(g["breaks"].items())) or "none"),
     ]
+    if g["callbacks_run"]:
+        lines.append(
+            f"  host callbacks: {g['callbacks_run']} run, serving {g['callback_nodes_run']} nodes"
+        )
     if g["recompiles"]:
         lines.append(f"  last recompile: {g['recompiles'][-1]}")
     return table + "\n" + "\n".join(lines)
@@ -299,6 +304,29 @@ def _compiled_in_run(ns: int) -> None:
     _boxfall.graph_compiled_in_run(ns)
 
 
+_callbacks_lock = threading.Lock()
+_callbacks: dict[str, Any] = {"programs": [], "run": 0, "nodes": 0}
+"""Graph mode's host callbacks (:func:`graphs`): per program, the nodes each of its callbacks
+serves; the callbacks run and the nodes they served."""
+
+
+def _host_callback_program(sizes: list[int]) -> None:
+    """A graph compiler made a program whose host callbacks serve ``sizes`` nodes each (a run
+    of host nodes is one callback): :func:`graphs`' ``host_callbacks``. Not public API."""
+    with _callbacks_lock:
+        programs = _callbacks["programs"]
+        programs.append(list(sizes))
+        del programs[:-64]
+
+
+def _host_callback_ran(nodes: int) -> None:
+    """A program's host callback serving ``nodes`` nodes ran (one round trip to the host).
+    Not public API."""
+    with _callbacks_lock:
+        _callbacks["run"] += 1
+        _callbacks["nodes"] += nodes
+
+
 #: Called, in order, by :func:`reset` just before the counters are zeroed: the pytest plugin
 #: (``pytest_boxfall``) adds what the running test has counted so far to its own records here,
 #: so that a test that resets the metrics does not erase them. Not public API.
@@ -311,6 +339,8 @@ def reset() -> None:
         listener()
     _boxfall.reset_metrics()
     _boxfall.reset_graph_metrics()
+    with _callbacks_lock:
+        _callbacks.update(programs=[], run=0, nodes=0)
 
 
 def graphs() -> dict[str, Any]:
@@ -329,8 +359,17 @@ def graphs() -> dict[str, Any]:
     ``"graph break"``, ``"sync"``, ``"size limit"``, ``"another device"``: a call on another
     device of the backend, whose graph runs apart), ``breaks`` (graph breaks per operator) and
     ``recompiles`` (why each graph after a backend's first compiled: its first difference from
-    the nearest compiled graph, the last 64, oldest first)."""
-    return dict(_boxfall.graph_metrics())
+    the nearest compiled graph, the last 64, oldest first); ``host_callbacks`` (per program
+    compiled with host callbacks, the last 64, oldest first: the nodes each of its callbacks
+    serves, ``[3]`` for one callback running three operators in a row on the host),
+    ``callbacks_run`` (host callbacks the programs ran: round trips to the host) and
+    ``callback_nodes_run`` (the nodes those callbacks served)."""
+    figures = dict(_boxfall.graph_metrics())
+    with _callbacks_lock:
+        figures["host_callbacks"] = [list(p) for p in _callbacks["programs"]]
+        figures["callbacks_run"] = _callbacks["run"]
+        figures["callback_nodes_run"] = _callbacks["nodes"]
+    return figures
 
 
 __all__ = [

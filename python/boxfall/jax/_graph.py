@@ -2,7 +2,8 @@
 program. Each node runs the graph backend's own kernel on traced arrays (the kernels are the
 eager backend's, registered again for the graph backend); a node that no JAX kernel serves runs
 its CPU kernel inside the program as a host callback (``jax.pure_callback``), with the output
-shapes and dtypes that the shape rules recorded.
+shapes and dtypes that the shape rules recorded; such nodes in a row, which no kernel between
+them reads, are one host callback, one round trip to the host (``_host_run.py``).
 
 The replay is Python, but it runs only while JAX traces the program: a compiled graph's later
 calls run the compiled program alone.
@@ -35,6 +36,7 @@ import numpy as np
 import boxfall as bf
 
 from . import _hooks, _kernels
+from ._host_run import HostNode, HostRun
 
 Step = Callable[[Sequence[Any], list[list[Any]]], list[Any]]
 
@@ -182,13 +184,18 @@ class _Trace:
     """What tracing a graph's program found: ``host``, set where a node runs its CPU kernel as
     a host callback (decided while JAX traces: a kernel may hand a case to the CPU then), or
     where the program checks its values (``checks``: per check, the error NumPy raises where
-    it fails, and its message; the program's last output is their flags)."""
+    it fails, and its message; the program's last output is their flags). ``run``: the host
+    nodes being gathered into one host callback while the program is traced (`HostRun`)."""
 
-    __slots__ = ("checks", "host")
+    __slots__ = ("checks", "host", "run", "counted")
 
     def __init__(self) -> None:
         self.host = False
         self.checks: list[tuple[type[Exception], str]] = []
+        self.run: HostRun | None = None
+        self.counted = False
+        """Whether `bf.metrics.graphs()` has the program's host callbacks (a program traced
+        again, its donating form, is the same program)."""
 
     @property
     def keeps(self) -> bool:
@@ -346,7 +353,10 @@ class JaxCompiler:
         # The scalar inputs' values follow the inputs' payloads, packed (`_Packing`); jax.jit
         # traces them, so a new value compiles nothing.
         trace = _Trace()
-        steps = [self._step(op, args, outs, wrap, graph, trace) for op, args, outs in graph.nodes]
+        steps = [
+            self._step(op, args, outs, wrap, graph, trace, i)
+            for i, (op, args, outs) in enumerate(graph.nodes)
+        ]
         outputs = graph.outputs
         first = len(graph.inputs)
         packing = _Packing(self.scalar_dtypes(graph))
@@ -356,6 +366,9 @@ class JaxCompiler:
                 # each scalar in its place after the inputs, as the steps read it
                 payloads = payloads[:first] + packing.unpack(payloads[first:])
             values: list[list[Any]] = []
+            # Host nodes in a row become one host callback (`HostRun`), made where a kernel
+            # reads one of their values or at the end.
+            trace.run = HostRun(graph, values)
             # Traced once a compile: nothing the kernels do here is counted (a kernel that hands
             # a traced call to the CPU fallback fails there, and the node runs on the host,
             # counted at each run: `cpu` below), so the figures never depend on which test or
@@ -363,6 +376,11 @@ class JaxCompiler:
             with bf.eager(), bf.metrics._uncounted(), _kernels.collecting_checks() as checks:
                 for step in steps:
                     values.append(step(payloads, values))
+                trace.run.flush()
+            sizes, trace.run = trace.run.sizes, None  # it held the trace's values
+            if sizes and not trace.counted:
+                trace.counted = True
+                bf.metrics._host_callback_program(sizes)
             if not self.checks:
                 checks.clear()
             trace.checks = [(error, message) for _, error, message in checks]
@@ -542,18 +560,24 @@ class JaxCompiler:
         wrap: Any,
         graph: _Parts,
         trace: _Trace,
+        index: int,
     ) -> Step:
         kwarg_only = [a.kwarg_only for a in op.schema.arguments]
         names = [a.name for a in op.schema.arguments]
         first_scalar = len(graph.inputs)
 
-        def resolve(payloads: Sequence[Any], values: list[list[Any]], tensor: Any) -> list[Any]:
+        def resolve(
+            payloads: Sequence[Any], values: list[list[Any]], tensor: Any, host: bool = False
+        ) -> list[Any]:
             got = []
             for a in args:
                 if a[0] == "input":
                     got.append(tensor(payloads[a[1]]))
                 elif a[0] == "node":
-                    got.append(tensor(values[a[1]][a[2]]))
+                    v = values[a[1]][a[2]]
+                    if not host and trace.run is not None:
+                        v = trace.run.read(v)  # a value of the gathered host nodes: made now
+                    got.append(tensor(v))
                 elif a[0] == "scalar":
                     got.append(payloads[first_scalar + a[1]])
                 else:
@@ -590,61 +614,63 @@ class JaxCompiler:
                 ]
             )
 
+        def cpu(arrays: list[Any], crossed: list[bool], back: list[bool]) -> tuple[Any, ...]:
+            # A CPU fallback of the graph backend at each run of the program: counted in
+            # boxfall's figures (`bf.metrics.op_stats`, the report, the pytest plugin) with its
+            # time and the bytes that crossed (an operand from the device, ``crossed``; a result
+            # that goes back to it, ``back``; not a value passed on within the host callback),
+            # as the dispatcher counts an eager one.
+            self.host_callbacks[name] += 1
+            start = time.perf_counter_ns()
+            into = sum(np.asarray(a).nbytes for a, c in zip(arrays, crossed, strict=True) if c)
+            kernel_ns, made, error = 0, 0, None
+            try:
+                # A device argument is the host's (None) for the CPU kernel: told the graph's
+                # device, an operator without an array (asarray of host data) would record and
+                # sync a graph inside the running program, which a TPU does not survive (the
+                # process is killed).
+                got = [
+                    a[1] if a[0] == "const" and i not in devices else None
+                    for i, a in enumerate(args)
+                ]
+                for i, arr in zip(positions, arrays, strict=True):
+                    # a scalar input is a Python scalar again for the CPU kernel
+                    got[i] = np.asarray(arr).item() if i in scalars else np.asarray(arr)
+                ran = time.perf_counter_ns()
+                out = call(got)
+                kernel_ns = time.perf_counter_ns() - ran
+                out = out if isinstance(out, tuple) else (out,)
+                results = tuple(_fitted(o, s.dtype, name) for o, s in zip(out, shapes, strict=True))
+                made = sum(r.nbytes for r, b in zip(results, back, strict=True) if b)
+                return results
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                bf.metrics.record_fallback(
+                    op,
+                    self.backend_name,
+                    fallback_ns=time.perf_counter_ns() - start,
+                    kernel_ns=kernel_ns,
+                    bytes_to_cpu=into,
+                    bytes_from_cpu=made,
+                    error=error,
+                )
+
         def on_host(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
             if not positions:
                 return constant(payloads, values)
             trace.host = True  # the program keeps its inputs (see `_HostCallback`)
-            resolved = resolve(payloads, values, lambda p: p)
-
-            def cpu(*arrays: Any) -> tuple[Any, ...]:
-                # A CPU fallback of the graph backend at each run of the program: counted in
-                # boxfall's figures (`bf.metrics.op_stats`, the report, the pytest plugin) with
-                # its time and bytes, as the dispatcher counts an eager one.
-                self.host_callbacks[name] += 1
-                start = time.perf_counter_ns()
-                into = sum(np.asarray(a).nbytes for a in arrays)
-                kernel_ns, made, error = 0, 0, None
-                try:
-                    # A device argument is the host's (None) for the CPU kernel: told the
-                    # graph's device, an operator without an array (asarray of host data)
-                    # would record and sync a graph inside the running program, which a TPU
-                    # does not survive (the process is killed).
-                    got = [
-                        a[1] if a[0] == "const" and i not in devices else None
-                        for i, a in enumerate(args)
-                    ]
-                    for i, arr in zip(positions, arrays, strict=True):
-                        # a scalar input is a Python scalar again for the CPU kernel
-                        got[i] = np.asarray(arr).item() if i in scalars else np.asarray(arr)
-                    ran = time.perf_counter_ns()
-                    out = call(got)
-                    kernel_ns = time.perf_counter_ns() - ran
-                    out = out if isinstance(out, tuple) else (out,)
-                    results = tuple(
-                        _fitted(o, s.dtype, name) for o, s in zip(out, shapes, strict=True)
-                    )
-                    made = sum(r.nbytes for r in results)
-                    return results
-                except BaseException as e:
-                    error = e
-                    raise
-                finally:
-                    bf.metrics.record_fallback(
-                        op,
-                        self.backend_name,
-                        fallback_ns=time.perf_counter_ns() - start,
-                        kernel_ns=kernel_ns,
-                        bytes_to_cpu=into,
-                        bytes_from_cpu=made,
-                        error=error,
-                    )
-
-            return list(jax.pure_callback(cpu, shapes, *(resolved[i] for i in positions)))
+            resolved = resolve(payloads, values, lambda p: p, host=True)
+            # Gathered with the host nodes next to it into one host callback (`HostRun`).
+            run = trace.run
+            assert run is not None
+            return run.add(HostNode(index, cpu, [resolved[i] for i in positions], shapes))
 
         if name not in self.native:
             return on_host
         if scalars:
-            return self._scalar_step(op, args, shapes, on_host, graph)
+            return self._scalar_step(op, args, shapes, on_host, graph, trace)
 
         def on_device(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
             try:
@@ -659,7 +685,13 @@ class JaxCompiler:
         return on_device
 
     def _scalar_step(
-        self, op: bf.OpOverload, args: tuple[Any, ...], shapes: Any, on_host: Step, graph: _Parts
+        self,
+        op: bf.OpOverload,
+        args: tuple[Any, ...],
+        shapes: Any,
+        on_host: Step,
+        graph: _Parts,
+        trace: _Trace,
     ) -> Step:
         """An elementwise operator's scalar overload (``multiply.Tensor_Scalar``) whose scalar
         is a traced input: the JAX function of the tensor-tensor operator on the traced
@@ -691,7 +723,8 @@ class JaxCompiler:
             if a[0] == "input":
                 return payloads[a[1]]
             if a[0] == "node":
-                return values[a[1]][a[2]]
+                v = values[a[1]][a[2]]
+                return v if trace.run is None else trace.run.read(v)
             return payloads[first + a[1]] if a[0] == "scalar" else a[1]
 
         def on_device(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
