@@ -91,6 +91,21 @@ def test_a_tensor_of_the_mesh_is_sharded_as_asked(xp):
     r = xp.to_device(y, ROWS)
     assert r.sharding.spec == ROWS
     np.testing.assert_array_equal(r.numpy(), host())
+    # A jax.Array already on the mesh is wrapped as it is.
+    assert xp.asarray(x.payload).payload is x.payload
+
+
+def test_graph_mode_compiles_with_the_inputs_shardings():
+    gx = bj.namespace(mesh=MESH, graph=True)
+    for spec in (ROWS, P(None, "data"), ROWS):
+        x = gx.asarray(host(16, 8), device=spec)
+        y = xp_sum = gx.sum(x * 2.0 + 1.0, axis=1)
+        z = x * 2.0 + 1.0
+        np.testing.assert_array_equal(z.numpy(), host(16, 8) * 2 + 1)
+        np.testing.assert_array_equal(y.numpy(), (host(16, 8) * 2 + 1).sum(1))
+        # XLA propagated the input's sharding through the program.
+        assert z.sharding == NamedSharding(MESH, spec), spec
+        assert xp_sum.device == x.device
 
 
 def test_a_mesh_of_explicit_axes_is_refused_naming_axis_types():
@@ -208,3 +223,32 @@ def test_process_local_parts_round_trip(xp):
     assert x.sharding.spec == ROWS and x.shape == (16, 3)  # one process: its rows are all
     np.testing.assert_array_equal(bj.to_process_local(x), host())
     np.testing.assert_array_equal(bj.to_process_local(xp.asarray(host())), host())
+
+
+@bf.custom_op("meshtest::triple", mutates_args=())
+def triple(x: np.ndarray) -> np.ndarray:
+    """A CPU kernel only, a shape rule (graph mode records it) and the element-wise rule."""
+    return x * 3
+
+
+triple.register_shape_rule(lambda x: bf.TensorMeta(x.dtype, x.shape))
+bj.register_sharding_rule(triple, "elementwise")
+
+
+def test_graph_mode_runs_a_shard_wise_host_callback_once_per_shard():
+    gx = bj.namespace(mesh=MESH, graph=True)
+    x = gx.asarray(host(), device=ROWS)
+    bj.reset_mesh_stats()
+    breaks = dict(bf.metrics.graphs()["breaks"])
+    y = triple(x + 1.0) - 1.0
+    np.testing.assert_array_equal(y.numpy(), (host() + 1) * 3 - 1)
+    stats = moved(triple)
+    # One host callback per shard, inside the program (shard_map): no break, no eager fallback,
+    # nothing gathered.
+    assert stats["graph_shard_runs"] == 8
+    assert stats["shard_runs"] == 0 and stats["gathers"] == 0
+    assert dict(bf.metrics.graphs()["breaks"]) == breaks
+    assert y.sharding.is_equivalent_to(NamedSharding(MESH, ROWS), 2)
+    # The program runs again from the cache: 8 callbacks more.
+    np.testing.assert_array_equal((triple(x + 1.0) - 1.0).numpy(), (host() + 1) * 3 - 1)
+    assert moved(triple)["graph_shard_runs"] == 16

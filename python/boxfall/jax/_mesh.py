@@ -117,6 +117,7 @@ class _Stats:
                     "bytes_from_cpu": defaultdict(int),
                     "gathers": 0,
                     "gathered_bytes": 0,
+                    "graph_shard_runs": 0,
                 },
             )
         return found
@@ -164,6 +165,9 @@ def register_sharding_rule(op: Any, rule: str) -> None:
     if not isinstance(name, str):
         raise TypeError(f"op is an operator or its name, not {type(op).__name__}")
     _RULES[name] = rule
+    if rule == "elementwise" and not name.startswith("array_api::"):
+        for mb in _GRAPH_MESHES:
+            mb.shard_kernel(name)
 
 
 def _rule_of(op: Any) -> str:
@@ -352,7 +356,25 @@ class MeshBackend:
             )
             compiler.serve(names)
             self.graph = compiler
+            _GRAPH_MESHES.append(self)
+            for op, rule in list(_RULES.items()):
+                if rule == "elementwise" and not op.startswith("array_api::"):
+                    self.shard_kernel(op)
         return self.graph
+
+    def shard_kernel(self, name: str) -> None:
+        """Registers, for graph mode's backend, the kernel of ``name``, a user's operator
+        declared element-wise that has a CPU kernel only: in a program, its CPU kernel runs as
+        a host callback per shard, inside ``jax.shard_map`` (without it XLA would bring the
+        operands whole to one device); on arrays (a graph break, ``bf.eager()``), the CPU
+        fallback per shard."""
+        op = bf._boxfall.find_op(name)
+        if op.dispatch_table().get(self.graph_name) == "kernel":
+            return
+        library = bf.Library(name.partition("::")[0], "IMPL")
+        library.impl(op, _shard_mapped(op, self), self.graph_name)
+        library._for_process_life()
+        _KERNEL_LIBRARIES.append(library)
 
     def sharding(self, device: Any) -> NamedSharding | None:
         """The sharding a ``device=`` argument names on this mesh: a ``PartitionSpec`` (read on
@@ -497,6 +519,109 @@ def _per_shard(
     return tuple(wrapped) if len(wrapped) > 1 else wrapped[0]
 
 
+_GRAPH_MESHES: list[MeshBackend] = []
+"""The meshes whose graph mode is registered: a rule declared later gives them its kernel."""
+_KERNEL_LIBRARIES: list[bf.Library] = []
+
+
+def _narrowed(dtype: str) -> np.dtype[Any]:
+    from . import X64
+
+    d = np.dtype(dtype)
+    if X64 or d.name not in _hooks.WIDE:
+        return d
+    return np.dtype({"i": "int32", "u": "uint32", "f": "float32", "c": "complex64"}[d.kind])
+
+
+def _shard_mapped(op: Any, mb: MeshBackend) -> Callable[..., Any]:
+    """The graph backend's kernel of ``op`` (element-wise, a CPU kernel only)."""
+    mesh = mb.mesh
+    axes = tuple(mesh.axis_names)
+    along = axes[0] if len(axes) == 1 else axes
+    parts = int(mesh.size)
+    shard_map = getattr(jax, "shard_map", None)
+    eager = mb.fallback_for(mb.graph_name)
+    wrap = bf.get_backend(mb.graph_name).tensor_from_payload
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        metas = bf._boxfall._output_metas(op.name, *args, **kwargs)
+        values = list(args) + list(kwargs.values())
+        traced = any(
+            isinstance(v, jax.core.Tracer)
+            or (isinstance(v, bf.Tensor) and isinstance(v.payload, jax.core.Tracer))
+            for v in values
+        )
+        if not traced or metas is None:
+            return bf.call_fallback(eager, op, *args, **kwargs)
+        shape = tuple(metas[0][1])
+        cut = shard_map is not None and bool(shape) and shape[0] % parts == 0
+        operands: list[Any] = []
+        specs: list[Any] = []
+
+        def take(v: Any) -> Any:
+            if isinstance(v, bf.Tensor):
+                p = v.payload
+                rows = cut and p.ndim == len(shape) and p.shape[0] == shape[0]
+                operands.append(p)
+                specs.append(PartitionSpec(along) if rows else PartitionSpec())
+                return ("operand", len(operands) - 1, False)
+            if isinstance(v, jax.core.Tracer):  # a Python scalar, an input of the program
+                operands.append(v)
+                specs.append(PartitionSpec())
+                return ("operand", len(operands) - 1, True)
+            if isinstance(v, list):
+                return ("list", [take(x) for x in v])
+            return ("const", v)
+
+        pos = [take(a) for a in args]
+        kws = {k: take(v) for k, v in kwargs.items()}
+        outs = [
+            (_narrowed(d), tuple(s), cut and len(s) == len(shape) and s[0] == shape[0])
+            for d, s in metas
+        ]
+        blocks = tuple(
+            jax.ShapeDtypeStruct((s[0] // parts, *s[1:]) if rows else s, d) for d, s, rows in outs
+        )
+
+        def host(*arrays: Any) -> tuple[Any, ...]:
+            def back(slot: Any) -> Any:
+                if slot[0] == "operand":
+                    a = np.asarray(arrays[slot[1]])
+                    return a.item() if slot[2] else a
+                if slot[0] == "list":
+                    return [back(x) for x in slot[1]]
+                return slot[1]
+
+            with STATS.lock:
+                entry = STATS.entry(op.name)
+                entry["graph_shard_runs"] += 1
+            got = op(*[back(a) for a in pos], **{k: back(v) for k, v in kws.items()})
+            got = got if isinstance(got, tuple) else (got,)
+            return tuple(np.asarray(g, dtype=b.dtype) for g, b in zip(got, blocks, strict=True))
+
+        def per_block(*arrays: Any) -> Any:
+            return jax.pure_callback(host, blocks, *arrays)
+
+        if cut:
+            mapped = shard_map(  # type: ignore[misc]
+                per_block,
+                mesh=mesh,
+                in_specs=tuple(specs),
+                out_specs=tuple(
+                    PartitionSpec(along) if rows else PartitionSpec() for _, _, rows in outs
+                ),
+                check_vma=False,
+            )
+            made = mapped(*operands)
+        else:
+            made = per_block(*operands)
+        wrapped = [wrap(m) for m in made]
+        return tuple(wrapped) if len(wrapped) > 1 else wrapped[0]
+
+    kernel.__name__ = kernel.__qualname__ = f"shard_mapped_{op.name.replace('::', '_')}"
+    return kernel
+
+
 class MeshCompiler(_graph.JaxCompiler):
     """Graph mode's compiler on a mesh: a program with no inputs is placed on the mesh,
     replicated; one with inputs runs where their shardings put it (``jax.jit`` compiles a
@@ -527,7 +652,9 @@ def stats() -> dict[str, dict[str, Any]]:
     """Per operator, what the CPU fallback on a mesh moved: ``shard_calls`` (calls run per
     shard), ``shard_runs`` (CPU kernel runs they took: one per addressable shard, one per
     process for replicated tensors), ``bytes_to_cpu``/``bytes_from_cpu`` (per device, by its
-    name), ``gathers`` (calls that gathered their sharded inputs) and ``gathered_bytes``."""
+    name), ``gathers`` (calls that gathered their sharded inputs), ``gathered_bytes``, and
+    ``graph_shard_runs`` (host callbacks a graph's program ran per shard, inside
+    ``jax.shard_map``)."""
     return STATS.snapshot()
 
 
