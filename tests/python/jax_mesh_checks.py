@@ -252,3 +252,33 @@ def test_graph_mode_runs_a_shard_wise_host_callback_once_per_shard():
     # The program runs again from the cache: 8 callbacks more.
     np.testing.assert_array_equal((triple(x + 1.0) - 1.0).numpy(), (host() + 1) * 3 - 1)
     assert moved(triple)["graph_shard_runs"] == 16
+
+
+def test_scikit_learn_fits_on_row_sharded_float32_as_numpy_does():
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.decomposition import PCA
+    from sklearn.linear_model import Ridge
+    from sklearn.preprocessing import StandardScaler
+
+    jax.config.update("jax_default_matmul_precision", "highest")
+    xp = bj.namespace(mesh=MESH)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 5)).astype(np.float32)
+    y = (x @ rng.normal(size=5)).astype(np.float32)
+    xs, ys = xp.asarray(x, device=ROWS), xp.asarray(y, device=P("data"))
+    with sklearn.config_context(array_api_dispatch=True):
+        scaled = StandardScaler().fit_transform(xs)
+        pca = PCA(n_components=2, svd_solver="full").fit(xs)
+        ridge = Ridge(alpha=1.0, solver="svd").fit(xs, ys)
+    assert scaled.device == xs.device
+    want = StandardScaler().fit_transform(x)
+    np.testing.assert_allclose(scaled.numpy(), want, rtol=1e-4, atol=1e-4)
+    want_pca = PCA(n_components=2, svd_solver="full").fit(x)
+    np.testing.assert_allclose(
+        np.abs(np.asarray(pca.components_)), np.abs(want_pca.components_), rtol=1e-3, atol=1e-4
+    )
+    np.testing.assert_allclose(
+        np.asarray(pca.explained_variance_), want_pca.explained_variance_, rtol=1e-3
+    )
+    want_coef = Ridge(alpha=1.0, solver="svd").fit(x, y).coef_
+    np.testing.assert_allclose(np.asarray(ridge.coef_), want_coef, rtol=1e-3, atol=1e-4)

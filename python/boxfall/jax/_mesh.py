@@ -323,7 +323,7 @@ def place(array: np.ndarray, sharding: Any) -> jax.Array:
     """``array``'s values (the same in every process) as a ``jax.Array`` of ``sharding``, each
     process making its own shards only; copied first on JAX's CPU, whose ``device_put`` of a
     NumPy array keeps sharing its memory (``_hooks.put``)."""
-    if _mesh_platform(sharding.mesh) == "cpu":
+    if next(iter(sharding.device_set)).platform == "cpu":
         array = np.array(array, copy=True, order="C")
     if isinstance(sharding, NamedSharding) and not sharding.is_fully_replicated:
         check_divides(sharding, array.shape)
@@ -424,10 +424,11 @@ def _gather(
         s = t.payload.sharding
         if not s.is_fully_replicated and isinstance(s, NamedSharding):
             shardings.setdefault(tuple(t.shape), s)
-    with STATS.lock:
-        entry = STATS.entry(op.name)
-        entry["gathers"] += 1
-        entry["gathered_bytes"] += gathered
+    if gathered:  # a call of replicated tensors alone runs once per process, gathering nothing
+        with STATS.lock:
+            entry = STATS.entry(op.name)
+            entry["gathers"] += 1
+            entry["gathered_bytes"] += gathered
     with hooks.placing(shardings):
         bf.cpu_fallback(op, keys, stack)
 
