@@ -185,6 +185,23 @@ def test_a_replicated_tensor_falls_back_once_per_process(xp):
     assert sum(stats["bytes_to_cpu"].values()) == host().nbytes
 
 
+def test_a_block_several_devices_hold_falls_back_once():
+    # On a 4 x 2 mesh, rows cut over "data" alone: each block of rows is on the 2 devices of a
+    # "model" column, and runs once, its result copied to the other device.
+    grid = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+    xg = bj.namespace(mesh=grid)
+    for spec, runs in ((P("data", "model"), 8), (P("data", None), 4), (P(None, "model"), 2)):
+        bj.reset_mesh_stats()
+        x = xg.asarray(host(16, 6), device=spec)
+        out = twice(x)
+        np.testing.assert_array_equal(out.numpy(), 2 * host(16, 6))
+        assert out.sharding == x.sharding
+        stats = moved(twice)
+        assert stats["shard_runs"] == runs and len(stats["bytes_to_cpu"]) == runs, spec
+        # Each distinct block went to the host once: the array's bytes, whatever the spec.
+        assert sum(stats["bytes_to_cpu"].values()) == host(16, 6).nbytes, spec
+
+
 def test_a_reduction_along_an_unsharded_axis_runs_per_shard(xp):
     bj.reset_mesh_stats()
     x = xp.asarray(host(), device=ROWS)

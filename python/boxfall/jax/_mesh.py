@@ -446,21 +446,29 @@ def _per_shard(
     sharding, out_spec = planned
     jax_backend, index_of = eager
     mesh = hooks.mesh
+    order = {d: i for i, d in enumerate(mesh.devices.flat)}
     if sharding is None:
-        # Every tensor replicated: once per process, on its first addressable device.
+        # Every tensor replicated: this process's devices hold one block, the whole array.
         devices = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+        block: dict[Any, Any] = {d: () for d in devices}
     else:
-        devices = list(tensors[0].payload.sharding.addressable_devices)
         # In the mesh's order, so each process walks its shards alike.
-        order = {d: i for i, d in enumerate(mesh.devices.flat)}
-        devices.sort(key=lambda d: order[d])
-    runs = devices[:1] if sharding is None else devices
+        devices = sorted(sharding.addressable_devices, key=lambda d: order[d])
+        where = sharding.addressable_devices_indices_map(tuple(tensors[0].shape))
+        block = {d: tuple((i.start, i.stop, i.step) for i in where[d]) for d in devices}
+    # One CPU kernel run per distinct block: a block that several devices hold (replicated
+    # along a mesh axis, or wholly) runs on the first of them, and its result is copied to the
+    # others, device to device.
+    runner: dict[Any, Any] = {}
+    for d in devices:
+        runner.setdefault(block[d], d)
+    runs = list(runner.values())
     shards: dict[int, dict[Any, jax.Array]] = {}
     for t in tensors:
         shards[id(t)] = {s.device: s.data for s in t.payload.addressable_shards}
     moved_in: dict[str, int] = defaultdict(int)
     moved_out: dict[str, int] = defaultdict(int)
-    results: list[Any] = []
+    results: dict[Any, list[Any]] = {}
     for d in runs:
 
         def local(v: Any, d: Any = d) -> Any:
@@ -484,7 +492,7 @@ def _per_shard(
             p = o.payload
             moved_out[str(d)] += p.nbytes
             payloads.append(p)
-        results.append(payloads)
+        results[d] = payloads
     with STATS.lock:
         entry = STATS.entry(op.name)
         entry["shard_calls"] += 1
@@ -495,16 +503,17 @@ def _per_shard(
             entry["bytes_from_cpu"][k] += v
     backend = bf.get_backend(name)
     wrapped = []
-    for at in range(len(results[0])):
+    for at in range(len(results[runs[0]])):
+        arrays = []
+        for d in devices:
+            ran = runner[block[d]]
+            made = results[ran][at]
+            arrays.append(made if d == ran else jax.device_put(made, d))
+        local_shape = tuple(arrays[0].shape)
         if sharding is None:
-            # One result per process, copied to its other devices (device to device).
-            first = results[0][at]
-            arrays = [first if d == runs[0] else jax.device_put(first, d) for d in devices]
             out_sharding = NamedSharding(mesh, PartitionSpec())
-            shape = tuple(first.shape)
+            shape = local_shape
         else:
-            arrays = [r[at] for r in results]
-            local_shape = tuple(arrays[0].shape)
             spec = tuple(out_spec)
             if len(local_shape) < len(spec):
                 raise ValueError(
@@ -651,8 +660,8 @@ def register_kernels(backend: bf.Backend, hooks: MeshHooks) -> tuple[bf.Library,
 
 def stats() -> dict[str, dict[str, Any]]:
     """Per operator, what the CPU fallback on a mesh moved: ``shard_calls`` (calls run per
-    shard), ``shard_runs`` (CPU kernel runs they took: one per addressable shard, one per
-    process for replicated tensors), ``bytes_to_cpu``/``bytes_from_cpu`` (per device, by its
+    shard), ``shard_runs`` (CPU kernel runs they took: one per distinct block a process
+    holds, so one per process for replicated tensors), ``bytes_to_cpu``/``bytes_from_cpu`` (per device, by its
     name), ``gathers`` (calls that gathered their sharded inputs), ``gathered_bytes``, and
     ``graph_shard_runs`` (host callbacks a graph's program ran per shard, inside
     ``jax.shard_map``)."""
