@@ -34,6 +34,11 @@ It is also the worked example of a backend for a real accelerator (docs/backend-
   its kernels' and the CPU fallback's results stay there (``from_cpu`` is told the device), a
   call with arrays of two devices is refused, and graph mode computes each device's graph
   apart.
+- **A mesh.** ``bj.namespace(mesh=mesh)`` (a ``jax.sharding.Mesh`` of Auto axes) is one boxfall
+  device over all of the mesh's devices and hosts: payloads sharded as ``device=`` asks (a
+  ``PartitionSpec``), the kernels running on them as XLA partitions them, the CPU fallback per
+  shard where an operator allows (``register_sharding_rule``; ``mesh_stats()`` says what moved),
+  ``from_process_local``/``to_process_local`` across processes (docs/mesh.md).
 - **Precision.** Matmul-family kernels use JAX's configured precision
   (``jax.default_matmul_precision``). A TPU's default passes float32 products through bfloat16:
   set ``'highest'`` before comparing with NumPy.
