@@ -122,6 +122,8 @@ def test_a_dimension_the_mesh_axis_does_not_divide_is_refused(xp):
         xp.zeros(12, device=P("data"))
     with pytest.raises(ValueError, match=r"10 elements.*'data'"):
         bj.from_process_local(xp, host(10), ROWS)
+    with pytest.raises(ValueError, match=r"axis 'rows', which the namespace's mesh does not"):
+        xp.asarray(host(), device=P("rows"))
     # Replicated, any size is fine.
     assert xp.asarray(host(10)).shape == (10, 3)
 

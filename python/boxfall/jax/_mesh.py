@@ -380,6 +380,13 @@ class MeshBackend:
         """The sharding a ``device=`` argument names on this mesh: a ``PartitionSpec`` (read on
         the mesh), a ``NamedSharding`` of the mesh; None for anything else."""
         if isinstance(device, PartitionSpec):
+            for entry in device:
+                for axis in entry if isinstance(entry, tuple) else (entry,):
+                    if axis is not None and axis not in self.mesh.axis_names:
+                        raise ValueError(
+                            f"the PartitionSpec {device} names the axis {axis!r}, which the "
+                            f"namespace's mesh does not have: its axes are {self.mesh.axis_names}"
+                        )
             return NamedSharding(self.mesh, device)
         if isinstance(device, NamedSharding):
             if device.mesh != self.mesh:
@@ -661,8 +668,9 @@ def register_kernels(backend: bf.Backend, hooks: MeshHooks) -> tuple[bf.Library,
 def stats() -> dict[str, dict[str, Any]]:
     """Per operator, what the CPU fallback on a mesh moved: ``shard_calls`` (calls run per
     shard), ``shard_runs`` (CPU kernel runs they took: one per distinct block a process
-    holds, so one per process for replicated tensors), ``bytes_to_cpu``/``bytes_from_cpu`` (per device, by its
-    name), ``gathers`` (calls that gathered their sharded inputs), ``gathered_bytes``, and
+    holds, so one per process for replicated tensors), ``bytes_to_cpu``/``bytes_from_cpu``
+    (per device, by its name), ``gathers`` (calls that gathered their sharded inputs),
+    ``gathered_bytes``, and
     ``graph_shard_runs`` (host callbacks a graph's program ran per shard, inside
     ``jax.shard_map``)."""
     return STATS.snapshot()
