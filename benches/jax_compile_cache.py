@@ -118,10 +118,10 @@ def _spawn(n: int, cache: str | None) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _spread(values: list[float], scale: float = 1e3, unit: str = "ms") -> str:
+def _spread(values: list[float], scale: float = 1e3, unit: str = "ms", digits: int = 1) -> str:
     q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    m = statistics.median(values)
-    return f"{m * scale:7.1f} {unit} ({q[0] * scale:.1f} to {q[2] * scale:.1f})"
+    m, low, high = (f"{v * scale:.{digits}f}" for v in (statistics.median(values), q[0], q[2]))
+    return f"{m} {unit} ({low} to {high})"
 
 
 def main() -> None:
@@ -146,39 +146,45 @@ def main() -> None:
         f"JAX {some['jax']} on {some['device']}; medians of {args.rounds} rounds (quartiles)"
     )
     print(f"  {some['programs']} programs, {some['nodes']} nodes")
-    parts = ("first_s", "trace_s", "lower_s", "compile_s", "load_s", "second_s", "import_s")
+    for rs in runs.values():
+        for r in rs:
+            r["rest_s"] = r["first_s"] - r["trace_s"] - r["lower_s"] - r["compile_s"]
+    parts = (
+        "first_s",
+        "trace_s",
+        "lower_s",
+        "compile_s",
+        "load_s",
+        "rest_s",
+        "second_s",
+        "import_s",
+    )
     names = {
         "first_s": "first call",
         "trace_s": "  trace",
         "lower_s": "  lower",
         "compile_s": "  compile or load",
         "load_s": "    of it, cache load",
+        "rest_s": "  rest (record, run, read)",
         "second_s": "second call",
         "import_s": "import boxfall.jax",
     }
-    print(f"  {'':<24}" + "".join(f"{k:>30}" for k in runs))
+    print(f"  {'':<26}" + "".join(f"{k:>30}" for k in runs))
     for part in parts:
         print(
-            f"  {names[part]:<24}"
+            f"  {names[part]:<26}"
             + "".join(f"{_spread([r[part] for r in rs]):>30}" for rs in runs.values())
         )
-    for rs in runs.values():
-        for r in rs:
-            r["rest_s"] = r["first_s"] - r["trace_s"] - r["lower_s"] - r["compile_s"]
-    print(
-        f"  {'  rest (record, run, read)':<24}"
-        + "".join(f"{_spread([r['rest_s'] for r in rs]):>30}" for rs in runs.values())
-    )
     for key in ("xla_compiles", "cache_hits", "cache_writes"):
         print(
-            f"  {key.replace('_', ' '):<24}"
+            f"  {key.replace('_', ' '):<26}"
             + "".join(f"{statistics.median(r[key] for r in rs):>30}" for rs in runs.values())
         )
     warm = [w["first_s"] for w in runs["warm"]]
     ratios = [w / c["first_s"] for w, c in zip(warm, runs["cold"], strict=True)]
     plain = [w / c["first_s"] for w, c in zip(warm, runs["no cache"], strict=True)]
-    print(f"  warm first call / cold first call: {_spread(ratios, 1, 'x')}")
-    print(f"  warm first call / no-cache first call: {_spread(plain, 1, 'x')}")
+    print(f"  warm first call / cold first call: {_spread(ratios, 1, 'x', 2)}")
+    print(f"  warm first call / no-cache first call: {_spread(plain, 1, 'x', 2)}")
 
 
 if __name__ == "__main__":
