@@ -301,3 +301,27 @@ def test_scikit_learn_fits_on_row_sharded_float32_as_numpy_does():
     )
     want_coef = Ridge(alpha=1.0, solver="svd").fit(x, y).coef_
     np.testing.assert_allclose(np.asarray(ridge.coef_), want_coef, rtol=1e-3, atol=1e-4)
+
+
+@bf.custom_op("meshtest::running_ruled", mutates_args=())
+def running_ruled(x: np.ndarray) -> np.ndarray:
+    """A CPU kernel only and a shape rule, but no sharding rule: not shard-wise."""
+    return np.cumsum(x, axis=0)
+
+
+running_ruled.register_shape_rule(lambda x: bf.TensorMeta(x.dtype, x.shape))
+
+
+def test_graph_mode_breaks_at_an_operator_that_is_not_shard_wise():
+    gx = bj.namespace(mesh=MESH, graph=True)
+    x = gx.asarray(host(), device=ROWS)
+    want = np.cumsum(host() + 1, axis=0)
+    # The first program that has it runs it (a host callback); the sync refuses it from then on.
+    np.testing.assert_array_equal(running_ruled(x + 1.0).numpy(), want)
+    before = bf.metrics.graphs()["breaks"].get(running_ruled.name, 0)
+    bj.reset_mesh_stats()
+    np.testing.assert_array_equal(running_ruled(x + 1.0).numpy(), want)
+    # A counted break, then the eager fallback's gather, counted too.
+    assert bf.metrics.graphs()["breaks"].get(running_ruled.name, 0) == before + 1
+    assert moved(running_ruled)["gathers"] == 1
+    assert moved(running_ruled)["gathered_bytes"] == host().nbytes

@@ -653,6 +653,24 @@ class MeshCompiler(_graph.JaxCompiler):
     def _placement(self, graph: Any) -> Any:
         return self.replicated
 
+    def __call__(self, whole: bf.Graph) -> Callable[[list[Any]], list[Any]]:
+        # An operator with no kernel here would run its CPU kernel as one host callback, on
+        # operands XLA gathers to one device: on a mesh it breaks the graph instead, from the
+        # next recording on (this program has it already), and runs eagerly, per shard where it
+        # can, else gathering, counted (``mesh_stats``).
+        for op, _, _ in whole.nodes:
+            name = op.name
+            if name in self.native or op.dispatch_table().get(self.backend_name) == "kernel":
+                continue
+            if bf._boxfall._graph_refusal(name, self.backend_name) is None:
+                bf._boxfall._refuse_in_graph(
+                    name,
+                    self.backend_name,
+                    "on a mesh its CPU kernel runs eagerly (per shard where its sharding rule "
+                    "allows), not as a host callback on operands gathered to one device",
+                )
+        return super().__call__(whole)
+
 
 def register_kernels(backend: bf.Backend, hooks: MeshHooks) -> tuple[bf.Library, list[str]]:
     """The JAX kernels of a mesh's backend: those of one device, placing what they make on the
