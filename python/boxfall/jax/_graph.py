@@ -24,6 +24,7 @@ miscount, so such a program runs at its sync.
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from collections import Counter
@@ -184,18 +185,29 @@ class _Trace:
     """What tracing a graph's program found: ``host``, set where a node runs its CPU kernel as
     a host callback (decided while JAX traces: a kernel may hand a case to the CPU then), or
     where the program checks its values (``checks``: per check, the error NumPy raises where
-    it fails, and its message; the program's last output is their flags). ``run``: the host
-    nodes being gathered into one host callback while the program is traced (`HostRun`)."""
+    it fails, and its message; the program's last output is their flags)."""
 
-    __slots__ = ("checks", "host", "run", "counted")
+    __slots__ = ("checks", "host", "counted", "_tracing")
 
     def __init__(self) -> None:
         self.host = False
         self.checks: list[tuple[type[Exception], str]] = []
-        self.run: HostRun | None = None
         self.counted = False
         """Whether `bf.metrics.graphs()` has the program's host callbacks (a program traced
         again, its donating form, is the same program)."""
+        self._tracing = threading.local()
+
+    @property
+    def run(self) -> HostRun | None:
+        """The host nodes being gathered into one host callback while this thread traces the
+        program (`HostRun`): per thread, since two threads that run one graph for the first
+        time trace its program at once."""
+        run: HostRun | None = getattr(self._tracing, "run", None)
+        return run
+
+    @run.setter
+    def run(self, run: HostRun | None) -> None:
+        self._tracing.run = run
 
     @property
     def keeps(self) -> bool:
