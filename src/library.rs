@@ -3,6 +3,7 @@
 
 use crate::dispatcher::{Dispatcher, OperatorHandle, Registration};
 use crate::error::{Error, Result};
+use crate::graph::rules::array_api_shape_rule;
 use crate::kernel::KernelFunction;
 use crate::key::DispatchKey;
 use crate::schema::FunctionSchema;
@@ -63,6 +64,8 @@ pub struct Library {
     kind: LibraryKind,
     description: String,
     registrations: Vec<Registration>,
+    /// Its shape rules' registrations (graph mode's, `graph::rules`), undone at its close.
+    shape_rules: Vec<crate::graph::rules::ShapeRuleRegistration>,
 }
 
 impl Library {
@@ -98,6 +101,7 @@ impl Library {
             kind,
             description,
             registrations,
+            shape_rules: Vec::new(),
         })
     }
 
@@ -268,6 +272,9 @@ impl Library {
     /// assert!(Library::new("doc_close", LibraryKind::Def).is_ok()); // the namespace is free again
     /// ```
     pub fn close(&mut self) {
+        while let Some(r) = self.shape_rules.pop() {
+            drop(r);
+        }
         while let Some(r) = self.registrations.pop() {
             Dispatcher::deregister(&r);
         }
@@ -283,7 +290,80 @@ impl Library {
     /// assert!(!lib.is_open());
     /// ```
     pub fn is_open(&self) -> bool {
-        !self.registrations.is_empty()
+        !self.registrations.is_empty() || !self.shape_rules.is_empty()
+    }
+
+    /// Registers `rule` as the shape rule of operator `name` (of this library's namespace, as a
+    /// kernel is), which graph mode asks for the outputs of a call it records, as
+    /// `torch.library.register_fake` registers a fake kernel: the newest registration serves
+    /// until its library closes. The operator must be defined.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use boxfall::graph::rules::{array_api_shape_rule, has_shape_rule};
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_shape_rule", LibraryKind::Def).unwrap();
+    /// let op = lib.define("add(Tensor x1, Tensor x2) -> Tensor").unwrap();
+    /// // Any rule: here the array API's `add`'s.
+    /// lib.register_shape_rule("add", array_api_shape_rule("array_api::add").unwrap()).unwrap();
+    /// assert!(has_shape_rule(&op));
+    /// assert!(lib.register_shape_rule("missing", array_api_shape_rule("array_api::add").unwrap()).is_err());
+    /// ```
+    pub fn register_shape_rule(
+        &mut self,
+        name: &str,
+        rule: std::sync::Arc<dyn crate::graph::rules::ShapeRule>,
+    ) -> Result<()> {
+        let full = self.qualify(name);
+        let op_ns = full.split_once("::").map_or("", |(ns, _)| ns);
+        if op_ns != self.ns {
+            return Err(Error::Registration(format!(
+                "{}: cannot register a shape rule for '{full}', which is in namespace '{op_ns}', \
+                 not this library's '{}'; register it from a library of its own namespace",
+                self.description, self.ns
+            )));
+        }
+        let op = Dispatcher::lookup(&full)
+            .filter(|op| op.schema().is_ok())
+            .ok_or_else(|| {
+                Error::Registration(format!(
+                    "{}: cannot register a shape rule for '{full}', which is not defined",
+                    self.description
+                ))
+            })?;
+        self.shape_rules
+            .push(crate::graph::rules::register_shape_rule(&op, rule));
+        Ok(())
+    }
+
+    /// Registers the array API's shape rules (`graph::rules`' table, the rules of
+    /// `boxfall.array_api`'s operators) for this library's operators that have one; returns
+    /// their names.
+    ///
+    /// ```
+    /// use boxfall::{Library, LibraryKind};
+    /// let mut lib = Library::new("doc_api_rules", LibraryKind::Def).unwrap();
+    /// lib.define("add(Tensor x1, Tensor x2) -> Tensor").unwrap();
+    /// lib.define("nonzero(Tensor x) -> Tensor[]").unwrap();
+    /// // Registered by the operators' names in the library's namespace, as the array API's.
+    /// assert_eq!(lib.register_array_api_shape_rules().unwrap(), vec!["doc_api_rules::add"]);
+    /// ```
+    pub fn register_array_api_shape_rules(&mut self) -> Result<Vec<String>> {
+        let mut done = Vec::new();
+        for base in Dispatcher::operators_in(&self.ns) {
+            for op in Dispatcher::overloads(&format!("{}::{base}", self.ns)) {
+                let full = op.name().to_string();
+                let Some((_, name)) = full.split_once("::") else {
+                    continue;
+                };
+                let Some(rule) = array_api_shape_rule(&format!("array_api::{name}")) else {
+                    continue;
+                };
+                self.register_shape_rule(&full, rule)?;
+                done.push(full);
+            }
+        }
+        Ok(done)
     }
 }
 

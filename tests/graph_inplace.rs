@@ -51,6 +51,16 @@ fn kernel(f: fn(f64, f64) -> f64, in_place: bool) -> KernelFunction {
     })
 }
 
+/// Registers the array API's shape rules of `names` (operators of `lib`'s namespace), as any
+/// operator's rule is registered.
+fn register_rules(lib: &mut Library, names: &[&str]) {
+    for name in names {
+        let rule = boxfall::graph::rules::array_api_shape_rule(&format!("array_api::{name}"))
+            .expect("the array API has its rule");
+        lib.register_shape_rule(name, rule).expect("rule");
+    }
+}
+
 /// `array_api::add`, `add_`, `multiply` and `multiply_` (float64 only), defined once.
 fn ops() -> &'static [OperatorHandle; 4] {
     static OPS: OnceLock<[OperatorHandle; 4]> = OnceLock::new();
@@ -88,6 +98,7 @@ fn ops() -> &'static [OperatorHandle; 4] {
                 true,
             ),
         ];
+        register_rules(&mut lib, &["add", "add_", "multiply", "multiply_"]);
         std::mem::forget(lib);
         made
     })
@@ -331,6 +342,7 @@ fn view_ops() {
             .expect("kernel");
         lib.impl_kernel("_strided_view_write", DispatchKey::CPU, write, false)
             .expect("kernel");
+        register_rules(&mut lib, &["_strided_view", "_strided_view_write"]);
         std::mem::forget(lib);
     });
 }

@@ -18,9 +18,8 @@ use boxfall::{
     OperatorHandle, Result, Tensor,
 };
 
-/// A graph backend named `name`, its CPU fallback, and `ns::add` (with a shape rule: the
-/// rules know `array_api::add`, so the operator is defined in that namespace's manner under
-/// a name the rules see) and `ns::neg` (without one).
+/// A graph backend named `name`, its CPU fallback, and `array_api::add` (with the array API's
+/// shape rule registered) and `ns::neg` (without one).
 struct Setup {
     key: DispatchKey,
     compiler: Arc<Counting>,
@@ -50,8 +49,8 @@ fn setup(name: &str) -> Setup {
     register_graph_backend(key, compiler.clone()).expect("graph backend");
     let mut fb = Library::new("_", LibraryKind::Impl).expect("library");
     fb.fallback(key, cpu_fallback()).expect("fallback");
-    // The stub rules know `array_api::add`: the test defines it once per process, in a
-    // fragment, and each test its own `neg`.
+    // `array_api::add` is defined once per process, in a fragment, with its rule; each test
+    // defines its own `neg`.
     static ADD: std::sync::OnceLock<OperatorHandle> = std::sync::OnceLock::new();
     let add = ADD
         .get_or_init(|| {
@@ -66,6 +65,9 @@ fn setup(name: &str) -> Setup {
                 false,
             )
             .expect("kernel");
+            // The array API's rule of `add`, registered as any operator's rule is.
+            let rule = boxfall::graph::rules::array_api_shape_rule("array_api::add").expect("rule");
+            lib.register_shape_rule("add", rule).expect("rule");
             std::mem::forget(lib);
             op
         })

@@ -49,6 +49,7 @@ from ._coverage import Coverage, coverage
 from ._errors import (
     ArgumentError,
     BoxfallError,
+    DataDependentError,
     DTypeError,
     FallbackError,
     FallbackWarning,
@@ -215,6 +216,7 @@ def impl(
 
 from . import graph, metrics, native, testing  # noqa: E402  (they use the names above)
 from ._custom_op import CustomOpDef, custom_op  # noqa: E402
+from ._shape_rules import TensorMeta  # noqa: E402
 
 get_fallback_policy()  # reads BOXFALL_FALLBACK now, at import
 if (_env_problem := _boxfall.fallback_env_problem()) is not None:
@@ -232,6 +234,7 @@ __all__ = [
     "PayloadKernel",
     "CustomOpDef",
     "DTypeError",
+    "DataDependentError",
     "DispatchKeySet",
     "FallbackError",
     "FallbackWarning",
@@ -250,6 +253,7 @@ __all__ = [
     "RegistrationError",
     "SchemaError",
     "Tensor",
+    "TensorMeta",
     "UnknownKeyError",
     "UnknownOperatorError",
     "backends",

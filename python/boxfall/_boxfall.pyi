@@ -480,6 +480,18 @@ class Library:
         """Registers Native's Rust kernels for this library's operators that have one of the
         array API standard's schemas Native implements (``boxfall.array_api``'s); returns
         their names."""
+    def register_shape_rule(self, name: str | OpOverload, fn: Callable[..., Any]) -> None:
+        """Registers ``fn`` as the shape rule of ``name`` (an operator of this library's
+        namespace), as ``torch.library.register_fake`` does: graph mode asks it for the outputs
+        of a call it records. ``fn`` gets a ``bf.TensorMeta`` per tensor argument and the other
+        arguments as values (a value it reads is a constant of the recorded graph), and
+        returns the outputs' ``bf.TensorMeta``, a tuple of them for several returns, or raises
+        ``bf.DataDependentError`` where they depend on the values (a counted graph break). A
+        wrong result is a ``bf.RegistrationError`` naming the operator, at the call; another
+        exception fails the call. Undone when the library closes."""
+    def register_array_api_shape_rules(self) -> list[str]:
+        """Registers the array API's shape rules (Rust's, those of ``boxfall.array_api``'s
+        operators) for this library's operators that have one; returns their names."""
     def close(self) -> None:
         """Removes every registration of this library (no warning: it was closed on
         purpose)."""
@@ -592,8 +604,16 @@ def find_op(name: str) -> OpOverload:
     """The defined operator ``name``."""
 
 def _output_metas(op: str, *args: Any, **kwargs: Any) -> list[tuple[str, tuple[int, ...]]] | None:
-    """The dtypes and shapes the shape rule of operator ``op`` gives for these arguments (bound
-    as a call binds them; nothing runs), or None where it has no rule."""
+    """The dtypes and shapes the registered shape rule of operator ``op`` gives for these
+    arguments (bound as a call binds them; nothing runs), or None where it has no rule or its
+    rule cannot know them."""
+
+def _refuse_in_graph(op: str, backend: str, reason: str) -> None:
+    """Marks operator ``op`` as one graph backend ``backend``'s compiler cannot put in a program
+    (its kernel there cannot be traced), for ``reason``: its calls there break the graph."""
+
+def _graph_refusal(op: str, backend: str) -> str | None:
+    """Why graph backend ``backend`` refused operator ``op``, or None where it did not."""
 
 def array_kernel(kernel: Callable[..., Any], as_arrays: Callable[[Any], Any]) -> Callable[..., Any]:
     """The CPU kernel ``boxfall.array_api`` registers for ``kernel``: its result as

@@ -277,6 +277,23 @@ class CustomOpDef:
 
         return register if fn is None else register(fn)
 
+    @overload
+    def register_shape_rule(self, fn: None = None) -> Callable[[_F], _F]: ...
+    @overload
+    def register_shape_rule(self, fn: _F) -> _F: ...
+    def register_shape_rule(self, fn: Callable[..., Any] | None = None) -> Any:
+        """Registers ``fn`` as the operator's shape rule (``lib.register_shape_rule``; as
+        ``torch.library.register_fake``), so that graph mode records its calls: ``fn`` gets a
+        :class:`bf.TensorMeta` per tensor argument and the other arguments as values, and
+        returns the outputs' metas, or raises ``bf.DataDependentError``. Used as a decorator
+        (``@scale.register_shape_rule``) or called with ``fn``."""
+
+        def register(rule: _F) -> _F:
+            self._lib.register_shape_rule(self._op, rule)
+            return rule
+
+        return register if fn is None else register(fn)
+
     def __repr__(self) -> str:
         return f"bf.CustomOpDef({self._op.name!r}: {self._op.schema})"
 

@@ -56,6 +56,12 @@ class KernelError(BoxfallError, RuntimeError):
     """A Rust kernel reported an error."""
 
 
+class DataDependentError(BoxfallError):
+    """Raised by a shape rule (``lib.register_shape_rule``) for an output it cannot know without
+    the values (``nonzero``'s length): graph mode then does not record the call, a counted
+    graph break, and the call runs eagerly on the computed inputs."""
+
+
 class FallbackWarning(UserWarning):
     """An operator fell back to the CPU (policy "warn"), once per (operator, backend)."""
 
@@ -69,6 +75,7 @@ __all__ = [
     "ArgumentError",
     "BoxfallError",
     "DTypeError",
+    "DataDependentError",
     "FallbackError",
     "FallbackWarning",
     "KernelError",

@@ -97,7 +97,7 @@ pub(super) fn fitted(
         return Some(w);
     }
     // The in-place operator's rule holds NumPy's casting of the result into the target.
-    let written = op_rule(op).metas(op, stack)?;
+    let written = op_rule(op).known(op, stack)?;
     if o.shape != meta.shape || written.as_slice() != [meta.clone()] {
         return None;
     }

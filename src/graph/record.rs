@@ -28,7 +28,7 @@ use super::limit::{graph_limit, SIZE_LIMIT};
 use super::metrics;
 use super::pending::{as_pending, is_pending, pending_of, Pending};
 use super::program::{Arg, GraphCompiler, Node};
-use super::rules::op_rule;
+use super::rules::{checked, op_rule};
 use super::state::{
     device_dtype, lock, recording, wait_settled, GraphBackend, Input, Recording, Shared, State,
     BACKENDS, GRAPH_BACKENDS,
@@ -259,7 +259,7 @@ fn record_view(backend: DispatchKey, view: &Tensor) -> Result<Option<Tensor>> {
     if let Some(values) = views::recorded_read(&rec, &stack, &layout) {
         return Ok(Some(values));
     }
-    let Some(metas) = op_rule(&op).metas(&op, &stack) else {
+    let Some(metas) = op_rule(&op).known(&op, &stack) else {
         return Ok(None);
     };
     record_node(&op, backend, &mut stack, metas)?;
@@ -288,7 +288,7 @@ fn write_view(
         ))
     };
     let (write, mut stack, base) = views::write_call(view, values).ok_or_else(failed)?;
-    let metas = op_rule(&write).metas(&write, &stack).ok_or_else(failed)?;
+    let metas = op_rule(&write).known(&write, &stack).ok_or_else(failed)?;
     record_node(&write, backend, &mut stack, metas)?;
     let Some(IValue::Tensor(result)) = stack.pop() else {
         return Err(failed());
@@ -366,8 +366,14 @@ fn plan(op: &OperatorHandle, backend: DispatchKey, stack: &Stack) -> Result<Plan
     let Some(described) = described_stack(stack) else {
         return Ok(Plan::Break);
     };
-    match op_rule(op).metas(op, &described) {
-        Some(mut metas) if metas.len() == info.returns.len() => {
+    let rule = op_rule(op);
+    // An operator whose kernel the backend's compiler cannot put in a program (`refuse`).
+    if rule.refused(backend) {
+        return Ok(Plan::Break);
+    }
+    match rule.metas(op, &described)? {
+        Some(mut metas) => {
+            checked(op, info.returns.len(), &metas)?;
             let mut narrowings = Vec::new();
             for (i, m) in metas.iter_mut().enumerate() {
                 if let Some(to) = device_dtype(backend, &m.dtype) {
@@ -452,7 +458,7 @@ fn record_node(
         }
     };
     let mut ready = ready_args(op, backend, &rec, stack, known)?;
-    let scalar_operands = op_rule(op).scalar_inputs;
+    let scalar_operands = op_rule(op).scalar_inputs.load(Ordering::Relaxed);
     // The dtype an int scalar beside a bool meets: NumPy's int64, as the device holds it.
     let default_int = match scalar_operands {
         true => device_dtype(backend, "int64")

@@ -30,6 +30,7 @@ use super::limit::SIZE_LIMIT;
 use super::metrics;
 use super::pending::{as_pending, pending_of};
 use super::program::{Arg, CompiledGraph, Graph, SETTINGS};
+use super::rules::op_rule;
 use super::state::{
     graph_backend, lock, prune_orphans, recordings, settle, wait_settled, GraphBackend, Shared,
     State,
@@ -248,7 +249,19 @@ fn sync_generation(rec: &Shared, reason: &'static str, only: Option<u64>) -> Res
                 each.len()
             );
             ahead::guess_next(&mut r, None, Outcome::NotLaunched);
-            metrics::failure();
+            if each.iter().all(|o| o.is_ok()) {
+                // Explained by an operator the compiler refused (`isolate`): a graph break.
+                let graph = build(backend, &state, &outputs).0;
+                for node in graph
+                    .nodes
+                    .iter()
+                    .filter(|n| op_rule(&n.op).refused(backend))
+                {
+                    metrics::graph_break(node.op.name());
+                }
+            } else {
+                metrics::failure();
+            }
             let mut first = None;
             for (&i, got) in outputs.iter().zip(each) {
                 let t: &Tensor = &state.pending[i].0;
@@ -314,10 +327,21 @@ fn isolate(
         .map(|&j| state.scalars[j].clone())
         .collect();
     let each = graph.replay_each(&inputs, &scalars).ok()?;
-    if each.iter().all(|o| o.is_ok()) {
+    // A program that failed where its compiler refused an operator (`rules::refuse`: its
+    // kernel cannot be traced) is explained by that node: the graph run a node at a time is
+    // committed, a break at that operator, as its later calls are.
+    if each.iter().all(|o| o.is_ok()) && !refused_in(&graph) {
         return None;
     }
     Some(each.into_iter().map(|o| o.map(|t| t.data())).collect())
+}
+
+/// Whether the backend's compiler refused an operator of `graph` (`rules::refuse`).
+fn refused_in(graph: &Graph) -> bool {
+    graph
+        .nodes
+        .iter()
+        .any(|n| op_rule(&n.op).refused(graph.backend))
 }
 
 /// The outputs' data of the graph of `state` whose outputs are the pending tensors `outputs`:

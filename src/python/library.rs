@@ -439,6 +439,38 @@ impl PyLibrary {
         Ok(names)
     }
 
+    /// Registers `fn` as the shape rule of `name` (a name, or a `bf.OpOverload`, of this
+    /// library's namespace), as `torch.library.register_fake` does: graph mode asks it for
+    /// the outputs of a call it records. `fn` gets a `bf.TensorMeta` per tensor argument and
+    /// the other arguments as values, and returns the outputs' `bf.TensorMeta`s (one, or a
+    /// tuple for several returns), or raises `bf.DataDependentError` where they depend on the
+    /// values (the call then breaks the graph). Undone when the library closes.
+    #[pyo3(signature = (name, r#fn))]
+    fn register_shape_rule(
+        &mut self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        r#fn: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let name = op_name(name)?;
+        let qualified = self.lib(py)?.qualify(&name);
+        let rule = super::graph_rules::shape_rule_from(py, &qualified, r#fn)?;
+        self.lib(py)?
+            .register_shape_rule(&name, Arc::new(rule))
+            .py(py)?;
+        self.made.push(format!("the shape rule of '{qualified}'"));
+        Ok(())
+    }
+
+    /// Registers the array API's shape rules (Rust's, `boxfall.array_api`'s operators') for
+    /// this library's operators that have one; returns their names.
+    fn register_array_api_shape_rules(&mut self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let names = self.lib(py)?.register_array_api_shape_rules().py(py)?;
+        self.made
+            .extend(names.iter().map(|n| format!("the shape rule of '{n}'")));
+        Ok(names)
+    }
+
     /// Removes every registration of this library (no warning: it was closed on purpose).
     fn close(&mut self) {
         if let Some(mut lib) = self.lib.take() {

@@ -465,6 +465,8 @@ fn _boxfall(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::vectorcall_installed, m)?)?;
     m.add_function(wrap_pyfunction!(ops::tries_lean_entry, m)?)?;
     m.add_function(wrap_pyfunction!(graph_rules::_output_metas, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_rules::_refuse_in_graph, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_rules::_graph_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(graph::sync, m)?)?;
     crate::graph::set_site_finder(graph::python_site);
     crate::graph::set_narrowing_warner(graph::warn_narrowed);

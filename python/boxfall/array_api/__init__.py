@@ -71,6 +71,10 @@ from ._utility_functions import *  # noqa: F403
 
 __array_api_version__ = "2024.12"
 
+# Graph mode's shape rules of these operators (Rust's), registered as any operator's rule is
+# (``lib.register_shape_rule``): a recorded call asks its operator's rule, never a name.
+_registry._library.register_array_api_shape_rules()
+
 NATIVE_KERNELS: list[str] = _registry._library.register_native_array_api_kernels()
 """The operators Native runs with its Rust kernels (element-wise arithmetic and comparisons in
 their three overloads, ``sum``/``prod``/``mean``/``max``/``min``), for every dtype; the cases

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -287,6 +288,9 @@ class JaxCompiler:
         """Per operator, how many times a program's trace ran its CPU kernel for a node with
         no operand (a creation function no JAX kernel serves): its values are a constant of
         the program, computed once per compile, never a host callback."""
+        self.untraced: dict[str, str] = {}
+        """Per operator of a user's library whose kernel of this backend JAX could not trace:
+        why (its calls break the graph instead)."""
         self._donate = True
         self.checks = True
         """Whether the programs check the values of the kernels whose JAX function gives
@@ -559,6 +563,33 @@ class JaxCompiler:
                         dtypes[a[1]] = d
         return dtypes
 
+    def _own_kernel(self, op: bf.OpOverload) -> bool:
+        """Whether ``op``, an operator of a user's library (``bf.custom_op``, ``lib.define``),
+        has a kernel of this backend: a program runs it on traced arrays, as it runs the array
+        API's JAX kernels (it was recorded because it has a shape rule)."""
+        if op.name.startswith("array_api::"):
+            return False
+        return op.dispatch_table().get(self.backend_name) == "kernel"
+
+    def _untraceable(self, op: bf.OpOverload, error: Exception) -> Exception:
+        """A user's kernel that JAX cannot trace (it reads the values, calls NumPy...): the
+        operator is refused on this backend, so its calls break the graph from now on (counted,
+        this sync's too: boxfall computes the graph a node at a time, eagerly, where the kernel
+        runs), with the reason in ``untraced``, ``bf._boxfall._graph_refusal`` and a warning;
+        the program fails with the error returned."""
+        reason = (
+            f"its {self.backend_name!r} kernel cannot be traced by JAX "
+            f"({type(error).__name__}: {error})"
+        )
+        self.untraced[op.name] = reason
+        bf._boxfall._refuse_in_graph(op.name, self.backend_name, reason)
+        warnings.warn(
+            f"graph mode: '{op.name}' breaks the graph on {self.backend_name!r}: {reason}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return RuntimeError(f"'{op.name}': {reason}")
+
     def _placement(self, graph: bf.Graph | _Parts) -> Any:
         """The sharding of one device that puts a program on ``graph``'s device."""
         index = int(graph.device.rpartition(":")[2] or 0)
@@ -679,7 +710,7 @@ class JaxCompiler:
             assert run is not None
             return run.add(HostNode(index, cpu, [resolved[i] for i in positions], shapes))
 
-        if name not in self.native:
+        if name not in self.native and not self._own_kernel(op):
             return on_host
         if scalars:
             return self._scalar_step(op, args, shapes, on_host, graph, trace)
@@ -687,7 +718,9 @@ class JaxCompiler:
         def on_device(payloads: Sequence[Any], values: list[list[Any]]) -> list[Any]:
             try:
                 out = call(resolve(payloads, values, wrap))
-            except Exception:  # noqa: BLE001 - a case the kernel hands to the CPU
+            except Exception as e:  # noqa: BLE001 - a case the kernel hands to the CPU
+                if name not in self.native:  # a user's kernel JAX cannot trace
+                    raise self._untraceable(op, e) from e
                 return on_host(payloads, values)
             out = out if isinstance(out, tuple) else (out,)
             if not positions:

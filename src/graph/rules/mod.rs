@@ -1,13 +1,16 @@
 //! Shape rules: an operator's output dtypes and shapes from its arguments, computed without
-//! running it. An operator without a rule, or whose outputs depend on its values (`nonzero`,
-//! `unique_*`, a boolean mask), has none, and breaks a graph.
+//! running it. A rule is registered per operator (`registry.rs`: it hangs off the operator's
+//! entry, as its kernels do, so a recorded call matches no name); an operator without one, or
+//! whose outputs depend on its values (`nonzero`, `unique_*`, a boolean mask), breaks a graph.
 //!
-//! The rules are those of `boxfall.array_api`'s operators, as their NumPy CPU kernels make
-//! the results (type promotion included: `tests/python/test_graph_rules.py` compares every
-//! rule with the eager result). One file a family: `elementwise.rs` (unary, binary, in-place,
-//! `clip`, `where`), `reduce.rs` (reductions and scans), `manipulation.rs`, `linalg.rs`,
-//! `creation.rs` (and `astype`), `select.rs` (sorting, searching, `take`), `index.rs` (basic indexing), `fft.rs`; `args.rs` reads
-//! the stack and does the shape arithmetic they share, `promote.rs` the dtype arithmetic.
+//! The rest is the array API's table, registered through the same form
+//! (`Library::register_array_api_shape_rules`): the rules of `boxfall.array_api`'s operators,
+//! as their NumPy CPU kernels make the results (type promotion included:
+//! `tests/python/test_graph_rules.py` compares every rule with the eager result). One file a
+//! family: `elementwise.rs` (unary, binary, in-place, `clip`, `where`), `reduce.rs`
+//! (reductions and scans), `manipulation.rs`, `linalg.rs`, `creation.rs` (and `astype`),
+//! `select.rs` (sorting, searching, `take`), `index.rs` (basic indexing), `fft.rs`; `args.rs`
+//! reads the stack and does the shape arithmetic they share, `promote.rs` the dtype arithmetic.
 
 mod args;
 mod creation;
@@ -18,9 +21,10 @@ mod linalg;
 mod manipulation;
 mod promote;
 mod reduce;
+mod registry;
 mod select;
 
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 use crate::ivalue::IValue;
 use crate::kernel::OperatorHandle;
@@ -29,9 +33,16 @@ use elementwise::{Binary as B, Unary as U};
 use fft::Transform as T;
 use linalg::Linalg as L;
 use reduce::Reduction as R;
+pub(crate) use registry::{checked, op_rule};
+pub use registry::{
+    has_shape_rule, refusal, refuse, register_shape_rule, shape_rule_metas, ShapeRule,
+    ShapeRuleRegistration,
+};
 
-/// The outputs' dtypes and shapes of operator `name` (`ns::op` or `ns::op.overload`, as
-/// [`OperatorHandle::name`](crate::dispatcher::OperatorHandle::name) gives it) called with
+/// The outputs' dtypes and shapes that the array API's rule of operator `name` (`ns::op` or
+/// `ns::op.overload`, as [`OperatorHandle::name`](crate::dispatcher::OperatorHandle::name)
+/// gives it; the table's, registered or not: a recorded call uses its operator's registered
+/// rule, [`shape_rule_metas`]) gives for
 /// `stack` (its arguments in the schema's order, defaults filled), as its CPU kernel would
 /// make them; `None` where no rule says (data-dependent, unknown, or arguments the kernel would
 /// refuse: the eager call then reports what was wrong).
@@ -57,74 +68,42 @@ pub fn output_metas(name: &str, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
     rule(overload, stack)
 }
 
-/// What graph mode decides of an operator from its name alone, once (kept on its entry's
-/// slot for a layer above, see [`op_rule`]): its shape rule, whether its Python scalars enter a
-/// graph as inputs, and an in-place operator's functional counterpart.
-pub(crate) struct OpRule {
-    /// The rule and where its overload's name starts in the operator's name.
-    rule: Option<(Rule, usize)>,
-    /// Whether the operator's Python scalars enter the graph as inputs, not constants: those
-    /// of the elementwise operators' scalar overloads (`x * 0.5` is
-    /// `multiply.Tensor_Scalar`), whose value decides no shape, and whose type alone decides
-    /// the dtype. A learning rate or a step's factor then compiles once; any other scalar
-    /// (`arange`'s bounds decide a shape, a norm's `ord` its algorithm) stays a constant.
-    pub(crate) scalar_inputs: bool,
-    /// An in-place operator's functional counterpart's name (`add_` is `add`, graph mode's
-    /// `inplace.rs`), and its handle once found: a recorded in-place call then formats and
-    /// looks up nothing.
-    pub(crate) functional: Option<(Box<str>, OnceLock<OperatorHandle>)>,
+/// The array API's rule of operator `name` (`ns::op` or `ns::op.overload`), as
+/// [`Library::register_array_api_shape_rules`](crate::Library::register_array_api_shape_rules)
+/// registers it: `None` where the table has none.
+///
+/// ```
+/// assert!(boxfall::graph::rules::array_api_shape_rule("array_api::add.Tensor_Scalar").is_some_and(|r| r.scalar_inputs()));
+/// assert!(boxfall::graph::rules::array_api_shape_rule("array_api::nonzero").is_none());
+/// ```
+pub fn array_api_shape_rule(name: &str) -> Option<Arc<dyn ShapeRule>> {
+    let (rule, overload) = rule_of(name)?;
+    Some(Arc::new(ArrayApiRule {
+        rule,
+        overload: overload.into(),
+        scalar_inputs: name.ends_with(".Tensor_Scalar") || name.ends_with(".Scalar_Tensor"),
+    }))
 }
 
-impl OpRule {
-    fn of(name: &str) -> OpRule {
-        OpRule {
-            rule: rule_of(name).map(|(rule, overload)| (rule, name.len() - overload.len())),
-            scalar_inputs: name.ends_with(".Tensor_Scalar") || name.ends_with(".Scalar_Tensor"),
-            functional: functional_name(name).map(|f| (f.into(), OnceLock::new())),
-        }
-    }
-
-    /// [`output_metas`] of the operator `op` (whose rule this is) called with `stack`.
-    pub(crate) fn metas(&self, op: &OperatorHandle, stack: &[IValue]) -> Option<Vec<TensorMeta>> {
-        let (rule, at) = self.rule?;
-        rule(op.name().get(at..)?, stack)
-    }
+/// A rule of the array API's table (`rule_of`): its function and the overload's
+/// name it is given.
+struct ArrayApiRule {
+    rule: Rule,
+    overload: Box<str>,
+    scalar_inputs: bool,
 }
 
-/// The [`OpRule`] of `op`, decided from its name at the first call that asks: no name is
-/// matched, nor anything looked up, at a recorded call after that.
-pub(crate) fn op_rule(op: &OperatorHandle) -> &OpRule {
-    // Only this sets the slot; a slot of another type (none is made) would read as no rule.
-    static NONE: OpRule = OpRule {
-        rule: None,
-        scalar_inputs: false,
-        functional: None,
-    };
-    op.0.by_name
-        .get_or_init(|| Box::new(OpRule::of(op.name())))
-        .downcast_ref::<OpRule>()
-        .unwrap_or(&NONE)
-}
+impl ShapeRule for ArrayApiRule {
+    fn metas(
+        &self,
+        _: &OperatorHandle,
+        stack: &[IValue],
+    ) -> crate::Result<Option<Vec<TensorMeta>>> {
+        Ok((self.rule)(&self.overload, stack))
+    }
 
-/// The functional counterpart of in-place operator `name` (`ns::op` or `ns::op.overload`): the
-/// array object's in-place operators (`add_`, `add_.Scalar`) and `setitem`.
-fn functional_name(name: &str) -> Option<String> {
-    let (ns, rest) = name.split_once("::")?;
-    let (base, overload) = rest.split_once('.').unwrap_or((rest, ""));
-    if ns != "array_api" {
-        return None;
-    }
-    if base == "setitem" {
-        return Some(match overload {
-            "" => "array_api::setitem_functional".to_string(),
-            o => format!("array_api::setitem_functional.{o}"),
-        });
-    }
-    let functional = base.strip_suffix('_')?;
-    match overload {
-        "" => Some(format!("array_api::{functional}")),
-        "Scalar" => Some(format!("array_api::{functional}.Tensor_Scalar")),
-        _ => None,
+    fn scalar_inputs(&self) -> bool {
+        self.scalar_inputs
     }
 }
 
@@ -132,8 +111,8 @@ fn functional_name(name: &str) -> Option<String> {
 /// arguments, as [`output_metas`] gives them.
 pub(crate) type Rule = fn(&str, &[IValue]) -> Option<Vec<TensorMeta>>;
 
-/// The rule of operator `name` and its overload's name, decided from the name alone: graph
-/// mode decides it once per operator (`OpRule`), not at every recorded call.
+/// The rule of operator `name` and its overload's name, from the array API's table: read once
+/// per operator, when its rule is registered, never by a recorded call.
 fn rule_of(name: &str) -> Option<(Rule, &str)> {
     let op = name.strip_prefix("array_api::")?;
     let (base, overload) = op.split_once('.').unwrap_or((op, ""));
@@ -277,25 +256,4 @@ fn rule_of(name: &str) -> Option<(Rule, &str)> {
         _ => return None,
     };
     Some((rule, overload))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn in_place_operators_map_to_their_functional_overloads() {
-        let f = |n: &str| functional_name(n);
-        assert_eq!(f("array_api::add_").as_deref(), Some("array_api::add"));
-        assert_eq!(
-            f("array_api::add_.Scalar").as_deref(),
-            Some("array_api::add.Tensor_Scalar")
-        );
-        assert_eq!(
-            f("array_api::setitem.Scalar").as_deref(),
-            Some("array_api::setitem_functional.Scalar")
-        );
-        assert_eq!(f("array_api::add"), None);
-        assert_eq!(f("aten::add_"), None);
-    }
 }
