@@ -361,10 +361,10 @@ pub(crate) struct OperatorEntry {
     pub(crate) policy: AtomicU8,
     /// The operator's [`Tag`]s, a bit each.
     pub(crate) tags: AtomicU8,
-    /// What a layer above decides once from the operator's name and keeps here, of its own
-    /// type (graph mode's shape rule, at the operator's first recorded call): a call then
-    /// matches no name, and looks nothing up. The name never changes (an entry defined again
-    /// is the same name's), so neither does this.
+    /// What a layer above keeps here, of its own type, made at its first use: graph mode's
+    /// slot (`graph/rules/registry.rs`'s `OpRule`), which holds the operator's registered shape
+    /// rule, loaded by a recorded call with no name matched nor anything looked up, and what it
+    /// decides once from the name (an in-place operator's functional counterpart).
     pub(crate) by_name: std::sync::OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
