@@ -218,12 +218,14 @@ def report(backend: object = None, sort: str = "time", top: int | None = None) -
 
     Where graph mode ran (a backend registered with ``compile=``), its figures follow
     (:func:`graphs`): graphs compiled and found cached, time compiling and running, nodes per
-    graph, syncs by reason, graph breaks per operator, the last recompile's reason.
+    graph, syncs by reason, graph breaks per operator, the last recompile's reason. Then what
+    other modules add: ``boxfall.jax`` on a mesh, its fallbacks per shard and its gathers.
     """
     table = _boxfall.report(_backend_name(backend), _sort(sort), _top(top))
+    extra = [text for text in (section() for section in tuple(_report_sections)) if text]
     g = graphs()
     if not (g["compiled"] or g["cache_hits"] or g["breaks"] or g["syncs"]):
-        return table
+        return "\n".join([table, *extra])
     lines = [
         f"graph mode: {g['compiled']} graphs compiled ({g['compile_s'] * 1e3:.1f} ms), "
         f"{g['cache_hits']} cache hits, {g['graphs_run']} run ({g['execute_s'] * 1e3:.1f} ms), "
@@ -239,7 +241,7 @@ def report(backend: object = None, sort: str = "time", top: int | None = None) -
         )
     if g["recompiles"]:
         lines.append(f"  last recompile: {g['recompiles'][-1]}")
-    return table + "\n" + "\n".join(lines)
+    return table + "\n" + "\n".join(lines + extra)
 
 
 def plot(path: str | os.PathLike[str] | None = None, backend: object = None, top: int = 20) -> Any:
@@ -331,6 +333,10 @@ def _host_callback_ran(nodes: int) -> None:
 #: (``pytest_boxfall``) adds what the running test has counted so far to its own records here,
 #: so that a test that resets the metrics does not erase them. Not public API.
 _reset_listeners: list[Callable[[], None]] = []
+
+#: Called, in order, by :func:`report`, each giving lines to add after the table, or None:
+#: ``boxfall.jax``'s mesh adds its fallbacks per shard and its gathers. Not public API.
+_report_sections: list[Callable[[], str | None]] = []
 
 
 def reset() -> None:

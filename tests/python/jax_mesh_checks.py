@@ -325,3 +325,17 @@ def test_graph_mode_breaks_at_an_operator_that_is_not_shard_wise():
     assert bf.metrics.graphs()["breaks"].get(running_ruled.name, 0) == before + 1
     assert moved(running_ruled)["gathers"] == 1
     assert moved(running_ruled)["gathered_bytes"] == host().nbytes
+
+
+def test_the_report_says_which_fallbacks_ran_per_shard_and_which_gathered(xp):
+    bf.metrics.reset()  # the mesh's counts too
+    assert bj.mesh_stats() == {}
+    x = xp.asarray(host(), device=ROWS)
+    twice(x)
+    running(x)
+    text = bf.metrics.report()
+    assert "CPU fallback on a mesh" in text
+    line = next(s for s in text.splitlines() if "meshtest::twice" in s and "per shard" in s)
+    assert "8 runs" in line and "from 8 devices" in line and "gathered" not in line
+    line = next(s for s in text.splitlines() if "meshtest::running:" in s)
+    assert "1 gathered (192 B)" in line

@@ -698,3 +698,44 @@ def reset_stats() -> None:
     """Forgets :func:`stats`' counts."""
     with STATS.lock:
         STATS.ops.clear()
+
+
+def _size(n: float) -> str:
+    if n < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KB", "MB", "GB"):
+        n /= 1024
+        if n < 1024 or unit == "GB":
+            break
+    return f"{n:.1f} {unit}"
+
+
+def report_section() -> str | None:
+    """``bf.metrics.report()``'s lines for the CPU fallback on meshes: per operator, its calls
+    run per shard (CPU kernel runs, bytes each way, how many devices and the most one moved)
+    and its gathers (calls, bytes), the operators that gathered first; None where none ran."""
+    found = stats()
+    if not found:
+        return None
+    lines = ["CPU fallback on a mesh (boxfall.jax): per shard, and gathered"]
+    for op, e in sorted(found.items(), key=lambda kv: (-kv[1]["gathered_bytes"], kv[0])):
+        parts = []
+        if e["shard_calls"]:
+            to = e["bytes_to_cpu"]
+            parts.append(
+                f"{e['shard_calls']} per shard ({e['shard_runs']} runs, "
+                f"{_size(sum(to.values()))} to the host from {len(to)} devices, at most "
+                f"{_size(max(to.values(), default=0))} each; "
+                f"{_size(sum(e['bytes_from_cpu'].values()))} back)"
+            )
+        if e["graph_shard_runs"]:
+            parts.append(f"{e['graph_shard_runs']} host callbacks per shard in graph mode")
+        if e["gathers"]:
+            parts.append(f"{e['gathers']} gathered ({_size(e['gathered_bytes'])})")
+        if parts:
+            lines.append(f"  {op}: " + "; ".join(parts))
+    return "\n".join(lines) if len(lines) > 1 else None
+
+
+bf.metrics._reset_listeners.append(reset_stats)
+bf.metrics._report_sections.append(report_section)
