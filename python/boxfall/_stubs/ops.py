@@ -1,0 +1,16 @@
+"""The runtime side of ``ops.pyi``: the names it describes, from the extension, for
+``mypy.stubtest`` to check the stub against (it checks a name that ``_boxfall.pyi``
+re-exports in the module that defines it, which it imports). Nothing else imports this."""
+
+# ruff: noqa: F401
+from boxfall._boxfall import (
+    OpNamespace,
+    OpOverload,
+    OpOverloadPacket,
+    call_first_binding,
+    definitions_version,
+    find_op,
+    namespaces,
+    operators_in,
+    overloads,
+)
