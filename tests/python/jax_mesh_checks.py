@@ -91,6 +91,11 @@ def test_a_tensor_of_the_mesh_is_sharded_as_asked(xp):
     r = xp.to_device(y, ROWS)
     assert r.sharding.spec == ROWS
     np.testing.assert_array_equal(r.numpy(), host())
+    # *_like make their result with x's sharding, or the one device= names.
+    assert xp.zeros_like(x).sharding == x.sharding
+    assert xp.full_like(x, 2.0).sharding == x.sharding
+    np.testing.assert_array_equal(xp.full_like(x, 2.0).numpy(), np.full((16, 3), 2, np.float32))
+    assert xp.ones_like(x, device=P()).sharding.is_fully_replicated
     # A jax.Array already on the mesh is wrapped as it is.
     assert xp.asarray(x.payload).payload is x.payload
 

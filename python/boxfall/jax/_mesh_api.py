@@ -31,6 +31,7 @@ from ._mesh import (
 _MESHES: list[MeshBackend] = []
 _NAMESPACES: dict[tuple[int, bool], types.ModuleType] = {}
 _CREATION = ("zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye")
+_LIKE = ("zeros_like", "ones_like", "empty_like", "full_like")
 
 
 def mesh_backend(mesh: jax.sharding.Mesh, register: Callable[..., Any]) -> MeshBackend:
@@ -90,6 +91,23 @@ def namespace(mesh: jax.sharding.Mesh, graph: bool, register: Callable[..., Any]
 
     for attr in _CREATION:
         ns.__dict__[attr] = creation(base.__dict__[attr])
+
+    def like(fn: Any) -> Any:
+        # The standard's *_like make their result where x is: on a mesh, with x's sharding.
+        @functools.wraps(fn)
+        def create(x: Any, /, *args: Any, device: Any = None, **kwargs: Any) -> Any:
+            sharding = mb.sharding(device)
+            if sharding is not None:
+                device = None
+            elif device is None and of_tensor(x) is mb:
+                held = x.payload.sharding
+                sharding = held if isinstance(held, NamedSharding) else None
+            return resharded(fn(x, *args, device=device, **kwargs), sharding)
+
+        return create
+
+    for attr in _LIKE:
+        ns.__dict__[attr] = like(base.__dict__[attr])
     asarray_op = bf.ops.array_api.asarray.default
 
     @functools.wraps(base.asarray)
