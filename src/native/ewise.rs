@@ -16,9 +16,7 @@ use super::alloc::{try_full, try_map, try_map_slice, try_zip, try_zip_slices};
 use super::cast::cast_host;
 use super::elem::{with_elem, HostElem};
 use super::promote::{division, promote, with_scalar, Weak};
-use super::support::{
-    broadcast, fall_back, kernel_error, native_host, native_host_of, result_of, run_blocking,
-};
+use super::support::{broadcast, fall_back, native_host, native_host_of, result_of, run_blocking};
 use crate::dispatcher::OperatorHandle;
 use crate::error::Result;
 use crate::ivalue::{IValue, Stack};
@@ -177,19 +175,14 @@ pub(super) fn typed_tensors<const OP: u8>(
             return Ok(Some(Tensor::host(device, o)));
         }
     }
+    // Shapes that do not broadcast go to the CPU kernel, whose error is NumPy's (a
+    // `ValueError`), as on every other backend, not a `KernelError` of Native's own.
     let Some(shape) = (if same {
         Some(Vec::new())
     } else {
         broadcast(a.shape(), b.shape())
     }) else {
-        return Err(kernel_error(
-            op,
-            format!(
-                "operands could not be broadcast together with shapes {:?} and {:?}",
-                a.shape(),
-                b.shape()
-            ),
-        ));
+        return Ok(None);
     };
     let (da, db) = (a.dtype(), b.dtype());
     let promoted = promote(da, db);

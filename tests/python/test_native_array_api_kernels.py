@@ -189,10 +189,12 @@ def test_strided_and_0d_operands(both):
             )
 
 
-def test_shapes_that_do_not_broadcast_raise_naming_the_operator(both):
-    rust, _, ns = both
+def test_shapes_that_do_not_broadcast_raise_numpys_error(both):
+    # The Rust kernel hands them to the CPU kernel, whose error is NumPy's ValueError, as on
+    # every backend (a KernelError of Native's own was another class than NumPy's).
+    rust, _, _ = both
     x, y = bf.native.tensor(np.zeros((2, 3), "int8")), bf.native.tensor(np.zeros(4, "int8"))
-    with pytest.raises(bf.KernelError, match=f"{ns}::add.*could not be broadcast"):
+    with pytest.raises(ValueError, match="could not be broadcast"):
         rust.add(x, y)
 
 

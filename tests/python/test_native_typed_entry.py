@@ -69,10 +69,10 @@ def test_typed_entry_result_is_numpys():
     np.testing.assert_array_equal(z.numpy(), a + b)
 
 
-def test_typed_entry_raises_the_kernels_broadcast_error():
+def test_typed_entry_raises_numpys_broadcast_error():
     fast, general = _both(operator.add, np.ones(3), np.ones(2))
     assert fast == general and fast[0] == "error"
-    assert "could not be broadcast" in fast[2] and "add" in fast[2]
+    assert issubclass(fast[1], ValueError) and "could not be broadcast" in fast[2]
 
 
 def test_typed_entry_result_is_a_new_tensor():

@@ -235,15 +235,22 @@ _REFLECTED = {"less": "greater", "less_equal": "greater_equal", "greater": "less
 _REFLECTED |= {"greater_equal": "less_equal", "equal": "equal", "not_equal": "not_equal"}
 
 
+_FLOAT_LOOPS_ONLY = frozenset(("divide", "atan2", "hypot", "copysign", "logaddexp"))
+"""The binary functions NumPy computes in floating point for any operands: an int of any
+magnitude beside an integer array is a float to them (``int32 / 2**64`` is float64), never an
+``OverflowError``."""
+
+
 def wide_int(name: str, array: Any, value: int, reflected: bool = False) -> tuple[str, Any]:
     """How ``array <name> value`` (``value <name> array`` if ``reflected``) computes with a
     Python int that fits no ``Scalar`` (64-bit signed), as NumPy 2 does: ``("scalar", v)``, a
-    float array takes it as a float; ``("array", a)``, an int the array's dtype holds
-    (``2**63`` for uint64) as a 0-d array of that dtype; ``("result", r)``, a comparison with an
-    int outside the array's dtype, whose result is the same for every element. Otherwise the
-    int fits no dtype of the operation: an ``OverflowError``, as in NumPy."""
+    float array, or a function of floating loops only, takes it as a float; ``("array", a)``,
+    an int the array's dtype holds (``2**63`` for uint64) as a 0-d array of that dtype;
+    ``("result", r)``, a comparison with an int outside the array's dtype, whose result is the
+    same for every element. Otherwise the int fits no dtype of the operation: an
+    ``OverflowError``, as in NumPy."""
     dtype = np.dtype(array.dtype)
-    if dtype.kind in "fc":
+    if dtype.kind in "fc" or name in _FLOAT_LOOPS_ONLY:
         return ("scalar", float(value))
     info = np.iinfo(dtype) if dtype.kind in "iu" else None
     if info is not None and info.min <= value <= info.max:

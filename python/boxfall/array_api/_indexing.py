@@ -199,6 +199,15 @@ def setitem(x: Any, key: Any, value: Any) -> None:
     dtype holds (``2**64 - 1`` in a uint64 array) is a 0-d array of that dtype, a float in a
     floating array; one that ``x``'s dtype cannot hold is an ``OverflowError``, as NumPy's."""
     key, arrays = split_key(key, "setitem")
+    if isinstance(value, np.generic):
+        # NumPy's rules for storing a NumPy scalar are its own (int8 ``x[0] = np.int64(300)``
+        # raises OverflowError, uint8 wraps to 44, a 0-d array casts): NumPy stores it in one
+        # element of ``x``'s dtype, and that element (or NumPy's error) is what is stored.
+        probe = np.empty(1, dtype=np.dtype(x.dtype))
+        probe[0] = value
+        value = probe.reshape(())
+    if type(value) is int and np.dtype(x.dtype).kind == "b":
+        value = bool(value)  # NumPy's truth of any int, 2**64 included
     if type(value) is int and not -(2**63) <= value < 2**63:
         from ._elementwise_functions import wide_int
 
