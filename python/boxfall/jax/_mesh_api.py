@@ -34,6 +34,21 @@ _CREATION = ("zeros", "ones", "empty", "full", "arange", "linspace", "logspace",
 _LIKE = ("zeros_like", "ones_like", "empty_like", "full_like")
 
 
+_RESHARDS: dict[NamedSharding, Any] = {}
+
+
+def _reshard(sharding: NamedSharding) -> Any:
+    """A compiled identity whose result has ``sharding``: a reshard that every process of a
+    mesh spanning several runs alike (``jax.device_put`` between shardings of such a mesh
+    refuses some), kept per sharding (a few recur)."""
+    found = _RESHARDS.get(sharding)
+    if found is None:
+        if len(_RESHARDS) >= 256:
+            _RESHARDS.clear()
+        found = _RESHARDS.setdefault(sharding, jax.jit(lambda a: a, out_shardings=sharding))
+    return found
+
+
 def mesh_backend(mesh: jax.sharding.Mesh, register: Callable[..., Any]) -> MeshBackend:
     """The backends of ``mesh`` (registered at its first use; an equal mesh is the same one)."""
     check_mesh(mesh)
@@ -76,8 +91,10 @@ def namespace(mesh: jax.sharding.Mesh, graph: bool, register: Callable[..., Any]
         if sharding is None:
             return t
         p = t.payload
+        if p.sharding.is_equivalent_to(sharding, p.ndim):
+            return t
         check_divides(sharding, p.shape, "the array does not fit the sharding: ")
-        return backend.tensor_from_payload(jax.device_put(p, sharding), 0)
+        return backend.tensor_from_payload(_reshard(sharding)(p), 0)
 
     def creation(fn: Any) -> Any:
         @functools.wraps(fn)
