@@ -116,7 +116,9 @@ def namespace(mesh: jax.sharding.Mesh, graph: bool, register: Callable[..., Any]
             sharding = mb.sharding(device)
             if sharding is not None:
                 device = None
-            elif device is None and of_tensor(x) is mb:
+            elif device is None and not graph and of_tensor(x) is mb:
+                # (Eager mode only: in graph mode x may be pending, and reading its payload
+                # here would sync the graph; there the result is replicated.)
                 held = x.payload.sharding
                 sharding = held if isinstance(held, NamedSharding) else None
             return resharded(fn(x, *args, device=device, **kwargs), sharding)
