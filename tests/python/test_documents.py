@@ -27,6 +27,7 @@ import posixpath
 import re
 from pathlib import Path
 
+import pytest
 from test_floors import Crate, drop_test_code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -428,6 +429,35 @@ def test_nothing_cites_a_design_file_outside_the_repository():
             f"{rel}:{text.count(chr(10), 0, m.start()) + 1}" for m in DESIGN_CITATION.finditer(text)
         ]
     assert not cited, "cites a design file the repository lacks:\n" + "\n".join(cited)
+
+
+def test_the_api_reference_finds_every_public_name():
+    """The site's API reference (mkdocstrings) reads the package as griffe does, statically:
+    every name of ``boxfall.__all__`` must resolve to its definition, in the sources or the
+    extension's stubs, or the reference silently leaves it out (a stub module griffe cannot
+    find, a star import it cannot follow)."""
+    griffe = pytest.importorskip("griffe")  # installed with mkdocstrings: pip install ".[docs]"
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT / "python")], allow_inspection=False)
+    package = loader.load("boxfall")
+    loader.resolve_aliases(implicit=False, external=None)
+    names = ast.literal_eval(
+        re.search(
+            r"^__all__ = (\[.*?\])",
+            (ROOT / "python/boxfall/__init__.py").read_text(encoding="utf-8"),
+            re.M | re.S,
+        ).group(1)
+    )
+    lost = []
+    for name in names:
+        member = package.get_member(name) if name in package.members else None
+        try:
+            target = member.final_target if member is not None and member.is_alias else member
+        except griffe.AliasResolutionError:
+            target = None
+        if target is None:
+            lost.append(name)
+    assert not lost, f"the API reference cannot find: {lost}"
+    assert package["register_backend"].final_target.docstring is not None
 
 
 # What the [test] extra installs, by the module a test imports: `pip install ".[test]"` in a
