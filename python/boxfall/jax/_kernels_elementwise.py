@@ -14,19 +14,36 @@ import boxfall as bf
 from ._kernels_base import _Kernels, exact, scalar_fits
 
 
+def _negative(v: Any) -> Any:
+    """Whether ``v`` (no NaN) has its sign bit set, ``-0.0`` included: without ``signbit``,
+    whose float64 form a TPU does not compile (x64 on)."""
+    return (v < 0) | ((v == 0) & (1 / v < 0))
+
+
+def _zero(negative: Any, like: Any) -> Any:
+    """A zero of ``like``'s dtype, negative where ``negative``."""
+    zero = jnp.zeros_like(like)
+    return jnp.where(negative, -zero, zero)
+
+
 def _divmod(a: Any, b: Any) -> tuple[Any, Any]:
     """NumPy's floating ``divmod`` (``npy_divmod``): the floor quotient and the remainder with
     the divisor's sign, each zero signed as NumPy signs it (``-0.0 // 1`` is ``-0``; ``1 % -1``
-    is ``-0``), where JAX's ``floor_divide`` and ``remainder`` give ``+0``."""
+    is ``-0``), where JAX's ``floor_divide`` and ``remainder`` give ``+0``. A zero divisor is
+    the caller's (NumPy's own rule there)."""
     mod = jnp.fmod(a, b)
     div = (a - mod) / b
     fix = (mod != 0) & ((b < 0) != (mod < 0))
     moved = jnp.where(fix, mod + b, mod)
     div = jnp.where(fix, div - 1, div)
-    moved = jnp.where(mod == 0, jnp.copysign(jnp.zeros_like(mod), b), moved)
+    # mod is 0 only for a finite, nonzero b: the zero takes b's sign
+    moved = jnp.where(mod == 0, _zero(b < 0, mod), moved)
     floor = jnp.floor(div)
     floor = jnp.where(div - floor > 0.5, floor + 1, floor)
-    quotient = jnp.where(div != 0, floor, jnp.copysign(jnp.zeros_like(div), a / b))
+    # a zero quotient takes the sign of a / b: a sign of its own where a is a zero or b infinite
+    ratio = a / b
+    negative = (ratio < 0) | ((ratio == 0) & (_negative(a) != _negative(b)))
+    quotient = jnp.where(div != 0, floor, _zero(negative, div))
     return quotient, moved
 
 
@@ -37,6 +54,11 @@ def _abs(x: Any) -> Any:
     if jnp.iscomplexobj(x):
         out = jnp.where(jnp.isinf(x.real) | jnp.isinf(x.imag), jnp.inf, out).astype(out.dtype)
     return out
+
+
+def _sign(x: Any) -> Any:
+    """NumPy's ``sign``: ``+0`` for either zero (XLA's keeps ``-0``)."""
+    return jnp.where(x == 0, jnp.zeros_like(x), jnp.sign(x))
 
 
 def _floor_divide(x1: Any, x2: Any) -> Any:
@@ -64,6 +86,11 @@ def _remainder(x1: Any, x2: Any) -> Any:
     return jnp.where(b == 0, jnp.fmod(a, b), _divmod(a, b)[1])
 
 
+# A TPU's floating remainder is no IEEE fmod (there 1 // 0.1 is 10 where NumPy's is 9, and
+# x % inf is NaN): its floating floor_divide and remainder stay with the CPU fallback (the
+# process's JAX backend decides, as a graph's program runs on it too).
+_DIVMOD_KINDS = "iu" if jax.default_backend() == "tpu" else "iuf"
+
 _UNARY: dict[str, tuple[Callable[[Any], Any], str]] = {
     # name: (jax function, the dtype kinds it serves)
     "abs": (_abs, "iufc"),
@@ -90,7 +117,7 @@ _UNARY: dict[str, tuple[Callable[[Any], Any], str]] = {
     "negative": (jnp.negative, "iuf"),
     "positive": (jnp.positive, "iuf"),
     "round": (jnp.round, "f"),
-    "sign": (jnp.sign, "if"),
+    "sign": (_sign, "if"),
     "signbit": (jnp.signbit, "f"),
     "sin": (jnp.sin, "f"),
     "sinh": (jnp.sinh, "f"),
@@ -130,8 +157,8 @@ BINARY: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
     "bitwise_and": (jnp.bitwise_and, "iub"),
     "bitwise_or": (jnp.bitwise_or, "iub"),
     "bitwise_xor": (jnp.bitwise_xor, "iub"),
-    "floor_divide": (_floor_divide, "iuf"),
-    "remainder": (_remainder, "iuf"),
+    "floor_divide": (_floor_divide, _DIVMOD_KINDS),
+    "remainder": (_remainder, _DIVMOD_KINDS),
     # A shift by the width or more (or a negative one) is 0, or -1 for a negative x1 shifted
     # right: XLA's rule and NumPy's alike.
     "bitwise_left_shift": (jnp.left_shift, "iu"),
