@@ -202,6 +202,11 @@ fn outputs(op: &OperatorHandle, got: &Bound<'_, PyAny>) -> Result<Vec<TensorMeta
             .map(|&s| usize::try_from(s))
             .collect::<std::result::Result<Vec<usize>, _>>()
             .map_err(|_| wrong(format!("gave output {i} a negative size ({sizes:?})")))?;
+        if crate::tensor::DType::from_name(&dtype).is_none() {
+            return Err(wrong(format!(
+                "gave output {i} the dtype '{dtype}', which no device holds"
+            )));
+        }
         metas.push(TensorMeta {
             dtype: dtype_name(&dtype),
             shape,
