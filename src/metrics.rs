@@ -12,7 +12,8 @@
 //! An operator's counters are kept per thread (`thread_slot.rs`): a thread adds to its own with
 //! a plain load and store, where one shared set would cost a locked read-modify-write per
 //! counter (about 20 ns a fallback here) and bounce one cache line between threads that fall
-//! back at once. A snapshot sums them.
+//! back at once. A snapshot sums them into the figures of `metrics/figures.rs` (`Figures`,
+//! `OpStats`).
 
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
@@ -20,14 +21,16 @@ use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
 
-use crate::key::{DispatchKey, DispatchKeySet, NUM_KEYS};
+use crate::key::{DispatchKey, NUM_KEYS};
 use crate::thread_slot;
 
+mod figures;
 mod profile;
 mod report;
 mod snapshot;
 mod user;
 
+pub use figures::{Failure, Figures, OpStats, StepTicks};
 pub use profile::{profile_begin, profile_end, profiling};
 pub use report::{ReportOptions, ReportSort};
 pub use snapshot::Snapshot;
@@ -155,52 +158,6 @@ impl Default for KeyCounts {
     }
 }
 
-/// The last failure of an operator's fallback: the error's kind (the name of its
-/// [`Error`](crate::Error) variant, `"Foreign"` for an error raised by a foreign kernel or
-/// hook) and its message.
-///
-/// ```
-/// let f = boxfall::metrics::Failure { kind: "Fallback".into(), message: "refused".into() };
-/// assert_eq!(f.kind, "Fallback");
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Failure {
-    /// The [`Error`](crate::Error) variant's name.
-    pub kind: String,
-    /// The error's text.
-    pub message: String,
-}
-
-impl Failure {
-    /// The failure an error describes.
-    ///
-    /// ```
-    /// let e = boxfall::Error::Fallback("no".into());
-    /// assert_eq!(boxfall::metrics::Failure::of(&e).kind, "Fallback");
-    /// ```
-    pub fn of(e: &crate::Error) -> Failure {
-        use crate::Error as E;
-        let kind = match e {
-            E::Schema(_) => "Schema",
-            E::Registration(_) => "Registration",
-            E::UnknownOperator { .. } => "UnknownOperator",
-            E::UnknownNamespace { .. } => "UnknownNamespace",
-            E::UnknownKey { .. } => "UnknownKey",
-            E::NoKernel { .. } => "NoKernel",
-            E::Argument { .. } => "Argument",
-            E::Fallback(_) => "Fallback",
-            E::Kernel { .. } => "Kernel",
-            E::OutOfMemory { .. } => "OutOfMemory",
-            E::DType { .. } | E::DeviceDType { .. } => "DType",
-            E::Foreign { .. } => "Foreign",
-        };
-        Failure {
-            kind: kind.to_string(),
-            message: e.to_string(),
-        }
-    }
-}
-
 impl KeyCounts {
     /// Every thread's counts added up, since the pair's first fallback.
     fn sums(&self) -> [u64; N] {
@@ -254,89 +211,7 @@ impl Drop for OpMetrics {
     }
 }
 
-/// The clock ticks of one fallback call, whole and per step (see [`OpMetrics::record_steps`]).
-///
-/// ```
-/// let t = boxfall::metrics::StepTicks { total: 10, to_cpu: 3, kernel: 4, from_cpu: 2 };
-/// assert!(t.to_cpu + t.kernel + t.from_cpu <= t.total);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StepTicks {
-    /// The whole fallback.
-    pub total: u64,
-    /// Moving the arguments to the CPU (step 1).
-    pub to_cpu: u64,
-    /// The CPU kernel (step 2).
-    pub kernel: u64,
-    /// Moving the results back and writing mutated arguments back (steps 3 and 4).
-    pub from_cpu: u64,
-}
-
-/// The figures of fallbacks: of one (operator, backend), or an operator's totals.
-/// `to_cpu_ns + kernel_ns + from_cpu_ns <= fallback_ns`: the rest is the fallback's own work
-/// between the steps.
-///
-/// ```
-/// let f = boxfall::metrics::Figures::default();
-/// assert_eq!(f.fallbacks, 0);
-/// assert!(f.to_cpu_ns + f.kernel_ns + f.from_cpu_ns <= f.fallback_ns);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Figures {
-    /// Calls that reached the CPU fallback, refused and failed ones included.
-    pub fallbacks: u64,
-    /// Calls that the fallback refused (the fallback policy, a view operator, a key without
-    /// transfer hooks) or that failed in a step (a hook, a missing or failing CPU kernel).
-    pub failures: u64,
-    /// Nanoseconds spent in the whole fallback.
-    pub fallback_ns: u64,
-    /// Nanoseconds moving arguments to the CPU. A step in which every argument is lent, not
-    /// copied (Native's host memory, to a Python kernel or through the typed fallback), is
-    /// not timed and adds 0: a clock read would cost more than its bookkeeping, which counts
-    /// in `kernel_ns`.
-    pub to_cpu_ns: u64,
-    /// Nanoseconds in the CPU kernel.
-    pub kernel_ns: u64,
-    /// Nanoseconds moving results back and writing mutated arguments back. Results that the
-    /// backend takes as they are (Native's host memory, through the typed fallback:
-    /// `Backend::adopt_from_cpu`) are not timed, as lent arguments are not.
-    pub from_cpu_ns: u64,
-    /// Bytes moved to the CPU.
-    pub bytes_to_cpu: u64,
-    /// Bytes moved back from the CPU (results and written-back arguments).
-    pub bytes_from_cpu: u64,
-    /// Calls of the backend's own kernel of the operator (not the fallback's).
-    pub kernel_calls: u64,
-    /// Nanoseconds in those calls, counted only while profiling ([`profile_begin`]).
-    pub kernel_call_ns: u64,
-    /// Results that the backend narrowed: a 64-bit dtype its device lacks, asked for or made
-    /// by a CPU kernel, given as the 32-bit one of its kind (`register_backend(narrow=True)`).
-    pub narrowed: u64,
-}
-
 impl Figures {
-    /// Adds `other` to these.
-    ///
-    /// ```
-    /// use boxfall::metrics::Figures;
-    /// let mut a = Figures { fallbacks: 1, kernel_ns: 5, ..Figures::default() };
-    /// a.add(&Figures { fallbacks: 2, kernel_ns: 1, ..Figures::default() });
-    /// assert_eq!((a.fallbacks, a.kernel_ns), (3, 6));
-    /// ```
-    pub fn add(&mut self, other: &Figures) {
-        self.fallbacks += other.fallbacks;
-        self.failures += other.failures;
-        self.fallback_ns += other.fallback_ns;
-        self.to_cpu_ns += other.to_cpu_ns;
-        self.kernel_ns += other.kernel_ns;
-        self.from_cpu_ns += other.from_cpu_ns;
-        self.bytes_to_cpu += other.bytes_to_cpu;
-        self.bytes_from_cpu += other.bytes_from_cpu;
-        self.kernel_calls += other.kernel_calls;
-        self.kernel_call_ns += other.kernel_call_ns;
-        self.narrowed += other.narrowed;
-    }
-
     /// From counted sums (in ticks), converted at one rate; the whole is made at least the sum
     /// of its steps (a reset racing with a snapshot, or a clock read out of order between
     /// cores, could leave it short).
@@ -360,175 +235,6 @@ impl Figures {
             kernel_call_ns,
             narrowed: kernels[2],
         }
-    }
-}
-
-/// A copy of one operator's counters: the totals over its backends, and each backend's own.
-///
-/// ```
-/// let s = boxfall::metrics::OpStats::default();
-/// assert_eq!(s.failures, 0);
-/// assert!(s.per_backend.is_empty());
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpStats {
-    /// Calls that reached the CPU fallback, refused and failed ones included.
-    pub fallbacks: u64,
-    /// Calls that the fallback refused or that failed in a step ([`Figures::failures`]).
-    pub failures: u64,
-    /// Nanoseconds spent in the whole fallback.
-    pub fallback_ns: u64,
-    /// Nanoseconds moving arguments to the CPU.
-    pub to_cpu_ns: u64,
-    /// Nanoseconds in the CPU kernel.
-    pub kernel_ns: u64,
-    /// Nanoseconds moving results back and writing mutated arguments back.
-    pub from_cpu_ns: u64,
-    /// Bytes moved to the CPU.
-    pub bytes_to_cpu: u64,
-    /// Bytes moved back from the CPU.
-    pub bytes_from_cpu: u64,
-    /// Calls of the backends' own kernels of the operator.
-    pub kernel_calls: u64,
-    /// Nanoseconds in those calls while profiling.
-    pub kernel_call_ns: u64,
-    /// Results narrowed to the 32-bit dtype of their kind ([`Figures::narrowed`]).
-    pub narrowed: u64,
-    /// The last failed fallback's error, if one failed since the last reset, whichever
-    /// backend it was on.
-    pub last_failure: Option<Failure>,
-    /// Each backend's own last failed fallback, by key index (only backends with one).
-    pub last_failures: Vec<(DispatchKey, Failure)>,
-    /// The backends whose tensors fell back, or ran a kernel of the backend's own that was
-    /// counted.
-    pub backends: DispatchKeySet,
-    /// Each of those backends' own figures, by key index.
-    pub per_backend: Vec<(DispatchKey, Figures)>,
-}
-
-impl OpStats {
-    /// Adds `other`'s counts to these, backend by backend.
-    ///
-    /// ```
-    /// use boxfall::{metrics::{Figures, OpStats}, DispatchKey};
-    /// let mut a = OpStats { fallbacks: 1, fallback_ns: 10, ..OpStats::default() };
-    /// a.add(&OpStats { fallbacks: 2, failures: 1, ..OpStats::default() });
-    /// assert_eq!((a.fallbacks, a.failures, a.fallback_ns), (3, 1, 10));
-    ///
-    /// let one = Figures { fallbacks: 1, ..Figures::default() };
-    /// let mut s = OpStats::from_backends(vec![(DispatchKey::NATIVE, one)]);
-    /// s.add(&s.clone());
-    /// assert_eq!(s.backend(DispatchKey::NATIVE).unwrap().fallbacks, 2);
-    /// ```
-    pub fn add(&mut self, other: &OpStats) {
-        let mut totals = self.totals();
-        totals.add(&other.totals());
-        self.set_totals(totals);
-        if other.last_failure.is_some() {
-            self.last_failure.clone_from(&other.last_failure);
-        }
-        for (key, f) in &other.last_failures {
-            match self.last_failures.iter_mut().find(|(k, _)| k == key) {
-                Some((_, mine)) => mine.clone_from(f),
-                None => self.last_failures.push((*key, f.clone())),
-            }
-        }
-        self.last_failures.sort_by_key(|(k, _)| k.index());
-        self.backends = self.backends | other.backends;
-        for (key, f) in &other.per_backend {
-            match self.per_backend.iter_mut().find(|(k, _)| k == key) {
-                Some((_, mine)) => mine.add(f),
-                None => self.per_backend.push((*key, *f)),
-            }
-        }
-        self.per_backend.sort_by_key(|(k, _)| k.index());
-    }
-
-    /// The stats of these backends' figures: their sums, and them.
-    ///
-    /// ```
-    /// use boxfall::{metrics::{Figures, OpStats}, DispatchKey};
-    /// let f = Figures { fallbacks: 2, bytes_to_cpu: 16, ..Figures::default() };
-    /// let s = OpStats::from_backends(vec![(DispatchKey::NATIVE, f)]);
-    /// assert_eq!((s.fallbacks, s.bytes_to_cpu), (2, 16));
-    /// assert_eq!(s.backends, DispatchKey::NATIVE.set());
-    /// ```
-    pub fn from_backends(mut per_backend: Vec<(DispatchKey, Figures)>) -> OpStats {
-        per_backend.sort_by_key(|(k, _)| k.index());
-        let mut s = OpStats::default();
-        let mut totals = Figures::default();
-        for (key, f) in &per_backend {
-            totals.add(f);
-            s.backends = s.backends | key.set();
-        }
-        s.set_totals(totals);
-        s.per_backend = per_backend;
-        s
-    }
-
-    /// The totals, as one set of figures.
-    ///
-    /// ```
-    /// let s = boxfall::metrics::OpStats { fallbacks: 3, ..Default::default() };
-    /// assert_eq!(s.totals().fallbacks, 3);
-    /// ```
-    pub fn totals(&self) -> Figures {
-        Figures {
-            fallbacks: self.fallbacks,
-            failures: self.failures,
-            fallback_ns: self.fallback_ns,
-            to_cpu_ns: self.to_cpu_ns,
-            kernel_ns: self.kernel_ns,
-            from_cpu_ns: self.from_cpu_ns,
-            bytes_to_cpu: self.bytes_to_cpu,
-            bytes_from_cpu: self.bytes_from_cpu,
-            kernel_calls: self.kernel_calls,
-            kernel_call_ns: self.kernel_call_ns,
-            narrowed: self.narrowed,
-        }
-    }
-
-    fn set_totals(&mut self, f: Figures) {
-        self.fallbacks = f.fallbacks;
-        self.failures = f.failures;
-        self.fallback_ns = f.fallback_ns;
-        self.to_cpu_ns = f.to_cpu_ns;
-        self.kernel_ns = f.kernel_ns;
-        self.from_cpu_ns = f.from_cpu_ns;
-        self.bytes_to_cpu = f.bytes_to_cpu;
-        self.bytes_from_cpu = f.bytes_from_cpu;
-        self.kernel_calls = f.kernel_calls;
-        self.kernel_call_ns = f.kernel_call_ns;
-        self.narrowed = f.narrowed;
-    }
-
-    /// One backend's last failed fallback, if one failed since the last reset.
-    ///
-    /// ```
-    /// use boxfall::{metrics::{Failure, OpStats}, DispatchKey};
-    /// let f = Failure { kind: "Fallback".into(), message: "no".into() };
-    /// let s = OpStats { last_failures: vec![(DispatchKey::NATIVE, f.clone())], ..OpStats::default() };
-    /// assert_eq!(s.last_failure_of(DispatchKey::NATIVE), Some(&f));
-    /// assert_eq!(OpStats::default().last_failure_of(DispatchKey::NATIVE), None);
-    /// ```
-    pub fn last_failure_of(&self, key: DispatchKey) -> Option<&Failure> {
-        self.last_failures
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, f)| f)
-    }
-
-    /// One backend's figures, if its tensors fell back.
-    ///
-    /// ```
-    /// use boxfall::{metrics::OpStats, DispatchKey};
-    /// assert!(OpStats::default().backend(DispatchKey::NATIVE).is_none());
-    /// ```
-    pub fn backend(&self, key: DispatchKey) -> Option<&Figures> {
-        self.per_backend
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, f)| f)
     }
 }
 
