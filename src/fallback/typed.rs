@@ -39,11 +39,13 @@ use super::moves::Moves;
 use super::policy::check_policy;
 use super::steps::kernel_error;
 
-/// The CPU fallback kernel's typed entry (`KernelFunction::with_typed_wrapper`), as any wrapper
-/// may call it: the CPU kernel the call's table bound when it was published, with the fallback's
-/// steps compiled with its signature, if it has the call's (else it declines); the calls those
-/// steps do not serve are boxed once for `boxed`, the fallback's boxed entry on the table. A
-/// dispatched typed call binds the same steps to its entry's CPU kernel at publication.
+/// The CPU fallback kernel's typed entry (`KernelFunction::with_typed_wrapper`): the CPU kernel
+/// the call's table bound when it was published, with the fallback's steps compiled with its
+/// signature, if it has the call's (else it declines); the calls those steps do not serve are
+/// boxed once for `boxed`, the fallback's boxed entry on the table. It is the one typed wrapper
+/// of the CPU fallback: a typed call handed to the fallback (`call_fallback`) reaches it as
+/// any wrapper's, and a table entry the fallback serves offers a dispatched typed call to it
+/// where the table's CPU kernel has the compiled steps (`TableEntry::publish`).
 pub(crate) struct TypedCpuFallback {
     pub(crate) boxed: Arc<TableFn>,
 }
@@ -91,10 +93,10 @@ impl KernelFunction {
 
 /// The typed fallback of a typed call, compiled with its signature (the CPU kernel's typed
 /// entry, [`KernelFunction::typed_fallback`]), which every typed call of the CPU fallback runs
-/// (a dispatched one through its entry's wrapper, one handed to the fallback through
-/// `TypedCpuFallback`), with the tensors mapped in this one frame rather than through the
-/// virtual calls of `TensorMaps`. `f` is the CPU kernel's function; `declined` serves the
-/// calls the typed steps do not (the boxed fallback).
+/// (through `TypedCpuFallback`, the entry's wrapper or the one a kernel handed the call to),
+/// with the tensors mapped in this one frame rather than through the virtual calls of
+/// `TensorMaps`. `f` is the CPU kernel's function; `declined` serves the calls the typed steps
+/// do not (the boxed fallback).
 fn typed_entry<A: CallArgs + 'static, R: CallReturns + 'static>(
     op: &OperatorHandle,
     table: &DispatchTable,

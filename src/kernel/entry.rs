@@ -11,8 +11,7 @@ use crate::schema::OpSchema;
 
 use super::routes::{CpuKernel, Route, Source};
 use super::types::{
-    DispatchTable, ForeignRef, KernelCount, KernelFunction, OperatorHandle, TableEntry, TableFn,
-    TypedCall, TypedWrapper,
+    DispatchTable, ForeignRef, KernelCount, KernelFunction, OperatorHandle, TableEntry,
 };
 use super::unboxed::{UnboxedFn, UnboxedPtr};
 
@@ -68,17 +67,16 @@ impl TableEntry {
             && !k.is_cpu_fallback();
         let count = KernelCount(own.then_some(key));
         let (boxed, wrapper) = match &k.cpu_fallback {
-            Some(bind) => {
-                let boxed = bind(cpu.cloned());
-                let compiled = cpu.filter(|c| c.typed_fallback.is_some());
-                let wrapper = compiled.map(|c| {
-                    Arc::new(BoundCpuFallback {
-                        cpu: c.clone(),
-                        boxed: boxed.clone(),
-                    }) as Arc<dyn TypedWrapper>
-                });
-                (boxed, wrapper)
-            }
+            // The CPU fallback's own typed wrapper runs its steps compiled with the CPU kernel's
+            // signature on the kernel this table binds (`DispatchTable::cpu`, the `cpu` here):
+            // offered only where that kernel has them, since any other typed call would be
+            // declined and boxed.
+            Some(bind) => (
+                bind(cpu.cloned()),
+                k.wrapper
+                    .clone()
+                    .filter(|_| cpu.is_some_and(|c| c.typed_fallback.is_some())),
+            ),
             None => (k.in_table.clone(), k.wrapper.clone()),
         };
         let boxed = match count.backend() {
@@ -117,27 +115,6 @@ impl TableEntry {
     /// ([`OperatorHandle::served_by_cpu_fallback`]).
     pub(crate) fn by_cpu_fallback(&self) -> bool {
         self.source == Source::BackendFallback && matches!(self.route, Route::CpuFallback(_))
-    }
-}
-
-/// The typed call of a CPU fallback entry whose CPU kernel is typed: the fallback's steps
-/// compiled with that kernel's signature, on the kernel bound at publication; a call of
-/// another signature is declined, and boxed once for `boxed`, the entry's boxed call.
-struct BoundCpuFallback {
-    cpu: KernelFunction,
-    boxed: Arc<TableFn>,
-}
-
-impl TypedWrapper for BoundCpuFallback {
-    #[inline]
-    fn call_typed(
-        &self,
-        op: &OperatorHandle,
-        table: &DispatchTable,
-        keys: DispatchKeySet,
-        call: &mut TypedCall<'_>,
-    ) -> Option<Result<()>> {
-        call.run_cpu_fallback(&self.cpu, op, table, keys, &*self.boxed)
     }
 }
 

@@ -299,8 +299,9 @@ pub(crate) struct TableEntry {
     /// A backend's own kernel's typed function (counted by `count`), else `UnboxedPtr::none`.
     pub(crate) counted_typed: UnboxedPtr,
     /// What a typed call that neither typed function serves offers itself to before it boxes
-    /// its arguments once for `boxed`: the kernel's typed wrapper, or for the CPU fallback its
-    /// steps compiled with the CPU kernel's signature (`BoundCpuFallback`).
+    /// its arguments once for `boxed`: the kernel's typed wrapper (the CPU fallback's, which
+    /// runs its steps compiled with the CPU kernel's signature, only where that kernel has
+    /// them).
     pub(crate) wrapper: Option<Arc<dyn TypedWrapper>>,
 }
 
