@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, final
 
 import numpy as np
+
 from boxfall._stubs.graph import Graph
 from boxfall._stubs.keys import _KeyName
 from boxfall._stubs.ops import OpOverload

@@ -1,6 +1,5 @@
-"""The runtime side of ``library.pyi``: the names it describes, from the extension, for
-``mypy.stubtest`` to check the stub against (it checks a name that ``_boxfall.pyi``
-re-exports in the module that defines it, which it imports). Nothing else imports this."""
+"""The runtime twin of ``library.pyi``: its names, for ``mypy.stubtest``
+(``_boxfall.pyi`` says why)."""
 
 # ruff: noqa: F401
 from boxfall._boxfall import (

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias, final
 
 import numpy as np
+
 from boxfall._stubs.keys import DispatchKeySet, _KeyName
 from boxfall._stubs.ops import OpOverload
 
