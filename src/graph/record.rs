@@ -573,12 +573,17 @@ fn operand_dtype(state: &State, args: &[Arg]) -> Option<DType> {
 /// program compiled for an int in range then never runs with one outside it, where a
 /// comparison's answer is another (int8 `x < 200` is all True, `x < 100` is not), and a
 /// compiler converts every scalar input to the dtype it meets without overflowing. A finite
-/// float beyond float32's range is a constant too: a device without 64-bit types packs its
-/// float inputs as float32, where it would be infinite before the operator sees it, while
-/// NumPy computes `3.5e38 / int8` in float64 (its result fits float32).
+/// float outside float32's normal range is a constant too: a device without 64-bit types
+/// packs its float inputs as float32, where one beyond it is infinite before the operator sees
+/// it (NumPy computes `3.5e38 / int8` in float64; its result fits float32) and a subnormal one
+/// is flushed to zero (bool `x == 1e-45` was True); a program's usual floats (a learning
+/// rate, a tolerance) are normal, so they compile nothing new.
 fn is_scalar_input(v: &IValue, operand: Option<DType>, default_int: DType) -> bool {
     if let IValue::Double(d) = v {
-        return !d.is_finite() || d.abs() <= f64::from(f32::MAX);
+        let m = d.abs();
+        return !d.is_finite()
+            || m == 0.0
+            || (f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX)).contains(&m);
     }
     let IValue::Int(i) = v else {
         return true;

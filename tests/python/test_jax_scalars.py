@@ -247,6 +247,20 @@ def test_a_bool_array_with_an_int_is_numpys(xp):
 
 @pytest.mark.filterwarnings("ignore::boxfall.NarrowingWarning")
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_a_float_outside_float32s_normal_range_is_numpys(xp):
+    # Graph mode packed every float as a float32 input: 3.5e38 was infinite before the
+    # operator, and a subnormal was flushed to zero (bool `x == 1e-45` gave True).
+    b = np.array([False, True])
+    t = xp.asarray(b)
+    check(t == 1e-45, b == 1e-45)
+    check(t < 1e-45, b < 1e-45)
+    i = np.array([-128, 3], np.int8)
+    got = 3.5e38 / xp.asarray(i)
+    np.testing.assert_allclose(got.numpy(), (3.5e38 / i).astype(got.dtype), rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::boxfall.NarrowingWarning")
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_a_scalar_of_each_kind_in_one_program_is_numpys(xp):
     # Scalars of several dtypes in one program (graph mode packs them one array a dtype),
     # on the device and in host callbacks (`floor_divide`, `remainder` of ints), reflected too.
