@@ -29,7 +29,6 @@ from typing import Any
 
 import boxfall as bf
 import boxfall.array_api as bxp
-import numpy as np
 from boxfall import workload
 
 THREE = "WorkloadThreeKernels"
@@ -54,42 +53,7 @@ def _register_three() -> workload.Setup:
     fallback = bf.Library("_", "IMPL")
     fallback._for_process_life()
     fallback.fallback(bf.cpu_fallback, THREE)
-    ops = bf.ops.array_api
-    wrap = backend.tensor_from_payload
-    mine = THREE + ":"
-
-    def data(v: Any) -> Any:
-        if isinstance(v, bf.Tensor):
-            if not v.device.startswith(mine) or v.dtype.kind != "f":
-                return None
-            return v.payload.data
-        return v if isinstance(v, float) else None
-
-    def binary(ufunc: Any, overload: Any) -> Any:
-        def kernel(x1: Any, x2: Any) -> Any:
-            a, b = data(x1), data(x2)
-            if a is None or b is None:
-                return bf.call_fallback(bf.cpu_fallback, overload, x1, x2)
-            return wrap(workload.Buffer(np.asarray(ufunc(a, b))))
-
-        return kernel
-
-    def sum_(x: Any, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-        a = data(x)
-        if a is None or dtype is not None or not isinstance(x, bf.Tensor):
-            return bf.call_fallback(
-                bf.cpu_fallback, ops.sum.default, x, axis=axis, dtype=dtype, keepdims=keepdims
-            )
-        axes = None if axis is None else tuple(axis)
-        return wrap(workload.Buffer(np.asarray(np.sum(a, axis=axes, keepdims=keepdims))))
-
-    lib = bf.Library("array_api", "IMPL")
-    lib._for_process_life()
-    for name, ufunc in (("add", np.add), ("multiply", np.multiply)):
-        packet = getattr(ops, name)
-        lib.impl(name, binary(ufunc, packet.default), THREE)
-        lib.impl(f"{name}.Tensor_Scalar", binary(ufunc, packet.Tensor_Scalar), THREE)
-    lib.impl("sum", sum_, THREE)
+    lib = workload._register_kernels(backend, ("add", "multiply", "sum"))
     _kept.extend([fallback, lib])
     return workload.Setup("three kernels", bxp.namespace(THREE), THREE, THREE_KERNELS)
 

@@ -259,9 +259,13 @@ def _register(name: str, kernels: bool) -> bf.Backend:
     return backend
 
 
-def _register_kernels(backend: bf.Backend) -> bf.Library:
+_KERNELS = ("add", "subtract", "multiply", "sum", "matmul")
+
+
+def _register_kernels(backend: bf.Backend, names: tuple[str, ...] = _KERNELS) -> bf.Library:
     """Kernels that compute on the payloads with NumPy, for the float tensors of this backend
-    they are given (anything else goes to the CPU fallback, as a device's kernels do)."""
+    they are given (anything else goes to the CPU fallback, as a device's kernels do): those of
+    ``names`` (a binary operator's with its ``Tensor_Scalar`` overload)."""
     ops = bf.ops.array_api
     wrap = backend.tensor_from_payload
     mine = backend.name + ":"
@@ -300,6 +304,8 @@ def _register_kernels(backend: bf.Backend) -> bf.Library:
     lib = bf.Library("array_api", "IMPL")
     lib._for_process_life()
     for name, ufunc in (("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply)):
+        if name not in names:
+            continue
         packet = getattr(ops, name)
         lib.impl(name, binary(ufunc, packet.default), backend.name)
         lib.impl(
@@ -307,8 +313,9 @@ def _register_kernels(backend: bf.Backend) -> bf.Library:
             binary(ufunc, packet.Tensor_Scalar),
             backend.name,
         )
-    lib.impl("sum", sum_, backend.name)
-    lib.impl("matmul", matmul, backend.name)
+    for name, kernel in (("sum", sum_), ("matmul", matmul)):
+        if name in names:
+            lib.impl(name, kernel, backend.name)
     return lib
 
 
