@@ -59,8 +59,9 @@ class Coverage(Mapping[str, "_Source"]):
     """What serves each operator on one backend: ``{op name: source}``, sorted by name.
 
     A read-only mapping (``cov["demo::add.Tensor"]``, ``dict(cov)``, ``len(cov)``), with
-    :meth:`totals`, :meth:`names` (the operators one source serves) and :meth:`table`; ``str(cov)``
-    is the table. It is a snapshot: registrations made later do not change it.
+    :meth:`totals`, :meth:`names` (the operators one source serves), :meth:`reason` (why the
+    fallback serves one, as its backend said with ``bf.Coverage.explain``) and :meth:`table`;
+    ``str(cov)`` is the table. It is a snapshot: registrations made later do not change it.
     """
 
     def __init__(
@@ -106,6 +107,8 @@ class Coverage(Mapping[str, "_Source"]):
         if source not in _TOTALS_ORDER:
             raise ValueError(f"a source is one of {', '.join(map(repr, _TOTALS_ORDER))}")
         return [n for n, s in self._rows.items() if s == source]
+
+    explain = staticmethod(explain)
 
     def reason(self, name: str) -> dict[str, str]:
         """Why the backend's fallback serves operator ``name`` (or the cases its kernel hands

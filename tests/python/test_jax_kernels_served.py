@@ -107,11 +107,11 @@ def test_a_kernels_cases_left_on_a_tpu_are_said_per_device():
     )
 
 
-def test_explain_records_a_reason_per_device_kind_and_coverage_shows_it():
+def test_a_backend_explains_a_fallback_per_device_kind_and_coverage_shows_it():
     bj.namespace()
     saved = dict(_coverage._REASONS.get(bj.BACKEND_NAME, {}))
     try:
-        _coverage.explain(
+        bf.Coverage.explain(
             bj.BACKEND_NAME,
             {"array_api::nonzero": {"cpu": "on the host", "tpu": "a sync of the chip"}},
         )
@@ -170,3 +170,12 @@ def test_a_case_a_kernel_cannot_take_still_reads_as_numpys_error():
     nan = ns.asarray(np.array([[1.0, np.nan], [0.0, 1.0]], np.float32))
     with pytest.raises(np.linalg.LinAlgError):
         ns.linalg.svd(nan)
+
+
+def test_sign_of_either_zero_is_numpys_positive_zero():
+    ns = bj.namespace()
+    bf.metrics.reset()
+    got = ns.sign(ns.asarray(np.array([-0.0, 0.0, -3.0, np.nan], np.float32))).numpy()
+    np.testing.assert_array_equal(got, [0.0, 0.0, -1.0, np.nan])
+    assert not np.signbit(got[:2]).any()
+    assert _fallbacks() == {}
