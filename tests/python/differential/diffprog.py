@@ -605,10 +605,6 @@ class Reference:
             for o in self._operand_values(step)
         )
         exact = step.op in EXACT and not inexact_in and not narrowed_step
-        if exact and _is_float(target) and _subnormal(target):
-            # a compiled program may flush a subnormal result to zero (XLA's CPU programs do
-            # where the ops fuse), which a later floor_divide or comparison turns into a unit
-            exact = False
         if step.op in ("multiply", "divide") and any(
             getattr(o, "dtype", np.dtype("f")).kind == "c" for o in self._operand_values(step)
         ):
@@ -714,16 +710,6 @@ class Reference:
 # --- comparing -----------------------------------------------------------------------------------
 
 RTOL = 1e-5
-
-
-def _subnormal(a: Any) -> bool:
-    """Whether the float (or complex) array ``a`` holds a nonzero value below its dtype's
-    smallest normal one."""
-    a = np.asarray(a)
-    parts = (a.real, a.imag) if a.dtype.kind == "c" else (a,)
-    tiny = np.finfo(a.dtype).tiny
-    with np.errstate(all="ignore"):
-        return any(bool(np.any((p != 0) & (np.abs(p) < tiny))) for p in parts)
 
 
 def compare_values(name: str, got: np.ndarray, want: np.ndarray, meta: Meta) -> str | None:
