@@ -20,6 +20,8 @@ import numpy as np
 
 import boxfall as bf
 
+from . import _slicing
+
 STANDARD_DTYPES = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float32", "float64", "complex64", "complex128",
@@ -68,6 +70,9 @@ def _scatter(base: jax.Array, values: jax.Array, shape: Any, strides: Any, offse
     return flat.reshape(base.shape)
 
 
+# A slicing's read and write, compiled once per layout as the gather and scatter are.
+_sliced_read = jax.jit(_slicing.read, static_argnames=("plan", "shape"))
+_sliced_write = jax.jit(_slicing.write, static_argnames=("plan",))
 _reshape = jax.jit(jnp.reshape, static_argnames=("shape",))
 _transpose = jax.jit(jnp.transpose, static_argnames=("axes",))
 
@@ -102,7 +107,8 @@ def _permutation(
 def strided_view(payload: Any, shape: Any, strides: Any, offset: int) -> Any:
     """The values of the view of ``payload`` of this layout (in elements), on arrays and traced
     arrays alike (graph mode's ``array_api::_strided_view``, in the compiled program): a
-    reshape or a transpose where the view is the whole base in another order, else a gather."""
+    reshape or a transpose where the view is the whole base in another order, a slice of it
+    (``_slicing``: basic indexing as jit lowers it) where the layout is one, else a gather."""
     shape, strides, offset = tuple(shape), tuple(strides), int(offset)
     size = math.prod(shape)
     if size == 0:
@@ -113,15 +119,22 @@ def strided_view(payload: Any, shape: Any, strides: Any, offset: int) -> Any:
         perm = _permutation(tuple(payload.shape), shape, strides)
         if perm is not None:
             return jnp.transpose(payload, perm)
+    plan = _slicing.slicing(tuple(payload.shape), shape, strides, offset)
+    if plan is not None:
+        return _sliced_read(payload, plan=plan, shape=shape)
     return _gather(payload, shape=shape, strides=strides, offset=offset)
 
 
 def strided_view_write(base: Any, values: Any, shape: Any, strides: Any, offset: int) -> Any:
     """``base`` with the view of this layout set to ``values`` (graph mode's
-    ``array_api::_strided_view_write``): a scatter."""
+    ``array_api::_strided_view_write``): an update of a slice where the layout is one
+    (``_slicing``), else a scatter."""
     shape, strides = tuple(shape), tuple(strides)
     if math.prod(shape) == 0:
         return base
+    plan = _slicing.slicing(tuple(base.shape), shape, strides, int(offset))
+    if plan is not None:
+        return _sliced_write(base, values, plan=plan)
     return _scatter(base, values, shape=shape, strides=strides, offset=int(offset))
 
 
@@ -205,6 +218,9 @@ class JaxHooks:
             return lambda payload: jax.device_put(
                 jnp.zeros(shape, payload.dtype), device_of(payload, self.device)
             )
+        plan = _slicing.slicing(base_shape, shape, strides, offset)
+        if plan is not None:
+            return functools.partial(_sliced_read, plan=plan, shape=shape)
         return functools.partial(_gather, shape=shape, strides=strides, offset=offset)
 
     def view_write(
@@ -215,11 +231,9 @@ class JaxHooks:
         strides: tuple[int, ...],
         offset: int,
     ) -> jax.Array:
-        """The base with a view's elements set to ``values``: a scatter on the device."""
-        shape, strides = tuple(shape), tuple(strides)
-        if math.prod(shape) == 0:
-            return base
-        return _scatter(base, values, shape=shape, strides=strides, offset=int(offset))
+        """The base with a view's elements set to ``values``, on the device: an update of a
+        slice, or a scatter (``strided_view_write``)."""
+        return strided_view_write(base, values, shape, strides, offset)
 
 
 def put(array: np.ndarray, device: jax.Device) -> jax.Array:
