@@ -129,3 +129,5 @@ def test_graph_mode_lowers_slices_and_transposes_with_no_gather(monkeypatch: Any
     bf.sync()
     np.testing.assert_allclose(float(got), want, rtol=1e-5)
     assert gathers == []
+    lowered = bj.graph_compiler().lowered_text()
+    assert "stablehlo.slice" in lowered and "gather" not in lowered

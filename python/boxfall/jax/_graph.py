@@ -307,6 +307,14 @@ class JaxCompiler:
         """Input buffers the programs consumed (donated) to hold their results."""
         self.donated_bytes = 0
         """Their bytes."""
+        self._last_lowered: Any = None
+
+    def lowered_text(self) -> str:
+        """The StableHLO of the program compiled last (``""`` before any), as
+        ``jax.jit(f).lower(...).as_text()`` gives a jitted function's: to compare what graph
+        mode made of a recording with what jit makes of the same function (a view is a
+        ``slice``, not a ``gather``, where its layout is one)."""
+        return "" if self._last_lowered is None else str(self._last_lowered.as_text())
 
     @property
     def donate(self) -> bool:
@@ -421,7 +429,9 @@ class JaxCompiler:
             nonlocal jitted
             start = time.perf_counter_ns()
             try:
-                jit_program.lower(values).compile()
+                lowered = jit_program.lower(values)
+                self._last_lowered = lowered
+                lowered.compile()
             finally:
                 bf.metrics._compiled_in_run(time.perf_counter_ns() - start)
             jitted = jit_program
