@@ -13,7 +13,8 @@ paired rounds (boxfall's call and the baseline back to back, medians and spread 
    the operator, the namespace's function) and what each of the workload's operators adds.
 4. with ``--graph`` only: the workload in graph mode against ``jax.jit`` and ``jax.numpy`` op
    by op, where the time goes (recording, sync, wait; jit's launch, wait), and graph mode's
-   variants (a convergence check, a host callback, a graph break); with ``--limits 52,26``
+   variants (a convergence check, a host callback, a graph break), and the workload written
+   with views and transposes (``views_workload``) against ``jax.jit``; with ``--limits 52,26``
    also under those graph size limits (``bf.graph.set_limit``), without the variants;
    with ``--inplace MIB`` only: ``x += y`` in graph mode against ``jax.jit`` with its input
    donated and kept (time a step, the device's peak memory).
@@ -287,6 +288,60 @@ def bench_graph(rounds: int, sizes: tuple[int, ...], limits: tuple[int, ...] = (
         )
 
 
+def views_workload(xp: Any, x: Any, y: Any, p: workload.Problem) -> tuple[Any, Any, Any]:
+    """The workload written with views, as array code often is: the first centers a slice
+    (``x[:k]``), transposes as ``.mT``, new axes by ``[:, None]``, the ridge on the last
+    half of the rows (``x[n // 2:]``) with a reversed copy of the target's rows. Graph mode
+    records each view as a layout of its base; jit lowers the same as slices and transposes."""
+    centers = x[: p.k]
+    x_sq = xp.sum(x * x, axis=1)[:, None]
+    ids = xp.arange(p.k)[None, :]
+    labels = None
+    for _ in range(p.iterations):
+        c_sq = xp.sum(centers * centers, axis=1)[None, :]
+        dist = x_sq - (x @ centers.mT) * 2.0 + c_sq
+        labels = xp.argmin(dist, axis=1)[:, None]
+        onehot = xp.astype(labels == ids, x.dtype)
+        counts = xp.maximum(xp.sum(onehot, axis=0), 1.0)
+        centers = (onehot.mT @ x) / counts[:, None]
+    half, target = x[x.shape[0] // 2 :], y[::-1][: x.shape[0] - x.shape[0] // 2]
+    gram = half.mT @ half + xp.eye(x.shape[1], dtype=x.dtype) * p.alpha
+    return centers, labels, xp.linalg.solve(gram, half.mT @ target)
+
+
+def bench_graph_views(rounds: int, sizes: tuple[int, ...]) -> None:
+    """``views_workload`` in graph mode against ``jax.jit`` of the same function, paired."""
+    gx = bj.namespace(graph=True)
+    print("the workload written with views and transposes, graph mode against jax.jit (ms):")
+    for n in sizes:
+        p = workload.Problem(n=n)
+        x, y = (a.astype(np.float32) for a in workload.make_data(p))
+        gxx, gxy = gx.asarray(x), gx.asarray(y)
+        jx, jy = jnp.asarray(x), jnp.asarray(y)
+        jitted = jax.jit(lambda a, b, p=p: views_workload(_jnp_namespace(), a, b, p))
+
+        def graph(gxx: Any = gxx, gxy: Any = gxy, p: Any = p) -> Any:
+            out = views_workload(gx, gxx, gxy, p)
+            bf.sync()
+            return jax.block_until_ready([t.payload for t in out])
+
+        def compiled(jx: Any = jx, jy: Any = jy, jitted: Any = jitted) -> Any:
+            return jax.block_until_ready(jitted(jx, jy))
+
+        for got, w in zip(graph(), compiled(), strict=True):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(w), rtol=2e-3, atol=2e-3)
+        graph()
+        g, j = _paired(graph, compiled, 1, rounds)
+        ratio = [a / b for a, b in zip(g, j, strict=True)]
+        gathers = bj.graph_compiler().lowered_text().count("stablehlo.gather")
+        jit_gathers = jitted.lower(jx, jy).as_text().count("stablehlo.gather")
+        print(
+            f"  n={n:>7,}: graph mode {statistics.median(g) / 1e3:.2f} ms, jax.jit "
+            f"{statistics.median(j) / 1e3:.2f} ms; graph mode over jax.jit {_spread(ratio)}; "
+            f"gathers in the program {gathers} (jax.jit's {jit_gathers}: the solve's)"
+        )
+
+
 def _split(
     gx: Any, gxx: Any, gxy: Any, p: workload.Problem, jitted: Any, jx: Any, jy: Any, rounds: int
 ) -> str:
@@ -509,6 +564,8 @@ def main() -> None:
         return
     if args.graph:
         bench_graph(args.rounds, (2_000,) if args.quick else (4_000, 250_000), limits)
+        if not limits:
+            bench_graph_views(args.rounds, (2_000,) if args.quick else (4_000, 250_000))
         if limits:
             return
         bench_graph_variants(args.rounds, 2_000 if args.quick else 4_000)
