@@ -113,3 +113,24 @@ def test_numpy_scalars_are_zero_d_arrays_of_their_dtype(xp: Any) -> None:
     assert np.asarray(x).tolist() == [2, 3] and str(x.dtype) == "int8"
     f = xp.asarray(np.array([1.5, 2.0], np.float32))
     assert str((f * np.float64(3.0)).dtype) == _narrowed(xp, "float64")
+
+
+@pytest.mark.parametrize("xp", NAMESPACES)
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "float32", None])
+def test_asarray_of_a_list_of_numpy_scalars_is_numpys(xp: Any, dtype: str | None) -> None:
+    # NumPy casts a NumPy scalar (a float64 NaN to uint8: 0, with a warning), where a Python
+    # float NaN is a ValueError; the list's elements once went in as Python scalars.
+    values = [np.float64(np.nan), np.float32(2.5), np.int8(-3)]
+
+    def numpy() -> Any:
+        with np.errstate(invalid="ignore"):
+            return np.asarray(values, dtype=dtype)
+
+    def ours() -> Any:
+        return xp.asarray(values, dtype=None if dtype is None else getattr(xp, dtype))
+
+    want, got = _outcome(numpy), _outcome(ours)
+    if want[0] == "value" and got[0] == "value":
+        np.testing.assert_array_equal(np.asarray(got[1], dtype=float), want[1])
+    else:
+        _same(got, want)

@@ -281,6 +281,11 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
         raise ValueError(f"asarray(copy=False) cannot move an array to {device}")
     elif isinstance(obj, (str, bytes)):
         raise TypeError(f"asarray: a {type(obj).__name__} is no array of the standard")
+    elif isinstance(obj, (list, tuple)) and _holds_numpy_scalar(obj):
+        # NumPy's scalars keep their dtypes in NumPy's conversion (a float64 NaN cast to uint8
+        # is NumPy's cast, where a Python float NaN is a ValueError): NumPy converts the list,
+        # as the reference does, before the operator binds its elements as Python scalars.
+        obj = np.asarray(obj, dtype=None if dtype is None else np.dtype(dtype_name(dtype)))
     elif dtype is None and _device(device) is not None:
         dtype = _default(None, device, _kind_of_object(obj))
     target = (
@@ -294,6 +299,14 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
         host = OPS["asarray"](obj, dtype=dtype_name(dtype), device=None, copy=copy)
         return backend.tensor(host, index, op=OPS["asarray"])
     return OPS["asarray"](obj, dtype=dtype_name(dtype), device=_device(device), copy=copy)
+
+
+def _holds_numpy_scalar(obj: Any) -> bool:
+    """Whether a nested list or tuple holds a NumPy scalar (``np.float64(nan)``)."""
+    return any(
+        isinstance(v, np.generic) or (isinstance(v, (list, tuple)) and _holds_numpy_scalar(v))
+        for v in obj
+    )
 
 
 def scalar_array(value: Any, like: Any) -> Any:
