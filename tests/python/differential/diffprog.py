@@ -398,6 +398,18 @@ class RefRun:
         return {v: self.env[v] for v in self.order if v in self.env}
 
 
+def _numeric(v: Any) -> np.ndarray:
+    """``v`` as an array NumPy's ufuncs take: a Python int past 64 bits (an object array to
+    ``np.asarray``) as the float it rounds to, an infinity where none holds it."""
+    a = np.asarray(v)
+    if a.dtype != object:
+        return a
+    try:
+        return np.asarray(float(v))
+    except OverflowError:
+        return np.asarray(math.inf if v > 0 else -math.inf)
+
+
 _FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 
 
@@ -537,7 +549,7 @@ class Reference:
         if step.op == "floor_divide" and value.dtype.kind == "f":
             # boxfall follows the standard where one float is infinite (floor(x1 / x2));
             # NumPy gives NaN there (docs/array-api.md).
-            a, b = (np.asarray(o) for o in self._operand_values(step)[:2])
+            a, b = (_numeric(o) for o in self._operand_values(step)[:2])
             with np.errstate(all="ignore"):
                 one = np.isinf(a) ^ np.isinf(b)
                 value = np.where(one, np.floor(np.divide(a, b)), value).astype(value.dtype)
