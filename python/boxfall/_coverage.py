@@ -108,7 +108,11 @@ class Coverage(Mapping[str, "_Source"]):
             raise ValueError(f"a source is one of {', '.join(map(repr, _TOTALS_ORDER))}")
         return [n for n, s in self._rows.items() if s == source]
 
-    explain = staticmethod(explain)
+    @staticmethod
+    def explain(backend: str, reasons: Mapping[str, str | Mapping[str, str]]) -> None:
+        """Records why ``backend``'s fallback serves each operator of ``reasons``: the module's
+        :func:`explain` (one text for every device, or one per device kind)."""
+        explain(backend, reasons)
 
     def reason(self, name: str) -> dict[str, str]:
         """Why the backend's fallback serves operator ``name`` (or the cases its kernel hands
