@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._kernels_base import _Kernels
 
@@ -19,7 +20,13 @@ _argsort = jax.jit(
     lambda a, *, axis, descending: jnp.argsort(a, axis=axis, stable=True, descending=descending),
     static_argnames=("axis", "descending"),
 )
-_searchsorted = jax.jit(jnp.searchsorted, static_argnames=("side",))
+# jnp.searchsorted gives int32 always; NumPy's index dtype is the default int (int64 with x64).
+_searchsorted = jax.jit(
+    lambda a, v, *, side: jnp.searchsorted(a, v, side=side).astype(
+        jax.dtypes.canonicalize_dtype(np.int64)
+    ),
+    static_argnames=("side",),
+)
 _count_nonzero = jax.jit(jnp.count_nonzero, static_argnames=("axis", "keepdims"))
 
 
