@@ -66,11 +66,7 @@ def _linear_algebra(k: _Kernels) -> None:
     LinAlgError = np.linalg.LinAlgError  # noqa: N806  (NumPy's class)
     on = k.backend.name
 
-    # The decompositions JAX holds on the device: float32 and complex64 everywhere; 64-bit
-    # ones only off a TPU (there JAX's float64 solve, inv and slogdet raise).
-    linalg_kinds: set[np.dtype[Any]] = {np.dtype("float32"), np.dtype("complex64")}
-    if not k.on_tpu:
-        linalg_kinds |= {np.dtype("float64"), np.dtype("complex128")}
+    linalg_kinds = _factorized_dtypes(k)
 
     def square(x: Any) -> Any:
         a = pay(x)
@@ -185,6 +181,14 @@ _diagonal = jax.jit(jnp.linalg.diagonal, static_argnames=("offset",))
 _cross = jax.jit(jnp.linalg.cross, static_argnames=("axis",))
 _outer = jax.jit(jnp.linalg.outer)
 
+
+def _factorized_dtypes(k: _Kernels) -> set[np.dtype[Any]]:
+    """The dtypes whose factorizations JAX computes on the device: float32 and complex64
+    everywhere; 64-bit ones only off a TPU (there JAX's float64 solve, inv and slogdet raise)."""
+    kinds = {np.dtype("float32"), np.dtype("complex64")}
+    return kinds if k.on_tpu else kinds | {np.dtype("float64"), np.dtype("complex128")}
+
+
 _NORM_ORDS = (1, -1, 2, -2, math.inf, -math.inf, "fro", "nuc")
 
 
@@ -193,10 +197,7 @@ def _decompositions(k: _Kernels) -> None:
     pay = k.payload
     LinAlgError = np.linalg.LinAlgError  # noqa: N806  (NumPy's class)
     on = k.backend.name
-    # As `_linear_algebra`'s: 64-bit factorizations only off a TPU.
-    kinds: set[np.dtype[Any]] = {np.dtype("float32"), np.dtype("complex64")}
-    if not k.on_tpu:
-        kinds |= {np.dtype("float64"), np.dtype("complex128")}
+    kinds = _factorized_dtypes(k)
 
     def matrices(x: Any) -> Any:
         a = pay(x)

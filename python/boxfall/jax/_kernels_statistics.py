@@ -91,25 +91,21 @@ def _statistics(k: _Kernels) -> None:
     k.add("argmax", arg(_jit(jnp.argmax, "axis", "keepdims")))
     k.add("argmin", arg(_jit(jnp.argmin, "axis", "keepdims")))
 
-    def cumulative_sum(
-        x: Any, *, axis: Any = None, dtype: Any = None, include_initial: bool = False
-    ) -> Any:
-        a, d = pay(x), k.dtype_here(dtype, "cumulative_sum")
-        if a is None or d is False or a.dtype.kind not in "fc" or (axis is None and a.ndim != 1):
-            return None
-        return _cumulative_sum(a, axis=axis, dtype=d, include_initial=include_initial)
+    def cumulative(name: str, fn: Callable[..., Any]) -> Kernel:
+        def compute(
+            x: Any, *, axis: Any = None, dtype: Any = None, include_initial: bool = False
+        ) -> Any:
+            a, d = pay(x), k.dtype_here(dtype, name)
+            if a is None or d is False or a.dtype.kind not in "fc":
+                return None
+            if axis is None and a.ndim != 1:
+                return None
+            return fn(a, axis=axis, dtype=d, include_initial=include_initial)
 
-    k.add("cumulative_sum", cumulative_sum)
+        return compute
 
-    def cumulative_prod(
-        x: Any, *, axis: Any = None, dtype: Any = None, include_initial: bool = False
-    ) -> Any:
-        a, d = pay(x), k.dtype_here(dtype, "cumulative_prod")
-        if a is None or d is False or a.dtype.kind not in "fc" or (axis is None and a.ndim != 1):
-            return None
-        return _cumulative_prod(a, axis=axis, dtype=d, include_initial=include_initial)
-
-    k.add("cumulative_prod", cumulative_prod)
+    k.add("cumulative_sum", cumulative("cumulative_sum", _cumulative_sum))
+    k.add("cumulative_prod", cumulative("cumulative_prod", _cumulative_prod))
 
     def diff(x: Any, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Any:
         a = pay(x)
