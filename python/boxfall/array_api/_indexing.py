@@ -206,12 +206,13 @@ def setitem(x: Any, key: Any, value: Any) -> None:
         probe = np.empty(1, dtype=np.dtype(x.dtype))
         probe[0] = value
         value = probe.reshape(())
-    if type(value) is int and np.dtype(x.dtype).kind == "b":
-        value = bool(value)  # NumPy's truth of any int, 2**64 included
     if type(value) is int and not -(2**63) <= value < 2**63:
         from ._elementwise_functions import wide_int
 
-        _, value = wide_int("setitem", x, value)
+        if np.dtype(x.dtype).kind == "b":
+            value = True  # NumPy stores any int's truth in a bool array, 2**64 included
+        else:
+            _, value = wide_int("setitem", x, value)
     if isinstance(value, SCALAR_TYPES):
         OPS["setitem.Scalar"](x, key, arrays, value)
         return
