@@ -76,7 +76,7 @@ def test_a_write_through_a_basic_indexing_view_is_numpys_and_no_scatter_where_st
     layout: Any,
 ) -> None:
     shape, strides, offset = layout
-    values = np.full(shape, -1.0, np.float32) - np.arange(int(np.prod(shape))).reshape(shape)
+    values = -1.0 - np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
     want = BASE.copy()
     np.lib.stride_tricks.as_strided(
         want.reshape(-1)[offset:], shape, [s * BASE.itemsize for s in strides]

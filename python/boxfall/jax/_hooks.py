@@ -40,14 +40,6 @@ def held_dtypes(x64: bool) -> tuple[str, ...]:
     return STANDARD_DTYPES if x64 else tuple(d for d in STANDARD_DTYPES if d not in WIDE)
 
 
-def _c_strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return strides[::-1]
-
-
 def _flat_index(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> jax.Array:
     """The flat index into the base of each element of a view, in C order, made on the device
     inside the compiled gather or scatter (nothing crosses from the host for it)."""
@@ -74,7 +66,6 @@ def _scatter(base: jax.Array, values: jax.Array, shape: Any, strides: Any, offse
 _sliced_read = jax.jit(_slicing.read, static_argnames=("plan", "shape"))
 _sliced_write = jax.jit(_slicing.write, static_argnames=("plan",))
 _reshape = jax.jit(jnp.reshape, static_argnames=("shape",))
-_transpose = jax.jit(jnp.transpose, static_argnames=("axes",))
 
 
 def _in_c_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
@@ -88,37 +79,17 @@ def _in_c_order(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return True
 
 
-def _permutation(
-    base_shape: tuple[int, ...], shape: tuple[int, ...], strides: tuple[int, ...]
-) -> tuple[int, ...] | None:
-    """The axes that ``jnp.transpose`` takes to make this view of the whole base, when it is a
-    permutation of the base's axes (``x.T``, ``permute_dims``); else None."""
-    if len(base_shape) != len(shape) or any(n == 1 for n in shape):
-        return None
-    by_stride = {s: axis for axis, s in enumerate(_c_strides(base_shape))}
-    perm = tuple(by_stride.get(s, -1) for s in strides)
-    if sorted(perm) != list(range(len(shape))):
-        return None
-    if any(base_shape[p] != n for p, n in zip(perm, shape, strict=True)):
-        return None
-    return perm
-
-
 def strided_view(payload: Any, shape: Any, strides: Any, offset: int) -> Any:
     """The values of the view of ``payload`` of this layout (in elements), on arrays and traced
     arrays alike (graph mode's ``array_api::_strided_view``, in the compiled program): a
-    reshape or a transpose where the view is the whole base in another order, a slice of it
+    reshape where the view is the whole base in C order, a slice, reversal and transpose of it
     (``_slicing``: basic indexing as jit lowers it) where the layout is one, else a gather."""
     shape, strides, offset = tuple(shape), tuple(strides), int(offset)
     size = math.prod(shape)
     if size == 0:
         return jnp.zeros(shape, payload.dtype)
-    if offset == 0 and size == math.prod(payload.shape):
-        if _in_c_order(shape, strides):
-            return jnp.reshape(payload, shape)
-        perm = _permutation(tuple(payload.shape), shape, strides)
-        if perm is not None:
-            return jnp.transpose(payload, perm)
+    if offset == 0 and size == math.prod(payload.shape) and _in_c_order(shape, strides):
+        return jnp.reshape(payload, shape)
     plan = _slicing.slicing(tuple(payload.shape), shape, strides, offset)
     if plan is not None:
         return _sliced_read(payload, plan=plan, shape=shape)
@@ -208,12 +179,8 @@ class JaxHooks:
         """How a view of this layout is made from its base: decided once per layout (a loop
         takes the same views of arrays of the same shape again and again)."""
         size = math.prod(shape)
-        if offset == 0 and size == math.prod(base_shape):
-            if _in_c_order(shape, strides):
-                return functools.partial(_reshape, shape=shape)
-            perm = _permutation(base_shape, shape, strides)
-            if perm is not None:
-                return functools.partial(_transpose, axes=perm)
+        if offset == 0 and size == math.prod(base_shape) and _in_c_order(shape, strides):
+            return functools.partial(_reshape, shape=shape)
         if size == 0:
             return lambda payload: jax.device_put(
                 jnp.zeros(shape, payload.dtype), device_of(payload, self.device)

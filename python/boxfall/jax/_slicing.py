@@ -95,7 +95,10 @@ def _sliced_shape(plan: Slicing) -> tuple[int, ...]:
 def read(base: Any, plan: Slicing, shape: tuple[int, ...]) -> Any:
     """The view's values: the slice, reversed where it steps back, its kept axes in the view's
     order, reshaped to the view's shape (its axes of length 1 inserted)."""
-    x = jax.lax.slice(base, plan.lo, plan.hi, plan.step)
+    whole = all(lo == 0 and st == 1 for lo, st in zip(plan.lo, plan.step, strict=True))
+    whole = whole and plan.hi == tuple(base.shape)
+    # A transpose of the whole base (``x.T``, ``permute_dims``) slices nothing.
+    x = base if whole else jax.lax.slice(base, plan.lo, plan.hi, plan.step)
     if plan.reversed_axes:
         x = jax.lax.rev(x, plan.reversed_axes)
     sliced = _sliced_shape(plan)
@@ -112,7 +115,7 @@ def write(base: Any, values: Any, plan: Slicing) -> Any:
     sliced = _sliced_shape(plan)
     kept_shape = tuple(sliced[j] for j in plan.kept)
     in_view = tuple(kept_shape[k] for k in plan.order)
-    v = values.reshape(in_view)
+    v = values.reshape(in_view).astype(base.dtype)  # as the scatter's set casts
     if plan.order != tuple(range(len(plan.order))):
         inverse = [0] * len(plan.order)
         for position, k in enumerate(plan.order):
