@@ -40,12 +40,14 @@ from ._helpers import ARRAY_TYPES, SCALAR_TYPES
 
 
 def _operand(other: Any) -> bool:
-    return isinstance(other, (*ARRAY_TYPES, *SCALAR_TYPES, complex))
+    # A NumPy scalar too: the function takes it as a 0-d array of its dtype, as NumPy 2 does.
+    return isinstance(other, (*ARRAY_TYPES, *SCALAR_TYPES, complex, np.generic))
 
 
 def _typed(other: Any) -> Any:
     """A NumPy scalar as NumPy 2 takes it, a 0-d array of its dtype (NEP 50: its dtype counts,
-    unlike a Python scalar's); any other operand as it is."""
+    unlike a Python scalar's); any other operand as it is. (The binary functions do this
+    themselves; the in-place operators call no function.)"""
     return np.asarray(other) if isinstance(other, np.generic) else other
 
 
@@ -53,11 +55,9 @@ def _binary(name: str) -> tuple[Any, Any]:
     fn = getattr(_ew, name)
 
     def forward(self: Any, other: Any) -> Any:
-        other = _typed(other)
         return fn(self, other) if _operand(other) else NotImplemented
 
     def reflected(self: Any, other: Any) -> Any:
-        other = _typed(other)
         return fn(other, self) if _operand(other) else NotImplemented
 
     return forward, reflected
