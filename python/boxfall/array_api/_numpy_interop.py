@@ -205,9 +205,9 @@ def array_ufunc(self: Any, ufunc: Any, method: str, *inputs: Any, **kwargs: Any)
     if method == "__call__" and not kwargs and ufunc.nin == len(inputs) and plain:
         standard = _standard(ufunc)
         if standard is not None:
-            # A NumPy scalar is a 0-d array of its dtype to NumPy 2 (``np.float32(2) * x``):
-            # so it is here, and the result stays a tensor on the device, 0-d or not.
-            return standard(*(np.asarray(x) if isinstance(x, np.generic) else x for x in inputs))
+            # A NumPy scalar (``np.float32(2) * x``) too: the function takes it as a 0-d array
+            # of its dtype, as NumPy 2 does, and its result stays a tensor on the device.
+            return standard(*inputs)
     fn = getattr(ufunc, method)
     writes = (0,) if method == "at" else ()
     return _run(_name(ufunc, method), fn, inputs, kwargs, writes)
