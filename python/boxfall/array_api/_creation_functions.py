@@ -302,11 +302,15 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
 
 
 def _holds_numpy_scalar(obj: Any) -> bool:
-    """Whether a nested list or tuple holds a NumPy scalar (``np.float64(nan)``)."""
-    return any(
-        isinstance(v, np.generic) or (isinstance(v, (list, tuple)) and _holds_numpy_scalar(v))
-        for v in obj
-    )
+    """Whether a nested list or tuple holds a NumPy scalar (``np.float64(nan)``). The types
+    of a level are gathered at C speed (``map(type, ...)``): a per-element check in Python
+    cost a third of ``asarray`` of a list of a million floats."""
+    types = set(map(type, obj))
+    if any(issubclass(t, np.generic) for t in types):
+        return True
+    if not any(issubclass(t, (list, tuple)) for t in types):
+        return False
+    return any(_holds_numpy_scalar(v) for v in obj if isinstance(v, (list, tuple)))
 
 
 def scalar_array(value: Any, like: Any) -> Any:
